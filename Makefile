@@ -1,0 +1,51 @@
+# Thin wrapper around CMake. `make test` is what CI runs (see .ci/run).
+#   make            build (Release) into build/
+#   make test       install missing packages, build, run the test suite
+#   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate
+CC ?= cc
+JOBS ?= $(shell nproc)
+BUILD ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-sanitize: deps
+	@cmake -S . -B build-asan -DCMAKE_C_COMPILER=$(CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFORMERS_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && CFORMERS_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh
+
+bench-gemm: build
+	@$(BUILD)/bench/bench_gemm
+
+bench-train: build
+	@bash bench/bench_train.sh
+
+bench-data: build
+	@bash bench/bench_data.sh
+
+bench-fusion: build
+	@$(BUILD)/bench/bench_fusion
+
+bench-generate: build
+	@bash bench/bench_generate.sh
+
+clean:
+	rm -rf build build-asan build-clang

@@ -1,0 +1,44 @@
+/* General matrix multiplication, the engine's hot path.
+ *
+ *     C = alpha * op(A) * op(B) + beta * C
+ *
+ * Row-major storage throughout. op(A) is M x K, op(B) is K x N, C is M x N.
+ * With trans_a, A is stored K x M (lda >= M); without, M x K (lda >= K). Likewise B.
+ * beta = 0 overwrites C (its old contents may be NaN); beta = 1 accumulates, as
+ * gradient accumulation needs.
+ *
+ * Kernels are chosen at run time from the CPU (see cpu.h) and run on the engine's
+ * thread pool; called from inside a pool task they run on the calling thread only. */
+#ifndef CFORMERS_GEMM_H
+#define CFORMERS_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cformers/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+              const float *B, long ldb, float beta, float *C, long ldc);
+
+/* bf16 inputs, f32 accumulation and output (AVX-512 BF16 vdpbf16ps where present). */
+void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
+                  const cf_bf16 *B, long ldb, float beta, float *C, long ldc);
+
+/* `batch` independent products; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c
+ * (strides in elements). Used for per-head attention products. */
+void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A,
+                              long lda, long stride_a, const float *B, long ldb, long stride_b, float beta, float *C,
+                              long ldc, long stride_c, long batch);
+
+/* Plain triple loop with double accumulation: the reference tests compare against. */
+void cf_sgemm_reference(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+                        const float *B, long ldb, float beta, float *C, long ldc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

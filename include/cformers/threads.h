@@ -1,0 +1,41 @@
+/* The engine's thread pool. One pool per process, sized to the machine's cores
+ * (sched_getaffinity) or to CFORMERS_THREADS. Every multithreaded kernel runs on it,
+ * so nothing oversubscribes: a parallel call made from inside a pool task runs
+ * serially on the calling thread.
+ *
+ * The calling thread takes part in the work, so a pool of N threads starts N-1 workers. */
+#ifndef CFORMERS_THREADS_H
+#define CFORMERS_THREADS_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs fn(ctx, task, thread) for task = 0 .. n_tasks-1, spread dynamically over the
+ * pool; returns when all are done. `thread` is in [0, cf_num_threads()) and is unique
+ * among tasks running at the same time, so it can index per-thread scratch space. */
+typedef void (*cf_task_fn)(void *ctx, int task, int thread);
+void cf_parallel_for(int n_tasks, cf_task_fn fn, void *ctx);
+
+/* Runs fn(ctx, thread, n_threads) exactly once on each of the pool's threads (or once,
+ * with n_threads = 1, when called from inside the pool). Inside it, threads may call
+ * cf_team_barrier() to wait for each other. */
+typedef void (*cf_team_fn)(void *ctx, int thread, int n_threads);
+void cf_parallel_team(cf_team_fn fn, void *ctx);
+void cf_team_barrier(void);
+
+/* Splits [0, n) into `parts` nearly equal contiguous ranges; range `i` is [*begin, *end). */
+void cf_split_range(long n, int parts, int i, long *begin, long *end);
+
+int cf_num_threads(void);
+/* Resizes the pool (n < 1 means the default). Not to be called from inside a pool task. */
+void cf_set_num_threads(int n);
+/* True while the calling thread is running a pool task. */
+bool cf_in_parallel(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,53 @@
+/* Tokenizers: text <-> token ids, in C, with no Python at run time.
+ *
+ * One handle type covers every supported format; cf_tokenizer_load() recognises the
+ * file by its content:
+ *   - SentencePiece BPE model (`tokenizer.model`, LLaMA 2 family, with byte fallback)
+ *   - llama2.c `tokenizer.bin` (same algorithm as SentencePiece BPE: scores + byte fallback)
+ *   - GPT-2 byte-level BPE: a directory holding `encoder.json` + `vocab.bpe`
+ *   - Hugging Face `tokenizer.json` (byte-level BPE, LLaMA-3 / GPT-2 style)
+ *   - a vocabulary written by `cformers tokenizer train`
+ * cf_tokenizer_bytes() gives a plain 256-symbol byte vocabulary. */
+#ifndef CFORMERS_TOKENIZER_H
+#define CFORMERS_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_tokenizer cf_tokenizer;
+
+cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err);
+cf_tokenizer *cf_tokenizer_bytes(void);
+void cf_tokenizer_free(cf_tokenizer *tok);
+
+int cf_tokenizer_vocab_size(const cf_tokenizer *tok);
+/* Special ids, or -1 when the vocabulary has none. */
+int cf_tokenizer_bos(const cf_tokenizer *tok);
+int cf_tokenizer_eos(const cf_tokenizer *tok);
+
+/* Encodes `len` bytes of text. On success returns the number of ids and sets *ids to a
+ * malloc'd array the caller frees; returns -1 with err set on failure. With add_bos, the
+ * BOS id (if the vocabulary has one) is prepended. */
+long cf_tokenizer_encode(const cf_tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids,
+                         cf_error *err);
+
+/* The bytes of one token as they should be printed after token `prev` (-1 at the start),
+ * for streaming output: SentencePiece drops the leading space after BOS, byte-fallback
+ * tokens become their raw byte. Returns a pointer into the tokenizer or into `scratch`
+ * (at least 8 bytes), and the length in *len. */
+const char *cf_tokenizer_piece(const cf_tokenizer *tok, int32_t prev, int32_t id, char *scratch, size_t *len);
+
+/* Decodes a whole sequence into a malloc'd, NUL-terminated string. */
+char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,84 @@
+#include "cformers/dtype.h"
+
+#include <math.h>
+
+static const struct {
+    const char *name, *alias;
+    size_t size;
+} dtype_table[CF_DTYPE_COUNT] = {
+    [CF_F32] = {"f32", "float32", 4},
+    [CF_BF16] = {"bf16", "bfloat16", 2},
+    [CF_F16] = {"f16", "float16", 2},
+    [CF_I8] = {"i8", "int8", 1},
+    [CF_I32] = {"i32", "int32", 4},
+};
+
+size_t cf_dtype_size(cf_dtype t) { return t < CF_DTYPE_COUNT ? dtype_table[t].size : 0; }
+
+const char *cf_dtype_name(cf_dtype t) { return t < CF_DTYPE_COUNT ? dtype_table[t].name : "?"; }
+
+int cf_dtype_parse(const char *name, cf_dtype *out) {
+    for (int t = 0; t < CF_DTYPE_COUNT; t++) {
+        if (strcmp(name, dtype_table[t].name) == 0 || strcmp(name, dtype_table[t].alias) == 0) {
+            *out = (cf_dtype)t;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+float cf_f16_to_f32(cf_f16 h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t u;
+    if (exp == 0) {
+        if (mant == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            float f = ldexpf((float)mant, -24);
+            memcpy(&u, &f, sizeof u);
+            u |= sign;
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (mant << 13);
+    } else {
+        u = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+cf_f16 cf_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t sign = (u >> 16) & 0x8000;
+    uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return (cf_f16)(sign | 0x7e00);       /* NaN */
+    if (abs >= 0x477ff000u) return (cf_f16)(sign | 0x7c00);      /* overflow to inf */
+    if (abs < 0x38800000u) {                                      /* subnormal or zero */
+        float a;
+        memcpy(&a, &abs, sizeof a);
+        return (cf_f16)(sign | (uint32_t)lrintf(a * 16777216.0f)); /* 2^24, ties to even */
+    }
+    uint32_t mant_odd = (abs >> 13) & 1u;
+    abs += 0xfffu + mant_odd;
+    return (cf_f16)(sign | ((abs - 0x38000000u) >> 13));
+}
+
+void cf_convert_f32_to_bf16(const float *src, cf_bf16 *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = cf_f32_to_bf16(src[i]);
+}
+
+void cf_convert_bf16_to_f32(const cf_bf16 *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = cf_bf16_to_f32(src[i]);
+}
+
+void cf_convert_f32_to_f16(const float *src, cf_f16 *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = cf_f32_to_f16(src[i]);
+}
+
+void cf_convert_f16_to_f32(const cf_f16 *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = cf_f16_to_f32(src[i]);
+}

@@ -1,0 +1,54 @@
+#include "cformers/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cf_fail(cf_error *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int cf_fail_prefix(cf_error *err, const char *fmt, ...) {
+    if (err) {
+        char prefix[CF_ERROR_MSG_MAX];
+        char old[CF_ERROR_MSG_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        va_end(ap);
+        memcpy(old, err->msg, sizeof old);
+        snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+    }
+    return -1;
+}
+
+static void *check_alloc(void *p, size_t size) {
+    if (!p && size) {
+        fprintf(stderr, "cformers: out of memory allocating %zu bytes\n", size);
+        abort();
+    }
+    return p;
+}
+
+void *cf_xmalloc(size_t size) { return check_alloc(malloc(size ? size : 1), size); }
+void *cf_xcalloc(size_t count, size_t size) { return check_alloc(calloc(count ? count : 1, size ? size : 1), count * size); }
+void *cf_xrealloc(void *ptr, size_t size) { return check_alloc(realloc(ptr, size ? size : 1), size); }
+
+char *cf_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(cf_xmalloc(n), s, n);
+}
+
+void *cf_aligned_alloc(size_t size) {
+    size_t rounded = (size + 63) & ~(size_t)63;
+    return check_alloc(aligned_alloc(64, rounded ? rounded : 64), size);
+}
+
+void cf_aligned_free(void *ptr) { free(ptr); }

@@ -1,0 +1,220 @@
+/* A small fork-join pool: workers wait on a generation counter, spin briefly for low
+ * latency between back-to-back kernels, then sleep on a condition variable. */
+#include "cformers/threads.h"
+
+#include "cformers/error.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { SPIN_ITERATIONS = 20000 };
+
+typedef struct job {
+    cf_task_fn task_fn;
+    cf_team_fn team_fn;
+    void *ctx;
+    int n_tasks;
+    atomic_int next_task;
+} job;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t done;
+    pthread_t *workers;
+    int n_threads;           /* including the caller */
+    atomic_uint generation;  /* bumped for every job */
+    unsigned start_generation;
+    atomic_int pending;      /* workers still running the current job */
+    atomic_int barrier_count;
+    atomic_uint barrier_phase;
+    job current;
+    bool shutdown;
+    bool started;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local bool tls_in_pool;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void run_job(job *j, int thread) {
+    tls_in_pool = true;
+    if (j->team_fn) {
+        j->team_fn(j->ctx, thread, pool.n_threads);
+    } else {
+        for (;;) {
+            int t = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed);
+            if (t >= j->n_tasks) break;
+            j->task_fn(j->ctx, t, thread);
+        }
+    }
+    tls_in_pool = false;
+}
+
+static void *worker_main(void *arg) {
+    int thread = (int)(long)arg;
+    /* The generation at start-up, not at first run: a job may already be posted. */
+    unsigned seen = pool.start_generation;
+    for (;;) {
+        unsigned gen;
+        int spins = 0;
+        while ((gen = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen && spins < SPIN_ITERATIONS) {
+            _mm_pause();
+            spins++;
+        }
+        if (gen == seen) {
+            pthread_mutex_lock(&pool.lock);
+            while ((gen = atomic_load(&pool.generation)) == seen && !pool.shutdown) pthread_cond_wait(&pool.wake, &pool.lock);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        if (pool.shutdown) return NULL;
+        seen = gen;
+        run_job(&pool.current, thread);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.lock);
+        }
+    }
+}
+
+static int default_threads(void) {
+    const char *env = getenv("CFORMERS_THREADS");
+    if (env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (*end || n < 1 || n > 1024) {
+            fprintf(stderr, "cformers: CFORMERS_THREADS=%s is not a thread count in 1..1024\n", env);
+            exit(2);
+        }
+        return (int)n;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void stop_workers(void) {
+    if (!pool.started) return;
+    pthread_mutex_lock(&pool.lock);
+    pool.shutdown = true;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 1; i < pool.n_threads; i++) pthread_join(pool.workers[i - 1], NULL);
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.started = false;
+    pool.shutdown = false;
+}
+
+static void start_workers(int n) {
+    pool.n_threads = n;
+    pool.start_generation = atomic_load(&pool.generation);
+    pool.workers = cf_xcalloc((size_t)(n > 1 ? n - 1 : 1), sizeof(pthread_t));
+    for (int i = 1; i < n; i++) {
+        if (pthread_create(&pool.workers[i - 1], NULL, worker_main, (void *)(long)i) != 0) {
+            fprintf(stderr, "cformers: cannot start thread %d of %d\n", i, n);
+            abort();
+        }
+    }
+    pool.started = true;
+}
+
+static void init_pool(void) {
+    start_workers(default_threads());
+    atexit(stop_workers);
+}
+
+int cf_num_threads(void) {
+    pthread_once(&init_once, init_pool);
+    return pool.n_threads;
+}
+
+void cf_set_num_threads(int n) {
+    pthread_once(&init_once, init_pool);
+    if (n < 1) n = default_threads();
+    if (n == pool.n_threads) return;
+    stop_workers();
+    start_workers(n);
+}
+
+bool cf_in_parallel(void) { return tls_in_pool; }
+
+static void dispatch(job *j) {
+    pthread_once(&init_once, init_pool);
+    if (pool.n_threads == 1) {
+        run_job(j, 0);
+        return;
+    }
+    pool.current.task_fn = j->task_fn;
+    pool.current.team_fn = j->team_fn;
+    pool.current.ctx = j->ctx;
+    pool.current.n_tasks = j->n_tasks;
+    atomic_store(&pool.current.next_task, 0);
+    atomic_store(&pool.pending, pool.n_threads - 1);
+    pthread_mutex_lock(&pool.lock);
+    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+
+    run_job(&pool.current, 0);
+
+    int spins = 0;
+    while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0 && spins < SPIN_ITERATIONS) {
+        _mm_pause();
+        spins++;
+    }
+    if (atomic_load(&pool.pending) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
+}
+
+void cf_parallel_for(int n_tasks, cf_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    if (tls_in_pool || n_tasks == 1) {
+        for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    job j = {.task_fn = fn, .ctx = ctx, .n_tasks = n_tasks};
+    dispatch(&j);
+}
+
+static _Thread_local bool tls_serial_team;
+
+void cf_parallel_team(cf_team_fn fn, void *ctx) {
+    if (tls_in_pool) {
+        tls_serial_team = true;
+        fn(ctx, 0, 1);
+        tls_serial_team = false;
+        return;
+    }
+    job j = {.team_fn = fn, .ctx = ctx};
+    dispatch(&j);
+}
+
+void cf_team_barrier(void) {
+    if (tls_serial_team || pool.n_threads == 1) return;
+    unsigned phase = atomic_load_explicit(&pool.barrier_phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&pool.barrier_count, 1, memory_order_acq_rel) == pool.n_threads - 1) {
+        atomic_store_explicit(&pool.barrier_count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&pool.barrier_phase, 1, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&pool.barrier_phase, memory_order_acquire) == phase) {
+        _mm_pause();
+        sched_yield();
+    }
+}
+
+void cf_split_range(long n, int parts, int i, long *begin, long *end) {
+    long base = n / parts, extra = n % parts;
+    *begin = i * base + (i < extra ? i : extra);
+    *end = *begin + base + (i < extra ? 1 : 0);
+}

@@ -1,0 +1,86 @@
+/* The thread pool runs every task exactly once, gives concurrent tasks distinct thread
+ * ids, runs nested calls serially, and its team barrier orders phases. */
+#include <stdatomic.h>
+
+#include "cformers/threads.h"
+#include "test_util.h"
+
+enum { N_TASKS = 1000, MAX_THREADS = 64 };
+
+static atomic_int counts[N_TASKS];
+static atomic_int busy[MAX_THREADS];
+static atomic_int id_clash;
+
+static void count_task(void *ctx, int task, int thread) {
+    (void)ctx;
+    if (atomic_fetch_add(&busy[thread], 1) != 0) atomic_fetch_add(&id_clash, 1);
+    atomic_fetch_add(&counts[task], 1);
+    atomic_fetch_sub(&busy[thread], 1);
+}
+
+static atomic_int nested_serial;
+static void inner_task(void *ctx, int task, int thread) {
+    (void)task;
+    if (thread == 0 && cf_in_parallel()) atomic_fetch_add((atomic_int *)ctx, 1);
+}
+static void outer_task(void *ctx, int task, int thread) {
+    atomic_int inner;
+    atomic_init(&inner, 0);
+    cf_parallel_for(8, inner_task, &inner);
+    if (atomic_load(&inner) == 8) atomic_fetch_add(&nested_serial, 1);
+}
+
+typedef struct {
+    int phase1[MAX_THREADS];
+    atomic_int bad;
+    atomic_int ran;
+} team_ctx;
+
+static void team_task(void *ctx, int thread, int n_threads) {
+    team_ctx *t = ctx;
+    atomic_fetch_add(&t->ran, 1);
+    t->phase1[thread] = thread + 1;
+    cf_team_barrier();
+    for (int i = 0; i < n_threads; i++)
+        if (t->phase1[i] != i + 1) atomic_fetch_add(&t->bad, 1);
+    cf_team_barrier();
+}
+
+int main(void) {
+    for (int threads = 1; threads <= 4; threads++) {
+        cf_set_num_threads(threads);
+        CHECK(cf_num_threads() == threads);
+        for (int rep = 0; rep < 20; rep++) {
+            for (int i = 0; i < N_TASKS; i++) atomic_store(&counts[i], 0);
+            cf_parallel_for(N_TASKS, count_task, NULL);
+            int wrong = 0;
+            for (int i = 0; i < N_TASKS; i++) wrong += atomic_load(&counts[i]) != 1;
+            CHECK_MSG(wrong == 0, "%d tasks not run exactly once with %d threads", wrong, threads);
+        }
+        CHECK(atomic_load(&id_clash) == 0);
+
+        atomic_store(&nested_serial, 0);
+        cf_parallel_for(16, outer_task, NULL);
+        CHECK_MSG(atomic_load(&nested_serial) == 16, "nested parallel_for did not run serially (%d)",
+                  atomic_load(&nested_serial));
+
+        for (int rep = 0; rep < 50; rep++) {
+            team_ctx t = {0};
+            cf_parallel_team(team_task, &t);
+            CHECK(atomic_load(&t.ran) == threads);
+            CHECK(atomic_load(&t.bad) == 0);
+        }
+    }
+    long total = 0, prev_end = 0;
+    for (int i = 0; i < 7; i++) {
+        long b, e;
+        cf_split_range(100, 7, i, &b, &e);
+        CHECK(b == prev_end);
+        CHECK(e - b == 14 || e - b == 15);
+        total += e - b;
+        prev_end = e;
+    }
+    CHECK(total == 100);
+    cf_set_num_threads(0);
+    return test_finish();
+}

@@ -1,0 +1,91 @@
+/* Minimal test harness: CHECK macros that report file:line and keep going, a summary
+ * at exit, and helpers to find the shared data assets. */
+#ifndef CFORMERS_TEST_UTIL_H
+#define CFORMERS_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int test_failures;
+static int test_checks;
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        test_checks++;                                                                                                 \
+        if (!(cond)) {                                                                                                 \
+            test_failures++;                                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                 \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                                           \
+    do {                                                                                                               \
+        test_checks++;                                                                                                 \
+        if (!(cond)) {                                                                                                 \
+            test_failures++;                                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                                          \
+    do {                                                                                                               \
+        double check_a_ = (double)(a), check_b_ = (double)(b);                                                         \
+        test_checks++;                                                                                                 \
+        if (!(fabs(check_a_ - check_b_) <= (tol))) {                                                                   \
+            test_failures++;                                                                                           \
+            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g, %s = %.9g, tol %.3g\n", __FILE__, __LINE__, #a,    \
+                    check_a_, #b, check_b_, (double)(tol));                                                            \
+        }                                                                                                              \
+    } while (0)
+
+/* Error message must mention `needle`. */
+#define CHECK_CONTAINS(haystack, needle) CHECK_MSG(strstr((haystack), (needle)) != NULL, "\"%s\" lacks \"%s\"", (haystack), (needle))
+
+static inline int test_finish(void) {
+    if (test_failures) {
+        fprintf(stderr, "%d of %d checks failed\n", test_failures, test_checks);
+        return 1;
+    }
+    printf("all %d checks passed\n", test_checks);
+    return 0;
+}
+
+/* Path to a file under the shared data directory (CFORMERS_DATA_DIR, default ../shared/data),
+ * or NULL when it does not exist. */
+static inline const char *test_data_path(const char *rel) {
+    static char bufs[8][4096];
+    static int next;
+    char *buf = bufs[next++ % 8]; /* several paths may be held at once */
+    const char *dir = getenv("CFORMERS_DATA_DIR");
+    if (!dir || !*dir) dir = "../shared/data";
+    snprintf(buf, sizeof bufs[0], "%s/%s", dir, rel);
+    struct stat st;
+    return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+/* Exits with the CTest skip code when an asset is missing, saying which. */
+#define TEST_REQUIRE_ASSET(var, rel)                                                                                   \
+    do {                                                                                                               \
+        (var) = test_data_path(rel);                                                                                   \
+        if (!(var)) {                                                                                                  \
+            printf("SKIP: asset %s not found under CFORMERS_DATA_DIR\n", rel);                                       \
+            exit(77);                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+/* Path to a file in the source tree (tests/fixtures/...). */
+static inline const char *test_source_path(const char *rel) {
+    static char bufs[8][4096];
+    static int next;
+    char *buf = bufs[next++ % 8];
+    const char *dir = getenv("CFORMERS_SOURCE_DIR");
+    snprintf(buf, sizeof bufs[0], "%s/%s", dir && *dir ? dir : ".", rel);
+    return buf;
+}
+
+#endif
