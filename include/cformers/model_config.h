@@ -1,0 +1,51 @@
+/* The architecture of a model: the `model.model_config` section of a cformers YAML
+ * config (MindFormers names), also filled by checkpoint importers. */
+#ifndef CFORMERS_MODEL_CONFIG_H
+#define CFORMERS_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cformers/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cf_arch {
+    CF_ARCH_LLAMA = 0, /* RMSNorm, RoPE, GQA, SwiGLU, no biases */
+    CF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU(tanh), biases, tied output */
+} cf_arch;
+
+typedef struct cf_model_config {
+    cf_arch arch;
+    int64_t vocab_size;
+    int64_t hidden_size;
+    int64_t num_layers;
+    int64_t num_heads;
+    int64_t num_kv_heads;              /* == num_heads without grouped-query attention */
+    int64_t intermediate_size;         /* MLP inner width */
+    int64_t max_position_embeddings;   /* longest sequence (and GPT-2's position table) */
+    double rope_theta;
+    /* LLaMA-3 style RoPE frequency scaling; factor 0 or 1 disables it. */
+    double rope_scaling_factor;
+    double rope_low_freq_factor;
+    double rope_high_freq_factor;
+    int64_t rope_original_max_position;
+    double rms_norm_eps;               /* also LayerNorm's epsilon for GPT-2 */
+    bool tie_word_embeddings;
+    bool use_flash_attention;
+    cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */
+    cf_dtype param_init_type;          /* master weights, normally f32 */
+    cf_dtype softmax_compute_type;     /* norms / softmax / loss, normally f32 */
+    double initializer_range;          /* std of the normal init */
+    int64_t bos_token_id, eos_token_id, pad_token_id; /* -1 when absent */
+} cf_model_config;
+
+/* head_dim = hidden_size / num_heads */
+static inline int64_t cf_model_head_dim(const cf_model_config *m) { return m->hidden_size / m->num_heads; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif
