@@ -1,5 +1,6 @@
 # Thin wrapper around CMake. `make test` is what CI runs (see .ci/run).
 #   make            build (Release) into build/
+#   make check      what CI runs: the suite with gcc, then under ASan+UBSan with clang, warnings as errors
 #   make test       install missing packages, build, run the test suite
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
@@ -9,7 +10,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate
+.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate
 
 all: build
 
@@ -19,6 +20,10 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+check:
+	@$(MAKE) --no-print-directory test CC=gcc BUILD=build-gcc CMAKE_FLAGS=-DCFORMERS_WERROR=ON
+	@$(MAKE) --no-print-directory test-sanitize CC=clang CMAKE_FLAGS=-DCFORMERS_WERROR=ON
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -48,4 +53,4 @@ bench-generate: build
 	@bash bench/bench_generate.sh
 
 clean:
-	rm -rf build build-asan build-clang
+	rm -rf build build-gcc build-asan
