@@ -1,0 +1,243 @@
+/* Run configuration: the MindFormers-style YAML config of a cformers job.
+ *
+ * A config is resolved in layers: built-in defaults (cf_config_defaults), then a YAML
+ * file or a named preset (`llama2_7b`, `gpt2`, `llama_15m`, ... see cformers config list),
+ * then dotted command-line overrides (`--runner_config.batch_size=8`), then validation.
+ * Every key has one entry in a schema table (type, range, required or not), so errors
+ * name the file, line and full key path ("c.yaml:12: model.model_config.num_heads: ...")
+ * and unknown keys come with the closest known key as a suggestion.
+ *
+ * The struct is plain data (strings are fixed-size arrays): copy it freely, nothing to
+ * free. Field names follow the YAML keys; docs/config.md lists every key. */
+#ifndef CFORMERS_CONFIG_H
+#define CFORMERS_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cformers/error.h"
+#include "cformers/model_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CF_CONFIG_PATH_MAX 1024
+
+typedef enum cf_run_mode {
+    CF_RUN_TRAIN = 0,
+    CF_RUN_FINETUNE = 1, /* train starting from load_checkpoint */
+    CF_RUN_EVAL = 2,
+    CF_RUN_PREDICT = 3,
+} cf_run_mode;
+
+/* `runner_config`: the shape of the training loop. */
+typedef struct cf_runner_config {
+    int64_t batch_size;                  /* sequences per micro-batch, per process */
+    int64_t seq_length;                  /* tokens per sequence (<= max_position_embeddings) */
+    int64_t epochs;                      /* passes over the data when train_steps is 0 */
+    int64_t train_steps;                 /* optimizer steps; 0 = derive from epochs */
+    int64_t gradient_accumulation_steps; /* micro-batches per optimizer step */
+    int64_t log_interval;                /* steps between loss/throughput lines */
+    int64_t eval_interval;               /* steps between evaluations; 0 = never */
+    int64_t eval_steps;                  /* batches per evaluation */
+    int64_t sample_interval;             /* steps between text samples; 0 = never */
+    int64_t sample_tokens;               /* tokens generated per sample */
+    int64_t save_interval;               /* steps between checkpoints; 0 = only at the end */
+} cf_runner_config;
+
+typedef enum cf_optimizer_type {
+    CF_OPTIMIZER_ADAMW = 0, /* also spelled AdamWeightDecay / FP32StateAdamWeightDecay */
+} cf_optimizer_type;
+
+/* `optimizer`: AdamW with decoupled weight decay; state is f32. */
+typedef struct cf_optimizer_config {
+    cf_optimizer_type type;
+    double beta1, beta2, eps;
+    double weight_decay;
+    double clip_grad_norm;     /* global L2 norm clip; 0 = off */
+    bool no_decay_norms;       /* exclude RMSNorm/LayerNorm weights from weight decay */
+    bool no_decay_biases;      /* exclude biases */
+    bool no_decay_embeddings;  /* exclude token/position embeddings */
+} cf_optimizer_config;
+
+typedef enum cf_lr_schedule_type {
+    CF_LR_COSINE = 0,   /* CosineWithWarmUpLR */
+    CF_LR_LINEAR = 1,   /* LinearWithWarmUpLR */
+    CF_LR_CONSTANT = 2, /* ConstantWarmUpLR */
+} cf_lr_schedule_type;
+
+/* `lr_schedule`: linear warmup from 0, then decay from learning_rate to lr_end. */
+typedef struct cf_lr_schedule_config {
+    cf_lr_schedule_type type;
+    double learning_rate; /* peak */
+    double lr_end;        /* floor reached at total_steps (cosine, linear) */
+    int64_t warmup_steps; /* used when warmup_ratio is 0 */
+    double warmup_ratio;  /* warmup = ratio * total_steps when > 0 */
+    int64_t total_steps;  /* 0 = runner_config's step count */
+} cf_lr_schedule_config;
+
+typedef enum cf_compression {
+    CF_COMPRESSION_NONE = 0,
+    CF_COMPRESSION_ONEBIT = 1, /* 1-bit sign compression with error feedback */
+} cf_compression;
+
+typedef enum cf_tristate { CF_AUTO = 0, CF_OFF = 1, CF_ON = 2 } cf_tristate;
+
+/* `parallel_config`: data parallelism over MPI processes. */
+typedef struct cf_parallel_config {
+    int64_t data_parallel;              /* processes; 0 = the MPI world size */
+    int64_t model_parallel;             /* tensor parallel degree (only 1 is supported) */
+    int64_t pipeline_stage;             /* pipeline stages (only 1 is supported) */
+    int64_t gradient_aggregation_group; /* gradient buckets all-reduced together */
+    double bucket_size_mb;              /* gradient bucket size */
+    bool overlap_comm;                  /* all-reduce buckets while backward runs */
+    cf_tristate hierarchical_allreduce; /* auto: when more than one process per node */
+    cf_compression gradient_compression;
+    bool optimizer_shard;               /* ZeRO-1: shard AdamW state across processes */
+} cf_parallel_config;
+
+/* `context`: graph compilation switches (MindFormers' context section). */
+typedef struct cf_context_config {
+    bool enable_graph_kernel;         /* master switch for the fusion passes below */
+    bool enable_matrix_combine;       /* one matmul for Q/K/V and for gate/up */
+    int64_t matrix_combine_threshold; /* combine only when out_features*in_features >= this */
+    bool fuse_residual_norm;          /* residual add + RMSNorm/LayerNorm */
+    bool fuse_swiglu;
+    bool fuse_rope;
+    bool fuse_cross_entropy;          /* logits + softmax + cross-entropy */
+    bool fuse_adamw;                  /* the whole optimizer update as one kernel */
+    int64_t num_threads;              /* compute threads; 0 = CFORMERS_THREADS or all cores */
+} cf_context_config;
+
+/* `train_dataset`: where batches come from. */
+typedef struct cf_dataset_config {
+    char data_dir[CF_CONFIG_PATH_MAX];  /* preprocessed record shards, or a .txt file */
+    char tokenizer[CF_CONFIG_PATH_MAX]; /* tokenizer file (.model / .bin / tokenizer.json) */
+    int64_t num_parallel_workers;       /* loader threads */
+    int64_t prefetch_size;              /* batches loaded ahead */
+    bool shuffle;
+    bool drop_remainder;
+    double eval_split;                  /* fraction of the data held out for evaluation */
+} cf_dataset_config;
+
+/* `callbacks`: what the trainer does around steps. */
+typedef struct cf_checkpoint_monitor_config {
+    char prefix[256];             /* checkpoint file name prefix */
+    int64_t keep_checkpoint_max;  /* newest N kept; 0 = keep all */
+    bool async_save;              /* write in the background */
+} cf_checkpoint_monitor_config;
+
+typedef struct cf_metrics_monitor_config {
+    char file[CF_CONFIG_PATH_MAX]; /* JSON lines, relative to output_dir; "" = none */
+} cf_metrics_monitor_config;
+
+typedef struct cf_profile_monitor_config {
+    bool enable;
+    int64_t start_step, stop_step;       /* profiled step window */
+    char timeline[CF_CONFIG_PATH_MAX];   /* Chrome trace JSON, relative to output_dir */
+} cf_profile_monitor_config;
+
+typedef struct cf_callbacks_config {
+    cf_checkpoint_monitor_config checkpoint_monitor;
+    cf_metrics_monitor_config metrics_monitor;
+    cf_profile_monitor_config profile_monitor;
+} cf_callbacks_config;
+
+/* `recompute_config`: activation checkpointing. */
+typedef struct cf_recompute_config {
+    bool recompute;        /* recompute each layer's activations in backward */
+    bool select_recompute; /* recompute only cheap, large activations (attention probs, MLP) */
+} cf_recompute_config;
+
+typedef struct cf_config {
+    int64_t seed;
+    cf_run_mode run_mode;
+    char output_dir[CF_CONFIG_PATH_MAX];
+    char load_checkpoint[CF_CONFIG_PATH_MAX]; /* "" = none */
+    bool resume_training;                      /* also restore optimizer state and step */
+    struct {
+        cf_model_config model_config;
+    } model;
+    cf_runner_config runner_config;
+    cf_optimizer_config optimizer;
+    cf_lr_schedule_config lr_schedule;
+    cf_parallel_config parallel_config;
+    cf_context_config context;
+    cf_dataset_config train_dataset;
+    cf_callbacks_config callbacks;
+    cf_recompute_config recompute_config;
+} cf_config;
+
+/* Built-in defaults for every key (a small LLaMA-shaped model is NOT implied: the model
+ * section's required keys start unset and a config must provide them). */
+void cf_config_defaults(cf_config *cfg);
+
+/* Defaults, then the YAML file at `path_or_preset` if such a file exists, otherwise the
+ * built-in preset of that name; then validation. */
+int cf_config_load(const char *path_or_preset, cf_config *cfg, cf_error *err);
+
+/* As cf_config_load, applying the overrides ("runner_config.batch_size=8", a leading
+ * "--" is allowed) before validation, so an override can fix an inconsistency. Errors
+ * name the file and line, or the override, that set the offending value. */
+int cf_config_load_with_overrides(const char *path_or_preset, const char *const *overrides, int n_overrides,
+                                  cf_config *cfg, cf_error *err);
+
+/* Applies YAML text on top of cfg (no defaults, no validation); `source_name` is used in
+ * error messages in place of a file name. */
+int cf_config_parse_string(const char *yaml_text, const char *source_name, cf_config *cfg, cf_error *err);
+
+/* Sets one key: "section.key=value" or "--section.key=value". Checks the key, the type
+ * and the range of that value; cross-key consistency is cf_config_validate's job. */
+int cf_config_apply_override(cf_config *cfg, const char *assignment, cf_error *err);
+
+/* True for a command-line argument that is an override ("--a.b=c"). */
+bool cf_config_is_override_arg(const char *arg);
+
+/* Required keys present, ranges, and consistency between keys (hidden_size divisible by
+ * num_heads, num_heads by num_kv_heads, seq_length <= max_position_embeddings, ...). */
+int cf_config_validate(const cf_config *cfg, cf_error *err);
+
+/* Writes the whole config as YAML that cf_config_load reads back to the same values. */
+void cf_config_print_yaml(const cf_config *cfg, FILE *out);
+
+/* Named presets, in listing order; NULL past the end. */
+int cf_config_preset_count(void);
+const char *cf_config_preset_name(int index);
+const char *cf_config_preset_description(int index);
+
+/* Exact number of trainable parameters of the architecture (embeddings, every layer's
+ * weights and biases, final norm, and the output head unless tied). */
+int64_t cf_model_param_count(const cf_model_config *m);
+
+/* Memory a training step needs, analytically (see docs/config.md for the activation
+ * count). Bytes are doubles: 70B models overflow nothing and print the same. */
+typedef struct cf_memory_estimate {
+    int64_t params;
+    double weights_bytes;         /* master weights in param_init_type */
+    double compute_weights_bytes; /* bf16/f16 copy used by matmuls; 0 when compute is f32 */
+    double grads_bytes;           /* one gradient per parameter, in param_init_type */
+    double optimizer_bytes;       /* AdamW first and second moments, f32 */
+    double activation_bytes;      /* saved for backward at batch_size x seq_length */
+    double total_bytes;
+} cf_memory_estimate;
+
+void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est);
+
+/* One extra row for the memory table (e.g. the planner's arena and fragmentation). */
+typedef struct cf_memory_row {
+    const char *label;
+    double bytes;       /* < 0: no byte column, only the note */
+    const char *note;   /* may be NULL */
+} cf_memory_row;
+
+/* Prints the memory table: the estimate's rows and their total, then the `extra` rows
+ * (printed for comparison, not added to the total). */
+void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_estimate *est,
+                              const cf_memory_row *extra, int n_extra);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
