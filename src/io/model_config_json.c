@@ -1,0 +1,126 @@
+/* cf_model_config <-> the "model_config" JSON object stored in checkpoint metadata.
+ * Keys are the YAML model_config keys (the struct's field names). */
+#include "cformers/checkpoint.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_DTYPE, KEY_ARCH } key_kind;
+
+typedef struct config_key {
+    const char *name;
+    key_kind kind;
+    size_t offset;
+} config_key;
+
+#define KEY(field, kind) {#field, kind, offsetof(cf_model_config, field)}
+static const config_key keys[] = {
+    KEY(arch, KEY_ARCH),
+    KEY(vocab_size, KEY_INT),
+    KEY(hidden_size, KEY_INT),
+    KEY(num_layers, KEY_INT),
+    KEY(num_heads, KEY_INT),
+    KEY(num_kv_heads, KEY_INT),
+    KEY(intermediate_size, KEY_INT),
+    KEY(max_position_embeddings, KEY_INT),
+    KEY(rope_theta, KEY_REAL),
+    KEY(rope_scaling_factor, KEY_REAL),
+    KEY(rope_low_freq_factor, KEY_REAL),
+    KEY(rope_high_freq_factor, KEY_REAL),
+    KEY(rope_original_max_position, KEY_INT),
+    KEY(rms_norm_eps, KEY_REAL),
+    KEY(tie_word_embeddings, KEY_BOOL),
+    KEY(use_flash_attention, KEY_BOOL),
+    KEY(compute_dtype, KEY_DTYPE),
+    KEY(param_init_type, KEY_DTYPE),
+    KEY(softmax_compute_type, KEY_DTYPE),
+    KEY(initializer_range, KEY_REAL),
+    KEY(bos_token_id, KEY_INT),
+    KEY(eos_token_id, KEY_INT),
+    KEY(pad_token_id, KEY_INT),
+};
+#undef KEY
+
+static const char *arch_names[] = {[CF_ARCH_LLAMA] = "llama", [CF_ARCH_GPT2] = "gpt2"};
+
+void cf_model_config_init_llama(cf_model_config *m) {
+    memset(m, 0, sizeof *m);
+    m->arch = CF_ARCH_LLAMA;
+    m->rope_theta = 10000.0;
+    m->rms_norm_eps = 1e-5;
+    m->compute_dtype = m->param_init_type = m->softmax_compute_type = CF_F32;
+    m->initializer_range = 0.02;
+    m->bos_token_id = m->eos_token_id = m->pad_token_id = -1;
+}
+
+char *cf_model_config_to_json(const cf_model_config *m) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const void *p = (const char *)m + keys[i].offset;
+        json_t *v = NULL;
+        switch (keys[i].kind) {
+        case KEY_INT: v = json_integer(*(const int64_t *)p); break;
+        case KEY_REAL: v = json_real(*(const double *)p); break;
+        case KEY_BOOL: v = json_boolean(*(const bool *)p); break;
+        case KEY_DTYPE: v = json_string(cf_dtype_name(*(const cf_dtype *)p)); break;
+        case KEY_ARCH: v = json_string(arch_names[*(const cf_arch *)p]); break;
+        }
+        json_object_set_new(o, keys[i].name, v);
+    }
+    char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+static int set_key(const config_key *k, json_t *v, cf_model_config *m, cf_error *err) {
+    void *p = (char *)m + k->offset;
+    switch (k->kind) {
+    case KEY_INT:
+        if (!json_is_integer(v)) return cf_fail(err, "model_config.%s: expected an integer", k->name);
+        *(int64_t *)p = json_integer_value(v);
+        return 0;
+    case KEY_REAL:
+        if (!json_is_number(v)) return cf_fail(err, "model_config.%s: expected a number", k->name);
+        *(double *)p = json_number_value(v);
+        return 0;
+    case KEY_BOOL:
+        if (!json_is_boolean(v)) return cf_fail(err, "model_config.%s: expected true or false", k->name);
+        *(bool *)p = json_is_true(v);
+        return 0;
+    case KEY_DTYPE:
+        if (!json_is_string(v) || cf_dtype_parse(json_string_value(v), (cf_dtype *)p) != 0)
+            return cf_fail(err, "model_config.%s: expected a dtype name", k->name);
+        return 0;
+    case KEY_ARCH:
+        for (int a = 0; a < (int)(sizeof arch_names / sizeof arch_names[0]); a++)
+            if (json_is_string(v) && strcmp(json_string_value(v), arch_names[a]) == 0) {
+                *(cf_arch *)p = (cf_arch)a;
+                return 0;
+            }
+        return cf_fail(err, "model_config.%s: expected \"llama\" or \"gpt2\"", k->name);
+    }
+    return -1;
+}
+
+int cf_model_config_from_json(const char *json, cf_model_config *m, cf_error *err) {
+    json_error_t jerr;
+    json_t *o = json_loads(json, 0, &jerr);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return cf_fail(err, "model_config: not a JSON object (%s)", o ? "wrong type" : jerr.text);
+    }
+    const char *name;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(o, name, v) {
+        const config_key *k = NULL;
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !k; i++)
+            if (strcmp(keys[i].name, name) == 0) k = &keys[i];
+        rc = k ? set_key(k, v, m, err) : cf_fail(err, "model_config: unknown key '%s'", name);
+        if (rc != 0) break;
+    }
+    json_decref(o);
+    return rc;
+}
