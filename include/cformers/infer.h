@@ -1,0 +1,98 @@
+/* Inference for LLaMA-architecture models: a model with a contiguous KV cache, batched
+ * prefill and token-by-token decode, a sampler and a streaming generation loop.
+ *
+ * A model comes from a cformers checkpoint (weights used in place from the memory map
+ * when their dtype is the one asked for) or from live f32 weights looked up by name
+ * (the trainer samples from the weights it is training, without a file round trip). */
+#ifndef CFORMERS_INFER_H
+#define CFORMERS_INFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/dtype.h"
+#include "cformers/error.h"
+#include "cformers/model_config.h"
+#include "cformers/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_infer_model cf_infer_model;
+
+typedef struct cf_infer_options {
+    cf_dtype weight_dtype; /* CF_F32 or CF_BF16: the dtype matmuls read; other stored dtypes are converted at load */
+    long max_seq;          /* KV cache length in tokens; 0 = the config's max_position_embeddings */
+} cf_infer_options;
+
+/* Loads a checkpoint written by `cformers convert` or the trainer (LLaMA weights, see
+ * docs/checkpoint-format.md). opt may be NULL (f32, full context). */
+cf_infer_model *cf_infer_load(const char *checkpoint_path, const cf_infer_options *opt, cf_error *err);
+
+/* Returns the f32 data of weight `name` (HF names as in docs/checkpoint-format.md) with
+ * the given shape, or NULL when the model has no such tensor. */
+typedef const float *(*cf_weight_lookup_fn)(void *ctx, const char *name, int ndim, const int64_t *shape);
+
+/* Builds a model over live weights: with weight_dtype f32 they are used in place (they
+ * must outlive the model and may change between calls), with bf16 they are copied. */
+cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_lookup_fn lookup, void *ctx,
+                                      const cf_infer_options *opt, cf_error *err);
+void cf_infer_free(cf_infer_model *m);
+
+const cf_model_config *cf_infer_config(const cf_infer_model *m);
+long cf_infer_max_seq(const cf_infer_model *m);
+/* Bytes of matmul weights one decode step reads (for bandwidth reports). */
+size_t cf_infer_weight_bytes(const cf_infer_model *m);
+/* The tokenizer embedded in the checkpoint, or NULL; owned by the model. */
+const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m);
+
+/* Runs `n` tokens at positions pos .. pos+n-1 as one batch, appending their keys and
+ * values to the cache (which must already hold positions 0 .. pos-1 of this sequence).
+ * logits receives [n, vocab] with all_logits, else the last token's [vocab]. */
+int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits,
+                     cf_error *err);
+
+/* ---- sampling ---- */
+
+typedef struct cf_sampler_params {
+    float temperature; /* 0 = greedy (argmax) */
+    int top_k;         /* keep the k most likely tokens; 0 = all */
+    float top_p;       /* keep the smallest set with this much probability; 0 or 1 = all */
+    uint64_t seed;
+} cf_sampler_params;
+
+typedef struct cf_sampler cf_sampler;
+cf_sampler *cf_sampler_new(const cf_sampler_params *p, long vocab_size);
+void cf_sampler_free(cf_sampler *s);
+/* Picks the next token from logits[vocab_size] (overwritten with probabilities). */
+int32_t cf_sampler_sample(cf_sampler *s, float *logits);
+
+/* ---- generation ---- */
+
+typedef struct cf_generate_params {
+    long max_new_tokens;
+    cf_sampler_params sampling;
+} cf_generate_params;
+
+typedef struct cf_generate_stats {
+    long prompt_tokens;    /* including BOS */
+    long generated_tokens;
+    double prefill_seconds, decode_seconds;
+    bool stopped_at_eos;
+} cf_generate_stats;
+
+/* Receives each new token and its text as it is produced. */
+typedef void (*cf_token_fn)(void *ctx, int32_t token, const char *piece, size_t len);
+
+/* Encodes `prompt` (BOS first when the vocabulary has one), prefills it in one batched
+ * pass, then decodes until EOS (or a new BOS), max_new_tokens or the end of the cache.
+ * The generated ids are also stored in out_ids (capacity max_new_tokens) when not NULL. */
+int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, const cf_generate_params *p,
+                cf_token_fn on_token, void *ctx, int32_t *out_ids, cf_generate_stats *stats, cf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

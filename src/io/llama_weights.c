@@ -1,0 +1,73 @@
+#include "io/llama_weights.h"
+
+#include <stdio.h>
+
+static const char *suffix[LW_COUNT] = {
+    [LW_EMBED] = "model.embed_tokens.weight",
+    [LW_ATTN_NORM] = "input_layernorm.weight",
+    [LW_WQ] = "self_attn.q_proj.weight",
+    [LW_WK] = "self_attn.k_proj.weight",
+    [LW_WV] = "self_attn.v_proj.weight",
+    [LW_WO] = "self_attn.o_proj.weight",
+    [LW_FFN_NORM] = "post_attention_layernorm.weight",
+    [LW_GATE] = "mlp.gate_proj.weight",
+    [LW_UP] = "mlp.up_proj.weight",
+    [LW_DOWN] = "mlp.down_proj.weight",
+    [LW_FINAL_NORM] = "model.norm.weight",
+    [LW_LM_HEAD] = "lm_head.weight",
+};
+
+int llama_weight_per_layer(llama_weight kind) { return kind >= LW_ATTN_NORM && kind <= LW_DOWN; }
+
+void llama_weight_name(llama_weight kind, long layer, char *buf, size_t size) {
+    if (llama_weight_per_layer(kind))
+        snprintf(buf, size, "model.layers.%ld.%s", layer, suffix[kind]);
+    else
+        snprintf(buf, size, "%s", suffix[kind]);
+}
+
+int llama_weight_shape(const cf_model_config *m, llama_weight kind, int64_t shape[2]) {
+    int64_t dim = m->hidden_size, kv_dim = m->num_kv_heads * cf_model_head_dim(m), hidden = m->intermediate_size;
+    switch (kind) {
+    case LW_ATTN_NORM:
+    case LW_FFN_NORM:
+    case LW_FINAL_NORM: shape[0] = dim; return 1;
+    case LW_EMBED:
+    case LW_LM_HEAD: shape[0] = m->vocab_size, shape[1] = dim; return 2;
+    case LW_WQ:
+    case LW_WO: shape[0] = dim, shape[1] = dim; return 2;
+    case LW_WK:
+    case LW_WV: shape[0] = kv_dim, shape[1] = dim; return 2;
+    case LW_GATE:
+    case LW_UP: shape[0] = hidden, shape[1] = dim; return 2;
+    case LW_DOWN: shape[0] = dim, shape[1] = hidden; return 2;
+    case LW_COUNT: break;
+    }
+    return 0;
+}
+
+int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ctx) {
+    int rc = fn(ctx, LW_EMBED, 0);
+    for (long l = 0; l < m->num_layers && rc == 0; l++)
+        for (int k = LW_ATTN_NORM; k <= LW_DOWN && rc == 0; k++) rc = fn(ctx, (llama_weight)k, l);
+    if (rc == 0) rc = fn(ctx, LW_FINAL_NORM, 0);
+    if (rc == 0 && !m->tie_word_embeddings) rc = fn(ctx, LW_LM_HEAD, 0);
+    return rc;
+}
+
+int llama_config_check(const cf_model_config *m, const char *source, cf_error *err) {
+    if (m->arch != CF_ARCH_LLAMA) return cf_fail(err, "%s: only the llama architecture is supported here", source);
+    if (m->vocab_size < 1 || m->hidden_size < 1 || m->num_layers < 1 || m->num_heads < 1 || m->num_kv_heads < 1 ||
+        m->intermediate_size < 1)
+        return cf_fail(err, "%s: model sizes must be positive (vocab %lld, hidden %lld, layers %lld, heads %lld/%lld, "
+                            "intermediate %lld)",
+                       source, (long long)m->vocab_size, (long long)m->hidden_size, (long long)m->num_layers,
+                       (long long)m->num_heads, (long long)m->num_kv_heads, (long long)m->intermediate_size);
+    if (m->hidden_size % m->num_heads || m->num_heads % m->num_kv_heads || cf_model_head_dim(m) % 2)
+        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld: heads must divide evenly into an "
+                            "even head_dim",
+                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
+    if (m->max_position_embeddings < 1)
+        return cf_fail(err, "%s: max_position_embeddings must be positive", source);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* The tensors of a LLaMA model in cformers checkpoints: Hugging Face names, [out, in]
+ * layout, q/k rows in the interleaved RoPE order. Shared by importers, exporters and
+ * the inference model so the name list exists once. */
+#ifndef CFORMERS_IO_LLAMA_WEIGHTS_H
+#define CFORMERS_IO_LLAMA_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+#include "cformers/model_config.h"
+
+typedef enum llama_weight {
+    LW_EMBED,      /* model.embed_tokens.weight          [vocab, dim] */
+    LW_ATTN_NORM,  /* model.layers.i.input_layernorm      [dim] */
+    LW_WQ,         /* model.layers.i.self_attn.q_proj     [dim, dim] */
+    LW_WK,         /* .k_proj                              [kv_dim, dim] */
+    LW_WV,         /* .v_proj                              [kv_dim, dim] */
+    LW_WO,         /* .o_proj                              [dim, dim] */
+    LW_FFN_NORM,   /* model.layers.i.post_attention_layernorm [dim] */
+    LW_GATE,       /* model.layers.i.mlp.gate_proj        [hidden, dim] */
+    LW_UP,         /* .up_proj                             [hidden, dim] */
+    LW_DOWN,       /* .down_proj                           [dim, hidden] */
+    LW_FINAL_NORM, /* model.norm.weight                   [dim] */
+    LW_LM_HEAD,    /* lm_head.weight                      [vocab, dim], only when untied */
+    LW_COUNT
+} llama_weight;
+
+/* True for the kinds that exist once per layer. */
+int llama_weight_per_layer(llama_weight kind);
+
+/* Writes the tensor name ("model.layers.3.mlp.up_proj.weight") into buf. */
+void llama_weight_name(llama_weight kind, long layer, char *buf, size_t size);
+
+/* Shape of the tensor; returns ndim (1 or 2). */
+int llama_weight_shape(const cf_model_config *m, llama_weight kind, int64_t shape[2]);
+
+/* Calls fn for every tensor of the model in file order (embedding, layer by layer,
+ * final norm, lm_head when untied); stops at and returns the first nonzero result. */
+typedef int (*llama_weight_fn)(void *ctx, llama_weight kind, long layer);
+int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ctx);
+
+/* Basic consistency of a LLaMA config (positive sizes, divisibility); err names `source`. */
+int llama_config_check(const cf_model_config *m, const char *source, cf_error *err);
+
+#endif
