@@ -1,0 +1,243 @@
+/* Loading byte-level BPE vocabularies: GPT-2's encoder.json + vocab.bpe, and Hugging Face
+ * tokenizer.json with a BPE model and ByteLevel pre-tokeniser. Both spell token bytes
+ * through GPT-2's byte <-> unicode table, undone here so tokens hold raw bytes. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/file_util.h"
+#include "data/tokenizer_internal.h"
+#include "data/utf8.h"
+
+/* GPT-2's bytes_to_unicode(): printable bytes map to themselves, the rest to 256 + k. */
+static void byte_to_unicode_table(uint32_t table[256]) {
+    int k = 0;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        table[b] = printable ? (uint32_t)b : (uint32_t)(256 + k++);
+    }
+}
+
+/* Decodes a GPT-2-spelled token into raw bytes (out has room for strlen(s) bytes);
+ * returns the length, or -1 when a character is outside the byte table. */
+static int inverse[512];
+static pthread_once_t inverse_once = PTHREAD_ONCE_INIT;
+
+static void build_inverse(void) {
+    uint32_t table[256];
+    byte_to_unicode_table(table);
+    for (int i = 0; i < 512; i++) inverse[i] = -1;
+    for (int b = 0; b < 256; b++) inverse[table[b]] = b;
+}
+
+static long unspell(const char *s, size_t len, char *out) {
+    pthread_once(&inverse_once, build_inverse);
+    long n = 0;
+    for (size_t i = 0; i < len;) {
+        int clen;
+        uint32_t cp = cf_utf8_decode((const unsigned char *)s + i, len - i, &clen);
+        if (cp >= 512 || inverse[cp] < 0) return -1;
+        out[n++] = (char)inverse[cp];
+        i += (size_t)clen;
+    }
+    return n;
+}
+
+/* Sets token `id` from its GPT-2 spelling, or verbatim for special tokens. */
+static int set_spelled(cf_tokenizer *t, int id, const char *spelled, bool special, const char *path,
+                       cf_error *err) {
+    size_t len = strlen(spelled);
+    char *raw = cf_xmalloc(len + 1);
+    long n = special ? (long)len : unspell(spelled, len, raw);
+    if (special) memcpy(raw, spelled, len);
+    if (n < 0) {
+        free(raw);
+        return cf_fail(err, "%s: token %d \"%s\" has a character outside the byte-level alphabet", path, id, spelled);
+    }
+    cf_tok_set_piece(t, id, raw, (size_t)n);
+    free(raw);
+    t->types[id] = special ? SP_CONTROL : SP_NORMAL;
+    if (!special) {
+        if (cf_strmap_get(&t->piece_ids, t->pieces[id], (size_t)n) < 0)
+            cf_strmap_put(&t->piece_ids, t->pieces[id], (size_t)n, id);
+        if (n == 1) t->byte_ids[(unsigned char)t->pieces[id][0]] = id;
+    }
+    return 0;
+}
+
+/* One merge given as its two spelled halves. */
+static int add_spelled_merge(cf_tokenizer *t, const char *a, const char *b, const char *path, long line,
+                             cf_error *err) {
+    char ra[256], rb[256];
+    size_t la = strlen(a), lb = strlen(b);
+    long na = la < sizeof ra ? unspell(a, la, ra) : -1, nb = lb < sizeof rb ? unspell(b, lb, rb) : -1;
+    int32_t left = na < 0 ? -1 : cf_strmap_get(&t->piece_ids, ra, (size_t)na);
+    int32_t right = nb < 0 ? -1 : cf_strmap_get(&t->piece_ids, rb, (size_t)nb);
+    if (left < 0 || right < 0) return cf_fail(err, "%s: merge %ld (\"%s %s\"): token not in the vocabulary", path, line, a, b);
+    if (cf_bpe_add_merge(t, left, right, err) != 0) return cf_fail_prefix(err, "%s: ", path);
+    return 0;
+}
+
+static int finish(cf_tokenizer *t, const char *path, cf_error *err) {
+    for (int b = 0; b < 256; b++)
+        if (t->byte_ids[b] < 0) return cf_fail(err, "%s: no token for byte 0x%02x", path, b);
+    for (int id = 0; id < t->vocab_size; id++)
+        if (!t->pieces[id]) return cf_fail(err, "%s: token id %d is missing", path, id);
+    t->cache = cf_bpe_cache_new();
+    cf_tok_finish(t);
+    return 0;
+}
+
+static int special_id(const cf_tokenizer *t, const char *const *names) {
+    for (int k = 0; names[k]; k++)
+        for (int id = 0; id < t->vocab_size; id++)
+            if (t->types[id] == SP_CONTROL && strcmp(t->pieces[id], names[k]) == 0) return id;
+    return -1;
+}
+
+static void find_specials(cf_tokenizer *t) {
+    static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<|endoftext|>", NULL};
+    static const char *const eos[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", NULL};
+    t->bos = special_id(t, bos);
+    t->eos = special_id(t, eos);
+}
+
+static int max_id(json_t *vocab) {
+    const char *key;
+    json_t *v;
+    int max = -1;
+    json_object_foreach(vocab, key, v) {
+        if (json_is_integer(v) && json_integer_value(v) > max) max = (int)json_integer_value(v);
+    }
+    return max;
+}
+
+static int load_vocab(cf_tokenizer *t, json_t *vocab, const char *path, cf_error *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(vocab, key, v) {
+        json_int_t id = json_integer_value(v);
+        if (!json_is_integer(v) || id < 0 || id >= t->vocab_size) return cf_fail(err, "%s: token \"%s\": bad id", path, key);
+        bool special = key[0] == '<' && key[1] == '|' && strstr(key, "|>") != NULL;
+        if (set_spelled(t, (int)id, key, special, path, err) != 0) return -1;
+    }
+    return 0;
+}
+
+cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    json_error_t jerr;
+    json_t *vocab = json_load_file(path, 0, &jerr);
+    if (!vocab || !json_is_object(vocab)) {
+        json_decref(vocab);
+        cf_fail(err, "%s: line %d: %s", path, jerr.line, vocab ? "not a JSON object" : jerr.text);
+        return NULL;
+    }
+    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, max_id(vocab) + 1);
+    int rc = load_vocab(t, vocab, path, err);
+    json_decref(vocab);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+        size_t size;
+        char *text = (char *)cf_read_file(path, &size, err);
+        long line = 0;
+        for (char *save, *l = text ? strtok_r(text, "\n", &save) : NULL; l && rc == 0; l = strtok_r(NULL, "\n", &save)) {
+            line++;
+            if (l[0] == '#') continue;
+            char *space = strchr(l, ' ');
+            if (!space) {
+                rc = cf_fail(err, "%s: line %ld: expected two tokens", path, line);
+                break;
+            }
+            *space = '\0';
+            rc = add_spelled_merge(t, l, space + 1, path, line, err);
+        }
+        if (!text) rc = -1;
+        free(text);
+    }
+    if (rc == 0) rc = finish(t, dir, err);
+    if (rc != 0) {
+        cf_tokenizer_free(t);
+        return NULL;
+    }
+    find_specials(t);
+    return t;
+}
+
+/* Accepts a ByteLevel pre-tokeniser, alone or as the only step of a Sequence; other
+ * pre-tokenisers (e.g. LLaMA-3's Split regex) would give different ids, so refuse them. */
+static bool byte_level_pretokenizer(json_t *pre) {
+    const char *type = json_string_value(json_object_get(pre, "type"));
+    if (!type) return false;
+    if (strcmp(type, "ByteLevel") == 0) return true;
+    json_t *steps = json_object_get(pre, "pretokenizers");
+    return strcmp(type, "Sequence") == 0 && json_array_size(steps) == 1 &&
+           byte_level_pretokenizer(json_array_get(steps, 0));
+}
+
+static int load_hf_merges(cf_tokenizer *t, json_t *merges, const char *path, cf_error *err) {
+    for (size_t i = 0; i < json_array_size(merges); i++) {
+        json_t *m = json_array_get(merges, i);
+        int rc;
+        if (json_is_string(m)) {
+            char *pair = cf_xstrdup(json_string_value(m));
+            char *space = strchr(pair, ' ');
+            if (space) *space = '\0';
+            rc = space ? add_spelled_merge(t, pair, space + 1, path, (long)i, err)
+                       : cf_fail(err, "%s: merge %zu: expected \"left right\"", path, i);
+            free(pair);
+        } else {
+            const char *a = json_string_value(json_array_get(m, 0)), *b = json_string_value(json_array_get(m, 1));
+            rc = a && b ? add_spelled_merge(t, a, b, path, (long)i, err)
+                        : cf_fail(err, "%s: merge %zu: expected a pair of strings", path, i);
+        }
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err) {
+    json_error_t jerr;
+    json_t *root = json_loadb(text, size, 0, &jerr);
+    if (!root) {
+        cf_fail(err, "%s: line %d: %s", path, jerr.line, jerr.text);
+        return NULL;
+    }
+    json_t *model = json_object_get(root, "model"), *vocab = json_object_get(model, "vocab");
+    json_t *added = json_object_get(root, "added_tokens");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    cf_tokenizer *t = NULL;
+    if (!type || strcmp(type, "BPE") != 0 || !json_is_object(vocab)) {
+        cf_fail(err, "%s: key model.type: only BPE models with a vocab are supported", path);
+    } else if (!byte_level_pretokenizer(json_object_get(root, "pre_tokenizer"))) {
+        cf_fail(err, "%s: key pre_tokenizer: only the ByteLevel (GPT-2 regex) pre-tokeniser is supported", path);
+    } else {
+        int n = max_id(vocab);
+        for (size_t i = 0; i < json_array_size(added); i++) {
+            json_int_t id = json_integer_value(json_object_get(json_array_get(added, i), "id"));
+            if (id > n) n = (int)id;
+        }
+        t = cf_tok_new(CF_TOK_BYTE_LEVEL, n + 1);
+        int rc = load_vocab(t, vocab, path, err);
+        for (size_t i = 0; rc == 0 && i < json_array_size(added); i++) {
+            json_t *a = json_array_get(added, i);
+            const char *content = json_string_value(json_object_get(a, "content"));
+            json_int_t id = json_integer_value(json_object_get(a, "id"));
+            if (!content || id < 0) rc = cf_fail(err, "%s: added_tokens[%zu]: needs id and content", path, i);
+            else rc = set_spelled(t, (int)id, content, true, path, err);
+        }
+        if (rc == 0) rc = load_hf_merges(t, json_object_get(model, "merges"), path, err);
+        if (rc == 0) rc = finish(t, path, err);
+        if (rc != 0) {
+            cf_tokenizer_free(t);
+            t = NULL;
+        } else {
+            find_specials(t);
+        }
+    }
+    json_decref(root);
+    return t;
+}

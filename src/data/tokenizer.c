@@ -1,0 +1,181 @@
+/* Tokenizer handle: format detection, accessors, encode dispatch and decoding. */
+#include "data/tokenizer_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/file_util.h"
+
+cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n) {
+    cf_tokenizer *t = cf_xcalloc(1, sizeof *t);
+    t->kind = kind;
+    t->vocab_size = n;
+    t->pieces = cf_xcalloc((size_t)n, sizeof *t->pieces);
+    t->piece_len = cf_xcalloc((size_t)n, sizeof *t->piece_len);
+    t->scores = cf_xcalloc((size_t)n, sizeof *t->scores);
+    t->types = cf_xcalloc((size_t)n, sizeof *t->types);
+    cf_strmap_init(&t->piece_ids);
+    cf_strmap_init(&t->merges);
+    t->bos = t->eos = t->unk = -1;
+    for (int b = 0; b < 256; b++) t->byte_ids[b] = -1;
+    return t;
+}
+
+void cf_tok_set_piece(cf_tokenizer *t, int id, const char *text, size_t len) {
+    free(t->pieces[id]);
+    t->pieces[id] = cf_xmalloc(len + 1);
+    memcpy(t->pieces[id], text, len);
+    t->pieces[id][len] = '\0';
+    t->piece_len[id] = (uint32_t)len;
+}
+
+void cf_tokenizer_free(cf_tokenizer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->vocab_size; i++) free(t->pieces[i]);
+    free(t->pieces);
+    free(t->piece_len);
+    free(t->scores);
+    free(t->types);
+    for (int i = 0; t->text && i < t->vocab_size; i++) free(t->text[i]);
+    free(t->text);
+    free(t->text_len);
+    free(t->merge_result);
+    cf_strmap_free(&t->piece_ids);
+    cf_strmap_free(&t->merges);
+    cf_bpe_cache_free(t->cache);
+    free(t);
+}
+
+cf_tokenizer *cf_tokenizer_bytes(void) {
+    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, 256);
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        cf_tok_set_piece(t, b, &c, 1);
+        cf_strmap_put(&t->piece_ids, &c, 1, b);
+        t->types[b] = SP_BYTE;
+        t->byte_ids[b] = b;
+    }
+    t->cache = cf_bpe_cache_new();
+    cf_tok_finish(t);
+    return t;
+}
+
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        cf_fail(err, "%s: cannot open tokenizer", path);
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) return cf_bpe_load_gpt2_dir(path, err);
+    size_t size;
+    unsigned char *data = cf_read_file(path, &size, err);
+    if (!data) return NULL;
+    cf_tokenizer *t;
+    /* tokenizer.json starts with '{'; a ModelProto with field 1 (pieces) starts with 0x0a;
+     * anything else is tried as llama2.c's tokenizer.bin, which validates its own layout. */
+    size_t skip = 0;
+    while (skip < size && (data[skip] == ' ' || data[skip] == '\n' || data[skip] == '\t' || data[skip] == '\r')) skip++;
+    if (skip < size && data[skip] == '{')
+        t = cf_bpe_load_hf_json(path, (const char *)data, size, err);
+    else if (size > 0 && data[0] == 0x0a && !has_suffix(path, ".bin"))
+        t = cf_sp_load_model(path, data, size, err);
+    else
+        t = cf_sp_load_llama2c(path, data, size, err);
+    free(data);
+    return t;
+}
+
+int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }
+int cf_tokenizer_bos(const cf_tokenizer *t) { return t->bos; }
+int cf_tokenizer_eos(const cf_tokenizer *t) { return t->eos; }
+
+long cf_tokenizer_encode(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t **ids,
+                         cf_error *err) {
+    if (len > INT32_MAX / 2) return cf_fail(err, "tokenizer: text of %zu bytes is too long for one call", len);
+    size_t cap = 0, n = 0;
+    *ids = NULL;
+    if (add_bos && t->bos >= 0) n = cf_ids_push(ids, n, &cap, t->bos);
+    if (t->kind == CF_TOK_SENTENCEPIECE)
+        n = cf_sp_encode(t, text, len, ids, n, &cap);
+    else
+        n = cf_bpe_encode(t, text, len, ids, n, &cap);
+    if (!*ids) *ids = cf_xmalloc(sizeof **ids); /* callers may free an empty result */
+    return (long)n;
+}
+
+static const char SP_SPACE[] = "\xe2\x96\x81"; /* U+2581: SentencePiece's space */
+static const char SP_UNK_SURFACE[] = " \xe2\x81\x87 "; /* what SentencePiece prints for <unk> */
+
+void cf_tok_finish(cf_tokenizer *t) {
+    t->text = cf_xcalloc((size_t)t->vocab_size, sizeof *t->text);
+    t->text_len = cf_xcalloc((size_t)t->vocab_size, sizeof *t->text_len);
+    for (int id = 0; id < t->vocab_size; id++) {
+        const char *p = t->pieces[id] ? t->pieces[id] : "";
+        size_t n = t->piece_len[id], out = 0;
+        char *txt = cf_xmalloc(n + 1);
+        if (t->types[id] == SP_BYTE) {
+            for (int b = 0; b < 256; b++)
+                if (t->byte_ids[b] == id) txt[out++] = (char)b;
+        } else if (t->types[id] == SP_UNKNOWN && t->kind == CF_TOK_SENTENCEPIECE) {
+            free(txt);
+            txt = cf_xstrdup(SP_UNK_SURFACE);
+            out = strlen(txt);
+        } else if (t->types[id] != SP_CONTROL) {
+            for (size_t i = 0; i < n;) {
+                if (t->kind == CF_TOK_SENTENCEPIECE && i + 3 <= n && memcmp(p + i, SP_SPACE, 3) == 0) {
+                    txt[out++] = ' ';
+                    i += 3;
+                } else {
+                    txt[out++] = p[i++];
+                }
+            }
+        }
+        txt[out] = '\0';
+        t->text[id] = txt;
+        t->text_len[id] = (uint32_t)out;
+    }
+}
+
+static const char *piece_text(const cf_tokenizer *t, bool at_start, int32_t id, size_t *len) {
+    *len = 0;
+    if (id < 0 || id >= t->vocab_size) return "";
+    const char *p = t->text[id];
+    size_t n = t->text_len[id];
+    /* The dummy prefix space is not part of the text: drop it at the start. */
+    if (at_start && t->kind == CF_TOK_SENTENCEPIECE && t->add_dummy_prefix && n && p[0] == ' ' &&
+        t->types[id] == SP_NORMAL) {
+        p++;
+        n--;
+    }
+    *len = n;
+    return p;
+}
+
+const char *cf_tokenizer_piece(const cf_tokenizer *t, int32_t prev, int32_t id, char *scratch, size_t *len) {
+    (void)scratch;
+    return piece_text(t, prev < 0 || prev == t->bos, id, len);
+}
+
+char *cf_tokenizer_decode(const cf_tokenizer *t, const int32_t *ids, size_t n) {
+    size_t cap = 64, len = 0;
+    char *out = cf_xmalloc(cap);
+    for (size_t i = 0; i < n; i++) {
+        size_t plen;
+        const char *p = piece_text(t, len == 0, ids[i], &plen);
+        if (len + plen + 1 > cap) {
+            cap = (len + plen + 1) * 2;
+            out = cf_xrealloc(out, cap);
+        }
+        memcpy(out + len, p, plen);
+        len += plen;
+    }
+    out[len] = '\0';
+    return out;
+}

@@ -1,0 +1,75 @@
+/* The tokenizer handle behind include/cformers/tokenizer.h, shared by the loaders
+ * (SentencePiece .model, llama2.c .bin, GPT-2 files, tokenizer.json) and the encoders. */
+#ifndef CFORMERS_DATA_TOKENIZER_INTERNAL_H
+#define CFORMERS_DATA_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cformers/tokenizer.h"
+#include "data/bpe_cache.h"
+#include "data/strmap.h"
+
+typedef enum cf_tok_kind {
+    CF_TOK_SENTENCEPIECE, /* BPE by piece score on normalised text, byte fallback */
+    CF_TOK_BYTE_LEVEL,    /* GPT-2 style: regex pre-tokenisation, BPE by merge rank */
+} cf_tok_kind;
+
+/* SentencePiece piece types (sentencepiece_model.proto numbering). */
+enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER_DEFINED = 4, SP_UNUSED = 5, SP_BYTE = 6 };
+
+struct cf_tokenizer {
+    cf_tok_kind kind;
+    int vocab_size;
+    char **pieces;       /* token text: SentencePiece pieces keep their U+2581; byte-level
+                            tokens hold their raw bytes */
+    uint32_t *piece_len;
+    char **text;         /* the bytes a token decodes to (U+2581 -> space, byte tokens -> the byte) */
+    uint32_t *text_len;
+    float *scores;       /* SentencePiece merge priority (higher merges first) */
+    uint8_t *types;      /* SP_* per token */
+    cf_strmap piece_ids; /* mergeable pieces (SentencePiece) or all tokens (byte-level) -> id */
+    int bos, eos, unk;
+    int byte_ids[256];   /* id of the token for each single byte, -1 when none */
+
+    /* SentencePiece normaliser (identity rules only). */
+    bool add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, byte_fallback;
+
+    /* Byte-level BPE: (left id, right id) -> rank; merge_result[rank] is the merged id. */
+    cf_strmap merges;
+    int32_t *merge_result;
+    int n_merges;
+    cf_bpe_cache *cache; /* word -> ids, shared by concurrent encoders */
+};
+
+/* Allocates the per-token arrays for n tokens, all empty; byte_ids and specials -1. */
+cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n);
+/* Sets token id's text (copied). */
+void cf_tok_set_piece(cf_tokenizer *t, int id, const char *text, size_t len);
+
+/* Derives the decoded text of every token; loaders call it last. */
+void cf_tok_finish(cf_tokenizer *t);
+
+/* Loaders, each for one file format; `data` is the whole file. */
+cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size_t size, cf_error *err);
+cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, size_t size, cf_error *err);
+cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err);
+cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err);
+/* Sets up merge tables once pieces and the (left, right) merge list are known. */
+int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err);
+
+/* Encoders; append to *ids (capacity *cap, grown as needed) and return the new count. */
+size_t cf_sp_encode(const cf_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t n, size_t *cap);
+size_t cf_bpe_encode(const cf_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t n, size_t *cap);
+
+/* Appends one id, growing the array. */
+static inline size_t cf_ids_push(int32_t **ids, size_t n, size_t *cap, int32_t id) {
+    if (n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *ids = cf_xrealloc(*ids, *cap * sizeof **ids);
+    }
+    (*ids)[n] = id;
+    return n + 1;
+}
+
+#endif
