@@ -41,8 +41,6 @@ import struct
 import numpy as np
 import torch
 
-torch.set_default_dtype(torch.float64)
-
 STEPS = 10
 BATCH = 2
 SEQ = 16
@@ -294,6 +292,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "train"))
     args = ap.parse_args()
+    torch.set_default_dtype(torch.float64)
     os.makedirs(args.out, exist_ok=True)
     for c, fwd, shapes, seed in ((LLAMA, llama_forward, llama_shapes, 1), (GPT2, gpt2_forward, gpt2_shapes, 2)):
         meta, rec = make_fixture(c, fwd, shapes(c), seed)

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cformers/config.h"
 #include "cformers/error.h"
@@ -39,6 +40,55 @@ cf_lr_schedule cf_lr_schedule_resolve(const cf_lr_schedule_config *cfg, int64_t 
  * clamped to [0, 1]: cosine end + (peak - end) * (1 + cos(pi p)) / 2, linear
  * peak - (peak - end) * p, constant peak. */
 double cf_lr_schedule_at(const cf_lr_schedule *s, int64_t step);
+
+/* ---------------------------------------------------------------- the trainer */
+
+typedef struct cf_train_options {
+    /* NULL: start fresh (or from cfg->load_checkpoint). "": the newest checkpoint in
+     * output_dir. Otherwise that checkpoint file. Resuming restores the full state. */
+    const char *resume;
+    /* Stop once this many optimizer steps are done (0: runner_config.train_steps). The
+     * schedule still spans train_steps, so a stopped run resumes where it left off. */
+    int64_t stop_after;
+    FILE *out;        /* progress, reports and samples; NULL: stdout */
+    bool quiet;       /* only errors: no progress, reports or samples (tests) */
+    bool keep_logits; /* keep the last micro-batch's logits readable (cf_trainer_logits) */
+} cf_train_options;
+
+typedef struct cf_trainer cf_trainer;
+
+/* Builds the model graph with its backward and AdamW update, plans its memory, opens the
+ * data (when train_dataset.data_dir is set) and the metrics file, and initialises the
+ * weights from cfg->seed, cfg->load_checkpoint or the resumed checkpoint. */
+cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts, cf_error *err);
+void cf_trainer_free(cf_trainer *t);
+
+/* Trains until the stop step: evaluation, samples, checkpoints and metrics on their
+ * intervals, a checkpoint at the end, then the memory report (peak RSS vs estimate). */
+int cf_trainer_run(cf_trainer *t, cf_error *err);
+
+/* One optimizer step on caller-supplied data: gradient_accumulation_steps micro-batches,
+ * each batch_size rows of seq_length + 1 token ids, back to back. The mean loss over the
+ * micro-batches goes to *loss. */
+int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err);
+/* Forward and backward of one micro-batch (batch_size rows of seq_length + 1 ids) without
+ * updating: the gradients are readable with cf_trainer_grad until cf_trainer_zero_grads. */
+double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens);
+void cf_trainer_zero_grads(cf_trainer *t);
+/* Mean loss over runner_config.eval_steps batches of the held-out split (always the same
+ * batches, so evaluations are comparable). */
+int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err);
+/* Writes the full training state to `path`. */
+int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err);
+
+/* Optimizer steps done so far. */
+int64_t cf_trainer_steps_done(const cf_trainer *t);
+/* A parameter's weights or gradient by model name (NULL when there is none), with its
+ * element count in *numel. */
+float *cf_trainer_param(cf_trainer *t, const char *name, int64_t *numel);
+float *cf_trainer_grad(cf_trainer *t, const char *name, int64_t *numel);
+/* [batch_size, seq_length, vocab_size] logits of the last micro-batch; needs keep_logits. */
+const float *cf_trainer_logits(const cf_trainer *t);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,7 @@ void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
     json_t *line = json_pack("{s:s, s:f}", "event", event, "time", (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec);
     json_object_update(line, fields);
     json_decref(fields);
-    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(line);
     if (text) {
         fprintf(m->file, "%s\n", text);

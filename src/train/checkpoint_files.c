@@ -1,0 +1,77 @@
+#include "train/checkpoint_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char *prefix, int64_t step) {
+    snprintf(buf, size, "%s/%s_step%" PRId64 ".ckpt", dir, prefix, step);
+}
+
+/* The step of a file named PREFIX_stepN.ckpt, or -1. */
+static int64_t step_of(const char *file, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (strncmp(file, prefix, n) != 0 || strncmp(file + n, "_step", 5) != 0) return -1;
+    char *end;
+    long long step = strtoll(file + n + 5, &end, 10);
+    return end != file + n + 5 && strcmp(end, ".ckpt") == 0 ? step : -1;
+}
+
+/* Steps of the run's checkpoints, ascending; returns the count (*steps malloc'd). */
+static size_t list_steps(const char *dir, const char *prefix, int64_t **steps) {
+    size_t n = 0, cap = 16;
+    *steps = cf_xmalloc(cap * sizeof **steps);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int64_t s = step_of(e->d_name, prefix);
+        if (s < 0) continue;
+        if (n == cap) *steps = cf_xrealloc(*steps, (cap *= 2) * sizeof **steps);
+        size_t i = n++;
+        for (; i > 0 && (*steps)[i - 1] > s; i--) (*steps)[i] = (*steps)[i - 1];
+        (*steps)[i] = s;
+    }
+    closedir(d);
+    return n;
+}
+
+int cf_checkpoint_newest(const char *dir, const char *prefix, char *buf, size_t size, cf_error *err) {
+    int64_t *steps;
+    size_t n = list_steps(dir, prefix, &steps);
+    if (n) cf_checkpoint_file_name(buf, size, dir, prefix, steps[n - 1]);
+    free(steps);
+    return n ? 0 : cf_fail(err, "%s: no %s_step*.ckpt checkpoint to resume from", dir, prefix);
+}
+
+void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep) {
+    if (keep <= 0) return;
+    int64_t *steps;
+    size_t n = list_steps(dir, prefix, &steps);
+    char path[4096];
+    for (size_t i = 0; i + (size_t)keep < n; i++) {
+        cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
+        unlink(path);
+    }
+    free(steps);
+}
+
+int cf_make_dirs(const char *path, cf_error *err) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool last = *p == '\0';
+        if (*p == '/' || last) {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", buf, strerror(errno));
+            if (last) return 0;
+            *p = '/';
+        }
+    }
+}

@@ -1,0 +1,151 @@
+#include "train/train_checkpoint.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/checkpoint.h"
+
+#define FORMAT_NAME "cformers-train-state"
+
+static json_t *u64_hex(uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%016" PRIx64, v);
+    return json_string(buf);
+}
+
+static int parse_u64_hex(json_t *j, uint64_t *out) {
+    const char *s = json_string_value(j);
+    if (!s) return -1;
+    char *end;
+    *out = strtoull(s, &end, 16);
+    return *end == '\0' && end != s ? 0 : -1;
+}
+
+static json_t *layout_json(cf_graph *g) {
+    json_t *layout = json_array();
+    for (int i = 0; i < cf_graph_num_params(g); i++) {
+        const cf_tensor *t = cf_graph_param_at(g, i);
+        json_array_append_new(layout, json_pack("[s, I, I]", t->name, (json_int_t)t->param_offset,
+                                                (json_int_t)cf_tensor_numel(t)));
+    }
+    return layout;
+}
+
+static char *metadata_text(cf_graph *g, const cf_model_config *model, const cf_train_position *pos) {
+    char *model_json = cf_model_config_to_json(model);
+    json_t *model_obj = json_loads(model_json, 0, NULL);
+    free(model_json);
+    json_t *rng = json_array();
+    for (int i = 0; i < 4; i++) json_array_append_new(rng, u64_hex(pos->rng.s[i]));
+    json_t *meta = json_pack("{s:s, s:o, s:o, s:I, s:f, s:{s:o, s:f, s:b}, s:{s:o, s:o, s:o}}", "format", FORMAT_NAME,
+                             "model_config", model_obj, "param_layout", layout_json(g), "step", (json_int_t)pos->step,
+                             "loss", pos->loss, "rng", "state", rng, "spare", pos->rng.spare, "has_spare",
+                             pos->rng.has_spare, "data_position", "epoch", u64_hex(pos->data.epoch), "step",
+                             u64_hex(pos->data.step), "seed", u64_hex(pos->data.seed));
+    char *text = json_dumps(meta, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(meta);
+    return text;
+}
+
+int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model,
+                             const cf_train_position *pos, cf_error *err) {
+    cf_graph *g = cf_plan_graph(plan);
+    cf_param_blocks blocks = cf_graph_blocks(g);
+    cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
+    if (!w) return -1;
+    int64_t elems = cf_graph_param_elems(g);
+    int rc = 0;
+    for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
+        const cf_tensor *t = cf_graph_param_at(g, i);
+        rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, t->data, err);
+    }
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, blocks.adam_m->data, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, blocks.adam_v->data, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err);
+    if (rc != 0) {
+        cf_ckpt_writer_abort(w);
+        return -1;
+    }
+    char *meta = metadata_text(g, model, pos);
+    rc = cf_ckpt_writer_finish(w, meta, err);
+    free(meta);
+    return rc;
+}
+
+static int copy_tensor(cf_ckpt *c, const char *name, cf_dtype dtype, int ndim, const int64_t *shape, void *dst,
+                       cf_error *err) {
+    const cf_ckpt_tensor *t = cf_ckpt_get(c, name, dtype, ndim, shape, err);
+    if (!t) return -1;
+    memcpy(dst, t->data, t->nbytes);
+    return 0;
+}
+
+/* The checkpoint's parameter layout must be this graph's, or the flat moment blocks
+ * would land on the wrong parameters. */
+static int check_layout(const char *path, json_t *meta, cf_graph *g, cf_error *err) {
+    json_t *layout = json_object_get(meta, "param_layout");
+    json_t *expected = layout_json(g);
+    int same = json_equal(layout, expected);
+    json_decref(expected);
+    if (!same)
+        return cf_fail(err, "%s: metadata param_layout differs from this model's parameters (another model "
+                            "or version): cannot restore the optimizer state", path);
+    return 0;
+}
+
+static int read_position(const char *path, json_t *meta, cf_train_position *pos, cf_error *err) {
+    json_t *rng = json_object_get(meta, "rng"), *state = json_object_get(rng, "state");
+    json_t *data = json_object_get(meta, "data_position");
+    json_t *step = json_object_get(meta, "step");
+    if (!json_is_integer(step) || json_array_size(state) != 4 || !json_is_object(data))
+        return cf_fail(err, "%s: metadata lacks the training position (step, rng, data_position)", path);
+    pos->step = json_integer_value(step);
+    pos->loss = json_number_value(json_object_get(meta, "loss"));
+    for (size_t i = 0; i < 4; i++)
+        if (parse_u64_hex(json_array_get(state, i), &pos->rng.s[i]) != 0)
+            return cf_fail(err, "%s: metadata rng.state[%zu] is not a hex number", path, i);
+    pos->rng.spare = json_number_value(json_object_get(rng, "spare"));
+    pos->rng.has_spare = json_is_true(json_object_get(rng, "has_spare"));
+    if (parse_u64_hex(json_object_get(data, "epoch"), &pos->data.epoch) != 0 ||
+        parse_u64_hex(json_object_get(data, "step"), &pos->data.step) != 0 ||
+        parse_u64_hex(json_object_get(data, "seed"), &pos->data.seed) != 0)
+        return cf_fail(err, "%s: metadata data_position is malformed", path);
+    return 0;
+}
+
+static int load_optimizer(cf_ckpt *c, json_t *meta, cf_graph *g, cf_train_position *pos, cf_error *err) {
+    const char *path = cf_ckpt_path(c);
+    const char *format = json_string_value(json_object_get(meta, "format"));
+    if (!format || strcmp(format, FORMAT_NAME) != 0)
+        return cf_fail(err, "%s: not a training checkpoint (no optimizer state to resume from)", path);
+    if (check_layout(path, meta, g, err) != 0 || read_position(path, meta, pos, err) != 0) return -1;
+    cf_param_blocks blocks = cf_graph_blocks(g);
+    int64_t elems = cf_graph_param_elems(g);
+    if (copy_tensor(c, "optimizer.adam_m", CF_F32, 1, &elems, blocks.adam_m->data, err) != 0 ||
+        copy_tensor(c, "optimizer.adam_v", CF_F32, 1, &elems, blocks.adam_v->data, err) != 0 ||
+        copy_tensor(c, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err) != 0)
+        return -1;
+    return 0;
+}
+
+int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(path, true, err);
+    if (!c) return -1;
+    cf_graph *g = cf_plan_graph(plan);
+    int rc = 0;
+    for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
+        cf_tensor *t = cf_graph_param_at(g, i);
+        rc = copy_tensor(c, t->name, CF_F32, t->ndim, t->shape, t->data, err);
+    }
+    if (rc == 0 && resume) {
+        json_error_t jerr;
+        json_t *meta = json_loads(cf_ckpt_metadata(c), 0, &jerr);
+        rc = meta ? load_optimizer(c, meta, g, pos, err) : cf_fail(err, "%s: metadata: %s", path, jerr.text);
+        json_decref(meta);
+    }
+    cf_ckpt_close(c);
+    return rc;
+}

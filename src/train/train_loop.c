@@ -1,0 +1,155 @@
+/* The training run: batches in, steps, and around them the progress display, metrics,
+ * evaluations, samples, checkpoints and the memory report. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "obs/clock.h"
+#include "obs/progress.h"
+#include "obs/rss.h"
+#include "train/checkpoint_files.h"
+#include "train/sample.h"
+#include "train/trainer_internal.h"
+
+#define MIB (1024.0 * 1024.0)
+
+typedef struct run_state {
+    cf_progress progress;
+    int64_t stop;
+    double step_seconds; /* moving average, for tokens/s */
+} run_state;
+
+static void say(cf_trainer *t, run_state *r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
+    if (t->opts.quiet) return;
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cf_progress_print(&r->progress, "%s", line);
+}
+
+static const char *checkpoint_prefix(const cf_trainer *t) {
+    const char *p = t->cfg.callbacks.checkpoint_monitor.prefix;
+    return *p ? p : "checkpoint";
+}
+
+static int open_outputs(cf_trainer *t, cf_error *err) {
+    const char *dir = t->cfg.output_dir;
+    if (cf_make_dirs(dir, err) != 0) return -1;
+    char path[2 * CF_CONFIG_PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return cf_fail(err, "%s: cannot write the resolved config", path);
+    cf_config_print_yaml(&t->cfg, f);
+    fclose(f);
+    const char *metrics = t->cfg.callbacks.metrics_monitor.file;
+    if (!*metrics) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, metrics);
+    t->metrics = cf_metrics_open(path, err);
+    return t->metrics ? 0 : -1;
+}
+
+static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
+    const cf_memory_report *m = cf_plan_memory(t->plan);
+    char note[128];
+    snprintf(note, sizeof note, "lower bound %.1f MiB, fragmentation %.1f%%", (double)m->lower_bound_bytes / MIB,
+             100.0 * m->fragmentation);
+    cf_memory_row rows[] = {
+        {"planned activation arena", (double)m->arena_bytes, note},
+        {"planned parameter blocks", 4.0 * (double)m->param_bytes, "weights, gradients, two Adam moments"},
+    };
+    if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
+    cf_metrics_write(t->metrics, "memory_plan",
+                     json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
+                               est->total_bytes, "arena_bytes", (json_int_t)m->arena_bytes, "param_block_bytes",
+                               (json_int_t)m->param_bytes, "fragmentation", m->fragmentation, "lower_bound_bytes",
+                               (double)m->lower_bound_bytes));
+}
+
+static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_estimate *est) {
+    double peak = (double)cf_peak_rss_bytes();
+    double off = peak / est->total_bytes - 1.0;
+    say(t, r, "peak resident memory %.1f MiB, estimate %.1f MiB (%+.1f%%, %s 10%%)", peak / MIB,
+        est->total_bytes / MIB, 100.0 * off, off > -0.1 && off < 0.1 ? "within" : "NOT within");
+    cf_metrics_write(t->metrics, "memory_peak",
+                     json_pack("{s:f, s:f, s:f}", "peak_rss_bytes", peak, "estimate_bytes", est->total_bytes,
+                               "relative_difference", off));
+}
+
+static int fetch_step_batches(cf_trainer *t, cf_error *err) {
+    int64_t rows = t->batch * (t->seq + 1);
+    for (int64_t k = 0; k < t->accum; k++)
+        if (cf_batches_next(t->train, t->tokens + k * rows, err) != 0) return -1;
+    return 0;
+}
+
+static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
+    char path[2 * CF_CONFIG_PATH_MAX];
+    cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, checkpoint_prefix(t), t->pos.step);
+    double t0 = cf_clock_seconds();
+    if (cf_trainer_save(t, path, err) != 0) return -1;
+    cf_checkpoint_prune(t->cfg.output_dir, checkpoint_prefix(t), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
+    say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
+    cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
+    return 0;
+}
+
+static int evaluate(cf_trainer *t, run_state *r, cf_error *err) {
+    double loss;
+    if (cf_trainer_evaluate(t, &loss, err) != 0) return -1;
+    say(t, r, "step %lld: validation loss %.4f", (long long)t->pos.step, loss);
+    cf_metrics_write(t->metrics, "eval", json_pack("{s:I, s:f}", "step", (json_int_t)t->pos.step, "val_loss", loss));
+    return 0;
+}
+
+static int sample(cf_trainer *t, run_state *r, cf_error *err) {
+    char *text = cf_trainer_sample_text(t, err);
+    if (!text) return -1;
+    say(t, r, "step %lld: sample:\n%s\n", (long long)t->pos.step, text);
+    cf_metrics_write(t->metrics, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
+    free(text);
+    return 0;
+}
+
+static bool every(int64_t step, int64_t interval) { return interval > 0 && step % interval == 0; }
+
+static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
+    double t0 = cf_clock_seconds(), loss;
+    if (fetch_step_batches(t, err) != 0 || cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    double dt = cf_clock_seconds() - t0;
+    r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
+    double tokens_per_s = (double)(t->accum * t->batch * t->seq) / r->step_seconds;
+    int64_t step = t->pos.step;
+    double lr = cf_lr_schedule_at(&t->schedule, step - 1);
+    if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s);
+    if (every(step, t->cfg.runner_config.log_interval) || step == r->stop)
+        cf_metrics_write(t->metrics, "train",
+                         json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                                   "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt));
+    const cf_runner_config *rc = &t->cfg.runner_config;
+    if (every(step, rc->eval_interval) && evaluate(t, r, err) != 0) return -1;
+    if (every(step, rc->sample_interval) && sample(t, r, err) != 0) return -1;
+    if (every(step, rc->save_interval) && step < r->stop && save_checkpoint(t, r, err) != 0) return -1;
+    return 0;
+}
+
+int cf_trainer_run(cf_trainer *t, cf_error *err) {
+    if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
+    run_state r = {.stop = t->train_steps};
+    if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
+    if (open_outputs(t, err) != 0) return -1;
+    cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
+    cf_memory_estimate est;
+    cf_config_memory_estimate(&t->cfg, &est);
+    report_memory_plan(t, &est);
+    if (t->pos.step > 0) say(t, &r, "resumed at step %lld (loss %.4f)", (long long)t->pos.step, t->pos.loss);
+    while (t->pos.step < r.stop)
+        if (train_one(t, &r, err) != 0) return -1;
+    if (!t->opts.quiet) cf_progress_finish(&r.progress);
+    if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
+    if (save_checkpoint(t, &r, err) != 0) return -1;
+    report_peak_memory(t, &r, &est);
+    return 0;
+}

@@ -1,0 +1,191 @@
+/* Building the training graph from the config, and the step / gradient / evaluation
+ * primitives the loop and the tests use. */
+#include "train/trainer_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_embedding(const char *name) {
+    return strstr(name, "embed_tokens") || strstr(name, ".wte.") || strstr(name, ".wpe.");
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* optimizer.no_decay_*: which parameters AdamW's decoupled decay skips. */
+static void apply_decay_policy(cf_graph *g, const cf_optimizer_config *o) {
+    for (int i = 0; i < cf_graph_num_params(g); i++) {
+        cf_tensor *p = cf_graph_param_at(g, i);
+        bool bias = ends_with(p->name, ".bias"), norm = p->ndim == 1 && !bias;
+        p->weight_decay = !(is_embedding(p->name) && o->no_decay_embeddings) && !(bias && o->no_decay_biases) &&
+                          !(norm && o->no_decay_norms);
+    }
+}
+
+static int build_graph(cf_trainer *t, cf_error *err) {
+    cf_model_build_opts build = {.keep_logits = t->opts.keep_logits};
+    if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
+    cf_graph *g = t->model.graph;
+    apply_decay_policy(g, &t->cfg.optimizer);
+    t->loss_scale = cf_graph_input(g, "loss_scale", CF_F32, 0, NULL);
+    t->lr = cf_graph_input(g, "lr", CF_F32, 0, NULL);
+    if (cf_graph_error(g, err) != 0 || cf_graph_backward_from(g, t->model.loss, t->loss_scale, err) != 0) return -1;
+    const cf_optimizer_config *o = &t->cfg.optimizer;
+    cf_adamw_config adamw = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps,
+                             .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
+    t->grad_norm = cf_graph_adamw(g, &adamw, t->lr);
+    if (cf_graph_error(g, err) != 0) return -1;
+    t->plan = cf_plan_create(g, err);
+    return t->plan ? 0 : -1;
+}
+
+static int open_data(cf_trainer *t, cf_error *err) {
+    if (!t->cfg.train_dataset.data_dir[0]) return 0;
+    t->train = cf_batches_open(&t->cfg, "train", err);
+    if (!t->train) return -1;
+    if (t->cfg.runner_config.eval_interval > 0) {
+        t->valid = cf_batches_open(&t->cfg, "valid", err);
+        if (!t->valid) return -1;
+    }
+    return 0;
+}
+
+/* Weights: seeded init, then load_checkpoint (fine-tuning) or the resumed state. */
+static int init_state(cf_trainer *t, cf_error *err) {
+    cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
+    cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
+    if (t->train) t->pos.data = cf_batches_position(t->train);
+    const char *resume = t->opts.resume;
+    if (resume) {
+        if (cf_train_checkpoint_load(resume, t->plan, true, &t->pos, err) != 0) return -1;
+        return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
+    }
+    if (t->cfg.load_checkpoint[0])
+        return cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err);
+    return 0;
+}
+
+cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts, cf_error *err) {
+    cf_trainer *t = cf_xcalloc(1, sizeof *t);
+    t->cfg = *cfg;
+    if (opts) t->opts = *opts;
+    t->out = t->opts.out ? t->opts.out : stdout;
+    const cf_runner_config *rc = &cfg->runner_config;
+    t->batch = rc->batch_size;
+    t->seq = rc->seq_length;
+    t->accum = rc->gradient_accumulation_steps > 0 ? rc->gradient_accumulation_steps : 1;
+    t->train_steps = rc->train_steps;
+    t->schedule = cf_lr_schedule_resolve(&cfg->lr_schedule, t->train_steps);
+    t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
+    if (build_graph(t, err) != 0 || open_data(t, err) != 0 || init_state(t, err) != 0) {
+        cf_trainer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void cf_trainer_free(cf_trainer *t) {
+    if (!t) return;
+    cf_batches_close(t->train);
+    cf_batches_close(t->valid);
+    cf_metrics_close(t->metrics);
+    cf_plan_free(t->plan);
+    cf_graph_free(t->model.graph);
+    free(t->tokens);
+    free(t);
+}
+
+void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows) {
+    int32_t *in = cf_tensor_i32(t->model.tokens), *target = cf_tensor_i32(t->model.targets);
+    for (int64_t b = 0; b < t->batch; b++) {
+        const int32_t *row = rows + b * (t->seq + 1);
+        memcpy(in + b * t->seq, row, sizeof(int32_t) * (size_t)t->seq);
+        memcpy(target + b * t->seq, row + 1, sizeof(int32_t) * (size_t)t->seq);
+    }
+}
+
+static int check_ids(const cf_trainer *t, const int32_t *tokens, int64_t n, cf_error *err) {
+    int64_t vocab = t->cfg.model.model_config.vocab_size;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return cf_fail(err, "token %lld of the batch is %d, outside the vocabulary [0, %lld)", (long long)i,
+                           tokens[i], (long long)vocab);
+    return 0;
+}
+
+int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
+    int64_t rows = t->batch * (t->seq + 1);
+    if (check_ids(t, tokens, t->accum * rows, err) != 0) return -1;
+    *cf_tensor_f32(t->loss_scale) = 1.0f / (float)t->accum;
+    double sum = 0.0;
+    for (int64_t k = 0; k < t->accum; k++) {
+        cf_trainer_load_batch(t, tokens + k * rows);
+        cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        sum += *cf_tensor_f32(t->model.loss);
+    }
+    *cf_tensor_f32(t->lr) = (float)cf_lr_schedule_at(&t->schedule, t->pos.step);
+    cf_plan_run(t->plan, CF_PHASE_UPDATE);
+    t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
+    t->pos.step++;
+    t->pos.loss = sum / (double)t->accum;
+    *loss = t->pos.loss;
+    return 0;
+}
+
+double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens) {
+    *cf_tensor_f32(t->loss_scale) = 1.0f;
+    cf_trainer_load_batch(t, tokens);
+    cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    return *cf_tensor_f32(t->model.loss);
+}
+
+void cf_trainer_zero_grads(cf_trainer *t) { cf_plan_zero_grads(t->plan); }
+
+int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
+    if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_interval)");
+    cf_dataset_position start = {.seed = (uint64_t)t->cfg.seed};
+    if (cf_batches_seek(t->valid, &start, err) != 0) return -1;
+    int64_t n = t->cfg.runner_config.eval_steps > 0 ? t->cfg.runner_config.eval_steps : 1;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (cf_batches_next(t->valid, t->tokens, err) != 0) return -1;
+        cf_trainer_load_batch(t, t->tokens);
+        cf_plan_run(t->plan, CF_PHASE_FORWARD);
+        sum += *cf_tensor_f32(t->model.loss);
+    }
+    *loss = sum / (double)n;
+    return 0;
+}
+
+int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
+    if (t->train) t->pos.data = cf_batches_position(t->train);
+    return cf_train_checkpoint_save(path, t->plan, &t->cfg.model.model_config, &t->pos, err);
+}
+
+int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }
+
+static cf_tensor *find_param(const cf_trainer *t, const char *name) {
+    cf_graph *g = t->model.graph;
+    for (int i = 0; i < cf_graph_num_params(g); i++)
+        if (strcmp(cf_graph_param_at(g, i)->name, name) == 0) return cf_graph_param_at(g, i);
+    return NULL;
+}
+
+float *cf_trainer_param(cf_trainer *t, const char *name, int64_t *numel) {
+    cf_tensor *p = find_param(t, name);
+    if (numel) *numel = p ? cf_tensor_numel(p) : 0;
+    return p ? cf_tensor_f32(p) : NULL;
+}
+
+float *cf_trainer_grad(cf_trainer *t, const char *name, int64_t *numel) {
+    cf_tensor *p = find_param(t, name);
+    cf_param_blocks blocks = cf_graph_blocks(t->model.graph);
+    if (numel) *numel = p ? cf_tensor_numel(p) : 0;
+    return p ? cf_tensor_f32(blocks.grads) + p->param_offset : NULL;
+}
+
+const float *cf_trainer_logits(const cf_trainer *t) {
+    return t->model.logits ? cf_tensor_f32(t->model.logits) : NULL;
+}

@@ -1,0 +1,34 @@
+/* The trainer's state, shared by trainer.c (building, one step, evaluation) and
+ * train_loop.c (the run: intervals, progress, checkpoints, reports). */
+#ifndef CFORMERS_TRAINER_INTERNAL_H
+#define CFORMERS_TRAINER_INTERNAL_H
+
+#include "cformers/model_graph.h"
+#include "cformers/plan.h"
+#include "cformers/train.h"
+#include "obs/metrics.h"
+#include "train/batches.h"
+#include "train/train_checkpoint.h"
+
+struct cf_trainer {
+    cf_config cfg;
+    cf_train_options opts;
+    FILE *out;
+    cf_model_graph model;
+    cf_tensor *lr;         /* input scalar: this step's learning rate */
+    cf_tensor *loss_scale; /* input scalar: d(objective)/d(loss) = 1 / accumulation steps */
+    cf_tensor *grad_norm;  /* global gradient norm before clipping, from the update */
+    cf_plan *plan;
+    cf_lr_schedule schedule;
+    int64_t batch, seq, accum, train_steps;
+    cf_train_position pos;
+    cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
+    int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
+    cf_metrics *metrics;
+    double last_grad_norm;
+};
+
+/* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
+void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
+
+#endif
