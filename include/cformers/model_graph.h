@@ -1,0 +1,45 @@
+/* Training graphs of the supported architectures, built from a cf_model_config.
+ *
+ * Parameters are named as in Hugging Face checkpoints (LLaMA: model.embed_tokens.weight,
+ * model.layers.{i}.self_attn.q_proj.weight, ...; GPT-2: transformer.wte.weight,
+ * transformer.h.{i}.attn.c_attn.weight, ...) with PyTorch nn.Linear layout [out, in]
+ * (GPT-2's Conv1D weights are transposed at import). Initialisation follows the
+ * reference implementations: normal(0, initializer_range) for matrices and embeddings,
+ * ones for norm weights, zeros for biases, GPT-2's residual projections (c_proj) scaled
+ * by 1/sqrt(2 * num_layers). */
+#ifndef CFORMERS_MODEL_GRAPH_H
+#define CFORMERS_MODEL_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+#include "cformers/graph.h"
+#include "cformers/model_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_model_graph {
+    cf_graph *graph;
+    cf_tensor *tokens;  /* input [B, T] i32 */
+    cf_tensor *targets; /* input [B, T] i32; negative ids are ignored by the loss */
+    cf_tensor *loss;    /* f32 scalar, mean over tokens, kept */
+    cf_tensor *logits;  /* [B, T, vocab], kept when keep_logits, else NULL */
+} cf_model_graph;
+
+typedef struct cf_model_build_opts {
+    bool keep_logits;
+} cf_model_build_opts;
+
+/* Builds the forward graph (tokens -> loss) for cfg->arch at batch B and length T
+ * (T <= max_position_embeddings). opts may be NULL. The caller then adds the backward
+ * (cf_graph_backward) and the update (cf_graph_adamw) and frees out->graph. */
+int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_len, const cf_model_build_opts *opts,
+                         cf_model_graph *out, cf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+/* The op registry: what a graph node can compute.
+ *
+ * An op is described by a cf_op_def: a shape/dtype rule, a forward kernel, an optional
+ * backward rule that appends the gradient nodes to the graph, and an optional workspace
+ * size. The built-in ops (graph.h) are registered this way too, and users add their own
+ * with cf_op_register() and put them in a graph with cf_graph_node_add():
+ *
+ *     static int sq_infer(cf_node *n, cf_error *err) {
+ *         cf_node_output_like(n, 0, n->inputs[0]);
+ *         return 0;
+ *     }
+ *     static void sq_forward(const cf_node *n) { ... y[i] = x[i] * x[i] ... }
+ *     static void sq_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+ *         dx[0] = cf_mul(g, dy[0], cf_scale(g, n->inputs[0], 2.0f));
+ *     }
+ *     static const cf_op_def square = {.name = "square", .n_outputs = 1, .infer = sq_infer,
+ *                                       .forward = sq_forward, .backward = sq_backward};
+ *     cf_op_register(&square, &err);
+ *
+ * Kernels run on the caller's thread and may split work over the pool (threads.h).
+ * They must not allocate: scratch memory comes from the workspace the op asks for. */
+#ifndef CFORMERS_OP_H
+#define CFORMERS_OP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+#include "cformers/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CF_MAX_INPUTS 8
+#define CF_MAX_OUTPUTS 4
+#define CF_MAX_ATTRS 8
+
+typedef struct cf_graph cf_graph;
+typedef struct cf_op_def cf_op_def;
+
+/* Which part of a training step a node belongs to. */
+typedef enum cf_phase {
+    CF_PHASE_FORWARD = 1,
+    CF_PHASE_BACKWARD = 2,
+    CF_PHASE_UPDATE = 4,
+    CF_PHASE_ALL = 7,
+} cf_phase;
+
+/* Op parameters that are not tensors: integers, reals and one pointer to data that
+ * outlives the graph (or belongs to it). Their meaning is the op's. */
+typedef struct cf_attrs {
+    int64_t i[CF_MAX_ATTRS];
+    double f[CF_MAX_ATTRS];
+    const void *p;
+} cf_attrs;
+
+typedef struct cf_node {
+    const cf_op_def *op;
+    int n_inputs, n_outputs;
+    cf_tensor *inputs[CF_MAX_INPUTS];
+    cf_tensor *outputs[CF_MAX_OUTPUTS];
+    cf_attrs attrs;
+    int index;       /* position in execution order */
+    cf_phase phase;  /* set when the node is added */
+    void *workspace; /* bound at plan time, op->workspace(node) bytes, 64-byte aligned */
+} cf_node;
+
+struct cf_op_def {
+    const char *name;
+    /* Outputs the op creates (at most CF_MAX_OUTPUTS). Output 0 is the result builder
+     * functions return; further outputs usually hold statistics saved for the backward. */
+    int n_outputs;
+    /* Sets dtype and shape of every output from the inputs and attrs (use the
+     * cf_node_output* helpers); returns -1 with err set when the inputs do not fit. */
+    int (*infer)(cf_node *node, cf_error *err);
+    /* Computes the outputs (and, for ops that update state, the inputs named by
+     * `mutates`) from the inputs. */
+    void (*forward)(const cf_node *node);
+    /* Appends nodes to g that compute the gradients of the inputs. dy[k] is the gradient
+     * of output k, NULL when none reaches it. Set dx[i] for each input i that has
+     * requires_grad (leaving NULL means a zero gradient); its shape must equal input i's.
+     * NULL for ops that are not differentiable. Errors are recorded in g. */
+    void (*backward)(cf_graph *g, const cf_node *node, cf_tensor *const *dy, cf_tensor **dx);
+    /* Scratch bytes the forward kernel needs (NULL: none). Called at plan time, when
+     * cf_num_threads() is the pool size the plan will run with. */
+    size_t (*workspace)(const cf_node *node);
+    /* Bit i set: the kernel writes input i in place (optimizer state, gradient blocks).
+     * Only inputs outside the arena (parameters, gradients, optimizer state) may be. */
+    unsigned mutates;
+};
+
+/* Adds an op to the process-wide registry. The definition must stay valid for the life
+ * of the process (a static). Fails when the name is taken or a required field is
+ * missing. Thread-safe. */
+int cf_op_register(const cf_op_def *def, cf_error *err);
+
+/* The op registered under `name`, or NULL. Built-in ops are always present. */
+const cf_op_def *cf_op_find(const char *name);
+
+/* Helpers for infer rules. */
+void cf_node_output(cf_node *node, int k, cf_dtype dtype, int ndim, const int64_t *shape);
+void cf_node_output_like(cf_node *node, int k, const cf_tensor *like);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

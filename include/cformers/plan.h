@@ -1,0 +1,70 @@
+/* Static memory plan and executor.
+ *
+ * Planning gives every intermediate tensor (activations, their gradients, op
+ * workspaces) an offset in ONE arena, from liveness intervals over the execution order:
+ * tensors whose lifetimes do not overlap share memory. Offsets are assigned greedily
+ * by size, each tensor going into the smallest gap that fits beside the tensors it is
+ * live with ("greedy by size", Pisarchyk & Lee 2020). Parameters, gradients and Adam
+ * moments live in their own blocks; inputs, constants and kept outputs are never shared.
+ *
+ * The executor then runs the nodes in order on the engine's thread pool, allocating
+ * nothing during a step. */
+#ifndef CFORMERS_PLAN_H
+#define CFORMERS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+#include "cformers/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_memory_report {
+    size_t arena_bytes;       /* the planned arena */
+    size_t lower_bound_bytes; /* peak of bytes live at the same time: no plan can do better */
+    double fragmentation;     /* arena / lower bound - 1 */
+    size_t param_bytes;       /* parameter block; the gradient and each moment block are as big */
+    size_t io_bytes;          /* inputs, constants and kept outputs */
+    int arena_tensors;        /* tensors (and workspaces) placed in the arena */
+} cf_memory_report;
+
+/* Plans the arena without allocating anything: enough to report what a step needs
+ * (cformers config show) for models that do not fit this machine. */
+int cf_graph_plan_memory(cf_graph *g, cf_memory_report *report, cf_error *err);
+
+/* A graph with memory: plans, allocates the arena and blocks, binds every tensor's data
+ * pointer, copies constants, zeroes parameters, gradients and moments. The graph must
+ * outlive the plan and must not change after this. */
+typedef struct cf_plan cf_plan;
+cf_plan *cf_plan_create(cf_graph *g, cf_error *err);
+void cf_plan_free(cf_plan *p);
+
+const cf_memory_report *cf_plan_memory(const cf_plan *p);
+cf_graph *cf_plan_graph(const cf_plan *p);
+
+/* Initialises every parameter as its cf_init says. Parameter i draws from its own
+ * stream (xoshiro256** seeded from seed and i, see rng.h), so results do not depend on
+ * thread count or on which other parameters exist before it. */
+void cf_plan_init_params(cf_plan *p, uint64_t seed);
+void cf_plan_zero_grads(cf_plan *p);
+
+/* Runs the nodes of the given phases (CF_PHASE_* bits) in order. Forward alone
+ * evaluates (validation, gradient checks); FORWARD|BACKWARD accumulates gradients;
+ * UPDATE applies the optimizer. Never allocates. */
+void cf_plan_run(cf_plan *p, unsigned phases);
+
+/* Optional per-node timing hook for profilers: called after each node with its
+ * wall-clock seconds. NULL to remove. */
+typedef void (*cf_node_hook)(void *ctx, const cf_node *node, double seconds);
+void cf_plan_set_hook(cf_plan *p, cf_node_hook hook, void *ctx);
+
+/* Human-readable one-line summary of the plan ("arena 12.3 MiB, lower bound ..."). */
+void cf_memory_report_format(const cf_memory_report *r, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/* Reverse-mode autodiff: walks the forward nodes backwards, asking each op's backward
+ * rule for its inputs' gradients, summing the contributions to tensors used more than
+ * once, and finally adding each parameter's gradient into the gradient block. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/graph_internal.h"
+#include "kernels/graph_ops.h"
+
+static void add_contribution(cf_graph *g, cf_tensor **grads, cf_tensor *x, cf_tensor *dx) {
+    if (!cf_tensor_same_shape(x, dx)) {
+        char a[96], b[96];
+        cf_graph_fail(g, "backward: gradient %s %s does not match %s %s", dx->name, cf_tensor_shape_str(dx, a, sizeof a),
+                      x->name, cf_tensor_shape_str(x, b, sizeof b));
+        return;
+    }
+    grads[x->id] = grads[x->id] ? cf_nn_add(g, grads[x->id], dx) : dx;
+}
+
+static void backprop_node(cf_graph *g, cf_tensor **grads, const cf_node *n) {
+    cf_tensor *dy[CF_MAX_OUTPUTS] = {0}, *dx[CF_MAX_INPUTS] = {0};
+    bool any = false;
+    for (int k = 0; k < n->n_outputs; k++) any |= (dy[k] = grads[n->outputs[k]->id]) != NULL;
+    if (!any || !n->op->backward) return;
+    n->op->backward(g, n, dy, dx);
+    for (int i = 0; i < n->n_inputs && !g->failed; i++)
+        if (dx[i] && n->inputs[i]->requires_grad) add_contribution(g, grads, n->inputs[i], dx[i]);
+}
+
+/* Parameter gradients are added into the gradient block, so micro-batches accumulate. */
+static void accumulate_params(cf_graph *g, cf_tensor **grads) {
+    for (int i = 0; i < g->n_params && !g->failed; i++) {
+        cf_tensor *p = g->params[i], *dp = grads[p->id];
+        if (!dp) continue;
+        char name[CF_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.grad", p->name);
+        cf_tensor *view = cf_graph_new_tensor(g, name, CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
+        view->param_offset = p->param_offset;
+        p->grad = view;
+        cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
+    }
+}
+
+int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *err) {
+    if (g->failed) return cf_graph_error(g, err);
+    if (g->differentiated) return cf_fail(err, "backward: the graph already has a backward pass");
+    if (!y->requires_grad) return cf_fail(err, "backward: %s does not depend on any parameter", y->name);
+    if (dy && (!cf_tensor_same_shape(y, dy) || dy->dtype != CF_F32))
+        return cf_fail(err, "backward: seed %s must be f32 and shaped like %s", dy->name, y->name);
+    int n_nodes = g->n_nodes;
+    int n_tensors = g->n_tensors; /* the forward's; backward nodes add more */
+    cf_tensor **grads = cf_xcalloc((size_t)n_tensors, sizeof *grads);
+    cf_phase saved = g->phase;
+    g->phase = CF_PHASE_BACKWARD;
+    if (!dy) {
+        float one = 1.0f;
+        dy = cf_graph_const(g, "loss.seed", CF_F32, 0, NULL, &one);
+    }
+    grads[y->id] = dy;
+    for (int i = n_nodes - 1; i >= 0 && !g->failed; i--) backprop_node(g, grads, g->nodes[i]);
+    for (int i = 0; i < n_tensors; i++) g->tensors[i]->grad = grads[i];
+    accumulate_params(g, grads);
+    g->phase = saved;
+    g->differentiated = true;
+    free(grads);
+    return cf_graph_error(g, err);
+}
+
+int cf_graph_backward(cf_graph *g, cf_tensor *loss, cf_error *err) {
+    if (loss && cf_tensor_numel(loss) != 1) return cf_fail(err, "backward: loss %s is not a scalar", loss->name);
+    return cf_graph_backward_from(g, loss, NULL, err);
+}

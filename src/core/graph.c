@@ -1,0 +1,223 @@
+/* Graph construction: tensors, leaves, nodes and the sticky first error. */
+#include "core/graph_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROW(arr, n, cap)                                                                                              \
+    do {                                                                                                               \
+        if ((n) == (cap)) {                                                                                            \
+            (cap) = (cap) ? 2 * (cap) : 16;                                                                            \
+            (arr) = cf_xrealloc((arr), sizeof *(arr) * (size_t)(cap));                                                 \
+        }                                                                                                              \
+    } while (0)
+
+cf_graph *cf_graph_create(void) {
+    cf_graph *g = cf_xcalloc(1, sizeof *g);
+    g->phase = CF_PHASE_FORWARD;
+    return g;
+}
+
+void cf_graph_free(cf_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i]);
+    for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i]);
+    for (int i = 0; i < g->n_consts; i++) free(g->consts[i].data);
+    free(g->tensors);
+    free(g->nodes);
+    free(g->params);
+    free(g->inits);
+    free(g->consts);
+    free(g);
+}
+
+int cf_graph_error(const cf_graph *g, cf_error *err) {
+    if (!g->failed) return 0;
+    return cf_fail(err, "%s", g->error.msg);
+}
+
+cf_tensor *cf_graph_fail(cf_graph *g, const char *fmt, ...) {
+    if (!g->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->error.msg, sizeof g->error.msg, fmt, ap);
+        va_end(ap);
+        g->failed = true;
+    }
+    return NULL;
+}
+
+static bool check_shape(cf_graph *g, const char *name, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > CF_MAX_DIMS) {
+        cf_graph_fail(g, "tensor %s: %d dimensions (at most %d)", name, ndim, CF_MAX_DIMS);
+        return false;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 1) {
+            cf_graph_fail(g, "tensor %s: dimension %d is %lld", name, i, (long long)shape[i]);
+            return false;
+        }
+    return true;
+}
+
+cf_tensor *cf_graph_new_tensor(cf_graph *g, const char *name, cf_role role, cf_dtype dtype, int ndim,
+                               const int64_t *shape) {
+    cf_tensor *t = cf_xcalloc(1, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->role = role;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->param_offset = -1;
+    t->id = g->n_tensors;
+    GROW(g->tensors, g->n_tensors, g->cap_tensors);
+    g->tensors[g->n_tensors++] = t;
+    return t;
+}
+
+static bool can_change(cf_graph *g, const char *what) {
+    if (g->failed) return false;
+    if (g->planned) {
+        cf_graph_fail(g, "%s: the graph is already planned", what);
+        return false;
+    }
+    return true;
+}
+
+cf_tensor *cf_graph_input(cf_graph *g, const char *name, cf_dtype dtype, int ndim, const int64_t *shape) {
+    if (!can_change(g, name) || !check_shape(g, name, ndim, shape)) return NULL;
+    return cf_graph_new_tensor(g, name, CF_ROLE_INPUT, dtype, ndim, shape);
+}
+
+cf_tensor *cf_graph_param(cf_graph *g, const char *name, int ndim, const int64_t *shape, cf_init init,
+                          bool weight_decay) {
+    if (!can_change(g, name) || !check_shape(g, name, ndim, shape)) return NULL;
+    if (g->blocks.params) return cf_graph_fail(g, "parameter %s: created after the parameter block was laid out", name);
+    for (int i = 0; i < g->n_params; i++)
+        if (strcmp(g->params[i]->name, name) == 0) return cf_graph_fail(g, "parameter %s: name used twice", name);
+    cf_tensor *t = cf_graph_new_tensor(g, name, CF_ROLE_PARAM, CF_F32, ndim, shape);
+    t->requires_grad = true;
+    t->weight_decay = weight_decay;
+    /* 16-float (64-byte) alignment of every parameter keeps vector loads aligned. */
+    t->param_offset = g->param_elems;
+    g->param_elems += (cf_tensor_numel(t) + 15) & ~(int64_t)15;
+    if (g->n_params == g->cap_params) {
+        g->cap_params = g->cap_params ? 2 * g->cap_params : 16;
+        g->params = cf_xrealloc(g->params, sizeof *g->params * (size_t)g->cap_params);
+        g->inits = cf_xrealloc(g->inits, sizeof *g->inits * (size_t)g->cap_params);
+    }
+    g->params[g->n_params] = t;
+    g->inits[g->n_params++] = init;
+    return t;
+}
+
+cf_tensor *cf_graph_const(cf_graph *g, const char *name, cf_dtype dtype, int ndim, const int64_t *shape,
+                          const void *data) {
+    if (!can_change(g, name) || !check_shape(g, name, ndim, shape)) return NULL;
+    cf_tensor *t = cf_graph_new_tensor(g, name, CF_ROLE_CONST, dtype, ndim, shape);
+    size_t bytes = cf_tensor_bytes(t);
+    GROW(g->consts, g->n_consts, g->cap_consts);
+    g->consts[g->n_consts].tensor = t;
+    g->consts[g->n_consts++].data = memcpy(cf_xmalloc(bytes), data, bytes);
+    return t;
+}
+
+void cf_graph_keep(cf_graph *g, cf_tensor *t) {
+    if (t && can_change(g, t->name)) t->keep = true;
+}
+
+cf_tensor *cf_tensor_set_name(cf_tensor *t, const char *fmt, ...) {
+    if (!t) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    return t;
+}
+
+cf_node *cf_graph_node_add(cf_graph *g, const cf_op_def *op, cf_tensor *const *inputs, int n_inputs,
+                           const cf_attrs *attrs) {
+    if (!can_change(g, op->name)) return NULL;
+    if (n_inputs > CF_MAX_INPUTS || op->n_outputs > CF_MAX_OUTPUTS) {
+        cf_graph_fail(g, "op %s: %d inputs, %d outputs (at most %d, %d)", op->name, n_inputs, op->n_outputs,
+                      CF_MAX_INPUTS, CF_MAX_OUTPUTS);
+        return NULL;
+    }
+    cf_node *n = cf_xcalloc(1, sizeof *n);
+    n->op = op;
+    n->n_inputs = n_inputs;
+    n->n_outputs = op->n_outputs;
+    n->phase = g->phase;
+    if (attrs) n->attrs = *attrs;
+    bool needs_grad = false;
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs[i]) {
+            free(n);
+            cf_graph_fail(g, "op %s: input %d is missing", op->name, i);
+            return NULL;
+        }
+        n->inputs[i] = inputs[i];
+        needs_grad |= inputs[i]->requires_grad;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        cf_tensor *t = cf_graph_new_tensor(g, "", CF_ROLE_ACTIVATION, CF_F32, 0, NULL);
+        snprintf(t->name, sizeof t->name, "%s.%d%s", op->name, t->id, k ? ".saved" : "");
+        t->producer = n;
+        t->requires_grad = needs_grad && op->backward;
+        n->outputs[k] = t;
+    }
+    cf_error err = {{0}};
+    if (op->infer(n, &err) != 0) {
+        cf_graph_fail(g, "op %s: %s", op->name, err.msg);
+        for (int k = 0; k < n->n_outputs; k++) n->outputs[k]->producer = NULL; /* orphaned, freed with the graph */
+        free(n);
+        return NULL;
+    }
+    n->index = g->n_nodes;
+    GROW(g->nodes, g->n_nodes, g->cap_nodes);
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+void cf_node_output(cf_node *node, int k, cf_dtype dtype, int ndim, const int64_t *shape) {
+    cf_tensor *t = node->outputs[k];
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+}
+
+void cf_node_output_like(cf_node *node, int k, const cf_tensor *like) {
+    cf_node_output(node, k, like->dtype, like->ndim, like->shape);
+}
+
+int cf_graph_num_nodes(const cf_graph *g) { return g->n_nodes; }
+cf_node *cf_graph_node(const cf_graph *g, int i) { return g->nodes[i]; }
+int cf_graph_num_tensors(const cf_graph *g) { return g->n_tensors; }
+cf_tensor *cf_graph_tensor(const cf_graph *g, int i) { return g->tensors[i]; }
+
+cf_tensor *cf_graph_find(const cf_graph *g, const char *name) {
+    for (int i = 0; i < g->n_tensors; i++)
+        if (strcmp(g->tensors[i]->name, name) == 0) return g->tensors[i];
+    return NULL;
+}
+
+int cf_graph_num_params(const cf_graph *g) { return g->n_params; }
+cf_tensor *cf_graph_param_at(const cf_graph *g, int i) { return g->params[i]; }
+cf_init cf_graph_param_init(const cf_graph *g, int i) { return g->inits[i]; }
+int64_t cf_graph_param_elems(const cf_graph *g) { return g->param_elems; }
+
+cf_param_blocks cf_graph_blocks(cf_graph *g) {
+    if (!g->blocks.params && !g->failed) {
+        int64_t n[1] = {g->param_elems ? g->param_elems : 1};
+        g->blocks.params = cf_graph_new_tensor(g, "params", CF_ROLE_PARAM, CF_F32, 1, n);
+        g->blocks.grads = cf_graph_new_tensor(g, "grads", CF_ROLE_GRAD, CF_F32, 1, n);
+        g->blocks.adam_m = cf_graph_new_tensor(g, "adam_m", CF_ROLE_OPT_STATE, CF_F32, 1, n);
+        g->blocks.adam_v = cf_graph_new_tensor(g, "adam_v", CF_ROLE_OPT_STATE, CF_F32, 1, n);
+        g->blocks.step = cf_graph_new_tensor(g, "step", CF_ROLE_OPT_STATE, CF_I32, 0, NULL);
+        g->blocks.params->param_offset = g->blocks.grads->param_offset = 0;
+        g->blocks.adam_m->param_offset = g->blocks.adam_v->param_offset = 0;
+    }
+    return g->blocks;
+}

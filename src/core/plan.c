@@ -1,0 +1,137 @@
+/* A planned graph: the arena and blocks allocated once, every tensor's data bound. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/rng.h"
+#include "core/graph_internal.h"
+#include "core/plan_internal.h"
+#include "core/plan_run.h"
+
+static void *alloc_zeroed(size_t bytes) {
+    void *p = cf_aligned_alloc(bytes ? bytes : CF_PLAN_ALIGN);
+    memset(p, 0, bytes ? bytes : CF_PLAN_ALIGN);
+    return p;
+}
+
+/* Storage of a block-resident tensor (parameters, gradients, Adam state). */
+static void *block_data(cf_plan *p, const cf_tensor *t) {
+    const cf_param_blocks *b = &p->graph->blocks;
+    if (t == b->step) return p->step;
+    float *base = t->role == CF_ROLE_PARAM ? p->params : t->role == CF_ROLE_GRAD ? p->grads
+                  : t == b->adam_m         ? p->adam_m
+                                           : p->adam_v;
+    return base + t->param_offset;
+}
+
+static void bind_storage(cf_plan *p, const cf_arena_layout *l) {
+    cf_graph *g = p->graph;
+    size_t io_used = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        cf_tensor *t = g->tensors[i];
+        switch (cf_tensor_storage(t)) {
+        case CF_STORE_ARENA: t->data = p->arena + l->tensor_offset[i]; break;
+        case CF_STORE_BLOCK: t->data = block_data(p, t); break;
+        case CF_STORE_IO:
+            t->data = p->io + io_used;
+            io_used += cf_align_up(cf_tensor_bytes(t));
+            break;
+        case CF_STORE_VIEW: break; /* after its base, below */
+        }
+    }
+    for (int i = 0; i < g->n_tensors; i++) {
+        cf_tensor *t = g->tensors[i];
+        if (t->view_of) t->data = (char *)t->view_of->data + (size_t)t->view_offset * cf_dtype_size(t->dtype);
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        g->nodes[i]->workspace = l->workspace_offset[i] >= 0 ? p->arena + l->workspace_offset[i] : NULL;
+    for (int i = 0; i < g->n_consts; i++)
+        memcpy(g->consts[i].tensor->data, g->consts[i].data, cf_tensor_bytes(g->consts[i].tensor));
+}
+
+static int check_mutations(const cf_graph *g, cf_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const cf_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if ((n->op->mutates >> k & 1u) && cf_tensor_storage(cf_tensor_root(n->inputs[k])) == CF_STORE_ARENA)
+                return cf_fail(err, "op %s writes its input %s, which is an arena intermediate", n->op->name,
+                               n->inputs[k]->name);
+    }
+    return 0;
+}
+
+cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
+    if (cf_graph_error(g, err) || check_mutations(g, err)) return NULL;
+    if (g->n_params) cf_graph_blocks(g);
+    cf_arena_layout l;
+    if (cf_arena_layout_compute(g, &l, err)) return NULL;
+    cf_plan *p = cf_xcalloc(1, sizeof *p);
+    p->graph = g;
+    p->report = l.report;
+    size_t block = sizeof(float) * (size_t)(g->param_elems ? g->param_elems : 1);
+    p->arena = alloc_zeroed(l.report.arena_bytes);
+    p->io = alloc_zeroed(l.report.io_bytes);
+    p->params = alloc_zeroed(block);
+    p->grads = alloc_zeroed(block);
+    p->adam_m = alloc_zeroed(block);
+    p->adam_v = alloc_zeroed(block);
+    p->step = alloc_zeroed(sizeof(int32_t));
+    bind_storage(p, &l);
+    cf_arena_layout_free(&l);
+    g->planned = true;
+    return p;
+}
+
+void cf_plan_free(cf_plan *p) {
+    if (!p) return;
+    cf_aligned_free(p->arena);
+    cf_aligned_free(p->io);
+    cf_aligned_free(p->params);
+    cf_aligned_free(p->grads);
+    cf_aligned_free(p->adam_m);
+    cf_aligned_free(p->adam_v);
+    cf_aligned_free(p->step);
+    free(p);
+}
+
+const cf_memory_report *cf_plan_memory(const cf_plan *p) { return &p->report; }
+cf_graph *cf_plan_graph(const cf_plan *p) { return p->graph; }
+
+void cf_plan_init_params(cf_plan *p, uint64_t seed) {
+    const cf_graph *g = p->graph;
+    for (int i = 0; i < g->n_params; i++) {
+        cf_tensor *t = g->params[i];
+        float *x = cf_tensor_f32(t);
+        size_t n = (size_t)cf_tensor_numel(t);
+        cf_init init = g->inits[i];
+        if (init.kind == CF_INIT_NORMAL) {
+            cf_rng rng;
+            cf_rng_seed_stream(&rng, seed, (uint64_t)i);
+            cf_rng_fill_normal(&rng, x, n, 0.0f, init.std);
+        } else {
+            float v = init.kind == CF_INIT_ONES ? 1.0f : 0.0f;
+            for (size_t k = 0; k < n; k++) x[k] = v;
+        }
+    }
+}
+
+void cf_plan_zero_grads(cf_plan *p) { memset(p->grads, 0, sizeof(float) * (size_t)p->graph->param_elems); }
+
+static void format_bytes(size_t bytes, char *buf, size_t size) {
+    if (bytes >= (size_t)1 << 30)
+        snprintf(buf, size, "%.2f GiB", (double)bytes / (double)(1 << 30));
+    else if (bytes >= (size_t)1 << 20)
+        snprintf(buf, size, "%.2f MiB", (double)bytes / (double)(1 << 20));
+    else
+        snprintf(buf, size, "%.1f KiB", (double)bytes / 1024.0);
+}
+
+void cf_memory_report_format(const cf_memory_report *r, char *buf, size_t size) {
+    char arena[32], lower[32], params[32], io[32];
+    format_bytes(r->arena_bytes, arena, sizeof arena);
+    format_bytes(r->lower_bound_bytes, lower, sizeof lower);
+    format_bytes(r->param_bytes, params, sizeof params);
+    format_bytes(r->io_bytes, io, sizeof io);
+    snprintf(buf, size, "arena %s (lower bound %s, fragmentation %.2f%%), parameters %s x4 (weights, grads, Adam m, v), "
+             "inputs/outputs %s", arena, lower, 100.0 * r->fragmentation, params, io);
+}

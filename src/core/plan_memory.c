@@ -1,0 +1,149 @@
+/* Memory planning: liveness intervals over the execution order, then offsets by
+ * "greedy by size" (Pisarchyk & Lee 2020, "Efficient Memory Management for Deep
+ * Neural Net Inference"): the largest tensors are placed first, each at the smallest
+ * gap between already placed tensors whose lifetimes overlap its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/graph_internal.h"
+#include "core/plan_internal.h"
+
+typedef struct interval {
+    size_t size;
+    int first, last; /* node indices where it is written first and read last */
+    int64_t offset;
+    int64_t *dest; /* where the offset is reported */
+} interval;
+
+cf_storage cf_tensor_storage(const cf_tensor *t) {
+    if (t->view_of) return CF_STORE_VIEW;
+    switch (t->role) {
+    case CF_ROLE_PARAM:
+    case CF_ROLE_GRAD:
+    case CF_ROLE_OPT_STATE:
+        return CF_STORE_BLOCK;
+    case CF_ROLE_ACTIVATION:
+        return t->keep || !t->producer ? CF_STORE_IO : CF_STORE_ARENA;
+    default:
+        return CF_STORE_IO;
+    }
+}
+
+static int by_size_desc(const void *a, const void *b) {
+    const interval *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return x->first - y->first;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const interval *const *x = a, *const *y = b;
+    return (*x)->offset < (*y)->offset ? -1 : (*x)->offset > (*y)->offset;
+}
+
+/* Places items[0..n) (sorted by size, largest first); returns the arena size. */
+static size_t place_greedy_by_size(interval *items, int n) {
+    interval **live = cf_xmalloc(sizeof *live * (size_t)(n ? n : 1));
+    size_t arena = 0;
+    for (int i = 0; i < n; i++) {
+        interval *x = &items[i];
+        int n_live = 0;
+        for (int j = 0; j < i; j++)
+            if (items[j].first <= x->last && x->first <= items[j].last) live[n_live++] = &items[j];
+        qsort(live, (size_t)n_live, sizeof *live, by_offset);
+        int64_t prev_end = 0, best = -1;
+        size_t best_gap = SIZE_MAX;
+        for (int j = 0; j < n_live; j++) {
+            int64_t gap = live[j]->offset - prev_end;
+            if (gap >= (int64_t)x->size && (size_t)gap < best_gap) {
+                best = prev_end;
+                best_gap = (size_t)gap;
+            }
+            int64_t end = live[j]->offset + (int64_t)live[j]->size;
+            if (end > prev_end) prev_end = end;
+        }
+        x->offset = best >= 0 ? best : prev_end;
+        if ((size_t)x->offset + x->size > arena) arena = (size_t)x->offset + x->size;
+    }
+    free(live);
+    return arena;
+}
+
+/* Peak over nodes of the bytes live at once: no placement can use less. */
+static size_t live_peak(const interval *items, int n, int n_nodes) {
+    int64_t *delta = cf_xcalloc((size_t)n_nodes + 1, sizeof *delta);
+    for (int i = 0; i < n; i++) {
+        delta[items[i].first] += (int64_t)items[i].size;
+        delta[items[i].last + 1] -= (int64_t)items[i].size;
+    }
+    int64_t live = 0, peak = 0;
+    for (int i = 0; i < n_nodes; i++) {
+        live += delta[i];
+        if (live > peak) peak = live;
+    }
+    free(delta);
+    return (size_t)peak;
+}
+
+/* Lifetime of each arena tensor: from its producer to its last reader (a read through
+ * a view counts as a read of the base). */
+static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items) {
+    int n = 0;
+    int *item_of = cf_xmalloc(sizeof *item_of * (size_t)g->n_tensors);
+    for (int i = 0; i < g->n_tensors; i++) {
+        cf_tensor *t = g->tensors[i];
+        item_of[i] = -1;
+        if (cf_tensor_storage(t) != CF_STORE_ARENA) continue;
+        item_of[i] = n;
+        items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = t->producer->index,
+                                .last = t->producer->index, .dest = &l->tensor_offset[i]};
+    }
+    for (int k = 0; k < g->n_nodes; k++) {
+        cf_node *node = g->nodes[k];
+        for (int i = 0; i < node->n_inputs; i++) {
+            int it = item_of[cf_tensor_root(node->inputs[i])->id];
+            if (it >= 0 && items[it].last < k) items[it].last = k;
+        }
+        size_t ws = node->op->workspace ? node->op->workspace(node) : 0;
+        if (ws) items[n++] = (interval){.size = cf_align_up(ws), .first = k, .last = k, .dest = &l->workspace_offset[k]};
+    }
+    free(item_of);
+    return n;
+}
+
+int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
+    if (cf_graph_error(g, err)) return -1;
+    memset(l, 0, sizeof *l);
+    l->tensor_offset = cf_xmalloc(sizeof(int64_t) * (size_t)(g->n_tensors ? g->n_tensors : 1));
+    l->workspace_offset = cf_xmalloc(sizeof(int64_t) * (size_t)(g->n_nodes ? g->n_nodes : 1));
+    for (int i = 0; i < g->n_tensors; i++) l->tensor_offset[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) l->workspace_offset[i] = -1;
+
+    interval *items = cf_xmalloc(sizeof *items * (size_t)(g->n_tensors + g->n_nodes + 1));
+    int n = collect_intervals(g, l, items);
+    qsort(items, (size_t)n, sizeof *items, by_size_desc);
+    cf_memory_report *r = &l->report;
+    r->arena_bytes = place_greedy_by_size(items, n);
+    r->lower_bound_bytes = live_peak(items, n, g->n_nodes);
+    r->fragmentation = r->lower_bound_bytes ? (double)r->arena_bytes / (double)r->lower_bound_bytes - 1.0 : 0.0;
+    r->arena_tensors = n;
+    for (int i = 0; i < n; i++) *items[i].dest = items[i].offset;
+    free(items);
+
+    r->param_bytes = sizeof(float) * (size_t)g->param_elems;
+    for (int i = 0; i < g->n_tensors; i++)
+        if (cf_tensor_storage(g->tensors[i]) == CF_STORE_IO) r->io_bytes += cf_align_up(cf_tensor_bytes(g->tensors[i]));
+    return 0;
+}
+
+void cf_arena_layout_free(cf_arena_layout *l) {
+    free(l->tensor_offset);
+    free(l->workspace_offset);
+}
+
+int cf_graph_plan_memory(cf_graph *g, cf_memory_report *report, cf_error *err) {
+    cf_arena_layout l;
+    if (cf_arena_layout_compute(g, &l, err)) return -1;
+    *report = l.report;
+    cf_arena_layout_free(&l);
+    return 0;
+}

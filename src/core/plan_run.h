@@ -1,0 +1,17 @@
+/* Internal: the plan object, shared by plan.c (memory) and executor.c (running). */
+#ifndef CFORMERS_PLAN_RUN_H
+#define CFORMERS_PLAN_RUN_H
+
+#include "cformers/plan.h"
+
+struct cf_plan {
+    cf_graph *graph;
+    cf_memory_report report;
+    char *arena, *io;
+    float *params, *grads, *adam_m, *adam_v;
+    int32_t *step;
+    cf_node_hook hook;
+    void *hook_ctx;
+};
+
+#endif

@@ -1,0 +1,40 @@
+/* Internal helpers for the built-in graph ops (src/kernels/op_*.c): building a node
+ * and getting its result, input checks for infer rules, and the op definitions the
+ * registry lists. */
+#ifndef CFORMERS_GRAPH_OPS_H
+#define CFORMERS_GRAPH_OPS_H
+
+#include "cformers/graph.h"
+#include "cformers/op.h"
+
+/* Appends a node and returns its output 0 (NULL on error, recorded in g). */
+cf_tensor *cf_op_apply(cf_graph *g, const cf_op_def *op, cf_tensor *const *inputs, int n_inputs, const cf_attrs *attrs);
+
+/* Fails unless input i has dtype `dtype`. */
+int cf_require_dtype(const cf_node *n, int i, cf_dtype dtype, cf_error *err);
+/* Fails unless inputs i and j have the same shape. */
+int cf_require_same_shape(const cf_node *n, int i, int j, cf_error *err);
+
+/* A 2-D [rows, cols] view of t (t itself when already 2-D). */
+cf_tensor *cf_flatten_2d(cf_graph *g, cf_tensor *t);
+
+/* dst = src over n floats, split over the pool. */
+void cf_ops_copy(float *dst, const float *src, long n);
+
+/* Row chunks for deterministic reductions: the split does not depend on the thread
+ * count, so sums come out bit-identical however many threads run. */
+enum { CF_REDUCE_CHUNKS = 32 };
+static inline long cf_reduce_chunks(long rows) { return rows < CF_REDUCE_CHUNKS ? rows : CF_REDUCE_CHUNKS; }
+
+static inline const float *cf_in(const cf_node *n, int i) { return (const float *)n->inputs[i]->data; }
+static inline float *cf_out(const cf_node *n, int k) { return (float *)n->outputs[k]->data; }
+
+extern const cf_op_def cf_op_add, cf_op_mul, cf_op_scale, cf_op_add_broadcast, cf_op_sum_leading;
+extern const cf_op_def cf_op_reshape, cf_op_matmul, cf_op_embedding, cf_op_embedding_backward;
+extern const cf_op_def cf_op_rmsnorm, cf_op_rmsnorm_backward, cf_op_layernorm, cf_op_layernorm_backward;
+extern const cf_op_def cf_op_rope, cf_op_attention, cf_op_attention_backward;
+extern const cf_op_def cf_op_swiglu, cf_op_swiglu_backward, cf_op_gelu, cf_op_gelu_backward;
+extern const cf_op_def cf_op_cross_entropy, cf_op_cross_entropy_backward;
+extern const cf_op_def cf_op_grad_accumulate, cf_op_grad_norm, cf_op_adamw;
+
+#endif

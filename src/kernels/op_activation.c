@@ -1,0 +1,90 @@
+/* MLP activations: SwiGLU (silu(gate) * up) and GELU with the tanh approximation.
+ * Forwards are the shared primitives in kernels.h; backwards are here. */
+#include <math.h>
+
+#include "kernels/graph_ops.h"
+#include "kernels/kernels.h"
+
+typedef struct act_job {
+    const float *dy, *a, *b;
+    float *da, *db;
+} act_job;
+
+/* All inputs f32 and shaped alike; every output shaped like them. */
+static int infer_elementwise(cf_node *n, cf_error *err) {
+    for (int i = 0; i < n->n_inputs; i++)
+        if (cf_require_dtype(n, i, CF_F32, err) || cf_require_same_shape(n, 0, i, err)) return -1;
+    for (int k = 0; k < n->n_outputs; k++) cf_node_output_like(n, k, n->inputs[0]);
+    return 0;
+}
+
+static long numel_in(const cf_node *n) { return (long)cf_tensor_numel(n->inputs[0]); }
+
+/* ---- swiglu: inputs (gate, up) ---- */
+
+static void swiglu_forward(const cf_node *n) { cf_swiglu(cf_in(n, 0), cf_in(n, 1), cf_out(n, 0), numel_in(n)); }
+
+static void swiglu_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    cf_node *b = cf_graph_node_add(g, &cf_op_swiglu_backward, (cf_tensor *[]){dy[0], n->inputs[0], n->inputs[1]}, 3,
+                                   NULL);
+    if (!b) return;
+    dx[0] = b->outputs[0];
+    dx[1] = b->outputs[1];
+}
+
+const cf_op_def cf_op_swiglu = {.name = "swiglu", .n_outputs = 1, .infer = infer_elementwise,
+                                .forward = swiglu_forward, .backward = swiglu_backward};
+
+cf_tensor *cf_nn_swiglu(cf_graph *g, cf_tensor *gate, cf_tensor *up) {
+    return cf_op_apply(g, &cf_op_swiglu, (cf_tensor *[]){gate, up}, 2, NULL);
+}
+
+/* d/dgate silu(gate) = s * (1 + gate * (1 - s)) with s = sigmoid(gate). */
+static void swiglu_backward_range(void *arg, long begin, long end) {
+    act_job *j = arg;
+    for (long i = begin; i < end; i++) {
+        float gate = j->a[i], s = 1.0f / (1.0f + expf(-gate));
+        j->db[i] = j->dy[i] * gate * s;
+        j->da[i] = j->dy[i] * j->b[i] * s * (1.0f + gate * (1.0f - s));
+    }
+}
+
+/* inputs (dy, gate, up), outputs (dgate, dup) */
+static void swiglu_backward_forward(const cf_node *n) {
+    act_job j = {.dy = cf_in(n, 0), .a = cf_in(n, 1), .b = cf_in(n, 2), .da = cf_out(n, 0), .db = cf_out(n, 1)};
+    cf_parallel_rows(numel_in(n), 8, swiglu_backward_range, &j);
+}
+
+const cf_op_def cf_op_swiglu_backward = {.name = "swiglu_backward", .n_outputs = 2, .infer = infer_elementwise,
+                                         .forward = swiglu_backward_forward};
+
+/* ---- gelu (tanh): y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) ---- */
+
+static void gelu_forward(const cf_node *n) { cf_gelu_tanh(cf_in(n, 0), cf_out(n, 0), numel_in(n)); }
+
+static void gelu_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    dx[0] = cf_op_apply(g, &cf_op_gelu_backward, (cf_tensor *[]){dy[0], n->inputs[0]}, 2, NULL);
+}
+
+const cf_op_def cf_op_gelu = {.name = "gelu", .n_outputs = 1, .infer = infer_elementwise, .forward = gelu_forward,
+                              .backward = gelu_backward};
+
+cf_tensor *cf_nn_gelu(cf_graph *g, cf_tensor *x) { return cf_op_apply(g, &cf_op_gelu, (cf_tensor *[]){x}, 1, NULL); }
+
+static void gelu_backward_range(void *arg, long begin, long end) {
+    act_job *j = arg;
+    const float c = 0.7978845608028654f, k = 0.044715f;
+    for (long i = begin; i < end; i++) {
+        float x = j->a[i], t = tanhf(c * (x + k * x * x * x));
+        j->da[i] = j->dy[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x));
+    }
+}
+
+/* inputs (dy, x), output dx */
+static void gelu_backward_forward(const cf_node *n) {
+    act_job j = {.dy = cf_in(n, 0), .a = cf_in(n, 1), .da = cf_out(n, 0)};
+    cf_parallel_rows(numel_in(n), 8, gelu_backward_range, &j);
+}
+
+const cf_op_def cf_op_gelu_backward = {.name = "gelu_backward", .n_outputs = 1, .infer = infer_elementwise,
+                                       .forward = gelu_backward_forward};

@@ -1,0 +1,159 @@
+/* Causal grouped-query attention, unfused: scores = q k^T / sqrt(hd) through
+ * cf_sgemm_strided_batched, causal softmax, out = probs v. The probabilities are a
+ * second output kept for the backward.
+ *
+ * Layout: q [B, T, H, hd], k and v [B, T, KV, hd], probs [B, H, T, T]. The `rep` = H/KV
+ * query heads sharing a kv head are adjacent in memory, so one batched GEMM with a
+ * stride of hd covers them. Work is split over (batch, kv head) groups. */
+#include <math.h>
+
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
+#include "kernels/graph_ops.h"
+#include "kernels/kernels.h"
+
+typedef struct attn_job {
+    const float *q, *k, *v, *probs, *dout;
+    float *out, *p_out, *dq, *dk, *dv, *scratch;
+    long batch, seq, heads, kv_heads, hd, rep, slots;
+    float scale;
+} attn_job;
+
+static attn_job job_of(const cf_tensor *q, const cf_tensor *k) {
+    attn_job j = {.batch = (long)q->shape[0], .seq = (long)q->shape[1], .heads = (long)q->shape[2],
+                  .kv_heads = (long)k->shape[2], .hd = (long)q->shape[3]};
+    j.rep = j.heads / j.kv_heads;
+    j.scale = 1.0f / sqrtf((float)j.hd);
+    return j;
+}
+
+/* Offsets of group (b, g): its first query head, its kv head, its first probs plane. */
+static long q_at(const attn_job *j, long b, long g) { return (b * j->seq * j->heads + g * j->rep) * j->hd; }
+static long kv_at(const attn_job *j, long b, long g) { return (b * j->seq * j->kv_heads + g) * j->hd; }
+static long p_at(const attn_job *j, long b, long g) { return (b * j->heads + g * j->rep) * j->seq * j->seq; }
+
+static int infer_attention(cf_node *n, cf_error *err) {
+    for (int i = 0; i < 3; i++)
+        if (cf_require_dtype(n, i, CF_F32, err)) return -1;
+    const cf_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
+    if (q->ndim != 4 || k->ndim != 4 || cf_require_same_shape(n, 1, 2, err) != 0 || k->shape[0] != q->shape[0] ||
+        k->shape[1] != q->shape[1] || k->shape[3] != q->shape[3] || q->shape[2] % k->shape[2] != 0)
+        return cf_fail(err, "need q [B, T, H, hd] and k, v [B, T, KV, hd] with H a multiple of KV (%s, %s, %s)",
+                       q->name, k->name, v->name);
+    cf_node_output_like(n, 0, q);
+    int64_t probs[4] = {q->shape[0], q->shape[2], q->shape[1], q->shape[1]};
+    cf_node_output(n, 1, CF_F32, 4, probs);
+    return 0;
+}
+
+static void attention_group(void *arg, int task, int thread) {
+    const attn_job *j = arg;
+    long b = task / j->kv_heads, g = task % j->kv_heads, T = j->seq, hd = j->hd;
+    long ldq = j->heads * hd, ldk = j->kv_heads * hd;
+    float *p = j->p_out + p_at(j, b, g);
+    cf_sgemm_strided_batched(false, true, T, T, hd, j->scale, j->q + q_at(j, b, g), ldq, hd, j->k + kv_at(j, b, g), ldk,
+                             0, 0.0f, p, T, T * T, j->rep);
+    cf_softmax_causal(p, j->rep, T, T, 0);
+    cf_sgemm_strided_batched(false, false, T, hd, T, 1.0f, p, T, T * T, j->v + kv_at(j, b, g), ldk, 0, 0.0f,
+                             j->out + q_at(j, b, g), ldq, hd, j->rep);
+}
+
+static void attention_forward(const cf_node *n) {
+    attn_job j = job_of(n->inputs[0], n->inputs[1]);
+    j.q = cf_in(n, 0);
+    j.k = cf_in(n, 1);
+    j.v = cf_in(n, 2);
+    j.out = cf_out(n, 0);
+    j.p_out = cf_out(n, 1);
+    cf_parallel_for((int)(j.batch * j.kv_heads), attention_group, &j);
+}
+
+static void attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    cf_tensor *in[5] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], n->outputs[1]};
+    cf_node *b = cf_graph_node_add(g, &cf_op_attention_backward, in, 5, NULL);
+    if (!b) return;
+    for (int i = 0; i < 3; i++) dx[i] = b->outputs[i];
+}
+
+const cf_op_def cf_op_attention = {.name = "attention", .n_outputs = 2, .infer = infer_attention,
+                                   .forward = attention_forward, .backward = attention_backward};
+
+cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
+    return cf_op_apply(g, &cf_op_attention, (cf_tensor *[]){q, k, v}, 3, NULL);
+}
+
+/* ---- backward: inputs (dout, q, k, v, probs), outputs (dq, dk, dv) ----
+ * With S the scaled scores and P = softmax(S):
+ *   dV = sum over the group's heads P^T dO      dP = dO V^T
+ *   dS = P * (dP - rowsum(dP * P)) * scale      dQ = dS K      dK = sum dS^T Q */
+
+
+static void softmax_backward_rows(float *ds, const float *p, long rows, long cols, float scale) {
+    for (long r = 0; r < rows; r++) {
+        float *d = ds + r * cols;
+        const float *pr = p + r * cols;
+        long live = r % cols + 1; /* causal: later columns have p = 0 */
+        float dot = 0.0f;
+        for (long c = 0; c < live; c++) dot += d[c] * pr[c];
+        for (long c = 0; c < live; c++) d[c] = pr[c] * (d[c] - dot) * scale;
+        for (long c = live; c < cols; c++) d[c] = 0.0f;
+    }
+}
+
+static void attention_backward_group(const attn_job *j, long b, long g, float *ds) {
+    long T = j->seq, hd = j->hd, ldq = j->heads * hd, ldk = j->kv_heads * hd;
+    const float *p = j->probs + p_at(j, b, g), *dout = j->dout + q_at(j, b, g), *q = j->q + q_at(j, b, g);
+    const float *k = j->k + kv_at(j, b, g), *v = j->v + kv_at(j, b, g);
+    float *dv = j->dv + kv_at(j, b, g), *dk = j->dk + kv_at(j, b, g);
+    for (long r = 0; r < j->rep; r++)
+        cf_sgemm(true, false, T, hd, T, 1.0f, p + r * T * T, T, dout + r * hd, ldq, r ? 1.0f : 0.0f, dv, ldk);
+    cf_sgemm_strided_batched(false, true, T, T, hd, 1.0f, dout, ldq, hd, v, ldk, 0, 0.0f, ds, T, T * T, j->rep);
+    softmax_backward_rows(ds, p, j->rep * T, T, j->scale);
+    cf_sgemm_strided_batched(false, false, T, hd, T, 1.0f, ds, T, T * T, k, ldk, 0, 0.0f, j->dq + q_at(j, b, g), ldq,
+                             hd, j->rep);
+    for (long r = 0; r < j->rep; r++)
+        cf_sgemm(true, false, T, hd, T, 1.0f, ds + r * T * T, T, q + r * hd, ldq, r ? 1.0f : 0.0f, dk, ldk);
+}
+
+/* Slot s (one scratch area) handles groups s, s + slots, ... */
+static void attention_backward_slot(void *arg, int slot, int thread) {
+    const attn_job *j = arg;
+    float *ds = j->scratch + slot * j->rep * j->seq * j->seq;
+    for (long task = slot; task < j->batch * j->kv_heads; task += j->slots)
+        attention_backward_group(j, task / j->kv_heads, task % j->kv_heads, ds);
+}
+
+/* attrs.i[0] = scratch slots, one per thread the pool had when the graph was built
+ * (at most one per group); any thread count runs correctly with them. */
+static int infer_attention_backward(cf_node *n, cf_error *err) {
+    for (int i = 0; i < 3; i++) cf_node_output_like(n, i, n->inputs[i + 1]);
+    attn_job j = job_of(n->inputs[1], n->inputs[2]);
+    long groups = j.batch * j.kv_heads, threads = cf_num_threads();
+    n->attrs.i[0] = groups < threads ? groups : threads;
+    return 0;
+}
+
+static void attention_backward_forward(const cf_node *n) {
+    attn_job j = job_of(n->inputs[1], n->inputs[2]);
+    j.dout = cf_in(n, 0);
+    j.q = cf_in(n, 1);
+    j.k = cf_in(n, 2);
+    j.v = cf_in(n, 3);
+    j.probs = cf_in(n, 4);
+    j.dq = cf_out(n, 0);
+    j.dk = cf_out(n, 1);
+    j.dv = cf_out(n, 2);
+    j.scratch = n->workspace;
+    j.slots = (long)n->attrs.i[0];
+    cf_parallel_for((int)j.slots, attention_backward_slot, &j);
+}
+
+static size_t attention_backward_workspace(const cf_node *n) {
+    attn_job j = job_of(n->inputs[1], n->inputs[2]);
+    return sizeof(float) * (size_t)(n->attrs.i[0] * j.rep * j.seq * j.seq);
+}
+
+const cf_op_def cf_op_attention_backward = {.name = "attention_backward", .n_outputs = 3,
+                                            .infer = infer_attention_backward,
+                                            .forward = attention_backward_forward,
+                                            .workspace = attention_backward_workspace};

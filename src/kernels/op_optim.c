@@ -1,0 +1,136 @@
+/* The update phase: gradients added into the gradient block, the global gradient norm,
+ * and AdamW over the whole parameter block in one flat loop. */
+#include <math.h>
+
+#include "cformers/threads.h"
+#include "core/graph_internal.h"
+#include "kernels/graph_ops.h"
+#include "kernels/kernels.h"
+
+typedef struct flat_job {
+    const float *g;
+    float *p, *grad, *m, *v;
+    double *partial;
+    long n, chunks;
+    const cf_graph *graph;
+    float lr, beta1, beta2, eps, wd, clip, bc1, bc2;
+} flat_job;
+
+static int infer_nothing(cf_node *n, cf_error *err) { return 0; }
+
+/* ---- grad_accumulate: inputs (gradient view, g); the view += g ---- */
+
+static void accumulate_range(void *arg, long begin, long end) {
+    flat_job *j = arg;
+    for (long i = begin; i < end; i++) j->grad[i] += j->g[i];
+}
+
+static void grad_accumulate_forward(const cf_node *n) {
+    flat_job j = {.grad = cf_tensor_f32(n->inputs[0]), .g = cf_in(n, 1)};
+    cf_parallel_rows((long)cf_tensor_numel(n->inputs[0]), 1, accumulate_range, &j);
+}
+
+const cf_op_def cf_op_grad_accumulate = {.name = "grad_accumulate", .n_outputs = 0, .infer = infer_nothing,
+                                         .forward = grad_accumulate_forward, .mutates = 1u};
+
+/* ---- grad_norm: input the gradient block, output sqrt(sum g^2) ---- */
+
+static int infer_grad_norm(cf_node *n, cf_error *err) {
+    cf_node_output(n, 0, CF_F32, 0, NULL);
+    return 0;
+}
+
+static void sum_squares_chunk(void *arg, int chunk, int thread) {
+    flat_job *j = arg;
+    long begin, end;
+    cf_split_range(j->n, (int)j->chunks, chunk, &begin, &end);
+    double s = 0.0;
+    for (long i = begin; i < end; i++) s += (double)j->g[i] * j->g[i];
+    j->partial[chunk] = s;
+}
+
+static void grad_norm_forward(const cf_node *n) {
+    long elems = (long)cf_tensor_numel(n->inputs[0]);
+    flat_job j = {.g = cf_in(n, 0), .partial = n->workspace, .n = elems, .chunks = cf_reduce_chunks(elems)};
+    cf_parallel_for((int)j.chunks, sum_squares_chunk, &j);
+    double total = 0.0;
+    for (long c = 0; c < j.chunks; c++) total += j.partial[c];
+    *cf_out(n, 0) = (float)sqrt(total);
+}
+
+static size_t grad_norm_workspace(const cf_node *n) { return sizeof(double) * CF_REDUCE_CHUNKS; }
+
+const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 1, .infer = infer_grad_norm,
+                                   .forward = grad_norm_forward, .workspace = grad_norm_workspace};
+
+/* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm), attrs.f = {beta1, beta2,
+ * eps, weight_decay, max_grad_norm}, attrs.p = the graph (for the decay mask) ---- */
+
+/* Index of the parameter whose (aligned) span holds flat element i. */
+static int param_holding(const cf_graph *g, long i) {
+    int lo = 0, hi = g->n_params - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (g->params[mid]->param_offset <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static void adamw_range(void *arg, long begin, long end) {
+    flat_job *j = arg;
+    const cf_graph *g = j->graph;
+    for (int p = param_holding(g, begin); p < g->n_params && g->params[p]->param_offset < end; p++) {
+        long span_end = p + 1 < g->n_params ? (long)g->params[p + 1]->param_offset : j->n;
+        long lo = begin > g->params[p]->param_offset ? begin : (long)g->params[p]->param_offset;
+        long hi = end < span_end ? end : span_end;
+        float decay = g->params[p]->weight_decay ? 1.0f - j->lr * j->wd : 1.0f;
+        for (long i = lo; i < hi; i++) {
+            float grad = j->grad[i] * j->clip;
+            j->m[i] = j->beta1 * j->m[i] + (1.0f - j->beta1) * grad;
+            j->v[i] = j->beta2 * j->v[i] + (1.0f - j->beta2) * grad * grad;
+            float m_hat = j->m[i] / j->bc1, v_hat = j->v[i] / j->bc2;
+            j->p[i] = j->p[i] * decay - j->lr * m_hat / (sqrtf(v_hat) + j->eps);
+            j->grad[i] = 0.0f;
+        }
+    }
+}
+
+static void adamw_forward(const cf_node *n) {
+    const double *f = n->attrs.f;
+    int32_t *step = cf_tensor_i32(n->inputs[4]);
+    int t = ++*step;
+    float norm = *cf_in(n, 6), max_norm = (float)f[4];
+    /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
+    float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f;
+    flat_job j = {.p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
+                  .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]),
+                  .n = (long)cf_tensor_numel(n->inputs[0]), .graph = n->attrs.p, .lr = *cf_in(n, 5),
+                  .beta1 = (float)f[0], .beta2 = (float)f[1], .eps = (float)f[2], .wd = (float)f[3],
+                  .clip = clip < 1.0f ? clip : 1.0f, .bc1 = (float)(1.0 - pow(f[0], t)),
+                  .bc2 = (float)(1.0 - pow(f[1], t))};
+    cf_parallel_rows(j.n, 12, adamw_range, &j);
+}
+
+const cf_op_def cf_op_adamw = {.name = "adamw", .n_outputs = 0, .infer = infer_nothing, .forward = adamw_forward,
+                               .mutates = 0x1fu};
+
+cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr) {
+    if (g->failed) return NULL;
+    if (!lr || lr->dtype != CF_F32 || cf_tensor_numel(lr) != 1)
+        return cf_graph_fail(g, "adamw: the learning rate must be an f32 scalar tensor");
+    if (g->n_params == 0) return cf_graph_fail(g, "adamw: the graph has no parameters");
+    cf_param_blocks b = cf_graph_blocks(g);
+    cf_phase saved = g->phase;
+    g->phase = CF_PHASE_UPDATE;
+    cf_tensor *norm = cf_op_apply(g, &cf_op_grad_norm, (cf_tensor *[]){b.grads}, 1, NULL);
+    cf_tensor_set_name(norm, "grad_norm");
+    cf_graph_keep(g, norm);
+    cf_attrs attrs = {.f = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->max_grad_norm}, .p = g};
+    cf_tensor *in[7] = {b.params, b.grads, b.adam_m, b.adam_v, b.step, lr, norm};
+    cf_graph_node_add(g, &cf_op_adamw, in, 7, &attrs);
+    g->phase = saved;
+    return g->failed ? NULL : norm;
+}

@@ -1,0 +1,69 @@
+/* rope: rotary position embedding on [B, T, heads, head_dim] using the shared
+ * primitive (cf_rope_apply). The table is a graph constant [2, positions, head_dim/2]
+ * (cos, then sin) made once per graph. The backward is the rotation by the negative
+ * angle, i.e. the same op with attrs.i[0] (inverse) flipped. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/graph_ops.h"
+#include "kernels/kernels.h"
+
+cf_tensor *cf_nn_rope_table(cf_graph *g, const cf_rope_config *cfg) {
+    cf_rope_scaling scaling = {.factor = cfg->scaling_factor, .low_freq_factor = cfg->low_freq_factor,
+                               .high_freq_factor = cfg->high_freq_factor,
+                               .original_max_position = (long)cfg->original_max_position};
+    cf_rope_table table;
+    cf_error err;
+    if (cf_rope_table_init(&table, (long)cfg->head_dim, cfg->theta, (long)cfg->max_positions, &scaling, &err) != 0)
+        return cf_graph_fail(g, "%s", err.msg);
+    int64_t half = cfg->head_dim / 2, plane = cfg->max_positions * half;
+    int64_t shape[3] = {2, cfg->max_positions, half};
+    float *data = cf_xmalloc(sizeof(float) * (size_t)(2 * plane));
+    memcpy(data, table.cos, sizeof(float) * (size_t)plane);
+    memcpy(data + plane, table.sin, sizeof(float) * (size_t)plane);
+    cf_rope_table_free(&table);
+    char name[64];
+    snprintf(name, sizeof name, "rope_table.%lld", (long long)cfg->head_dim);
+    cf_tensor *t = cf_graph_const(g, name, CF_F32, 3, shape, data);
+    free(data);
+    return t;
+}
+
+/* inputs (x [B, T, H, hd], table), attrs.i[0] = inverse */
+static int infer_rope(cf_node *n, cf_error *err) {
+    if (cf_require_dtype(n, 0, CF_F32, err) || cf_require_dtype(n, 1, CF_F32, err)) return -1;
+    const cf_tensor *x = n->inputs[0], *t = n->inputs[1];
+    if (x->ndim != 4 || t->ndim != 3 || t->shape[0] != 2 || t->shape[2] * 2 != x->shape[3] || t->shape[1] < x->shape[1])
+        return cf_fail(err, "%s must be [B, T, heads, head_dim] and %s a table of head_dim/2 for at least T positions",
+                       x->name, t->name);
+    cf_node_output_like(n, 0, x);
+    return 0;
+}
+
+static void rope_forward(const cf_node *n) {
+    const cf_tensor *x = n->inputs[0], *tt = n->inputs[1];
+    long batch = (long)x->shape[0], seq = (long)x->shape[1], heads = (long)x->shape[2], hd = (long)x->shape[3];
+    long positions = (long)tt->shape[1];
+    cf_rope_table table = {.head_dim = hd, .max_positions = positions, .cos = cf_tensor_f32(tt),
+                           .sin = cf_tensor_f32(tt) + positions * (hd / 2)};
+    float *y = cf_out(n, 0);
+    cf_ops_copy(y, cf_in(n, 0), (long)cf_tensor_numel(x));
+    for (long b = 0; b < batch; b++) cf_rope_apply(&table, y + b * seq * heads * hd, seq, heads, NULL, 0, n->attrs.i[0]);
+}
+
+static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse);
+
+static void rope_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    dx[0] = rope_node(g, dy[0], n->inputs[1], !n->attrs.i[0]);
+}
+
+const cf_op_def cf_op_rope = {.name = "rope", .n_outputs = 1, .infer = infer_rope, .forward = rope_forward,
+                              .backward = rope_backward};
+
+static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse) {
+    cf_attrs attrs = {.i = {inverse}};
+    return cf_op_apply(g, &cf_op_rope, (cf_tensor *[]){x, table}, 2, &attrs);
+}
+
+cf_tensor *cf_nn_rope(cf_graph *g, cf_tensor *x, cf_tensor *table) { return rope_node(g, x, table, false); }
