@@ -10,6 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *cf_checkpoint_prefix(const cf_config *cfg) {
+    const char *p = cfg->callbacks.checkpoint_monitor.prefix;
+    return *p ? p : "checkpoint";
+}
+
 void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char *prefix, int64_t step) {
     snprintf(buf, size, "%s/%s_step%" PRId64 ".ckpt", dir, prefix, step);
 }

@@ -9,6 +9,11 @@
 
 #include "cformers/error.h"
 
+#include "cformers/config.h"
+
+/* callbacks.checkpoint_monitor.prefix, or "checkpoint" when empty. */
+const char *cf_checkpoint_prefix(const cf_config *cfg);
+
 /* dir/PREFIX_stepN.ckpt into buf. */
 void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
 

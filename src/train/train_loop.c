@@ -30,11 +30,6 @@ static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
     cf_progress_print(&r->progress, "%s", line);
 }
 
-static const char *checkpoint_prefix(const cf_trainer *t) {
-    const char *p = t->cfg.callbacks.checkpoint_monitor.prefix;
-    return *p ? p : "checkpoint";
-}
-
 static int open_outputs(cf_trainer *t, cf_error *err) {
     const char *dir = t->cfg.output_dir;
     if (cf_make_dirs(dir, err) != 0) return -1;
@@ -87,10 +82,10 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
 
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     char path[2 * CF_CONFIG_PATH_MAX];
-    cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, checkpoint_prefix(t), t->pos.step);
+    cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
     if (cf_trainer_save(t, path, err) != 0) return -1;
-    cf_checkpoint_prune(t->cfg.output_dir, checkpoint_prefix(t), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
+    cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
     say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
     cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
     return 0;

@@ -2,6 +2,8 @@
  * primitives the loop and the tests use. */
 #include "train/trainer_internal.h"
 
+#include "train/checkpoint_files.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +59,13 @@ static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
+    char newest[2 * CF_CONFIG_PATH_MAX];
     const char *resume = t->opts.resume;
+    if (resume && !*resume) {
+        if (cf_checkpoint_newest(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), newest, sizeof newest, err) != 0)
+            return -1;
+        resume = newest;
+    }
     if (resume) {
         if (cf_train_checkpoint_load(resume, t->plan, true, &t->pos, err) != 0) return -1;
         return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
