@@ -1,11 +1,90 @@
+/* `cformers config`: list the presets, or show a resolved config with its parameter count
+ * and the memory a training step needs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cformers/config.h"
 #include "cli.h"
 
-#include <stdio.h>
+static void print_help(void) {
+    printf("usage: cformers config list\n"
+           "       cformers config show NAME|FILE [--section.key=value ...]\n"
+           "\n"
+           "list   the built-in presets with their parameter counts\n"
+           "show   resolve a preset or YAML file plus overrides, and print the config as YAML,\n"
+           "       the exact parameter count and the memory one training step needs (weights,\n"
+           "       gradients, AdamW state, activations at runner_config.batch_size x seq_length)\n"
+           "\n"
+           "examples:\n"
+           "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
+           "  cformers config show configs/tiny_shakespeare.yaml\n"
+           "\n"
+           "Every key is described in docs/config.md.\n");
+}
+
+static void print_short_count(int64_t n, char *buf, size_t cap) {
+    if (n >= 1000000000)
+        snprintf(buf, cap, "%.2fB", (double)n / 1e9);
+    else if (n >= 1000000)
+        snprintf(buf, cap, "%.1fM", (double)n / 1e6);
+    else
+        snprintf(buf, cap, "%.0fK", (double)n / 1e3);
+}
+
+static int list_presets(void) {
+    for (int i = 0; i < cf_config_preset_count(); i++) {
+        cf_config cfg;
+        cf_error err;
+        char count[32] = "?";
+        if (cf_config_load(cf_config_preset_name(i), &cfg, &err) == 0)
+            print_short_count(cf_model_param_count(&cfg.model.model_config), count, sizeof count);
+        printf("%-18s %8s  %s\n", cf_config_preset_name(i), count, cf_config_preset_description(i));
+    }
+    return 0;
+}
+
+static int show(int argc, char **argv) {
+    const char *source = NULL;
+    const char *overrides[256];
+    int n_overrides = 0;
+    for (int i = 0; i < argc; i++) {
+        if (cf_config_is_override_arg(argv[i]) || (strncmp(argv[i], "--", 2) == 0 && strchr(argv[i], '.'))) {
+            if (n_overrides == (int)(sizeof overrides / sizeof overrides[0]))
+                return cli_usage_error("config", "too many overrides");
+            overrides[n_overrides++] = argv[i];
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("config", "unknown option '%s'", argv[i]);
+        } else if (source) {
+            return cli_usage_error("config", "show takes one NAME or FILE, got '%s' and '%s'", source, argv[i]);
+        } else {
+            source = argv[i];
+        }
+    }
+    if (!source) return cli_usage_error("config", "show needs a preset NAME or a YAML FILE");
+    cf_config cfg;
+    cf_error err;
+    if (cf_config_load_with_overrides(source, overrides, n_overrides, &cfg, &err) < 0) {
+        fprintf(stderr, "cformers config: %s\n", err.msg);
+        return 1;
+    }
+    cf_config_print_yaml(&cfg, stdout);
+    cf_memory_estimate est;
+    cf_config_memory_estimate(&cfg, &est);
+    printf("\n");
+    cf_memory_estimate_print(stdout, &cfg, &est, NULL, 0);
+    return 0;
+}
 
 int cmd_config(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers config [options]\n\nshow a resolved config, its parameter count and memory estimate.\nNot implemented yet: it arrives with issue 2 (engine foundation).\n");
+        print_help();
         return 0;
     }
-    return cli_not_yet("config", "show a resolved config, its parameter count and memory estimate", "issue 2 (engine foundation)");
+    if (argc < 2) return cli_usage_error("config", "missing action: list or show");
+    if (strcmp(argv[1], "list") == 0) {
+        if (argc > 2) return cli_usage_error("config", "list takes no arguments, got '%s'", argv[2]);
+        return list_presets();
+    }
+    if (strcmp(argv[1], "show") == 0) return show(argc - 2, argv + 2);
+    return cli_usage_error("config", "unknown action '%s' (expected list or show)", argv[1]);
 }

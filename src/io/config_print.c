@@ -1,0 +1,47 @@
+/* Writes a config as YAML, in schema order, each key with its one-line documentation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "io/config_schema.h"
+
+/* Number of leading path components `a` and `b` share, counting only whole sections. */
+static int shared_sections(const char *a, const char *b) {
+    int depth = 0;
+    for (size_t i = 0; a[i] && a[i] == b[i]; i++)
+        if (a[i] == '.') depth++;
+    return depth;
+}
+
+static int section_depth(const char *path) {
+    int depth = 0;
+    for (; *path; path++) depth += *path == '.';
+    return depth;
+}
+
+/* Prints the section headers between the previous key's sections and this key's. */
+static void open_sections(FILE *out, const char *prev, const char *path) {
+    int from = prev ? shared_sections(prev, path) : 0, to = section_depth(path);
+    if (from == 0 && prev && to > 0) fputc('\n', out);
+    const char *start = path;
+    for (int depth = 0; depth < to; depth++) {
+        const char *dot = strchr(start, '.');
+        if (depth >= from) fprintf(out, "%*s%.*s:\n", 2 * depth, "", (int)(dot - start), start);
+        start = dot + 1;
+    }
+}
+
+void cf_config_print_yaml(const cf_config *cfg, FILE *out) {
+    const char *prev = NULL;
+    for (int i = 0; i < cf_config_key_count; i++) {
+        const cf_config_key *key = &cf_config_keys[i];
+        open_sections(out, prev, key->path);
+        int depth = section_depth(key->path);
+        const char *leaf = strrchr(key->path, '.');
+        leaf = leaf ? leaf + 1 : key->path;
+        char value[CF_CONFIG_PATH_MAX + 8], line[CF_CONFIG_PATH_MAX + 128];
+        cf_config_key_format(key, cfg, value, sizeof value);
+        int n = snprintf(line, sizeof line, "%*s%s: %s", 2 * depth, "", leaf, value);
+        fprintf(out, "%s%*s# %s\n", line, n < 48 ? 48 - n : 1, "", key->doc);
+        prev = key->path;
+    }
+}

@@ -1,0 +1,226 @@
+/* The table of every config key. Adding a key: add the field to include/cformers/config.h
+ * (or model_config.h) and one row here; parsing, overrides, defaults and printing follow.
+ * The key path is the field's path inside cf_config, so the row names it only once. */
+#include "io/config_schema.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+/* Offset of a field, failing to compile when the field is not of type T. */
+#define FIELD(f, T) _Generic(((cf_config *)0)->f, T: offsetof(cf_config, f))
+#define SIZE(f) sizeof(((cf_config *)0)->f)
+
+#define K_INT(f, d, l, h, text) \
+    {.path = #f, .type = CF_KEY_INT, .offset = FIELD(f, int64_t), .size = SIZE(f), .def = d, .lo = l, .hi = h, .doc = text}
+#define K_REQUIRED(f, l, h, text)                                                                                     \
+    {.path = #f, .type = CF_KEY_INT, .offset = FIELD(f, int64_t), .size = SIZE(f), .required = true, .lo = l, .hi = h, \
+     .doc = text}
+#define K_FLOAT(f, d, l, h, op, text)                                                                                  \
+    {.path = #f, .type = CF_KEY_FLOAT, .offset = FIELD(f, double), .size = SIZE(f), .def = d, .lo = l, .hi = h,        \
+     .open = op, .doc = text}
+#define K_BOOL(f, d, text) \
+    {.path = #f, .type = CF_KEY_BOOL, .offset = FIELD(f, bool), .size = SIZE(f), .def = d, .doc = text}
+#define K_STRING(f, d, text) \
+    {.path = #f, .type = CF_KEY_STRING, .offset = FIELD(f, char *), .size = SIZE(f), .def_str = d, .doc = text}
+#define K_ENUM(f, spellings, d, text) \
+    {.path = #f, .type = CF_KEY_ENUM, .offset = offsetof(cf_config, f), .size = SIZE(f), .def = d, .names = spellings, .doc = text}
+
+#define INF INFINITY
+#define BIG 9.0e18 /* below INT64_MAX, exactly representable as a double */
+
+static const cf_enum_name run_modes[] = {
+    {"train", CF_RUN_TRAIN}, {"finetune", CF_RUN_FINETUNE}, {"eval", CF_RUN_EVAL}, {"predict", CF_RUN_PREDICT}, {NULL, 0}};
+static const cf_enum_name archs[] = {{"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {NULL, 0}};
+/* MindFormers spells dtypes "float32"; the short names are accepted too. */
+static const cf_enum_name float_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32},   {"bfloat16", CF_BF16},
+                                            {"bf16", CF_BF16},   {"float16", CF_F16}, {"f16", CF_F16},
+                                            {NULL, 0}};
+static const cf_enum_name optimizers[] = {{"adamw", CF_OPTIMIZER_ADAMW},
+                                          {"AdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {"FP32StateAdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {NULL, 0}};
+static const cf_enum_name lr_schedules[] = {
+    {"cosine", CF_LR_COSINE},         {"linear", CF_LR_LINEAR},         {"constant", CF_LR_CONSTANT},
+    {"CosineWithWarmUpLR", CF_LR_COSINE}, {"LinearWithWarmUpLR", CF_LR_LINEAR}, {"ConstantWarmUpLR", CF_LR_CONSTANT},
+    {NULL, 0}};
+static const cf_enum_name tristates[] = {{"auto", CF_AUTO}, {"off", CF_OFF}, {"on", CF_ON},
+                                         {"false", CF_OFF}, {"true", CF_ON}, {NULL, 0}};
+static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"onebit", CF_COMPRESSION_ONEBIT}, {NULL, 0}};
+
+const cf_config_key cf_config_keys[] = {
+    K_INT(seed, 0, 0, BIG, "seed of parameter init, data order and sampling"),
+    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "train | finetune (from load_checkpoint) | eval | predict"),
+    K_STRING(output_dir, "./output", "checkpoints, metrics and traces go here"),
+    K_STRING(load_checkpoint, "", "checkpoint to start from; empty = fresh init"),
+    K_BOOL(resume_training, false, "also restore optimizer state, step and data position"),
+
+    K_ENUM(model.model_config.arch, archs, CF_ARCH_LLAMA, "llama | gpt2"),
+    K_REQUIRED(model.model_config.vocab_size, 1, 2147483647.0, "tokens in the vocabulary"),
+    K_REQUIRED(model.model_config.hidden_size, 1, 1048576, "model width"),
+    K_REQUIRED(model.model_config.num_layers, 1, 100000, "transformer blocks"),
+    K_REQUIRED(model.model_config.num_heads, 1, 65536, "attention heads"),
+    K_INT(model.model_config.num_kv_heads, 0, 0, 65536, "key/value heads (grouped-query attention); 0 = num_heads"),
+    K_INT(model.model_config.intermediate_size, 0, 0, 16777216,
+          "MLP width; 0 = llama: 8/3 hidden rounded up to 256, gpt2: 4 hidden"),
+    K_INT(model.model_config.max_position_embeddings, 0, 0, 16777216,
+          "longest sequence (GPT-2's position table); 0 = runner_config.seq_length"),
+    K_FLOAT(model.model_config.rope_theta, 10000.0, 0, INF, CF_RANGE_LO_OPEN, "RoPE base frequency"),
+    K_FLOAT(model.model_config.rope_scaling_factor, 0.0, 0, 1e6, 0, "LLaMA-3.1 RoPE scaling factor; 0 or 1 = off"),
+    K_FLOAT(model.model_config.rope_low_freq_factor, 1.0, 0, 1e6, CF_RANGE_LO_OPEN, "LLaMA-3.1 RoPE scaling"),
+    K_FLOAT(model.model_config.rope_high_freq_factor, 4.0, 0, 1e6, CF_RANGE_LO_OPEN, "LLaMA-3.1 RoPE scaling"),
+    K_INT(model.model_config.rope_original_max_position, 0, 0, 16777216, "LLaMA-3.1 RoPE scaling: pre-training context"),
+    K_FLOAT(model.model_config.rms_norm_eps, 1e-5, 0, 1, CF_RANGE_LO_OPEN, "RMSNorm (LayerNorm for gpt2) epsilon"),
+    K_BOOL(model.model_config.tie_word_embeddings, false, "output head shares the token embedding"),
+    K_BOOL(model.model_config.use_flash_attention, true, "attention as one fused, tiled op"),
+    K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmul inputs: float32 | bfloat16 | float16"),
+    K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights"),
+    K_ENUM(model.model_config.softmax_compute_type, float_dtypes, CF_F32, "norms, softmax and loss"),
+    K_FLOAT(model.model_config.initializer_range, 0.02, 0, 10, 0, "std of the normal init"),
+    K_INT(model.model_config.bos_token_id, -1, -1, 2147483647.0, "-1 = none"),
+    K_INT(model.model_config.eos_token_id, -1, -1, 2147483647.0, "-1 = none"),
+    K_INT(model.model_config.pad_token_id, -1, -1, 2147483647.0, "-1 = none"),
+
+    K_INT(runner_config.batch_size, 1, 1, 1048576, "sequences per micro-batch, per process"),
+    K_REQUIRED(runner_config.seq_length, 1, 16777216, "tokens per sequence"),
+    K_INT(runner_config.epochs, 1, 0, BIG, "passes over the data when train_steps is 0"),
+    K_INT(runner_config.train_steps, 0, 0, BIG, "optimizer steps; 0 = from epochs"),
+    K_INT(runner_config.gradient_accumulation_steps, 1, 1, 1048576, "micro-batches per optimizer step"),
+    K_INT(runner_config.log_interval, 10, 1, BIG, "steps between progress lines"),
+    K_INT(runner_config.eval_interval, 0, 0, BIG, "steps between evaluations; 0 = never"),
+    K_INT(runner_config.eval_steps, 10, 1, BIG, "batches per evaluation"),
+    K_INT(runner_config.sample_interval, 0, 0, BIG, "steps between text samples; 0 = never"),
+    K_INT(runner_config.sample_tokens, 64, 1, 1048576, "tokens per sample"),
+    K_INT(runner_config.save_interval, 0, 0, BIG, "steps between checkpoints; 0 = at the end only"),
+
+    K_ENUM(optimizer.type, optimizers, CF_OPTIMIZER_ADAMW, "adamw"),
+    K_FLOAT(optimizer.beta1, 0.9, 0, 1, CF_RANGE_HI_OPEN, "first moment decay"),
+    K_FLOAT(optimizer.beta2, 0.95, 0, 1, CF_RANGE_HI_OPEN, "second moment decay"),
+    K_FLOAT(optimizer.eps, 1e-8, 0, 1, CF_RANGE_LO_OPEN, "denominator epsilon"),
+    K_FLOAT(optimizer.weight_decay, 0.1, 0, 10, 0, "decoupled weight decay"),
+    K_FLOAT(optimizer.clip_grad_norm, 1.0, 0, INF, 0, "clip the global gradient L2 norm; 0 = off"),
+    K_BOOL(optimizer.no_decay_norms, true, "no weight decay on norm weights"),
+    K_BOOL(optimizer.no_decay_biases, true, "no weight decay on biases"),
+    K_BOOL(optimizer.no_decay_embeddings, false, "no weight decay on embeddings"),
+
+    K_ENUM(lr_schedule.type, lr_schedules, CF_LR_COSINE, "cosine | linear | constant (after warmup)"),
+    K_FLOAT(lr_schedule.learning_rate, 3e-4, 0, 10, CF_RANGE_LO_OPEN, "peak learning rate"),
+    K_FLOAT(lr_schedule.lr_end, 0.0, 0, 10, 0, "learning rate at total_steps"),
+    K_INT(lr_schedule.warmup_steps, 0, 0, BIG, "linear warmup steps (when warmup_ratio is 0)"),
+    K_FLOAT(lr_schedule.warmup_ratio, 0.0, 0, 1, 0, "warmup as a fraction of total_steps"),
+    K_INT(lr_schedule.total_steps, 0, 0, BIG, "decay length; 0 = the run's steps"),
+
+    K_INT(parallel_config.data_parallel, 0, 0, 1048576, "data-parallel processes; 0 = MPI world size"),
+    K_INT(parallel_config.model_parallel, 1, 1, 1, "tensor parallelism (only 1)"),
+    K_INT(parallel_config.pipeline_stage, 1, 1, 1, "pipeline stages (only 1)"),
+    K_INT(parallel_config.gradient_aggregation_group, 4, 1, 1024, "gradient buckets all-reduced together"),
+    K_FLOAT(parallel_config.bucket_size_mb, 25.0, 0, 1e6, CF_RANGE_LO_OPEN, "gradient bucket size"),
+    K_BOOL(parallel_config.overlap_comm, true, "all-reduce buckets while backward runs"),
+    K_ENUM(parallel_config.hierarchical_allreduce, tristates, CF_AUTO, "auto | on | off"),
+    K_ENUM(parallel_config.gradient_compression, compressions, CF_COMPRESSION_NONE, "none | onebit"),
+    K_BOOL(parallel_config.optimizer_shard, false, "ZeRO-1: shard optimizer state"),
+
+    K_BOOL(context.enable_graph_kernel, true, "run the fusion passes"),
+    K_BOOL(context.enable_matrix_combine, true, "one matmul for Q/K/V and for gate/up"),
+    K_INT(context.matrix_combine_threshold, 0, 0, BIG, "combine only when out x in features >= this"),
+    K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel"),
+    K_BOOL(context.fuse_swiglu, true, "SwiGLU as one kernel"),
+    K_BOOL(context.fuse_rope, true, "RoPE fused into the Q/K projection output"),
+    K_BOOL(context.fuse_cross_entropy, true, "logits softmax + cross-entropy as one kernel"),
+    K_BOOL(context.fuse_adamw, true, "the optimizer update as one kernel"),
+    K_INT(context.num_threads, 0, 0, 65536, "compute threads; 0 = CFORMERS_THREADS or all cores"),
+
+    K_STRING(train_dataset.data_dir, "", "preprocessed shards directory, or a text file"),
+    K_STRING(train_dataset.tokenizer, "", "tokenizer file"),
+    K_INT(train_dataset.num_parallel_workers, 1, 1, 1024, "loader threads"),
+    K_INT(train_dataset.prefetch_size, 2, 1, 1024, "batches loaded ahead"),
+    K_BOOL(train_dataset.shuffle, true, "shuffle sequence order each epoch"),
+    K_BOOL(train_dataset.drop_remainder, true, "drop the last partial batch"),
+    K_FLOAT(train_dataset.eval_split, 0.0, 0, 1, CF_RANGE_HI_OPEN, "fraction held out for evaluation"),
+
+    K_STRING(callbacks.checkpoint_monitor.prefix, "checkpoint", "checkpoint file name prefix"),
+    K_INT(callbacks.checkpoint_monitor.keep_checkpoint_max, 3, 0, BIG, "newest checkpoints kept; 0 = all"),
+    K_BOOL(callbacks.checkpoint_monitor.async_save, true, "write checkpoints in the background"),
+    K_STRING(callbacks.metrics_monitor.file, "metrics.jsonl", "JSON-lines metrics in output_dir; empty = none"),
+    K_BOOL(callbacks.profile_monitor.enable, false, "per-op profile and timeline"),
+    K_INT(callbacks.profile_monitor.start_step, 1, 0, BIG, "first profiled step"),
+    K_INT(callbacks.profile_monitor.stop_step, 10, 0, BIG, "last profiled step"),
+    K_STRING(callbacks.profile_monitor.timeline, "timeline.json", "Chrome trace in output_dir"),
+
+    K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward"),
+    K_BOOL(recompute_config.select_recompute, false, "recompute only attention scores and MLP activations"),
+};
+
+const int cf_config_key_count = (int)(sizeof cf_config_keys / sizeof cf_config_keys[0]);
+_Static_assert(sizeof cf_config_keys / sizeof cf_config_keys[0] <= CF_CONFIG_MAX_KEYS, "raise CF_CONFIG_MAX_KEYS");
+
+int cf_config_key_find(const char *path) {
+    for (int i = 0; i < cf_config_key_count; i++)
+        if (strcmp(cf_config_keys[i].path, path) == 0) return i;
+    return -1;
+}
+
+bool cf_config_is_section(const char *path) {
+    size_t n = strlen(path);
+    for (int i = 0; i < cf_config_key_count; i++)
+        if (strncmp(cf_config_keys[i].path, path, n) == 0 && cf_config_keys[i].path[n] == '.') return true;
+    return false;
+}
+
+/* Levenshtein distance, capped: strings longer than the buffer are simply far apart. */
+int cf_edit_distance(const char *a, const char *b) {
+    enum { MAX = 128 };
+    size_t na = strlen(a), nb = strlen(b);
+    if (na >= MAX || nb >= MAX) return MAX;
+    int row[MAX];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+static const char *last_component(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+static int suggestion_score(const char *unknown, const char *known) {
+    int score = cf_edit_distance(unknown, known);
+    /* The right key name in the wrong section ("model_config.batch_size") is a near miss too. */
+    int leaf = cf_edit_distance(last_component(unknown), last_component(known));
+    return leaf < 2 && leaf + 2 < score ? leaf + 2 : score;
+}
+
+const char *cf_config_key_suggest(const char *unknown) {
+    static _Thread_local char best[128];
+    int best_score = 1 << 30;
+    for (int i = 0; i < cf_config_key_count; i++) {
+        /* Candidates: the key and each section above it ("callbacks", "callbacks.profile_monitor"). */
+        const char *known = cf_config_keys[i].path;
+        for (const char *end = strchr(known, '.');; end = strchr(end + 1, '.')) {
+            size_t n = end ? (size_t)(end - known) : strlen(known);
+            char candidate[128];
+            if (n >= sizeof candidate) break;
+            memcpy(candidate, known, n);
+            candidate[n] = '\0';
+            int score = suggestion_score(unknown, candidate);
+            if (score < best_score) {
+                best_score = score;
+                memcpy(best, candidate, n + 1);
+            }
+            if (!end) break;
+        }
+    }
+    int allowed = (int)strlen(last_component(unknown)) / 3 + 2;
+    return best_score <= allowed ? best : NULL;
+}

@@ -1,0 +1,190 @@
+/* Reading, writing and range-checking one config value through its schema row. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "io/config_schema.h"
+
+static void *field(const cf_config_key *key, cf_config *cfg) { return (char *)cfg + key->offset; }
+static const void *cfield(const cf_config_key *key, const cf_config *cfg) { return (const char *)cfg + key->offset; }
+
+static int read_int(const cf_config_key *key, const cf_config *cfg) {
+    int v;
+    memcpy(&v, cfield(key, cfg), sizeof v);
+    return v;
+}
+
+double cf_config_key_number(const cf_config_key *key, const cf_config *cfg) {
+    switch (key->type) {
+    case CF_KEY_INT: return (double)*(const int64_t *)cfield(key, cfg);
+    case CF_KEY_FLOAT: return *(const double *)cfield(key, cfg);
+    case CF_KEY_BOOL: return *(const bool *)cfield(key, cfg);
+    case CF_KEY_ENUM: return read_int(key, cfg);
+    case CF_KEY_STRING: break;
+    }
+    return 0;
+}
+
+static void write_number(const cf_config_key *key, cf_config *cfg, double v) {
+    switch (key->type) {
+    case CF_KEY_INT: *(int64_t *)field(key, cfg) = (int64_t)v; break;
+    case CF_KEY_FLOAT: *(double *)field(key, cfg) = v; break;
+    case CF_KEY_BOOL: *(bool *)field(key, cfg) = v != 0; break;
+    case CF_KEY_ENUM: {
+        int e = (int)v;
+        memcpy(field(key, cfg), &e, sizeof e);
+        break;
+    }
+    case CF_KEY_STRING: break;
+    }
+}
+
+void cf_config_key_set_default(const cf_config_key *key, cf_config *cfg) {
+    if (key->type == CF_KEY_STRING)
+        snprintf(field(key, cfg), key->size, "%s", key->def_str);
+    else
+        write_number(key, cfg, key->def);
+}
+
+static void describe_range(const cf_config_key *key, char *buf, size_t cap) {
+    const char *lo_op = key->open & CF_RANGE_LO_OPEN ? ">" : ">=";
+    const char *hi_op = key->open & CF_RANGE_HI_OPEN ? "<" : "<=";
+    if (key->lo == key->hi)
+        snprintf(buf, cap, "must be %.15g", key->lo);
+    else if (isinf(key->hi) || key->hi >= 9e18)
+        snprintf(buf, cap, "must be %s %.15g", lo_op, key->lo);
+    else
+        snprintf(buf, cap, "must be %s %.15g and %s %.15g", lo_op, key->lo, hi_op, key->hi);
+}
+
+static bool in_range(const cf_config_key *key, double v) {
+    bool lo_ok = key->open & CF_RANGE_LO_OPEN ? v > key->lo : v >= key->lo;
+    bool hi_ok = key->open & CF_RANGE_HI_OPEN ? v < key->hi : v <= key->hi;
+    return lo_ok && hi_ok;
+}
+
+/* YAML 1.1 booleans, as MindFormers configs write them (True/False). */
+static int parse_bool(const char *text, bool *out) {
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(text, yes[i]) == 0) return *out = true, 0;
+        if (strcasecmp(text, no[i]) == 0) return *out = false, 0;
+    }
+    return -1;
+}
+
+static int parse_enum(const cf_config_key *key, const char *text, int *out) {
+    for (const cf_enum_name *n = key->names; n->name; n++)
+        if (strcasecmp(text, n->name) == 0) return *out = n->value, 0;
+    return -1;
+}
+
+static void list_enum_names(const cf_config_key *key, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const cf_enum_name *n = key->names; n->name && used < cap; n++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", n->name);
+}
+
+int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err) {
+    char *end = NULL;
+    double number = 0;
+    errno = 0;
+    switch (key->type) {
+    case CF_KEY_STRING:
+        if (strlen(text) >= key->size) return cf_fail(err, "string longer than %zu bytes", key->size - 1);
+        memcpy(field(key, cfg), text, strlen(text) + 1);
+        return 0;
+    case CF_KEY_INT: {
+        long long v = quoted ? 0 : strtoll(text, &end, 10);
+        if (quoted || end == text || *end || errno == ERANGE) return cf_fail(err, "expected an integer, got '%s'", text);
+        number = (double)v;
+        if (!in_range(key, number)) break;
+        *(int64_t *)field(key, cfg) = v;
+        return 0;
+    }
+    case CF_KEY_FLOAT:
+        number = quoted ? 0 : strtod(text, &end);
+        if (quoted || end == text || *end || errno == ERANGE || !isfinite(number))
+            return cf_fail(err, "expected a number, got '%s'", text);
+        if (!in_range(key, number)) break;
+        write_number(key, cfg, number);
+        return 0;
+    case CF_KEY_BOOL: {
+        bool b;
+        if (quoted || parse_bool(text, &b) < 0) return cf_fail(err, "expected true or false, got '%s'", text);
+        *(bool *)field(key, cfg) = b;
+        return 0;
+    }
+    case CF_KEY_ENUM: {
+        int e;
+        if (parse_enum(key, text, &e) < 0) {
+            char names[256];
+            list_enum_names(key, names, sizeof names);
+            return cf_fail(err, "'%s' is not one of: %s", text, names);
+        }
+        memcpy(field(key, cfg), &e, sizeof e);
+        return 0;
+    }
+    }
+    char range[128];
+    describe_range(key, range, sizeof range);
+    return cf_fail(err, "%s is out of range (%s)", text, range);
+}
+
+/* Shortest decimal that reads back to the same double, always with a '.' or exponent so
+ * YAML readers see a float. */
+static void format_double(double v, char *buf, size_t cap) {
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (strchr(buf, 'e') && fabs(v) >= 1e-4 && fabs(v) < 1e15) /* 10000.0, not 1.0e+04 */
+        for (int decimals = 1; decimals <= 17; decimals++) {
+            snprintf(buf, cap, "%.*f", decimals, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+    if (strchr(buf, '.') || strchr(buf, 'n') || strchr(buf, 'i')) return;
+    char *e = strchr(buf, 'e');
+    char tail[32] = "";
+    if (e) {
+        snprintf(tail, sizeof tail, "%s", e);
+        *e = '\0';
+    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, ".0%s", tail);
+}
+
+static void format_string(const char *s, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[used++] = '"';
+    for (; *s && used + 3 < cap; s++) {
+        if (*s == '"' || *s == '\\') buf[used++] = '\\';
+        buf[used++] = *s;
+    }
+    buf[used++] = '"';
+    buf[used] = '\0';
+}
+
+void cf_config_key_format(const cf_config_key *key, const cf_config *cfg, char *buf, size_t cap) {
+    switch (key->type) {
+    case CF_KEY_INT: snprintf(buf, cap, "%" PRId64, *(const int64_t *)cfield(key, cfg)); return;
+    case CF_KEY_FLOAT: format_double(*(const double *)cfield(key, cfg), buf, cap); return;
+    case CF_KEY_BOOL: snprintf(buf, cap, "%s", *(const bool *)cfield(key, cfg) ? "true" : "false"); return;
+    case CF_KEY_STRING: format_string(cfield(key, cfg), buf, cap); return;
+    case CF_KEY_ENUM: {
+        int v = read_int(key, cfg);
+        for (const cf_enum_name *n = key->names; n->name; n++)
+            if (n->value == v) {
+                snprintf(buf, cap, "%s", n->name);
+                return;
+            }
+        snprintf(buf, cap, "%d", v);
+        return;
+    }
+    }
+}

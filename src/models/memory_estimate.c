@@ -1,0 +1,118 @@
+/* Analytic memory of one training step: weights, gradients, AdamW state and the
+ * activations saved for backward. docs/config.md lists every saved tensor counted here;
+ * the graph memory planner gives the exact figure for a built graph. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cformers/config.h"
+
+/* Elements saved for backward per token, split by the dtype they are kept in. */
+typedef struct saved_elements {
+    double compute; /* matmul inputs and outputs, in compute_dtype */
+    double f32;     /* norm statistics, softmax/log-sum-exp, logits: softmax_compute_type */
+} saved_elements;
+
+/* One transformer block, per token. `recomputed` drops what select_recompute rebuilds
+ * (attention scores and the MLP's inner activations). */
+static saved_elements block_elements(const cf_config *cfg, bool recomputed) {
+    const cf_model_config *m = &cfg->model.model_config;
+    double d = (double)m->hidden_size, ffn = (double)m->intermediate_size, heads = (double)m->num_heads;
+    double kv = (double)(m->num_kv_heads * cf_model_head_dim(m)), seq = (double)cfg->runner_config.seq_length;
+    saved_elements e = {0, 0};
+    if (m->arch == CF_ARCH_GPT2) {
+        /* input, ln_1 out, q, k, v, attention out, residual, ln_2 out; c_fc out, GELU out */
+        e.compute = 8 * d + (recomputed ? 0 : 2 * ffn);
+        e.f32 = 4; /* mean and 1/std of ln_1, ln_2 */
+    } else {
+        /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
+         * ffn_norm out; gate, up, SwiGLU out */
+        e.compute = 6 * d + 2 * kv + (recomputed ? 0 : 3 * ffn);
+        e.f32 = 2; /* 1/rms of the two norms */
+    }
+    /* Attention: the fused kernel keeps one log-sum-exp per head; the unfused one keeps the
+     * probabilities, one row of seq_length per head (causal rows are stored in full). */
+    if (!recomputed) e.f32 += m->use_flash_attention ? heads : heads * seq;
+    return e;
+}
+
+void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
+    const cf_model_config *m = &cfg->model.model_config;
+    memset(est, 0, sizeof *est);
+    est->params = cf_model_param_count(m);
+    double p = (double)est->params;
+    est->weights_bytes = p * (double)cf_dtype_size(m->param_init_type);
+    if (m->compute_dtype != m->param_init_type) est->compute_weights_bytes = p * (double)cf_dtype_size(m->compute_dtype);
+    est->grads_bytes = p * (double)cf_dtype_size(m->param_init_type);
+    est->optimizer_bytes = 2 * p * 4;
+    const cf_parallel_config *par = &cfg->parallel_config;
+    if (par->optimizer_shard && par->data_parallel > 1) est->optimizer_bytes /= (double)par->data_parallel;
+
+    double tokens = (double)(cfg->runner_config.batch_size * cfg->runner_config.seq_length);
+    double layers = (double)m->num_layers;
+    double csize = (double)cf_dtype_size(m->compute_dtype), fsize = (double)cf_dtype_size(m->softmax_compute_type);
+    const cf_recompute_config *rc = &cfg->recompute_config;
+    saved_elements full = block_elements(cfg, false), kept = block_elements(cfg, rc->select_recompute);
+    double per_token;
+    if (rc->recompute) /* only block inputs, plus one block rebuilt at a time */
+        per_token = layers * (double)m->hidden_size * csize + full.compute * csize + full.f32 * fsize;
+    else
+        per_token = layers * (kept.compute * csize + kept.f32 * fsize) +
+                    (rc->select_recompute ? (full.compute - kept.compute) * csize + (full.f32 - kept.f32) * fsize : 0);
+    /* final norm input and output, then the logits (kept in f32 for the loss) */
+    per_token += 2 * (double)m->hidden_size * csize + (double)m->vocab_size * fsize;
+    est->activation_bytes = tokens * per_token;
+
+    est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
+                       est->activation_bytes;
+}
+
+static void format_bytes(double bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) bytes /= 1024, u++;
+    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+}
+
+static void format_thousands(int64_t v, char *buf, size_t cap) {
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%" PRId64, v < 0 ? -v : v), used = 0;
+    if (v < 0 && used + 1 < (int)cap) buf[used++] = '-';
+    for (int i = 0; i < n && used + 2 < (int)cap; i++) {
+        if (i && (n - i) % 3 == 0) buf[used++] = ',';
+        buf[used++] = digits[i];
+    }
+    buf[used] = '\0';
+}
+
+static void print_row(FILE *out, const char *label, double bytes, const char *note) {
+    char size[32] = "";
+    if (bytes >= 0) format_bytes(bytes, size, sizeof size);
+    fprintf(out, "  %-34s %12s%s%s\n", label, size, note ? "  " : "", note ? note : "");
+}
+
+void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_estimate *est,
+                              const cf_memory_row *extra, int n_extra) {
+    const cf_model_config *m = &cfg->model.model_config;
+    const char *param_type = cf_dtype_name(m->param_init_type), *compute = cf_dtype_name(m->compute_dtype);
+    char params[40], label[64], note[96];
+    format_thousands(est->params, params, sizeof params);
+    fprintf(out, "parameters: %s\n", params);
+    fprintf(out, "memory for one training step (batch %" PRId64 " x seq_length %" PRId64 ", compute %s):\n",
+            cfg->runner_config.batch_size, cfg->runner_config.seq_length, compute);
+    snprintf(label, sizeof label, "weights (%s master)", param_type);
+    print_row(out, label, est->weights_bytes, NULL);
+    if (est->compute_weights_bytes > 0) {
+        snprintf(label, sizeof label, "weights (%s compute copy)", compute);
+        print_row(out, label, est->compute_weights_bytes, NULL);
+    }
+    snprintf(label, sizeof label, "gradients (%s)", param_type);
+    print_row(out, label, est->grads_bytes, NULL);
+    print_row(out, "optimizer state (AdamW m, v; f32)", est->optimizer_bytes,
+              cfg->parallel_config.optimizer_shard && cfg->parallel_config.data_parallel > 1 ? "sharded (ZeRO-1)" : NULL);
+    snprintf(note, sizeof note, "%s%s", cfg->recompute_config.recompute ? "full recompute" : "",
+             !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
+    print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);
+    print_row(out, "total", est->total_bytes, NULL);
+    for (int i = 0; i < n_extra; i++) print_row(out, extra[i].label, extra[i].bytes, extra[i].note);
+}
