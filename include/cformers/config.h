@@ -202,6 +202,10 @@ int cf_config_validate(const cf_config *cfg, cf_error *err);
 /* Writes the whole config as YAML that cf_config_load reads back to the same values. */
 void cf_config_print_yaml(const cf_config *cfg, FILE *out);
 
+/* Writes the reference of every key (path, type, default, meaning) as a Markdown table,
+ * as docs/config.md shows it. */
+void cf_config_print_reference(FILE *out);
+
 /* Named presets, in listing order; NULL past the end. */
 int cf_config_preset_count(void);
 const char *cf_config_preset_name(int index);

@@ -9,11 +9,13 @@
 static void print_help(void) {
     printf("usage: cformers config list\n"
            "       cformers config show NAME|FILE [--section.key=value ...]\n"
+           "       cformers config keys\n"
            "\n"
            "list   the built-in presets with their parameter counts\n"
            "show   resolve a preset or YAML file plus overrides, and print the config as YAML,\n"
            "       the exact parameter count and the memory one training step needs (weights,\n"
            "       gradients, AdamW state, activations at runner_config.batch_size x seq_length)\n"
+           "keys   every key with its type, default and meaning (a Markdown table)\n"
            "\n"
            "examples:\n"
            "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
@@ -80,11 +82,16 @@ int cmd_config(int argc, char **argv) {
         print_help();
         return 0;
     }
-    if (argc < 2) return cli_usage_error("config", "missing action: list or show");
+    if (argc < 2) return cli_usage_error("config", "missing action: list, show or keys");
     if (strcmp(argv[1], "list") == 0) {
         if (argc > 2) return cli_usage_error("config", "list takes no arguments, got '%s'", argv[2]);
         return list_presets();
     }
     if (strcmp(argv[1], "show") == 0) return show(argc - 2, argv + 2);
-    return cli_usage_error("config", "unknown action '%s' (expected list or show)", argv[1]);
+    if (strcmp(argv[1], "keys") == 0) {
+        if (argc > 2) return cli_usage_error("config", "keys takes no arguments, got '%s'", argv[2]);
+        cf_config_print_reference(stdout);
+        return 0;
+    }
+    return cli_usage_error("config", "unknown action '%s' (expected list, show or keys)", argv[1]);
 }

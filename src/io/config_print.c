@@ -30,6 +30,23 @@ static void open_sections(FILE *out, const char *prev, const char *path) {
     }
 }
 
+static void describe_type(const cf_config_key *key, char *buf, size_t cap) {
+    static const char *const names[] = {[CF_KEY_INT] = "integer", [CF_KEY_FLOAT] = "number", [CF_KEY_BOOL] = "bool",
+                                        [CF_KEY_STRING] = "string"};
+    if (key->type != CF_KEY_ENUM) {
+        snprintf(buf, cap, "%s%s", names[key->type], key->required ? ", required" : "");
+        return;
+    }
+    /* Each value once, by its printed spelling; other spellings are accepted too. */
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const cf_enum_name *n = key->names; n->name && used < cap; n++) {
+        bool first_spelling = true;
+        for (const cf_enum_name *p = key->names; p < n; p++) first_spelling &= p->value != n->value;
+        if (first_spelling) used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? " | " : "", n->name);
+    }
+}
+
 void cf_config_print_yaml(const cf_config *cfg, FILE *out) {
     const char *prev = NULL;
     for (int i = 0; i < cf_config_key_count; i++) {
@@ -41,7 +58,41 @@ void cf_config_print_yaml(const cf_config *cfg, FILE *out) {
         char value[CF_CONFIG_PATH_MAX + 8], line[CF_CONFIG_PATH_MAX + 128];
         cf_config_key_format(key, cfg, value, sizeof value);
         int n = snprintf(line, sizeof line, "%*s%s: %s", 2 * depth, "", leaf, value);
-        fprintf(out, "%s%*s# %s\n", line, n < 48 ? 48 - n : 1, "", key->doc);
+        fprintf(out, "%s%*s# %s", line, n < 48 ? 48 - n : 1, "", key->doc);
+        if (key->type == CF_KEY_ENUM) {
+            char values[256];
+            describe_type(key, values, sizeof values);
+            fprintf(out, " (%s)", values);
+        }
+        fputc('\n', out);
         prev = key->path;
+    }
+}
+
+/* Markdown table cells cannot hold a bare '|'. */
+static void put_cell(FILE *out, const char *text) {
+    for (; *text; text++) {
+        if (*text == '|') fputc('\\', out);
+        fputc(*text, out);
+    }
+}
+
+void cf_config_print_reference(FILE *out) {
+    cf_config defaults;
+    cf_config_defaults(&defaults);
+    fprintf(out, "| key | type | default | meaning |\n| --- | --- | --- | --- |\n");
+    for (int i = 0; i < cf_config_key_count; i++) {
+        const cf_config_key *key = &cf_config_keys[i];
+        char type[256], value[64];
+        describe_type(key, type, sizeof type);
+        if (key->required)
+            snprintf(value, sizeof value, "-");
+        else
+            cf_config_key_format(key, &defaults, value, sizeof value);
+        fprintf(out, "| `%s` | ", key->path);
+        put_cell(out, type);
+        fprintf(out, " | `%s` | ", value);
+        put_cell(out, key->doc);
+        fprintf(out, " |\n");
     }
 }

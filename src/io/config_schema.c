@@ -50,12 +50,12 @@ static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"one
 
 const cf_config_key cf_config_keys[] = {
     K_INT(seed, 0, 0, BIG, "seed of parameter init, data order and sampling"),
-    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "train | finetune (from load_checkpoint) | eval | predict"),
+    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "what the job does; finetune starts from load_checkpoint"),
     K_STRING(output_dir, "./output", "checkpoints, metrics and traces go here"),
     K_STRING(load_checkpoint, "", "checkpoint to start from; empty = fresh init"),
     K_BOOL(resume_training, false, "also restore optimizer state, step and data position"),
 
-    K_ENUM(model.model_config.arch, archs, CF_ARCH_LLAMA, "llama | gpt2"),
+    K_ENUM(model.model_config.arch, archs, CF_ARCH_LLAMA, "model family"),
     K_REQUIRED(model.model_config.vocab_size, 1, 2147483647.0, "tokens in the vocabulary"),
     K_REQUIRED(model.model_config.hidden_size, 1, 1048576, "model width"),
     K_REQUIRED(model.model_config.num_layers, 1, 100000, "transformer blocks"),
@@ -73,7 +73,7 @@ const cf_config_key cf_config_keys[] = {
     K_FLOAT(model.model_config.rms_norm_eps, 1e-5, 0, 1, CF_RANGE_LO_OPEN, "RMSNorm (LayerNorm for gpt2) epsilon"),
     K_BOOL(model.model_config.tie_word_embeddings, false, "output head shares the token embedding"),
     K_BOOL(model.model_config.use_flash_attention, true, "attention as one fused, tiled op"),
-    K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmul inputs: float32 | bfloat16 | float16"),
+    K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmul input type"),
     K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights"),
     K_ENUM(model.model_config.softmax_compute_type, float_dtypes, CF_F32, "norms, softmax and loss"),
     K_FLOAT(model.model_config.initializer_range, 0.02, 0, 10, 0, "std of the normal init"),
@@ -93,7 +93,7 @@ const cf_config_key cf_config_keys[] = {
     K_INT(runner_config.sample_tokens, 64, 1, 1048576, "tokens per sample"),
     K_INT(runner_config.save_interval, 0, 0, BIG, "steps between checkpoints; 0 = at the end only"),
 
-    K_ENUM(optimizer.type, optimizers, CF_OPTIMIZER_ADAMW, "adamw"),
+    K_ENUM(optimizer.type, optimizers, CF_OPTIMIZER_ADAMW, "optimizer (MindFormers names accepted)"),
     K_FLOAT(optimizer.beta1, 0.9, 0, 1, CF_RANGE_HI_OPEN, "first moment decay"),
     K_FLOAT(optimizer.beta2, 0.95, 0, 1, CF_RANGE_HI_OPEN, "second moment decay"),
     K_FLOAT(optimizer.eps, 1e-8, 0, 1, CF_RANGE_LO_OPEN, "denominator epsilon"),
@@ -103,7 +103,7 @@ const cf_config_key cf_config_keys[] = {
     K_BOOL(optimizer.no_decay_biases, true, "no weight decay on biases"),
     K_BOOL(optimizer.no_decay_embeddings, false, "no weight decay on embeddings"),
 
-    K_ENUM(lr_schedule.type, lr_schedules, CF_LR_COSINE, "cosine | linear | constant (after warmup)"),
+    K_ENUM(lr_schedule.type, lr_schedules, CF_LR_COSINE, "decay after the linear warmup"),
     K_FLOAT(lr_schedule.learning_rate, 3e-4, 0, 10, CF_RANGE_LO_OPEN, "peak learning rate"),
     K_FLOAT(lr_schedule.lr_end, 0.0, 0, 10, 0, "learning rate at total_steps"),
     K_INT(lr_schedule.warmup_steps, 0, 0, BIG, "linear warmup steps (when warmup_ratio is 0)"),
@@ -116,8 +116,8 @@ const cf_config_key cf_config_keys[] = {
     K_INT(parallel_config.gradient_aggregation_group, 4, 1, 1024, "gradient buckets all-reduced together"),
     K_FLOAT(parallel_config.bucket_size_mb, 25.0, 0, 1e6, CF_RANGE_LO_OPEN, "gradient bucket size"),
     K_BOOL(parallel_config.overlap_comm, true, "all-reduce buckets while backward runs"),
-    K_ENUM(parallel_config.hierarchical_allreduce, tristates, CF_AUTO, "auto | on | off"),
-    K_ENUM(parallel_config.gradient_compression, compressions, CF_COMPRESSION_NONE, "none | onebit"),
+    K_ENUM(parallel_config.hierarchical_allreduce, tristates, CF_AUTO, "reduce within a node first; auto = when processes share a node"),
+    K_ENUM(parallel_config.gradient_compression, compressions, CF_COMPRESSION_NONE, "onebit = sign compression with error feedback"),
     K_BOOL(parallel_config.optimizer_shard, false, "ZeRO-1: shard optimizer state"),
 
     K_BOOL(context.enable_graph_kernel, true, "run the fusion passes"),
