@@ -34,6 +34,10 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
                               long lda, long stride_a, const float *B, long ldb, long stride_b, float beta, float *C,
                               long ldc, long stride_c, long batch);
 
+/* Name of the micro-kernel products with `input` (CF_F32 or CF_BF16) elements run on
+ * under the active ISA, e.g. "avx512-f32", "avx512bf16" (for benchmarks and logs). */
+const char *cf_gemm_kernel_name(cf_dtype input);
+
 /* Plain triple loop with double accumulation: the reference tests compare against. */
 void cf_sgemm_reference(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
                         const float *B, long ldb, float beta, float *C, long ldc);

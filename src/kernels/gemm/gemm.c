@@ -1,29 +1,142 @@
-/* Placeholder dispatch until the blocked kernels of issue 3 land: correct, slow. */
-#include "cformers/gemm.h"
+/* The public GEMM entry points: argument shortcuts, the choice between the blocked
+ * path and the unpacked decode path, and the kernel for the active ISA. */
+#include "gemm_internal.h"
 
-#include <stdlib.h>
+#include "cformers/cpu.h"
+#include "cformers/threads.h"
+
+/* Up to this many rows of C, B is read in place instead of packed: packing would
+ * touch B once more than the product itself does. */
+enum { SKINNY_MAX_M = 16, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
+
+static const gemm_kernel *f32_kernel(void) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: return &cf_gemm_kernel_f32_avx512;
+    case CF_ISA_AVX2: return &cf_gemm_kernel_f32_avx2;
+    default: return &cf_gemm_kernel_f32_scalar;
+    }
+}
+
+static const gemm_kernel *bf16_kernel(void) {
+    return cf_has_avx512_bf16() ? &cf_gemm_kernel_bf16_avx512bf16 : f32_kernel();
+}
+
+static const gemm_skinny *skinny_kernel(void) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: return &cf_gemm_skinny_avx512;
+    case CF_ISA_AVX2: return &cf_gemm_skinny_avx2;
+    default: return &cf_gemm_skinny_scalar;
+    }
+}
+
+const char *cf_gemm_kernel_name(cf_dtype input) {
+    return (input == CF_BF16 ? bf16_kernel() : f32_kernel())->name;
+}
+
+/* op(A)(i, k) and op(B)(k, j) as strides into the stored matrices. */
+static gemm_operand operand(bool trans, const void *data, long ld, bool bf16) {
+    return trans ? (gemm_operand){data, 1, ld, bf16} : (gemm_operand){data, ld, 1, bf16};
+}
+
+static void scale_c(long M, long N, float beta, float *C, long ldc) {
+    if (beta == 1.0f) return;
+    for (long i = 0; i < M; i++)
+        for (long j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+typedef struct skinny_job {
+    const gemm_skinny *kern;
+    long M, N, K, chunk;
+    float alpha, beta;
+    gemm_operand A;
+    const float *B;
+    long ldb;
+    bool trans_b;
+    float *C;
+    long ldc;
+} skinny_job;
+
+static void skinny_task(void *ctx, int task, int thread) {
+    const skinny_job *j = ctx;
+    long n0 = task * j->chunk, n = j->N - n0 < j->chunk ? j->N - n0 : j->chunk;
+    const float *A = j->A.data;
+    for (long i0 = 0; i0 < j->M; i0 += j->kern->mr) {
+        long m = j->M - i0 < j->kern->mr ? j->M - i0 : j->kern->mr;
+        const float *a = A + i0 * j->A.row_stride;
+        float *c = j->C + i0 * j->ldc + n0;
+        if (j->trans_b)
+            j->kern->nt(m, n, j->K, j->alpha, a, j->A.row_stride, j->B + n0 * j->ldb, j->ldb, j->beta, c, j->ldc);
+        else
+            j->kern->nn(m, n, j->K, j->alpha, a, j->A.row_stride, j->A.col_stride, j->B + n0, j->ldb, j->beta, c,
+                        j->ldc);
+    }
+}
+
+/* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */
+static void skinny(long M, long N, long K, float alpha, gemm_operand A, const float *B, long ldb, bool trans_b,
+                   float beta, float *C, long ldc) {
+    skinny_job j = {.kern = skinny_kernel(), .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
+                    .ldb = ldb, .trans_b = trans_b, .C = C, .ldc = ldc};
+    double flops = (double)M * (double)N * (double)K;
+    long tasks = cf_in_parallel() ? 1 : cf_num_threads();
+    if (flops < (double)MIN_FLOPS_PER_TASK * (double)tasks) tasks = (long)(flops / MIN_FLOPS_PER_TASK);
+    if (tasks < 1) tasks = 1;
+    long chunks = (N + SKINNY_CHUNK - 1) / SKINNY_CHUNK;
+    if (tasks > chunks) tasks = chunks;
+    j.chunk = ((chunks + tasks - 1) / tasks) * SKINNY_CHUNK;
+    cf_parallel_for((int)((N + j.chunk - 1) / j.chunk), skinny_task, &j);
+}
 
 void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
               const float *B, long ldb, float beta, float *C, long ldc) {
-    cf_sgemm_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    gemm_operand a = operand(trans_a, A, lda, false);
+    if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
+        skinny(M, N, K, alpha, a, B, ldb, trans_b, beta, C, ldc);
+        return;
+    }
+    gemm_operand b = operand(trans_b, B, ldb, false);
+    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, beta, C, ldc);
 }
 
 void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
                   const cf_bf16 *B, long ldb, float beta, float *C, long ldc) {
-    long rows_a = trans_a ? K : M, rows_b = trans_b ? N : K;
-    float *a = malloc(sizeof(float) * (size_t)(rows_a * lda));
-    float *b = malloc(sizeof(float) * (size_t)(rows_b * ldb));
-    cf_convert_bf16_to_f32(A, a, (size_t)(rows_a * lda));
-    cf_convert_bf16_to_f32(B, b, (size_t)(rows_b * ldb));
-    cf_sgemm_reference(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
-    free(a);
-    free(b);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    gemm_operand a = operand(trans_a, A, lda, true), b = operand(trans_b, B, ldb, true);
+    cf_gemm_blocked(bf16_kernel(), M, N, K, alpha, &a, &b, beta, C, ldc);
 }
 
+typedef struct batch_job {
+    bool trans_a, trans_b;
+    long M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} batch_job;
+
+static void batch_task(void *ctx, int i, int thread) {
+    const batch_job *j = ctx;
+    cf_sgemm(j->trans_a, j->trans_b, j->M, j->N, j->K, j->alpha, j->A + i * j->stride_a, j->lda,
+             j->B + i * j->stride_b, j->ldb, j->beta, j->C + i * j->stride_c, j->ldc);
+}
+
+/* With at least as many matrices as threads, each thread takes whole matrices (each
+ * then runs single-threaded); otherwise every product uses the whole pool. */
 void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A,
                               long lda, long stride_a, const float *B, long ldb, long stride_b, float beta, float *C,
                               long ldc, long stride_c, long batch) {
-    for (long i = 0; i < batch; i++)
-        cf_sgemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c,
-                 ldc);
+    batch_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta, A, B, C};
+    if (batch >= cf_num_threads()) {
+        cf_parallel_for((int)batch, batch_task, &j);
+    } else {
+        for (long i = 0; i < batch; i++) batch_task(&j, (int)i, 0);
+    }
 }

@@ -1,0 +1,160 @@
+/* AVX2 + FMA f32 kernels: a 6 x 16 micro-tile (12 ymm accumulators, two B loads and
+ * six broadcasts per k step), and the unpacked decode paths. Compiled with -mavx2
+ * -mfma; reached only when cf_isa_active() says AVX2 or better. */
+#include "gemm_internal.h"
+
+#include <immintrin.h>
+
+enum { MR = 6, NR = 16, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 3 };
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* All-ones in the first n (clamped to 0..8) lanes, for vmaskmovps. */
+INLINE __m256i lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+INLINE void store_rows(const int m, __m256 acc[][2], float *c, long ldc, int n, float alpha, float beta) {
+    __m256i k0 = lanes(n), k1 = lanes(n - 8);
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+        if (beta != 0.0f) {
+            r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, k0), r0);
+            r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, k1), r1);
+        }
+        if (n >= NR) {
+            _mm256_storeu_ps(ci, r0);
+            _mm256_storeu_ps(ci + 8, r1);
+        } else {
+            _mm256_maskstore_ps(ci, k0, r0);
+            _mm256_maskstore_ps(ci + 8, k1, r1);
+        }
+    }
+}
+
+/* m rows (constant after inlining) by 16 columns; A(i, k) = a[i*a_rs + k*a_ks],
+ * B(k, j) = b[k*b_ks + j], B loads masked when `b_cols` < 16. */
+INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks, const float *b, long b_ks,
+                      int b_cols, float *c, long ldc, int n, float alpha, float beta) {
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    __m256i bk0 = lanes(b_cols), bk1 = lanes(b_cols - 8);
+    for (long p = 0; p < k; p++) {
+        __m256 b0, b1;
+        if (b_cols >= NR) {
+            b0 = _mm256_loadu_ps(b);
+            b1 = _mm256_loadu_ps(b + 8);
+        } else {
+            b0 = _mm256_maskload_ps(b, bk0);
+            b1 = _mm256_maskload_ps(b + 8, bk1);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < m; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i * a_rs);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        a += a_ks;
+        b += b_ks;
+    }
+    store_rows(m, acc, c, ldc, n, alpha, beta);
+}
+
+#define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6)
+
+#define PACKED_TILE(M)                                                                                                \
+    static void packed_tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha,      \
+                                float beta) {                                                                      \
+        tile_body(M, k, a, 1, MR, b, NR, NR, c, ldc, n, alpha, beta);                                              \
+    }
+TILE_VARIANTS(PACKED_TILE)
+
+#define STRIDED_TILE(M)                                                                                               \
+    static void strided_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, int n,     \
+                                 float *c, long ldc, float alpha, float beta) {                                     \
+        tile_body(M, k, a, a_rs, a_ks, b, ldb, n, c, ldc, n, alpha, beta);                                         \
+    }
+TILE_VARIANTS(STRIDED_TILE)
+
+typedef void (*packed_fn)(long, const void *, const void *, float *, long, int, float, float);
+typedef void (*strided_fn)(long, const float *, long, long, const float *, long, int, float *, long, float, float);
+#define LIST_PACKED(M) packed_tile_##M,
+#define LIST_STRIDED(M) strided_tile_##M,
+static const packed_fn packed_tiles[MR] = {TILE_VARIANTS(LIST_PACKED)};
+static const strided_fn strided_tiles[MR] = {TILE_VARIANTS(LIST_STRIDED)};
+
+static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
+    packed_tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
+}
+
+static void skinny_nn(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks, const float *b,
+                      long ldb, float beta, float *c, long ldc) {
+    for (long j = 0; j < n; j += NR) {
+        int cols = n - j < NR ? (int)(n - j) : NR;
+        strided_tiles[m - 1](k, a, a_rs, a_ks, b + j, ldb, cols, c + j, ldc, alpha, beta);
+    }
+}
+
+INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Dot products of up to 4 rows of A with 3 rows of B, 8 k values at a time. */
+INLINE void dot_block(const int rows, const int cols, long k, const float *a, long lda, const float *b, long ldb,
+                      float *c, long ldc, float alpha, float beta) {
+    __m256 acc[SKINNY_NT_ROWS][SKINNY_NT_COLS];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) acc[i][j] = _mm256_setzero_ps();
+    for (long p = 0; p < k; p += 8) {
+        __m256i mk = lanes((int)(k - p < 8 ? k - p : 8));
+        __m256 bv[SKINNY_NT_COLS];
+        for (int j = 0; j < cols; j++) bv[j] = _mm256_maskload_ps(b + j * ldb + p, mk);
+        for (int i = 0; i < rows; i++) {
+            __m256 av = _mm256_maskload_ps(a + i * lda + p, mk);
+            for (int j = 0; j < cols; j++) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float r = alpha * hsum(acc[i][j]);
+            float *cij = c + i * ldc + j;
+            *cij = beta == 0.0f ? r : r + beta * *cij;
+        }
+}
+
+static void dot_rows(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
+                     long ldc, float alpha, float beta) {
+    switch (rows * SKINNY_NT_COLS + cols) {
+#define DOT_CASE(R, C)                                                                                                \
+    case R * SKINNY_NT_COLS + C: dot_block(R, C, k, a, lda, b, ldb, c, ldc, alpha, beta); break;
+        DOT_CASE(1, 1) DOT_CASE(1, 2) DOT_CASE(1, 3)
+        DOT_CASE(2, 1) DOT_CASE(2, 2) DOT_CASE(2, 3)
+        DOT_CASE(3, 1) DOT_CASE(3, 2) DOT_CASE(3, 3)
+        DOT_CASE(4, 1) DOT_CASE(4, 2) DOT_CASE(4, 3)
+#undef DOT_CASE
+    }
+}
+
+static void skinny_nt(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
+                      float beta, float *c, long ldc) {
+    for (long j = 0; j < n; j += SKINNY_NT_COLS) {
+        int cols = n - j < SKINNY_NT_COLS ? (int)(n - j) : SKINNY_NT_COLS;
+        for (long i = 0; i < m; i += SKINNY_NT_ROWS) {
+            int rows = m - i < SKINNY_NT_ROWS ? (int)(m - i) : SKINNY_NT_ROWS;
+            dot_rows(rows, cols, k, a + i * lda, lda, b + j * ldb, ldb, c + i * ldc + j, ldc, alpha, beta);
+        }
+    }
+}
+
+const gemm_kernel cf_gemm_kernel_f32_avx2 = {
+    .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
+    .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
+
+const gemm_skinny cf_gemm_skinny_avx2 = {.mr = MR, .nn = skinny_nn, .nt = skinny_nt};

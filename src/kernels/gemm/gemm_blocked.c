@@ -1,0 +1,109 @@
+/* The blocked algorithm (loop order in gemm_internal.h) and its threading.
+ *
+ * Threads split C into a grid of tm x tn rectangles, one per thread, aligned to the
+ * micro-tile; each thread packs its own A and B blocks into its own buffers, so no
+ * thread waits for another between blocks. The grid shape minimises each thread's
+ * share of C plus the panels it must pack. Called from inside a pool task, the whole
+ * product runs on the calling thread. */
+#include "gemm_internal.h"
+
+#include "cformers/threads.h"
+
+#include <stdint.h>
+
+/* Below this many multiply-adds, waking the pool costs more than it saves. */
+enum { MIN_FLOPS_PER_THREAD = 1 << 18 };
+
+typedef struct blocked_job {
+    const gemm_kernel *kern;
+    gemm_blocking blk;
+    long M, N, K;
+    float alpha, beta;
+    const gemm_operand *A, *B;
+    float *C;
+    long ldc;
+    int tm, tn;
+} blocked_job;
+
+static long min_l(long a, long b) { return a < b ? a : b; }
+static long ceil_div(long a, long b) { return (a + b - 1) / b; }
+
+/* Bytes of one packed micro-panel of `width` lines over `k` values. */
+static size_t panel_bytes(const gemm_kernel *kern, int width, long k) {
+    return (size_t)width * (size_t)(ceil_div(k, kern->k_group) * kern->k_group) * kern->elem_bytes;
+}
+
+static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
+    const gemm_kernel *kern = j->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    const long mc = j->blk.mc, kc = j->blk.kc, nc = j->blk.nc;
+    uint8_t *pa = cf_gemm_scratch_a(panel_bytes(kern, mr, kc) * (size_t)ceil_div(mc, mr));
+    uint8_t *pb = cf_gemm_scratch_b(panel_bytes(kern, nr, kc) * (size_t)ceil_div(nc, nr));
+    for (long ic = m0; ic < m1; ic += mc) {
+        long mb = min_l(mc, m1 - ic);
+        for (long pc = 0; pc < j->K; pc += kc) {
+            long kb = min_l(kc, j->K - pc);
+            float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
+            size_t a_step = panel_bytes(kern, mr, kb), b_step = panel_bytes(kern, nr, kb);
+            kern->pack_a(j->A, ic, pc, mb, kb, mr, pa);
+            for (long jc = n0; jc < n1; jc += nc) {
+                long nb = min_l(nc, n1 - jc);
+                kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
+                for (long ir = 0; ir < mb; ir += mr) {
+                    const uint8_t *a = pa + (size_t)(ir / mr) * a_step;
+                    float *c = j->C + (ic + ir) * j->ldc + jc;
+                    int m = (int)min_l(mr, mb - ir);
+                    for (long jr = 0; jr < nb; jr += nr)
+                        kern->tile(kb, a, pb + (size_t)(jr / nr) * b_step, c + jr, j->ldc, m, (int)min_l(nr, nb - jr),
+                                   j->alpha, beta);
+                }
+            }
+        }
+    }
+}
+
+static void run_cells(void *ctx, int thread, int n_threads) {
+    const blocked_job *j = ctx;
+    long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
+    for (int cell = thread; cell < j->tm * j->tn; cell += n_threads) {
+        long mt0, mt1, nt0, nt1;
+        cf_split_range(m_tiles, j->tm, cell / j->tn, &mt0, &mt1);
+        cf_split_range(n_tiles, j->tn, cell % j->tn, &nt0, &nt1);
+        long m0 = mt0 * j->kern->mr, m1 = min_l(mt1 * j->kern->mr, j->M);
+        long n0 = nt0 * j->kern->nr, n1 = min_l(nt1 * j->kern->nr, j->N);
+        if (m0 < m1 && n0 < n1) run_rect(j, m0, m1, n0, n1);
+    }
+}
+
+/* Chooses tm x tn = threads minimising the largest cell's work: its C area times K
+ * for the micro-kernel, plus the A and B elements it packs. */
+static void choose_grid(blocked_job *j, int threads) {
+    long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
+    double best = -1;
+    j->tm = j->tn = 1;
+    for (int tm = 1; tm <= threads; tm++) {
+        if (threads % tm) continue;
+        int tn = threads / tm;
+        if (tm > m_tiles || tn > n_tiles) continue;
+        double mt = (double)ceil_div(m_tiles, tm) * j->kern->mr, nt = (double)ceil_div(n_tiles, tn) * j->kern->nr;
+        double cost = mt * nt * (double)j->K + (mt + nt * ceil_div((long)mt, j->blk.mc)) * (double)j->K;
+        if (best < 0 || cost < best) {
+            best = cost;
+            j->tm = tm;
+            j->tn = tn;
+        }
+    }
+}
+
+void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
+                     const gemm_operand *B, float beta, float *C, long ldc) {
+    blocked_job j = {.kern = kern, .blk = cf_gemm_blocking(kern), .M = M, .N = N, .K = K, .alpha = alpha,
+                     .beta = beta, .A = A, .B = B, .C = C, .ldc = ldc};
+    double flops = (double)M * (double)N * (double)K;
+    int threads = cf_in_parallel() ? 1 : cf_num_threads();
+    if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
+    if (threads < 1) threads = 1;
+    choose_grid(&j, threads);
+    if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
+    else cf_parallel_team(run_cells, &j);
+}

@@ -1,0 +1,101 @@
+/* Internals shared by the GEMM driver, the packing routines and the per-ISA kernels.
+ *
+ * The blocked path follows BLIS, transposed for row-major C: the vectorised
+ * dimension is N, so B is packed into NR-wide micro-panels (vector loads) and A into
+ * MR-tall micro-panels (broadcasts). Loops, outermost first:
+ *
+ *   ic over M by MC   - pack A block (MC x KC) into MR-row micro-panels   [L3]
+ *   pc over K by KC
+ *   jc over N by NC   - pack B block (KC x NC) into NR-column micro-panels [L2]
+ *   ir over MC by MR  - one A micro-panel, reused across jr               [L1]
+ *   jr over NC by NR  - micro-kernel: MR x NR tile of C in registers
+ *
+ * Packed panels store one k step after another: MR (or NR) values per step, or for
+ * the bf16 kernel MR (NR) pairs of consecutive k values, as vdpbf16ps consumes them. */
+#ifndef CFORMERS_GEMM_INTERNAL_H
+#define CFORMERS_GEMM_INTERNAL_H
+
+#include "cformers/gemm.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One operand as the packing routines see it: element (r, c) of op(X), where r runs
+ * over M (for A) or K (for B) and c over K (for A) or N (for B). */
+typedef struct gemm_operand {
+    const void *data;
+    long row_stride, col_stride; /* in elements */
+    bool bf16;                   /* elements are cf_bf16, else float */
+} gemm_operand;
+
+/* Packs the block rows [r0, r0+rows) x cols [c0, c0+cols) of `src` into micro-panels of
+ * `width` (mr for A, which is sliced along its rows; nr for B, sliced along its
+ * columns). See gemm_pack.c for the layouts. */
+typedef void (*gemm_pack_fn)(const gemm_operand *src, long r0, long c0, long rows, long cols, int width, void *dst);
+
+/* C[0..m, 0..n] = alpha * (A panel x B panel) + beta * C, over `k` packed steps' worth of
+ * k values (for pair-packed kernels, k is the element count; the panel holds ceil(k/2)
+ * pairs). m <= mr, n <= nr; beta == 0 never reads C. */
+typedef void (*gemm_tile_fn)(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha,
+                             float beta);
+
+/* M <= mr rows of C, any N, A and B read in place (no packing): the decode path.
+ * A(i, k) = a[i*a_rs + k*a_ks]; B(k, j) = b[k*ldb + j] (B not transposed). */
+typedef void (*gemm_skinny_nn_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
+                                  const float *b, long ldb, float beta, float *c, long ldc);
+
+/* M <= mr rows of C, any N, A row-major (k contiguous) and B transposed (B(k, j) =
+ * b[j*ldb + k]): every C element is a dot product of two contiguous rows. */
+typedef void (*gemm_skinny_nt_fn)(long m, long n, long k, float alpha, const float *a, long lda, const float *b,
+                                  long ldb, float beta, float *c, long ldc);
+
+typedef struct gemm_kernel {
+    const char *name;
+    int mr, nr;
+    int k_group;       /* k values per packed step: 1, or 2 for bf16 pairs */
+    size_t elem_bytes; /* bytes per packed element */
+    gemm_pack_fn pack_a, pack_b;
+    gemm_tile_fn tile;
+} gemm_kernel;
+
+typedef struct gemm_skinny {
+    int mr; /* rows per call */
+    gemm_skinny_nn_fn nn;
+    gemm_skinny_nt_fn nt;
+} gemm_skinny;
+
+/* Block sizes for one kernel on this CPU (multiples of mr, nr and k_group). */
+typedef struct gemm_blocking {
+    long mc, kc, nc;
+} gemm_blocking;
+
+/* Per-ISA kernels. The f32 kernels also serve bf16 inputs where the CPU lacks
+ * vdpbf16ps: their packing widens bf16 to f32. */
+extern const gemm_kernel cf_gemm_kernel_f32_scalar;
+extern const gemm_kernel cf_gemm_kernel_f32_avx2;
+extern const gemm_kernel cf_gemm_kernel_f32_avx512;
+extern const gemm_kernel cf_gemm_kernel_bf16_avx512bf16;
+
+extern const gemm_skinny cf_gemm_skinny_scalar;
+extern const gemm_skinny cf_gemm_skinny_avx2;
+extern const gemm_skinny cf_gemm_skinny_avx512;
+
+/* Packing into f32 panels (from f32 or bf16 sources) and into bf16 pair panels. */
+void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
+void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
+void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+
+gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
+
+/* Per-thread packing buffers, 64-byte aligned, kept for the thread's lifetime and
+ * grown only when a larger size is asked for. */
+void *cf_gemm_scratch_a(size_t bytes);
+void *cf_gemm_scratch_b(size_t bytes);
+
+/* The blocked five-loop algorithm over the whole thread pool (or the calling thread
+ * when already inside it). A is M x K and B is K x N after the operands' strides. */
+void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
+                     const gemm_operand *B, float beta, float *C, long ldc);
+
+#endif

@@ -1,0 +1,140 @@
+/* Packing of A and B blocks into the micro-panel layouts the kernels stream.
+ *
+ * A block (rows = an M range, cols = a K range), panel width mr:
+ *   f32:   dst[p*mr*K + k*mr + i]          = A(p*mr + i, k)
+ *   pairs: dst[(p*mr*Kp + q*mr + i)*2 + h] = A(p*mr + i, 2q + h)      Kp = ceil(K / 2)
+ * B block (rows = a K range, cols = an N range), panel width nr:
+ *   f32:   dst[p*nr*K + k*nr + j]          = B(k, p*nr + j)
+ *   pairs: dst[(p*nr*Kp + q*nr + j)*2 + h] = B(2q + h, p*nr + j)
+ *
+ * Both are the same operation on "strips": `h` lines of length K, line i's element k
+ * at src[i*s_line + k*s_k], written k-major with `w` slots per k step. Columns of a B
+ * panel past N are zero, since kernels load whole vectors; rows of an A panel past M
+ * are left unwritten, since kernels read only the rows they have. An odd K gets a
+ * zero second half in its last pair. */
+#include "gemm_internal.h"
+
+#include "cformers/dtype.h"
+
+#include <stdint.h>
+#include <string.h>
+
+typedef struct strip {
+    const gemm_operand *src;
+    long base;          /* element offset of (line 0, k 0) */
+    long s_line, s_k;   /* strides in elements */
+    int h, w;           /* lines present, slots per k step */
+    long K;
+} strip;
+
+static inline float strip_get(const strip *s, int i, long k) {
+    long off = s->base + i * s->s_line + k * s->s_k;
+    if (s->src->bf16) return cf_bf16_to_f32(((const cf_bf16 *)s->src->data)[off]);
+    return ((const float *)s->src->data)[off];
+}
+
+static void strip_f32_from_f32(const strip *s, float *dst) {
+    const float *src = (const float *)s->src->data + s->base;
+    int h = s->h, w = s->w;
+    if (s->s_k == 1) { /* lines contiguous along k: read each line, scatter by w */
+        for (int i = 0; i < h; i++) {
+            const float *line = src + i * s->s_line;
+            for (long k = 0; k < s->K; k++) dst[k * w + i] = line[k];
+        }
+    } else {
+        for (long k = 0; k < s->K; k++) {
+            const float *col = src + k * s->s_k;
+            float *d = dst + k * w;
+            if (s->s_line == 1) memcpy(d, col, sizeof(float) * (size_t)h);
+            else
+                for (int i = 0; i < h; i++) d[i] = col[i * s->s_line];
+        }
+    }
+}
+
+static void strip_f32(const strip *s, float *dst, bool pad) {
+    if (s->src->bf16) {
+        for (long k = 0; k < s->K; k++)
+            for (int i = 0; i < s->h; i++) dst[k * s->w + i] = strip_get(s, i, k);
+    } else {
+        strip_f32_from_f32(s, dst);
+    }
+    if (pad && s->h < s->w)
+        for (long k = 0; k < s->K; k++) memset(dst + k * s->w + s->h, 0, sizeof(float) * (size_t)(s->w - s->h));
+}
+
+static inline uint16_t strip_get_bf16(const strip *s, int i, long k) {
+    if (k >= s->K) return 0;
+    long off = s->base + i * s->s_line + k * s->s_k;
+    if (s->src->bf16) return ((const cf_bf16 *)s->src->data)[off];
+    return cf_f32_to_bf16(((const float *)s->src->data)[off]);
+}
+
+static void strip_pairs(const strip *s, uint16_t *dst, bool pad) {
+    long pairs = (s->K + 1) / 2;
+    for (long q = 0; q < pairs; q++) {
+        uint16_t *d = dst + 2 * q * s->w;
+        for (int i = 0; i < s->h; i++) {
+            d[2 * i] = strip_get_bf16(s, i, 2 * q);
+            d[2 * i + 1] = strip_get_bf16(s, i, 2 * q + 1);
+        }
+        if (pad && s->h < s->w) memset(d + 2 * s->h, 0, sizeof(uint16_t) * 2 * (size_t)(s->w - s->h));
+    }
+}
+
+/* The A block is sliced along its rows, the B block along its columns. */
+static strip a_strip(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, long p) {
+    long first = p * mr;
+    return (strip){.src = src,
+                   .base = (r0 + first) * src->row_stride + c0 * src->col_stride,
+                   .s_line = src->row_stride,
+                   .s_k = src->col_stride,
+                   .h = (int)(rows - first < mr ? rows - first : mr),
+                   .w = mr,
+                   .K = cols};
+}
+
+static strip b_strip(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, long p) {
+    long first = p * nr;
+    return (strip){.src = src,
+                   .base = r0 * src->row_stride + (c0 + first) * src->col_stride,
+                   .s_line = src->col_stride,
+                   .s_k = src->row_stride,
+                   .h = (int)(cols - first < nr ? cols - first : nr),
+                   .w = nr,
+                   .K = rows};
+}
+
+void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    float *d = dst;
+    for (long p = 0; p * mr < rows; p++) {
+        strip s = a_strip(src, r0, c0, rows, cols, mr, p);
+        strip_f32(&s, d + p * mr * cols, false);
+    }
+}
+
+void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    float *d = dst;
+    for (long p = 0; p * nr < cols; p++) {
+        strip s = b_strip(src, r0, c0, rows, cols, nr, p);
+        strip_f32(&s, d + p * nr * rows, true);
+    }
+}
+
+void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    uint16_t *d = dst;
+    long pairs = (cols + 1) / 2;
+    for (long p = 0; p * mr < rows; p++) {
+        strip s = a_strip(src, r0, c0, rows, cols, mr, p);
+        strip_pairs(&s, d + 2 * p * mr * pairs, false);
+    }
+}
+
+void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    uint16_t *d = dst;
+    long pairs = (rows + 1) / 2;
+    for (long p = 0; p * nr < cols; p++) {
+        strip s = b_strip(src, r0, c0, rows, cols, nr, p);
+        strip_pairs(&s, d + 2 * p * nr * pairs, true);
+    }
+}

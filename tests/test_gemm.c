@@ -1,0 +1,254 @@
+/* cf_sgemm, cf_gemm_bf16 and cf_sgemm_strided_batched against the double-accumulation
+ * reference, on every ISA path this machine has.
+ *
+ * Tolerances. f32: each output is a sum of K products accumulated in f32 in some
+ * order, so |error| <= (K + 2) * eps * sum_k |alpha * a_ik * b_kj| + eps * |beta * c_ij|
+ * (the standard bound for recursive summation, with room for the alpha/beta
+ * roundings); we allow that bound with eps = FLT_EPSILON. bf16: the inputs are rounded
+ * to bf16 first and the reference runs on those rounded values; a product of two bf16
+ * values (8-bit significands) is exact in f32, so the only error left is the same f32
+ * accumulation bound. */
+#include "cformers/cpu.h"
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
+#include "test_util.h"
+
+#include <float.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static long rng_below(long n) { return (long)(rng_next() % (uint64_t)n); }
+
+static float rng_float(void) { return (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+typedef struct shape {
+    bool ta, tb;
+    long M, N, K;
+    float alpha, beta;
+} shape;
+
+typedef struct matrices {
+    long lda, ldb, ldc, size_a, size_b, size_c;
+    float *A, *B, *C, *C0, *ref, *mag, *absA, *absB;
+} matrices;
+
+/* Leading dimensions get a little padding, so ld > width is covered too. */
+static matrices make(const shape *s, bool round_bf16) {
+    matrices m;
+    long rows_a = s->ta ? s->K : s->M, cols_a = s->ta ? s->M : s->K;
+    long rows_b = s->tb ? s->N : s->K, cols_b = s->tb ? s->K : s->N;
+    m.lda = cols_a + rng_below(3);
+    m.ldb = cols_b + rng_below(3);
+    m.ldc = s->N + rng_below(3);
+    m.size_a = rows_a * m.lda;
+    m.size_b = rows_b * m.ldb;
+    m.size_c = s->M * m.ldc;
+    m.A = malloc(sizeof(float) * (size_t)m.size_a);
+    m.B = malloc(sizeof(float) * (size_t)m.size_b);
+    m.absA = malloc(sizeof(float) * (size_t)m.size_a);
+    m.absB = malloc(sizeof(float) * (size_t)m.size_b);
+    m.C = malloc(sizeof(float) * (size_t)m.size_c);
+    m.C0 = malloc(sizeof(float) * (size_t)m.size_c);
+    m.ref = malloc(sizeof(float) * (size_t)m.size_c);
+    m.mag = malloc(sizeof(float) * (size_t)m.size_c);
+    for (long i = 0; i < m.size_a; i++) {
+        m.A[i] = round_bf16 ? cf_bf16_to_f32(cf_f32_to_bf16(rng_float())) : rng_float();
+        m.absA[i] = fabsf(m.A[i]);
+    }
+    for (long i = 0; i < m.size_b; i++) {
+        m.B[i] = round_bf16 ? cf_bf16_to_f32(cf_f32_to_bf16(rng_float())) : rng_float();
+        m.absB[i] = fabsf(m.B[i]);
+    }
+    /* With beta = 0 the old C must not be read: fill it with NaN. */
+    for (long i = 0; i < m.size_c; i++) m.C0[i] = s->beta == 0.0f ? NAN : rng_float();
+    memcpy(m.C, m.C0, sizeof(float) * (size_t)m.size_c);
+    memcpy(m.ref, m.C0, sizeof(float) * (size_t)m.size_c);
+    cf_sgemm_reference(s->ta, s->tb, s->M, s->N, s->K, s->alpha, m.A, m.lda, m.B, m.ldb, s->beta, m.ref, m.ldc);
+    cf_sgemm_reference(s->ta, s->tb, s->M, s->N, s->K, fabsf(s->alpha), m.absA, m.lda, m.absB, m.ldb, 0.0f, m.mag,
+                       m.ldc);
+    return m;
+}
+
+static void release(matrices *m) {
+    free(m->A);
+    free(m->B);
+    free(m->absA);
+    free(m->absB);
+    free(m->C);
+    free(m->C0);
+    free(m->ref);
+    free(m->mag);
+}
+
+/* Compares C with the reference inside the stated bound; also checks the padding
+ * columns between N and ldc were left alone. Reports the first bad element only. */
+static void compare(const shape *s, const matrices *m, const char *what) {
+    for (long i = 0; i < s->M; i++) {
+        for (long j = 0; j < m->ldc; j++) {
+            long at = i * m->ldc + j;
+            bool ok;
+            double tol = 0;
+            if (j >= s->N) {
+                ok = memcmp(&m->C[at], &m->C0[at], sizeof(float)) == 0;
+            } else {
+                double beta_c = s->beta == 0.0f ? 0.0 : fabs((double)s->beta * m->C0[at]);
+                tol = (s->K + 2) * FLT_EPSILON * m->mag[at] + FLT_EPSILON * beta_c + 1e-30;
+                ok = fabs((double)m->C[at] - m->ref[at]) <= tol;
+            }
+            if (!ok) {
+                CHECK_MSG(ok, "%s [%s] ta=%d tb=%d M=%ld N=%ld K=%ld alpha=%g beta=%g: C[%ld,%ld] = %.9g, want %.9g (tol %.3g)",
+                          what, cf_isa_name(cf_isa_active()), s->ta, s->tb, s->M, s->N, s->K, s->alpha, s->beta, i,
+                          j, m->C[at], m->ref[at], tol);
+                return;
+            }
+        }
+    }
+    CHECK(true);
+}
+
+static void check_f32(const shape *s) {
+    matrices m = make(s, false);
+    cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, m.A, m.lda, m.B, m.ldb, s->beta, m.C, m.ldc);
+    compare(s, &m, "sgemm");
+    release(&m);
+}
+
+static void check_bf16(const shape *s) {
+    matrices m = make(s, true);
+    cf_bf16 *a = malloc(sizeof(cf_bf16) * (size_t)m.size_a), *b = malloc(sizeof(cf_bf16) * (size_t)m.size_b);
+    cf_convert_f32_to_bf16(m.A, a, (size_t)m.size_a);
+    cf_convert_f32_to_bf16(m.B, b, (size_t)m.size_b);
+    cf_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, s->alpha, a, m.lda, b, m.ldb, s->beta, m.C, m.ldc);
+    compare(s, &m, "gemm_bf16");
+    free(a);
+    free(b);
+    release(&m);
+}
+
+static const long edge_sizes[] = {1, 2, 3, 5, 7, 11, 12, 13, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 97, 127, 131, 255, 300};
+enum { N_EDGE = sizeof edge_sizes / sizeof edge_sizes[0] };
+
+static const float alphas[] = {1.0f, 1.0f, 0.5f, -1.25f};
+static const float betas[] = {0.0f, 1.0f, 0.0f, 0.75f};
+
+static shape random_shape(int i) {
+    shape s;
+    s.ta = i & 1;
+    s.tb = (i >> 1) & 1;
+    s.M = rng_below(2) ? edge_sizes[rng_below(N_EDGE)] : 1 + rng_below(300);
+    s.N = rng_below(2) ? edge_sizes[rng_below(N_EDGE)] : 1 + rng_below(300);
+    s.K = rng_below(2) ? edge_sizes[rng_below(N_EDGE)] : 1 + rng_below(300);
+    s.alpha = alphas[(i >> 2) % 4];
+    s.beta = betas[(i >> 2) % 4];
+    return s;
+}
+
+/* Shapes chosen to cross each block boundary (K > KC, N > NC, M > MC) and every row
+ * count of the decode path. */
+static void check_fixed_shapes(void (*check)(const shape *)) {
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t >> 1;
+        for (long m = 1; m <= 17; m++) check(&(shape){ta, tb, m, 77, 45, 1.0f, 0.0f});
+        check(&(shape){ta, tb, 1, 1, 1, 2.0f, 0.5f});
+        check(&(shape){ta, tb, 37, 29, 1, 1.0f, 1.0f});
+        check(&(shape){ta, tb, 19, 23, 1500, 1.0f, 0.5f});
+        check(&(shape){ta, tb, 13, 1100, 9, 1.0f, 0.0f});
+        check(&(shape){ta, tb, 4200, 7, 5, -1.0f, 1.0f});
+    }
+}
+
+static void check_alpha_zero_and_k_zero(void) {
+    float c[6] = {1, 2, 3, 4, 5, 6}, a[6] = {0}, b[6] = {0};
+    cf_sgemm(false, false, 2, 3, 0, 1.0f, a, 1, b, 3, 2.0f, c, 3);
+    CHECK_NEAR(c[5], 12.0f, 0);
+    for (int i = 0; i < 6; i++) c[i] = NAN;
+    cf_sgemm(false, false, 2, 3, 2, 0.0f, a, 2, b, 3, 0.0f, c, 3);
+    CHECK_NEAR(c[0], 0.0f, 0);
+    CHECK_NEAR(c[5], 0.0f, 0);
+}
+
+typedef struct nested_ctx {
+    const float *A, *B;
+    float *C;
+    long M, N, K;
+} nested_ctx;
+
+static void nested_task(void *ctx, int task, int thread) {
+    nested_ctx *n = ctx;
+    cf_sgemm(false, false, n->M, n->N, n->K, 1.0f, n->A, n->K, n->B, n->N, 0.0f, n->C + task * n->M * n->N, n->N);
+}
+
+/* GEMM called from inside pool tasks runs on the calling thread and stays correct. */
+static void check_nested(void) {
+    nested_ctx n = {.M = 70, .N = 90, .K = 110};
+    float *A = malloc(sizeof(float) * (size_t)(n.M * n.K)), *B = malloc(sizeof(float) * (size_t)(n.K * n.N));
+    float *C = malloc(sizeof(float) * (size_t)(4 * n.M * n.N)), *ref = malloc(sizeof(float) * (size_t)(n.M * n.N));
+    for (long i = 0; i < n.M * n.K; i++) A[i] = rng_float();
+    for (long i = 0; i < n.K * n.N; i++) B[i] = rng_float();
+    n.A = A;
+    n.B = B;
+    n.C = C;
+    cf_parallel_for(4, nested_task, &n);
+    cf_sgemm_reference(false, false, n.M, n.N, n.K, 1.0f, A, n.K, B, n.N, 0.0f, ref, n.N);
+    double worst = 0;
+    for (int t = 0; t < 4; t++)
+        for (long i = 0; i < n.M * n.N; i++) worst = fmax(worst, fabs(C[t * n.M * n.N + i] - ref[i]));
+    CHECK_NEAR(worst, 0.0, 1e-4);
+    free(A);
+    free(B);
+    free(C);
+    free(ref);
+}
+
+static void check_batched(long batch) {
+    long M = 33, N = 20, K = 64, sa = M * K + 5, sb = K * N + 3, sc = M * N + 7;
+    float *A = malloc(sizeof(float) * (size_t)(sa * batch)), *B = malloc(sizeof(float) * (size_t)(sb * batch));
+    float *C = malloc(sizeof(float) * (size_t)(sc * batch)), *ref = malloc(sizeof(float) * (size_t)(sc * batch));
+    for (long i = 0; i < sa * batch; i++) A[i] = rng_float();
+    for (long i = 0; i < sb * batch; i++) B[i] = rng_float();
+    for (long i = 0; i < sc * batch; i++) C[i] = ref[i] = rng_float();
+    /* Attention-style: scores = Q K^T, K stored row-major (transposed operand). */
+    cf_sgemm_strided_batched(false, true, M, N, K, 0.125f, A, K, sa, B, K, sb, 1.0f, C, N, sc, batch);
+    for (long b = 0; b < batch; b++)
+        cf_sgemm_reference(false, true, M, N, K, 0.125f, A + b * sa, K, B + b * sb, K, 1.0f, ref + b * sc, N);
+    double worst = 0;
+    for (long i = 0; i < sc * batch; i++) worst = fmax(worst, fabs(C[i] - ref[i]));
+    CHECK_NEAR(worst, 0.0, 1e-5);
+    free(A);
+    free(B);
+    free(C);
+    free(ref);
+}
+
+int main(void) {
+    bool sanitized = getenv("CFORMERS_SANITIZED") != NULL;
+    int random_cases = sanitized ? 12 : 64;
+    cf_isa best = cf_isa_supported();
+    for (int isa = CF_ISA_SCALAR; isa <= (int)best; isa++) {
+        CHECK(cf_isa_force((cf_isa)isa) == 0);
+        printf("%s: %s / %s\n", cf_isa_name((cf_isa)isa), cf_gemm_kernel_name(CF_F32), cf_gemm_kernel_name(CF_BF16));
+        for (int i = 0; i < random_cases; i++) {
+            shape s = random_shape(i);
+            check_f32(&s);
+            check_bf16(&s);
+        }
+        if (!sanitized || isa == (int)best) {
+            check_fixed_shapes(check_f32);
+            check_fixed_shapes(check_bf16);
+        }
+        check_alpha_zero_and_k_zero();
+        check_nested();
+        check_batched(1);
+        check_batched(5);
+    }
+    return test_finish();
+}
