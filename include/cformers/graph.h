@@ -109,6 +109,10 @@ cf_tensor *cf_nn_sum_leading(cf_graph *g, cf_tensor *x, int ndim);
 /* A view with another shape and the same elements. */
 cf_tensor *cf_nn_reshape(cf_graph *g, cf_tensor *x, int ndim, const int64_t *shape);
 
+/* Cuts x's last dimension into `parts` (2 to 4) equal pieces, written to out[0..parts);
+ * returns -1 (error recorded) on a bad split. */
+int cf_nn_split(cf_graph *g, cf_tensor *x, int parts, cf_tensor **out);
+
 /* op(a) op(b), a and b seen as matrices: a's last dimension is its columns and all
  * others its rows (trans_a then needs a 2-D a). Result [..., N] without trans_a. */
 cf_tensor *cf_nn_matmul(cf_graph *g, cf_tensor *a, cf_tensor *b, bool trans_a, bool trans_b);

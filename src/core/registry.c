@@ -15,7 +15,8 @@ static const cf_op_def *const builtin_ops[] = {
     &cf_op_attention_backward, &cf_op_swiglu,   &cf_op_swiglu_backward,
     &cf_op_gelu,          &cf_op_gelu_backward, &cf_op_cross_entropy,
     &cf_op_cross_entropy_backward, &cf_op_grad_accumulate, &cf_op_grad_norm,
-    &cf_op_adamw,
+    &cf_op_adamw,         &cf_op_split[0],      &cf_op_split[1],
+    &cf_op_split[2],      &cf_op_concat,
 };
 
 static struct {

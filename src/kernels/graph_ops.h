@@ -35,6 +35,7 @@ extern const cf_op_def cf_op_rmsnorm, cf_op_rmsnorm_backward, cf_op_layernorm, c
 extern const cf_op_def cf_op_rope, cf_op_attention, cf_op_attention_backward;
 extern const cf_op_def cf_op_swiglu, cf_op_swiglu_backward, cf_op_gelu, cf_op_gelu_backward;
 extern const cf_op_def cf_op_cross_entropy, cf_op_cross_entropy_backward;
+extern const cf_op_def cf_op_split[CF_MAX_OUTPUTS - 1], cf_op_concat; /* split2, split3, split4 */
 extern const cf_op_def cf_op_grad_accumulate, cf_op_grad_norm, cf_op_adamw;
 
 #endif
