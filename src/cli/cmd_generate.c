@@ -1,11 +1,110 @@
-#include "cli.h"
-
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cformers/infer.h"
+#include "cformers/threads.h"
+#include "cli.h"
+#include "cli_parse.h"
+
+static const char usage[] =
+    "usage: cformers generate --model CKPT [options]\n"
+    "\n"
+    "Generates text from a checkpoint (see `cformers convert` to import llama2.c or Hugging Face\n"
+    "models): the prompt is run as one batched prefill, then tokens are decoded one by one with a\n"
+    "KV cache and streamed to stdout. Speeds are reported on stderr at the end.\n"
+    "\n"
+    "options:\n"
+    "  --model CKPT         cformers checkpoint (with its tokenizer embedded, or see --tokenizer)\n"
+    "  --prompt TEXT        text to continue (default: empty, start from BOS)\n"
+    "  -n N                 tokens to generate at most (default 256)\n"
+    "  --temperature T      0 = greedy (default 1.0)\n"
+    "  --top-k K            sample from the K most likely tokens (default 0 = all)\n"
+    "  --top-p P            nucleus sampling mass (default 0.9; 1 = off)\n"
+    "  --seed S             random seed (default: from the clock)\n"
+    "  --threads N          compute threads (default: all cores or CFORMERS_THREADS)\n"
+    "  --dtype f32|bf16     dtype of the weights matmuls read (default f32)\n"
+    "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
+
+typedef struct generate_args {
+    const char *model, *prompt, *tokenizer;
+    long n, threads, top_k;
+    double temperature, top_p;
+    uint64_t seed;
+    cf_dtype dtype;
+} generate_args;
+
+static int parse_args(int argc, char **argv, generate_args *a) {
+    const char *cmd = "generate";
+    *a = (generate_args){.prompt = "", .n = 256, .temperature = 1.0, .top_p = 0.9, .dtype = CF_F32,
+                         .seed = (uint64_t)time(NULL)};
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *v = NULL;
+        long seed;
+        int rc = 0;
+        if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
+        if (strcmp(flag, "--model") == 0) a->model = v;
+        else if (strcmp(flag, "--prompt") == 0) a->prompt = v;
+        else if (strcmp(flag, "--tokenizer") == 0) a->tokenizer = v;
+        else if (strcmp(flag, "-n") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->n);
+        else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
+        else if (strcmp(flag, "--top-k") == 0) rc = cli_parse_long(cmd, flag, v, 0, 1L << 30, &a->top_k);
+        else if (strcmp(flag, "--temperature") == 0) rc = cli_parse_double(cmd, flag, v, 0.0, 100.0, &a->temperature);
+        else if (strcmp(flag, "--top-p") == 0) rc = cli_parse_double(cmd, flag, v, 0.0, 1.0, &a->top_p);
+        else if (strcmp(flag, "--seed") == 0) rc = cli_parse_long(cmd, flag, v, 0, __LONG_MAX__, &seed), a->seed = (uint64_t)seed;
+        else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
+        else return cli_usage_error(cmd, "unknown option '%s'", flag);
+        if (rc) return rc;
+    }
+    if (!a->model) return cli_usage_error(cmd, "--model is required");
+    if (a->dtype != CF_F32 && a->dtype != CF_BF16) return cli_usage_error(cmd, "--dtype must be f32 or bf16");
+    return 0;
+}
+
+static void print_piece(void *ctx, int32_t token, const char *piece, size_t len) {
+    (void)ctx, (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
 
 int cmd_generate(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers generate [options]\n\ngenerate text from a checkpoint with a KV cache.\nNot implemented yet: it arrives with issue 7 (pretrained models and generation).\n");
+        fputs(usage, stdout);
         return 0;
     }
-    return cli_not_yet("generate", "generate text from a checkpoint with a KV cache", "issue 7 (pretrained models and generation)");
+    generate_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc;
+    if (a.threads) cf_set_num_threads((int)a.threads);
+    cf_error err;
+    cf_infer_options opt = {.weight_dtype = a.dtype};
+    cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
+    cf_tokenizer *own_tok = NULL;
+    if (m && a.tokenizer && !(own_tok = cf_tokenizer_load(a.tokenizer, &err))) cf_infer_free(m), m = NULL;
+    const cf_tokenizer *tok = own_tok ? own_tok : m ? cf_infer_tokenizer(m) : NULL;
+    if (m && !tok) {
+        snprintf(err.msg, sizeof err.msg, "%s: no tokenizer embedded; pass --tokenizer FILE", a.model);
+        cf_infer_free(m), m = NULL;
+    }
+    if (!m) {
+        fprintf(stderr, "cformers generate: %s\n", err.msg);
+        return 1;
+    }
+    cf_generate_params p = {.max_new_tokens = a.n,
+                            .sampling = {.temperature = (float)a.temperature, .top_k = (int)a.top_k,
+                                         .top_p = (float)a.top_p, .seed = a.seed}};
+    cf_generate_stats s;
+    rc = cf_generate(m, tok, a.prompt, &p, print_piece, NULL, NULL, &s, &err);
+    printf("\n");
+    if (rc == 0)
+        fprintf(stderr, "prefill: %ld tokens, %.1f tok/s; decode: %ld tokens, %.1f tok/s (%d threads, %s weights)\n",
+                s.prompt_tokens, s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
+                s.generated_tokens, s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
+                cf_num_threads(), cf_dtype_name(a.dtype));
+    else
+        fprintf(stderr, "cformers generate: %s\n", err.msg);
+    if (own_tok) cf_tokenizer_free(own_tok);
+    cf_infer_free(m);
+    return rc == 0 ? 0 : 1;
 }

@@ -1,0 +1,45 @@
+/* Checkpoint import and export (`cformers convert`).
+ *
+ * Imports write a cformers checkpoint (docs/checkpoint-format.md) holding the weights
+ * under Hugging Face names, a "model_config" metadata object and, when given, the
+ * tokenizer file embedded so the checkpoint alone is enough to generate:
+ *   - llama2.c model files: the legacy 28-byte header (v0, negative vocab_size = separate
+ *     classifier) and the 256-byte "ak42" headers, version 1 (f32) and 2 (Q8_0 int8
+ *     groups, dequantised on import);
+ *   - Hugging Face LLaMA directories: config.json plus model.safetensors or shards listed
+ *     in model.safetensors.index.json; f32/bf16/f16; q/k rows are permuted from HF's
+ *     rotate-half order to the interleaved order cformers uses.
+ * Exports go the other way: safetensors with HF names, layout and config.json (loadable
+ * by HF tooling), and GGUF v3 for llama.cpp. */
+#ifndef CFORMERS_CONVERT_H
+#define CFORMERS_CONVERT_H
+
+#include <stdbool.h>
+
+#include "cformers/dtype.h"
+#include "cformers/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_convert_options {
+    cf_dtype dtype;             /* weight dtype written: f32 (default), bf16 or f16 */
+    const char *tokenizer_path; /* tokenizer file to embed; NULL = none */
+    bool progress;              /* per-layer progress lines on stderr */
+} cf_convert_options;
+
+int cf_import_llama2c(const char *model_path, const char *out_path, const cf_convert_options *opt, cf_error *err);
+int cf_import_hf(const char *hf_dir, const char *out_path, const cf_convert_options *opt, cf_error *err);
+
+/* Writes config.json and model.safetensors into out_dir (created if missing), in the
+ * checkpoint's weight dtype. */
+int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err);
+/* Writes a GGUF v3 file (general.architecture = llama, tokenizer.ggml.* from the embedded
+ * tokenizer when there is one), tensors in f32/f16 as stored (bf16 is written as f32). */
+int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,16 @@
+/* Flag value parsing for subcommands: each returns 0, or prints the usage error
+ * ("cformers NAME: --flag: ...") and returns 2 for the caller to return. */
+#ifndef CFORMERS_CLI_PARSE_H
+#define CFORMERS_CLI_PARSE_H
+
+#include <stdint.h>
+
+#include "cformers/dtype.h"
+
+/* The value after flag argv[*i]: advances *i; error when it is missing. */
+int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char **value);
+int cli_parse_long(const char *cmd, const char *flag, const char *text, long min, long max, long *out);
+int cli_parse_double(const char *cmd, const char *flag, const char *text, double min, double max, double *out);
+int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtype *out);
+
+#endif

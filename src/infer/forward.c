@@ -1,0 +1,125 @@
+/* The LLaMA forward pass over a chunk of tokens with the KV cache: batched matmuls
+ * (cf_sgemm / cf_gemm_bf16) for prompts, matrix-vector products for single-token decode. */
+#include <math.h>
+#include <string.h>
+
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
+#include "infer/matvec.h"
+#include "infer/model_internal.h"
+
+/* y[n, out] = x[n, in] @ W^T */
+static void linear(cf_infer_model *m, const infer_linear *L, const float *x, float *y, long n) {
+    if (n == 1) {
+        infer_matvec(L->w, L->dtype, x, y, L->out, L->in);
+    } else if (L->dtype == CF_F32) {
+        cf_sgemm(false, true, n, L->out, L->in, 1.0f, x, L->in, L->w, L->in, 0.0f, y, L->out);
+    } else {
+        cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L->in));
+        cf_gemm_bf16(false, true, n, L->out, L->in, 1.0f, m->act16, L->in, L->w, L->in, 0.0f, y, L->out);
+    }
+}
+
+typedef struct attn_job {
+    cf_infer_model *m;
+    const float *k, *v; /* this layer's cache */
+    long n, pos;
+} attn_job;
+
+static float dot(const float *a, const float *b, long n) {
+    float s = 0.0f;
+    for (long i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* One query head over cache positions 0 .. pos+n-1. A single decode token uses direct
+ * loops (the products are too small for a GEMM to pay off); a prompt chunk uses GEMMs. */
+static void attention_head(void *arg, int h, int thread) {
+    const attn_job *j = arg;
+    cf_infer_model *m = j->m;
+    long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads), T = j->pos + j->n;
+    const float *q = m->q + h * hd, *k = j->k + kvh * hd, *v = j->v + kvh * hd;
+    float *out = m->att + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
+    float scale = 1.0f / sqrtf((float)hd);
+    if (j->n == 1) {
+        for (long t = 0; t < T; t++) s[t] = dot(q, k + t * m->kv_dim, hd) * scale;
+        cf_softmax(s, 1, T);
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (long t = 0; t < T; t++)
+            for (long i = 0; i < hd; i++) out[i] += s[t] * v[t * m->kv_dim + i];
+        return;
+    }
+    cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, k, m->kv_dim, 0.0f, s, T);
+    cf_softmax_causal(s, 1, j->n, T, j->pos);
+    cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, v, m->kv_dim, 0.0f, out, m->dim);
+}
+
+static void add_into(float *x, const float *y, long n) {
+    for (long i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void embed(const cf_infer_model *m, const int32_t *tokens, long n) {
+    for (long t = 0; t < n; t++) {
+        float *dst = m->x + t * m->dim;
+        if (m->embed_dtype == CF_BF16)
+            cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
+        else
+            memcpy(dst, (const float *)m->embed + (long)tokens[t] * m->dim, sizeof(float) * (size_t)m->dim);
+    }
+}
+
+static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits) {
+    const cf_model_config *c = &m->cfg;
+    float eps = (float)c->rms_norm_eps;
+    embed(m, tokens, n);
+    for (long l = 0; l < c->num_layers; l++) {
+        const infer_layer *L = &m->layers[l];
+        float *kc = m->k_cache + l * m->max_seq * m->kv_dim, *vc = m->v_cache + l * m->max_seq * m->kv_dim;
+        cf_rmsnorm(m->x, L->attn_norm, m->xb, NULL, n, m->dim, eps);
+        linear(m, &L->wq, m->xb, m->q, n);
+        linear(m, &L->wk, m->xb, kc + pos * m->kv_dim, n);
+        linear(m, &L->wv, m->xb, vc + pos * m->kv_dim, n);
+        cf_rope_apply(&m->rope, m->q, n, c->num_heads, NULL, pos, false);
+        cf_rope_apply(&m->rope, kc + pos * m->kv_dim, n, c->num_kv_heads, NULL, pos, false);
+        attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos};
+        cf_parallel_for((int)c->num_heads, attention_head, &job);
+        linear(m, &L->wo, m->att, m->xb, n);
+        add_into(m->x, m->xb, n * m->dim);
+
+        cf_rmsnorm(m->x, L->ffn_norm, m->xb, NULL, n, m->dim, eps);
+        linear(m, &L->gate, m->xb, m->hb, n);
+        linear(m, &L->up, m->xb, m->hb2, n);
+        cf_swiglu(m->hb, m->hb2, m->hb, n * m->hidden);
+        linear(m, &L->down, m->hb, m->xb, n);
+        add_into(m->x, m->xb, n * m->dim);
+    }
+    if (all_logits) {
+        cf_rmsnorm(m->x, m->final_norm, m->xb, NULL, n, m->dim, eps);
+        linear(m, &m->lm_head, m->xb, logits, n);
+    } else if (logits) {
+        cf_rmsnorm(m->x + (n - 1) * m->dim, m->final_norm, m->xb, NULL, 1, m->dim, eps);
+        linear(m, &m->lm_head, m->xb, logits, 1);
+    }
+}
+
+int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits,
+                     cf_error *err) {
+    if (n < 1 || pos < 0 || pos + n > m->max_seq)
+        return cf_fail(err, "positions %ld..%ld do not fit the KV cache of %ld tokens", pos, pos + n - 1, m->max_seq);
+    for (long t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->vocab)
+            return cf_fail(err, "token %d at position %ld is outside the vocabulary of %ld", tokens[t], pos + t,
+                           m->vocab);
+    if (cf_num_threads() > m->score_threads) { /* the pool grew since the model was built */
+        cf_aligned_free(m->scores);
+        m->score_threads = cf_num_threads();
+        m->scores = cf_aligned_alloc(sizeof(float) * (size_t)m->score_threads * INFER_CHUNK * (size_t)m->max_seq);
+    }
+    for (long done = 0; done < n; done += INFER_CHUNK) {
+        long len = n - done < INFER_CHUNK ? n - done : INFER_CHUNK;
+        bool last = done + len == n;
+        float *out = all_logits ? logits + done * m->vocab : last ? logits : NULL;
+        forward_chunk(m, tokens + done, len, pos + done, out, all_logits);
+    }
+    return 0;
+}

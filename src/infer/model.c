@@ -1,0 +1,240 @@
+/* Building an inference model: weights from a checkpoint (in place from the mmap when
+ * the dtype already matches) or from a caller's name -> f32 lookup. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cformers/threads.h"
+#include "infer/model_internal.h"
+#include "io/llama_weights.h"
+
+/* Hands out weight data of a given name and shape; dtype says what the data is. */
+typedef const void *(*weight_source_fn)(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
+                                        cf_error *err);
+
+static void *own(cf_infer_model *m, size_t bytes) {
+    m->owned = cf_xrealloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
+    return m->owned[m->n_owned++] = cf_aligned_alloc(bytes ? bytes : 1);
+}
+
+/* Returns the data in dtype `want`, converting into an owned copy when stored otherwise. */
+static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, size_t n) {
+    if (have == want) return data;
+    float *f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
+    if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
+    else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
+    else memcpy(f32, data, n * sizeof(float));
+    if (want == CF_F32) return f32;
+    cf_bf16 *b = own(m, n * sizeof(cf_bf16));
+    cf_convert_f32_to_bf16(f32, b, n);
+    free(f32);
+    return b;
+}
+
+typedef struct build_ctx {
+    cf_infer_model *m;
+    weight_source_fn source;
+    void *source_ctx;
+    cf_dtype wdtype;
+    cf_error *err;
+} build_ctx;
+
+static int set_weight(void *arg, llama_weight kind, long layer) {
+    build_ctx *b = arg;
+    cf_infer_model *m = b->m;
+    char name[128];
+    int64_t shape[2];
+    llama_weight_name(kind, layer, name, sizeof name);
+    int ndim = llama_weight_shape(&m->cfg, kind, shape);
+    cf_dtype have;
+    const void *data = b->source(b->source_ctx, name, ndim, shape, &have, b->err);
+    if (!data) return -1;
+    size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    if (ndim == 1) { /* norms are always f32 */
+        const float *w = as_dtype(m, data, have, CF_F32, n);
+        if (kind == LW_FINAL_NORM) m->final_norm = w;
+        else if (kind == LW_ATTN_NORM) m->layers[layer].attn_norm = w;
+        else m->layers[layer].ffn_norm = w;
+        return 0;
+    }
+    if (kind == LW_EMBED) { /* looked up row by row: keep f32 or bf16 as stored */
+        m->embed_dtype = have == CF_BF16 ? CF_BF16 : CF_F32;
+        m->embed = as_dtype(m, data, have, m->embed_dtype, n);
+        return 0;
+    }
+    infer_linear lin = {.w = as_dtype(m, data, have, b->wdtype, n), .dtype = b->wdtype, .out = shape[0], .in = shape[1]};
+    m->weight_bytes += n * cf_dtype_size(b->wdtype);
+    infer_layer *L = &m->layers[layer];
+    switch (kind) {
+    case LW_WQ: L->wq = lin; break;
+    case LW_WK: L->wk = lin; break;
+    case LW_WV: L->wv = lin; break;
+    case LW_WO: L->wo = lin; break;
+    case LW_GATE: L->gate = lin; break;
+    case LW_UP: L->up = lin; break;
+    case LW_DOWN: L->down = lin; break;
+    default: m->lm_head = lin; break;
+    }
+    return 0;
+}
+
+static cf_infer_model *build(const cf_model_config *cfg, const char *source_name, weight_source_fn source, void *ctx,
+                             const cf_infer_options *opt, cf_ckpt *ckpt, cf_error *err) {
+    cf_infer_options defaults = {.weight_dtype = CF_F32};
+    if (!opt) opt = &defaults;
+    if (llama_config_check(cfg, source_name, err) != 0) return NULL;
+    if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16) {
+        cf_fail(err, "inference weights must be f32 or bf16, not %s", cf_dtype_name(opt->weight_dtype));
+        return NULL;
+    }
+    cf_infer_model *m = cf_xcalloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->ckpt = ckpt;
+    m->max_seq = opt->max_seq > 0 ? opt->max_seq : cfg->max_position_embeddings;
+    m->layers = cf_xcalloc((size_t)cfg->num_layers, sizeof *m->layers);
+    build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
+    if (llama_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
+        m->ckpt = NULL; /* the caller closes it */
+        cf_infer_free(m);
+        return NULL;
+    }
+    if (cfg->tie_word_embeddings) {
+        m->lm_head = (infer_linear){.w = m->embed, .dtype = m->embed_dtype, .out = m->vocab, .in = m->dim};
+        m->weight_bytes += (size_t)(m->vocab * m->dim) * cf_dtype_size(m->embed_dtype);
+    }
+    return m;
+}
+
+static const void *ckpt_source(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
+                               cf_error *err) {
+    cf_ckpt *c = ctx;
+    const cf_ckpt_tensor *t = cf_ckpt_find(c, name);
+    if (t && t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16) {
+        cf_fail(err, "%s: tensor %s: dtype %s is not supported for weights (f32, bf16, f16)", cf_ckpt_path(c), name,
+                cf_dtype_name(t->dtype));
+        return NULL;
+    }
+    t = cf_ckpt_get(c, name, t ? t->dtype : CF_F32, ndim, shape, err);
+    if (!t) return NULL;
+    *dtype = t->dtype;
+    return t->data;
+}
+
+/* The embedded tokenizer file is handed to cf_tokenizer_load through an in-memory file. */
+static cf_tokenizer *embedded_tokenizer(cf_ckpt *c, json_t *meta, cf_error *err) {
+    json_t *info = json_object_get(meta, "tokenizer");
+    const char *tensor = json_string_value(json_object_get(info, "tensor"));
+    if (!tensor) return NULL;
+    const cf_ckpt_tensor *t = cf_ckpt_get(c, tensor, CF_I8, -1, NULL, err);
+    if (!t) return NULL;
+    int fd = memfd_create("cformers-tokenizer", MFD_CLOEXEC);
+    if (fd < 0 || write(fd, t->data, t->nbytes) != (ssize_t)t->nbytes) {
+        if (fd >= 0) close(fd);
+        cf_fail(err, "%s: cannot stage the embedded tokenizer", cf_ckpt_path(c));
+        return NULL;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    cf_tokenizer *tok = cf_tokenizer_load(path, err);
+    close(fd);
+    if (!tok) cf_fail_prefix(err, "%s: embedded tokenizer %s: ", cf_ckpt_path(c), tensor);
+    return tok;
+}
+
+static int read_config(cf_ckpt *c, json_t *meta, cf_model_config *cfg, cf_error *err) {
+    json_t *mc = json_object_get(meta, "model_config");
+    if (!json_is_object(mc)) return cf_fail(err, "%s: metadata has no model_config object", cf_ckpt_path(c));
+    char *text = json_dumps(mc, 0);
+    cf_model_config_init_llama(cfg);
+    int rc = cf_model_config_from_json(text, cfg, err);
+    free(text);
+    return rc == 0 ? 0 : cf_fail_prefix(err, "%s: ", cf_ckpt_path(c));
+}
+
+cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(path, false, err);
+    if (!c) return NULL;
+    json_error_t jerr;
+    json_t *meta = json_loads(cf_ckpt_metadata(c), 0, &jerr);
+    cf_model_config cfg;
+    cf_infer_model *m = NULL;
+    cf_tokenizer *tok = NULL;
+    if (read_config(c, meta, &cfg, err) == 0) {
+        tok = embedded_tokenizer(c, meta, err);
+        if (tok || !json_object_get(meta, "tokenizer")) m = build(&cfg, path, ckpt_source, c, opt, c, err);
+    }
+    json_decref(meta);
+    if (!m) {
+        cf_tokenizer_free(tok);
+        cf_ckpt_close(c);
+        return NULL;
+    }
+    m->tokenizer = tok;
+    return m;
+}
+
+typedef struct lookup_ctx {
+    cf_weight_lookup_fn fn;
+    void *ctx;
+} lookup_ctx;
+
+static const void *lookup_source(void *arg, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
+                                 cf_error *err) {
+    lookup_ctx *l = arg;
+    const float *w = l->fn(l->ctx, name, ndim, shape);
+    if (!w) cf_fail(err, "weight %s is missing", name);
+    *dtype = CF_F32;
+    return w;
+}
+
+cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_lookup_fn lookup, void *ctx,
+                                      const cf_infer_options *opt, cf_error *err) {
+    lookup_ctx l = {.fn = lookup, .ctx = ctx};
+    return build(cfg, "model config", lookup_source, &l, opt, NULL, err);
+}
+
+int infer_model_finish(cf_infer_model *m, cf_error *err) {
+    const cf_model_config *c = &m->cfg;
+    m->dim = c->hidden_size, m->head_dim = cf_model_head_dim(c), m->kv_dim = c->num_kv_heads * m->head_dim;
+    m->hidden = c->intermediate_size, m->vocab = c->vocab_size;
+    cf_rope_scaling scaling = {.factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
+                               .high_freq_factor = c->rope_high_freq_factor,
+                               .original_max_position = (long)c->rope_original_max_position};
+    if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
+    size_t cache = (size_t)(c->num_layers * m->max_seq * m->kv_dim);
+    m->k_cache = cf_aligned_alloc(cache * sizeof(float));
+    m->v_cache = cf_aligned_alloc(cache * sizeof(float));
+    size_t widest = (size_t)(m->hidden > m->dim ? m->hidden : m->dim);
+    m->x = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
+    m->xb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
+    m->q = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
+    m->att = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
+    m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
+    m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
+    m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
+    m->score_threads = cf_num_threads();
+    m->scores = cf_aligned_alloc(sizeof(float) * (size_t)m->score_threads * INFER_CHUNK * (size_t)m->max_seq);
+    return 0;
+}
+
+void cf_infer_free(cf_infer_model *m) {
+    if (!m) return;
+    for (long i = 0; i < m->n_owned; i++) cf_aligned_free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    cf_rope_table_free(&m->rope);
+    float *bufs[] = {m->k_cache, m->v_cache, m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
+    cf_aligned_free(m->act16);
+    cf_tokenizer_free(m->tokenizer);
+    cf_ckpt_close(m->ckpt);
+    free(m);
+}
+
+const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }
+long cf_infer_max_seq(const cf_infer_model *m) { return m->max_seq; }
+size_t cf_infer_weight_bytes(const cf_infer_model *m) { return m->weight_bytes; }
+const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m) { return m->tokenizer; }

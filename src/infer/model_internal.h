@@ -1,0 +1,50 @@
+/* The inference model's internals, shared by model.c (building) and forward.c. */
+#ifndef CFORMERS_INFER_MODEL_INTERNAL_H
+#define CFORMERS_INFER_MODEL_INTERNAL_H
+
+#include "cformers/checkpoint.h"
+#include "cformers/infer.h"
+#include "kernels/kernels.h"
+
+/* Prompts are run in chunks of at most this many tokens, bounding the scratch space. */
+enum { INFER_CHUNK = 128 };
+
+typedef struct infer_linear {
+    const void *w; /* [out, in], f32 or bf16 */
+    cf_dtype dtype;
+    long out, in;
+} infer_linear;
+
+typedef struct infer_layer {
+    const float *attn_norm, *ffn_norm;
+    infer_linear wq, wk, wv, wo, gate, up, down;
+} infer_layer;
+
+struct cf_infer_model {
+    cf_model_config cfg;
+    long max_seq, dim, kv_dim, hidden, head_dim, vocab;
+    const void *embed; /* [vocab, dim], f32 or bf16 */
+    cf_dtype embed_dtype;
+    infer_layer *layers;
+    const float *final_norm;
+    infer_linear lm_head;
+    cf_rope_table rope;
+    float *k_cache, *v_cache; /* [layers, max_seq, kv_dim] */
+
+    /* activations for up to INFER_CHUNK tokens */
+    float *x, *xb, *q, *att, *hb, *hb2;
+    cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
+    float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
+    int score_threads;
+
+    cf_ckpt *ckpt;   /* weights in place, when loaded from a file */
+    void **owned;    /* converted weight copies */
+    long n_owned;
+    cf_tokenizer *tokenizer;
+    size_t weight_bytes;
+};
+
+/* Allocates the cache, RoPE table and activations once the weights are set. */
+int infer_model_finish(cf_infer_model *m, cf_error *err);
+
+#endif

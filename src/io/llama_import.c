@@ -1,0 +1,116 @@
+#include "io/llama_import.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/checkpoint.h"
+#include "cformers/tokenizer.h"
+
+typedef struct import_ctx {
+    const cf_model_config *cfg;
+    const cf_convert_options *opt;
+    cf_ckpt_writer *w;
+    llama_fill_fn fill;
+    void *fill_ctx;
+    float *f32;    /* the largest tensor, reused */
+    void *narrow;  /* its bf16/f16 copy */
+    cf_error *err;
+} import_ctx;
+
+static int import_one(void *arg, llama_weight kind, long layer) {
+    import_ctx *c = arg;
+    char name[128];
+    int64_t shape[2];
+    llama_weight_name(kind, layer, name, sizeof name);
+    int ndim = llama_weight_shape(c->cfg, kind, shape);
+    size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    if (c->opt->progress && kind == LW_ATTN_NORM)
+        fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
+    if (c->fill(c->fill_ctx, kind, layer, c->f32, n, c->err) != 0) return -1;
+    /* norms stay f32: they are tiny and numerically sensitive */
+    cf_dtype dt = ndim == 1 ? CF_F32 : c->opt->dtype;
+    const void *data = c->f32;
+    if (dt == CF_BF16) cf_convert_f32_to_bf16(c->f32, c->narrow, n), data = c->narrow;
+    if (dt == CF_F16) cf_convert_f32_to_f16(c->f32, c->narrow, n), data = c->narrow;
+    return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+}
+
+static char *read_file(const char *path, size_t *len, cf_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = cf_xmalloc(size > 0 ? (size_t)size : 1);
+    *len = size > 0 ? fread(buf, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (size < 0 || *len != (size_t)size) {
+        free(buf);
+        cf_fail(err, "%s: read failed", path);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
+static int embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
+    cf_tokenizer *tok = cf_tokenizer_load(path, err);
+    if (!tok) return -1;
+    cf_tokenizer_free(tok);
+    size_t len;
+    char *bytes = read_file(path, &len, err);
+    if (!bytes) return -1;
+    int64_t shape[1] = {(int64_t)len};
+    int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, bytes, err);
+    free(bytes);
+    const char *base = strrchr(path, '/');
+    json_object_set_new(meta, "tokenizer",
+                        json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", base ? base + 1 : path));
+    return rc;
+}
+
+static size_t largest_tensor(const cf_model_config *m) {
+    size_t best = 0;
+    for (int k = 0; k < LW_COUNT; k++) {
+        int64_t shape[2];
+        int ndim = llama_weight_shape(m, (llama_weight)k, shape);
+        size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+        best = n > best ? n : best;
+    }
+    return best;
+}
+
+int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                       const char *source, llama_fill_fn fill, void *ctx, cf_error *err) {
+    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16)
+        return cf_fail(err, "weights can be written as f32, bf16 or f16, not %s", cf_dtype_name(opt->dtype));
+    cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
+    if (!w) return -1;
+    size_t biggest = largest_tensor(cfg);
+    import_ctx c = {.cfg = cfg, .opt = opt, .w = w, .fill = fill, .fill_ctx = ctx, .err = err,
+                    .f32 = cf_xmalloc(biggest * sizeof(float)), .narrow = cf_xmalloc(biggest * sizeof(uint16_t))};
+    char *config_text = cf_model_config_to_json(cfg);
+    json_t *meta = json_pack("{s:o, s:s, s:s}", "model_config", json_loads(config_text, 0, NULL), "source", source,
+                             "format", "cformers llama weights");
+    free(config_text);
+    int rc = llama_weights_foreach(cfg, import_one, &c);
+    if (rc == 0 && opt->tokenizer_path) rc = embed_tokenizer(w, opt->tokenizer_path, meta, err);
+    free(c.f32);
+    free(c.narrow);
+    if (rc != 0) {
+        json_decref(meta);
+        cf_ckpt_writer_abort(w);
+        return -1;
+    }
+    char *meta_text = json_dumps(meta, JSON_INDENT(1));
+    json_decref(meta);
+    rc = cf_ckpt_writer_finish(w, meta_text, err);
+    free(meta_text);
+    return rc;
+}

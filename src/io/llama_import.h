@@ -1,0 +1,17 @@
+/* Shared tail of every importer: writes a LLaMA checkpoint from a source that can fill
+ * any weight as f32, plus the config, the source description and the tokenizer. */
+#ifndef CFORMERS_IO_LLAMA_IMPORT_H
+#define CFORMERS_IO_LLAMA_IMPORT_H
+
+#include <stddef.h>
+
+#include "cformers/convert.h"
+#include "io/llama_weights.h"
+
+/* Fills dst (n floats, the tensor's shape in [out, in] order) with weight kind/layer. */
+typedef int (*llama_fill_fn)(void *ctx, llama_weight kind, long layer, float *dst, size_t n, cf_error *err);
+
+int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                       const char *source, llama_fill_fn fill, void *ctx, cf_error *err);
+
+#endif
