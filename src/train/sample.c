@@ -49,6 +49,25 @@ static int32_t draw(float *probs, const float *logits, int64_t vocab, cf_rng *rn
     return (int32_t)(vocab - 1);
 }
 
+/* Length of the valid UTF-8 sequence at s, or 0. */
+static int utf8_length(const unsigned char *s) {
+    int n = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+/* A model early in training emits byte tokens that do not form UTF-8; logs and JSON
+ * need valid text, so each stray byte becomes '?'. */
+static void make_valid_utf8(char *text) {
+    unsigned char *s = (unsigned char *)text;
+    while (*s) {
+        int n = utf8_length(s);
+        if (n == 0) *s = '?';
+        s += n ? n : 1;
+    }
+}
+
 char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {
     sampler s;
     if (sampler_open(&s, t, err) != 0) {
@@ -74,5 +93,6 @@ char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {
     char *text = cf_tokenizer_decode(s.tok, ids + 1, (size_t)n_new);
     free(ids);
     sampler_free(&s);
+    if (text) make_valid_utf8(text);
     return text;
 }

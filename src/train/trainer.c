@@ -2,6 +2,7 @@
  * primitives the loop and the tests use. */
 #include "train/trainer_internal.h"
 
+#include "obs/rss.h"
 #include "train/checkpoint_files.h"
 
 #include <stdlib.h>
@@ -77,6 +78,7 @@ static int init_state(cf_trainer *t, cf_error *err) {
 
 cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts, cf_error *err) {
     cf_trainer *t = cf_xcalloc(1, sizeof *t);
+    t->baseline_rss = cf_current_rss_bytes();
     t->cfg = *cfg;
     if (opts) t->opts = *opts;
     t->out = t->opts.out ? t->opts.out : stdout;

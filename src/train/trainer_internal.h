@@ -26,6 +26,7 @@ struct cf_trainer {
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
     double last_grad_norm;
+    size_t baseline_rss; /* resident bytes before the trainer allocated anything */
 };
 
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
