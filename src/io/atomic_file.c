@@ -1,0 +1,79 @@
+#include "io/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void release(atomic_file *a) {
+    if (a->f) fclose(a->f);
+    free(a->path);
+    free(a->tmp_path);
+    *a = (atomic_file){0};
+}
+
+int atomic_file_open(atomic_file *a, const char *path, cf_error *err) {
+    *a = (atomic_file){.path = cf_xstrdup(path), .tmp_path = cf_xmalloc(strlen(path) + 5)};
+    sprintf(a->tmp_path, "%s.tmp", path);
+    a->f = fopen(a->tmp_path, "wb");
+    if (!a->f) {
+        cf_fail(err, "%s: cannot create: %s", a->tmp_path, strerror(errno));
+        release(a);
+        return -1;
+    }
+    return 0;
+}
+
+int atomic_file_write(atomic_file *a, const void *data, size_t n, cf_error *err) {
+    if (n && fwrite(data, 1, n, a->f) != n)
+        return cf_fail(err, "%s: write failed at offset %llu: %s", a->tmp_path, (unsigned long long)a->offset,
+                       strerror(errno));
+    a->offset += n;
+    return 0;
+}
+
+int atomic_file_pad(atomic_file *a, uint64_t align, cf_error *err) {
+    static const char zeros[64];
+    uint64_t pad = (align - a->offset % align) % align;
+    for (; pad > 0; pad -= pad < sizeof zeros ? pad : sizeof zeros)
+        if (atomic_file_write(a, zeros, pad < sizeof zeros ? pad : sizeof zeros, err) != 0) return -1;
+    return 0;
+}
+
+/* The rename is durable only once the directory entry reaches the disk too. */
+static void sync_parent_dir(const char *path) {
+    char *copy = cf_xstrdup(path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+int atomic_file_commit(atomic_file *a, cf_error *err) {
+    int rc = 0;
+    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0)
+        rc = cf_fail(err, "%s: cannot flush to disk: %s", a->tmp_path, strerror(errno));
+    if (fclose(a->f) != 0 && rc == 0) rc = cf_fail(err, "%s: close failed: %s", a->tmp_path, strerror(errno));
+    a->f = NULL;
+    if (rc == 0 && rename(a->tmp_path, a->path) != 0)
+        rc = cf_fail(err, "%s: cannot rename %s into place: %s", a->path, a->tmp_path, strerror(errno));
+    if (rc == 0)
+        sync_parent_dir(a->path);
+    else
+        unlink(a->tmp_path);
+    release(a);
+    return rc;
+}
+
+void atomic_file_abort(atomic_file *a) {
+    if (a->tmp_path) {
+        if (a->f) fclose(a->f);
+        a->f = NULL;
+        unlink(a->tmp_path);
+    }
+    release(a);
+}
