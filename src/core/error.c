@@ -17,14 +17,19 @@ int cf_fail(cf_error *err, const char *fmt, ...) {
 
 int cf_fail_prefix(cf_error *err, const char *fmt, ...) {
     if (err) {
-        char prefix[CF_ERROR_MSG_MAX];
         char old[CF_ERROR_MSG_MAX];
+        memcpy(old, err->msg, sizeof old);
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
-        memcpy(old, err->msg, sizeof old);
-        snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+        if (n >= 0 && (size_t)n < sizeof err->msg) {
+            size_t room = sizeof err->msg - (size_t)n - 1;
+            size_t len = strnlen(old, sizeof old - 1);
+            if (len > room) len = room;
+            memcpy(err->msg + n, old, len);
+            err->msg[(size_t)n + len] = 0;
+        }
     }
     return -1;
 }
