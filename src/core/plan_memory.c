@@ -1,7 +1,9 @@
-/* Memory planning: liveness intervals over the execution order, then offsets by
- * "greedy by size" (Pisarchyk & Lee 2020, "Efficient Memory Management for Deep
- * Neural Net Inference"): the largest tensors are placed first, each at the smallest
- * gap between already placed tensors whose lifetimes overlap its own. */
+/* Memory planning: liveness intervals over the execution order, then offsets by the
+ * greedy heuristics of Pisarchyk & Lee 2020 ("Efficient Memory Management for Deep
+ * Neural Net Inference"): tensors are placed one by one, each at the smallest gap
+ * between already placed tensors whose lifetimes overlap its own. The order is by size
+ * (two tie-breaks) or by breadth (nodes with the most live bytes first); the plan keeps
+ * whichever gives the smallest arena. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +31,17 @@ cf_storage cf_tensor_storage(const cf_tensor *t) {
     }
 }
 
-static int by_size_desc(const void *a, const void *b) {
-    const interval *x = a, *y = b;
+/* Placement orders tried; the smallest arena wins. */
+static int by_size_then_first(const void *a, const void *b) {
+    const interval *x = *(const interval *const *)a, *y = *(const interval *const *)b;
     if (x->size != y->size) return x->size < y->size ? 1 : -1;
     return x->first - y->first;
+}
+
+static int by_size_then_lifetime(const void *a, const void *b) {
+    const interval *x = *(const interval *const *)a, *y = *(const interval *const *)b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return (y->last - y->first) - (x->last - x->first);
 }
 
 static int by_offset(const void *a, const void *b) {
@@ -40,15 +49,15 @@ static int by_offset(const void *a, const void *b) {
     return (*x)->offset < (*y)->offset ? -1 : (*x)->offset > (*y)->offset;
 }
 
-/* Places items[0..n) (sorted by size, largest first); returns the arena size. */
-static size_t place_greedy_by_size(interval *items, int n) {
-    interval **live = cf_xmalloc(sizeof *live * (size_t)(n ? n : 1));
+/* Places the items in `order`, each at the smallest gap between already placed items
+ * whose lifetimes overlap its own (or on top); returns the arena size. */
+static size_t place_best_fit(interval **order, int n, interval **live) {
     size_t arena = 0;
     for (int i = 0; i < n; i++) {
-        interval *x = &items[i];
+        interval *x = order[i];
         int n_live = 0;
         for (int j = 0; j < i; j++)
-            if (items[j].first <= x->last && x->first <= items[j].last) live[n_live++] = &items[j];
+            if (order[j]->first <= x->last && x->first <= order[j]->last) live[n_live++] = order[j];
         qsort(live, (size_t)n_live, sizeof *live, by_offset);
         int64_t prev_end = 0, best = -1;
         size_t best_gap = SIZE_MAX;
@@ -64,8 +73,63 @@ static size_t place_greedy_by_size(interval *items, int n) {
         x->offset = best >= 0 ? best : prev_end;
         if ((size_t)x->offset + x->size > arena) arena = (size_t)x->offset + x->size;
     }
-    free(live);
     return arena;
+}
+
+/* "Greedy by breadth": nodes with the most live bytes first, each node's unplaced
+ * tensors largest first. */
+static void order_by_breadth(interval *items, int n, int n_nodes, interval **order) {
+    int64_t *breadth = cf_xcalloc((size_t)n_nodes, sizeof *breadth);
+    int *nodes = cf_xmalloc(sizeof *nodes * (size_t)n_nodes);
+    bool *taken = cf_xcalloc((size_t)n, sizeof *taken);
+    for (int i = 0; i < n; i++)
+        for (int k = items[i].first; k <= items[i].last; k++) breadth[k] += (int64_t)items[i].size;
+    for (int k = 0; k < n_nodes; k++) nodes[k] = k;
+    for (int a = 1; a < n_nodes; a++) /* insertion sort, breadth descending, stable */
+        for (int b = a; b > 0 && breadth[nodes[b]] > breadth[nodes[b - 1]]; b--) {
+            int t = nodes[b];
+            nodes[b] = nodes[b - 1];
+            nodes[b - 1] = t;
+        }
+    int placed = 0;
+    for (int a = 0; a < n_nodes; a++) {
+        int k = nodes[a], from = placed;
+        for (int i = 0; i < n; i++)
+            if (!taken[i] && items[i].first <= k && k <= items[i].last) {
+                taken[i] = true;
+                order[placed++] = &items[i];
+            }
+        qsort(order + from, (size_t)(placed - from), sizeof *order, by_size_then_first);
+    }
+    free(breadth);
+    free(nodes);
+    free(taken);
+}
+
+/* Tries each order and keeps the offsets of the smallest arena. */
+static size_t place_items(interval *items, int n, int n_nodes) {
+    interval **order = cf_xmalloc(sizeof *order * (size_t)(n ? n : 1));
+    interval **live = cf_xmalloc(sizeof *live * (size_t)(n ? n : 1));
+    int64_t *best_offsets = cf_xmalloc(sizeof *best_offsets * (size_t)(n ? n : 1));
+    size_t best = SIZE_MAX;
+    for (int strategy = 0; strategy < 3; strategy++) {
+        if (strategy < 2) {
+            for (int i = 0; i < n; i++) order[i] = &items[i];
+            qsort(order, (size_t)n, sizeof *order, strategy == 0 ? by_size_then_first : by_size_then_lifetime);
+        } else {
+            order_by_breadth(items, n, n_nodes, order);
+        }
+        size_t arena = place_best_fit(order, n, live);
+        if (arena < best) {
+            best = arena;
+            for (int i = 0; i < n; i++) best_offsets[i] = items[i].offset;
+        }
+    }
+    for (int i = 0; i < n; i++) items[i].offset = best_offsets[i];
+    free(order);
+    free(live);
+    free(best_offsets);
+    return best == SIZE_MAX ? 0 : best;
 }
 
 /* Peak over nodes of the bytes live at once: no placement can use less. */
@@ -120,9 +184,8 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
 
     interval *items = cf_xmalloc(sizeof *items * (size_t)(g->n_tensors + g->n_nodes + 1));
     int n = collect_intervals(g, l, items);
-    qsort(items, (size_t)n, sizeof *items, by_size_desc);
     cf_memory_report *r = &l->report;
-    r->arena_bytes = place_greedy_by_size(items, n);
+    r->arena_bytes = place_items(items, n, g->n_nodes);
     r->lower_bound_bytes = live_peak(items, n, g->n_nodes);
     r->fragmentation = r->lower_bound_bytes ? (double)r->arena_bytes / (double)r->lower_bound_bytes - 1.0 : 0.0;
     r->arena_tensors = n;
