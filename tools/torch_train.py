@@ -33,8 +33,9 @@ import torch_reference as ref  # noqa: E402
 
 
 def load_config(path):
+    """The YAML part of `cformers config show` (up to the memory table after a blank line)."""
     with open(path) as f:
-        cfg = yaml.safe_load(f)
+        cfg = yaml.safe_load(f.read().split("\n\n\n")[0].split("\nparameters:")[0])
     mc = dict(cfg["model"]["model_config"])
     mc["arch"] = str(mc.get("arch", mc.get("type", "llama"))).lower()
     mc["arch"] = "gpt2" if "gpt" in mc["arch"] else "llama"
@@ -58,10 +59,18 @@ def init_params(mc, gen):
     return params, shapes
 
 
+def decays(name, shape, o):
+    """optimizer.no_decay_*, as the trainer applies them (src/train/trainer.c)."""
+    bias = name.endswith(".bias")
+    norm = len(shape) == 1 and not bias
+    return not ((ref.is_embedding(name) and o.get("no_decay_embeddings", True)) or
+                (bias and o.get("no_decay_biases", True)) or (norm and o.get("no_decay_norms", True)))
+
+
 def make_optimizer(cfg, params, shapes):
     o = cfg["optimizer"]
-    decay = [p for n, p in params.items() if ref.decays(n, shapes[n])]
-    no_decay = [p for n, p in params.items() if not ref.decays(n, shapes[n])]
+    decay = [p for n, p in params.items() if decays(n, shapes[n], o)]
+    no_decay = [p for n, p in params.items() if not decays(n, shapes[n], o)]
     return torch.optim.AdamW([{"params": decay, "weight_decay": float(o["weight_decay"])},
                               {"params": no_decay, "weight_decay": 0.0}],
                              lr=float(cfg["lr_schedule"]["learning_rate"]),

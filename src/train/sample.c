@@ -1,52 +1,69 @@
 #include "train/sample.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cformers/infer.h"
 #include "cformers/tokenizer.h"
 #include "train/trainer_internal.h"
 
-#define SAMPLE_TEMPERATURE 0.8
+#define SAMPLE_TEMPERATURE 0.8f
 
 typedef struct sampler {
-    cf_model_graph model;
+    cf_trainer *t;
+    cf_infer_model *infer;     /* LLaMA */
+    cf_model_graph model;      /* otherwise: forward graph at batch 1 */
     cf_plan *plan;
-    cf_tokenizer *tok;
-    float *probs;
+    float *logits;             /* [vocab] */
+    int64_t vocab, window;
 } sampler;
 
-static void sampler_free(sampler *s) {
-    cf_plan_free(s->plan);
-    cf_graph_free(s->model.graph);
-    cf_tokenizer_free(s->tok);
-    free(s->probs);
+static const float *trainer_weight(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    int64_t numel, want = 1;
+    for (int i = 0; i < ndim; i++) want *= shape[i];
+    const float *w = cf_trainer_param(ctx, name, &numel);
+    return w && numel == want ? w : NULL;
 }
 
-static int sampler_open(sampler *s, const cf_trainer *t, cf_error *err) {
+static void sampler_free(sampler *s) {
+    cf_infer_free(s->infer);
+    cf_plan_free(s->plan);
+    cf_graph_free(s->model.graph);
+    free(s->logits);
+}
+
+static int sampler_open(sampler *s, cf_trainer *t, int64_t length, cf_error *err) {
+    const cf_model_config *m = &t->cfg.model.model_config;
     memset(s, 0, sizeof *s);
-    const cf_dataset_config *d = &t->cfg.train_dataset;
-    s->tok = cf_batches_is_text(d->data_dir) || !d->tokenizer[0] ? cf_tokenizer_bytes()
-                                                                : cf_tokenizer_load(d->tokenizer, err);
-    if (!s->tok) return -1;
-    cf_model_build_opts opts = {.keep_logits = true};
-    if (cf_model_graph_build(&t->cfg.model.model_config, 1, t->seq, &opts, &s->model, err) != 0) return -1;
+    s->t = t;
+    s->vocab = m->vocab_size;
+    s->window = t->seq;
+    s->logits = cf_xmalloc(sizeof(float) * (size_t)s->vocab);
+    if (m->arch == CF_ARCH_LLAMA) {
+        cf_infer_options opts = {.weight_dtype = CF_F32, .max_seq = (long)length};
+        s->infer = cf_infer_from_weights(m, trainer_weight, t, &opts, err);
+        return s->infer ? 0 : -1;
+    }
+    cf_model_build_opts build = {.keep_logits = true};
+    if (cf_model_graph_build(m, 1, t->seq, &build, &s->model, err) != 0) return -1;
     s->plan = cf_plan_create(s->model.graph, err);
     if (!s->plan) return -1;
-    s->probs = cf_xmalloc(sizeof(float) * (size_t)t->cfg.model.model_config.vocab_size);
+    cf_param_blocks from = cf_graph_blocks(t->model.graph), to = cf_graph_blocks(s->model.graph);
+    memcpy(to.params->data, from.params->data, cf_tensor_bytes(from.params));
+    memset(cf_tensor_i32(s->model.targets), 0, sizeof(int32_t) * (size_t)t->seq);
     return 0;
 }
 
-/* Draws from softmax(logits / temperature). */
-static int32_t draw(float *probs, const float *logits, int64_t vocab, cf_rng *rng) {
-    float max = logits[0];
-    for (int64_t i = 1; i < vocab; i++) max = logits[i] > max ? logits[i] : max;
-    double sum = 0.0;
-    for (int64_t i = 0; i < vocab; i++) sum += probs[i] = expf((float)((logits[i] - max) / SAMPLE_TEMPERATURE));
-    double u = cf_rng_uniform(rng) * sum, acc = 0.0;
-    for (int64_t i = 0; i < vocab; i++)
-        if ((acc += probs[i]) > u) return (int32_t)i;
-    return (int32_t)(vocab - 1);
+/* Logits for the token after ids[0 .. n-1], into s->logits. */
+static int next_logits(sampler *s, const int32_t *ids, int64_t n, cf_error *err) {
+    if (s->infer) return cf_infer_forward(s->infer, ids + n - 1, 1, (long)(n - 1), s->logits, false, err);
+    int64_t start = n > s->window ? n - s->window : 0, len = n - start;
+    int32_t *window = cf_tensor_i32(s->model.tokens);
+    memset(window, 0, sizeof(int32_t) * (size_t)s->window);
+    memcpy(window, ids + start, sizeof(int32_t) * (size_t)len);
+    cf_plan_run(s->plan, CF_PHASE_FORWARD);
+    memcpy(s->logits, cf_tensor_f32(s->model.logits) + (len - 1) * s->vocab, sizeof(float) * (size_t)s->vocab);
+    return 0;
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */
@@ -68,31 +85,34 @@ static void make_valid_utf8(char *text) {
     }
 }
 
+static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
+    const cf_dataset_config *d = &t->cfg.train_dataset;
+    return cf_batches_is_text(d->data_dir) || !d->tokenizer[0] ? cf_tokenizer_bytes()
+                                                              : cf_tokenizer_load(d->tokenizer, err);
+}
+
 char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {
-    sampler s;
-    if (sampler_open(&s, t, err) != 0) {
-        sampler_free(&s);
-        return NULL;
-    }
-    cf_param_blocks from = cf_graph_blocks(t->model.graph), to = cf_graph_blocks(s.model.graph);
-    memcpy(to.params->data, from.params->data, cf_tensor_bytes(from.params));
     int64_t n_new = t->cfg.runner_config.sample_tokens > 0 ? t->cfg.runner_config.sample_tokens : 64;
-    int64_t vocab = t->cfg.model.model_config.vocab_size, T = t->seq;
+    int64_t max_pos = t->cfg.model.model_config.max_position_embeddings;
+    if (t->cfg.model.model_config.arch == CF_ARCH_LLAMA && n_new + 1 > max_pos) n_new = max_pos - 1;
+    cf_tokenizer *tok = sample_tokenizer(t, err);
+    if (!tok) return NULL;
+    sampler s;
+    cf_sampler_params params = {.temperature = SAMPLE_TEMPERATURE, .seed = cf_rng_next(&t->pos.rng)};
+    cf_sampler *draw = cf_sampler_new(&params, (long)t->cfg.model.model_config.vocab_size);
     int32_t *ids = cf_xcalloc((size_t)(n_new + 1), sizeof *ids);
-    int bos = cf_tokenizer_bos(s.tok);
+    int bos = cf_tokenizer_bos(tok);
     ids[0] = bos >= 0 ? bos : '\n'; /* byte vocabularies start at a line break */
-    int32_t *window = cf_tensor_i32(s.model.tokens);
-    memset(cf_tensor_i32(s.model.targets), 0, sizeof(int32_t) * (size_t)T);
-    for (int64_t n = 1; n <= n_new; n++) {
-        int64_t start = n > T ? n - T : 0, len = n - start;
-        memset(window, 0, sizeof(int32_t) * (size_t)T);
-        memcpy(window, ids + start, sizeof(int32_t) * (size_t)len);
-        cf_plan_run(s.plan, CF_PHASE_FORWARD);
-        ids[n] = draw(s.probs, cf_tensor_f32(s.model.logits) + (len - 1) * vocab, vocab, &t->pos.rng);
+    char *text = NULL;
+    if (sampler_open(&s, t, n_new + 1, err) == 0) {
+        int64_t n = 1;
+        while (n <= n_new && next_logits(&s, ids, n, err) == 0) ids[n++] = cf_sampler_sample(draw, s.logits);
+        if (n > n_new) text = cf_tokenizer_decode(tok, ids + 1, (size_t)n_new);
     }
-    char *text = cf_tokenizer_decode(s.tok, ids + 1, (size_t)n_new);
-    free(ids);
     sampler_free(&s);
+    cf_sampler_free(draw);
+    free(ids);
+    cf_tokenizer_free(tok);
     if (text) make_valid_utf8(text);
     return text;
 }
