@@ -95,6 +95,9 @@ char *cf_model_config_to_json(const cf_model_config *m);
 /* Reads a model_config object (JSON text); keys not present keep the values already
  * in *m, unknown keys are an error naming the key. */
 int cf_model_config_from_json(const char *json, cf_model_config *m, cf_error *err);
+/* Reads the "model_config" object of a checkpoint's metadata (LLaMA defaults for keys
+ * it lacks); the error names the file. */
+int cf_ckpt_model_config(const cf_ckpt *c, cf_model_config *m, cf_error *err);
 /* Sets *m to the defaults of a LLaMA model (theta 10000, eps 1e-5, f32, ids -1, ...)
  * with the size keys zero, for importers to fill in. */
 void cf_model_config_init_llama(cf_model_config *m);

@@ -92,6 +92,28 @@ typedef void (*cf_token_fn)(void *ctx, int32_t token, const char *piece, size_t 
 int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, const cf_generate_params *p,
                 cf_token_fn on_token, void *ctx, int32_t *out_ids, cf_generate_stats *stats, cf_error *err);
 
+/* ---- forward-alignment validation (docs/validate-reference.md) ---- */
+
+/* Logits a reference implementation computed for a prompt. */
+typedef struct cf_logits_reference {
+    int32_t *tokens;
+    float *logits; /* [n_tokens, vocab] */
+    long n_tokens, vocab;
+} cf_logits_reference;
+
+int cf_logits_reference_load(const char *path, cf_logits_reference *ref, cf_error *err);
+void cf_logits_reference_free(cf_logits_reference *ref);
+
+typedef struct cf_validate_row {
+    double max_abs;  /* max |model - reference| over the vocabulary */
+    double max_rel;  /* max_abs / max |reference| (scale-free) */
+    int32_t argmax_model, argmax_reference;
+} cf_validate_row;
+
+/* Runs the reference's tokens through the model in one batch from position 0 and fills
+ * rows[n_tokens]. Fails when the vocabulary or length does not fit the model. */
+int cf_validate(cf_infer_model *m, const cf_logits_reference *ref, cf_validate_row *rows, cf_error *err);
+
 #ifdef __cplusplus
 }
 #endif

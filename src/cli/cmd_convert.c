@@ -1,11 +1,64 @@
-#include "cli.h"
-
 #include <stdio.h>
+#include <string.h>
+
+#include "cformers/convert.h"
+#include "cli.h"
+#include "cli_parse.h"
+
+static const char usage[] =
+    "usage: cformers convert --from llama2c|hf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
+    "       cformers convert --to safetensors|gguf CKPT --output OUT\n"
+    "\n"
+    "Imports a model into a cformers checkpoint, or exports a checkpoint for other tools.\n"
+    "\n"
+    "  --from llama2c MODEL.bin   llama2.c checkpoint: legacy v0 header, or v1 (f32) / v2 (int8)\n"
+    "  --from hf DIR              Hugging Face LLaMA: config.json + model.safetensors (or shards\n"
+    "                             with model.safetensors.index.json); f32, bf16 or f16\n"
+    "  --tokenizer FILE           tokenizer to embed (llama2.c tokenizer.bin or SentencePiece\n"
+    "                             .model; for hf, DIR/tokenizer.model is used when present)\n"
+    "  --dtype f32|bf16|f16       weight dtype in the checkpoint (default f32)\n"
+    "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
+    "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp)\n"
+    "  --output OUT               where to write\n";
 
 int cmd_convert(int argc, char **argv) {
+    const char *cmd = "convert";
     if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers convert [options]\n\nimport and export checkpoints (llama2.c, Hugging Face safetensors, GGUF).\nNot implemented yet: it arrives with issue 7 (pretrained models and generation).\n");
+        fputs(usage, stdout);
         return 0;
     }
-    return cli_not_yet("convert", "import and export checkpoints (llama2.c, Hugging Face safetensors, GGUF)", "issue 7 (pretrained models and generation)");
+    const char *from = NULL, *to = NULL, *source = NULL, *output = NULL, *tokenizer = NULL;
+    cf_dtype dtype = CF_F32;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *v;
+        if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
+        if (strcmp(flag, "--from") == 0 || strcmp(flag, "--to") == 0) {
+            if (cli_flag_value(cmd, argc, argv, &i, &source) != 0) return 2;
+            *(flag[2] == 'f' ? &from : &to) = v;
+        } else if (strcmp(flag, "--output") == 0 || strcmp(flag, "-o") == 0) {
+            output = v;
+        } else if (strcmp(flag, "--tokenizer") == 0) {
+            tokenizer = v;
+        } else if (strcmp(flag, "--dtype") == 0) {
+            if (cli_parse_dtype(cmd, flag, v, &dtype) != 0) return 2;
+        } else {
+            return cli_usage_error(cmd, "unknown option '%s'", flag);
+        }
+    }
+    if (!from == !to) return cli_usage_error(cmd, "give exactly one of --from FORMAT SOURCE or --to FORMAT CKPT");
+    if (!output) return cli_usage_error(cmd, "--output is required");
+    cf_convert_options opt = {.dtype = dtype, .tokenizer_path = tokenizer, .progress = true};
+    cf_error err;
+    int rc;
+    if (from && strcmp(from, "llama2c") == 0) rc = cf_import_llama2c(source, output, &opt, &err);
+    else if (from && strcmp(from, "hf") == 0) rc = cf_import_hf(source, output, &opt, &err);
+    else if (to && strcmp(to, "safetensors") == 0) rc = cf_export_safetensors(source, output, &err);
+    else if (to && strcmp(to, "gguf") == 0) rc = cf_export_gguf(source, output, &err);
+    else return cli_usage_error(cmd, "unknown format '%s' (from: llama2c, hf; to: safetensors, gguf)", from ? from : to);
+    if (rc != 0) {
+        fprintf(stderr, "cformers convert: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", output);
+    return 0;
 }

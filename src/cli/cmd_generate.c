@@ -95,6 +95,7 @@ int cmd_generate(int argc, char **argv) {
                             .sampling = {.temperature = (float)a.temperature, .top_k = (int)a.top_k,
                                          .top_p = (float)a.top_p, .seed = a.seed}};
     cf_generate_stats s;
+    fputs(a.prompt, stdout); /* the continuation is streamed right after it */
     rc = cf_generate(m, tok, a.prompt, &p, print_piece, NULL, NULL, &s, &err);
     printf("\n");
     if (rc == 0)

@@ -1,14 +1,12 @@
 /* Building an inference model: weights from a checkpoint (in place from the mmap when
  * the dtype already matches) or from a caller's name -> f32 lookup. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "cformers/threads.h"
 #include "infer/model_internal.h"
+#include "io/ckpt_tokenizer.h"
 #include "io/llama_weights.h"
 
 /* Hands out weight data of a given name and shape; dtype says what the data is. */
@@ -110,65 +108,25 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
 
 static const void *ckpt_source(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
                                cf_error *err) {
-    cf_ckpt *c = ctx;
-    const cf_ckpt_tensor *t = cf_ckpt_find(c, name);
-    if (t && t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16) {
-        cf_fail(err, "%s: tensor %s: dtype %s is not supported for weights (f32, bf16, f16)", cf_ckpt_path(c), name,
-                cf_dtype_name(t->dtype));
-        return NULL;
-    }
-    t = cf_ckpt_get(c, name, t ? t->dtype : CF_F32, ndim, shape, err);
+    const cf_ckpt_tensor *t = llama_ckpt_float_tensor(ctx, name, ndim, shape, err);
     if (!t) return NULL;
     *dtype = t->dtype;
     return t->data;
 }
 
-/* The embedded tokenizer file is handed to cf_tokenizer_load through an in-memory file. */
-static cf_tokenizer *embedded_tokenizer(cf_ckpt *c, json_t *meta, cf_error *err) {
-    json_t *info = json_object_get(meta, "tokenizer");
-    const char *tensor = json_string_value(json_object_get(info, "tensor"));
-    if (!tensor) return NULL;
-    const cf_ckpt_tensor *t = cf_ckpt_get(c, tensor, CF_I8, -1, NULL, err);
-    if (!t) return NULL;
-    int fd = memfd_create("cformers-tokenizer", MFD_CLOEXEC);
-    if (fd < 0 || write(fd, t->data, t->nbytes) != (ssize_t)t->nbytes) {
-        if (fd >= 0) close(fd);
-        cf_fail(err, "%s: cannot stage the embedded tokenizer", cf_ckpt_path(c));
-        return NULL;
-    }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    cf_tokenizer *tok = cf_tokenizer_load(path, err);
-    close(fd);
-    if (!tok) cf_fail_prefix(err, "%s: embedded tokenizer %s: ", cf_ckpt_path(c), tensor);
-    return tok;
-}
-
-static int read_config(cf_ckpt *c, json_t *meta, cf_model_config *cfg, cf_error *err) {
-    json_t *mc = json_object_get(meta, "model_config");
-    if (!json_is_object(mc)) return cf_fail(err, "%s: metadata has no model_config object", cf_ckpt_path(c));
-    char *text = json_dumps(mc, 0);
-    cf_model_config_init_llama(cfg);
-    int rc = cf_model_config_from_json(text, cfg, err);
-    free(text);
-    return rc == 0 ? 0 : cf_fail_prefix(err, "%s: ", cf_ckpt_path(c));
-}
-
 cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, false, err);
     if (!c) return NULL;
-    json_error_t jerr;
-    json_t *meta = json_loads(cf_ckpt_metadata(c), 0, &jerr);
     cf_model_config cfg;
     cf_infer_model *m = NULL;
     cf_tokenizer *tok = NULL;
-    if (read_config(c, meta, &cfg, err) == 0) {
-        tok = embedded_tokenizer(c, meta, err);
-        if (tok || !json_object_get(meta, "tokenizer")) m = build(&cfg, path, ckpt_source, c, opt, c, err);
+    bool has_tokenizer = false;
+    if (cf_ckpt_model_config(c, &cfg, err) == 0) {
+        tok = ckpt_load_tokenizer(c, &has_tokenizer, err);
+        if (tok || !has_tokenizer) m = build(&cfg, path, ckpt_source, c, opt, c, err);
     }
-    json_decref(meta);
     if (!m) {
-        cf_tokenizer_free(tok);
+        if (tok) cf_tokenizer_free(tok);
         cf_ckpt_close(c);
         return NULL;
     }
@@ -229,7 +187,7 @@ void cf_infer_free(cf_infer_model *m) {
     float *bufs[] = {m->k_cache, m->v_cache, m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     cf_aligned_free(m->act16);
-    cf_tokenizer_free(m->tokenizer);
+    if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     cf_ckpt_close(m->ckpt);
     free(m);
 }

@@ -1,6 +1,7 @@
 #include "io/llama_weights.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *suffix[LW_COUNT] = {
     [LW_EMBED] = "model.embed_tokens.weight",
@@ -70,4 +71,37 @@ int llama_config_check(const cf_model_config *m, const char *source, cf_error *e
     if (m->max_position_embeddings < 1)
         return cf_fail(err, "%s: max_position_embeddings must be positive", source);
     return 0;
+}
+
+/* Interleaved row h*hd + 2i + c is HF row h*hd + c*hd/2 + i. */
+static void permute_rows(const void *src, void *dst, long heads, long head_dim, size_t row_bytes, bool to_hf) {
+    const char *s = src;
+    char *d = dst;
+    long half = head_dim / 2;
+    for (long h = 0; h < heads; h++)
+        for (long i = 0; i < half; i++)
+            for (long c = 0; c < 2; c++) {
+                long inter = h * head_dim + 2 * i + c, hf = h * head_dim + c * half + i;
+                long from = to_hf ? inter : hf, to = to_hf ? hf : inter;
+                memcpy(d + (size_t)to * row_bytes, s + (size_t)from * row_bytes, row_bytes);
+            }
+}
+
+void llama_rows_to_hf(const void *src, void *dst, long heads, long head_dim, size_t row_bytes) {
+    permute_rows(src, dst, heads, head_dim, row_bytes, true);
+}
+
+void llama_rows_from_hf(const void *src, void *dst, long heads, long head_dim, size_t row_bytes) {
+    permute_rows(src, dst, heads, head_dim, row_bytes, false);
+}
+
+const cf_ckpt_tensor *llama_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
+                                              cf_error *err) {
+    const cf_ckpt_tensor *t = cf_ckpt_find(c, name);
+    if (t && t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16) {
+        cf_fail(err, "%s: tensor %s: dtype %s is not supported for weights (f32, bf16, f16)", cf_ckpt_path(c), name,
+                cf_dtype_name(t->dtype));
+        return NULL;
+    }
+    return cf_ckpt_get(c, name, t ? t->dtype : CF_F32, ndim, shape, err);
 }

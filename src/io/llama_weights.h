@@ -4,9 +4,11 @@
 #ifndef CFORMERS_IO_LLAMA_WEIGHTS_H
 #define CFORMERS_IO_LLAMA_WEIGHTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/error.h"
 #include "cformers/model_config.h"
 
@@ -42,5 +44,16 @@ int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ct
 
 /* Basic consistency of a LLaMA config (positive sizes, divisibility); err names `source`. */
 int llama_config_check(const cf_model_config *m, const char *source, cf_error *err);
+
+/* The checkpoint tensor `name` with this shape in a float dtype (f32, bf16, f16),
+ * checksum verified; NULL with err naming the file and tensor otherwise. */
+const cf_ckpt_tensor *llama_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
+                                              cf_error *err);
+
+/* Reorders the rows of a q or k projection between the interleaved RoPE layout (pairs
+ * (2i, 2i+1) of a head rotate together; Meta, llama2.c, GGUF, cformers) and Hugging Face's
+ * rotate-half layout (pairs (i, i + head_dim/2)). Rows are row_bytes long. */
+void llama_rows_to_hf(const void *src, void *dst, long heads, long head_dim, size_t row_bytes);
+void llama_rows_from_hf(const void *src, void *dst, long heads, long head_dim, size_t row_bytes);
 
 #endif

@@ -124,3 +124,20 @@ int cf_model_config_from_json(const char *json, cf_model_config *m, cf_error *er
     json_decref(o);
     return rc;
 }
+
+int cf_ckpt_model_config(const cf_ckpt *c, cf_model_config *m, cf_error *err) {
+    json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL);
+    json_t *mc = json_object_get(meta, "model_config");
+    int rc;
+    if (!json_is_object(mc)) {
+        rc = cf_fail(err, "%s: metadata has no model_config object", cf_ckpt_path(c));
+    } else {
+        char *text = json_dumps(mc, 0);
+        cf_model_config_init_llama(m);
+        rc = cf_model_config_from_json(text, m, err);
+        free(text);
+        if (rc != 0) cf_fail_prefix(err, "%s: ", cf_ckpt_path(c));
+    }
+    json_decref(meta);
+    return rc;
+}

@@ -1,0 +1,185 @@
+/* cformers checkpoint -> GGUF v3 (llama.cpp): header, llama.* and tokenizer.ggml.*
+ * metadata, tensor infos, then the tensor data, each aligned to 32 bytes. GGUF keeps the
+ * interleaved q/k row order cformers uses, so weights are written as stored. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/checkpoint.h"
+#include "cformers/convert.h"
+#include "data/tokenizer_internal.h"
+#include "io/atomic_file.h"
+#include "io/ckpt_tokenizer.h"
+#include "io/llama_weights.h"
+
+enum { GGUF_ALIGN = 32, GGUF_VERSION = 3 };
+enum { T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9 }; /* metadata value types */
+enum { GGML_F32 = 0, GGML_F16 = 1, GGML_BF16 = 30 };                           /* tensor types */
+enum { FILE_ALL_F32 = 0, FILE_MOSTLY_F16 = 1, FILE_MOSTLY_BF16 = 32 };         /* general.file_type */
+
+typedef struct buf {
+    unsigned char *data;
+    size_t len, cap;
+} buf;
+
+static void put(buf *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->data = cf_xrealloc(b->data, b->cap);
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(buf *b, const char *s, size_t n) { put_u64(b, n), put(b, s, n); }
+
+typedef struct gguf {
+    buf kv;
+    uint64_t n_kv;
+} gguf;
+
+static void kv_key(gguf *g, const char *key, uint32_t type) {
+    put_str(&g->kv, key, strlen(key));
+    put_u32(&g->kv, type);
+    g->n_kv++;
+}
+static void kv_u32(gguf *g, const char *key, uint32_t v) { kv_key(g, key, T_UINT32), put_u32(&g->kv, v); }
+static void kv_f32(gguf *g, const char *key, float v) { kv_key(g, key, T_FLOAT32), put(&g->kv, &v, 4); }
+static void kv_str(gguf *g, const char *key, const char *v) { kv_key(g, key, T_STRING), put_str(&g->kv, v, strlen(v)); }
+static void kv_array(gguf *g, const char *key, uint32_t elem_type, uint64_t n) {
+    kv_key(g, key, T_ARRAY);
+    put_u32(&g->kv, elem_type);
+    put_u64(&g->kv, n);
+}
+
+static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type) {
+    kv_str(g, "general.architecture", "llama");
+    kv_str(g, "general.name", "cformers export");
+    kv_u32(g, "general.alignment", GGUF_ALIGN);
+    kv_u32(g, "general.file_type", file_type);
+    kv_u32(g, "llama.context_length", (uint32_t)m->max_position_embeddings);
+    kv_u32(g, "llama.embedding_length", (uint32_t)m->hidden_size);
+    kv_u32(g, "llama.block_count", (uint32_t)m->num_layers);
+    kv_u32(g, "llama.feed_forward_length", (uint32_t)m->intermediate_size);
+    kv_u32(g, "llama.rope.dimension_count", (uint32_t)cf_model_head_dim(m));
+    kv_u32(g, "llama.attention.head_count", (uint32_t)m->num_heads);
+    kv_u32(g, "llama.attention.head_count_kv", (uint32_t)m->num_kv_heads);
+    kv_f32(g, "llama.attention.layer_norm_rms_epsilon", (float)m->rms_norm_eps);
+    kv_f32(g, "llama.rope.freq_base", (float)m->rope_theta);
+    kv_u32(g, "llama.vocab_size", (uint32_t)m->vocab_size);
+}
+
+/* SentencePiece vocabularies only (tokenizer.ggml.model = "llama"); control tokens lose
+ * llama2.c's "\n<s>\n" decoration. */
+static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, cf_error *err) {
+    if (t->kind != CF_TOK_SENTENCEPIECE)
+        return cf_fail(err, "%s: GGUF export supports SentencePiece tokenizers only", path);
+    kv_str(g, "tokenizer.ggml.model", "llama");
+    kv_array(g, "tokenizer.ggml.tokens", T_STRING, (uint64_t)t->vocab_size);
+    for (int i = 0; i < t->vocab_size; i++) {
+        const char *p = t->pieces[i];
+        size_t n = t->piece_len[i];
+        if (t->types[i] == SP_CONTROL)
+            while (n && (*p == '\n' || p[n - 1] == '\n')) *p == '\n' ? (p++, n--) : n--;
+        put_str(&g->kv, p, n);
+    }
+    kv_array(g, "tokenizer.ggml.scores", T_FLOAT32, (uint64_t)t->vocab_size);
+    put(&g->kv, t->scores, sizeof(float) * (size_t)t->vocab_size);
+    kv_array(g, "tokenizer.ggml.token_type", T_INT32, (uint64_t)t->vocab_size);
+    for (int i = 0; i < t->vocab_size; i++) put_u32(&g->kv, t->types[i]); /* same numbering as SentencePiece */
+    if (t->bos >= 0) kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
+    if (t->eos >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
+    if (t->unk >= 0) kv_u32(g, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
+    return 0;
+}
+
+static const char *gguf_suffix[LW_COUNT] = {
+    [LW_EMBED] = "token_embd", [LW_ATTN_NORM] = "attn_norm", [LW_WQ] = "attn_q",
+    [LW_WK] = "attn_k",        [LW_WV] = "attn_v",           [LW_WO] = "attn_output",
+    [LW_FFN_NORM] = "ffn_norm", [LW_GATE] = "ffn_gate",     [LW_UP] = "ffn_up",
+    [LW_DOWN] = "ffn_down",    [LW_FINAL_NORM] = "output_norm", [LW_LM_HEAD] = "output",
+};
+
+typedef struct tensor_ctx {
+    cf_ckpt *c;
+    const cf_model_config *cfg;
+    buf infos;
+    const cf_ckpt_tensor **tensors;
+    long n;
+    uint64_t data_offset;
+    cf_error *err;
+} tensor_ctx;
+
+static int add_tensor(void *arg, llama_weight kind, long layer) {
+    tensor_ctx *x = arg;
+    char name[128], gname[64];
+    int64_t shape[2];
+    llama_weight_name(kind, layer, name, sizeof name);
+    int ndim = llama_weight_shape(x->cfg, kind, shape);
+    const cf_ckpt_tensor *t = llama_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
+    if (!t) return -1;
+    uint32_t type = t->dtype == CF_F32 ? GGML_F32 : t->dtype == CF_F16 ? GGML_F16 : GGML_BF16;
+    if (llama_weight_per_layer(kind))
+        snprintf(gname, sizeof gname, "blk.%ld.%s.weight", layer, gguf_suffix[kind]);
+    else
+        snprintf(gname, sizeof gname, "%s.weight", gguf_suffix[kind]);
+    put_str(&x->infos, gname, strlen(gname));
+    put_u32(&x->infos, (uint32_t)ndim);
+    for (int d = ndim - 1; d >= 0; d--) put_u64(&x->infos, (uint64_t)shape[d]); /* ggml: innermost first */
+    put_u32(&x->infos, type);
+    put_u64(&x->infos, x->data_offset);
+    x->data_offset += (t->nbytes + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+    x->tensors[x->n++] = t;
+    return 0;
+}
+
+static int write_file(const char *out_path, const gguf *g, const tensor_ctx *x, cf_error *err) {
+    atomic_file a;
+    if (atomic_file_open(&a, out_path, err) != 0) return -1;
+    buf head = {0};
+    put(&head, "GGUF", 4);
+    put_u32(&head, GGUF_VERSION);
+    put_u64(&head, (uint64_t)x->n);
+    put_u64(&head, g->n_kv);
+    int rc = atomic_file_write(&a, head.data, head.len, err);
+    if (rc == 0) rc = atomic_file_write(&a, g->kv.data, g->kv.len, err);
+    if (rc == 0) rc = atomic_file_write(&a, x->infos.data, x->infos.len, err);
+    for (long i = 0; i < x->n && rc == 0; i++) {
+        rc = atomic_file_pad(&a, GGUF_ALIGN, err);
+        if (rc == 0) rc = atomic_file_write(&a, x->tensors[i]->data, x->tensors[i]->nbytes, err);
+    }
+    free(head.data);
+    if (rc == 0) return atomic_file_commit(&a, err);
+    atomic_file_abort(&a);
+    return -1;
+}
+
+int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(checkpoint_path, false, err);
+    if (!c) return -1;
+    cf_model_config cfg;
+    gguf g = {0};
+    tensor_ctx x = {.c = c, .cfg = &cfg, .err = err};
+    bool has_tok = false;
+    cf_tokenizer *tok = NULL;
+    int rc = cf_ckpt_model_config(c, &cfg, err);
+    if (rc == 0) rc = llama_config_check(&cfg, checkpoint_path, err);
+    if (rc == 0) {
+        x.tensors = cf_xcalloc((size_t)(3 + 9 * cfg.num_layers), sizeof *x.tensors);
+        rc = llama_weights_foreach(&cfg, add_tensor, &x);
+    }
+    if (rc == 0) {
+        cf_dtype wd = x.tensors[2]->dtype; /* embedding, layer 0 norm, layer 0 q_proj */
+        model_metadata(&g, &cfg, wd == CF_F16 ? FILE_MOSTLY_F16 : wd == CF_BF16 ? FILE_MOSTLY_BF16 : FILE_ALL_F32);
+        tok = ckpt_load_tokenizer(c, &has_tok, err);
+        if (has_tok && !tok) rc = -1;
+        if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);
+    }
+    if (rc == 0) rc = write_file(out_path, &g, &x, err);
+    if (tok) cf_tokenizer_free(tok);
+    free(g.kv.data);
+    free(x.infos.data);
+    free(x.tensors);
+    cf_ckpt_close(c);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* The safetensors format: u64 little-endian header length, a JSON header
+ * {"NAME": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}},
+ * then the raw little-endian data (offsets relative to its start). */
+#ifndef CFORMERS_IO_SAFETENSORS_H
+#define CFORMERS_IO_SAFETENSORS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/dtype.h"
+#include "cformers/error.h"
+
+typedef struct st_tensor {
+    const char *name;
+    cf_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+    const void *data;
+    size_t nbytes;
+} st_tensor;
+
+typedef struct st_file {
+    char *path;
+    const unsigned char *map;
+    size_t size;
+    json_t *header;    /* owns the names */
+    st_tensor *tensors;
+    long n;
+} st_file;
+
+/* Maps and validates the file (header JSON, dtypes, offsets inside the file, sizes). */
+int st_open(st_file *f, const char *path, cf_error *err);
+const st_tensor *st_find(const st_file *f, const char *name);
+void st_close(st_file *f);
+
+/* Writes a safetensors file atomically, tensors in the order given. */
+int st_write(const char *path, const st_tensor *tensors, long n, cf_error *err);
+
+#endif
