@@ -1,0 +1,44 @@
+/* On-disk layout of a record shard (see docs/record-format.md); all little-endian. */
+#ifndef CFORMERS_DATA_RECORD_FORMAT_H
+#define CFORMERS_DATA_RECORD_FORMAT_H
+
+#include <stdint.h>
+
+#define CF_RECORD_MAGIC "CFRECORD"
+#define CF_RECORD_SUFFIX ".cfrec"
+enum { CF_RECORD_FLAG_ZSTD = 1 };
+
+typedef struct cf_record_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t token_bytes;
+    uint32_t vocab_size;
+    int32_t eos_id;
+    uint32_t flags;
+    uint32_t n_chunks;
+    uint64_t n_docs;
+    uint64_t n_tokens;
+    uint64_t index_offset;
+    uint64_t tokenizer_hash;
+    uint32_t reserved;
+    uint32_t header_crc; /* CRC32C of the 68 bytes before it */
+} cf_record_header;
+_Static_assert(sizeof(cf_record_header) == 72, "record header is 72 bytes on disk");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "record structs are written as they are in memory");
+
+typedef struct cf_record_chunk {
+    uint64_t offset;       /* file offset of the stored bytes */
+    uint32_t stored_bytes; /* bytes on disk (compressed size with zstd) */
+    uint32_t n_tokens;
+    uint32_t crc;          /* CRC32C of the stored bytes */
+    uint32_t reserved;
+} cf_record_chunk;
+_Static_assert(sizeof(cf_record_chunk) == 24, "chunk entry is 24 bytes on disk");
+
+/* Index at header.index_offset: n_chunks cf_record_chunk, then n_docs + 1 uint64 document
+ * token offsets, then a uint32 CRC32C of both; the file ends right after it. */
+static inline uint64_t cf_record_index_bytes(uint64_t n_chunks, uint64_t n_docs) {
+    return n_chunks * sizeof(cf_record_chunk) + (n_docs + 1) * 8 + 4;
+}
+
+#endif

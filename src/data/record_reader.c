@@ -1,0 +1,179 @@
+/* Reads and verifies record shards. Uncompressed token data is used in place from the
+ * mapped file; zstd chunks are decompressed once into one buffer. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "cformers/checkpoint.h"
+#include "cformers/records.h"
+#include "data/record_format.h"
+
+static int fail(cf_record_shard *s, cf_error *err, uint64_t off, const char *what) {
+    cf_fail(err, "%s: offset %llu: %s", s->path, (unsigned long long)off, what);
+    cf_record_shard_close(s);
+    return -1;
+}
+
+static int check_header(cf_record_shard *s, const cf_record_header *h, size_t size, cf_error *err) {
+    if (size < sizeof *h) return fail(s, err, size, "truncated: file shorter than the record header");
+    if (memcmp(h->magic, CF_RECORD_MAGIC, 8) != 0) return fail(s, err, 0, "not a cformers record shard (bad magic)");
+    if (h->header_crc != cf_crc32c(0, h, offsetof(cf_record_header, header_crc)))
+        return fail(s, err, offsetof(cf_record_header, header_crc), "header checksum mismatch");
+    if (h->version != CF_RECORD_VERSION) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "record format version %u, this build reads version %d", h->version,
+                 CF_RECORD_VERSION);
+        return fail(s, err, offsetof(cf_record_header, version), msg);
+    }
+    if ((h->token_bytes != 2 && h->token_bytes != 4) || h->vocab_size == 0 || h->eos_id < 0 ||
+        (uint32_t)h->eos_id >= h->vocab_size)
+        return fail(s, err, offsetof(cf_record_header, token_bytes), "bad token width, vocabulary size or EOS id");
+    if (h->index_offset > size || size - h->index_offset != cf_record_index_bytes(h->n_chunks, h->n_docs))
+        return fail(s, err, h->index_offset > size ? size : h->index_offset,
+                    "truncated or oversized: the index does not end at the end of the file");
+    return 0;
+}
+
+/* Verifies the chunks against their checksums and against the header's token count;
+ * decompresses them when zstd is on. */
+static int check_chunks(cf_record_shard *s, const cf_record_header *h, const unsigned char *base, cf_error *err) {
+    const cf_record_chunk *chunks = (const cf_record_chunk *)(base + h->index_offset);
+    uint64_t tokens = 0, expect_off = sizeof *h;
+    bool zstd = h->flags & CF_RECORD_FLAG_ZSTD;
+    unsigned char *out = zstd ? cf_xmalloc(h->n_tokens * h->token_bytes + 1) : NULL;
+    s->owned = out;
+    for (uint32_t c = 0; c < h->n_chunks; c++) {
+        const cf_record_chunk *ch = &chunks[c];
+        if (ch->offset != expect_off || ch->offset + ch->stored_bytes > h->index_offset)
+            return fail(s, err, h->index_offset + c * sizeof *ch, "chunk entry points outside the data area");
+        if (cf_crc32c(0, base + ch->offset, ch->stored_bytes) != ch->crc)
+            return fail(s, err, ch->offset, "chunk checksum mismatch (corrupt data)");
+        size_t raw = (size_t)ch->n_tokens * h->token_bytes;
+        if (tokens + ch->n_tokens > h->n_tokens)
+            return fail(s, err, h->index_offset + c * sizeof *ch, "chunks hold more tokens than the header says");
+        if (zstd) {
+            size_t got = ZSTD_decompress(out + tokens * h->token_bytes, raw, base + ch->offset, ch->stored_bytes);
+            if (ZSTD_isError(got) || got != raw) return fail(s, err, ch->offset, "chunk does not decompress");
+        } else if (ch->stored_bytes != raw) {
+            return fail(s, err, h->index_offset + c * sizeof *ch, "chunk size does not match its token count");
+        }
+        tokens += ch->n_tokens;
+        expect_off = ch->offset + ch->stored_bytes;
+    }
+    if (tokens != h->n_tokens || expect_off != h->index_offset)
+        return fail(s, err, h->index_offset, "chunks do not cover the token data");
+    s->tokens = zstd ? (const void *)out : (const void *)(base + sizeof *h);
+    return 0;
+}
+
+static int check_index(cf_record_shard *s, const cf_record_header *h, const unsigned char *base, cf_error *err) {
+    const unsigned char *index = base + h->index_offset;
+    size_t body = cf_record_index_bytes(h->n_chunks, h->n_docs) - 4;
+    uint32_t crc;
+    memcpy(&crc, index + body, 4);
+    if (cf_crc32c(0, index, body) != crc) return fail(s, err, h->index_offset, "index checksum mismatch");
+    s->doc_offsets = (const uint64_t *)(index + h->n_chunks * sizeof(cf_record_chunk));
+    if (s->doc_offsets[0] != 0 || s->doc_offsets[h->n_docs] != h->n_tokens)
+        return fail(s, err, h->index_offset, "document index does not span the tokens");
+    for (uint64_t d = 0; d < h->n_docs; d++)
+        if (s->doc_offsets[d + 1] < s->doc_offsets[d])
+            return fail(s, err, h->index_offset + h->n_chunks * sizeof(cf_record_chunk) + d * 8,
+                        "document offsets go backwards");
+    return 0;
+}
+
+static int check_ids(cf_record_shard *s, cf_error *err) {
+    int32_t buf[4096];
+    for (uint64_t i = 0; i < s->n_tokens; i += 4096) {
+        size_t n = s->n_tokens - i < 4096 ? (size_t)(s->n_tokens - i) : 4096;
+        cf_record_shard_read(s, i, n, buf);
+        for (size_t k = 0; k < n; k++)
+            if (buf[k] < 0 || buf[k] >= s->vocab_size) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "token %llu has id %d outside the vocabulary of %d",
+                         (unsigned long long)(i + k), buf[k], s->vocab_size);
+                return fail(s, err, sizeof(cf_record_header), msg);
+            }
+    }
+    return 0;
+}
+
+int cf_record_shard_open(cf_record_shard *s, const char *path, cf_error *err) {
+    memset(s, 0, sizeof *s);
+    s->path = cf_xstrdup(path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        cf_fail(err, "%s: %s", path, strerror(errno));
+        cf_record_shard_close(s);
+        return -1;
+    }
+    struct stat st;
+    fstat(fd, &st);
+    s->map_size = (size_t)st.st_size;
+    s->map = s->map_size ? mmap(NULL, s->map_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (s->map == MAP_FAILED) {
+        s->map = NULL;
+        return fail(s, err, 0, "cannot map the file");
+    }
+    cf_record_header h;
+    memset(&h, 0, sizeof h);
+    if (s->map_size >= sizeof h) memcpy(&h, s->map, sizeof h);
+    if (check_header(s, &h, s->map_size, err) != 0) return -1;
+    s->token_bytes = (int)h.token_bytes;
+    s->vocab_size = (int)h.vocab_size;
+    s->eos_id = h.eos_id;
+    s->tokenizer_hash = h.tokenizer_hash;
+    s->n_docs = h.n_docs;
+    s->n_tokens = h.n_tokens;
+    if (check_chunks(s, &h, s->map, err) != 0 || check_index(s, &h, s->map, err) != 0) return -1;
+    return check_ids(s, err);
+}
+
+void cf_record_shard_close(cf_record_shard *s) {
+    if (s->map) munmap(s->map, s->map_size);
+    free(s->owned);
+    free(s->path);
+    memset(s, 0, sizeof *s);
+}
+
+void cf_record_shard_read(const cf_record_shard *s, uint64_t first, size_t n, int32_t *out) {
+    if (s->token_bytes == 2) {
+        const uint16_t *p = (const uint16_t *)s->tokens + first;
+        for (size_t i = 0; i < n; i++) out[i] = p[i];
+    } else {
+        memcpy(out, (const int32_t *)s->tokens + first, n * 4);
+    }
+}
+
+static int compare_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int cf_record_list(const char *dir, const char *split, char ***paths, int *n, cf_error *err) {
+    *paths = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return cf_fail(err, "%s: %s", dir, strerror(errno));
+    size_t plen = strlen(split), slen = strlen(CF_RECORD_SUFFIX);
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len <= plen + slen || strncmp(e->d_name, split, plen) != 0 || e->d_name[plen] != '-' ||
+            strcmp(e->d_name + len - slen, CF_RECORD_SUFFIX) != 0)
+            continue;
+        *paths = cf_xrealloc(*paths, (size_t)(*n + 1) * sizeof **paths);
+        size_t need = strlen(dir) + len + 2;
+        (*paths)[*n] = cf_xmalloc(need);
+        snprintf((*paths)[*n], need, "%s/%s", dir, e->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (*n) qsort(*paths, (size_t)*n, sizeof **paths, compare_paths);
+    return 0;
+}
