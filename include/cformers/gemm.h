@@ -38,6 +38,11 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
  * under the active ISA, e.g. "avx512-f32", "avx512bf16" (for benchmarks and logs). */
 const char *cf_gemm_kernel_name(cf_dtype input);
 
+/* The machine's measured multiply-add peak in GFLOP/s on `threads` threads of the pool:
+ * independent FMA chains on the active ISA's widest vectors (for CF_BF16, vdpbf16ps
+ * chains where the CPU has them). Takes about a quarter of a second. */
+double cf_gemm_peak_gflops(cf_dtype input, int threads);
+
 /* Plain triple loop with double accumulation: the reference tests compare against. */
 void cf_sgemm_reference(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
                         const float *B, long ldb, float beta, float *C, long ldc);

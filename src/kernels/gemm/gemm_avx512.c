@@ -5,7 +5,7 @@
 
 #include <immintrin.h>
 
-enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4 };
+enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, B_PREFETCH = 8 };
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -37,8 +37,17 @@ INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks,
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     __mmask16 bk0 = lanes(b_cols), bk1 = lanes(b_cols - 16);
+    for (int i = 0; i < m; i++) { /* C's lines arrive in L2 while the tile is computed */
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T1);
+    }
     for (long p = 0; p < k; p++) {
         __m512 b0, b1;
+        if (b_ks == NR) { /* packed B streams from L2: fetch it into L1 ahead of use */
+            _mm_prefetch((const char *)(b + B_PREFETCH * NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + B_PREFETCH * NR + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(a + B_PREFETCH * MR), _MM_HINT_T0);
+        }
         if (b_cols >= NR) {
             b0 = _mm512_loadu_ps(b);
             b1 = _mm512_loadu_ps(b + 16);
@@ -144,6 +153,6 @@ static void skinny_nt(long m, long n, long k, float alpha, const float *a, long 
 
 const gemm_kernel cf_gemm_kernel_f32_avx512 = {
     .name = "avx512-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
-    .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
+    .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx512 = {.mr = MR, .nn = skinny_nn, .nt = skinny_nt};

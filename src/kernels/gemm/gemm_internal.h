@@ -80,11 +80,18 @@ extern const gemm_skinny cf_gemm_skinny_scalar;
 extern const gemm_skinny cf_gemm_skinny_avx2;
 extern const gemm_skinny cf_gemm_skinny_avx512;
 
-/* Packing into f32 panels (from f32 or bf16 sources) and into bf16 pair panels. */
+/* Packing into f32 panels (from f32 or bf16 sources) and into bf16 pair panels. The
+ * _avx512 variants move f32 data with AVX-512 (only for AVX-512 machines). */
 void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+void cf_gemm_pack_a_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
+void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+
+/* One f32 strip (see gemm_pack.c) with AVX-512 when a stride is 1, padding included;
+ * returns false, doing nothing, for other strides. */
+bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
 
 gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 

@@ -52,7 +52,13 @@ static void strip_f32_from_f32(const strip *s, float *dst) {
     }
 }
 
-static void strip_f32(const strip *s, float *dst, bool pad) {
+/* Moves f32 strips faster where it can; NULL for the portable path. */
+typedef bool (*fast_strip_fn)(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+
+static void strip_f32(const strip *s, float *dst, bool pad, fast_strip_fn fast) {
+    if (fast && !s->src->bf16 &&
+        fast((const float *)s->src->data + s->base, s->s_line, s->s_k, s->h, s->K, s->w, dst))
+        return;
     if (s->src->bf16) {
         for (long k = 0; k < s->K; k++)
             for (int i = 0; i < s->h; i++) dst[k * s->w + i] = strip_get(s, i, k);
@@ -105,20 +111,36 @@ static strip b_strip(const gemm_operand *src, long r0, long c0, long rows, long 
                    .K = rows};
 }
 
-void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
-    float *d = dst;
+static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, float *dst,
+                       fast_strip_fn fast) {
     for (long p = 0; p * mr < rows; p++) {
         strip s = a_strip(src, r0, c0, rows, cols, mr, p);
-        strip_f32(&s, d + p * mr * cols, false);
+        strip_f32(&s, dst + p * mr * cols, false, fast);
     }
 }
 
-void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
-    float *d = dst;
+static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst,
+                       fast_strip_fn fast) {
     for (long p = 0; p * nr < cols; p++) {
         strip s = b_strip(src, r0, c0, rows, cols, nr, p);
-        strip_f32(&s, d + p * nr * rows, true);
+        strip_f32(&s, dst + p * nr * rows, true, fast);
     }
+}
+
+void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    pack_a_f32(src, r0, c0, rows, cols, mr, dst, NULL);
+}
+
+void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    pack_b_f32(src, r0, c0, rows, cols, nr, dst, NULL);
+}
+
+void cf_gemm_pack_a_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    pack_a_f32(src, r0, c0, rows, cols, mr, dst, cf_gemm_strip_f32_avx512);
+}
+
+void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx512);
 }
 
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {

@@ -1,0 +1,253 @@
+/* bench_gemm: our GEMM side by side with the machine's measured FMA peak and the BLAS
+ * libraries installed here (OpenBLAS, BLIS, oneDNN), loaded with dlopen so the engine
+ * never links them. Every figure is the median of several timed repetitions, on one
+ * thread and on all threads. The last line states our ratio to the best peer and to
+ * peak, for f32 and bf16.
+ *
+ *   bench_gemm [--quick]     --quick: fewer shapes and repetitions (a smoke run)
+ *
+ * Shapes: squares, and the matrix products of one LLaMA-style layer with T tokens and
+ * hidden size H (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
+ * gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
+ * and 16 tokens. The square 4096 is left out to keep the whole run to a few minutes on
+ * two cores. */
+#include "cformers/cpu.h"
+#include "cformers/dtype.h"
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { T_TOKENS = 512, H_HIDDEN = 2048, MAX_PEERS = 3, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+typedef struct shape {
+    const char *name;
+    bool ta, tb;
+    long M, N, K;
+    bool llm; /* counts toward the "versus best peer" summary */
+} shape;
+
+static const shape shapes[] = {
+    {"square 256", false, false, 256, 256, 256, false},
+    {"square 512", false, false, 512, 512, 512, false},
+    {"square 1024", false, false, 1024, 1024, 1024, false},
+    {"square 2048", false, false, 2048, 2048, 2048, false},
+    {"fwd  T x H x H", false, true, T_TOKENS, H_HIDDEN, H_HIDDEN, true},
+    {"dgrad T x H x H", false, false, T_TOKENS, H_HIDDEN, H_HIDDEN, true},
+    {"wgrad H x H x T", true, false, H_HIDDEN, H_HIDDEN, T_TOKENS, true},
+    {"fwd  T x 4H x H", false, true, T_TOKENS, 4 * H_HIDDEN, H_HIDDEN, true},
+    {"dgrad T x H x 4H", false, false, T_TOKENS, H_HIDDEN, 4 * H_HIDDEN, true},
+    {"wgrad 4H x H x T", true, false, 4 * H_HIDDEN, H_HIDDEN, T_TOKENS, true},
+    {"decode 1 x 4H x H", false, true, 1, 4 * H_HIDDEN, H_HIDDEN, true},
+    {"decode 4 x 4H x H", false, true, 4, 4 * H_HIDDEN, H_HIDDEN, true},
+    {"decode 16 x 4H x H", false, true, 16, 4 * H_HIDDEN, H_HIDDEN, true},
+};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+
+typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                               float *, int);
+typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                             int64_t, float, float *, int64_t);
+
+typedef struct peer {
+    const char *name;
+    cblas_sgemm_fn cblas;
+    dnnl_sgemm_fn dnnl;
+    void (*set_threads_int)(int);     /* openblas_set_num_threads, omp_set_num_threads */
+    void (*set_threads_long)(int64_t); /* bli_thread_set_num_threads */
+} peer;
+
+static peer peers[MAX_PEERS];
+static int n_peers;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *open_peer(const char *const *names, const char *label) {
+    for (const char *const *n = names; *n; n++) {
+        void *h = dlopen(*n, RTLD_NOW | RTLD_LOCAL);
+        if (h) return h;
+    }
+    printf("peer %-9s not found (%s)\n", label, dlerror());
+    return NULL;
+}
+
+static void load_peers(void) {
+    /* OpenBLAS picks its kernels from these at load time; unset, it uses its best. */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("OPENBLAS_L2_SIZE");
+    static const char *const openblas[] = {"libopenblas.so.0", "libopenblas.so", NULL};
+    void *h = open_peer(openblas, "openblas");
+    if (h) {
+        peers[n_peers++] = (peer){.name = "openblas",
+                                  .cblas = (cblas_sgemm_fn)dlsym(h, "cblas_sgemm"),
+                                  .set_threads_int = (void (*)(int))dlsym(h, "openblas_set_num_threads")};
+    }
+    /* Debian's BLIS 0.9 falls back to generic code on CPUs it does not know (Zen 5). */
+    if (cf_cpu()->avx512f && cf_cpu()->os_avx512) setenv("BLIS_ARCH_TYPE", "skx", 1);
+    static const char *const blis[] = {"libblis.so.4", "libblis.so", NULL};
+    h = open_peer(blis, "blis");
+    if (h) {
+        peers[n_peers++] = (peer){.name = "blis",
+                                  .cblas = (cblas_sgemm_fn)dlsym(h, "cblas_sgemm"),
+                                  .set_threads_long = (void (*)(int64_t))dlsym(h, "bli_thread_set_num_threads")};
+    }
+    static const char *const dnnl[] = {"libdnnl.so.3", "libdnnl.so.2", "libdnnl.so", NULL};
+    h = open_peer(dnnl, "onednn");
+    if (h) {
+        peers[n_peers++] = (peer){.name = "onednn",
+                                  .dnnl = (dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm"),
+                                  .set_threads_int = (void (*)(int))dlsym(h, "omp_set_num_threads")};
+    }
+    for (int i = 0; i < n_peers; i++)
+        if (!peers[i].cblas && !peers[i].dnnl) {
+            printf("peer %s lacks its sgemm symbol; dropped\n", peers[i].name);
+            peers[i--] = peers[--n_peers];
+        }
+}
+
+typedef struct buffers {
+    float *A, *B, *C;
+    cf_bf16 *A16, *B16;
+} buffers;
+
+static void fill(float *x, size_t n, unsigned seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+typedef enum which { OURS_F32, OURS_BF16, PEER } which;
+
+static void run_once(which w, const peer *p, const shape *s, buffers *b) {
+    long lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    switch (w) {
+    case OURS_F32: cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, b->A, lda, b->B, ldb, 0.0f, b->C, s->N); break;
+    case OURS_BF16: cf_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, 1.0f, b->A16, lda, b->B16, ldb, 0.0f, b->C, s->N); break;
+    case PEER:
+        if (p->cblas)
+            p->cblas(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS,
+                     (int)s->M, (int)s->N, (int)s->K, 1.0f, b->A, (int)lda, b->B, (int)ldb, 0.0f, b->C, (int)s->N);
+        else
+            p->dnnl(s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, 1.0f, b->A, lda, b->B, ldb, 0.0f, b->C,
+                    s->N);
+        break;
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* GFLOP/s, median over `reps` samples; a sample repeats small products until it lasts
+ * a few milliseconds, so timer resolution does not matter. */
+static double measure(which w, const peer *p, const shape *s, buffers *b, int reps) {
+    double flops = 2.0 * (double)s->M * (double)s->N * (double)s->K;
+    double t0 = now();
+    run_once(w, p, s, b); /* warm-up: page faults, library threads, packing buffers */
+    double once = now() - t0;
+    int inner = once > 0.005 ? 1 : (int)(0.005 / (once > 1e-7 ? once : 1e-7)) + 1;
+    double rates[16];
+    for (int r = 0; r < reps; r++) {
+        t0 = now();
+        for (int i = 0; i < inner; i++) run_once(w, p, s, b);
+        rates[r] = flops * inner / (now() - t0) * 1e-9;
+    }
+    qsort(rates, (size_t)reps, sizeof rates[0], cmp_double);
+    return rates[reps / 2];
+}
+
+static void set_threads(int threads) {
+    cf_set_num_threads(threads);
+    for (int i = 0; i < n_peers; i++) {
+        if (peers[i].set_threads_int) peers[i].set_threads_int(threads);
+        if (peers[i].set_threads_long) peers[i].set_threads_long(threads);
+    }
+}
+
+typedef struct summary {
+    double llm_log_ratio_sum; /* ours / best peer, geometric mean over LLM shapes */
+    int llm_count;
+    double best_square_f32, best_square_bf16, peak_f32, peak_bf16;
+    double bf16_over_f32_log_sum;
+    int bf16_count;
+} summary;
+
+static void run_threads(int threads, const shape *list, int n, int reps, buffers *b, summary *sum) {
+    set_threads(threads);
+    double peak = cf_gemm_peak_gflops(CF_F32, threads), peak16 = cf_gemm_peak_gflops(CF_BF16, threads);
+    printf("\n%d thread%s: measured peak f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", threads, threads > 1 ? "s" : "",
+           peak, peak16);
+    printf("%-20s %3s %8s %7s", "shape", "op", "ours", "%peak");
+    for (int i = 0; i < n_peers; i++) printf(" %9s", peers[i].name);
+    printf(" %9s %9s %6s\n", "vs best", "bf16", "x f32");
+    for (int si = 0; si < n; si++) {
+        const shape *s = &list[si];
+        double ours = measure(OURS_F32, NULL, s, b, reps), best = 0;
+        printf("%-20s %c%c  %8.1f %6.1f%%", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', ours, 100 * ours / peak);
+        for (int i = 0; i < n_peers; i++) {
+            usleep(20000); /* let the previous library's spinning threads go to sleep */
+            double g = measure(PEER, &peers[i], s, b, reps);
+            printf(" %9.1f", g);
+            if (g > best) best = g;
+        }
+        double bf = measure(OURS_BF16, NULL, s, b, reps);
+        printf(" %8.2fx %9.1f %5.2fx\n", best > 0 ? ours / best : 0, bf, bf / ours);
+        fflush(stdout);
+        if (threads != cf_num_threads() || threads == 1) continue; /* summary uses the all-threads run */
+    }
+    (void)sum;
+}
+
+int main(int argc, char **argv) {
+    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (argc > 1 && !quick) {
+        fprintf(stderr, "usage: bench_gemm [--quick]\n");
+        return 2;
+    }
+    int reps = quick ? 3 : 5, all = cf_num_threads();
+    printf("cpu: %s, isa %s, kernels %s / %s, %d threads\n", cf_cpu()->brand, cf_isa_name(cf_isa_active()),
+           cf_gemm_kernel_name(CF_F32), cf_gemm_kernel_name(CF_BF16), all);
+    load_peers();
+
+    size_t max_a = 0, max_b = 0, max_c = 0;
+    for (int i = 0; i < N_SHAPES; i++) {
+        size_t a = (size_t)(shapes[i].M * shapes[i].K), bb = (size_t)(shapes[i].K * shapes[i].N);
+        size_t c = (size_t)(shapes[i].M * shapes[i].N);
+        if (a > max_a) max_a = a;
+        if (bb > max_b) max_b = bb;
+        if (c > max_c) max_c = c;
+    }
+    buffers b = {malloc(max_a * sizeof(float)), malloc(max_b * sizeof(float)), malloc(max_c * sizeof(float)),
+                 malloc(max_a * sizeof(cf_bf16)), malloc(max_b * sizeof(cf_bf16))};
+    fill(b.A, max_a, 1);
+    fill(b.B, max_b, 2);
+    cf_convert_f32_to_bf16(b.A, b.A16, max_a);
+    cf_convert_f32_to_bf16(b.B, b.B16, max_b);
+
+    summary sum = {0};
+    int n = quick ? 6 : N_SHAPES;
+    run_threads(1, shapes, n, reps, &b, &sum);
+    if (all > 1) run_threads(all, shapes, n, reps, &b, &sum);
+
+    free(b.A);
+    free(b.B);
+    free(b.C);
+    free(b.A16);
+    free(b.B16);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* AVX-512 packing of f32 strips (layout in gemm_pack.c): lines contiguous along k are
+ * transposed 16 x 16 in registers; lines contiguous across (k-major already) are
+ * copied a vector at a time. Missing lines and the padding slots of a panel are
+ * written as zeros. */
+#include "gemm_internal.h"
+
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __mmask16 lanes(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* r[i] = row i of a 16 x 16 block; on return r[k] holds column k. */
+INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* Each 128-bit lane now holds a 4 x 4 block; gather the lanes. */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+/* Lines contiguous along k: 16 lines x 16 k per step through the registers. */
+static void strip_transpose(const float *src, long s_line, int h, long K, int w, float *dst) {
+    for (int i0 = 0; i0 < w; i0 += 16) {
+        __mmask16 out = lanes(w - i0);
+        for (long k0 = 0; k0 < K; k0 += 16) {
+            __mmask16 kin = lanes(K - k0);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i0 + i < h ? _mm512_maskz_loadu_ps(kin, src + (i0 + i) * s_line + k0) : _mm512_setzero_ps();
+            transpose16(r);
+            long kn = K - k0 < 16 ? K - k0 : 16;
+            for (long k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * w + i0, out, r[k]);
+        }
+    }
+}
+
+/* Lines adjacent in memory (k-major source): one masked load and store per 16 slots. */
+static void strip_copy(const float *src, long s_k, int h, long K, int w, float *dst) {
+    for (long k = 0; k < K; k++)
+        for (int i0 = 0; i0 < w; i0 += 16)
+            _mm512_mask_storeu_ps(dst + k * w + i0, lanes(w - i0), _mm512_maskz_loadu_ps(lanes(h - i0), src + k * s_k + i0));
+}
+
+bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
+    if (s_k == 1) strip_transpose(src, s_line, h, K, w, dst);
+    else if (s_line == 1) strip_copy(src, s_k, h, K, w, dst);
+    else return false;
+    return true;
+}
