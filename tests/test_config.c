@@ -111,22 +111,24 @@ static void test_overrides(void) {
     const char *fix[] = {"--model.model_config.hidden_size=96"};
     CHECK_MSG(cf_config_load_with_overrides(fixture("indivisible_heads.yaml"), fix, 1, &cfg, &err) == 0, "%s", err.msg);
 
-    const char *bad_value[] = {"--runner_config.batch_size=0"};
-    CHECK(cf_config_load_with_overrides("gpt2", bad_value, 1, &cfg, &err) < 0);
-    CHECK_CONTAINS(err.msg, "override '--runner_config.batch_size=0': runner_config.batch_size: 0 is out of range");
-    const char *bad_key[] = {"--runner_config.batchsize=4"};
-    CHECK(cf_config_load_with_overrides("gpt2", bad_key, 1, &cfg, &err) < 0);
-    CHECK_CONTAINS(err.msg, "override '--runner_config.batchsize=4': runner_config.batchsize: unknown key");
-    CHECK_CONTAINS(err.msg, "did you mean runner_config.batch_size?");
-    const char *inconsistent[] = {"--model.model_config.num_heads=7"};
-    CHECK(cf_config_load_with_overrides("llama_15m", inconsistent, 1, &cfg, &err) < 0);
-    CHECK_CONTAINS(err.msg, "override '--model.model_config.num_heads=7': model.model_config.num_heads: hidden_size 288");
-    const char *no_value[] = {"--runner_config.batch_size"};
-    CHECK(cf_config_load_with_overrides("gpt2", no_value, 1, &cfg, &err) < 0);
-    CHECK_CONTAINS(err.msg, "expected key.path=value");
-    const char *section[] = {"--optimizer=adamw"};
-    CHECK(cf_config_load_with_overrides("gpt2", section, 1, &cfg, &err) < 0);
-    CHECK_CONTAINS(err.msg, "optimizer: is a section, not a key");
+    static const struct {
+        const char *preset, *override, *needle;
+    } bad[] = {
+        {"gpt2", "--runner_config.batch_size=0",
+         "override '--runner_config.batch_size=0': runner_config.batch_size: 0 is out of range"},
+        {"gpt2", "--runner_config.batchsize=4",
+         "override '--runner_config.batchsize=4': runner_config.batchsize: unknown key (did you mean "
+         "runner_config.batch_size?)"},
+        {"llama_15m", "--model.model_config.num_heads=7",
+         "override '--model.model_config.num_heads=7': model.model_config.num_heads: hidden_size 288"},
+        {"gpt2", "--runner_config.batch_size", "expected key.path=value"},
+        {"gpt2", "--optimizer=adamw", "optimizer: is a section, not a key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(cf_config_load_with_overrides(bad[i].preset, &bad[i].override, 1, &cfg, &err) < 0, "%s accepted",
+                  bad[i].override);
+        CHECK_CONTAINS(err.msg, bad[i].needle);
+    }
 
     cf_config_defaults(&cfg);
     CHECK(cf_config_apply_override(&cfg, "optimizer.beta1=0.8", &err) == 0 && cfg.optimizer.beta1 == 0.8);
