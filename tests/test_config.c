@@ -152,8 +152,9 @@ static void test_param_counts(void) {
         int64_t params;
     } published[] = {
         {"llama2_7b", 6738415616LL},   {"llama2_13b", 13015864320LL}, {"llama2_70b", 68976648192LL},
-        {"llama3_8b", 8030261248LL},   {"gpt2", 124439808LL},         {"gpt2_medium", 354823168LL},
-        {"gpt2_large", 774030080LL},   {"gpt2_xl", 1557611200LL},     {"stories260k", 260032LL},
+        {"llama3_8b", 8030261248LL},   {"llama3_1_8b", 8030261248LL}, {"gpt2", 124439808LL},
+        {"gpt2_medium", 354823168LL},  {"gpt2_large", 774030080LL},   {"gpt2_xl", 1557611200LL},
+        {"stories260k", 260032LL},
     };
     for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
         cf_config cfg;
@@ -171,6 +172,9 @@ static void test_param_counts(void) {
     CHECK(cf_config_load("llama3_8b", &cfg, &err) == 0);
     CHECK(cfg.model.model_config.rope_theta == 500000 && cfg.model.model_config.vocab_size == 128256);
     CHECK(cfg.model.model_config.rope_scaling_factor == 0); /* scaling came with LLaMA 3.1 */
+    CHECK(cf_config_load("llama3_1_8b", &cfg, &err) == 0);
+    CHECK(cfg.model.model_config.rope_scaling_factor == 8 && cfg.model.model_config.rope_original_max_position == 8192);
+    CHECK(cfg.model.model_config.max_position_embeddings == 131072);
 }
 
 /* The shared stories260K checkpoint (f32 weights after a 7-int header, plus the RoPE
@@ -189,7 +193,7 @@ static void test_stories260k_file(void) {
 
 /* Every preset validates, and printing it then reading the YAML back gives the same values. */
 static void test_presets_round_trip(void) {
-    CHECK(cf_config_preset_count() >= 13);
+    CHECK(cf_config_preset_count() >= 14);
     CHECK(cf_config_preset_name(cf_config_preset_count()) == NULL);
     for (int i = 0; i < cf_config_preset_count(); i++) {
         const char *name = cf_config_preset_name(i);

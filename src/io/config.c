@@ -1,9 +1,11 @@
 /* Resolving a config: defaults, then a file or preset, then overrides, then the derived
  * values and the consistency checks. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/config_internal.h"
 #include "models/presets.h"
@@ -29,7 +31,7 @@ void cf_config_origin_describe(const cf_config_origins *o, int index, char *buf,
 
 static char *read_file(const char *path, size_t *len, cf_error *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return cf_fail(err, "%s: cannot open", path), NULL;
+    if (!f) return cf_fail(err, "%s: cannot open: %s", path, strerror(errno)), NULL;
     size_t cap = 4096, n = 0;
     char *buf = cf_xmalloc(cap);
     size_t got;
@@ -47,9 +49,9 @@ static char *read_file(const char *path, size_t *len, cf_error *err) {
     return buf;
 }
 
-static bool is_regular_file(const char *path) {
+static bool is_directory(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* Sets one key from "path=value" (a leading "--" is allowed). `preset` names the preset the
@@ -110,7 +112,8 @@ static const char *closest_preset(const char *name) {
 static int load_source(const char *path_or_preset, cf_config *cfg, cf_config_origins *origins, char *source_buf,
                        size_t source_cap, cf_error *err) {
     origins->source = source_buf;
-    if (is_regular_file(path_or_preset)) {
+    if (is_directory(path_or_preset)) return cf_fail(err, "%s: is a directory, not a config file", path_or_preset);
+    if (access(path_or_preset, F_OK) == 0) {
         size_t len;
         char *text = read_file(path_or_preset, &len, err);
         if (!text) return -1;

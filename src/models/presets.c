@@ -32,6 +32,19 @@ static const char *const llama3_family[] = {
     RC "seq_length=8192", LR "learning_rate=3e-4", LR "lr_end=3e-5", LR "warmup_steps=2000", NULL};
 static const char *const llama3_8b[] = {MC "hidden_size=4096", MC "num_layers=32", MC "num_heads=32",
                                         MC "num_kv_heads=8", MC "intermediate_size=14336", NULL};
+/* LLaMA 3.1 8B: the same weights' shape with a 128K context through RoPE frequency scaling
+ * (factor 8 above the 8K pre-training context, smooth between the low/high frequency bands). */
+static const char *const llama3_1_8b[] = {MC "hidden_size=4096",
+                                          MC "num_layers=32",
+                                          MC "num_heads=32",
+                                          MC "num_kv_heads=8",
+                                          MC "intermediate_size=14336",
+                                          MC "max_position_embeddings=131072",
+                                          MC "rope_scaling_factor=8",
+                                          MC "rope_low_freq_factor=1",
+                                          MC "rope_high_freq_factor=4",
+                                          MC "rope_original_max_position=8192",
+                                          NULL};
 
 /* GPT-2 (Radford et al. 2019), trained as nanoGPT does: lr 6e-4 to 6e-5, 2000 warmup. */
 static const char *const gpt2_family[] = {
@@ -91,6 +104,7 @@ static const cf_preset presets[] = {
     {"llama2_13b", "LLaMA 2 13B: 40 layers, 5120 wide", llama2_family, llama2_13b},
     {"llama2_70b", "LLaMA 2 70B: 80 layers, 8192 wide, 8 KV heads", llama2_family, llama2_70b},
     {"llama3_8b", "LLaMA 3 8B: 128K vocabulary, 8 KV heads, rope_theta 500000", llama3_family, llama3_8b},
+    {"llama3_1_8b", "LLaMA 3.1 8B: llama3_8b with RoPE scaling to a 128K context", llama3_family, llama3_1_8b},
     {"gpt2", "GPT-2 small (124M): 12 layers, 768 wide", gpt2_family, gpt2_small},
     {"gpt2_medium", "GPT-2 medium (355M): 24 layers, 1024 wide", gpt2_family, gpt2_medium},
     {"gpt2_large", "GPT-2 large (774M): 36 layers, 1280 wide", gpt2_family, gpt2_large},

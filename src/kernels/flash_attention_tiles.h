@@ -1,0 +1,42 @@
+/* Internal: the flash-attention tile primitives in portable C, written so compilers
+ * vectorise the inner loops. Included once per ISA file (flash_attention_tiles.c for the
+ * baseline, flash_attention_tiles_avx2.c with AVX2+FMA), each defining its own table. */
+#ifndef CFORMERS_FLASH_ATTENTION_TILES_H
+#define CFORMERS_FLASH_ATTENTION_TILES_H
+
+#include <math.h>
+
+#include "kernels/flash_attention.h"
+
+static void tile_gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb,
+                      float *C, long ldc, bool accumulate) {
+    for (long i = 0; i < M; i++) {
+        float *restrict c = C + i * ldc;
+        if (!accumulate)
+            for (long j = 0; j < N; j++) c[j] = 0.0f;
+        for (long k = 0; k < K; k++) {
+            const float a = A[i * a_rs + k * a_cs];
+            const float *restrict b = B + k * ldb;
+            for (long j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+}
+
+static float tile_row_max(const float *x, long n) {
+    float m = x[0];
+    for (long i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static float tile_exp_sum(float *x, long n, float scale, float shift) {
+    float sum = 0.0f;
+    for (long i = 0; i < n; i++) {
+        x[i] = expf(x[i] * scale - shift);
+        sum += x[i];
+    }
+    return sum;
+}
+
+#define CF_FA_TILES_TABLE {.gemm = tile_gemm, .row_max = tile_row_max, .exp_sum = tile_exp_sum}
+
+#endif

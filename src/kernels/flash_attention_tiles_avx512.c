@@ -1,0 +1,108 @@
+/* Flash-attention tiles for AVX-512: a register-blocked product (4 rows x up to 64
+ * columns of C held in 16 zmm accumulators, B read in place, no packing) and a
+ * vectorised exp, since one exp per score would otherwise cost as much as the two
+ * products around it. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/flash_attention.h"
+
+enum { ROWS = 4, MAX_VECS = 4, LANES = 16 };
+
+#define INLINE static inline __attribute__((always_inline))
+/* Unrolled before scalar replacement, so the accumulator arrays become registers. */
+#define UNROLL _Pragma("GCC unroll 4")
+
+INLINE __mmask16 lane_mask(int v, int vecs, __mmask16 tail) { return v == vecs - 1 ? tail : (__mmask16)0xFFFF; }
+
+/* C[rows x vecs*16] (+)= A[rows x K] B[K x ...]; rows and vecs are constants after
+ * inlining, so the accumulators live in registers. */
+INLINE void block(int rows, int vecs, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
+                  long ldc, __mmask16 tail, bool accumulate) {
+    __m512 c[ROWS][MAX_VECS];
+    UNROLL for (int r = 0; r < rows; r++)
+        UNROLL for (int v = 0; v < vecs; v++)
+            c[r][v] = accumulate ? _mm512_maskz_loadu_ps(lane_mask(v, vecs, tail), C + r * ldc + v * LANES)
+                                 : _mm512_setzero_ps();
+    for (long k = 0; k < K; k++) {
+        __m512 b[MAX_VECS];
+        UNROLL for (int v = 0; v < vecs; v++) b[v] = _mm512_maskz_loadu_ps(lane_mask(v, vecs, tail), B + k * ldb + v * LANES);
+        UNROLL for (int r = 0; r < rows; r++) {
+            __m512 a = _mm512_set1_ps(A[r * a_rs + k * a_cs]);
+            UNROLL for (int v = 0; v < vecs; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+        }
+    }
+    UNROLL for (int r = 0; r < rows; r++)
+        UNROLL for (int v = 0; v < vecs; v++) _mm512_mask_storeu_ps(C + r * ldc + v * LANES, lane_mask(v, vecs, tail), c[r][v]);
+}
+
+#define BLOCK_VECS(rows)                                                                                               \
+    switch (vecs) {                                                                                                    \
+    case 1: block(rows, 1, K, A, a_rs, a_cs, B, ldb, C, ldc, tail, accumulate); break;                                       \
+    case 2: block(rows, 2, K, A, a_rs, a_cs, B, ldb, C, ldc, tail, accumulate); break;                                       \
+    case 3: block(rows, 3, K, A, a_rs, a_cs, B, ldb, C, ldc, tail, accumulate); break;                                       \
+    default: block(rows, 4, K, A, a_rs, a_cs, B, ldb, C, ldc, tail, accumulate); break;                                      \
+    }
+
+static void block_4(int vecs, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C, long ldc,
+                    __mmask16 tail, bool accumulate) {
+    BLOCK_VECS(4)
+}
+
+static void block_1(int vecs, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C, long ldc,
+                    __mmask16 tail, bool accumulate) {
+    BLOCK_VECS(1)
+}
+
+static void gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
+                 long ldc, bool accumulate) {
+    for (long j = 0; j < N; j += MAX_VECS * LANES) {
+        long n = N - j < MAX_VECS * LANES ? N - j : MAX_VECS * LANES;
+        int vecs = (int)((n + LANES - 1) / LANES);
+        __mmask16 tail = (__mmask16)(0xFFFFu >> (vecs * LANES - n));
+        long i = 0;
+        for (; i + ROWS <= M; i += ROWS)
+            block_4(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate);
+        for (; i < M; i++) block_1(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate);
+    }
+}
+
+static float row_max(const float *x, long n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (long i = 0; i < n; i += LANES) {
+        __mmask16 k = n - i >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+    }
+    return _mm512_reduce_max_ps(m);
+}
+
+/* exp(x) as Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r,
+ * scaled by 2^n. Relative error about 2e-7; arguments below -87 give ~1e-38, not 0. */
+INLINE __m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static float exp_sum(float *x, long n, float scale, float shift) {
+    __m512 sum = _mm512_setzero_ps(), vs = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+    for (long i = 0; i < n; i += LANES) {
+        __mmask16 k = n - i >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, x + i), vs, vshift));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+const cf_fa_tiles cf_fa_tiles_avx512 = {.gemm = gemm, .row_max = row_max, .exp_sum = exp_sum};

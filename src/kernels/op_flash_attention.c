@@ -1,0 +1,79 @@
+/* The flash_attention op and its backward (kernels in flash_attention.c).
+ * Outputs: out [B, T, H, hd] and lse [B, H, T], the log-sum-exp the backward needs. */
+#include "cformers/fused.h"
+#include "cformers/threads.h"
+#include "kernels/flash_attention.h"
+#include "kernels/graph_ops.h"
+
+static cf_fa_shape shape_of(const cf_tensor *q, const cf_tensor *k) {
+    return (cf_fa_shape){.batch = (long)q->shape[0], .seq = (long)q->shape[1], .heads = (long)q->shape[2],
+                         .kv_heads = (long)k->shape[2], .head_dim = (long)q->shape[3]};
+}
+
+/* attrs.i[0] = scratch slots: the pool size when the graph was built (any thread count
+ * runs correctly with them). */
+static void set_slots(cf_node *n) { n->attrs.i[0] = cf_num_threads(); }
+static int slots_of(const cf_node *n) { return (int)n->attrs.i[0]; }
+
+/* The unfused op's checks and output, with lse [B, H, T] as the saved output. */
+static int infer_flash_attention(cf_node *n, cf_error *err) {
+    if (cf_op_attention.infer(n, err) != 0) return -1;
+    const cf_tensor *q = n->inputs[0];
+    int64_t lse[3] = {q->shape[0], q->shape[2], q->shape[1]};
+    cf_node_output(n, 1, CF_F32, 3, lse);
+    set_slots(n);
+    return 0;
+}
+
+static void flash_attention_forward(const cf_node *n) {
+    cf_fa_shape s = shape_of(n->inputs[0], n->inputs[1]);
+    cf_flash_attention_forward(&s, cf_in(n, 0), cf_in(n, 1), cf_in(n, 2), cf_out(n, 0), cf_out(n, 1), n->workspace,
+                               slots_of(n));
+}
+
+static size_t flash_attention_workspace(const cf_node *n) {
+    cf_fa_shape s = shape_of(n->inputs[0], n->inputs[1]);
+    return cf_flash_attention_forward_workspace(&s, slots_of(n));
+}
+
+extern const cf_op_def cf_op_flash_attention_backward;
+
+static void flash_attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    cf_tensor *in[6] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], n->outputs[0], n->outputs[1]};
+    cf_node *b = cf_graph_node_add(g, &cf_op_flash_attention_backward, in, 6, NULL);
+    if (!b) return;
+    for (int i = 0; i < 3; i++) dx[i] = b->outputs[i];
+}
+
+const cf_op_def cf_op_flash_attention = {.name = "flash_attention", .n_outputs = 2, .infer = infer_flash_attention,
+                                         .forward = flash_attention_forward, .backward = flash_attention_backward,
+                                         .workspace = flash_attention_workspace};
+
+cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
+    return cf_op_apply(g, &cf_op_flash_attention, (cf_tensor *[]){q, k, v}, 3, NULL);
+}
+
+/* ---- backward: inputs (dout, q, k, v, out, lse), outputs (dq, dk, dv) ---- */
+
+static int infer_flash_attention_backward(cf_node *n, cf_error *err) {
+    (void)err;
+    for (int i = 0; i < 3; i++) cf_node_output_like(n, i, n->inputs[i + 1]);
+    set_slots(n);
+    return 0;
+}
+
+static void flash_attention_backward_forward(const cf_node *n) {
+    cf_fa_shape s = shape_of(n->inputs[1], n->inputs[2]);
+    cf_flash_attention_backward(&s, cf_in(n, 1), cf_in(n, 2), cf_in(n, 3), cf_in(n, 4), cf_in(n, 5), cf_in(n, 0),
+                                cf_out(n, 0), cf_out(n, 1), cf_out(n, 2), n->workspace, slots_of(n));
+}
+
+static size_t flash_attention_backward_workspace(const cf_node *n) {
+    cf_fa_shape s = shape_of(n->inputs[1], n->inputs[2]);
+    return cf_flash_attention_backward_workspace(&s, slots_of(n));
+}
+
+const cf_op_def cf_op_flash_attention_backward = {.name = "flash_attention_backward", .n_outputs = 3,
+                                                  .infer = infer_flash_attention_backward,
+                                                  .forward = flash_attention_backward_forward,
+                                                  .workspace = flash_attention_backward_workspace};
