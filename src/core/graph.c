@@ -125,7 +125,9 @@ cf_tensor *cf_graph_const(cf_graph *g, const char *name, cf_dtype dtype, int ndi
 }
 
 void cf_graph_keep(cf_graph *g, cf_tensor *t) {
-    if (t && can_change(g, t->name)) t->keep = true;
+    if (!t || !can_change(g, t->name)) return;
+    t->keep = true;
+    if (t->view_of) t->view_of->keep = true; /* the storage it reads must survive too */
 }
 
 cf_tensor *cf_tensor_set_name(cf_tensor *t, const char *fmt, ...) {

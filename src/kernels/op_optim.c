@@ -122,6 +122,7 @@ cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr
     if (!lr || lr->dtype != CF_F32 || cf_tensor_numel(lr) != 1)
         return cf_graph_fail(g, "adamw: the learning rate must be an f32 scalar tensor");
     if (g->n_params == 0) return cf_graph_fail(g, "adamw: the graph has no parameters");
+    if (!g->differentiated) return cf_graph_fail(g, "adamw: call cf_graph_backward first");
     cf_param_blocks b = cf_graph_blocks(g);
     cf_phase saved = g->phase;
     g->phase = CF_PHASE_UPDATE;
