@@ -27,18 +27,32 @@ static void backprop_node(cf_graph *g, cf_tensor **grads, const cf_node *n) {
         if (dx[i] && n->inputs[i]->requires_grad) add_contribution(g, grads, n->inputs[i], dx[i]);
 }
 
-/* Parameter gradients are added into the gradient block, so micro-batches accumulate. */
-static void accumulate_params(cf_graph *g, cf_tensor **grads) {
-    for (int i = 0; i < g->n_params && !g->failed; i++) {
-        cf_tensor *p = g->params[i], *dp = grads[p->id];
-        if (!dp) continue;
-        char name[CF_NAME_MAX + 8];
-        snprintf(name, sizeof name, "%s.grad", p->name);
-        cf_tensor *view = cf_graph_new_tensor(g, name, CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
-        view->param_offset = p->param_offset;
-        p->grad = view;
-        cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
-    }
+/* Adds parameter p's finished gradient into its view of the gradient block, so
+ * micro-batches accumulate. */
+static void accumulate_param(cf_graph *g, cf_tensor *p, cf_tensor *dp) {
+    char name[CF_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s.grad", p->name);
+    cf_tensor *view = cf_graph_new_tensor(g, name, CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
+    view->param_offset = p->param_offset;
+    p->grad = view;
+    cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
+}
+
+/* For each node, the parameters it is the first reader of: once the reverse walk has
+ * passed that node their gradients are complete, and accumulating them right there
+ * keeps each temporary gradient short-lived (and lets later passes overlap their
+ * all-reduce with the rest of the backward). */
+static int *first_readers(const cf_graph *g, int n_nodes) {
+    int *first = cf_xmalloc(sizeof *first * (size_t)(g->n_params ? g->n_params : 1));
+    for (int i = 0; i < g->n_params; i++) first[i] = -1;
+    for (int k = n_nodes - 1; k >= 0; k--)
+        for (int j = 0; j < g->nodes[k]->n_inputs; j++) {
+            const cf_tensor *t = g->nodes[k]->inputs[j];
+            if (t->role != CF_ROLE_PARAM || t->view_of) continue;
+            for (int i = 0; i < g->n_params; i++)
+                if (g->params[i] == t) first[i] = k;
+        }
+    return first;
 }
 
 int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *err) {
@@ -57,9 +71,15 @@ int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *e
         dy = cf_graph_const(g, "loss.seed", CF_F32, 0, NULL, &one);
     }
     grads[y->id] = dy;
-    for (int i = n_nodes - 1; i >= 0 && !g->failed; i--) backprop_node(g, grads, g->nodes[i]);
-    for (int i = 0; i < n_tensors; i++) g->tensors[i]->grad = grads[i];
-    accumulate_params(g, grads);
+    int *first = first_readers(g, n_nodes);
+    for (int k = n_nodes - 1; k >= 0 && !g->failed; k--) {
+        backprop_node(g, grads, g->nodes[k]);
+        for (int i = 0; i < g->n_params && !g->failed; i++)
+            if (first[i] == k && grads[g->params[i]->id]) accumulate_param(g, g->params[i], grads[g->params[i]->id]);
+    }
+    for (int i = 0; i < n_tensors; i++)
+        if (g->tensors[i]->role != CF_ROLE_PARAM) g->tensors[i]->grad = grads[i];
+    free(first);
     g->phase = saved;
     g->differentiated = true;
     free(grads);
