@@ -231,7 +231,8 @@ static void test_memory_estimate(void) {
      * then the final norm (2*4096 bf16) and the f32 logits (32000) */
     double per_token = 32 * ((6 * 4096 + 2 * 4096 + 3 * 11008) * 2.0 + (2 + 32) * 4.0) + 2 * 4096 * 2.0 + 32000 * 4.0;
     CHECK_NEAR(est.activation_bytes, 4096 * per_token, 1);
-    CHECK_NEAR(est.total_bytes, 18 * p + est.activation_bytes, 1);
+    CHECK_NEAR(est.workspace_bytes, 4096 * 32000 * 4.0, 1);
+    CHECK_NEAR(est.total_bytes, 18 * p + est.activation_bytes + est.workspace_bytes, 1);
 
     /* Full recompute keeps only block inputs: far less. */
     cf_config rc = cfg;

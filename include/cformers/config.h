@@ -224,6 +224,7 @@ typedef struct cf_memory_estimate {
     double grads_bytes;           /* one gradient per parameter, in param_init_type */
     double optimizer_bytes;       /* AdamW first and second moments, f32 */
     double activation_bytes;      /* saved for backward at batch_size x seq_length */
+    double workspace_bytes;       /* largest transient of backward: the logits' gradient */
     double total_bytes;
 } cf_memory_estimate;
 

@@ -1,5 +1,5 @@
-/* Analytic memory of one training step: weights, gradients, AdamW state and the
- * activations saved for backward. docs/config.md lists every saved tensor counted here;
+/* Analytic memory of one training step: weights, gradients, AdamW state, the
+ * activations saved for backward and backward's largest transient. docs/config.md lists every saved tensor counted here;
  * the graph memory planner gives the exact figure for a built graph. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -62,9 +62,12 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     /* final norm input and output, then the logits (kept in f32 for the loss) */
     per_token += 2 * (double)m->hidden_size * csize + (double)m->vocab_size * fsize;
     est->activation_bytes = tokens * per_token;
+    /* Backward starts with every saved activation alive plus the gradient of the logits;
+     * later transients (one block's gradients) are far smaller and meet fewer live tensors. */
+    est->workspace_bytes = tokens * (double)m->vocab_size * fsize;
 
     est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
-                       est->activation_bytes;
+                       est->activation_bytes + est->workspace_bytes;
 }
 
 static void format_bytes(double bytes, char *buf, size_t cap) {
@@ -88,7 +91,7 @@ static void format_thousands(int64_t v, char *buf, size_t cap) {
 static void print_row(FILE *out, const char *label, double bytes, const char *note) {
     char size[32] = "";
     if (bytes >= 0) format_bytes(bytes, size, sizeof size);
-    fprintf(out, "  %-34s %12s%s%s\n", label, size, note ? "  " : "", note ? note : "");
+    fprintf(out, "  %-38s %12s%s%s\n", label, size, note ? "  " : "", note ? note : "");
 }
 
 void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_estimate *est,
@@ -113,6 +116,7 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
     snprintf(note, sizeof note, "%s%s", cfg->recompute_config.recompute ? "full recompute" : "",
              !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
     print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);
+    print_row(out, "backward workspace (logits gradient)", est->workspace_bytes, NULL);
     print_row(out, "total", est->total_bytes, NULL);
     for (int i = 0; i < n_extra; i++) print_row(out, extra[i].label, extra[i].bytes, extra[i].note);
 }
