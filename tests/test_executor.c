@@ -152,6 +152,16 @@ static void check_phases(void) {
     for (int64_t i = 0; i < n; i++) nonzero += grads[i] != 0.0f;
     CHECK(nonzero == 0);
     CHECK(memcmp(before, params, sizeof(float) * (size_t)n) != 0);
+    CHECK(*cf_tensor_i32(b.step) == 1);
+
+    /* A non-finite gradient norm skips the step and clears the gradients. */
+    memcpy(before, params, sizeof(float) * (size_t)n);
+    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    grads[3] = INFINITY;
+    cf_plan_run(t.plan, CF_PHASE_UPDATE);
+    CHECK(isinf(*cf_tensor_f32(t.grad_norm)));
+    CHECK(memcmp(before, params, sizeof(float) * (size_t)n) == 0);
+    CHECK(*cf_tensor_i32(b.step) == 1 && grads[3] == 0.0f);
     free(before);
     free(once);
     teardown(&t);

@@ -168,7 +168,9 @@ typedef struct cf_adamw_config {
 /* Appends the update phase: the global L2 norm of the gradient block (returned, a kept
  * f32 scalar, so it can be logged), then AdamW with bias correction over the whole
  * parameter block, the learning rate read from the f32 scalar `lr` at run time (so a
- * schedule needs no rebuild), and the gradient block zeroed for the next step. */
+ * schedule needs no rebuild), and the gradient block zeroed for the next step. When the
+ * norm is not finite (an overflow under loss scaling) the step is skipped: weights,
+ * moments and the step count stay, the gradients are cleared. */
 cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr);
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@
 #include "cformers/error.h"
 #include "cformers/graph.h"
 #include "cformers/model_config.h"
+#include "cformers/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,12 @@ typedef struct cf_model_build_opts {
  * (cf_graph_backward) and the update (cf_graph_adamw) and frees out->graph. */
 int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_len, const cf_model_build_opts *opts,
                          cf_model_graph *out, cf_error *err);
+
+/* The memory plan of a full training step (forward, backward, AdamW) at batch B and
+ * length T, computed without allocating tensors: what `cformers config show` and the
+ * trainer report (arena, lower bound, fragmentation, parameter blocks). */
+int cf_model_graph_memory(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_memory_report *report,
+                          cf_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The update phase: gradients added into the gradient block, the global gradient norm,
  * and AdamW over the whole parameter block in one flat loop. */
 #include <math.h>
+#include <string.h>
 
 #include "cformers/threads.h"
 #include "core/graph_internal.h"
@@ -100,14 +101,19 @@ static void adamw_range(void *arg, long begin, long end) {
 
 static void adamw_forward(const cf_node *n) {
     const double *f = n->attrs.f;
+    float norm = *cf_in(n, 6), max_norm = (float)f[4];
+    long elems = (long)cf_tensor_numel(n->inputs[0]);
+    if (!isfinite(norm)) { /* overflowed (loss scaling) or diverged: skip the step, as GradScaler does */
+        memset(cf_tensor_f32(n->inputs[1]), 0, sizeof(float) * (size_t)elems);
+        return;
+    }
     int32_t *step = cf_tensor_i32(n->inputs[4]);
     int t = ++*step;
-    float norm = *cf_in(n, 6), max_norm = (float)f[4];
     /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
     float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f;
     flat_job j = {.p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
                   .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]),
-                  .n = (long)cf_tensor_numel(n->inputs[0]), .graph = n->attrs.p, .lr = *cf_in(n, 5),
+                  .n = elems, .graph = n->attrs.p, .lr = *cf_in(n, 5),
                   .beta1 = (float)f[0], .beta2 = (float)f[1], .eps = (float)f[2], .wd = (float)f[3],
                   .clip = clip < 1.0f ? clip : 1.0f, .bc1 = (float)(1.0 - pow(f[0], t)),
                   .bc2 = (float)(1.0 - pow(f[1], t))};

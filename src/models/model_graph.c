@@ -64,3 +64,17 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
     }
     return 0;
 }
+
+int cf_model_graph_memory(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_memory_report *report,
+                          cf_error *err) {
+    cf_model_graph m;
+    if (cf_model_graph_build(cfg, batch, seq_len, NULL, &m, err)) return -1;
+    /* The optimizer settings do not change the plan, only the learning rate input exists. */
+    cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
+    int rc = cf_graph_backward(m.graph, m.loss, err);
+    if (rc == 0 && !cf_graph_adamw(m.graph, &adamw, lr)) rc = cf_graph_error(m.graph, err);
+    if (rc == 0) rc = cf_graph_plan_memory(m.graph, report, err);
+    cf_graph_free(m.graph);
+    return rc;
+}
