@@ -75,7 +75,7 @@ static void flip_byte(const char *path, long off) {
     fputc(c ^ 0x40, f);
     fclose(f);
 }
-static void corrupt_chunk(const char *path) { flip_byte(path, 72 + 1500); }
+static void corrupt_chunk(const char *path) { flip_byte(path, 72 + 1501); }
 static void corrupt_header(const char *path) { flip_byte(path, 10); }
 static void corrupt_index(const char *path) { flip_byte(path, -9); }
 static void truncate_file(const char *path) { CHECK(truncate(path, 5000) == 0); }

@@ -20,19 +20,6 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* Compares encode(text) with the ids listed after the 2-character tag in `line`. */
 static void check_ids(const cf_tokenizer *tok, const char *what, const char *text, size_t len, const char *line) {
     int32_t *ids;
@@ -63,8 +50,8 @@ static void check_fixture(const char *tok_rel, const char *fixture_rel, bool edg
     CHECK_MSG(tok != NULL, "%s", err.msg);
     if (!tok) return;
     size_t flen, clen;
-    char *fix = read_all(test_source_path(fixture_rel), &flen);
-    char *text = read_all(corpus, &clen);
+    char *fix = test_read_file(test_source_path(fixture_rel), &flen);
+    char *text = test_read_file(corpus, &clen);
     CHECK_MSG(fix && text, "missing %s", fixture_rel);
     if (!fix || !text) return;
     char *case_text = malloc(flen);

@@ -88,4 +88,18 @@ static inline const char *test_source_path(const char *rel) {
     return buf;
 }
 
+/* Reads a whole file into a malloc'd, NUL-terminated buffer (NULL if unreadable). */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
 #endif

@@ -41,6 +41,8 @@ int cf_record_writer_add(cf_record_writer *w, const int32_t *ids, size_t n, cf_e
 /* Finishes the last shard, renames the files into place and frees the writer (also on
  * failure). Reports how many shards were written. */
 int cf_record_writer_close(cf_record_writer *w, int *n_shards, cf_error *err);
+/* Deletes everything written so far and frees the writer. */
+void cf_record_writer_discard(cf_record_writer *w);
 
 /* ---- reading ---- */
 

@@ -44,6 +44,10 @@ long cf_tokenizer_encode(const cf_tokenizer *tok, const char *text, size_t len, 
  * (at least 8 bytes), and the length in *len. */
 const char *cf_tokenizer_piece(const cf_tokenizer *tok, int32_t prev, int32_t id, char *scratch, size_t *len);
 
+/* A 64-bit fingerprint of the vocabulary (token bytes and order), stored in record
+ * shards so data made with one tokenizer is not trained with another. */
+uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *tok);
+
 /* Decodes a whole sequence into a malloc'd, NUL-terminated string. */
 char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n);
 

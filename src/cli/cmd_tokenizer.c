@@ -1,11 +1,144 @@
 #include "cli.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/tokenizer.h"
+#include "data/bpe_train.h"
+
+static const char USAGE[] =
+    "usage: cformers tokenizer train --input FILE... --vocab-size N --output FILE [--threads N] [--quiet]\n"
+    "       cformers tokenizer encode --tokenizer T [--text TEXT] [--bos]\n"
+    "       cformers tokenizer decode --tokenizer T [--ids \"ID ID ...\"]\n"
+    "\n"
+    "train   learns a byte-level BPE vocabulary (GPT-2 pre-tokenisation) of N tokens from text\n"
+    "        files and writes it as a Hugging Face tokenizer.json; the same input gives the same\n"
+    "        file whatever --threads is.\n"
+    "encode  prints the ids of TEXT (or of standard input) on one line.\n"
+    "decode  prints the text of the ids (or of the ids on standard input).\n"
+    "\n"
+    "T is a SentencePiece tokenizer.model, a llama2.c tokenizer.bin, a tokenizer.json, or a\n"
+    "directory holding GPT-2's encoder.json and vocab.bpe.\n";
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap + 1);
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int train(int argc, char **argv) {
+    cf_bpe_train_options opt = {.progress = true};
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        if (strcmp(argv[i], "--input") == 0) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) inputs[opt.n_inputs++] = argv[++i];
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            opt.progress = false;
+        } else if (i + 1 >= argc) {
+            rc = cli_usage_error("tokenizer", "%s needs a value", argv[i]);
+        } else if (strcmp(argv[i], "--vocab-size") == 0) {
+            opt.vocab_size = atoi(argv[++i]);
+            if (opt.vocab_size < 258) rc = cli_usage_error("tokenizer", "--vocab-size must be at least 258");
+        } else if (strcmp(argv[i], "--threads") == 0) {
+            opt.threads = atoi(argv[++i]);
+            if (opt.threads < 1) rc = cli_usage_error("tokenizer", "--threads must be at least 1");
+        } else if (strcmp(argv[i], "--output") == 0) {
+            opt.output = argv[++i];
+        } else {
+            rc = cli_usage_error("tokenizer", "unknown option '%s'", argv[i]);
+        }
+    }
+    if (rc == 0 && (!opt.n_inputs || !opt.vocab_size || !opt.output))
+        rc = cli_usage_error("tokenizer", "train needs --input, --vocab-size and --output");
+    if (rc == 0) {
+        opt.inputs = inputs;
+        cf_error err = {{0}};
+        int got = cf_bpe_train(&opt, &err);
+        if (got < 0) {
+            fprintf(stderr, "cformers tokenizer: %s\n", err.msg);
+            rc = 1;
+        } else {
+            printf("%s: %d tokens%s\n", opt.output, got, got < opt.vocab_size ? " (the corpus ran out of repeated pairs)" : "");
+        }
+    }
+    free(inputs);
+    return rc;
+}
+
+/* encode and decode share option parsing: --tokenizer, then --text / --ids, --bos. */
+static int inspect(int argc, char **argv, bool encode) {
+    const char *tok_path = NULL, *arg = NULL;
+    bool bos = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--bos") == 0 && encode) {
+            bos = true;
+        } else if (i + 1 >= argc) {
+            return cli_usage_error("tokenizer", "%s needs a value", argv[i]);
+        } else if (strcmp(argv[i], "--tokenizer") == 0) {
+            tok_path = argv[++i];
+        } else if (strcmp(argv[i], encode ? "--text" : "--ids") == 0) {
+            arg = argv[++i];
+        } else {
+            return cli_usage_error("tokenizer", "unknown option '%s'", argv[i]);
+        }
+    }
+    if (!tok_path) return cli_usage_error("tokenizer", "%s needs --tokenizer", argv[0]);
+    cf_error err = {{0}};
+    cf_tokenizer *tok = cf_tokenizer_load(tok_path, &err);
+    if (!tok) {
+        fprintf(stderr, "cformers tokenizer: %s\n", err.msg);
+        return 1;
+    }
+    size_t len = arg ? strlen(arg) : 0;
+    char *input = arg ? strdup(arg) : read_stdin(&len);
+    int rc = 0;
+    if (encode) {
+        int32_t *ids;
+        long n = cf_tokenizer_encode(tok, input, len, bos, &ids, &err);
+        for (long i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+        free(ids);
+    } else {
+        size_t n = 0;
+        int32_t *ids = malloc((len / 2 + 1) * sizeof *ids);
+        char *p = input, *end;
+        for (long v = strtol(p, &end, 10); end != p; p = end, v = strtol(p, &end, 10)) {
+            if (v < 0 || v >= cf_tokenizer_vocab_size(tok)) {
+                rc = cli_usage_error("tokenizer", "id %ld is outside the vocabulary of %d", v, cf_tokenizer_vocab_size(tok));
+                break;
+            }
+            ids[n++] = (int32_t)v;
+        }
+        if (rc == 0) {
+            char *text = cf_tokenizer_decode(tok, ids, n);
+            fputs(text, stdout);
+            free(text);
+        }
+        free(ids);
+    }
+    free(input);
+    cf_tokenizer_free(tok);
+    return rc;
+}
 
 int cmd_tokenizer(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers tokenizer [options]\n\ntrain, encode with and decode with tokenizers.\nNot implemented yet: it arrives with issue 5 (data pipeline).\n");
+        fputs(USAGE, stdout);
         return 0;
     }
-    return cli_not_yet("tokenizer", "train, encode with and decode with tokenizers", "issue 5 (data pipeline)");
+    if (argc < 2) return cli_usage_error("tokenizer", "missing action: train, encode or decode");
+    if (strcmp(argv[1], "train") == 0) return train(argc - 1, argv + 1);
+    if (strcmp(argv[1], "encode") == 0) return inspect(argc - 1, argv + 1, true);
+    if (strcmp(argv[1], "decode") == 0) return inspect(argc - 1, argv + 1, false);
+    return cli_usage_error("tokenizer", "unknown action '%s' (train, encode or decode)", argv[1]);
 }

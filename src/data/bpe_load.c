@@ -12,7 +12,7 @@
 #include "data/utf8.h"
 
 /* GPT-2's bytes_to_unicode(): printable bytes map to themselves, the rest to 256 + k. */
-static void byte_to_unicode_table(uint32_t table[256]) {
+void cf_bpe_byte_to_unicode(uint32_t table[256]) {
     int k = 0;
     for (int b = 0; b < 256; b++) {
         bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
@@ -27,7 +27,7 @@ static pthread_once_t inverse_once = PTHREAD_ONCE_INIT;
 
 static void build_inverse(void) {
     uint32_t table[256];
-    byte_to_unicode_table(table);
+    cf_bpe_byte_to_unicode(table);
     for (int i = 0; i < 512; i++) inverse[i] = -1;
     for (int b = 0; b < 256; b++) inverse[table[b]] = b;
 }

@@ -35,7 +35,10 @@ typedef struct cf_record_chunk {
 } cf_record_chunk;
 _Static_assert(sizeof(cf_record_chunk) == 24, "chunk entry is 24 bytes on disk");
 
-/* Index at header.index_offset: n_chunks cf_record_chunk, then n_docs + 1 uint64 document
+/* Zero bytes between the token data and the index, so the index is 8-byte aligned. */
+static inline uint64_t cf_record_index_padding(uint64_t data_end) { return (8 - data_end % 8) % 8; }
+
+/* Index at header.index_offset (a multiple of 8): n_chunks cf_record_chunk, then n_docs + 1 uint64 document
  * token offsets, then a uint32 CRC32C of both; the file ends right after it. */
 static inline uint64_t cf_record_index_bytes(uint64_t n_chunks, uint64_t n_docs) {
     return n_chunks * sizeof(cf_record_chunk) + (n_docs + 1) * 8 + 4;

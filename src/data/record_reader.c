@@ -68,7 +68,7 @@ static int check_chunks(cf_record_shard *s, const cf_record_header *h, const uns
         tokens += ch->n_tokens;
         expect_off = ch->offset + ch->stored_bytes;
     }
-    if (tokens != h->n_tokens || expect_off != h->index_offset)
+    if (tokens != h->n_tokens || expect_off + cf_record_index_padding(expect_off) != h->index_offset)
         return fail(s, err, h->index_offset, "chunks do not cover the token data");
     s->tokens = zstd ? (const void *)out : (const void *)(base + sizeof *h);
     return 0;

@@ -84,12 +84,15 @@ static int end_shard(cf_record_writer *w, cf_error *err) {
     cf_record_header h = {.version = CF_RECORD_VERSION, .token_bytes = (uint32_t)w->token_bytes,
                           .vocab_size = (uint32_t)w->opt.vocab_size, .eos_id = w->opt.eos_id,
                           .flags = w->opt.zstd ? CF_RECORD_FLAG_ZSTD : 0, .n_chunks = (uint32_t)w->n_chunks,
-                          .n_docs = w->n_docs, .n_tokens = w->shard_tokens, .index_offset = w->offset,
+                          .n_docs = w->n_docs, .n_tokens = w->shard_tokens,
                           .tokenizer_hash = w->opt.tokenizer_hash};
     memcpy(h.magic, CF_RECORD_MAGIC, 8);
-    h.header_crc = cf_crc32c(0, &h, offsetof(cf_record_header, header_crc));
     uint32_t crc = cf_crc32c(0, w->chunks, w->n_chunks * sizeof *w->chunks);
     crc = cf_crc32c(crc, w->doc_offsets, (w->n_docs + 1) * 8);
+    static const char zeros[8] = {0};
+    if (write_bytes(w, zeros, cf_record_index_padding(w->offset), err) != 0) return -1;
+    h.index_offset = w->offset;
+    h.header_crc = cf_crc32c(0, &h, offsetof(cf_record_header, header_crc));
     if (write_bytes(w, w->chunks, w->n_chunks * sizeof *w->chunks, err) != 0 ||
         write_bytes(w, w->doc_offsets, (w->n_docs + 1) * 8, err) != 0 || write_bytes(w, &crc, 4, err) != 0)
         return -1;
@@ -175,4 +178,9 @@ int cf_record_writer_close(cf_record_writer *w, int *n_shards, cf_error *err) {
     free(w->split);
     free(w);
     return rc;
+}
+
+void cf_record_writer_discard(cf_record_writer *w) {
+    w->failed = true;
+    cf_record_writer_close(w, NULL, NULL);
 }

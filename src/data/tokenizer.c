@@ -93,6 +93,12 @@ cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err) {
 }
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }
+
+uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *t) {
+    uint64_t h = cf_strmap_hash(&t->vocab_size, sizeof t->vocab_size);
+    for (int id = 0; id < t->vocab_size; id++) h = h * 31 + cf_strmap_hash(t->pieces[id], t->piece_len[id]);
+    return h;
+}
 int cf_tokenizer_bos(const cf_tokenizer *t) { return t->bos; }
 int cf_tokenizer_eos(const cf_tokenizer *t) { return t->eos; }
 

@@ -55,6 +55,8 @@ cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size
 cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, size_t size, cf_error *err);
 cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err);
 cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err);
+/* GPT-2's byte -> code point table, used to spell byte-level tokens in JSON files. */
+void cf_bpe_byte_to_unicode(uint32_t table[256]);
 /* Sets up merge tables once pieces and the (left, right) merge list are known. */
 int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err);
 
