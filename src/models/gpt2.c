@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cformers/fused.h"
 #include "models/model_graphs.h"
 
 typedef struct gpt2_ctx {
@@ -36,9 +37,9 @@ static cf_tensor *block(const gpt2_ctx *m, const cf_model_config *c, int i, cf_t
     cf_tensor *h = layernorm(m, x, i, "ln_1");
     cf_tensor *qkv[3] = {0};
     cf_nn_split(g, linear(m, h, 3 * d, d, m->w, i, "attn.c_attn"), 3, qkv);
-    cf_tensor *a = cf_nn_attention(g, cf_model_split_heads(g, qkv[0], c->num_heads),
-                                   cf_model_split_heads(g, qkv[1], c->num_heads),
-                                   cf_model_split_heads(g, qkv[2], c->num_heads));
+    cf_tensor *q = cf_model_split_heads(g, qkv[0], c->num_heads), *k = cf_model_split_heads(g, qkv[1], c->num_heads),
+              *v = cf_model_split_heads(g, qkv[2], c->num_heads);
+    cf_tensor *a = c->use_flash_attention ? cf_nn_flash_attention(g, q, k, v) : cf_nn_attention(g, q, k, v);
     x = cf_nn_add(g, x, linear(m, cf_model_merge_heads(g, a), d, d, m->w_residual, i, "attn.c_proj"));
     h = layernorm(m, x, i, "ln_2");
     h = cf_nn_gelu(g, linear(m, h, ff, d, m->w, i, "mlp.c_fc"));

@@ -1,6 +1,7 @@
 /* The LLaMA training graph: pre-norm decoder blocks with RMSNorm, RoPE (interleaved
  * pairs), causal grouped-query attention and a SwiGLU MLP, no biases; the output head
  * is the embedding when tie_word_embeddings. Names follow Hugging Face. */
+#include "cformers/fused.h"
 #include "models/model_graphs.h"
 
 typedef struct llama_dims {
@@ -20,7 +21,8 @@ static cf_tensor *attention_block(cf_graph *g, const cf_model_config *c, const l
     cf_tensor *q = cf_nn_rope(g, cf_model_split_heads(g, cf_nn_linear(g, h, wq, NULL), c->num_heads), rope);
     cf_tensor *k = cf_nn_rope(g, cf_model_split_heads(g, cf_nn_linear(g, h, wk, NULL), c->num_kv_heads), rope);
     cf_tensor *v = cf_model_split_heads(g, cf_nn_linear(g, h, wv, NULL), c->num_kv_heads);
-    return cf_nn_linear(g, cf_model_merge_heads(g, cf_nn_attention(g, q, k, v)), wo, NULL);
+    cf_tensor *a = c->use_flash_attention ? cf_nn_flash_attention(g, q, k, v) : cf_nn_attention(g, q, k, v);
+    return cf_nn_linear(g, cf_model_merge_heads(g, a), wo, NULL);
 }
 
 static cf_tensor *mlp_block(cf_graph *g, const llama_dims *d, int layer, cf_tensor *h) {
