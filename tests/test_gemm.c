@@ -11,6 +11,7 @@
 #include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "kernels/gemm/gemm_internal.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -244,6 +245,16 @@ int main(void) {
         if (!sanitized || isa == (int)best) {
             check_fixed_shapes(check_f32);
             check_fixed_shapes(check_bf16);
+        }
+        if (isa == CF_ISA_AVX512 && cf_gemm_amx_usable()) { /* the vdpbf16ps kernel too */
+            cf_gemm_allow_amx(false);
+            printf("avx512 without AMX: %s\n", cf_gemm_kernel_name(CF_BF16));
+            for (int i = 0; i < random_cases; i++) {
+                shape s = random_shape(i);
+                check_bf16(&s);
+            }
+            check_fixed_shapes(check_bf16);
+            cf_gemm_allow_amx(true);
         }
         check_alpha_zero_and_k_zero();
         check_nested();

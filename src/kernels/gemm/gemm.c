@@ -5,6 +5,8 @@
 #include "cformers/cpu.h"
 #include "cformers/threads.h"
 
+#include <stdatomic.h>
+
 /* Up to this many rows of C, B is read in place instead of packed: packing would
  * touch B once more than the product itself does. */
 enum { SKINNY_MAX_M = 16, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
@@ -17,8 +19,13 @@ static const gemm_kernel *f32_kernel(void) {
     }
 }
 
+static atomic_bool g_amx_allowed = true;
+
+void cf_gemm_allow_amx(bool allow) { g_amx_allowed = allow; }
+
 static const gemm_kernel *bf16_kernel(void) {
-    return cf_has_avx512_bf16() ? &cf_gemm_kernel_bf16_avx512bf16 : f32_kernel();
+    if (!cf_has_avx512_bf16()) return f32_kernel();
+    return g_amx_allowed && cf_gemm_amx_usable() ? &cf_gemm_kernel_bf16_amx : &cf_gemm_kernel_bf16_avx512bf16;
 }
 
 static const gemm_skinny *skinny_kernel(void) {

@@ -39,6 +39,7 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const long mc = j->blk.mc, kc = j->blk.kc, nc = j->blk.nc;
     uint8_t *pa = cf_gemm_scratch_a(panel_bytes(kern, mr, kc) * (size_t)ceil_div(mc, mr));
     uint8_t *pb = cf_gemm_scratch_b(panel_bytes(kern, nr, kc) * (size_t)ceil_div(nc, nr));
+    if (kern->enter) kern->enter();
     for (long ic = m0; ic < m1; ic += mc) {
         long mb = min_l(mc, m1 - ic);
         for (long pc = 0; pc < j->K; pc += kc) {
@@ -60,6 +61,7 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
             }
         }
     }
+    if (kern->leave) kern->leave();
 }
 
 static void run_cells(void *ctx, int thread, int n_threads) {

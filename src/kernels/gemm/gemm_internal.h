@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One operand as the packing routines see it: element (r, c) of op(X), where r runs
  * over M (for A) or K (for B) and c over K (for A) or N (for B). */
@@ -56,6 +57,7 @@ typedef struct gemm_kernel {
     size_t elem_bytes; /* bytes per packed element */
     gemm_pack_fn pack_a, pack_b;
     gemm_tile_fn tile;
+    void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 
 typedef struct gemm_skinny {
@@ -75,6 +77,12 @@ extern const gemm_kernel cf_gemm_kernel_f32_scalar;
 extern const gemm_kernel cf_gemm_kernel_f32_avx2;
 extern const gemm_kernel cf_gemm_kernel_f32_avx512;
 extern const gemm_kernel cf_gemm_kernel_bf16_avx512bf16;
+extern const gemm_kernel cf_gemm_kernel_bf16_amx;
+
+/* True when the CPU has AMX-BF16 and the OS granted this process the tile state. */
+bool cf_gemm_amx_usable(void);
+/* Lets tests switch AMX off to reach the vdpbf16ps kernel on AMX machines. */
+void cf_gemm_allow_amx(bool allow);
 
 extern const gemm_skinny cf_gemm_skinny_scalar;
 extern const gemm_skinny cf_gemm_skinny_avx2;
@@ -88,10 +96,17 @@ void cf_gemm_pack_a_f32_avx512(const gemm_operand *src, long r0, long c0, long r
 void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+/* Pairs with k padded to a multiple of 32, as AMX B tiles take them. */
+void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 
 /* One f32 strip (see gemm_pack.c) with AVX-512 when a stride is 1, padding included;
  * returns false, doing nothing, for other strides. */
 bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+
+/* One bf16 strip into `pairs` k pairs (zero past K) with AVX-512, when a stride is 1
+ * (and a line stride is even, so pairs are 32-bit words); false for other layouts. */
+bool cf_gemm_strip_pairs_avx512(const uint16_t *src, long s_line, long s_k, int h, long K, long pairs, int w,
+                                uint16_t *dst);
 
 gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 

@@ -76,15 +76,19 @@ static inline uint16_t strip_get_bf16(const strip *s, int i, long k) {
     return cf_f32_to_bf16(((const float *)s->src->data)[off]);
 }
 
-static void strip_pairs(const strip *s, uint16_t *dst, bool pad) {
-    long pairs = (s->K + 1) / 2;
+/* Writes `pairs` k pairs (at least ceil(K / 2); the ones past K are zero). Pair kernels
+ * run only on AVX-512 BF16 machines, so bf16 sources take the AVX-512 path there. */
+static void strip_pairs(const strip *s, uint16_t *dst, long pairs) {
+    if (s->src->bf16 && cf_gemm_strip_pairs_avx512((const uint16_t *)s->src->data + s->base, s->s_line, s->s_k, s->h,
+                                                   s->K, pairs, s->w, dst))
+        return;
     for (long q = 0; q < pairs; q++) {
         uint16_t *d = dst + 2 * q * s->w;
         for (int i = 0; i < s->h; i++) {
             d[2 * i] = strip_get_bf16(s, i, 2 * q);
             d[2 * i + 1] = strip_get_bf16(s, i, 2 * q + 1);
         }
-        if (pad && s->h < s->w) memset(d + 2 * s->h, 0, sizeof(uint16_t) * 2 * (size_t)(s->w - s->h));
+        memset(d + 2 * s->h, 0, sizeof(uint16_t) * 2 * (size_t)(s->w - s->h));
     }
 }
 
@@ -143,20 +147,35 @@ void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long r
     pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx512);
 }
 
-void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
-    uint16_t *d = dst;
-    long pairs = (cols + 1) / 2;
+static long ceil_to(long x, long multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+/* k is padded to a multiple of `k_group` (2 for vdpbf16ps, 32 for an AMX tile). */
+static void pack_a_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, uint16_t *dst,
+                         long k_group) {
+    long pairs = ceil_to(cols, k_group) / 2;
     for (long p = 0; p * mr < rows; p++) {
         strip s = a_strip(src, r0, c0, rows, cols, mr, p);
-        strip_pairs(&s, d + 2 * p * mr * pairs, false);
+        strip_pairs(&s, dst + 2 * p * mr * pairs, pairs);
     }
 }
 
-void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
-    uint16_t *d = dst;
-    long pairs = (rows + 1) / 2;
+static void pack_b_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, uint16_t *dst,
+                         long k_group) {
+    long pairs = ceil_to(rows, k_group) / 2;
     for (long p = 0; p * nr < cols; p++) {
         strip s = b_strip(src, r0, c0, rows, cols, nr, p);
-        strip_pairs(&s, d + 2 * p * nr * pairs, true);
+        strip_pairs(&s, dst + 2 * p * nr * pairs, pairs);
     }
+}
+
+void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    pack_a_pairs(src, r0, c0, rows, cols, mr, dst, 2);
+}
+
+void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    pack_b_pairs(src, r0, c0, rows, cols, nr, dst, 2);
+}
+
+void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    pack_b_pairs(src, r0, c0, rows, cols, nr, dst, 32);
 }

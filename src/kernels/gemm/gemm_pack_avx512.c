@@ -5,6 +5,8 @@
 #include "gemm_internal.h"
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -65,5 +67,33 @@ bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, lo
     if (s_k == 1) strip_transpose(src, s_line, h, K, w, dst);
     else if (s_line == 1) strip_copy(src, s_k, h, K, w, dst);
     else return false;
+    return true;
+}
+
+/* bf16 pairs: (k, k+1) of a line that is contiguous along k are one 32-bit word, so
+ * they move through the 32-bit transpose; k-major lines are zero-extended and the
+ * odd row shifted into the high half. */
+bool cf_gemm_strip_pairs_avx512(const uint16_t *src, long s_line, long s_k, int h, long K, long pairs, int w,
+                                uint16_t *dst) {
+    uint32_t *d = (uint32_t *)dst;
+    long whole = K / 2, used = (K + 1) / 2;
+    if (s_k == 1 && s_line % 2 == 0) {
+        strip_transpose((const float *)src, s_line / 2, h, whole, w, (float *)d);
+        if (K % 2)
+            for (int i = 0; i < w; i++) d[whole * w + i] = i < h ? src[i * s_line + K - 1] : 0;
+    } else if (s_line == 1) {
+        for (long q = 0; q < used; q++) {
+            const uint16_t *even = src + 2 * q * s_k, *odd = 2 * q + 1 < K ? even + s_k : NULL;
+            for (int i0 = 0; i0 < w; i0 += 16) {
+                __mmask16 in = lanes(h - i0);
+                __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, even + i0));
+                __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, odd + i0)) : _mm512_setzero_si512();
+                _mm512_mask_storeu_epi32(d + q * w + i0, lanes(w - i0), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+        }
+    } else {
+        return false;
+    }
+    memset(d + used * w, 0, sizeof(uint32_t) * (size_t)((pairs - used) * w));
     return true;
 }
