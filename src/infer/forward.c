@@ -54,6 +54,17 @@ static void attention_head(void *arg, int h, int thread) {
     cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, v, m->kv_dim, 0.0f, out, m->dim);
 }
 
+/* Heads run on the pool unless the whole attention is too small to pay for a dispatch. */
+static void attention(cf_infer_model *m, const float *kc, const float *vc, long n, long pos) {
+    enum { INLINE_WORK = 1 << 15 };
+    attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos};
+    long heads = m->cfg.num_heads;
+    if (heads * n * (pos + n) * m->head_dim < INLINE_WORK || cf_num_threads() == 1)
+        for (long h = 0; h < heads; h++) attention_head(&job, (int)h, 0);
+    else
+        cf_parallel_for((int)heads, attention_head, &job);
+}
+
 static void add_into(float *x, const float *y, long n) {
     for (long i = 0; i < n; i++) x[i] += y[i];
 }
@@ -81,8 +92,7 @@ static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long
         linear(m, &L->wv, m->xb, vc + pos * m->kv_dim, n);
         cf_rope_apply(&m->rope, m->q, n, c->num_heads, NULL, pos, false);
         cf_rope_apply(&m->rope, kc + pos * m->kv_dim, n, c->num_kv_heads, NULL, pos, false);
-        attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos};
-        cf_parallel_for((int)c->num_heads, attention_head, &job);
+        attention(m, kc, vc, n, pos);
         linear(m, &L->wo, m->att, m->xb, n);
         add_into(m->x, m->xb, n * m->dim);
 

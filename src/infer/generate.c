@@ -2,15 +2,9 @@
  * with the KV cache, streaming each token's text to a callback. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cformers/infer.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "obs/clock.h"
 
 static bool ends_document(const cf_tokenizer *tok, int32_t id) {
     /* llama2.c-trained models emit BOS between documents rather than EOS */
@@ -31,9 +25,9 @@ int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, 
     float *logits = cf_xmalloc(sizeof(float) * (size_t)vocab);
     cf_sampler *sampler = cf_sampler_new(&p->sampling, vocab);
     stats->prompt_tokens = n;
-    double t0 = now_seconds();
+    double t0 = cf_clock_seconds();
     int rc = cf_infer_forward(m, ids, n, 0, logits, false, err);
-    double t1 = now_seconds();
+    double t1 = cf_clock_seconds();
     stats->prefill_seconds = t1 - t0;
     int32_t prev = ids[n - 1];
     long pos = n;
@@ -53,7 +47,7 @@ int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, 
         if (stats->generated_tokens == p->max_new_tokens || pos >= cf_infer_max_seq(m)) break;
         rc = cf_infer_forward(m, &next, 1, pos++, logits, false, err);
     }
-    stats->decode_seconds = now_seconds() - t1;
+    stats->decode_seconds = cf_clock_seconds() - t1;
     cf_sampler_free(sampler);
     free(logits);
     free(ids);

@@ -1,0 +1,241 @@
+/* Generation speed: prefill and decode tokens/s on stories260K and on a ~110M LLaMA with
+ * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32 and bf16 weights.
+ * Decode reads every matmul weight once per token, so it is compared against this
+ * machine's read bandwidth, measured in the same run by a STREAM-like sum over 1 GiB
+ * (larger than any cache) on the same number of threads.
+ *
+ *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]
+ *
+ * Each figure is the median of R runs (default 3). */
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cformers/convert.h"
+#include "cformers/cpu.h"
+#include "cformers/infer.h"
+#include "cformers/threads.h"
+#include "obs/clock.h"
+
+enum { STREAM_FLOATS = 1 << 28 }; /* 1 GiB */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* ---- read bandwidth ---- */
+
+typedef struct stream_job {
+    const float *a;
+    long n;
+    float sums[64];
+} stream_job;
+
+__attribute__((target("avx2"))) static float sum_avx2(const float *a, long n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (long i = 0; i + 32 <= n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(a + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(a + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(a + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(a + i + 24));
+    }
+    float out[8];
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+static void stream_part(void *arg, int thread, int n_threads) {
+    stream_job *j = arg;
+    long begin, end;
+    cf_split_range(j->n, n_threads, thread, &begin, &end);
+    j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin);
+}
+
+static double read_bandwidth_gbs(const float *a, int runs) {
+    stream_job job = {.a = a, .n = STREAM_FLOATS};
+    double t[16];
+    for (int r = 0; r < runs; r++) {
+        double t0 = cf_clock_seconds();
+        cf_parallel_team(stream_part, &job);
+        t[r] = cf_clock_seconds() - t0;
+    }
+    return (double)STREAM_FLOATS * sizeof(float) / median(t, runs) / 1e9;
+}
+
+/* ---- the random ~110M model ---- */
+
+typedef struct random_weights {
+    float *data;
+    size_t used, size;
+} random_weights;
+
+static const float *random_lookup(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    random_weights *w = ctx;
+    size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    if (w->used + n > w->size) return NULL;
+    const float *p = w->data + w->used;
+    w->used += n;
+    (void)name;
+    return p;
+}
+
+static void fill_random(float *x, size_t n) {
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = ((float)(s >> 9) / 8388608.0f - 1.0f) * 0.02f;
+    }
+}
+
+static void config_110m(cf_model_config *m) {
+    memset(m, 0, sizeof *m);
+    m->arch = CF_ARCH_LLAMA;
+    m->vocab_size = 32000, m->hidden_size = 768, m->num_layers = 12, m->num_heads = 12, m->num_kv_heads = 12;
+    m->intermediate_size = 2048, m->max_position_embeddings = 1024, m->rope_theta = 10000.0, m->rms_norm_eps = 1e-5;
+    m->bos_token_id = 1, m->eos_token_id = 2, m->pad_token_id = -1;
+}
+
+/* ---- timing ---- */
+
+typedef struct speed {
+    double prefill_tps, decode_tps;
+} speed;
+
+static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed *out) {
+    long vocab = cf_infer_config(m)->vocab_size;
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(prefill + decode));
+    float *logits = malloc(sizeof(float) * (size_t)vocab);
+    for (long i = 0; i < prefill + decode; i++) tokens[i] = (int32_t)((i * 7919 + 3) % vocab);
+    double pre[16], dec[16];
+    cf_error err;
+    int rc = 0;
+    for (int r = 0; r < runs && rc == 0; r++) {
+        double t0 = cf_clock_seconds();
+        rc = cf_infer_forward(m, tokens, prefill, 0, logits, false, &err);
+        double t1 = cf_clock_seconds();
+        for (long i = 0; i < decode && rc == 0; i++)
+            rc = cf_infer_forward(m, &tokens[prefill + i], 1, prefill + i, logits, false, &err);
+        double t2 = cf_clock_seconds();
+        pre[r] = (double)prefill / (t1 - t0);
+        dec[r] = (double)decode / (t2 - t1);
+    }
+    if (rc != 0) fprintf(stderr, "bench_generate: %s\n", err.msg);
+    out->prefill_tps = median(pre, runs);
+    out->decode_tps = median(dec, runs);
+    free(tokens);
+    free(logits);
+    return rc;
+}
+
+typedef struct model_source {
+    const char *label;
+    const char *ckpt;          /* load from this checkpoint, or */
+    const cf_model_config *cfg; /* build over random weights */
+    random_weights *weights;
+    long prefill, decode;
+} model_source;
+
+static cf_infer_model *open_model(const model_source *s, cf_dtype dtype, long max_seq, cf_error *err) {
+    cf_infer_options opt = {.weight_dtype = dtype, .max_seq = max_seq};
+    if (s->ckpt) return cf_infer_load(s->ckpt, &opt, err);
+    s->weights->used = 0;
+    return cf_infer_from_weights(s->cfg, random_lookup, s->weights, &opt, err);
+}
+
+static int bench_model(const model_source *s, const double *bandwidth, int runs) {
+    static const cf_dtype dtypes[] = {CF_F32, CF_BF16};
+    for (int d = 0; d < 2; d++) {
+        cf_error err;
+        cf_infer_model *m = open_model(s, dtypes[d], s->prefill + s->decode, &err);
+        if (!m) {
+            fprintf(stderr, "bench_generate: %s: %s\n", s->label, err.msg);
+            return 1;
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            cf_set_num_threads(threads);
+            speed sp;
+            if (measure(m, s->prefill, s->decode, runs, &sp) != 0) return cf_infer_free(m), 1;
+            double gbs = (double)cf_infer_weight_bytes(m) * sp.decode_tps / 1e9;
+            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f%%\n", s->label, cf_dtype_name(dtypes[d]), threads,
+                   sp.prefill_tps, sp.decode_tps, gbs, 100.0 * gbs / bandwidth[threads]);
+            fflush(stdout);
+        }
+        cf_infer_free(m);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int runs = 3;
+    long prefill = 128, decode = 64;
+    bool skip_110m = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) prefill = atol(argv[++i]);
+        else if (strcmp(argv[i], "--decode") == 0 && i + 1 < argc) decode = atol(argv[++i]);
+        else if (strcmp(argv[i], "--skip-110m") == 0) skip_110m = true;
+        else {
+            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]\n");
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 16 || prefill < 1 || decode < 1) {
+        fprintf(stderr, "bench_generate: --runs must be 1..16, --prefill and --decode positive\n");
+        return 2;
+    }
+    if (!cf_cpu()->avx2) {
+        fprintf(stderr, "bench_generate: the bandwidth probe needs AVX2\n");
+        return 1;
+    }
+    float *stream = cf_aligned_alloc(sizeof(float) * STREAM_FLOATS);
+    fill_random(stream, STREAM_FLOATS);
+    double bandwidth[3];
+    for (int t = 1; t <= 2; t++) {
+        cf_set_num_threads(t);
+        bandwidth[t] = read_bandwidth_gbs(stream, runs);
+    }
+    cf_aligned_free(stream);
+    printf("read bandwidth (1 GiB sum): %.1f GB/s on 1 thread, %.1f GB/s on 2 threads; %s kernels\n\n", bandwidth[1],
+           bandwidth[2], cf_isa_name(cf_isa_active()));
+    printf("%-12s %-5s %7s | %10s %10s | %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
+           "GB/s", "of read");
+
+    int rc = 0;
+    const char *dir = getenv("CFORMERS_DATA_DIR");
+    char bin[4096], ckpt[64];
+    snprintf(bin, sizeof bin, "%s/stories260K/stories260K.bin", dir && *dir ? dir : "../shared/data");
+    snprintf(ckpt, sizeof ckpt, "/tmp/bench_generate_%d.ckpt", (int)getpid());
+    cf_convert_options opt = {.dtype = CF_F32};
+    cf_error err;
+    if (access(bin, R_OK) != 0) {
+        printf("stories260K: %s not found, skipped\n", bin);
+    } else if (cf_import_llama2c(bin, ckpt, &opt, &err) != 0) {
+        fprintf(stderr, "bench_generate: %s\n", err.msg);
+        rc = 1;
+    } else {
+        model_source s = {.label = "stories260K", .ckpt = ckpt, .prefill = 256, .decode = 256};
+        rc = bench_model(&s, bandwidth, runs);
+        unlink(ckpt);
+    }
+    if (!skip_110m && rc == 0) {
+        cf_model_config cfg;
+        config_110m(&cfg);
+        random_weights w = {.size = 135u * 1000 * 1000}; /* 110M plus the untied output head */
+        w.data = cf_aligned_alloc(sizeof(float) * w.size);
+        fill_random(w.data, w.size);
+        model_source s = {.label = "llama-110M", .cfg = &cfg, .weights = &w, .prefill = prefill, .decode = decode};
+        rc = bench_model(&s, bandwidth, runs);
+        cf_aligned_free(w.data);
+    }
+    printf("\nGB/s = matmul weight bytes read per decoded token x decode tokens/s; \"of read\" compares it with\n"
+           "the measured read bandwidth at the same thread count.\n");
+    return rc;
+}
