@@ -17,6 +17,12 @@ extern "C" {
  * probabilities, and its backward recomputes them, so memory grows linearly with T. */
 cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v);
 
+/* cf_nn_cross_entropy(cf_nn_linear(x, w, NULL), targets) without the [tokens, vocab]
+ * logits: x [..., D], w [V, D], targets [...] i32 (negative = ignored); the mean loss.
+ * It takes the tokens a chunk at a time and computes the gradients for x and w in the
+ * same pass (its backward scales them), so a forward-only run does that work too. */
+cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets);
+
 #ifdef __cplusplus
 }
 #endif

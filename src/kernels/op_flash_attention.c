@@ -3,6 +3,7 @@
 #include "cformers/fused.h"
 #include "cformers/threads.h"
 #include "kernels/flash_attention.h"
+#include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
 
 static cf_fa_shape shape_of(const cf_tensor *q, const cf_tensor *k) {
@@ -35,8 +36,6 @@ static size_t flash_attention_workspace(const cf_node *n) {
     cf_fa_shape s = shape_of(n->inputs[0], n->inputs[1]);
     return cf_flash_attention_forward_workspace(&s, slots_of(n));
 }
-
-extern const cf_op_def cf_op_flash_attention_backward;
 
 static void flash_attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
     cf_tensor *in[6] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], n->outputs[0], n->outputs[1]};

@@ -2,6 +2,7 @@
  * primitives the loop and the tests use. */
 #include "train/trainer_internal.h"
 
+#include "core/passes.h"
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
 
@@ -31,6 +32,7 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     cf_model_build_opts build = {.keep_logits = t->opts.keep_logits};
     if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
     cf_graph *g = t->model.graph;
+    if (cf_graph_fuse(g, &t->cfg.context, err) != 0) return -1;
     apply_decay_policy(g, &t->cfg.optimizer);
     t->loss_scale = cf_graph_input(g, "loss_scale", CF_F32, 0, NULL);
     t->lr = cf_graph_input(g, "lr", CF_F32, 0, NULL);

@@ -1,0 +1,10 @@
+/* The fusion pass driver: which passes run, from the context section's switches. */
+#include "core/graph_internal.h"
+#include "core/passes.h"
+
+int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err) {
+    if (g->differentiated) return cf_fail(err, "fusion passes must run before the backward is built");
+    if (!ctx->enable_graph_kernel) return 0;
+    if (ctx->fuse_cross_entropy) cf_pass_fuse_cross_entropy(g);
+    return cf_graph_error(g, err);
+}

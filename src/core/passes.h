@@ -1,0 +1,18 @@
+/* Internal: the graph fusion passes (context.enable_graph_kernel). They rewrite a
+ * forward graph, before cf_graph_backward, replacing chains of built-in ops with fused
+ * ops whose own backward rules then make the gradients. Each has its own switch in
+ * cf_context_config so its effect can be measured (bench/bench_fusion.c). */
+#ifndef CFORMERS_PASSES_H
+#define CFORMERS_PASSES_H
+
+#include "cformers/config.h"
+#include "cformers/graph.h"
+
+/* Runs the passes ctx enables (none unless ctx->enable_graph_kernel). */
+int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err);
+
+/* matmul(x, W^T) -> cross_entropy, the logits read by nothing else and not kept,
+ * becomes one linear_cross_entropy (cformers/fused.h). Returns how many it fused. */
+int cf_pass_fuse_cross_entropy(cf_graph *g);
+
+#endif

@@ -1,0 +1,10 @@
+/* Internal: the fused op definitions, for the fusion passes (src/core/pass_*.c). */
+#ifndef CFORMERS_FUSED_OPS_H
+#define CFORMERS_FUSED_OPS_H
+
+#include "cformers/op.h"
+
+extern const cf_op_def cf_op_flash_attention, cf_op_flash_attention_backward;
+extern const cf_op_def cf_op_linear_cross_entropy;
+
+#endif

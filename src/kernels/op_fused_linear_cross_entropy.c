@@ -1,0 +1,143 @@
+/* linear_cross_entropy: the output projection, softmax and cross-entropy of a language
+ * model head as one op that never holds the full [tokens, vocab] logits.
+ *
+ * Tokens are taken CHUNK_ROWS at a time: logits = x W^T for the chunk, then per row the
+ * log-sum-exp, the loss lse - logit[target], and in place d loss / d logits =
+ * (softmax - onehot) / n_valid; from those dx = dlogits W and dW += dlogits^T x. So the
+ * forward computes the gradients too (three products, as forward + backward unfused
+ * do) for d loss = 1, and the backward only scales them by the incoming d loss. Memory:
+ * one chunk of logits instead of the logits and their gradient for every token.
+ *
+ * inputs (x [..., D], W [V, D], targets [...] i32, negative = ignored);
+ * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = 1 [V, D]). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cformers/fused.h"
+#include "cformers/gemm.h"
+#include "kernels/fused_ops.h"
+#include "kernels/graph_ops.h"
+#include "kernels/kernels.h"
+
+enum { CHUNK_ROWS = 256 };
+
+typedef struct lce_job {
+    const cf_tensor *targets_tensor;
+    const int32_t *targets;
+    float *logits, *row_loss;
+    long vocab, row0;
+    float inv_valid;
+} lce_job;
+
+static long chunk_rows(const cf_node *n) {
+    long rows = (long)cf_tensor_rows(n->inputs[0]);
+    return rows < CHUNK_ROWS ? rows : CHUNK_ROWS;
+}
+
+static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
+    if (cf_require_dtype(n, 0, CF_F32, err) || cf_require_dtype(n, 1, CF_F32, err) ||
+        cf_require_dtype(n, 2, CF_I32, err))
+        return -1;
+    const cf_tensor *x = n->inputs[0], *w = n->inputs[1], *t = n->inputs[2];
+    if (w->ndim != 2 || w->shape[1] != cf_tensor_cols(x))
+        return cf_fail(err, "weight %s must be [vocab, %lld] for input %s", w->name, (long long)cf_tensor_cols(x),
+                       x->name);
+    if (cf_tensor_numel(t) != cf_tensor_rows(x))
+        return cf_fail(err, "targets %s must have one id per row of %s", t->name, x->name);
+    cf_node_output(n, 0, CF_F32, 0, NULL);
+    cf_node_output_like(n, 1, x);
+    cf_node_output_like(n, 2, w);
+    return 0;
+}
+
+/* Rows of one logits chunk: loss, then the logits become their gradient. */
+static void lce_rows(void *arg, long begin, long end) {
+    lce_job *j = arg;
+    for (long r = begin; r < end; r++) {
+        float *x = j->logits + r * j->vocab;
+        int32_t t = j->targets[j->row0 + r];
+        if (t >= j->vocab) {
+            fprintf(stderr, "cformers: linear_cross_entropy: %s[%ld] = %d is outside [0, %ld)\n",
+                    j->targets_tensor->name, j->row0 + r, t, j->vocab);
+            abort();
+        }
+        float mx = x[0];
+        for (long i = 1; i < j->vocab; i++) mx = x[i] > mx ? x[i] : mx;
+        float sum = 0.0f;
+        for (long i = 0; i < j->vocab; i++) sum += expf(x[i] - mx);
+        float lse = mx + logf(sum), scale = t < 0 ? 0.0f : j->inv_valid;
+        j->row_loss[j->row0 + r] = t < 0 ? 0.0f : lse - x[t];
+        for (long i = 0; i < j->vocab; i++) x[i] = expf(x[i] - lse) * scale;
+        if (t >= 0) x[t] -= scale;
+    }
+}
+
+static void linear_cross_entropy_forward(const cf_node *n) {
+    const cf_tensor *x = n->inputs[0], *t = n->inputs[2];
+    long rows = (long)cf_tensor_rows(x), dim = (long)cf_tensor_cols(x), vocab = (long)n->inputs[1]->shape[0];
+    long chunk = chunk_rows(n), valid = 0;
+    const int32_t *targets = cf_tensor_i32(t);
+    for (long r = 0; r < rows; r++) valid += targets[r] >= 0;
+    lce_job j = {.targets_tensor = t, .targets = targets, .logits = n->workspace, .vocab = vocab,
+                 .inv_valid = valid ? 1.0f / (float)valid : 0.0f};
+    j.row_loss = j.logits + chunk * vocab;
+    const float *xs = cf_in(n, 0), *w = cf_in(n, 1);
+    float *dx = cf_out(n, 1), *dw = cf_out(n, 2);
+    for (long r0 = 0; r0 < rows; r0 += chunk) {
+        long m = rows - r0 < chunk ? rows - r0 : chunk;
+        j.row0 = r0;
+        cf_sgemm(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j.logits, vocab);
+        cf_parallel_rows(m, vocab * 4, lce_rows, &j);
+        cf_sgemm(false, false, m, dim, vocab, 1.0f, j.logits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);
+        cf_sgemm(true, false, vocab, dim, m, 1.0f, j.logits, vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw, dim);
+    }
+    double total = 0.0; /* in row order: deterministic */
+    for (long r = 0; r < rows; r++) total += j.row_loss[r];
+    *cf_out(n, 0) = valid ? (float)(total / (double)valid) : 0.0f;
+}
+
+static size_t linear_cross_entropy_workspace(const cf_node *n) {
+    return sizeof(float) * (size_t)(chunk_rows(n) * n->inputs[1]->shape[0] + cf_tensor_rows(n->inputs[0]));
+}
+
+/* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss ---- */
+
+static int infer_scale_by(cf_node *n, cf_error *err) {
+    (void)err;
+    cf_node_output_like(n, 0, n->inputs[1]);
+    return 0;
+}
+
+typedef struct scale_job {
+    const float *x;
+    float *y, s;
+} scale_job;
+
+static void scale_range(void *arg, long begin, long end) {
+    scale_job *j = arg;
+    for (long i = begin; i < end; i++) j->y[i] = j->s * j->x[i];
+}
+
+static void scale_by_forward(const cf_node *n) {
+    scale_job j = {.x = cf_in(n, 1), .y = cf_out(n, 0), .s = *cf_in(n, 0)};
+    cf_parallel_rows((long)cf_tensor_numel(n->inputs[1]), 1, scale_range, &j);
+}
+
+static const cf_op_def scale_by = {.name = "scale_by", .n_outputs = 1, .infer = infer_scale_by,
+                                   .forward = scale_by_forward};
+
+static void linear_cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    for (int i = 0; i < 2; i++)
+        if (n->inputs[i]->requires_grad) dx[i] = cf_op_apply(g, &scale_by, (cf_tensor *[]){dy[0], n->outputs[i + 1]}, 2, NULL);
+}
+
+const cf_op_def cf_op_linear_cross_entropy = {.name = "linear_cross_entropy", .n_outputs = 3,
+                                              .infer = infer_linear_cross_entropy,
+                                              .forward = linear_cross_entropy_forward,
+                                              .backward = linear_cross_entropy_backward,
+                                              .workspace = linear_cross_entropy_workspace};
+
+cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets) {
+    return cf_op_apply(g, &cf_op_linear_cross_entropy, (cf_tensor *[]){x, w, targets}, 3, NULL);
+}

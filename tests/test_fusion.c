@@ -1,0 +1,180 @@
+/* The fusion passes give the same loss and gradients as the unfused graph.
+ *
+ * Each case builds the same model twice from one config, once left alone and once
+ * rewritten by cf_graph_fuse with one pass switched on, runs forward + backward on the
+ * same weights and tokens (one target ignored), and compares the loss and every
+ * parameter's gradient: |fused - unfused| <= 1e-5 + 1e-4 |unfused| (the same products
+ * summed in another order). It also checks what the pass is for: no [tokens, vocab]
+ * tensor is left (the arena only shrinks once the tokens outnumber one chunk and the
+ * hidden size: see bench/bench_fusion.c for real shapes). The fused op itself is compared with
+ * linear + cross_entropy across several token chunks and gradient-checked. */
+#include <math.h>
+#include <stdint.h>
+
+#include "cformers/fused.h"
+#include "cformers/gradcheck.h"
+#include "cformers/model_graph.h"
+#include "cformers/plan.h"
+#include "core/passes.h"
+#include "test_util.h"
+
+typedef struct step {
+    cf_model_graph m;
+    cf_plan *plan;
+} step;
+
+enum { BATCH = 2, SEQ = 9 };
+
+static cf_model_config tiny(cf_arch arch) {
+    return (cf_model_config){.arch = arch, .vocab_size = 61, .hidden_size = 32, .num_layers = 2, .num_heads = 4,
+                             .num_kv_heads = arch == CF_ARCH_LLAMA ? 2 : 4, .intermediate_size = 48,
+                             .max_position_embeddings = 16, .rope_theta = 10000.0, .rms_norm_eps = 1e-5,
+                             .tie_word_embeddings = arch == CF_ARCH_GPT2, .use_flash_attention = true,
+                             .initializer_range = 0.1};
+}
+
+static void fill_ids(cf_tensor *t, int salt) {
+    int32_t *ids = cf_tensor_i32(t);
+    for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 17 + salt) % 61);
+}
+
+static step run_step(const cf_model_config *cfg, const cf_context_config *ctx) {
+    step s = {0};
+    cf_error err = {{0}};
+    CHECK_MSG(cf_model_graph_build(cfg, BATCH, SEQ, NULL, &s.m, &err) == 0, "%s", err.msg);
+    if (!s.m.graph) return s;
+    CHECK_MSG(cf_graph_fuse(s.m.graph, ctx, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_graph_backward(s.m.graph, s.m.loss, &err) == 0, "%s", err.msg);
+    s.plan = cf_plan_create(s.m.graph, &err);
+    CHECK_MSG(s.plan != NULL, "%s", err.msg);
+    if (!s.plan) return s;
+    cf_plan_init_params(s.plan, 5);
+    fill_ids(s.m.tokens, 3);
+    fill_ids(s.m.targets, 4);
+    cf_tensor_i32(s.m.targets)[5] = -1;
+    cf_plan_run(s.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    return s;
+}
+
+static void release(step *s) {
+    cf_plan_free(s->plan);
+    cf_graph_free(s->m.graph);
+}
+
+static bool close_enough(float got, float want) { return fabsf(got - want) <= 1e-5f + 1e-4f * fabsf(want); }
+
+static void compare_steps(const char *what, const step *fused, const step *plain) {
+    float lf = *cf_tensor_f32(fused->m.loss), lp = *cf_tensor_f32(plain->m.loss);
+    CHECK_MSG(close_enough(lf, lp), "%s: loss %.7g vs %.7g", what, lf, lp);
+    const cf_graph *g = fused->m.graph;
+    for (int i = 0; i < cf_graph_num_params(g); i++) {
+        const cf_tensor *pf = cf_graph_param_at(g, i), *pp = cf_graph_param_at(plain->m.graph, i);
+        const float *a = cf_tensor_f32(pf->grad), *b = cf_tensor_f32(pp->grad);
+        for (int64_t e = 0; e < cf_tensor_numel(pf); e++)
+            if (!close_enough(a[e], b[e])) {
+                CHECK_MSG(false, "%s: grad %s[%lld] %.7g vs %.7g", what, pf->name, (long long)e, a[e], b[e]);
+                break;
+            }
+    }
+}
+
+static bool has_logits_sized_tensor(const cf_graph *g, int64_t vocab) {
+    for (int i = 0; i < cf_graph_num_tensors(g); i++)
+        if (cf_tensor_numel(cf_graph_tensor(g, i)) == BATCH * SEQ * vocab) return true;
+    return false;
+}
+
+static void check_cross_entropy_pass(cf_arch arch) {
+    cf_model_config cfg = tiny(arch);
+    cf_context_config off = {0}, on = {.enable_graph_kernel = true, .fuse_cross_entropy = true};
+    step plain = run_step(&cfg, &off), fused = run_step(&cfg, &on);
+    if (plain.plan && fused.plan) {
+        const char *what = arch == CF_ARCH_LLAMA ? "llama fuse_cross_entropy" : "gpt2 fuse_cross_entropy";
+        compare_steps(what, &fused, &plain);
+        CHECK_MSG(!has_logits_sized_tensor(fused.m.graph, cfg.vocab_size), "%s: logits still stored", what);
+        size_t a_fused = cf_plan_memory(fused.plan)->arena_bytes, a_plain = cf_plan_memory(plain.plan)->arena_bytes;
+        printf("  %-26s loss %.6f, arena %zu -> %zu bytes\n", what, *cf_tensor_f32(fused.m.loss), a_plain, a_fused);
+    }
+    release(&plain);
+    release(&fused);
+}
+
+/* Switches off: the graph is left exactly as built. */
+static void check_switches_off(void) {
+    cf_model_config cfg = tiny(CF_ARCH_LLAMA);
+    cf_context_config master_off = {.enable_graph_kernel = false, .fuse_cross_entropy = true};
+    cf_model_graph m;
+    cf_error err = {{0}};
+    CHECK(cf_model_graph_build(&cfg, BATCH, SEQ, NULL, &m, &err) == 0);
+    int nodes = cf_graph_num_nodes(m.graph);
+    CHECK(cf_graph_fuse(m.graph, &master_off, &err) == 0 && cf_graph_num_nodes(m.graph) == nodes);
+    CHECK(cf_graph_backward(m.graph, m.loss, &err) == 0);
+    cf_context_config on = {.enable_graph_kernel = true, .fuse_cross_entropy = true};
+    CHECK(cf_graph_fuse(m.graph, &on, &err) != 0);
+    CHECK_CONTAINS(err.msg, "before the backward");
+    cf_graph_free(m.graph);
+}
+
+/* The op over more tokens than one chunk holds, against linear + cross_entropy. */
+static void check_op_chunks(void) {
+    enum { ROWS = 300, DIM = 8, VOCAB = 13 };
+    float loss[2];
+    float grads[2][(ROWS + VOCAB) * DIM];
+    for (int fused = 0; fused < 2; fused++) {
+        cf_graph *g = cf_graph_create();
+        cf_tensor *x = cf_graph_param(g, "x", 2, (int64_t[]){ROWS, DIM}, cf_init_normal(1.0f), false);
+        cf_tensor *w = cf_graph_param(g, "w", 2, (int64_t[]){VOCAB, DIM}, cf_init_normal(1.0f), false);
+        cf_tensor *t = cf_graph_input(g, "targets", CF_I32, 1, (int64_t[]){ROWS});
+        cf_tensor *l = fused ? cf_nn_linear_cross_entropy(g, x, w, t)
+                             : cf_nn_cross_entropy(g, cf_nn_linear(g, x, w, NULL), t);
+        cf_graph_keep(g, l);
+        cf_error err = {{0}};
+        CHECK_MSG(cf_graph_backward(g, l, &err) == 0, "%s", err.msg);
+        cf_plan *p = cf_plan_create(g, &err);
+        CHECK_MSG(p != NULL, "%s", err.msg);
+        if (p) {
+            cf_plan_init_params(p, 9);
+            for (int r = 0; r < ROWS; r++) cf_tensor_i32(t)[r] = r % 7 == 3 ? -1 : (r * 5) % VOCAB;
+            cf_plan_run(p, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+            loss[fused] = *cf_tensor_f32(l);
+            memcpy(grads[fused], cf_tensor_f32(x->grad), sizeof(float) * ROWS * DIM);
+            memcpy(grads[fused] + ROWS * DIM, cf_tensor_f32(w->grad), sizeof(float) * VOCAB * DIM);
+        }
+        cf_plan_free(p);
+        cf_graph_free(g);
+    }
+    CHECK_MSG(close_enough(loss[1], loss[0]), "chunked loss %.7g vs %.7g", loss[1], loss[0]);
+    for (int i = 0; i < (ROWS + VOCAB) * DIM; i++)
+        if (!close_enough(grads[1][i], grads[0][i])) {
+            CHECK_MSG(false, "chunked grad %d: %.7g vs %.7g", i, grads[1][i], grads[0][i]);
+            break;
+        }
+}
+
+static int fill_targets(cf_tensor *t, void *ctx) {
+    (void)ctx;
+    if (t->dtype != CF_I32) return 0;
+    for (int64_t i = 0; i < cf_tensor_numel(t); i++) cf_tensor_i32(t)[i] = i == 2 ? -1 : (int32_t)(i * 3 % 11);
+    return 1;
+}
+
+static void gradcheck_op(void) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *x = cf_graph_param(g, "x", 3, (int64_t[]){2, 3, 5}, cf_init_zeros(), false);
+    cf_tensor *w = cf_graph_param(g, "w", 2, (int64_t[]){11, 5}, cf_init_zeros(), false);
+    cf_tensor *t = cf_graph_input(g, "targets", CF_I32, 2, (int64_t[]){2, 3});
+    cf_gradcheck_opts opts = {.seed = 3, .fill = fill_targets};
+    cf_error err = {{0}};
+    CHECK_MSG(cf_gradcheck(g, cf_nn_linear_cross_entropy(g, x, w, t), &opts, NULL, &err) == 0, "gradcheck: %s",
+              err.msg);
+    cf_graph_free(g);
+}
+
+int main(void) {
+    check_cross_entropy_pass(CF_ARCH_LLAMA);
+    check_cross_entropy_pass(CF_ARCH_GPT2);
+    check_switches_off();
+    check_op_chunks();
+    gradcheck_op();
+    return test_finish();
+}
