@@ -2,7 +2,7 @@
  *
  * Format (little-endian): "CFFX", u32 version (1), u32 count, then `count` records of
  *   u16 name_len, name, u8 dtype (cf_dtype: 0 f32, 3 bytes, 4 i32), u8 ndim, i64 dims[ndim], data.
- * The whole file is read into memory; records point into it. */
+ * Each record's data is copied into its own allocation, so it is aligned for its type. */
 #ifndef CFORMERS_TEST_FIXTURE_IO_H
 #define CFORMERS_TEST_FIXTURE_IO_H
 
@@ -22,7 +22,7 @@ typedef struct fixture_record {
     int ndim;
     int64_t dims[FIXTURE_MAX_DIMS];
     int64_t numel;
-    const void *data;
+    const void *data; /* a malloc'd (so aligned) copy */
 } fixture_record;
 
 typedef struct fixture {
@@ -32,6 +32,7 @@ typedef struct fixture {
 } fixture;
 
 static inline void fixture_free(fixture *f) {
+    for (int i = 0; f->records && i < f->count; i++) free((void *)f->records[i].data);
     free(f->bytes);
     free(f->records);
     memset(f, 0, sizeof *f);
@@ -80,7 +81,7 @@ static inline int fixture_load(fixture *f, const char *path) {
         }
         long nbytes = (long)(r->numel * (int64_t)cf_dtype_size(r->dtype));
         if (off + nbytes > size) goto bad;
-        r->data = f->bytes + off;
+        r->data = memcpy(malloc((size_t)nbytes + 1), f->bytes + off, (size_t)nbytes);
         off += nbytes;
     }
     return 0;

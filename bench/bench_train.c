@@ -1,0 +1,103 @@
+/* Training throughput of cformers on the LLaMA presets: tokens per second and model FLOPs
+ * utilisation against this machine's measured FMA peak, one JSON line per preset.
+ *
+ *   bench_train [--steps N] [--warmup W] PRESET:BATCH:SEQ ...
+ *
+ * MFU is against cf_gemm_peak_gflops (independent FMA chains on every pool thread).
+ * Each step is a full optimizer step (forward, backward, AdamW) on random tokens; the
+ * reported time is the median of the timed steps after the warmup ones. Model FLOPs per
+ * token follow the PaLM appendix: 6 * (parameters outside the embedding table, the
+ * output head included) + 12 * layers * hidden * seq (attention scores and values).
+ * bench/bench_train.sh runs this beside the same models in PyTorch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/config.h"
+#include "cformers/gemm.h"
+#include "cformers/rng.h"
+#include "cformers/threads.h"
+#include "cformers/train.h"
+#include "obs/clock.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double flops_per_token(const cf_config *cfg) {
+    const cf_model_config *m = &cfg->model.model_config;
+    double n = (double)cf_model_param_count(m) - (double)(m->vocab_size * m->hidden_size);
+    if (m->tie_word_embeddings) n += (double)(m->vocab_size * m->hidden_size); /* the head still multiplies */
+    return 6.0 * n + 12.0 * (double)(m->num_layers * m->hidden_size * cfg->runner_config.seq_length);
+}
+
+static int bench_one(const char *spec, int warmup, int steps, double peak) {
+    char preset[128];
+    long batch = 0, seq = 0;
+    if (sscanf(spec, "%127[^:]:%ld:%ld", preset, &batch, &seq) != 3) {
+        fprintf(stderr, "bench_train: '%s' is not PRESET:BATCH:SEQ\n", spec);
+        return 2;
+    }
+    char o_batch[64], o_seq[64], o_steps[64];
+    snprintf(o_batch, sizeof o_batch, "runner_config.batch_size=%ld", batch);
+    snprintf(o_seq, sizeof o_seq, "runner_config.seq_length=%ld", seq);
+    snprintf(o_steps, sizeof o_steps, "runner_config.train_steps=%d", warmup + steps);
+    const char *overrides[] = {o_batch, o_seq, o_steps, "runner_config.gradient_accumulation_steps=1",
+                               "train_dataset.data_dir=", "model.model_config.compute_dtype=float32"};
+    cf_config cfg;
+    cf_error err;
+    cf_train_options opts = {.quiet = true};
+    cf_trainer *t = NULL;
+    if (cf_config_load_with_overrides(preset, overrides, 6, &cfg, &err) != 0 ||
+        !(t = cf_trainer_create(&cfg, &opts, &err))) {
+        fprintf(stderr, "bench_train: %s: %s\n", preset, err.msg);
+        return 1;
+    }
+    size_t n = (size_t)(batch * (seq + 1));
+    int32_t *tokens = malloc(n * sizeof *tokens);
+    cf_rng rng;
+    cf_rng_seed(&rng, 1);
+    double *times = calloc((size_t)steps, sizeof *times), loss = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        for (size_t i = 0; i < n; i++) tokens[i] = (int32_t)cf_rng_below(&rng, (uint64_t)cfg.model.model_config.vocab_size);
+        double t0 = cf_clock_seconds();
+        if (cf_trainer_step(t, tokens, &loss, &err) != 0) {
+            fprintf(stderr, "bench_train: %s: %s\n", preset, err.msg);
+            return 1;
+        }
+        if (s >= warmup) times[s - warmup] = cf_clock_seconds() - t0;
+    }
+    qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    double median = times[steps / 2], tps = (double)(batch * seq) / median;
+    printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
+           "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "
+           "\"mfu\": %.4f, \"loss\": %.4f}\n",
+           preset, (long long)cf_model_param_count(&cfg.model.model_config), batch, seq, cf_num_threads(), median, tps,
+           tps * flops_per_token(&cfg) / 1e9, peak / 1e9, tps * flops_per_token(&cfg) / peak, loss);
+    fflush(stdout);
+    free(times);
+    free(tokens);
+    cf_trainer_free(t);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int warmup = 1, steps = 3, first = 1;
+    for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
+        if (first + 1 >= argc) break;
+        if (strcmp(argv[first], "--steps") == 0) steps = atoi(argv[first + 1]);
+        else if (strcmp(argv[first], "--warmup") == 0) warmup = atoi(argv[first + 1]);
+        else break;
+    }
+    if (first >= argc || steps < 1 || warmup < 0) {
+        fprintf(stderr, "usage: bench_train [--steps N] [--warmup W] PRESET:BATCH:SEQ ...\n");
+        return 2;
+    }
+    double peak = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
+    for (int i = first; i < argc; i++) {
+        int rc = bench_one(argv[i], warmup, steps, peak);
+        if (rc) return rc;
+    }
+    return 0;
+}
