@@ -15,20 +15,6 @@ void cf_config_defaults(cf_config *cfg) {
     for (int i = 0; i < cf_config_key_count; i++) cf_config_key_set_default(&cf_config_keys[i], cfg);
 }
 
-void cf_config_origin_describe(const cf_config_origins *o, int index, char *buf, size_t cap) {
-    const char *path = cf_config_keys[index].path;
-    if (!o)
-        snprintf(buf, cap, "%s", path);
-    else if (o->override[index])
-        snprintf(buf, cap, "override '%s': %s", o->override[index], path);
-    else if (o->line[index] > 0)
-        snprintf(buf, cap, "%s:%d: %s", o->source, o->line[index], path);
-    else if (o->section_line[index])
-        snprintf(buf, cap, "%s:%d: %s", o->source, o->section_line[index], path);
-    else
-        snprintf(buf, cap, "%s: %s", o->source, path);
-}
-
 static char *read_file(const char *path, size_t *len, cf_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return cf_fail(err, "%s: cannot open: %s", path, strerror(errno)), NULL;

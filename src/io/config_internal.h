@@ -15,10 +15,6 @@ typedef struct cf_config_origins {
     const char *override[CF_CONFIG_MAX_KEYS]; /* override that set it last, or NULL */
 } cf_config_origins;
 
-/* Writes "c.yaml:12: runner_config.batch_size" (or "override 'x=1': x", or the source and
- * key alone) for error messages about key `index`; `origins` may be NULL. */
-void cf_config_origin_describe(const cf_config_origins *origins, int index, char *buf, size_t cap);
-
 /* Applies YAML text on top of cfg, recording lines in `origins` (may be NULL). */
 int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_config *cfg, cf_config_origins *origins,
                          cf_error *err);

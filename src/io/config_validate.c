@@ -20,6 +20,23 @@ void cf_config_fill_derived(cf_config *cfg) {
     if (m->max_position_embeddings == 0) m->max_position_embeddings = cfg->runner_config.seq_length;
 }
 
+/* Where key `index` got its value, for an error message: "c.yaml:12: key", "override
+ * '--key=1': key", "llama2_7b (preset): key", or the key alone without origins. A key left
+ * at its default is placed at the line of the section that should have held it. */
+static void describe_origin(const cf_config_origins *o, int index, char *buf, size_t cap) {
+    const char *path = cf_config_keys[index].path;
+    if (!o)
+        snprintf(buf, cap, "%s", path);
+    else if (o->override[index])
+        snprintf(buf, cap, "override '%s': %s", o->override[index], path);
+    else if (o->line[index] > 0)
+        snprintf(buf, cap, "%s:%d: %s", o->source, o->line[index], path);
+    else if (o->section_line[index])
+        snprintf(buf, cap, "%s:%d: %s", o->source, o->section_line[index], path);
+    else
+        snprintf(buf, cap, "%s: %s", o->source, path);
+}
+
 typedef struct checker {
     const cf_config_origins *origins;
     cf_error *err;
@@ -28,7 +45,7 @@ typedef struct checker {
 /* Fails with "<where key was set>: <key>: <message>". */
 __attribute__((format(printf, 3, 4))) static int fail_at(const checker *c, const char *path, const char *fmt, ...) {
     char where[512], msg[CF_ERROR_MSG_MAX];
-    cf_config_origin_describe(c->origins, cf_config_key_find(path), where, sizeof where);
+    describe_origin(c->origins, cf_config_key_find(path), where, sizeof where);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
