@@ -20,20 +20,12 @@ TOKENIZER=$DATA/stories260K/tok512.model
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-# Token records with the 512-symbol SentencePiece vocabulary when `cformers preprocess`
-# is available; otherwise the trainer reads the text byte by byte.
-if ! "$BIN" preprocess --help | grep -q "Not implemented"; then
-    echo "== preprocessing $TEXT with $TOKENIZER"
-    "$BIN" preprocess --tokenizer "$TOKENIZER" --output "$OUT/data" --eval-split 0.05 "$TEXT"
-    data=(--train_dataset.data_dir="$OUT/data" --train_dataset.tokenizer="$TOKENIZER")
-else
-    echo "== training on the raw bytes of $TEXT (cformers preprocess is not available yet)"
-    data=(--train_dataset.data_dir="$TEXT")
-fi
+echo "== tokenizing $TEXT with $TOKENIZER"
+"$BIN" preprocess --input "$TEXT" --tokenizer "$TOKENIZER" --output "$OUT/data" --valid-fraction 0.05 --quiet
 
-echo "== training (Ctrl-C stops; \`$BIN train --config tiny_shakespeare --output_dir=$OUT --resume\` continues)"
-"$BIN" train --config tiny_shakespeare --output_dir="$OUT" "${data[@]}" \
-    --callbacks.metrics_monitor.file=metrics.jsonl "$@"
+echo "== training the tiny_shakespeare preset"
+"$BIN" train --config tiny_shakespeare --output_dir="$OUT" --train_dataset.data_dir="$OUT/data" \
+    --train_dataset.tokenizer="$TOKENIZER" --callbacks.metrics_monitor.file=metrics.jsonl "$@"
 
 echo
 echo "== validation loss by step"

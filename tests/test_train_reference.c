@@ -98,6 +98,7 @@ static void check_fixture(const char *file) {
     double want_loss = ((const float *)need(&fx, "%s", "loss")->data)[0];
     CHECK_MSG(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss), "%s: loss %.9g, reference %.9g", file, loss, want_loss);
     const fixture_record *logits = need(&fx, "%s", "logits");
+    CHECK_MSG(cf_trainer_logits(t) != NULL, "%s: logits not kept", file);
     check_tensor(file, "logits", cf_trainer_logits(t), logits, logits ? logits->numel : 0, 1e-5);
     json_array_foreach(params, i, jname) {
         const char *name = json_string_value(jname);
