@@ -147,11 +147,51 @@ static void check_views(void) {
     cf_graph_free(g);
 }
 
+static int count_nodes(const cf_graph *g, const char *op) {
+    int n = 0;
+    for (int i = 0; i < cf_graph_num_nodes(g); i++) n += strcmp(cf_graph_node(g, i)->op->name, op) == 0;
+    return n;
+}
+
+/* Weight gradients land in the gradient block straight from the op that computes them,
+ * except where a gradient is shared: out = (p + a c) w hands one tensor to both p and
+ * the a c product, which must then not be redirected, or accumulation breaks. */
+static void check_direct_accumulation(void) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *a = cf_graph_param(g, "a", 2, SHAPE(3, 4), cf_init_normal(1.0f), true);
+    cf_tensor *c = cf_graph_param(g, "c", 2, SHAPE(4, 5), cf_init_normal(1.0f), true);
+    cf_tensor *p = cf_graph_param(g, "p", 2, SHAPE(3, 5), cf_init_normal(1.0f), true);
+    cf_tensor *w = cf_graph_param(g, "w", 2, SHAPE(5, 2), cf_init_normal(1.0f), true);
+    cf_tensor *out = cf_nn_matmul(g, cf_nn_add(g, p, cf_nn_matmul(g, a, c, false, false)), w, false, false);
+    cf_tensor *targets = cf_graph_input(g, "t", CF_I32, 1, SHAPE(3));
+    cf_error err = {{0}};
+    CHECK(cf_graph_backward(g, cf_nn_cross_entropy(g, out, targets), &err) == 0);
+    CHECK(count_nodes(g, "grad_accumulate") == 1); /* p only */
+    CHECK(p->grad->producer == NULL && w->grad->producer && a->grad->producer && c->grad->producer);
+    cf_plan *plan = cf_plan_create(g, &err);
+    CHECK_MSG(plan != NULL, "%s", err.msg);
+    if (plan) {
+        cf_plan_init_params(plan, 3);
+        int64_t n = cf_graph_param_elems(g);
+        CHECK(n <= 128);
+        float *grads = cf_tensor_f32(cf_graph_blocks(g).grads), once[128];
+        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        memcpy(once, grads, sizeof(float) * (size_t)n);
+        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += fabsf(grads[i] - 2.0f * once[i]) > 1e-5f * (1.0f + fabsf(once[i]));
+        CHECK_MSG(bad == 0, "%d gradients did not accumulate", bad);
+        cf_plan_free(plan);
+    }
+    cf_graph_free(g);
+}
+
 int main(void) {
     check_registry();
     check_sticky_errors();
     check_param_layout();
     check_autodiff_structure();
     check_views();
+    check_direct_accumulation();
     return test_finish();
 }

@@ -65,6 +65,9 @@ typedef struct cf_node {
     int index;       /* position in execution order */
     cf_phase phase;  /* set when the node is added */
     void *workspace; /* bound at plan time, op->workspace(node) bytes, 64-byte aligned */
+    /* Bit k set: output k is a parameter's gradient and the kernel must ADD into it
+     * (set by autodiff, only for outputs the op lists in accumulate_outputs). */
+    unsigned accumulate;
 } cf_node;
 
 struct cf_op_def {
@@ -89,6 +92,10 @@ struct cf_op_def {
     /* Bit i set: the kernel writes input i in place (optimizer state, gradient blocks).
      * Only inputs outside the arena (parameters, gradients, optimizer state) may be. */
     unsigned mutates;
+    /* Bit k set: the kernel honours node->accumulate for output k. Autodiff then lets a
+     * weight gradient computed by this op land directly in the gradient block instead
+     * of in a temporary that a separate pass adds there. */
+    unsigned accumulate_outputs;
 };
 
 /* Adds an op to the process-wide registry. The definition must stay valid for the life

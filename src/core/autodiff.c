@@ -27,15 +27,38 @@ static void backprop_node(cf_graph *g, cf_tensor **grads, const cf_node *n) {
         if (dx[i] && n->inputs[i]->requires_grad) add_contribution(g, grads, n->inputs[i], dx[i]);
 }
 
+/* Output k of dp's producer, when that op can add into it, nothing else reads dp and
+ * dp is not also another tensor's gradient (as when p + x passes one dy to both). */
+static int accumulating_output(const cf_graph *g, cf_tensor *const *grads, int n_grads, const cf_tensor *p,
+                               const cf_tensor *dp) {
+    const cf_node *n = dp->producer;
+    if (!n || dp->view_of || dp->role != CF_ROLE_ACTIVATION) return -1;
+    for (int i = 0; i < n_grads; i++)
+        if (grads[i] == dp && i != p->id) return -1;
+    int k = 0;
+    while (k < n->n_outputs && n->outputs[k] != dp) k++;
+    if (!(n->op->accumulate_outputs >> k & 1u)) return -1;
+    for (int i = n->index + 1; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i]->n_inputs; j++)
+            if (cf_tensor_root(g->nodes[i]->inputs[j]) == dp) return -1;
+    return k;
+}
+
 /* Adds parameter p's finished gradient into its view of the gradient block, so
- * micro-batches accumulate. */
-static void accumulate_param(cf_graph *g, cf_tensor *p, cf_tensor *dp) {
-    char name[CF_NAME_MAX + 8];
-    snprintf(name, sizeof name, "%s.grad", p->name);
-    cf_tensor *view = cf_graph_new_tensor(g, name, CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
+ * micro-batches accumulate: directly by the op that computes it when it can, else by
+ * a grad_accumulate node. */
+static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p) {
+    cf_tensor *dp = grads[p->id];
+    int k = accumulating_output(g, grads, n_grads, p, dp);
+    cf_tensor *view = k >= 0 ? dp : cf_graph_new_tensor(g, "", CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
+    cf_tensor_set_name(view, "%s.grad", p->name);
+    view->role = CF_ROLE_GRAD;
     view->param_offset = p->param_offset;
     p->grad = view;
-    cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
+    if (k >= 0)
+        dp->producer->accumulate |= 1u << k;
+    else
+        cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
 }
 
 /* For each node, the parameters it is the first reader of: once the reverse walk has
@@ -75,7 +98,7 @@ int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *e
     for (int k = n_nodes - 1; k >= 0 && !g->failed; k--) {
         backprop_node(g, grads, g->nodes[k]);
         for (int i = 0; i < g->n_params && !g->failed; i++)
-            if (first[i] == k && grads[g->params[i]->id]) accumulate_param(g, g->params[i], grads[g->params[i]->id]);
+            if (first[i] == k && grads[g->params[i]->id]) accumulate_param(g, grads, n_tensors, g->params[i]);
     }
     for (int i = 0; i < n_tensors; i++)
         if (g->tensors[i]->role != CF_ROLE_PARAM) g->tensors[i]->grad = grads[i];

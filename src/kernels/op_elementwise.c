@@ -130,12 +130,13 @@ typedef struct sum_job {
     const float *x;
     float *y;
     long rows, cols;
+    bool accumulate; /* add into y instead of overwriting it */
 } sum_job;
 
 /* Each range of columns is summed over all rows in row order: deterministic. */
 static void sum_columns(void *arg, long begin, long end) {
     sum_job *j = arg;
-    memset(j->y + begin, 0, sizeof(float) * (size_t)(end - begin));
+    if (!j->accumulate) memset(j->y + begin, 0, sizeof(float) * (size_t)(end - begin));
     for (long r = 0; r < j->rows; r++) {
         const float *x = j->x + r * j->cols;
         for (long c = begin; c < end; c++) j->y[c] += x[c];
@@ -144,13 +145,14 @@ static void sum_columns(void *arg, long begin, long end) {
 
 static void sum_leading_forward(const cf_node *n) {
     long cols = (long)cf_tensor_numel(n->outputs[0]);
-    sum_job j = {.x = cf_in(n, 0), .y = cf_out(n, 0), .rows = (long)cf_tensor_numel(n->inputs[0]) / cols, .cols = cols};
+    sum_job j = {.x = cf_in(n, 0), .y = cf_out(n, 0), .rows = (long)cf_tensor_numel(n->inputs[0]) / cols, .cols = cols,
+                 .accumulate = n->accumulate & 1u};
     cf_parallel_rows(cols, j.rows, sum_columns, &j);
 }
 
 /* Only appears in backward passes, so it needs no backward of its own. */
 const cf_op_def cf_op_sum_leading = {.name = "sum_leading", .n_outputs = 1, .infer = infer_sum_leading,
-                                     .forward = sum_leading_forward};
+                                     .forward = sum_leading_forward, .accumulate_outputs = 1u};
 
 cf_tensor *cf_nn_sum_leading(cf_graph *g, cf_tensor *x, int ndim) {
     cf_attrs attrs = {.i = {ndim}};

@@ -14,6 +14,7 @@ typedef struct gather_job {
     const float *src;
     float *dst;
     long vocab, dim, n_ids;
+    bool accumulate; /* backward: add into dst instead of overwriting it */
 } gather_job;
 
 static long checked_id(const gather_job *j, long r) {
@@ -76,7 +77,8 @@ static int infer_embedding_backward(cf_node *n, cf_error *err) {
 static void scatter_columns(void *arg, long begin, long end) {
     gather_job *j = arg;
     size_t width = sizeof(float) * (size_t)(end - begin);
-    for (long v = 0; v < j->vocab; v++) memset(j->dst + v * j->dim + begin, 0, width);
+    if (!j->accumulate)
+        for (long v = 0; v < j->vocab; v++) memset(j->dst + v * j->dim + begin, 0, width);
     for (long r = 0; r < j->n_ids; r++) {
         const float *src = j->src + r * j->dim;
         float *dst = j->dst + checked_id(j, r) * j->dim;
@@ -88,9 +90,10 @@ static void embedding_backward_forward(const cf_node *n) {
     const cf_tensor *ids = n->inputs[1];
     gather_job j = {.ids_tensor = ids, .ids = cf_tensor_i32(ids), .src = cf_in(n, 0), .dst = cf_out(n, 0),
                     .vocab = (long)n->attrs.i[0], .dim = (long)cf_tensor_cols(n->inputs[0]),
-                    .n_ids = (long)cf_tensor_numel(ids)};
+                    .n_ids = (long)cf_tensor_numel(ids), .accumulate = n->accumulate & 1u};
     cf_parallel_rows(j.dim, j.n_ids + j.vocab, scatter_columns, &j);
 }
 
 const cf_op_def cf_op_embedding_backward = {.name = "embedding_backward", .n_outputs = 1,
-                                            .infer = infer_embedding_backward, .forward = embedding_backward_forward};
+                                            .infer = infer_embedding_backward, .forward = embedding_backward_forward,
+                                            .accumulate_outputs = 1u};

@@ -39,7 +39,7 @@ static int infer_matmul(cf_node *n, cf_error *err) {
 static void matmul_forward(const cf_node *n) {
     mm_dims d = dims_of(n);
     cf_sgemm(n->attrs.i[0], n->attrs.i[1], d.m, d.n, d.k, 1.0f, cf_in(n, 0), (long)cf_tensor_cols(n->inputs[0]),
-             cf_in(n, 1), (long)cf_tensor_cols(n->inputs[1]), 0.0f, cf_out(n, 0), d.n);
+             cf_in(n, 1), (long)cf_tensor_cols(n->inputs[1]), n->accumulate & 1u ? 1.0f : 0.0f, cf_out(n, 0), d.n);
 }
 
 /* With C = op(A) op(B): d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, transposed back
@@ -56,7 +56,7 @@ static void matmul_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy,
 }
 
 const cf_op_def cf_op_matmul = {.name = "matmul", .n_outputs = 1, .infer = infer_matmul, .forward = matmul_forward,
-                                .backward = matmul_backward};
+                                .backward = matmul_backward, .accumulate_outputs = 1u};
 
 cf_tensor *cf_nn_matmul(cf_graph *g, cf_tensor *a, cf_tensor *b, bool trans_a, bool trans_b) {
     cf_attrs attrs = {.i = {trans_a, trans_b}};

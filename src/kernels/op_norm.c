@@ -16,6 +16,7 @@ typedef struct norm_bwd_job {
     float *partial;      /* [chunks, n_sums * dim] */
     long rows, dim, chunks;
     int n_sums; /* 1 (rmsnorm: dw) or 2 (layernorm: dw, db) */
+    unsigned accumulate; /* node->accumulate: bit 1 dw, bit 2 db add instead of overwrite */
 } norm_bwd_job;
 
 static void rmsnorm_bwd_rows(const norm_bwd_job *j, long begin, long end, float *dw) {
@@ -70,10 +71,9 @@ static void reduce_columns(void *arg, long begin, long end) {
     for (long c = begin; c < end; c++) {
         float s = 0.0f;
         for (long k = 0; k < j->chunks; k++) s += j->partial[k * width + c];
-        if (c < j->dim)
-            j->dw[c] = s;
-        else
-            j->db[c - j->dim] = s;
+        bool is_w = c < j->dim;
+        float *dst = is_w ? &j->dw[c] : &j->db[c - j->dim];
+        *dst = (j->accumulate >> (is_w ? 1 : 2) & 1u) ? *dst + s : s;
     }
 }
 
@@ -139,7 +139,8 @@ static void rmsnorm_backward_forward(const cf_node *n) {
     long rows = (long)cf_tensor_rows(n->inputs[1]);
     norm_bwd_job j = {.dy = cf_in(n, 0), .x = cf_in(n, 1), .w = cf_in(n, 2), .rstd = cf_in(n, 3),
                       .dx = cf_out(n, 0), .dw = cf_out(n, 1), .partial = n->workspace, .rows = rows,
-                      .dim = (long)cf_tensor_cols(n->inputs[1]), .chunks = cf_reduce_chunks(rows), .n_sums = 1};
+                      .dim = (long)cf_tensor_cols(n->inputs[1]), .chunks = cf_reduce_chunks(rows), .n_sums = 1,
+                      .accumulate = n->accumulate};
     run_norm_backward(&j);
 }
 
@@ -147,7 +148,7 @@ static size_t rmsnorm_backward_workspace(const cf_node *n) { return norm_bwd_wor
 
 const cf_op_def cf_op_rmsnorm_backward = {.name = "rmsnorm_backward", .n_outputs = 2, .infer = infer_rmsnorm_backward,
                                           .forward = rmsnorm_backward_forward,
-                                          .workspace = rmsnorm_backward_workspace};
+                                          .workspace = rmsnorm_backward_workspace, .accumulate_outputs = 2u};
 
 /* ---- layernorm: inputs (x, w, b), outputs (y, mean, rstd), attrs.f[0] = eps ---- */
 
@@ -187,7 +188,7 @@ static void layernorm_backward_forward(const cf_node *n) {
     norm_bwd_job j = {.dy = cf_in(n, 0), .x = cf_in(n, 1), .w = cf_in(n, 2), .mean = cf_in(n, 3),
                       .rstd = cf_in(n, 4), .dx = cf_out(n, 0), .dw = cf_out(n, 1), .db = cf_out(n, 2),
                       .partial = n->workspace, .rows = rows, .dim = (long)cf_tensor_cols(n->inputs[1]),
-                      .chunks = cf_reduce_chunks(rows), .n_sums = 2};
+                      .chunks = cf_reduce_chunks(rows), .n_sums = 2, .accumulate = n->accumulate};
     run_norm_backward(&j);
 }
 
@@ -195,4 +196,4 @@ static size_t layernorm_backward_workspace(const cf_node *n) { return norm_bwd_w
 
 const cf_op_def cf_op_layernorm_backward = {.name = "layernorm_backward", .n_outputs = 3,
                                             .infer = infer_layernorm_backward, .forward = layernorm_backward_forward,
-                                            .workspace = layernorm_backward_workspace};
+                                            .workspace = layernorm_backward_workspace, .accumulate_outputs = 6u};
