@@ -84,18 +84,26 @@ static void *open_peer(const char *const *names, const char *label) {
 }
 
 static void load_peers(void) {
-    /* OpenBLAS picks its kernels from these at load time; unset, it uses its best. */
-    unsetenv("OPENBLAS_CORETYPE");
+    /* OpenBLAS picks its kernels from these at load time. A CORETYPE inherited from the
+     * environment may hide its AVX-512 kernels, and left unset, Debian's 0.3.21 takes
+     * recent Xeons for a Prescott: name its best core for this CPU instead. */
+    const cf_cpu_info *ci = cf_cpu();
+    bool avx512 = ci->avx512f && ci->os_avx512;
     unsetenv("OPENBLAS_L2_SIZE");
+    if (avx512) setenv("OPENBLAS_CORETYPE", ci->avx512_bf16 ? "Cooperlake" : "SkylakeX", 1);
+    else if (ci->avx2 && ci->os_avx) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    else unsetenv("OPENBLAS_CORETYPE");
     static const char *const openblas[] = {"libopenblas.so.0", "libopenblas.so", NULL};
     void *h = open_peer(openblas, "openblas");
     if (h) {
         peers[n_peers++] = (peer){.name = "openblas",
                                   .cblas = (cblas_sgemm_fn)dlsym(h, "cblas_sgemm"),
                                   .set_threads_int = (void (*)(int))dlsym(h, "openblas_set_num_threads")};
+        const char *(*corename)(void) = (const char *(*)(void))dlsym(h, "openblas_get_corename");
+        if (corename) printf("openblas core: %s\n", corename());
     }
     /* Debian's BLIS 0.9 falls back to generic code on CPUs it does not know (Zen 5). */
-    if (cf_cpu()->avx512f && cf_cpu()->os_avx512) setenv("BLIS_ARCH_TYPE", "skx", 1);
+    if (avx512) setenv("BLIS_ARCH_TYPE", "skx", 1);
     static const char *const blis[] = {"libblis.so.4", "libblis.so", NULL};
     h = open_peer(blis, "blis");
     if (h) {
@@ -179,38 +187,61 @@ static void set_threads(int threads) {
     }
 }
 
+/* Figures of one thread count, for the closing line. */
 typedef struct summary {
-    double llm_log_ratio_sum; /* ours / best peer, geometric mean over LLM shapes */
-    int llm_count;
-    double best_square_f32, best_square_bf16, peak_f32, peak_bf16;
-    double bf16_over_f32_log_sum;
-    int bf16_count;
+    int threads;
+    double peak, peak_bf16;
+    double llm_log_vs_peer, bf16_log_vs_f32;   /* sums of logs, for geometric means */
+    int llm_count, bf16_count;
+    double large_f32, large_bf16;              /* best figure on a square >= 1024 */
 } summary;
 
-static void run_threads(int threads, const shape *list, int n, int reps, buffers *b, summary *sum) {
+static summary run_threads(int threads, int n, int reps, buffers *b) {
+    summary sum = {.threads = threads};
     set_threads(threads);
-    double peak = cf_gemm_peak_gflops(CF_F32, threads), peak16 = cf_gemm_peak_gflops(CF_BF16, threads);
+    sum.peak = cf_gemm_peak_gflops(CF_F32, threads);
+    sum.peak_bf16 = cf_gemm_peak_gflops(CF_BF16, threads);
     printf("\n%d thread%s: measured peak f32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", threads, threads > 1 ? "s" : "",
-           peak, peak16);
-    printf("%-20s %3s %8s %7s", "shape", "op", "ours", "%peak");
+           sum.peak, sum.peak_bf16);
+    printf("%-20s %2s %8s %6s", "shape", "op", "ours", "%peak");
     for (int i = 0; i < n_peers; i++) printf(" %9s", peers[i].name);
-    printf(" %9s %9s %6s\n", "vs best", "bf16", "x f32");
+    printf(" %8s %8s %6s %6s\n", "vs best", "bf16", "%peak", "x f32");
     for (int si = 0; si < n; si++) {
-        const shape *s = &list[si];
+        const shape *s = &shapes[si];
         double ours = measure(OURS_F32, NULL, s, b, reps), best = 0;
-        printf("%-20s %c%c  %8.1f %6.1f%%", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', ours, 100 * ours / peak);
+        printf("%-20s %c%c %8.1f %5.1f%%", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', ours, 100 * ours / sum.peak);
+        fflush(stdout);
         for (int i = 0; i < n_peers; i++) {
             usleep(20000); /* let the previous library's spinning threads go to sleep */
             double g = measure(PEER, &peers[i], s, b, reps);
             printf(" %9.1f", g);
+            fflush(stdout);
             if (g > best) best = g;
         }
         double bf = measure(OURS_BF16, NULL, s, b, reps);
-        printf(" %8.2fx %9.1f %5.2fx\n", best > 0 ? ours / best : 0, bf, bf / ours);
-        fflush(stdout);
-        if (threads != cf_num_threads() || threads == 1) continue; /* summary uses the all-threads run */
+        printf(" %7.2fx %8.1f %5.1f%% %5.2fx\n", best > 0 ? ours / best : 0, bf, 100 * bf / sum.peak_bf16, bf / ours);
+        if (s->llm && best > 0) {
+            sum.llm_log_vs_peer += log(ours / best);
+            sum.llm_count++;
+        }
+        sum.bf16_log_vs_f32 += log(bf / ours);
+        sum.bf16_count++;
+        if (!s->llm && s->M >= 1024) {
+            if (ours > sum.large_f32) sum.large_f32 = ours;
+            if (bf > sum.large_bf16) sum.large_bf16 = bf;
+        }
     }
-    (void)sum;
+    return sum;
+}
+
+static double geomean(double log_sum, int n) { return n ? exp(log_sum / n) : 0; }
+
+static void print_summary(const summary *s) {
+    printf("\nsummary, %d thread%s: f32 ours/best peer %.2fx (geomean over %d LLM shapes), ours/peak %.1f%% (best "
+           "square >= 1024); bf16 ours/peak %.1f%%, bf16/f32 %.2fx (geomean over %d shapes; no bf16 peer installed)\n",
+           s->threads, s->threads > 1 ? "s" : "", geomean(s->llm_log_vs_peer, s->llm_count), s->llm_count,
+           100 * s->large_f32 / s->peak, 100 * s->large_bf16 / s->peak_bf16, geomean(s->bf16_log_vs_f32, s->bf16_count),
+           s->bf16_count);
 }
 
 int main(int argc, char **argv) {
@@ -239,10 +270,11 @@ int main(int argc, char **argv) {
     cf_convert_f32_to_bf16(b.A, b.A16, max_a);
     cf_convert_f32_to_bf16(b.B, b.B16, max_b);
 
-    summary sum = {0};
     int n = quick ? 6 : N_SHAPES;
-    run_threads(1, shapes, n, reps, &b, &sum);
-    if (all > 1) run_threads(all, shapes, n, reps, &b, &sum);
+    summary one = run_threads(1, n, reps, &b), last = one;
+    if (all > 1) last = run_threads(all, n, reps, &b);
+    print_summary(&one);
+    if (all > 1) print_summary(&last);
 
     free(b.A);
     free(b.B);

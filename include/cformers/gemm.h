@@ -39,8 +39,8 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
 const char *cf_gemm_kernel_name(cf_dtype input);
 
 /* The machine's measured multiply-add peak in GFLOP/s on `threads` threads of the pool:
- * independent FMA chains on the active ISA's widest vectors (for CF_BF16, vdpbf16ps
- * chains where the CPU has them). Takes about a quarter of a second. */
+ * independent FMA chains on the active ISA's widest vectors (for CF_BF16, the unit
+ * cf_gemm_bf16 uses: AMX tiles, else vdpbf16ps, else f32 FMA). About a quarter second. */
 double cf_gemm_peak_gflops(cf_dtype input, int threads);
 
 /* Plain triple loop with double accumulation: the reference tests compare against. */

@@ -7,6 +7,7 @@
  *   dst[((p*steps + s)*32 + i)*32 + kk] = A(p*32 + i, s*32 + kk), zero outside A.
  * Packed B is the pair layout of gemm_pack.c with k padded to a multiple of 32. */
 #include "gemm_internal.h"
+#include "gemm_peak_internal.h"
 
 #include "cformers/cpu.h"
 
@@ -89,6 +90,29 @@ AMX static void tile(long k, const void *a, const void *b, float *c, long ldc, i
             _mm512_mask_storeu_ps(ci + j, mask, r);
         }
     }
+}
+
+/* Four independent accumulator tiles, the most the register file allows next to the
+ * A and B tiles: each TDPBF16PS is 16 x 16 x 32 multiply-adds. */
+AMX double cf_peak_chains_amx(long iters) {
+    static const uint16_t zeros[16 * 32] __attribute__((aligned(64)));
+    enter();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zeros, 64);
+    _tile_loadd(5, zeros, 64);
+    _tile_loadd(6, zeros, 64);
+    _tile_loadd(7, zeros, 64);
+    for (long n = 0; n < iters; n++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    leave();
+    return (double)iters * 4 * 16 * 16 * 32 * 2;
 }
 
 static __mmask32 lanes32(long n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }

@@ -1,5 +1,6 @@
 /* The measured multiply-add peak: independent FMA (or vdpbf16ps) chains on each thread,
  * timed together, median of several runs. Benchmarks state GEMM speed against it. */
+#include "gemm_internal.h"
 #include "gemm_peak_internal.h"
 
 #include "cformers/cpu.h"
@@ -41,7 +42,8 @@ double cf_gemm_peak_gflops(cf_dtype input, int threads) {
     case CF_ISA_AVX2: j.chains = cf_peak_chains_avx2; break;
     default: j.chains = cf_peak_chains_scalar; break;
     }
-    if (input == CF_BF16 && cf_has_avx512_bf16()) j.chains = cf_peak_chains_avx512bf16;
+    if (input == CF_BF16 && cf_has_avx512_bf16())
+        j.chains = cf_gemm_amx_usable() ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
     if (cf_in_parallel() || j.threads < 1) j.threads = 1;
     if (j.threads > cf_num_threads()) j.threads = cf_num_threads();
 

@@ -8,5 +8,6 @@ double cf_peak_chains_scalar(long iters);
 double cf_peak_chains_avx2(long iters);
 double cf_peak_chains_avx512(long iters);
 double cf_peak_chains_avx512bf16(long iters);
+double cf_peak_chains_amx(long iters);
 
 #endif
