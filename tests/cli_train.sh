@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `cformers train`: misuse exits 2 with a one-line reason; a tiny run on a text file trains,
+# evaluates, samples, writes metrics and a checkpoint; --resume continues it; a corrupt
+# checkpoint is refused with exit 1.
+set -u
+bin="$1"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { # description, expected exit code, command...
+    local what="$1" want="$2"; shift 2
+    "$@" >"$work/out" 2>&1
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "FAIL: $what: exit $got, want $want"; cat "$work/out"; fail=1
+    fi
+}
+check "no --config" 2 "$bin" train
+check "unknown argument" 2 "$bin" train --config tiny_shakespeare --frobnicate
+check "bad --steps" 2 "$bin" train --config tiny_shakespeare --steps zero
+check "unknown preset" 2 "$bin" train --config no_such_preset
+check "bad override" 2 "$bin" train --config tiny_shakespeare --runner_config.batch_size=-3
+grep -q "runner_config.batch_size" "$work/out" || { echo "FAIL: bad override message lacks the key"; fail=1; }
+
+for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$work/text.txt"
+tiny=(--config tiny_shakespeare --train_dataset.data_dir="$work/text.txt" --output_dir="$work/run"
+      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
+      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6
+      --runner_config.log_interval=1 --runner_config.eval_interval=3 --runner_config.eval_steps=1
+      --runner_config.sample_interval=6 --runner_config.sample_tokens=8 --runner_config.save_interval=3)
+check "tiny run, stopped at step 3" 0 "$bin" train "${tiny[@]}" --steps 3
+grep -q "step 3: validation loss" "$work/out" || { echo "FAIL: no validation loss line"; cat "$work/out"; fail=1; }
+[ -f "$work/run/checkpoint_step3.ckpt" ] || { echo "FAIL: no checkpoint at step 3"; fail=1; }
+check "resume to the end" 0 "$bin" train "${tiny[@]}" --resume
+grep -q "resumed at step 3" "$work/out" || { echo "FAIL: resume not reported"; cat "$work/out"; fail=1; }
+grep -q "step 6: sample:" "$work/out" || { echo "FAIL: no sample"; fail=1; }
+grep -q "peak resident memory" "$work/out" || { echo "FAIL: no memory report"; fail=1; }
+[ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" = 6 ] || { echo "FAIL: metrics lack 6 train lines"; fail=1; }
+
+head -c 1000 "$work/run/checkpoint_step6.ckpt" >"$work/bad.ckpt"
+check "truncated checkpoint" 1 "$bin" train "${tiny[@]}" --resume "$work/bad.ckpt"
+grep -q "bad.ckpt" "$work/out" || { echo "FAIL: error does not name the checkpoint"; cat "$work/out"; fail=1; }
+[ $fail = 0 ] && echo "cli train: all passed"
+exit $fail
