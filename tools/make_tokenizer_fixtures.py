@@ -6,6 +6,11 @@ and for Tiny Shakespeare, which tests/test_tokenizer.c compares cformers against
   GPT-2: OpenAI's original encoder.py algorithm (below), which needs the `regex` module:
       /usr/bin/python3 -m venv /tmp/rv && /tmp/rv/bin/pip install regex
       /tmp/rv/bin/python tools/make_tokenizer_fixtures.py gpt2
+      /tmp/rv/bin/python tools/make_tokenizer_fixtures.py llama3
+  The llama3 mode also writes llama3_style.json: a tokenizer.json with LLaMA-3's Split
+  pattern, ignore_merges and special tokens around GPT-2's first 3000 merges (LLaMA-3's
+  own 128K vocabulary is not among the shared assets), and the ids the Hugging Face BPE
+  algorithm gives with it.
   Without an argument it writes the SentencePiece fixtures (run with /usr/bin/python3).
 
 Fixture lines:  T <text as hex>  /  I <ids...>  (one edge case each)
@@ -31,6 +36,8 @@ EDGE_CASES = [
     "a" * 3000, "supercalifragilisticexpialidocious" * 40, "x" + " " * 50 + "y",
     "!!!???...,,,;;;", "Mixed CASE and Punctuation: (brackets) [square] {curly}", "   \t  \n  ",
     "ﬁ ligature and ½ fraction and Ⅻ numeral", "ZWJ 👨‍👩‍👧 and combining é",
+    "digits 1234567 and 12", "SHOUTING IT'S THEY'LL", "(parenthesised) \"quoted\"", "\n\n\nfoo",
+    "  \n  x \r\n\ty", "end with spaces\n  ",
 ]
 
 
@@ -64,10 +71,38 @@ def write(name, encode, corpus_mode):
     print(f"wrote {path}: {len(all_ids)} corpus ids")
 
 
-def gpt2_encoder():
-    import regex as re
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_MERGES = 3000
+
+
+def gpt2_files():
     enc = json.load(open(os.path.join(DATA, "gpt2-tokenizer", "encoder.json"), encoding="utf-8"))
     merges = open(os.path.join(DATA, "gpt2-tokenizer", "vocab.bpe"), encoding="utf-8").read().split("\n")[1:-1]
+    return enc, merges
+
+
+def write_llama3_style_json(path):
+    enc, merges = gpt2_files()
+    merges = merges[:LLAMA3_MERGES]
+    vocab = {tok: i for tok, i in enc.items() if i < 256 + LLAMA3_MERGES}
+    n = len(vocab)
+    doc = {"version": "1.0",
+           "added_tokens": [{"id": n, "content": "<|begin_of_text|>", "special": True},
+                            {"id": n + 1, "content": "<|end_of_text|>", "special": True}],
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
+               {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+           "model": {"type": "BPE", "ignore_merges": True, "vocab": vocab, "merges": merges}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+    return vocab, merges
+
+
+def gpt2_encoder(pattern=GPT2_PATTERN, files=None, ignore_merges=False):
+    import regex as re
+    enc, merges = files or gpt2_files()
     ranks = {tuple(m.split()): i for i, m in enumerate(merges)}
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
@@ -78,7 +113,7 @@ def gpt2_encoder():
             cs.append(256 + n)
             n += 1
     byte_encoder = dict(zip(bs, map(chr, cs)))
-    pat = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+    pat = re.compile(pattern)
     cache = {}
 
     def bpe(token):
@@ -106,7 +141,10 @@ def gpt2_encoder():
         ids = []
         for tok in re.findall(pat, text):
             tok = "".join(byte_encoder[b] for b in tok.encode("utf-8"))
-            ids += [enc[p] for p in bpe(tok)]
+            if ignore_merges and tok in enc:
+                ids.append(enc[tok])
+            else:
+                ids += [enc[p] for p in bpe(tok)]
         return ids
 
     return encode
@@ -116,6 +154,9 @@ if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     if sys.argv[1:] == ["gpt2"]:
         write("tok_gpt2.txt", gpt2_encoder(), "whole")
+    elif sys.argv[1:] == ["llama3"]:
+        files = write_llama3_style_json(os.path.join(OUT, "llama3_style.json"))
+        write("tok_llama3.txt", gpt2_encoder(LLAMA3_PATTERN, files, ignore_merges=True), "whole")
     else:
         import sentencepiece as spm
         for model, name in [("llama2c-tokenizer/tokenizer.model", "tok_llama2.txt"),

@@ -48,6 +48,8 @@ static size_t encode_word(const cf_tokenizer *t, cf_merge_work *work, const char
             return n;
         }
     }
+    int32_t whole = t->ignore_merges ? cf_strmap_get(&t->piece_ids, word, len) : -1;
+    if (whole >= 0) return cf_ids_push(ids, n, cap, whole);
     cf_merge_sym *syms = cf_merge_reserve(work, len);
     for (size_t b = 0; b < len; b++)
         syms[b] = (cf_merge_sym){.start = (int32_t)b, .len = 1, .id = t->byte_ids[(unsigned char)word[b]]};
@@ -66,7 +68,7 @@ static size_t encode_word(const cf_tokenizer *t, cf_merge_work *work, const char
 size_t cf_bpe_encode(const cf_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t n, size_t *cap) {
     cf_merge_work work = {0};
     for (size_t i = 0; i < len;) {
-        size_t wlen = cf_gpt2_pretoken(text, len, i);
+        size_t wlen = t->pretoken(text, len, i);
         n = encode_word(t, &work, text + i, wlen, ids, n, cap);
         i += wlen;
     }

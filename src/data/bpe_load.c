@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/file_util.h"
+#include "data/pretokenize.h"
 #include "data/tokenizer_internal.h"
 #include "data/utf8.h"
 
@@ -159,6 +160,7 @@ cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err) {
         free(text);
     }
     if (rc == 0) rc = finish(t, dir, err);
+    if (rc == 0) t->pretoken = cf_gpt2_pretoken;
     if (rc != 0) {
         cf_tokenizer_free(t);
         return NULL;
@@ -167,15 +169,25 @@ cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err) {
     return t;
 }
 
-/* Accepts a ByteLevel pre-tokeniser, alone or as the only step of a Sequence; other
- * pre-tokenisers (e.g. LLaMA-3's Split regex) would give different ids, so refuse them. */
-static bool byte_level_pretokenizer(json_t *pre) {
+/* The pre-tokeniser of a tokenizer.json: ByteLevel with its own regex (GPT-2), or a
+ * Sequence of a Split on the GPT-2 or LLaMA-3 pattern and a ByteLevel without regex.
+ * Anything else would give different ids, so it is refused (NULL). */
+static cf_pretoken_fn hf_pretokenizer(json_t *pre) {
     const char *type = json_string_value(json_object_get(pre, "type"));
-    if (!type) return false;
-    if (strcmp(type, "ByteLevel") == 0) return true;
+    if (!type) return NULL;
+    if (strcmp(type, "ByteLevel") == 0) return json_is_false(json_object_get(pre, "use_regex")) ? NULL : cf_gpt2_pretoken;
     json_t *steps = json_object_get(pre, "pretokenizers");
-    return strcmp(type, "Sequence") == 0 && json_array_size(steps) == 1 &&
-           byte_level_pretokenizer(json_array_get(steps, 0));
+    if (strcmp(type, "Sequence") != 0) return NULL;
+    if (json_array_size(steps) == 1) return hf_pretokenizer(json_array_get(steps, 0));
+    json_t *split = json_array_get(steps, 0), *byte_level = json_array_get(steps, 1);
+    const char *pattern = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
+    if (json_array_size(steps) != 2 || !pattern || !json_is_string(json_object_get(split, "type")) ||
+        strcmp(json_string_value(json_object_get(split, "type")), "Split") != 0 ||
+        !json_is_false(json_object_get(byte_level, "use_regex")))
+        return NULL;
+    if (strcmp(pattern, CF_LLAMA3_PATTERN) == 0) return cf_llama3_pretoken;
+    if (strcmp(pattern, CF_GPT2_PATTERN) == 0) return cf_gpt2_pretoken;
+    return NULL;
 }
 
 static int load_hf_merges(cf_tokenizer *t, json_t *merges, const char *path, cf_error *err) {
@@ -212,8 +224,9 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
     cf_tokenizer *t = NULL;
     if (!type || strcmp(type, "BPE") != 0 || !json_is_object(vocab)) {
         cf_fail(err, "%s: key model.type: only BPE models with a vocab are supported", path);
-    } else if (!byte_level_pretokenizer(json_object_get(root, "pre_tokenizer"))) {
-        cf_fail(err, "%s: key pre_tokenizer: only the ByteLevel (GPT-2 regex) pre-tokeniser is supported", path);
+    } else if (!hf_pretokenizer(json_object_get(root, "pre_tokenizer"))) {
+        cf_fail(err, "%s: key pre_tokenizer: only ByteLevel, or a Split on the GPT-2 or LLaMA-3 pattern followed by "
+                "ByteLevel, is supported", path);
     } else {
         int n = max_id(vocab);
         for (size_t i = 0; i < json_array_size(added); i++) {
@@ -236,6 +249,8 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
             t = NULL;
         } else {
             find_specials(t);
+            t->pretoken = hf_pretokenizer(json_object_get(root, "pre_tokenizer"));
+            t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
         }
     }
     json_decref(root);

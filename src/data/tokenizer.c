@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "data/file_util.h"
+#include "data/pretokenize.h"
 
 cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n) {
     cf_tokenizer *t = cf_xcalloc(1, sizeof *t);
@@ -58,6 +59,7 @@ cf_tokenizer *cf_tokenizer_bytes(void) {
         t->byte_ids[b] = b;
     }
     t->cache = cf_bpe_cache_new();
+    t->pretoken = cf_gpt2_pretoken;
     cf_tok_finish(t);
     return t;
 }

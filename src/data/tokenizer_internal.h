@@ -8,6 +8,7 @@
 
 #include "cformers/tokenizer.h"
 #include "data/bpe_cache.h"
+#include "data/pretokenize.h"
 #include "data/strmap.h"
 
 typedef enum cf_tok_kind {
@@ -40,6 +41,8 @@ struct cf_tokenizer {
     int32_t *merge_result;
     int n_merges;
     cf_bpe_cache *cache; /* word -> ids, shared by concurrent encoders */
+    cf_pretoken_fn pretoken; /* GPT-2 or LLaMA-3 splitting */
+    bool ignore_merges;  /* a word that is itself a token skips merging (LLaMA-3) */
 };
 
 /* Allocates the per-token arrays for n tokens, all empty; byte_ids and specials -1. */
