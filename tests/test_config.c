@@ -97,6 +97,37 @@ static void test_errors(void) {
     CHECK_CONTAINS(err.msg, "did you mean llama2_7b?");
 }
 
+/* Shapes of YAML the schema does not expect, parsed from strings. */
+static void test_yaml_shapes(void) {
+    static const struct {
+        const char *yaml, *needle;
+    } bad[] = {
+        {"- seed\n", "text:1: expected a mapping of config sections, got a list"},
+        {"runner_config:\n  batch_size: [1, 2]\n", "text:2: runner_config.batch_size: expected a value, got a list"},
+        {"? {a: 1}\n: 2\n", "text:1: top level: keys must be plain names"},
+        {"seed: 1\nseed: 2\n", "text:2: seed: duplicate key"},
+        {"runner_config:\n  batch_size: \"8\"\n", "text:2: runner_config.batch_size: expected an integer, got '8'"},
+        {"runner_config:\n  batch_size: 99999999999999999999\n", "expected an integer"},
+        {"optimizer:\n  beta1: nan\n", "text:2: optimizer.beta1: expected a number, got 'nan'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cf_config cfg;
+        cf_error err = {{0}};
+        cf_config_defaults(&cfg);
+        CHECK_MSG(cf_config_parse_string(bad[i].yaml, "text", &cfg, &err) < 0, "accepted: %s", bad[i].yaml);
+        CHECK_CONTAINS(err.msg, bad[i].needle);
+    }
+    /* Empty documents and sections are fine; anchors and aliases resolve. */
+    cf_config cfg;
+    cf_error err = {{0}};
+    cf_config_defaults(&cfg);
+    CHECK(cf_config_parse_string("", "text", &cfg, &err) == 0);
+    CHECK(cf_config_parse_string("callbacks:\nrecompute_config: ~\n", "text", &cfg, &err) == 0);
+    CHECK_MSG(cf_config_parse_string("output_dir: &out run1\ntrain_dataset:\n  data_dir: *out\n", "text", &cfg, &err) == 0,
+              "%s", err.msg);
+    CHECK(strcmp(cfg.train_dataset.data_dir, "run1") == 0);
+}
+
 static void test_overrides(void) {
     cf_config cfg;
     cf_error err = {{0}};
@@ -258,6 +289,7 @@ int main(void) {
     test_defaults();
     test_full_file();
     test_errors();
+    test_yaml_shapes();
     test_overrides();
     test_param_counts();
     test_stories260k_file();
