@@ -224,6 +224,8 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
     cf_tokenizer *t = NULL;
     if (!type || strcmp(type, "BPE") != 0 || !json_is_object(vocab)) {
         cf_fail(err, "%s: key model.type: only BPE models with a vocab are supported", path);
+    } else if (json_object_get(root, "normalizer") && !json_is_null(json_object_get(root, "normalizer"))) {
+        cf_fail(err, "%s: key normalizer: normalizers are not supported (byte-level models have none)", path);
     } else if (!hf_pretokenizer(json_object_get(root, "pre_tokenizer"))) {
         cf_fail(err, "%s: key pre_tokenizer: only ByteLevel, or a Split on the GPT-2 or LLaMA-3 pattern followed by "
                 "ByteLevel, is supported", path);
