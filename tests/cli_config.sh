@@ -30,6 +30,10 @@ for preset in llama2_7b llama2_13b llama2_70b llama3_8b gpt2 gpt2_medium gpt2_la
               llama_15m llama_42m llama_110m tiny_shakespeare; do
     expect "$out" "$preset"
 done
+# docs/config.md shows the same listing.
+while IFS= read -r line; do
+    grep -qxF -- "$line" "$src/docs/config.md" || { echo "FAIL: docs/config.md lacks the preset line '$line'"; fail=1; }
+done <"$out"
 
 run 0 "$bin" config show llama2_70b
 expect "$out" "parameters: 68,976,648,192"
