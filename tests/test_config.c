@@ -128,6 +128,30 @@ static void test_yaml_shapes(void) {
     CHECK(strcmp(cfg.train_dataset.data_dir, "run1") == 0);
 }
 
+/* Keys left at 0 take their value from others: LLaMA's MLP width rule reproduces the
+ * published 7B and 13B widths. */
+static void test_derived(void) {
+    static const struct {
+        const char *arch;
+        int64_t hidden, heads, intermediate;
+    } cases[] = {{"llama", 4096, 32, 11008}, {"llama", 5120, 40, 13824}, {"gpt2", 768, 12, 3072}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char arch[64], hidden[64], heads[64];
+        snprintf(arch, sizeof arch, "model.model_config.arch=%s", cases[i].arch);
+        snprintf(hidden, sizeof hidden, "model.model_config.hidden_size=%lld", (long long)cases[i].hidden);
+        snprintf(heads, sizeof heads, "model.model_config.num_heads=%lld", (long long)cases[i].heads);
+        const char *overrides[] = {arch, hidden, heads, "model.model_config.num_kv_heads=0",
+                                   "model.model_config.intermediate_size=0", "model.model_config.max_position_embeddings=0",
+                                   "model.model_config.bos_token_id=-1", "model.model_config.eos_token_id=-1"};
+        cf_config cfg;
+        cf_error err = {{0}};
+        CHECK_MSG(cf_config_load_with_overrides("llama_15m", overrides, 8, &cfg, &err) == 0, "%s", err.msg);
+        CHECK(cfg.model.model_config.intermediate_size == cases[i].intermediate);
+        CHECK(cfg.model.model_config.num_kv_heads == cases[i].heads);
+        CHECK(cfg.model.model_config.max_position_embeddings == cfg.runner_config.seq_length);
+    }
+}
+
 static void test_overrides(void) {
     cf_config cfg;
     cf_error err = {{0}};
@@ -291,6 +315,7 @@ int main(void) {
     test_errors();
     test_yaml_shapes();
     test_overrides();
+    test_derived();
     test_param_counts();
     test_stories260k_file();
     test_presets_round_trip();
