@@ -74,10 +74,9 @@ static int assign(cf_config *cfg, const char *assignment, const char *preset, cf
 
 static int apply_preset(const cf_preset *preset, const char *source, cf_config *cfg, cf_config_origins *origins,
                         cf_error *err) {
-    for (const char *const *a = preset->family; *a; a++)
-        if (assign(cfg, *a, source, origins, err) < 0) return -1;
-    for (const char *const *a = preset->settings; *a; a++)
-        if (assign(cfg, *a, source, origins, err) < 0) return -1;
+    for (int part = 0; part < CF_PRESET_MAX_PARTS && preset->parts[part]; part++)
+        for (const char *const *a = preset->parts[part]; *a; a++)
+            if (assign(cfg, *a, source, origins, err) < 0) return -1;
     return 0;
 }
 

@@ -1,15 +1,18 @@
 /* Built-in named configs (`--config llama2_7b`), compiled into the library so a preset
- * resolves from any working directory. A preset is a list of dotted assignments (the
- * same syntax as command-line overrides) applied over the defaults: first the family's
- * shared settings, then the size's own. The public listing is in config.h. */
+ * resolves from any working directory. A preset is a few lists of dotted assignments (the
+ * same syntax as command-line overrides) applied in order over the defaults: a model
+ * family's shared settings, then the size's shape, then any variant's changes. The public
+ * listing is in config.h. */
 #ifndef CFORMERS_PRESETS_H
 #define CFORMERS_PRESETS_H
+
+enum { CF_PRESET_MAX_PARTS = 4 };
 
 typedef struct cf_preset {
     const char *name;
     const char *description;
-    const char *const *family;   /* NULL-terminated assignments shared by a model family */
-    const char *const *settings; /* NULL-terminated assignments of this preset */
+    /* NULL-terminated assignment lists, applied in order; unused slots are NULL */
+    const char *const *parts[CF_PRESET_MAX_PARTS];
 } cf_preset;
 
 /* The preset of that name, or NULL. */
