@@ -90,9 +90,14 @@ static void list_enum_names(const cf_config_key *key, char *buf, size_t cap) {
         used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", n->name);
 }
 
+static int out_of_range(const cf_config_key *key, const char *text, cf_error *err) {
+    char range[128];
+    describe_range(key, range, sizeof range);
+    return cf_fail(err, "%s is out of range (%s)", text, range);
+}
+
 int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err) {
     char *end = NULL;
-    double number = 0;
     errno = 0;
     switch (key->type) {
     case CF_KEY_STRING:
@@ -102,18 +107,18 @@ int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text
     case CF_KEY_INT: {
         long long v = quoted ? 0 : strtoll(text, &end, 10);
         if (quoted || end == text || *end || errno == ERANGE) return cf_fail(err, "expected an integer, got '%s'", text);
-        number = (double)v;
-        if (!in_range(key, number)) break;
+        if (!in_range(key, (double)v)) return out_of_range(key, text, err);
         *(int64_t *)field(key, cfg) = v;
         return 0;
     }
-    case CF_KEY_FLOAT:
-        number = quoted ? 0 : strtod(text, &end);
-        if (quoted || end == text || *end || errno == ERANGE || !isfinite(number))
+    case CF_KEY_FLOAT: {
+        double v = quoted ? 0 : strtod(text, &end);
+        if (quoted || end == text || *end || errno == ERANGE || !isfinite(v))
             return cf_fail(err, "expected a number, got '%s'", text);
-        if (!in_range(key, number)) break;
-        write_number(key, cfg, number);
+        if (!in_range(key, v)) return out_of_range(key, text, err);
+        *(double *)field(key, cfg) = v;
         return 0;
+    }
     case CF_KEY_BOOL: {
         bool b;
         if (quoted || parse_bool(text, &b) < 0) return cf_fail(err, "expected true or false, got '%s'", text);
@@ -131,9 +136,7 @@ int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text
         return 0;
     }
     }
-    char range[128];
-    describe_range(key, range, sizeof range);
-    return cf_fail(err, "%s is out of range (%s)", text, range);
+    return cf_fail(err, "unknown key type");
 }
 
 /* Shortest decimal that reads back to the same double, always with a '.' or exponent so
