@@ -24,7 +24,8 @@ typedef struct cf_infer_model cf_infer_model;
 
 typedef struct cf_infer_options {
     cf_dtype weight_dtype; /* CF_F32 or CF_BF16: the dtype matmuls read; other stored dtypes are converted at load */
-    long max_seq;          /* KV cache length in tokens; 0 = the config's max_position_embeddings */
+    long max_seq;          /* KV cache length in tokens, at most (and by default, 0) the config's
+                              max_position_embeddings */
 } cf_infer_options;
 
 /* Loads a checkpoint written by `cformers convert` or the trainer (LLaMA weights, see

@@ -78,7 +78,9 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc;
     if (a.threads) cf_set_num_threads((int)a.threads);
     cf_error err;
-    cf_infer_options opt = {.weight_dtype = a.dtype};
+    /* The cache only needs the prompt (at most one token per byte, plus BOS and a SentencePiece
+     * dummy prefix) and the new tokens, not the model's whole context. */
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = (long)strlen(a.prompt) + 2 + a.n};
     cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
     cf_tokenizer *own_tok = NULL;
     if (m && a.tokenizer && !(own_tok = cf_tokenizer_load(a.tokenizer, &err))) cf_infer_free(m), m = NULL;

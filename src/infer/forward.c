@@ -8,16 +8,28 @@
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
-/* y[n, out] = x[n, in] @ W^T */
-static void linear(cf_infer_model *m, const infer_linear *L, const float *x, float *y, long n) {
+/* y_i[n, out_i] = x[n, in] @ W_i^T for a group of projections of the same input; a
+ * single token takes one fused matrix-vector dispatch, a chunk one GEMM per weight. */
+static void linears(cf_infer_model *m, const infer_linear *const *L, float *const *y, int count, const float *x,
+                    long n) {
     if (n == 1) {
-        infer_matvec(L->w, L->dtype, x, y, L->out, L->in);
-    } else if (L->dtype == CF_F32) {
-        cf_sgemm(false, true, n, L->out, L->in, 1.0f, x, L->in, L->w, L->in, 0.0f, y, L->out);
-    } else {
-        cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L->in));
-        cf_gemm_bf16(false, true, n, L->out, L->in, 1.0f, m->act16, L->in, L->w, L->in, 0.0f, y, L->out);
+        matvec_part parts[3];
+        for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
+        infer_matvec(parts, count, L[0]->dtype, x, L[0]->in);
+        return;
     }
+    if (L[0]->dtype == CF_BF16) cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L[0]->in));
+    for (int i = 0; i < count; i++) {
+        if (L[i]->dtype == CF_F32)
+            cf_sgemm(false, true, n, L[i]->out, L[i]->in, 1.0f, x, L[i]->in, L[i]->w, L[i]->in, 0.0f, y[i], L[i]->out);
+        else
+            cf_gemm_bf16(false, true, n, L[i]->out, L[i]->in, 1.0f, m->act16, L[i]->in, L[i]->w, L[i]->in, 0.0f, y[i],
+                         L[i]->out);
+    }
+}
+
+static void linear(cf_infer_model *m, const infer_linear *L, const float *x, float *y, long n) {
+    linears(m, &L, &y, 1, x, n);
 }
 
 typedef struct attn_job {
@@ -87,9 +99,9 @@ static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long
         const infer_layer *L = &m->layers[l];
         float *kc = m->k_cache + l * m->max_seq * m->kv_dim, *vc = m->v_cache + l * m->max_seq * m->kv_dim;
         cf_rmsnorm(m->x, L->attn_norm, m->xb, NULL, n, m->dim, eps);
-        linear(m, &L->wq, m->xb, m->q, n);
-        linear(m, &L->wk, m->xb, kc + pos * m->kv_dim, n);
-        linear(m, &L->wv, m->xb, vc + pos * m->kv_dim, n);
+        const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        float *qkv_out[3] = {m->q, kc + pos * m->kv_dim, vc + pos * m->kv_dim};
+        linears(m, qkv, qkv_out, 3, m->xb, n);
         cf_rope_apply(&m->rope, m->q, n, c->num_heads, NULL, pos, false);
         cf_rope_apply(&m->rope, kc + pos * m->kv_dim, n, c->num_kv_heads, NULL, pos, false);
         attention(m, kc, vc, n, pos);
@@ -97,8 +109,9 @@ static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long
         add_into(m->x, m->xb, n * m->dim);
 
         cf_rmsnorm(m->x, L->ffn_norm, m->xb, NULL, n, m->dim, eps);
-        linear(m, &L->gate, m->xb, m->hb, n);
-        linear(m, &L->up, m->xb, m->hb2, n);
+        const infer_linear *gate_up[2] = {&L->gate, &L->up};
+        float *gate_up_out[2] = {m->hb, m->hb2};
+        linears(m, gate_up, gate_up_out, 2, m->xb, n);
         cf_swiglu(m->hb, m->hb2, m->hb, n * m->hidden);
         linear(m, &L->down, m->hb, m->xb, n);
         add_into(m->x, m->xb, n * m->dim);

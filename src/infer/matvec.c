@@ -29,25 +29,32 @@ static void bf16_rows_scalar(const cf_bf16 *w, const float *x, float *y, long r0
 }
 
 typedef struct matvec_job {
-    const void *w;
+    const matvec_part *parts;
+    int n_parts;
     const float *x;
-    float *y;
     long in;
     void (*f32_rows)(const float *, const float *, float *, long, long, long);
     void (*bf16_rows)(const cf_bf16 *, const float *, float *, long, long, long);
     cf_dtype dtype;
 } matvec_job;
 
+/* Rows [r0, r1) of the parts stacked on top of each other. */
 static void matvec_rows(void *arg, long r0, long r1) {
     const matvec_job *j = arg;
-    if (j->dtype == CF_BF16)
-        j->bf16_rows(j->w, j->x, j->y, r0, r1, j->in);
-    else
-        j->f32_rows(j->w, j->x, j->y, r0, r1, j->in);
+    long first = 0;
+    for (int p = 0; p < j->n_parts && first < r1; first += j->parts[p++].rows) {
+        const matvec_part *part = &j->parts[p];
+        long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
+        if (lo >= hi) continue;
+        if (j->dtype == CF_BF16)
+            j->bf16_rows(part->w, j->x, part->y, lo, hi, j->in);
+        else
+            j->f32_rows(part->w, j->x, part->y, lo, hi, j->in);
+    }
 }
 
-void infer_matvec(const void *w, cf_dtype dtype, const float *x, float *y, long out, long in) {
-    matvec_job job = {.w = w, .x = x, .y = y, .in = in, .dtype = dtype,
+void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in) {
+    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .dtype = dtype,
                       .f32_rows = f32_rows_scalar, .bf16_rows = bf16_rows_scalar};
     switch (cf_isa_active()) {
     case CF_ISA_AVX512:
@@ -58,5 +65,7 @@ void infer_matvec(const void *w, cf_dtype dtype, const float *x, float *y, long 
         break;
     case CF_ISA_SCALAR: break;
     }
-    cf_parallel_rows(out, in, matvec_rows, &job);
+    long rows = 0;
+    for (int p = 0; p < n_parts; p++) rows += parts[p].rows;
+    cf_parallel_rows(rows, in, matvec_rows, &job);
 }

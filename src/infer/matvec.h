@@ -6,8 +6,16 @@
 
 #include "cformers/dtype.h"
 
-/* y[o] = sum_i w[o * in + i] * x[i] for o in [0, out); w is f32 or bf16. */
-void infer_matvec(const void *w, cf_dtype dtype, const float *x, float *y, long out, long in);
+/* One matrix [rows, in] (f32 or bf16) and where its product goes. */
+typedef struct matvec_part {
+    const void *w;
+    float *y;
+    long rows;
+} matvec_part;
+
+/* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
+ * (q/k/v and gate/up go together, halving the synchronisation per layer). */
+void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in);
 
 /* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). */
 void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in);

@@ -91,7 +91,8 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
     m->cfg = *cfg;
     m->ckpt = ckpt;
-    m->max_seq = opt->max_seq > 0 ? opt->max_seq : cfg->max_position_embeddings;
+    m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
+                                                                                 : cfg->max_position_embeddings;
     m->layers = cf_xcalloc((size_t)cfg->num_layers, sizeof *m->layers);
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
     if (llama_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {

@@ -3,7 +3,7 @@
 #include "cformers/threads.h"
 
 /* Below this many element operations a pool dispatch costs more than it saves. */
-enum { INLINE_WORK = 1 << 14, CHUNKS_PER_THREAD = 4 };
+enum { INLINE_WORK = 1 << 16, CHUNKS_PER_THREAD = 4 };
 
 typedef struct rows_job {
     cf_rows_fn fn;
