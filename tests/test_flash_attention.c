@@ -1,7 +1,9 @@
 /* Flash attention against the unfused attention op: the output and the gradients of
  * q, k and v, on odd lengths, one token, lengths that cross tile boundaries, GQA ratios
  * 1, 2 and 4, head dimensions that are not a multiple of the vector width, on every ISA
- * path; plus finite-difference gradient checks of the flash op itself.
+ * path, with one thread (the backward's one-pass path: a task per (batch, kv head)) and
+ * with more threads than groups (its two-pass path); plus finite-difference gradient
+ * checks of the flash op itself.
  *
  * Tolerance: |flash - unfused| <= 2e-5 + 2e-4 |unfused| for every element (both sum in
  * f32 in different orders, and the vectorised exp is accurate to about 2e-7). */
@@ -12,6 +14,7 @@
 #include "cformers/fused.h"
 #include "cformers/gradcheck.h"
 #include "cformers/plan.h"
+#include "cformers/threads.h"
 #include "test_util.h"
 
 typedef struct attn_case {
@@ -117,10 +120,14 @@ int main(void) {
         {1, 131, 4, 2, 48}, /* crosses two tile boundaries, partial last tile */
         {1, 70, 2, 2, 80}, /* head dim above one 64-column register block */
     };
+    static const int thread_counts[] = {1, 3};
     for (int isa = cf_isa_supported(); isa >= CF_ISA_SCALAR; isa--) {
         cf_isa_force((cf_isa)isa);
-        printf("ISA %s\n", cf_isa_name((cf_isa)isa));
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+        for (int t = 0; t < 2; t++) {
+            cf_set_num_threads(thread_counts[t]);
+            printf("ISA %s, %d threads\n", cf_isa_name((cf_isa)isa), thread_counts[t]);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+        }
         gradcheck_flash(2, 2);
         gradcheck_flash(4, 1);
     }

@@ -6,9 +6,12 @@
  *
  * Backward with D = rowsum(dO * O) and P recomputed as exp(S * scale - lse):
  *   dV = P^T dO    dP = dO V^T    dS = P * (dP - D) * scale    dK = dS^T Q    dQ = dS K
- * in two passes so that no two tasks write the same rows: one task per (batch, kv head,
- * key block) owns those rows of dK and dV and walks every query block of the group's
- * heads; one task per (batch, head, query block) owns its rows of dQ.
+ * with no two tasks writing the same rows. When there are at least as many (batch, kv
+ * head) groups as slots, one task per group computes every tile once and all three
+ * gradients from it. Otherwise two passes spread the work finer at the cost of
+ * recomputing each tile: one task per (batch, kv head, key block) owns those rows of dK
+ * and dV and walks every query block of the group's heads; one task per (batch, head,
+ * query block) owns its rows of dQ.
  *
  * K (and V for the backward) are first transposed once into [B, KV, hd, T] so every
  * product reads its B operand row by row; transposed A operands are read through
@@ -256,6 +259,34 @@ static void rowsum_rows(void *arg, long begin, long end) {
     }
 }
 
+static void zero_rows(float *x, long rows, long cols, long ld) {
+    for (long r = 0; r < rows; r++) memset(x + r * ld, 0, sizeof(float) * (size_t)cols);
+}
+
+/* All of group (b, g): dQ of its heads, dK and dV of its kv head, each tile once. */
+static void group_task(fa_job *j, long task, float *scratch) {
+    long T = j->s.seq, hd = j->s.head_dim, b = task / j->s.kv_heads, g = task % j->s.kv_heads;
+    bwd_scratch w = bwd_carve(scratch);
+    const float *k = j->k + k_row(j, b, g, 0);
+    float *dk = j->dk + k_row(j, b, g, 0), *dv = j->dv + k_row(j, b, g, 0);
+    zero_rows(dk, T, hd, j->ldk);
+    zero_rows(dv, T, hd, j->ldk);
+    for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
+        for (long i0 = 0; i0 < T; i0 += BQ) {
+            long br = min_l(BQ, T - i0);
+            const float *q = j->q + q_row(j, b, h, i0), *dout = j->dout + q_row(j, b, h, i0);
+            float *dq = j->dq + q_row(j, b, h, i0);
+            zero_rows(dq, br, hd, j->ldq);
+            for (long j0 = 0; j0 < i0 + br; j0 += BK) {
+                long bc = min_l(BK, i0 + br - j0);
+                tile_grads(j, &w, b, h, i0, br, j0, bc);
+                j->tiles->gemm(bc, hd, br, w.p, 1, bc, dout, j->ldq, dv + j0 * j->ldk, j->ldk, true);
+                j->tiles->gemm(bc, hd, br, w.dp, 1, bc, q, j->ldq, dk + j0 * j->ldk, j->ldk, true);
+                j->tiles->gemm(br, hd, bc, w.dp, bc, 1, k + j0 * j->ldk, j->ldk, dq, j->ldq, true);
+            }
+        }
+}
+
 /* dK and dV rows of key block j0 of kv head g, from every query block that sees it.
  * The first key blocks are seen by the most queries, so they are numbered first. */
 static void dkv_task(fa_job *j, long task, float *scratch) {
@@ -264,10 +295,8 @@ static void dkv_task(fa_job *j, long task, float *scratch) {
     long bc = min_l(BK, T - j0);
     bwd_scratch w = bwd_carve(scratch);
     float *dk = j->dk + k_row(j, b, g, j0), *dv = j->dv + k_row(j, b, g, j0);
-    for (long c = 0; c < bc; c++) {
-        memset(dk + c * j->ldk, 0, sizeof(float) * (size_t)hd);
-        memset(dv + c * j->ldk, 0, sizeof(float) * (size_t)hd);
-    }
+    zero_rows(dk, bc, hd, j->ldk);
+    zero_rows(dv, bc, hd, j->ldk);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
         for (long i0 = j0 / BQ * BQ; i0 < T; i0 += BQ) {
             long br = min_l(BQ, T - i0);
@@ -284,7 +313,7 @@ static void dq_task(fa_job *j, long task, float *scratch) {
     long br = min_l(BQ, j->s.seq - i0), g = h / j->rep;
     bwd_scratch w = bwd_carve(scratch);
     float *dq = j->dq + q_row(j, b, h, i0);
-    for (long ii = 0; ii < br; ii++) memset(dq + ii * j->ldq, 0, sizeof(float) * (size_t)hd);
+    zero_rows(dq, br, hd, j->ldq);
     for (long j0 = 0; j0 < i0 + br; j0 += BK) {
         long bc = min_l(BK, i0 + br - j0);
         tile_grads(j, &w, b, h, i0, br, j0, bc);
@@ -313,6 +342,11 @@ void cf_flash_attention_backward(const cf_fa_shape *s, const float *q, const flo
     transpose_kv(&j, k, j.kt);
     transpose_kv(&j, v, j.vt);
     cf_parallel_rows(s->batch * s->seq * s->heads, s->head_dim, rowsum_rows, &j);
-    run(&j, s->batch * s->kv_heads * blocks(s->seq, BK), slots, dkv_task);
-    run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, dq_task);
+    long groups = s->batch * s->kv_heads;
+    if (groups >= slots) {
+        run(&j, groups, slots, group_task);
+    } else {
+        run(&j, groups * blocks(s->seq, BK), slots, dkv_task);
+        run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, dq_task);
+    }
 }

@@ -1,0 +1,248 @@
+/* Fused against unfused, in one run (`make bench-fusion`).
+ *
+ * Part 1, attention: forward + backward of causal attention (B=1, H=8, hd=64, the shape
+ * of a 512-wide model) as the flash op and as the unfused op, at each sequence length:
+ * median wall and CPU time of the runs (CPU time, summed over the pool's threads, is
+ * the fairer measure on a machine others are loading too), and the attention memory, the bytes the op keeps for
+ * the backward (probabilities vs log-sum-exp) plus the scratch both passes ask for.
+ * The unfused op stops at --max-unfused (its probabilities grow as T^2); flash goes on.
+ *
+ * Part 2, training step: forward, backward and AdamW of the llama_15m preset's model
+ * (6 layers, 288 wide, vocabulary 32000) at --batch x 256 tokens, with every fusion off,
+ * with each one alone, and with all on: median step time, tokens/s and the planned
+ * arena. The graph is built as the trainer builds it (model, passes, backward, AdamW).
+ *
+ *   bench_fusion [--runs N] [--max-seq T] [--max-unfused T] [--batch B] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+#include "cformers/config.h"
+#include "cformers/fused.h"
+#include "cformers/model_graph.h"
+#include "cformers/plan.h"
+#include "cformers/threads.h"
+#include "core/passes.h"
+#include "obs/clock.h"
+
+enum { HEADS = 8, HEAD_DIM = 64 };
+
+typedef struct bench_opts {
+    int runs;
+    long max_seq, max_unfused, batch;
+} bench_opts;
+
+typedef cf_tensor *(*attention_fn)(cf_graph *, cf_tensor *, cf_tensor *, cf_tensor *);
+
+typedef struct attn_result {
+    double seconds, cpu_seconds;
+    size_t attention_bytes;
+} attn_result;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return t[n / 2];
+}
+
+/* Saved outputs (every output but the result) and workspaces of the attention nodes:
+ * the memory attention itself costs beyond its inputs, output and gradients. */
+static size_t attention_bytes(const cf_graph *g) {
+    size_t bytes = 0;
+    for (int i = 0; i < cf_graph_num_nodes(g); i++) {
+        const cf_node *n = cf_graph_node(g, i);
+        if (!strstr(n->op->name, "attention")) continue;
+        if (n->op->workspace) bytes += n->op->workspace(n);
+        if (n->op->backward)
+            for (int k = 1; k < n->n_outputs; k++) bytes += cf_tensor_bytes(n->outputs[k]);
+    }
+    return bytes;
+}
+
+typedef struct timing {
+    double wall, cpu; /* medians, seconds */
+} timing;
+
+/* One warm-up run (page faults, caches), then the median of `runs` timed ones. */
+static timing time_runs(cf_plan *p, unsigned phases, int runs) {
+    double *t = calloc(2 * (size_t)runs, sizeof *t), *cpu = t + runs;
+    cf_plan_run(p, phases);
+    for (int r = 0; r < runs; r++) {
+        double t0 = cf_clock_seconds(), c0 = cpu_seconds();
+        cf_plan_run(p, phases);
+        t[r] = cf_clock_seconds() - t0;
+        cpu[r] = cpu_seconds() - c0;
+    }
+    timing res = {median(t, runs), median(cpu, runs)};
+    free(t);
+    return res;
+}
+
+static int bench_attention(attention_fn attend, long seq, int runs, attn_result *res) {
+    cf_graph *g = cf_graph_create();
+    int64_t shape[4] = {1, seq, HEADS, HEAD_DIM};
+    cf_tensor *q = cf_graph_param(g, "q", 4, shape, cf_init_normal(1.0f), false);
+    cf_tensor *k = cf_graph_param(g, "k", 4, shape, cf_init_normal(1.0f), false);
+    cf_tensor *v = cf_graph_param(g, "v", 4, shape, cf_init_normal(1.0f), false);
+    cf_tensor *dy = cf_graph_input(g, "dy", CF_F32, 4, shape);
+    cf_tensor *out = attend(g, q, k, v);
+    cf_error err = {{0}};
+    cf_plan *p = NULL;
+    if (cf_graph_backward_from(g, out, dy, &err) != 0 || !(p = cf_plan_create(g, &err))) {
+        fprintf(stderr, "bench_fusion: attention T=%ld: %s\n", seq, err.msg);
+        cf_graph_free(g);
+        return -1;
+    }
+    cf_plan_init_params(p, 1);
+    memset(dy->data, 0, cf_tensor_bytes(dy));
+    timing t = time_runs(p, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, runs);
+    res->seconds = t.wall;
+    res->cpu_seconds = t.cpu;
+    res->attention_bytes = attention_bytes(g);
+    cf_plan_free(p);
+    cf_graph_free(g);
+    return 0;
+}
+
+static int part_attention(const bench_opts *o) {
+    printf("## Attention forward + backward (B=1, H=%d, hd=%d, %d threads, median of %d runs)\n\n", HEADS, HEAD_DIM,
+           cf_num_threads(), o->runs);
+    printf("| T | unfused ms | flash ms | unfused cpu ms | flash cpu ms | speedup (wall, cpu) | unfused attn MiB | "
+           "flash attn MiB | memory ratio |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (long seq = 256; seq <= o->max_seq; seq *= 2) {
+        attn_result flash, unfused = {0};
+        bool with_unfused = seq <= o->max_unfused;
+        if (bench_attention(cf_nn_flash_attention, seq, o->runs, &flash) != 0) return -1;
+        if (with_unfused && bench_attention(cf_nn_attention, seq, o->runs, &unfused) != 0) return -1;
+        double mib = 1.0 / (1024.0 * 1024.0);
+        if (with_unfused)
+            printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.2fx, %.2fx | %.1f | %.2f | %.0fx |\n", seq,
+                   unfused.seconds * 1e3, flash.seconds * 1e3, unfused.cpu_seconds * 1e3, flash.cpu_seconds * 1e3,
+                   unfused.seconds / flash.seconds, unfused.cpu_seconds / flash.cpu_seconds,
+                   (double)unfused.attention_bytes * mib, (double)flash.attention_bytes * mib,
+                   (double)unfused.attention_bytes / (double)flash.attention_bytes);
+        else
+            printf("| %ld | (not run) | %.1f | | %.1f | | (probs alone %.0f) | %.2f | |\n", seq, flash.seconds * 1e3,
+                   flash.cpu_seconds * 1e3, (double)HEADS * (double)seq * (double)seq * 4.0 * mib,
+                   (double)flash.attention_bytes * mib);
+        fflush(stdout);
+    }
+    printf("\n");
+    return 0;
+}
+
+/* ---- part 2: training steps ---- */
+
+typedef struct variant {
+    const char *name;
+    bool flash, graph_kernel, fuse_cross_entropy;
+} variant;
+
+static void fill_ids(cf_tensor *t, int64_t vocab) {
+    int32_t *ids = cf_tensor_i32(t);
+    for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 7919 + 13) % vocab);
+}
+
+static int bench_step(const cf_config *base, const variant *v, long batch, int runs, timing *res, size_t *arena) {
+    cf_config cfg = *base;
+    cfg.model.model_config.use_flash_attention = v->flash;
+    cfg.context.enable_graph_kernel = v->graph_kernel;
+    cfg.context.fuse_cross_entropy = v->fuse_cross_entropy;
+    const cf_model_config *mc = &cfg.model.model_config;
+    cf_model_graph m = {0};
+    cf_error err = {{0}};
+    cf_plan *p = NULL;
+    if (cf_model_graph_build(mc, batch, cfg.runner_config.seq_length, NULL, &m, &err) != 0) goto fail;
+    cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
+    cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
+    if (cf_graph_fuse(m.graph, &cfg.context, &err) != 0 || cf_graph_backward(m.graph, m.loss, &err) != 0) goto fail;
+    cf_graph_adamw(m.graph, &adamw, lr);
+    if (!(p = cf_plan_create(m.graph, &err))) goto fail;
+    cf_plan_init_params(p, 1);
+    fill_ids(m.tokens, mc->vocab_size);
+    fill_ids(m.targets, mc->vocab_size);
+    *cf_tensor_f32(lr) = 0.0f; /* every timed step sees the same weights */
+    *res = time_runs(p, CF_PHASE_ALL, runs);
+    *arena = cf_plan_memory(p)->arena_bytes;
+    cf_plan_free(p);
+    cf_graph_free(m.graph);
+    return 0;
+fail:
+    fprintf(stderr, "bench_fusion: %s: %s\n", v->name, err.msg);
+    cf_graph_free(m.graph);
+    return -1;
+}
+
+static int part_step(const bench_opts *o) {
+    static const variant variants[] = {
+        {"all off", false, false, false},
+        {"flash attention", true, false, false},
+        {"fused cross-entropy", false, true, true},
+        {"all on", true, true, true},
+    };
+    cf_config base;
+    cf_error err = {{0}};
+    if (cf_config_load_with_overrides("llama_15m", NULL, 0, &base, &err) != 0) {
+        fprintf(stderr, "bench_fusion: %s\n", err.msg);
+        return -1;
+    }
+    long tokens = o->batch * (long)base.runner_config.seq_length;
+    printf("## Training step, llama_15m shape, batch %ld x %lld tokens (%d threads, median of %d steps)\n\n",
+           o->batch, (long long)base.runner_config.seq_length, cf_num_threads(), o->runs);
+    printf("| fusions | step ms | step cpu ms | tokens/s | vs all off (wall, cpu) | arena MiB |\n");
+    printf("|---|---:|---:|---:|---:|---:|\n");
+    timing off = {0};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        timing t;
+        size_t arena;
+        if (bench_step(&base, &variants[i], o->batch, o->runs, &t, &arena) != 0) return -1;
+        if (i == 0) off = t;
+        printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[i].name, t.wall * 1e3, t.cpu * 1e3,
+               (double)tokens / t.wall, off.wall / t.wall, off.cpu / t.cpu, (double)arena / (1024.0 * 1024.0));
+        fflush(stdout);
+    }
+    printf("\n");
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        long *target = NULL;
+        long value = 0;
+        if (i + 1 < argc) value = strtol(argv[i + 1], NULL, 10);
+        if (strcmp(argv[i], "--runs") == 0 && value > 0) {
+            o->runs = (int)value;
+        } else if (strcmp(argv[i], "--max-seq") == 0 && value >= 256) {
+            target = &o->max_seq;
+        } else if (strcmp(argv[i], "--max-unfused") == 0 && value > 0) {
+            target = &o->max_unfused;
+        } else if (strcmp(argv[i], "--batch") == 0 && value > 0) {
+            target = &o->batch;
+        } else {
+            fprintf(stderr, "usage: bench_fusion [--runs N] [--max-seq T>=256] [--max-unfused T] [--batch B]\n");
+            return -1;
+        }
+        if (target) *target = value;
+        i++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bench_opts o = {.runs = 3, .max_seq = 16384, .max_unfused = 4096, .batch = 2};
+    if (parse_args(argc, argv, &o) != 0) return 2;
+    return part_attention(&o) == 0 && part_step(&o) == 0 ? 0 : 1;
+}
