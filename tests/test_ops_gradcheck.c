@@ -41,17 +41,22 @@ static cf_tensor *param(cf_graph *g, const char *name, int ndim, const int64_t *
 
 #define SHAPE(...) ((int64_t[]){__VA_ARGS__})
 
-static void check_elementwise(void) {
+typedef cf_tensor *(*binary_fn)(cf_graph *, cf_tensor *, cf_tensor *);
+
+/* fn(a, b) with a and b parameters of shape [3, 7]. */
+static void check_binary(const char *what, binary_fn fn) {
     case_ctx ctx = {.vocab = 1};
     cf_graph *g = cf_graph_create();
-    cf_tensor *a = param(g, "a", 2, SHAPE(3, 5)), *b = param(g, "b", 2, SHAPE(3, 5));
-    run_check("add", g, cf_nn_add(g, a, b), &ctx);
-    g = cf_graph_create();
-    a = param(g, "a", 2, SHAPE(3, 5));
-    b = param(g, "b", 2, SHAPE(3, 5));
-    run_check("mul", g, cf_nn_mul(g, a, b), &ctx);
-    g = cf_graph_create();
-    a = param(g, "a", 2, SHAPE(3, 5));
+    cf_tensor *a = param(g, "a", 2, SHAPE(3, 7)), *b = param(g, "b", 2, SHAPE(3, 7));
+    run_check(what, g, fn(g, a, b), &ctx);
+}
+
+static void check_elementwise(void) {
+    case_ctx ctx = {.vocab = 1};
+    check_binary("add", cf_nn_add);
+    check_binary("mul", cf_nn_mul);
+    cf_graph *g = cf_graph_create();
+    cf_tensor *a = param(g, "a", 2, SHAPE(3, 5)), *b;
     run_check("mul (same tensor twice)", g, cf_nn_mul(g, a, a), &ctx);
     g = cf_graph_create();
     a = param(g, "a", 1, SHAPE(7));
@@ -128,12 +133,9 @@ static void check_attention(int heads, int kv_heads) {
 
 static void check_activations(void) {
     case_ctx ctx = {.vocab = 1};
+    check_binary("swiglu", cf_nn_swiglu);
     cf_graph *g = cf_graph_create();
-    cf_tensor *a = param(g, "gate", 2, SHAPE(3, 7)), *b = param(g, "up", 2, SHAPE(3, 7));
-    run_check("swiglu", g, cf_nn_swiglu(g, a, b), &ctx);
-    g = cf_graph_create();
-    a = param(g, "x", 2, SHAPE(3, 7));
-    run_check("gelu", g, cf_nn_gelu(g, a), &ctx);
+    run_check("gelu", g, cf_nn_gelu(g, param(g, "x", 2, SHAPE(3, 7))), &ctx);
 }
 
 static void check_cross_entropy(void) {
