@@ -188,6 +188,7 @@ static void test_overrides(void) {
     cf_config_defaults(&cfg);
     CHECK(cf_config_apply_override(&cfg, "optimizer.beta1=0.8", &err) == 0 && cfg.optimizer.beta1 == 0.8);
     CHECK(cf_config_apply_override(&cfg, "lr_schedule.type=linear", &err) == 0 && cfg.lr_schedule.type == CF_LR_LINEAR);
+    CHECK(cf_config_apply_override(&cfg, "lr_schedule.total_steps=-1", &err) == 0); /* MindFormers' "auto" */
     CHECK(cf_config_apply_override(&cfg, "context.fuse_rope=off", &err) == 0 && !cfg.context.fuse_rope);
     CHECK(cf_config_apply_override(&cfg, "context.fuse_rope=maybe", &err) < 0);
     CHECK_CONTAINS(err.msg, "expected true or false, got 'maybe'");

@@ -75,7 +75,7 @@ typedef struct cf_lr_schedule_config {
     double lr_end;        /* floor reached at total_steps (cosine, linear) */
     int64_t warmup_steps; /* used when warmup_ratio is 0 */
     double warmup_ratio;  /* warmup = ratio * total_steps when > 0 */
-    int64_t total_steps;  /* 0 = runner_config's step count */
+    int64_t total_steps;  /* 0 or -1 = runner_config's step count */
 } cf_lr_schedule_config;
 
 typedef enum cf_compression {

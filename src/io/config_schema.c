@@ -108,7 +108,7 @@ const cf_config_key cf_config_keys[] = {
     K_FLOAT(lr_schedule.lr_end, 0.0, 0, 10, 0, "learning rate at total_steps"),
     K_INT(lr_schedule.warmup_steps, 0, 0, BIG, "linear warmup steps (when warmup_ratio is 0)"),
     K_FLOAT(lr_schedule.warmup_ratio, 0.0, 0, 1, 0, "warmup as a fraction of total_steps"),
-    K_INT(lr_schedule.total_steps, 0, 0, BIG, "decay length; 0 = the run's steps"),
+    K_INT(lr_schedule.total_steps, 0, -1, BIG, "decay length; 0 or -1 (MindFormers) = the run's steps"),
 
     K_INT(parallel_config.data_parallel, 0, 0, 1048576, "data-parallel processes; 0 = MPI world size"),
     K_INT(parallel_config.model_parallel, 1, 1, 1, "tensor parallelism (only 1)"),
