@@ -5,7 +5,8 @@
 
 #include <immintrin.h>
 
-enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, B_PREFETCH = 8 };
+enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, PREFETCH_STEPS = 8,
+       SKINNY_NN_WINDOW = 2048 };
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -28,78 +29,82 @@ INLINE void store_rows(const int m, __m512 acc[][2], float *c, long ldc, int n, 
     }
 }
 
-/* The register tile: m rows (a compile-time constant after inlining) by 32 columns.
- * A(i, k) = a[i*a_rs + k*a_ks], B(k, j) = b[k*b_ks + j]; with `b_cols` < 32 the B
- * loads are masked (unpacked B may end there). */
-INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks, const float *b, long b_ks,
-                      int b_cols, float *c, long ldc, int n, float alpha, float beta) {
+/* The register tile: m rows (a compile-time constant after inlining) by 32 columns,
+ * from packed panels: A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
+INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
+                      float beta) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    __mmask16 bk0 = lanes(b_cols), bk1 = lanes(b_cols - 16);
     for (int i = 0; i < m; i++) { /* C's lines arrive in L2 while the tile is computed */
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
         _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T1);
     }
     for (long p = 0; p < k; p++) {
-        __m512 b0, b1;
-        if (b_ks == NR) { /* packed B streams from L2: fetch it into L1 ahead of use */
-            _mm_prefetch((const char *)(b + B_PREFETCH * NR), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + B_PREFETCH * NR + 16), _MM_HINT_T0);
-            _mm_prefetch((const char *)(a + B_PREFETCH * MR), _MM_HINT_T0);
-        }
-        if (b_cols >= NR) {
-            b0 = _mm512_loadu_ps(b);
-            b1 = _mm512_loadu_ps(b + 16);
-        } else {
-            b0 = _mm512_maskz_loadu_ps(bk0, b);
-            b1 = _mm512_maskz_loadu_ps(bk1, b + 16);
-        }
+        /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead. */
+        _mm_prefetch((const char *)(b + PREFETCH_STEPS * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PREFETCH_STEPS * NR + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
-            __m512 ai = _mm512_set1_ps(a[i * a_rs]);
+            __m512 ai = _mm512_set1_ps(a[i]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
-        a += a_ks;
-        b += b_ks;
+        a += MR;
+        b += NR;
     }
     store_rows(m, acc, c, ldc, n, alpha, beta);
 }
 
 /* One function per row count, so every variant keeps its accumulators in registers. */
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
-
 #define PACKED_TILE(M)                                                                                                \
-    static void packed_tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha,      \
-                                float beta) {                                                                      \
-        tile_body(M, k, a, 1, MR, b, NR, NR, c, ldc, n, alpha, beta);                                              \
+    static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
+        tile_body(M, k, a, b, c, ldc, n, alpha, beta);                                                             \
     }
 TILE_VARIANTS(PACKED_TILE)
 
-#define STRIDED_TILE(M)                                                                                               \
-    static void strided_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, int n,     \
-                                 float *c, long ldc, float alpha, float beta) {                                     \
-        tile_body(M, k, a, a_rs, a_ks, b, ldb, n, c, ldc, n, alpha, beta);                                         \
-    }
-TILE_VARIANTS(STRIDED_TILE)
-
-typedef void (*packed_fn)(long, const void *, const void *, float *, long, int, float, float);
-typedef void (*strided_fn)(long, const float *, long, long, const float *, long, int, float *, long, float, float);
-#define LIST_PACKED(M) packed_tile_##M,
-#define LIST_STRIDED(M) strided_tile_##M,
-static const packed_fn packed_tiles[MR] = {TILE_VARIANTS(LIST_PACKED)};
-static const strided_fn strided_tiles[MR] = {TILE_VARIANTS(LIST_STRIDED)};
+typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
+#define LIST_TILE(M) tile_##M,
+static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
-    packed_tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
+    tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
 }
 
+/* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is
+ * read in long contiguous runs (reading it in 32-column strips would touch a new page
+ * at every k). C = beta * C first; then per 4 rows of B and 16 columns, the four B
+ * vectors are loaded once and applied to every row of C. */
 static void skinny_nn(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks, const float *b,
                       long ldb, float beta, float *c, long ldc) {
-    for (long j = 0; j < n; j += NR) {
-        int cols = n - j < NR ? (int)(n - j) : NR;
-        strided_tiles[m - 1](k, a, a_rs, a_ks, b + j, ldb, cols, c + j, ldc, alpha, beta);
+    for (long j0 = 0; j0 < n; j0 += SKINNY_NN_WINDOW) {
+        long w = n - j0 < SKINNY_NN_WINDOW ? n - j0 : SKINNY_NN_WINDOW;
+        for (long i = 0; i < m; i++)
+            for (long v = 0; v < w; v += 16) {
+                float *ci = c + i * ldc + j0 + v;
+                __mmask16 mask = lanes((int)(w - v));
+                __m512 old = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, ci));
+                _mm512_mask_storeu_ps(ci, mask, old);
+            }
+        for (long p = 0; p < k; p += 4) {
+            int rows = k - p < 4 ? (int)(k - p) : 4;
+            const float *bp = b + p * ldb + j0;
+            for (long v = 0; v < w; v += 16) {
+                __mmask16 mask = lanes((int)(w - v));
+                __m512 bv[4];
+                for (int r = 0; r < 4; r++) bv[r] = r < rows ? _mm512_maskz_loadu_ps(mask, bp + r * ldb + v) : _mm512_setzero_ps();
+                for (long i = 0; i < m; i++) {
+                    const float *ai = a + i * a_rs + p * a_ks;
+                    float *ci = c + i * ldc + j0 + v;
+                    __m512 acc = _mm512_maskz_loadu_ps(mask, ci);
+                    for (int r = 0; r < rows; r++) acc = _mm512_fmadd_ps(_mm512_set1_ps(alpha * ai[r * a_ks]), bv[r], acc);
+                    _mm512_mask_storeu_ps(ci, mask, acc);
+                }
+            }
+        }
     }
 }
 
