@@ -24,7 +24,8 @@ static int fill_ids(cf_tensor *t, void *arg) {
 }
 
 static void run_check(const char *what, cf_graph *g, cf_tensor *y, case_ctx *ctx) {
-    cf_gradcheck_opts opts = {.seed = 42, .fill = fill_ids, .fill_ctx = ctx};
+    /* Observed errors are around 1e-5; the margin is 5x-50x. */
+    cf_gradcheck_opts opts = {.seed = 42, .tol_abs = 5e-4, .tol_rel = 5e-3, .fill = fill_ids, .fill_ctx = ctx};
     cf_gradcheck_result res = {0};
     cf_error err = {{0}};
     int rc = y ? cf_gradcheck(g, y, &opts, &res, &err) : cf_graph_error(g, &err);
