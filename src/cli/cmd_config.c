@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cformers/config.h"
+#include "cformers/model_graph.h"
 #include "cli.h"
 
 static void print_help(void) {
@@ -74,6 +75,14 @@ static int show(int argc, char **argv) {
     cf_config_memory_estimate(&cfg, &est);
     printf("\n");
     cf_memory_estimate_print(stdout, &cfg, &est, NULL, 0);
+    /* What the engine's static plan of that step actually reserves (f32 graph). */
+    cf_memory_report plan;
+    if (cf_model_graph_memory(&cfg.model.model_config, cfg.runner_config.batch_size, cfg.runner_config.seq_length, &plan,
+                              &err) == 0) {
+        char line[256];
+        cf_memory_report_format(&plan, line, sizeof line);
+        printf("planned training step (f32 graph): %s\n", line);
+    }
     return 0;
 }
 
