@@ -167,6 +167,26 @@ static void check_phases(void) {
     teardown(&t);
 }
 
+static void count_node(void *ctx, const cf_node *node, double seconds) {
+    int *calls = ctx;
+    calls[node->phase]++;
+    (void)seconds;
+}
+
+/* The profiling hook sees exactly the nodes of the phases that ran. */
+static void check_hook(void) {
+    cf_model_config cfg = tiny(CF_ARCH_GPT2);
+    trainer t;
+    if (setup(&t, &cfg, 1, 8)) return;
+    int expected[CF_PHASE_ALL + 1] = {0}, calls[CF_PHASE_ALL + 1] = {0};
+    for (int i = 0; i < cf_graph_num_nodes(t.m.graph); i++) expected[cf_graph_node(t.m.graph, i)->phase]++;
+    cf_plan_set_hook(t.plan, count_node, calls);
+    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_UPDATE);
+    CHECK(calls[CF_PHASE_FORWARD] == expected[CF_PHASE_FORWARD] && calls[CF_PHASE_UPDATE] == expected[CF_PHASE_UPDATE]);
+    CHECK(calls[CF_PHASE_BACKWARD] == 0 && expected[CF_PHASE_BACKWARD] > 0);
+    teardown(&t);
+}
+
 /* Same seed, same thread count: bit-identical; other thread counts: equal to rounding. */
 static void run_steps(int threads, float *loss_out, float *param_out) {
     cf_set_num_threads(threads);
@@ -230,6 +250,7 @@ int main(void) {
     check_training(CF_ARCH_LLAMA, "llama");
     check_training(CF_ARCH_GPT2, "gpt2");
     check_phases();
+    check_hook();
     check_reproducible();
     return test_finish();
 }
