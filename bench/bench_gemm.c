@@ -1,13 +1,14 @@
 /* bench_gemm: our GEMM side by side with the machine's measured FMA peak and the BLAS
  * libraries installed here (OpenBLAS, BLIS, oneDNN), loaded with dlopen so the engine
- * never links them. Every figure is the median of several timed repetitions, on one
- * thread and on all threads. The last line states our ratio to the best peer and to
- * peak, for f32 and bf16.
+ * never links them. Every figure is the median of several timed repetitions, taken in
+ * rounds that interleave all contenders, on one thread and on all threads. The last
+ * lines state our ratio to the best peer and to peak, for f32 and bf16 (no installed
+ * peer has a bf16 GEMM: Debian's OpenBLAS is built without sbgemm).
  *
  *   bench_gemm [--quick]     --quick: fewer shapes and repetitions (a smoke run)
  *
- * Shapes: squares, and the matrix products of one LLaMA-style layer with T tokens and
- * hidden size H (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
+ * Shapes: squares, and the matrix products of one LLaMA-style layer with T = 512 tokens
+ * and hidden size H = 2048 (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
  * gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
  * and 16 tokens. The square 4096 is left out to keep the whole run to a few minutes on
  * two cores. */
@@ -26,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { T_TOKENS = 512, H_HIDDEN = 2048, MAX_PEERS = 3, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+enum { T_TOKENS = 512, H_HIDDEN = 2048, MAX_PEERS = 3, MAX_REPS = 15, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
 typedef struct shape {
     const char *name;
@@ -161,22 +162,37 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* GFLOP/s, median over `reps` samples; a sample repeats small products until it lasts
- * a few milliseconds, so timer resolution does not matter. */
-static double measure(which w, const peer *p, const shape *s, buffers *b, int reps) {
-    double flops = 2.0 * (double)s->M * (double)s->N * (double)s->K;
+/* One contender on one shape: ours (f32 or bf16) or a peer. */
+typedef struct contender {
+    which w;
+    const peer *p;
+    int inner; /* products per sample, so a sample lasts a few milliseconds */
+    double rates[MAX_REPS];
+} contender;
+
+static double sample(contender *c, const shape *s, buffers *b) {
     double t0 = now();
-    run_once(w, p, s, b); /* warm-up: page faults, library threads, packing buffers */
-    double once = now() - t0;
-    int inner = once > 0.005 ? 1 : (int)(0.005 / (once > 1e-7 ? once : 1e-7)) + 1;
-    double rates[16];
-    for (int r = 0; r < reps; r++) {
-        t0 = now();
-        for (int i = 0; i < inner; i++) run_once(w, p, s, b);
-        rates[r] = flops * inner / (now() - t0) * 1e-9;
+    for (int i = 0; i < c->inner; i++) run_once(c->w, c->p, s, b);
+    return 2.0 * (double)s->M * (double)s->N * (double)s->K * c->inner / (now() - t0) * 1e-9;
+}
+
+/* Median GFLOP/s of every contender over `reps` rounds. Rounds interleave the
+ * contenders, so a busy spell on a shared machine hits all of them alike. */
+static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, double *median) {
+    for (int c = 0; c < n; c++) { /* warm-up: page faults, library threads, packing buffers */
+        cs[c].inner = 1;
+        double once = 2.0 * (double)s->M * (double)s->N * (double)s->K / sample(&cs[c], s, b) * 1e-9;
+        cs[c].inner = once > 0.005 ? 1 : (int)(0.005 / (once > 1e-7 ? once : 1e-7)) + 1;
     }
-    qsort(rates, (size_t)reps, sizeof rates[0], cmp_double);
-    return rates[reps / 2];
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < n; c++) {
+            usleep(10000); /* let the previous library's spinning threads go to sleep */
+            cs[c].rates[r] = sample(&cs[c], s, b);
+        }
+    for (int c = 0; c < n; c++) {
+        qsort(cs[c].rates, (size_t)reps, sizeof(double), cmp_double);
+        median[c] = cs[c].rates[reps / 2];
+    }
 }
 
 static void set_threads(int threads) {
@@ -206,20 +222,21 @@ static summary run_threads(int threads, int n, int reps, buffers *b) {
     printf("%-20s %2s %8s %6s", "shape", "op", "ours", "%peak");
     for (int i = 0; i < n_peers; i++) printf(" %9s", peers[i].name);
     printf(" %8s %8s %6s %6s\n", "vs best", "bf16", "%peak", "x f32");
+    contender cs[MAX_PEERS + 2] = {{.w = OURS_F32}};
+    for (int i = 0; i < n_peers; i++) cs[1 + i] = (contender){.w = PEER, .p = &peers[i]};
+    cs[1 + n_peers] = (contender){.w = OURS_BF16};
     for (int si = 0; si < n; si++) {
         const shape *s = &shapes[si];
-        double ours = measure(OURS_F32, NULL, s, b, reps), best = 0;
+        double g[MAX_PEERS + 2], best = 0;
+        measure(cs, n_peers + 2, s, b, reps, g);
+        double ours = g[0], bf = g[1 + n_peers];
         printf("%-20s %c%c %8.1f %5.1f%%", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', ours, 100 * ours / sum.peak);
-        fflush(stdout);
         for (int i = 0; i < n_peers; i++) {
-            usleep(20000); /* let the previous library's spinning threads go to sleep */
-            double g = measure(PEER, &peers[i], s, b, reps);
-            printf(" %9.1f", g);
-            fflush(stdout);
-            if (g > best) best = g;
+            printf(" %9.1f", g[1 + i]);
+            if (g[1 + i] > best) best = g[1 + i];
         }
-        double bf = measure(OURS_BF16, NULL, s, b, reps);
         printf(" %7.2fx %8.1f %5.1f%% %5.2fx\n", best > 0 ? ours / best : 0, bf, 100 * bf / sum.peak_bf16, bf / ours);
+        fflush(stdout);
         if (s->llm && best > 0) {
             sum.llm_log_vs_peer += log(ours / best);
             sum.llm_count++;
