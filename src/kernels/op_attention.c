@@ -3,8 +3,9 @@
  * second output kept for the backward.
  *
  * Layout: q [B, T, H, hd], k and v [B, T, KV, hd], probs [B, H, T, T]. The `rep` = H/KV
- * query heads sharing a kv head are adjacent in memory, so one batched GEMM with a
- * stride of hd covers them. Work is split over (batch, kv head) groups. */
+ * query heads sharing a kv head are adjacent in memory, so in the forward one batched
+ * GEMM with a stride of hd covers them. Work is split over (batch, kv head) groups; the
+ * backward goes head by head within a group, with one [T, T] scratch plane per slot. */
 #include <math.h>
 
 #include "cformers/gemm.h"
@@ -100,25 +101,28 @@ static void softmax_backward_rows(float *ds, const float *p, long rows, long col
     }
 }
 
+/* One kv group, head by head so the scratch holds one [T, T] plane; dK and dV sum
+ * over the group's heads. */
 static void attention_backward_group(const attn_job *j, long b, long g, float *ds) {
     long T = j->seq, hd = j->hd, ldq = j->heads * hd, ldk = j->kv_heads * hd;
-    const float *p = j->probs + p_at(j, b, g), *dout = j->dout + q_at(j, b, g), *q = j->q + q_at(j, b, g);
     const float *k = j->k + kv_at(j, b, g), *v = j->v + kv_at(j, b, g);
     float *dv = j->dv + kv_at(j, b, g), *dk = j->dk + kv_at(j, b, g);
-    for (long r = 0; r < j->rep; r++)
-        cf_sgemm(true, false, T, hd, T, 1.0f, p + r * T * T, T, dout + r * hd, ldq, r ? 1.0f : 0.0f, dv, ldk);
-    cf_sgemm_strided_batched(false, true, T, T, hd, 1.0f, dout, ldq, hd, v, ldk, 0, 0.0f, ds, T, T * T, j->rep);
-    softmax_backward_rows(ds, p, j->rep * T, T, j->scale);
-    cf_sgemm_strided_batched(false, false, T, hd, T, 1.0f, ds, T, T * T, k, ldk, 0, 0.0f, j->dq + q_at(j, b, g), ldq,
-                             hd, j->rep);
-    for (long r = 0; r < j->rep; r++)
-        cf_sgemm(true, false, T, hd, T, 1.0f, ds + r * T * T, T, q + r * hd, ldq, r ? 1.0f : 0.0f, dk, ldk);
+    for (long r = 0; r < j->rep; r++) {
+        const float *p = j->probs + p_at(j, b, g) + r * T * T;
+        const float *dout = j->dout + q_at(j, b, g) + r * hd, *q = j->q + q_at(j, b, g) + r * hd;
+        float beta = r ? 1.0f : 0.0f;
+        cf_sgemm(true, false, T, hd, T, 1.0f, p, T, dout, ldq, beta, dv, ldk);
+        cf_sgemm(false, true, T, T, hd, 1.0f, dout, ldq, v, ldk, 0.0f, ds, T);
+        softmax_backward_rows(ds, p, T, T, j->scale);
+        cf_sgemm(false, false, T, hd, T, 1.0f, ds, T, k, ldk, 0.0f, j->dq + q_at(j, b, g) + r * hd, ldq);
+        cf_sgemm(true, false, T, hd, T, 1.0f, ds, T, q, ldq, beta, dk, ldk);
+    }
 }
 
 /* Slot s (one scratch area) handles groups s, s + slots, ... */
 static void attention_backward_slot(void *arg, int slot, int thread) {
     const attn_job *j = arg;
-    float *ds = j->scratch + slot * j->rep * j->seq * j->seq;
+    float *ds = j->scratch + slot * j->seq * j->seq;
     for (long task = slot; task < j->batch * j->kv_heads; task += j->slots)
         attention_backward_group(j, task / j->kv_heads, task % j->kv_heads, ds);
 }
@@ -149,8 +153,8 @@ static void attention_backward_forward(const cf_node *n) {
 }
 
 static size_t attention_backward_workspace(const cf_node *n) {
-    attn_job j = job_of(n->inputs[1], n->inputs[2]);
-    return sizeof(float) * (size_t)(n->attrs.i[0] * j.rep * j.seq * j.seq);
+    long seq = (long)n->inputs[1]->shape[1];
+    return sizeof(float) * (size_t)(n->attrs.i[0] * seq * seq);
 }
 
 const cf_op_def cf_op_attention_backward = {.name = "attention_backward", .n_outputs = 3,
