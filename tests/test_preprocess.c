@@ -120,6 +120,30 @@ static void check_documents(const char *tok_path) {
     remove_dir(tmp_path("docs"));
 }
 
+/* With add_bos every document starts with BOS, once. */
+static void check_bos(const char *tok_path) {
+    const char *inputs[] = {tmp_path("a.txt")};
+    cf_preprocess_options o = {.inputs = inputs, .n_inputs = 1, .tokenizer = tok_path, .output_dir = tmp_path("bos"),
+                               .workers = 1, .text_key = "text", .add_bos = true};
+    cf_preprocess_result res;
+    cf_error err = {{0}};
+    CHECK_MSG(cf_preprocess(&o, &res, &err) == 0, "%s", err.msg);
+    cf_tokenizer *tok = cf_tokenizer_load(tok_path, &err);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train-00000.cfrec", tmp_path("bos"));
+    cf_record_shard sh;
+    CHECK_MSG(cf_record_shard_open(&sh, path, &err) == 0, "%s", err.msg);
+    CHECK(sh.n_docs == 3);
+    for (uint64_t d = 0; d < sh.n_docs; d++) {
+        int32_t first[2];
+        cf_record_shard_read(&sh, sh.doc_offsets[d], 2, first);
+        CHECK(first[0] == cf_tokenizer_bos(tok) && first[1] != cf_tokenizer_bos(tok));
+    }
+    cf_record_shard_close(&sh);
+    cf_tokenizer_free(tok);
+    remove_dir(tmp_path("bos"));
+}
+
 static void check_errors(const char *tok) {
     cf_preprocess_result res;
     cf_error err = {{0}};
@@ -155,6 +179,7 @@ int main(void) {
     check_identical_outputs(tmp_path("corpus.txt"), tok, false);
     check_identical_outputs(tmp_path("corpus.txt"), tok, true);
     check_documents(tok);
+    check_bos(tok);
     check_errors(tok);
     unlink(tmp_path("corpus.txt"));
     unlink(tmp_path("a.txt"));

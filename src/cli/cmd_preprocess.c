@@ -26,6 +26,7 @@ static const char USAGE[] =
     "  --compress zstd        compress chunks with zstd\n"
     "  --shard-tokens N       start a new shard after N tokens (default: one shard per split)\n"
     "  --text-key KEY         jsonl field holding the text (default \"text\")\n"
+    "  --bos                  start every document with the tokenizer's BOS token (LLaMA style)\n"
     "  --quiet                no progress lines\n";
 
 static int parse_number(const char *opt, const char *s, double min, double max, double *out) {
@@ -53,6 +54,8 @@ int cmd_preprocess(int argc, char **argv) {
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) inputs[n_inputs++] = argv[++i];
         } else if (strcmp(a, "--quiet") == 0) {
             opt.progress = false;
+        } else if (strcmp(a, "--bos") == 0) {
+            opt.add_bos = true;
         } else if (!has_value) {
             rc = cli_usage_error("preprocess", "%s needs a value", a);
         } else if (strcmp(a, "--tokenizer") == 0) {

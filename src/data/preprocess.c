@@ -51,7 +51,7 @@ static void tokenize_task(void *ctx, int task, int thread) {
     (void)thread;
     run *r = ctx;
     doc *d = &r->docs[task];
-    d->n_ids = cf_tokenizer_encode(r->tok, d->text, d->len, false, &d->ids, NULL);
+    d->n_ids = cf_tokenizer_encode(r->tok, d->text, d->len, r->opt->add_bos, &d->ids, NULL);
 }
 
 static void report(run *r) {
@@ -73,7 +73,8 @@ static int flush_batch(run *r, cf_error *err) {
         doc *d = &r->docs[i];
         uint64_t index = r->res->documents++;
         r->res->bytes += d->len;
-        if (rc == 0 && d->n_ids > 0) {
+        bool has_text = d->n_ids > (r->opt->add_bos && cf_tokenizer_bos(r->tok) >= 0 ? 1 : 0);
+        if (rc == 0 && has_text) {
             bool valid = goes_to_valid(r->opt, index);
             rc = cf_record_writer_add(valid ? r->valid : r->train, d->ids, (size_t)d->n_ids, err);
             *(valid ? &r->res->valid_tokens : &r->res->train_tokens) += (uint64_t)d->n_ids;

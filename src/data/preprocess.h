@@ -25,6 +25,7 @@ typedef struct cf_preprocess_options {
     bool zstd;
     uint64_t shard_tokens;   /* 0: one shard per split */
     const char *text_key;    /* jsonl field, default "text" */
+    bool add_bos;            /* start every document with the tokenizer's BOS id */
     bool progress;           /* progress lines on stderr */
 } cf_preprocess_options;
 
