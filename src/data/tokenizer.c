@@ -1,6 +1,7 @@
 /* Tokenizer handle: format detection, accessors, encode dispatch and decoding. */
 #include "data/tokenizer_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ static bool has_suffix(const char *s, const char *suffix) {
 cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        cf_fail(err, "%s: cannot open tokenizer", path);
+        cf_fail(err, "%s: cannot open tokenizer: %s", path, strerror(errno));
         return NULL;
     }
     if (S_ISDIR(st.st_mode)) return cf_bpe_load_gpt2_dir(path, err);
@@ -101,14 +102,15 @@ uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *t) {
     for (int id = 0; id < t->vocab_size; id++) h = h * 31 + cf_strmap_hash(t->pieces[id], t->piece_len[id]);
     return h;
 }
+
 int cf_tokenizer_bos(const cf_tokenizer *t) { return t->bos; }
 int cf_tokenizer_eos(const cf_tokenizer *t) { return t->eos; }
 
 long cf_tokenizer_encode(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t **ids,
                          cf_error *err) {
+    *ids = NULL;
     if (len > INT32_MAX / 2) return cf_fail(err, "tokenizer: text of %zu bytes is too long for one call", len);
     size_t cap = 0, n = 0;
-    *ids = NULL;
     if (add_bos && t->bos >= 0) n = cf_ids_push(ids, n, &cap, t->bos);
     if (t->kind == CF_TOK_SENTENCEPIECE)
         n = cf_sp_encode(t, text, len, ids, n, &cap);
