@@ -56,9 +56,15 @@ int32_t cf_sampler_sample(cf_sampler *s, float *logits) {
     if (s->p.temperature <= 0.0f) return argmax(logits, s->vocab);
     for (long i = 0; i < s->vocab; i++) logits[i] /= s->p.temperature;
     cf_softmax(logits, 1, s->vocab);
-    long n = s->vocab;
-    for (long i = 0; i < n; i++) s->cands[i] = (candidate){logits[i], (int32_t)i};
-    bool truncate_k = s->p.top_k > 0 && s->p.top_k < n, truncate_p = s->p.top_p > 0.0f && s->p.top_p < 1.0f;
+    bool truncate_k = s->p.top_k > 0 && s->p.top_k < s->vocab, truncate_p = s->p.top_p > 0.0f && s->p.top_p < 1.0f;
+    /* Without top-k, a token below (1 - top_p) / (vocab - 1) can never be in the nucleus
+     * (llama2.c's argument), so most of the vocabulary skips the sort. */
+    float cutoff = truncate_p && !truncate_k && s->vocab > 1 ? (1.0f - s->p.top_p) / (float)(s->vocab - 1) : 0.0f;
+    long n = 0;
+    for (long i = 0; i < s->vocab; i++)
+        if (logits[i] >= cutoff) s->cands[n++] = (candidate){logits[i], (int32_t)i};
+    if (n == 0) /* a (near) uniform distribution with a tiny top_p: keep everything */
+        for (long i = 0; i < s->vocab; i++) s->cands[n++] = (candidate){logits[i], (int32_t)i};
     if (truncate_k || truncate_p) {
         qsort(s->cands, (size_t)n, sizeof *s->cands, by_prob_desc);
         if (truncate_k) n = s->p.top_k;
