@@ -5,6 +5,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 unsigned char *cf_read_file(const char *path, size_t *size, cf_error *err) {
     FILE *f = fopen(path, "rb");
@@ -31,4 +35,27 @@ unsigned char *cf_read_file(const char *path, size_t *size, cf_error *err) {
     buf[n] = '\0';
     *size = n;
     return buf;
+}
+
+char *cf_map_file(const char *path, size_t *size, cf_error *err) {
+    static char empty[1];
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        cf_fail(err, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    *size = (size_t)st.st_size;
+    void *p = *size ? mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : empty;
+    close(fd);
+    if (p == MAP_FAILED) {
+        cf_fail(err, "%s: cannot map: %s", path, strerror(errno));
+        return NULL;
+    }
+    return p;
+}
+
+void cf_unmap_file(char *data, size_t size) {
+    if (size) munmap(data, size);
 }

@@ -196,14 +196,14 @@ int cf_preprocess(const cf_preprocess_options *opt, cf_preprocess_result *res, c
     int rc = r.valid ? 0 : -1;
     for (int i = 0; rc == 0 && i < opt->n_inputs; i++) {
         size_t size;
-        char *text = (char *)cf_read_file(opt->inputs[i], &size, err);
+        char *text = cf_map_file(opt->inputs[i], &size, err);
         if (!text) {
             rc = -1;
             break;
         }
         rc = is_jsonl(opt->inputs[i]) ? split_jsonl(&r, opt->inputs[i], text, size, err) : split_text(&r, text, size, err);
         if (rc == 0) rc = flush_batch(&r, err); /* documents point into `text` */
-        free(text);
+        cf_unmap_file(text, size);
     }
     cf_set_num_threads(saved_threads);
     if (rc == 0 && res->train_tokens + res->valid_tokens == 0)
