@@ -1,10 +1,10 @@
 /* The fusion passes give the same loss and gradients as the unfused graph.
  *
  * Each case builds the same model twice from one config, once left alone and once
- * rewritten by cf_graph_fuse with one pass switched on, runs forward + backward on the
+ * rewritten by cf_graph_fuse with one pass (or all) switched on, runs forward + backward on the
  * same weights and tokens (one target ignored), and compares the loss and every
  * parameter's gradient: |fused - unfused| <= 1e-5 + 1e-4 |unfused| (the same products
- * summed in another order). It also checks what the pass is for: no [tokens, vocab]
+ * summed in another order). It also checks what the pass is for: fewer nodes, no [tokens, vocab]
  * tensor is left (the arena only shrinks once the tokens outnumber one chunk and the
  * hidden size: see bench/bench_fusion.c for real shapes). The fused op itself is compared with
  * linear + cross_entropy across several token chunks and gradient-checked. */
@@ -84,16 +84,19 @@ static bool has_logits_sized_tensor(const cf_graph *g, int64_t vocab) {
     return false;
 }
 
-static void check_cross_entropy_pass(cf_arch arch) {
+static void check_pass(cf_arch arch, const char *what, const cf_context_config *on) {
     cf_model_config cfg = tiny(arch);
-    cf_context_config off = {0}, on = {.enable_graph_kernel = true, .fuse_cross_entropy = true};
-    step plain = run_step(&cfg, &off), fused = run_step(&cfg, &on);
+    cf_context_config off = {0};
+    step plain = run_step(&cfg, &off), fused = run_step(&cfg, on);
     if (plain.plan && fused.plan) {
-        const char *what = arch == CF_ARCH_LLAMA ? "llama fuse_cross_entropy" : "gpt2 fuse_cross_entropy";
         compare_steps(what, &fused, &plain);
-        CHECK_MSG(!has_logits_sized_tensor(fused.m.graph, cfg.vocab_size), "%s: logits still stored", what);
+        int nodes_fused = cf_graph_num_nodes(fused.m.graph), nodes_plain = cf_graph_num_nodes(plain.m.graph);
+        CHECK_MSG(nodes_fused < nodes_plain, "%s: %d nodes, unfused %d", what, nodes_fused, nodes_plain);
+        if (on->fuse_cross_entropy)
+            CHECK_MSG(!has_logits_sized_tensor(fused.m.graph, cfg.vocab_size), "%s: logits still stored", what);
         size_t a_fused = cf_plan_memory(fused.plan)->arena_bytes, a_plain = cf_plan_memory(plain.plan)->arena_bytes;
-        printf("  %-26s loss %.6f, arena %zu -> %zu bytes\n", what, *cf_tensor_f32(fused.m.loss), a_plain, a_fused);
+        printf("  %-30s loss %.6f, nodes %d -> %d, arena %zu -> %zu bytes\n", what, *cf_tensor_f32(fused.m.loss),
+               nodes_plain, nodes_fused, a_plain, a_fused);
     }
     release(&plain);
     release(&fused);
@@ -170,11 +173,35 @@ static void gradcheck_op(void) {
     cf_graph_free(g);
 }
 
+/* Three projections of x combined, the third unused (no gradient reaches it). */
+static void gradcheck_combined(void) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *x = cf_graph_param(g, "x", 3, (int64_t[]){2, 3, 4}, cf_init_zeros(), false);
+    cf_tensor *w[3];
+    for (int i = 0; i < 3; i++)
+        w[i] = cf_graph_param(g, i == 0 ? "w0" : i == 1 ? "w1" : "w2", 2, (int64_t[]){i == 2 ? 8 : 4, 4},
+                              cf_init_zeros(), false);
+    cf_tensor *y0 = cf_nn_linear(g, x, w[0], NULL), *y1 = cf_nn_linear(g, x, w[1], NULL);
+    cf_nn_linear(g, x, w[2], NULL);
+    cf_tensor *y = cf_nn_mul(g, y0, y1);
+    CHECK(cf_pass_matrix_combine(g, 0) == 1 && cf_graph_num_nodes(g) == 2);
+    cf_gradcheck_opts opts = {.seed = 4};
+    cf_error err = {{0}};
+    CHECK_MSG(cf_gradcheck(g, y, &opts, NULL, &err) == 0, "gradcheck combined: %s", err.msg);
+    cf_graph_free(g);
+}
+
 int main(void) {
-    check_cross_entropy_pass(CF_ARCH_LLAMA);
-    check_cross_entropy_pass(CF_ARCH_GPT2);
+    cf_context_config ce = {.enable_graph_kernel = true, .fuse_cross_entropy = true};
+    cf_context_config combine = {.enable_graph_kernel = true, .enable_matrix_combine = true};
+    cf_context_config all = {.enable_graph_kernel = true, .enable_matrix_combine = true, .fuse_cross_entropy = true};
+    check_pass(CF_ARCH_LLAMA, "llama fuse_cross_entropy", &ce);
+    check_pass(CF_ARCH_GPT2, "gpt2 fuse_cross_entropy", &ce);
+    check_pass(CF_ARCH_LLAMA, "llama matrix_combine (GQA)", &combine);
+    check_pass(CF_ARCH_LLAMA, "llama all passes", &all);
     check_switches_off();
     check_op_chunks();
     gradcheck_op();
+    gradcheck_combined();
     return test_finish();
 }

@@ -12,6 +12,16 @@ int cf_graph_readers(const cf_graph *g, const cf_tensor *t) {
     return n;
 }
 
+void cf_graph_replace_uses(cf_graph *g, cf_tensor *old, cf_tensor *replacement) {
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_inputs; k++)
+            if (g->nodes[i]->inputs[k] == old) g->nodes[i]->inputs[k] = replacement;
+    for (int i = 0; i < g->n_tensors; i++) /* views (reshapes) share their base's storage */
+        if (g->tensors[i]->view_of == old) g->tensors[i]->view_of = replacement;
+    snprintf(replacement->name, sizeof replacement->name, "%s", old->name);
+    replacement->keep |= old->keep;
+}
+
 /* Drops the tensors for which `drop` is set from the tensor list and renumbers. */
 static void compact_tensors(cf_graph *g, const bool *drop) {
     int kept = 0;

@@ -7,6 +7,10 @@
 /* Number of node inputs that read t. */
 int cf_graph_readers(const cf_graph *g, const cf_tensor *t);
 
+/* Makes every node that reads `old` (and every view of it) use `replacement` instead;
+ * `replacement` also takes over old's name and keep flag. */
+void cf_graph_replace_uses(cf_graph *g, cf_tensor *old, cf_tensor *replacement);
+
 /* Turns node n into a node of `op` over new inputs, in the same place: existing
  * outputs are kept in order (so tensors others hold, like the loss, stay valid), extra
  * ones created, surplus ones must be unread and are dropped; the op's infer rule then

@@ -15,4 +15,9 @@ int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err);
  * becomes one linear_cross_entropy (cformers/fused.h). Returns how many it fused. */
 int cf_pass_fuse_cross_entropy(cf_graph *g);
 
+/* Projections x W_i^T of one x by 2 or 3 weights adjacent in the parameter block become
+ * one product over the stacked weights when it has at least `threshold` elements
+ * (out x in features). Returns how many groups it combined. */
+int cf_pass_matrix_combine(cf_graph *g, int64_t threshold);
+
 #endif
