@@ -64,19 +64,32 @@ typedef struct skinny_job {
     long ldc;
 } skinny_job;
 
+/* Transposed B: blocks of dot products. */
+static void skinny_dots(const skinny_job *j, long n0, long n) {
+    const gemm_skinny *kern = j->kern;
+    const float *A = j->A.data;
+    for (long c0 = 0; c0 < n; c0 += kern->dot_cols) {
+        int cols = n - c0 < kern->dot_cols ? (int)(n - c0) : kern->dot_cols;
+        for (long i0 = 0; i0 < j->M; i0 += kern->dot_rows) {
+            int rows = j->M - i0 < kern->dot_rows ? (int)(j->M - i0) : kern->dot_rows;
+            kern->dot(rows, cols, j->K, A + i0 * j->A.row_stride, j->A.row_stride, j->B + (n0 + c0) * j->ldb, j->ldb,
+                      j->C + i0 * j->ldc + n0 + c0, j->ldc, j->alpha, j->beta);
+        }
+    }
+}
+
 static void skinny_task(void *ctx, int task, int thread) {
     const skinny_job *j = ctx;
     long n0 = task * j->chunk, n = j->N - n0 < j->chunk ? j->N - n0 : j->chunk;
+    if (j->trans_b) {
+        skinny_dots(j, n0, n);
+        return;
+    }
     const float *A = j->A.data;
     for (long i0 = 0; i0 < j->M; i0 += j->kern->mr) {
         long m = j->M - i0 < j->kern->mr ? j->M - i0 : j->kern->mr;
-        const float *a = A + i0 * j->A.row_stride;
-        float *c = j->C + i0 * j->ldc + n0;
-        if (j->trans_b)
-            j->kern->nt(m, n, j->K, j->alpha, a, j->A.row_stride, j->B + n0 * j->ldb, j->ldb, j->beta, c, j->ldc);
-        else
-            j->kern->nn(m, n, j->K, j->alpha, a, j->A.row_stride, j->A.col_stride, j->B + n0, j->ldb, j->beta, c,
-                        j->ldc);
+        j->kern->nn(m, n, j->K, j->alpha, A + i0 * j->A.row_stride, j->A.row_stride, j->A.col_stride, j->B + n0,
+                    j->ldb, j->beta, j->C + i0 * j->ldc + n0, j->ldc);
     }
 }
 

@@ -6,6 +6,7 @@
  * Packed A for this kernel is row-major in 32-wide k chunks (tile rows are 64 bytes):
  *   dst[((p*steps + s)*32 + i)*32 + kk] = A(p*32 + i, s*32 + kk), zero outside A.
  * Packed B is the pair layout of gemm_pack.c with k padded to a multiple of 32. */
+#include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 #include "gemm_peak_internal.h"
 
@@ -50,8 +51,6 @@ AMX static void enter(void) { _tile_loadconfig(&g_config); }
 
 AMX static void leave(void) { _tile_release(); }
 
-static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
 AMX static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     const uint8_t *pa = a, *pb = b;
     bool lower = m > 16, right = n > 16; /* edge tiles skip the halves they do not have */
@@ -84,7 +83,7 @@ AMX static void tile(long k, const void *a, const void *b, float *c, long ldc, i
     for (int i = 0; i < m; i++) {
         float *ci = c + i * ldc;
         for (int j = 0; j < n; j += 16) {
-            __mmask16 mask = lanes(n - j);
+            __mmask16 mask = lanes16(n - j);
             __m512 r = _mm512_mul_ps(va, _mm512_load_ps(out + i * NR + j));
             if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, ci + j), r);
             _mm512_mask_storeu_ps(ci + j, mask, r);

@@ -129,7 +129,7 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
         }
 }
 
-static void dot_rows(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
+static void dot(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
                      long ldc, float alpha, float beta) {
     switch (rows * SKINNY_NT_COLS + cols) {
 #define DOT_CASE(R, C)                                                                                                \
@@ -142,19 +142,9 @@ static void dot_rows(int rows, int cols, long k, const float *a, long lda, const
     }
 }
 
-static void skinny_nt(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
-                      float beta, float *c, long ldc) {
-    for (long j = 0; j < n; j += SKINNY_NT_COLS) {
-        int cols = n - j < SKINNY_NT_COLS ? (int)(n - j) : SKINNY_NT_COLS;
-        for (long i = 0; i < m; i += SKINNY_NT_ROWS) {
-            int rows = m - i < SKINNY_NT_ROWS ? (int)(m - i) : SKINNY_NT_ROWS;
-            dot_rows(rows, cols, k, a + i * lda, lda, b + j * ldb, ldb, c + i * ldc + j, ldc, alpha, beta);
-        }
-    }
-}
-
 const gemm_kernel cf_gemm_kernel_f32_avx2 = {
     .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
     .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
 
-const gemm_skinny cf_gemm_skinny_avx2 = {.mr = MR, .nn = skinny_nn, .nt = skinny_nt};
+const gemm_skinny cf_gemm_skinny_avx2 = {
+    .mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

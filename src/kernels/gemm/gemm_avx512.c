@@ -1,37 +1,15 @@
 /* AVX-512 f32 kernels: a 12 x 32 micro-tile (24 zmm accumulators; per k step two
  * vector loads of B and twelve broadcasts of A), and the unpacked decode paths.
  * Compiled with -mavx512f etc.; reached only when cf_isa_active() says AVX-512. */
+#include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
-
-#include <immintrin.h>
 
 enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, PREFETCH_STEPS = 8,
        SKINNY_NN_WINDOW = 2048 };
 
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-/* Writes alpha * acc (+ beta * C) to an m x n corner of C under masks. */
-INLINE void store_rows(const int m, __m512 acc[][2], float *c, long ldc, int n, float alpha, float beta) {
-    __mmask16 k0 = lanes(n), k1 = lanes(n - 16);
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 12
-    for (int i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
-        if (beta != 0.0f) {
-            r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k0, ci), r0);
-            r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k1, ci + 16), r1);
-        }
-        _mm512_mask_storeu_ps(ci, k0, r0);
-        _mm512_mask_storeu_ps(ci + 16, k1, r1);
-    }
-}
-
 /* The register tile: m rows (a compile-time constant after inlining) by 32 columns,
  * from packed panels: A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
-INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
+GEMM_INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
                       float beta) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
@@ -55,7 +33,7 @@ INLINE void tile_body(const int m, long k, const float *a, const float *b, float
         a += MR;
         b += NR;
     }
-    store_rows(m, acc, c, ldc, n, alpha, beta);
+    store_tile_rows(m, acc, c, ldc, n, alpha, beta);
 }
 
 /* One function per row count, so every variant keeps its accumulators in registers. */
@@ -85,7 +63,7 @@ static void skinny_nn(long m, long n, long k, float alpha, const float *a, long 
         for (long i = 0; i < m; i++)
             for (long v = 0; v < w; v += 16) {
                 float *ci = c + i * ldc + j0 + v;
-                __mmask16 mask = lanes((int)(w - v));
+                __mmask16 mask = lanes16((int)(w - v));
                 __m512 old = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, ci));
                 _mm512_mask_storeu_ps(ci, mask, old);
             }
@@ -93,7 +71,7 @@ static void skinny_nn(long m, long n, long k, float alpha, const float *a, long 
             int rows = k - p < 4 ? (int)(k - p) : 4;
             const float *bp = b + p * ldb + j0;
             for (long v = 0; v < w; v += 16) {
-                __mmask16 mask = lanes((int)(w - v));
+                __mmask16 mask = lanes16((int)(w - v));
                 __m512 bv[4];
                 for (int r = 0; r < 4; r++) bv[r] = r < rows ? _mm512_maskz_loadu_ps(mask, bp + r * ldb + v) : _mm512_setzero_ps();
                 for (long i = 0; i < m; i++) {
@@ -110,13 +88,13 @@ static void skinny_nn(long m, long n, long k, float alpha, const float *a, long 
 
 /* Dot products of up to 4 rows of A with 4 rows of B, 16 k values at a time; the
  * 16 lanes of each accumulator are summed at the end. */
-INLINE void dot_block(const int rows, const int cols, long k, const float *a, long lda, const float *b, long ldb,
+GEMM_INLINE void dot_block(const int rows, const int cols, long k, const float *a, long lda, const float *b, long ldb,
                       float *c, long ldc, float alpha, float beta) {
     __m512 acc[SKINNY_NT_ROWS][SKINNY_NT_COLS];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) acc[i][j] = _mm512_setzero_ps();
     for (long p = 0; p < k; p += 16) {
-        __mmask16 mk = lanes((int)(k - p < 16 ? k - p : 16));
+        __mmask16 mk = lanes16((int)(k - p < 16 ? k - p : 16));
         __m512 bv[SKINNY_NT_COLS];
         for (int j = 0; j < cols; j++) bv[j] = _mm512_maskz_loadu_ps(mk, b + j * ldb + p);
         for (int i = 0; i < rows; i++) {
@@ -132,7 +110,7 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
         }
 }
 
-static void dot_rows(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
+static void dot(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
                      long ldc, float alpha, float beta) {
     switch (rows * SKINNY_NT_COLS + cols) {
 #define DOT_CASE(R, C)                                                                                                \
@@ -145,19 +123,9 @@ static void dot_rows(int rows, int cols, long k, const float *a, long lda, const
     }
 }
 
-static void skinny_nt(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
-                      float beta, float *c, long ldc) {
-    for (long j = 0; j < n; j += SKINNY_NT_COLS) {
-        int cols = n - j < SKINNY_NT_COLS ? (int)(n - j) : SKINNY_NT_COLS;
-        for (long i = 0; i < m; i += SKINNY_NT_ROWS) {
-            int rows = m - i < SKINNY_NT_ROWS ? (int)(m - i) : SKINNY_NT_ROWS;
-            dot_rows(rows, cols, k, a + i * lda, lda, b + j * ldb, ldb, c + i * ldc + j, ldc, alpha, beta);
-        }
-    }
-}
-
 const gemm_kernel cf_gemm_kernel_f32_avx512 = {
     .name = "avx512-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
     .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile};
 
-const gemm_skinny cf_gemm_skinny_avx512 = {.mr = MR, .nn = skinny_nn, .nt = skinny_nt};
+const gemm_skinny cf_gemm_skinny_avx512 = {
+    .mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

@@ -2,25 +2,22 @@
  * to an f32 lane, so A and B are packed as pairs of consecutive k values. A 12 x 32
  * tile: 24 zmm accumulators, per k pair two B loads and twelve 32-bit broadcasts of A.
  * Reached only when cf_has_avx512_bf16(). */
+#include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
-#include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
 enum { MR = 12, NR = 32 };
 
-#define INLINE static inline __attribute__((always_inline))
 
-INLINE __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-
-INLINE __m512bh as_bh(__m512i v) {
+GEMM_INLINE __m512bh as_bh(__m512i v) {
     __m512bh r;
     memcpy(&r, &v, sizeof r);
     return r;
 }
 
-INLINE void tile_body(const int m, long k, const uint32_t *a, const uint32_t *b, float *c, long ldc, int n,
+GEMM_INLINE void tile_body(const int m, long k, const uint32_t *a, const uint32_t *b, float *c, long ldc, int n,
                       float alpha, float beta) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
@@ -37,19 +34,7 @@ INLINE void tile_body(const int m, long k, const uint32_t *a, const uint32_t *b,
         a += MR;
         b += NR;
     }
-    __mmask16 k0 = lanes(n), k1 = lanes(n - 16);
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 12
-    for (int i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
-        if (beta != 0.0f) {
-            r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k0, ci), r0);
-            r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k1, ci + 16), r1);
-        }
-        _mm512_mask_storeu_ps(ci, k0, r0);
-        _mm512_mask_storeu_ps(ci + 16, k1, r1);
-    }
+    store_tile_rows(m, acc, c, ldc, n, alpha, beta);
 }
 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)

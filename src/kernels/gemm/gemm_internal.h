@@ -45,10 +45,10 @@ typedef void (*gemm_tile_fn)(long k, const void *a, const void *b, float *c, lon
 typedef void (*gemm_skinny_nn_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
                                   const float *b, long ldb, float beta, float *c, long ldc);
 
-/* M <= mr rows of C, any N, A row-major (k contiguous) and B transposed (B(k, j) =
- * b[j*ldb + k]): every C element is a dot product of two contiguous rows. */
-typedef void (*gemm_skinny_nt_fn)(long m, long n, long k, float alpha, const float *a, long lda, const float *b,
-                                  long ldb, float beta, float *c, long ldc);
+/* rows x cols (at most dot_rows x dot_cols) elements of C, A row-major (k contiguous)
+ * and B transposed (B(k, j) = b[j*ldb + k]): each is a dot product of two rows. */
+typedef void (*gemm_dot_fn)(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
+                            long ldc, float alpha, float beta);
 
 typedef struct gemm_kernel {
     const char *name;
@@ -61,9 +61,10 @@ typedef struct gemm_kernel {
 } gemm_kernel;
 
 typedef struct gemm_skinny {
-    int mr; /* rows per call */
+    int mr; /* rows per nn call */
     gemm_skinny_nn_fn nn;
-    gemm_skinny_nt_fn nt;
+    gemm_dot_fn dot;
+    int dot_rows, dot_cols;
 } gemm_skinny;
 
 /* Block sizes for one kernel on this CPU (multiples of mr, nr and k_group). */

@@ -2,18 +2,16 @@
  * transposed 16 x 16 in registers; lines contiguous across (k-major already) are
  * copied a vector at a time. Missing lines and the padding slots of a panel are
  * written as zeros. */
+#include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE __mmask16 lanes(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* r[i] = row i of a 16 x 16 block; on return r[k] holds column k. */
-INLINE void transpose16(__m512 r[16]) {
+GEMM_INLINE void transpose16(__m512 r[16]) {
     __m512 t[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -43,9 +41,9 @@ INLINE void transpose16(__m512 r[16]) {
 /* Lines contiguous along k: 16 lines x 16 k per step through the registers. */
 static void strip_transpose(const float *src, long s_line, int h, long K, int w, float *dst) {
     for (int i0 = 0; i0 < w; i0 += 16) {
-        __mmask16 out = lanes(w - i0);
+        __mmask16 out = lanes16(w - i0);
         for (long k0 = 0; k0 < K; k0 += 16) {
-            __mmask16 kin = lanes(K - k0);
+            __mmask16 kin = lanes16(K - k0);
             __m512 r[16];
             for (int i = 0; i < 16; i++)
                 r[i] = i0 + i < h ? _mm512_maskz_loadu_ps(kin, src + (i0 + i) * s_line + k0) : _mm512_setzero_ps();
@@ -60,7 +58,7 @@ static void strip_transpose(const float *src, long s_line, int h, long K, int w,
 static void strip_copy(const float *src, long s_k, int h, long K, int w, float *dst) {
     for (long k = 0; k < K; k++)
         for (int i0 = 0; i0 < w; i0 += 16)
-            _mm512_mask_storeu_ps(dst + k * w + i0, lanes(w - i0), _mm512_maskz_loadu_ps(lanes(h - i0), src + k * s_k + i0));
+            _mm512_mask_storeu_ps(dst + k * w + i0, lanes16(w - i0), _mm512_maskz_loadu_ps(lanes16(h - i0), src + k * s_k + i0));
 }
 
 bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
@@ -85,10 +83,10 @@ bool cf_gemm_strip_pairs_avx512(const uint16_t *src, long s_line, long s_k, int 
         for (long q = 0; q < used; q++) {
             const uint16_t *even = src + 2 * q * s_k, *odd = 2 * q + 1 < K ? even + s_k : NULL;
             for (int i0 = 0; i0 < w; i0 += 16) {
-                __mmask16 in = lanes(h - i0);
+                __mmask16 in = lanes16(h - i0);
                 __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, even + i0));
                 __m512i hi = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, odd + i0)) : _mm512_setzero_si512();
-                _mm512_mask_storeu_epi32(d + q * w + i0, lanes(w - i0), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                _mm512_mask_storeu_epi32(d + q * w + i0, lanes16(w - i0), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
             }
         }
     } else {

@@ -34,10 +34,10 @@ static void skinny_nn(long m, long n, long k, float alpha, const float *a, long 
     }
 }
 
-static void skinny_nt(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
-                      float beta, float *c, long ldc) {
-    for (long i = 0; i < m; i++)
-        for (long j = 0; j < n; j++) {
+static void dot(int m, int n, long k, const float *a, long lda, const float *b, long ldb, float *c, long ldc,
+                float alpha, float beta) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
             float acc = 0.0f;
             for (long p = 0; p < k; p++) acc += a[i * lda + p] * b[j * ldb + p];
             float *cij = c + i * ldc + j;
@@ -49,4 +49,4 @@ const gemm_kernel cf_gemm_kernel_f32_scalar = {
     .name = "scalar-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
     .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
 
-const gemm_skinny cf_gemm_skinny_scalar = {.mr = MR, .nn = skinny_nn, .nt = skinny_nt};
+const gemm_skinny cf_gemm_skinny_scalar = {.mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = MR, .dot_cols = MR};
