@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/atomic_file.h"
 #include "obs/clock.h"
 #include "obs/progress.h"
 #include "obs/rss.h"
@@ -35,10 +36,10 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     if (cf_make_dirs(dir, err) != 0) return -1;
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return cf_fail(err, "%s: cannot write the resolved config", path);
-    cf_config_print_yaml(&t->cfg, f);
-    fclose(f);
+    atomic_file config;
+    if (atomic_file_open(&config, path, err) != 0) return -1;
+    cf_config_print_yaml(&t->cfg, config.f);
+    if (atomic_file_commit(&config, err) != 0) return -1;
     const char *metrics = t->cfg.callbacks.metrics_monitor.file;
     if (!*metrics) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, metrics);

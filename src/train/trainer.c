@@ -57,13 +57,15 @@ static int open_data(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-/* Weights: seeded init, then load_checkpoint (fine-tuning) or the resumed state. */
+/* Weights: seeded init, then load_checkpoint (fine-tuning) or the resumed state: --resume,
+ * or load_checkpoint with resume_training set. */
 static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
     char newest[2 * CF_CONFIG_PATH_MAX];
     const char *resume = t->opts.resume;
+    if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
     if (resume && !*resume) {
         if (cf_checkpoint_newest(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), newest, sizeof newest, err) != 0)
             return -1;
