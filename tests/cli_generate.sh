@@ -45,6 +45,10 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     expect "generate greedy" 0 "$bin" generate --model "$tmp/s.ckpt" --temperature 0 -n 256
     cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story differs from llama2.c's"; diff "$tmp/out" "$fx/stories260K_greedy.txt"; fail=1; }
     stderr_has "speed report" "decode: 256 tokens"
+    expect "convert to bf16" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+        --tokenizer "$data/stories260K/tok512.bin" --dtype bf16 --output "$tmp/s16.ckpt"
+    expect "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 story"; cat "$tmp/out"; fail=1; }
     expect "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cp "$tmp/out" "$tmp/first"
     expect "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/convert.h"
 #include "cformers/infer.h"
 #include "cformers/threads.h"
@@ -76,6 +77,42 @@ static void prefill_matches_decode(const char *ckpt) {
     cf_infer_free(m);
 }
 
+/* cf_infer_from_weights over the checkpoint's own f32 arrays gives the same logits. */
+static cf_ckpt *lookup_ckpt;
+
+static const float *ckpt_lookup(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    (void)ctx;
+    const cf_ckpt_tensor *t = cf_ckpt_get(lookup_ckpt, name, CF_F32, ndim, shape, NULL);
+    return t ? t->data : NULL;
+}
+
+static const float *missing_lookup(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    return strstr(name, "layers.2.mlp.up_proj") ? NULL : ckpt_lookup(ctx, name, ndim, shape);
+}
+
+static void from_weights_matches(const char *ckpt) {
+    cf_error err;
+    lookup_ckpt = cf_ckpt_open(ckpt, true, &err);
+    cf_infer_model *a = cf_infer_load(ckpt, NULL, &err);
+    CHECK(lookup_ckpt && a);
+    if (!lookup_ckpt || !a) return;
+    cf_model_config cfg;
+    CHECK(cf_ckpt_model_config(lookup_ckpt, &cfg, &err) == 0);
+    cf_infer_model *b = cf_infer_from_weights(&cfg, ckpt_lookup, NULL, NULL, &err);
+    CHECK_MSG(b != NULL, "%s", err.msg);
+    int32_t toks[3] = {1, 403, 407};
+    long V = cfg.vocab_size;
+    float *la = malloc(sizeof(float) * 3 * (size_t)V), *lb = malloc(sizeof(float) * 3 * (size_t)V);
+    CHECK(cf_infer_forward(a, toks, 3, 0, la, true, &err) == 0);
+    CHECK(b && cf_infer_forward(b, toks, 3, 0, lb, true, &err) == 0);
+    CHECK(b && memcmp(la, lb, sizeof(float) * 3 * (size_t)V) == 0);
+    CHECK(cf_infer_from_weights(&cfg, missing_lookup, NULL, NULL, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "model.layers.2.mlp.up_proj.weight is missing");
+    free(la), free(lb);
+    cf_infer_free(a), cf_infer_free(b);
+    cf_ckpt_close(lookup_ckpt);
+}
+
 int main(void) {
     const char *model, *tok;
     TEST_REQUIRE_ASSET(model, "stories260K/stories260K.bin");
@@ -93,6 +130,7 @@ int main(void) {
     }
     greedy_story(ckpt, CF_BF16, expected);
     prefill_matches_decode(ckpt);
+    from_weights_matches(ckpt);
     unlink(ckpt);
     return test_finish();
 }
