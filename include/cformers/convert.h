@@ -36,7 +36,8 @@ int cf_import_hf(const char *hf_dir, const char *out_path, const cf_convert_opti
  * checkpoint's weight dtype. */
 int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err);
 /* Writes a GGUF v3 file (general.architecture = llama, tokenizer.ggml.* from the embedded
- * tokenizer when there is one), tensors in f32/f16 as stored (bf16 is written as f32). */
+ * tokenizer when there is one, which must be SentencePiece-style), tensors as stored:
+ * f32, f16 or bf16 (GGML type 30). */
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);
 
 #ifdef __cplusplus
