@@ -12,6 +12,10 @@
  * with each one alone, and with all on: median step time, tokens/s and the planned
  * arena. The graph is built as the trainer builds it (model, passes, backward, AdamW).
  *
+ * Part 3, the matrix-combine threshold: forward + backward of three [d, d] projections
+ * of 512 tokens, separate against combined, by d; combining pays from the smallest d
+ * where it is faster (the matrix_combine_threshold default is 3 d^2 of that d).
+ *
  *   bench_fusion [--runs N] [--max-seq T] [--max-unfused T] [--batch B] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +152,7 @@ static int part_attention(const bench_opts *o) {
 
 typedef struct variant {
     const char *name;
-    bool flash, graph_kernel, fuse_cross_entropy;
+    bool flash, combine, fuse_cross_entropy;
 } variant;
 
 static void fill_ids(cf_tensor *t, int64_t vocab) {
@@ -159,7 +163,9 @@ static void fill_ids(cf_tensor *t, int64_t vocab) {
 static int bench_step(const cf_config *base, const variant *v, long batch, int runs, timing *res, size_t *arena) {
     cf_config cfg = *base;
     cfg.model.model_config.use_flash_attention = v->flash;
-    cfg.context.enable_graph_kernel = v->graph_kernel;
+    cfg.context.enable_graph_kernel = true;
+    cfg.context.enable_matrix_combine = v->combine;
+    cfg.context.matrix_combine_threshold = 0;
     cfg.context.fuse_cross_entropy = v->fuse_cross_entropy;
     const cf_model_config *mc = &cfg.model.model_config;
     cf_model_graph m = {0};
@@ -190,7 +196,8 @@ static int part_step(const bench_opts *o) {
     static const variant variants[] = {
         {"all off", false, false, false},
         {"flash attention", true, false, false},
-        {"fused cross-entropy", false, true, true},
+        {"matrix combine", false, true, false},
+        {"fused cross-entropy", false, false, true},
         {"all on", true, true, true},
     };
     cf_config base;
@@ -212,6 +219,51 @@ static int part_step(const bench_opts *o) {
         if (i == 0) off = t;
         printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[i].name, t.wall * 1e3, t.cpu * 1e3,
                (double)tokens / t.wall, off.wall / t.wall, off.cpu / t.cpu, (double)arena / (1024.0 * 1024.0));
+        fflush(stdout);
+    }
+    printf("\n");
+    return 0;
+}
+
+/* ---- part 3: when combining projections pays ---- */
+
+static int bench_projections(long d, bool combined, int runs, timing *res) {
+    enum { TOKENS = 512 };
+    cf_graph *g = cf_graph_create();
+    int64_t x_shape[2] = {TOKENS, d}, w_shape[2] = {d, d};
+    cf_tensor *x = cf_graph_param(g, "x", 2, x_shape, cf_init_normal(1.0f), false);
+    cf_tensor *y = NULL;
+    for (int i = 0; i < 3; i++) {
+        char name[8] = {'w', (char)('0' + i), 0};
+        cf_tensor *p = cf_nn_linear(g, x, cf_graph_param(g, name, 2, w_shape, cf_init_normal(0.1f), false), NULL);
+        y = y ? cf_nn_add(g, y, p) : p;
+    }
+    cf_tensor *dy = cf_graph_input(g, "dy", CF_F32, 2, x_shape);
+    cf_error err = {{0}};
+    cf_plan *plan = NULL;
+    if ((combined && cf_pass_matrix_combine(g, 0) != 1) || cf_graph_backward_from(g, y, dy, &err) != 0 ||
+        !(plan = cf_plan_create(g, &err))) {
+        fprintf(stderr, "bench_fusion: projections d=%ld: %s\n", d, err.msg);
+        cf_graph_free(g);
+        return -1;
+    }
+    cf_plan_init_params(plan, 2);
+    memset(dy->data, 0, cf_tensor_bytes(dy));
+    *res = time_runs(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, runs);
+    cf_plan_free(plan);
+    cf_graph_free(g);
+    return 0;
+}
+
+static int part_combine(const bench_opts *o) {
+    int runs = o->runs < 21 ? 21 : o->runs; /* milliseconds each: many runs are cheap */
+    printf("## Matrix combine: three [d, d] projections of 512 tokens, forward + backward (median of %d)\n\n", runs);
+    printf("| d | 3 d^2 | separate cpu ms | combined cpu ms | speedup (wall, cpu) |\n|---:|---:|---:|---:|---:|\n");
+    for (long d = 32; d <= 512; d *= 2) {
+        timing sep, comb;
+        if (bench_projections(d, false, runs, &sep) != 0 || bench_projections(d, true, runs, &comb) != 0) return -1;
+        printf("| %ld | %ld | %.2f | %.2f | %.2fx, %.2fx |\n", d, 3 * d * d, sep.cpu * 1e3, comb.cpu * 1e3,
+               sep.wall / comb.wall, sep.cpu / comb.cpu);
         fflush(stdout);
     }
     printf("\n");
@@ -244,5 +296,5 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 int main(int argc, char **argv) {
     bench_opts o = {.runs = 3, .max_seq = 16384, .max_unfused = 4096, .batch = 2};
     if (parse_args(argc, argv, &o) != 0) return 2;
-    return part_attention(&o) == 0 && part_step(&o) == 0 ? 0 : 1;
+    return part_attention(&o) == 0 && part_combine(&o) == 0 && part_step(&o) == 0 ? 0 : 1;
 }
