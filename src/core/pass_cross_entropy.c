@@ -20,7 +20,8 @@ int cf_pass_fuse_cross_entropy(cf_graph *g) {
         cf_node *projection = logits->producer;
         cf_tensor *in[3] = {projection->inputs[0], projection->inputs[1], n->inputs[1]};
         if (cf_graph_retarget_node(g, n, &cf_op_linear_cross_entropy, in, 3, NULL) != 0) break;
-        cf_graph_remove_node(g, projection); /* it came before n: n is now at i - 1 */
+        cf_graph_remove_node(g, projection); /* it came before n, which moves to i - 1 */
+        i--;
         fused++;
     }
     return fused;
