@@ -3,6 +3,7 @@
  * llama2.c -> cformers -> safetensors -> cformers gives identical logits. */
 #include <sys/stat.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/convert.h"
 #include "infer_test_util.h"
 #include "io/safetensors.h"
@@ -125,11 +126,39 @@ static void bad_inputs(void) {
     rmdir(dir);
 }
 
+/* rope_scaling of type llama3 is carried into the checkpoint's model_config; others are refused. */
+static void rope_scaling_config(void) {
+    const char *dir = temp_path("rs_hf"), *out = temp_path("rs.ckpt");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && cp %s %s/ && sed -i 's/\"rope_theta\"/\"rope_scaling\": {\"rope_type\": \"llama3\", "
+             "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+             "\"original_max_position_embeddings\": 16}, \"rope_theta\"/' %s/config.json",
+             dir, fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), dir, dir);
+    copy_config(dir);
+    CHECK(system(cmd) == 0);
+    cf_error err;
+    cf_convert_options opt = {.dtype = CF_F32};
+    CHECK_MSG(cf_import_hf(dir, out, &opt, &err) == 0, "%s", err.msg);
+    cf_ckpt *c = cf_ckpt_open(out, false, &err);
+    cf_model_config m;
+    CHECK(c && cf_ckpt_model_config(c, &m, &err) == 0);
+    CHECK(m.rope_scaling_factor == 8.0 && m.rope_high_freq_factor == 4.0 && m.rope_original_max_position == 16);
+    cf_ckpt_close(c);
+    snprintf(cmd, sizeof cmd, "sed -i 's/llama3/yarn/' %s/config.json", dir);
+    CHECK(system(cmd) == 0);
+    CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
+    CHECK_CONTAINS(err.msg, "rope_scaling type 'yarn' is not supported");
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, out);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     hf_import("tests/fixtures/infer/tiny_hf", 1e-5);
     hf_import("tests/fixtures/infer/tiny_hf_bf16_sharded", 2e-2); /* bf16 weights vs an f32 reference */
     export_restores_hf();
     round_trip_identical();
     bad_inputs();
+    rope_scaling_config();
     return test_finish();
 }
