@@ -152,7 +152,7 @@ static int part_attention(const bench_opts *o) {
 
 typedef struct variant {
     const char *name;
-    bool flash, combine, fuse_cross_entropy;
+    bool flash, combine, residual_norm, fuse_cross_entropy;
 } variant;
 
 static void fill_ids(cf_tensor *t, int64_t vocab) {
@@ -166,6 +166,7 @@ static int bench_step(const cf_config *base, const variant *v, long batch, int r
     cfg.context.enable_graph_kernel = true;
     cfg.context.enable_matrix_combine = v->combine;
     cfg.context.matrix_combine_threshold = 0;
+    cfg.context.fuse_residual_norm = v->residual_norm;
     cfg.context.fuse_cross_entropy = v->fuse_cross_entropy;
     const cf_model_config *mc = &cfg.model.model_config;
     cf_model_graph m = {0};
@@ -194,11 +195,12 @@ fail:
 
 static int part_step(const bench_opts *o) {
     static const variant variants[] = {
-        {"all off", false, false, false},
-        {"flash attention", true, false, false},
-        {"matrix combine", false, true, false},
-        {"fused cross-entropy", false, false, true},
-        {"all on", true, true, true},
+        {"all off", false, false, false, false},
+        {"flash attention", true, false, false, false},
+        {"matrix combine", false, true, false, false},
+        {"residual add + RMSNorm", false, false, true, false},
+        {"fused cross-entropy", false, false, false, true},
+        {"all on", true, true, true, true},
     };
     cf_config base;
     cf_error err = {{0}};

@@ -194,10 +194,13 @@ static void gradcheck_combined(void) {
 int main(void) {
     cf_context_config ce = {.enable_graph_kernel = true, .fuse_cross_entropy = true};
     cf_context_config combine = {.enable_graph_kernel = true, .enable_matrix_combine = true};
-    cf_context_config all = {.enable_graph_kernel = true, .enable_matrix_combine = true, .fuse_cross_entropy = true};
+    cf_context_config norm = {.enable_graph_kernel = true, .fuse_residual_norm = true};
+    cf_context_config all = {.enable_graph_kernel = true, .enable_matrix_combine = true, .fuse_residual_norm = true,
+                             .fuse_cross_entropy = true};
     check_pass(CF_ARCH_LLAMA, "llama fuse_cross_entropy", &ce);
     check_pass(CF_ARCH_GPT2, "gpt2 fuse_cross_entropy", &ce);
     check_pass(CF_ARCH_LLAMA, "llama matrix_combine (GQA)", &combine);
+    check_pass(CF_ARCH_LLAMA, "llama fuse_residual_norm", &norm);
     check_pass(CF_ARCH_LLAMA, "llama all passes", &all);
     check_switches_off();
     check_op_chunks();

@@ -20,4 +20,8 @@ int cf_pass_fuse_cross_entropy(cf_graph *g);
  * (out x in features). Returns how many groups it combined. */
 int cf_pass_matrix_combine(cf_graph *g, int64_t threshold);
 
+/* add -> rmsnorm becomes one add_rmsnorm (the sum stays an output for the residual
+ * stream). Returns how many it fused. */
+int cf_pass_fuse_residual_norm(cf_graph *g);
+
 #endif
