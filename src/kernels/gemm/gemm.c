@@ -85,12 +85,8 @@ static void skinny_task(void *ctx, int task, int thread) {
         skinny_dots(j, n0, n);
         return;
     }
-    const float *A = j->A.data;
-    for (long i0 = 0; i0 < j->M; i0 += j->kern->mr) {
-        long m = j->M - i0 < j->kern->mr ? j->M - i0 : j->kern->mr;
-        j->kern->nn(m, n, j->K, j->alpha, A + i0 * j->A.row_stride, j->A.row_stride, j->A.col_stride, j->B + n0,
-                    j->ldb, j->beta, j->C + i0 * j->ldc + n0, j->ldc);
-    }
+    j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, j->B + n0, j->ldb, j->beta,
+                j->C + n0, j->ldc);
 }
 
 /* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */

@@ -2,6 +2,7 @@
  * six broadcasts per k step), and the unpacked decode paths. Compiled with -mavx2
  * -mfma; reached only when cf_isa_active() says AVX2 or better. */
 #include "gemm_internal.h"
+#include "gemm_skinny_rows.h"
 
 #include <immintrin.h>
 
@@ -35,31 +36,23 @@ INLINE void store_rows(const int m, __m256 acc[][2], float *c, long ldc, int n, 
     }
 }
 
-/* m rows (constant after inlining) by 16 columns; A(i, k) = a[i*a_rs + k*a_ks],
- * B(k, j) = b[k*b_ks + j], B loads masked when `b_cols` < 16. */
-INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks, const float *b, long b_ks,
-                      int b_cols, float *c, long ldc, int n, float alpha, float beta) {
+/* m rows (constant after inlining) by 16 columns from packed panels:
+ * A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
+INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
+                      float beta) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    __m256i bk0 = lanes(b_cols), bk1 = lanes(b_cols - 8);
     for (long p = 0; p < k; p++) {
-        __m256 b0, b1;
-        if (b_cols >= NR) {
-            b0 = _mm256_loadu_ps(b);
-            b1 = _mm256_loadu_ps(b + 8);
-        } else {
-            b0 = _mm256_maskload_ps(b, bk0);
-            b1 = _mm256_maskload_ps(b + 8, bk1);
-        }
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < m; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + i * a_rs);
+            __m256 ai = _mm256_broadcast_ss(a + i);
             acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
         }
-        a += a_ks;
-        b += b_ks;
+        a += MR;
+        b += NR;
     }
     store_rows(m, acc, c, ldc, n, alpha, beta);
 }
@@ -69,34 +62,16 @@ INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks,
 #define PACKED_TILE(M)                                                                                                \
     static void packed_tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha,      \
                                 float beta) {                                                                      \
-        tile_body(M, k, a, 1, MR, b, NR, NR, c, ldc, n, alpha, beta);                                              \
+        tile_body(M, k, a, b, c, ldc, n, alpha, beta);                                                             \
     }
 TILE_VARIANTS(PACKED_TILE)
 
-#define STRIDED_TILE(M)                                                                                               \
-    static void strided_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, int n,     \
-                                 float *c, long ldc, float alpha, float beta) {                                     \
-        tile_body(M, k, a, a_rs, a_ks, b, ldb, n, c, ldc, n, alpha, beta);                                         \
-    }
-TILE_VARIANTS(STRIDED_TILE)
-
 typedef void (*packed_fn)(long, const void *, const void *, float *, long, int, float, float);
-typedef void (*strided_fn)(long, const float *, long, long, const float *, long, int, float *, long, float, float);
 #define LIST_PACKED(M) packed_tile_##M,
-#define LIST_STRIDED(M) strided_tile_##M,
 static const packed_fn packed_tiles[MR] = {TILE_VARIANTS(LIST_PACKED)};
-static const strided_fn strided_tiles[MR] = {TILE_VARIANTS(LIST_STRIDED)};
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     packed_tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
-}
-
-static void skinny_nn(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks, const float *b,
-                      long ldb, float beta, float *c, long ldc) {
-    for (long j = 0; j < n; j += NR) {
-        int cols = n - j < NR ? (int)(n - j) : NR;
-        strided_tiles[m - 1](k, a, a_rs, a_ks, b + j, ldb, cols, c + j, ldc, alpha, beta);
-    }
 }
 
 INLINE float hsum(__m256 v) {
@@ -147,4 +122,4 @@ const gemm_kernel cf_gemm_kernel_f32_avx2 = {
     .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx2 = {
-    .mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};
+    .nn = gemm_skinny_rows, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

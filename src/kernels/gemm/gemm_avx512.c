@@ -128,4 +128,4 @@ const gemm_kernel cf_gemm_kernel_f32_avx512 = {
     .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx512 = {
-    .mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};
+    .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

@@ -11,7 +11,8 @@
  *   jr over NC by NR  - micro-kernel: MR x NR tile of C in registers
  *
  * Packed panels store one k step after another: MR (or NR) values per step, or for
- * the bf16 kernel MR (NR) pairs of consecutive k values, as vdpbf16ps consumes them. */
+ * the bf16 kernels MR (NR) pairs of consecutive k values, as vdpbf16ps and AMX B tiles
+ * consume them (AMX A tiles take 32-wide row chunks instead, see its file). */
 #ifndef CFORMERS_GEMM_INTERNAL_H
 #define CFORMERS_GEMM_INTERNAL_H
 
@@ -34,13 +35,13 @@ typedef struct gemm_operand {
  * columns). See gemm_pack.c for the layouts. */
 typedef void (*gemm_pack_fn)(const gemm_operand *src, long r0, long c0, long rows, long cols, int width, void *dst);
 
-/* C[0..m, 0..n] = alpha * (A panel x B panel) + beta * C, over `k` packed steps' worth of
- * k values (for pair-packed kernels, k is the element count; the panel holds ceil(k/2)
- * pairs). m <= mr, n <= nr; beta == 0 never reads C. */
+/* C[0..m, 0..n] = alpha * (A panel x B panel) + beta * C over `k` values of k (the
+ * panels hold k rounded up to the kernel's k_group, zero-padded). m <= mr, n <= nr;
+ * beta == 0 never reads C. */
 typedef void (*gemm_tile_fn)(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha,
                              float beta);
 
-/* M <= mr rows of C, any N, A and B read in place (no packing): the decode path.
+/* m rows of C (few), any N, A and B read in place (no packing): the decode path.
  * A(i, k) = a[i*a_rs + k*a_ks]; B(k, j) = b[k*ldb + j] (B not transposed). */
 typedef void (*gemm_skinny_nn_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
                                   const float *b, long ldb, float beta, float *c, long ldc);
@@ -53,7 +54,7 @@ typedef void (*gemm_dot_fn)(int rows, int cols, long k, const float *a, long lda
 typedef struct gemm_kernel {
     const char *name;
     int mr, nr;
-    int k_group;       /* k values per packed step: 1, or 2 for bf16 pairs */
+    int k_group;       /* k is padded to a multiple of this: 1 f32, 2 bf16 pairs, 32 AMX */
     size_t elem_bytes; /* bytes per packed element */
     gemm_pack_fn pack_a, pack_b;
     gemm_tile_fn tile;
@@ -61,7 +62,6 @@ typedef struct gemm_kernel {
 } gemm_kernel;
 
 typedef struct gemm_skinny {
-    int mr; /* rows per nn call */
     gemm_skinny_nn_fn nn;
     gemm_dot_fn dot;
     int dot_rows, dot_cols;

@@ -9,9 +9,9 @@
  *
  * Both are the same operation on "strips": `h` lines of length K, line i's element k
  * at src[i*s_line + k*s_k], written k-major with `w` slots per k step. Columns of a B
- * panel past N are zero, since kernels load whole vectors; rows of an A panel past M
- * are left unwritten, since kernels read only the rows they have. An odd K gets a
- * zero second half in its last pair. */
+ * panel past N are zero, since kernels load whole vectors; rows of an f32 A panel past
+ * M may be left unwritten, since f32 kernels read only the rows they have. Pairs past
+ * K (an odd K's last half, the padding to k_group) are zero. */
 #include "gemm_internal.h"
 
 #include "cformers/dtype.h"

@@ -1,6 +1,7 @@
 /* Portable C kernels, for CPUs without AVX2. A 4 x 16 tile written so the compiler can
  * vectorise the j loop with whatever baseline vectors the target has (SSE2 on x86-64). */
 #include "gemm_internal.h"
+#include "gemm_skinny_rows.h"
 
 enum { MR = 4, NR = 16 };
 
@@ -22,18 +23,6 @@ static void tile(long k, const void *a_packed, const void *b_packed, float *c, l
     store(m, n, acc, c, ldc, alpha, beta);
 }
 
-static void skinny_nn(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks, const float *b,
-                      long ldb, float beta, float *c, long ldc) {
-    for (long j0 = 0; j0 < n; j0 += NR) {
-        int cols = n - j0 < NR ? (int)(n - j0) : NR;
-        float acc[MR][NR] = {{0}};
-        for (long p = 0; p < k; p++)
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < cols; j++) acc[i][j] += a[i * a_rs + p * a_ks] * b[p * ldb + j0 + j];
-        store((int)m, cols, acc, c + j0, ldc, alpha, beta);
-    }
-}
-
 static void dot(int m, int n, long k, const float *a, long lda, const float *b, long ldb, float *c, long ldc,
                 float alpha, float beta) {
     for (int i = 0; i < m; i++)
@@ -49,4 +38,4 @@ const gemm_kernel cf_gemm_kernel_f32_scalar = {
     .name = "scalar-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
     .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
 
-const gemm_skinny cf_gemm_skinny_scalar = {.mr = MR, .nn = skinny_nn, .dot = dot, .dot_rows = MR, .dot_cols = MR};
+const gemm_skinny cf_gemm_skinny_scalar = {.nn = gemm_skinny_rows, .dot = dot, .dot_rows = MR, .dot_cols = MR};
