@@ -9,8 +9,9 @@
  *
  * Part 2, training step: forward, backward and AdamW of the llama_15m preset's model
  * (6 layers, 288 wide, vocabulary 32000) at --batch x 256 tokens, with every fusion off,
- * with each one alone, and with all on: median step time, tokens/s and the planned
- * arena. The graph is built as the trainer builds it (model, passes, backward, AdamW).
+ * with each one alone, and with all on, the variants taking turns step by step: median
+ * step time, tokens/s and the planned arena. The graph is built as the trainer builds
+ * it (model, passes, backward, AdamW).
  *
  * Part 3, the matrix-combine threshold: forward + backward of three [d, d] projections
  * of 512 tokens, separate against combined, by d; combining pays from the smallest d
@@ -160,7 +161,19 @@ static void fill_ids(cf_tensor *t, int64_t vocab) {
     for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 7919 + 13) % vocab);
 }
 
-static int bench_step(const cf_config *base, const variant *v, long batch, int runs, timing *res, size_t *arena) {
+enum { N_VARIANTS = 6 };
+
+static const variant variants[N_VARIANTS] = {
+    {"all off", false, false, false, false},
+    {"flash attention", true, false, false, false},
+    {"matrix combine", false, true, false, false},
+    {"residual add + RMSNorm", false, false, true, false},
+    {"fused cross-entropy", false, false, false, true},
+    {"all on", true, true, true, true},
+};
+
+/* The step graph as the trainer builds it, planned and filled. */
+static cf_plan *build_step(const cf_config *base, const variant *v, long batch, cf_model_graph *m) {
     cf_config cfg = *base;
     cfg.model.model_config.use_flash_attention = v->flash;
     cfg.context.enable_graph_kernel = true;
@@ -169,62 +182,73 @@ static int bench_step(const cf_config *base, const variant *v, long batch, int r
     cfg.context.fuse_residual_norm = v->residual_norm;
     cfg.context.fuse_cross_entropy = v->fuse_cross_entropy;
     const cf_model_config *mc = &cfg.model.model_config;
-    cf_model_graph m = {0};
     cf_error err = {{0}};
     cf_plan *p = NULL;
-    if (cf_model_graph_build(mc, batch, cfg.runner_config.seq_length, NULL, &m, &err) != 0) goto fail;
-    cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
     cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
-    if (cf_graph_fuse(m.graph, &cfg.context, &err) != 0 || cf_graph_backward(m.graph, m.loss, &err) != 0) goto fail;
-    cf_graph_adamw(m.graph, &adamw, lr);
-    if (!(p = cf_plan_create(m.graph, &err))) goto fail;
-    cf_plan_init_params(p, 1);
-    fill_ids(m.tokens, mc->vocab_size);
-    fill_ids(m.targets, mc->vocab_size);
-    *cf_tensor_f32(lr) = 0.0f; /* every timed step sees the same weights */
-    *res = time_runs(p, CF_PHASE_ALL, runs);
-    *arena = cf_plan_memory(p)->arena_bytes;
-    cf_plan_free(p);
-    cf_graph_free(m.graph);
-    return 0;
-fail:
+    if (cf_model_graph_build(mc, batch, cfg.runner_config.seq_length, NULL, m, &err) == 0) {
+        cf_tensor *lr = cf_graph_input(m->graph, "lr", CF_F32, 0, NULL);
+        if (cf_graph_fuse(m->graph, &cfg.context, &err) == 0 && cf_graph_backward(m->graph, m->loss, &err) == 0) {
+            cf_graph_adamw(m->graph, &adamw, lr);
+            p = cf_plan_create(m->graph, &err);
+        }
+        if (p) {
+            cf_plan_init_params(p, 1);
+            fill_ids(m->tokens, mc->vocab_size);
+            fill_ids(m->targets, mc->vocab_size);
+            *cf_tensor_f32(lr) = 0.0f; /* every timed step sees the same weights */
+            return p;
+        }
+    }
     fprintf(stderr, "bench_fusion: %s: %s\n", v->name, err.msg);
-    cf_graph_free(m.graph);
-    return -1;
+    return NULL;
 }
 
+/* Variants take turns step by step, so load from elsewhere on the machine falls on
+ * all of them alike. */
 static int part_step(const bench_opts *o) {
-    static const variant variants[] = {
-        {"all off", false, false, false, false},
-        {"flash attention", true, false, false, false},
-        {"matrix combine", false, true, false, false},
-        {"residual add + RMSNorm", false, false, true, false},
-        {"fused cross-entropy", false, false, false, true},
-        {"all on", true, true, true, true},
-    };
     cf_config base;
     cf_error err = {{0}};
     if (cf_config_load_with_overrides("llama_15m", NULL, 0, &base, &err) != 0) {
         fprintf(stderr, "bench_fusion: %s\n", err.msg);
         return -1;
     }
+    cf_model_graph m[N_VARIANTS] = {0};
+    cf_plan *plans[N_VARIANTS] = {0};
+    double *wall = calloc(2 * N_VARIANTS * (size_t)o->runs, sizeof *wall), *cpu = wall + N_VARIANTS * o->runs;
+    int rc = 0;
+    for (int v = 0; v < N_VARIANTS && rc == 0; v++)
+        if (!(plans[v] = build_step(&base, &variants[v], o->batch, &m[v]))) rc = -1;
+    for (int r = -1; r < o->runs && rc == 0; r++) /* r = -1: warm-up */
+        for (int v = 0; v < N_VARIANTS; v++) {
+            double t0 = cf_clock_seconds(), c0 = cpu_seconds();
+            cf_plan_run(plans[v], CF_PHASE_ALL);
+            if (r >= 0) {
+                wall[v * o->runs + r] = cf_clock_seconds() - t0;
+                cpu[v * o->runs + r] = cpu_seconds() - c0;
+            }
+        }
     long tokens = o->batch * (long)base.runner_config.seq_length;
-    printf("## Training step, llama_15m shape, batch %ld x %lld tokens (%d threads, median of %d steps)\n\n",
-           o->batch, (long long)base.runner_config.seq_length, cf_num_threads(), o->runs);
-    printf("| fusions | step ms | step cpu ms | tokens/s | vs all off (wall, cpu) | arena MiB |\n");
-    printf("|---|---:|---:|---:|---:|---:|\n");
+    if (rc == 0) {
+        printf("## Training step, llama_15m shape, batch %ld x %lld tokens (%d threads, median of %d steps)\n\n",
+               o->batch, (long long)base.runner_config.seq_length, cf_num_threads(), o->runs);
+        printf("| fusions | step ms | step cpu ms | tokens/s | vs all off (wall, cpu) | arena MiB |\n");
+        printf("|---|---:|---:|---:|---:|---:|\n");
+    }
     timing off = {0};
-    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-        timing t;
-        size_t arena;
-        if (bench_step(&base, &variants[i], o->batch, o->runs, &t, &arena) != 0) return -1;
-        if (i == 0) off = t;
-        printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[i].name, t.wall * 1e3, t.cpu * 1e3,
-               (double)tokens / t.wall, off.wall / t.wall, off.cpu / t.cpu, (double)arena / (1024.0 * 1024.0));
-        fflush(stdout);
+    for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
+        timing t = {median(wall + v * o->runs, o->runs), median(cpu + v * o->runs, o->runs)};
+        if (v == 0) off = t;
+        printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[v].name, t.wall * 1e3, t.cpu * 1e3,
+               (double)tokens / t.wall, off.wall / t.wall, off.cpu / t.cpu,
+               (double)cf_plan_memory(plans[v])->arena_bytes / (1024.0 * 1024.0));
     }
     printf("\n");
-    return 0;
+    for (int v = 0; v < N_VARIANTS; v++) {
+        cf_plan_free(plans[v]);
+        cf_graph_free(m[v].graph);
+    }
+    free(wall);
+    return rc;
 }
 
 /* ---- part 3: when combining projections pays ---- */
