@@ -10,7 +10,7 @@
 /* Up to this many rows of C, B is read in place instead of packed: packing would
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
  * on AVX-512 for both B layouts, packing wins from 12). */
-enum { SKINNY_MAX_M = 8, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
+enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_AMX = 2, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 static const gemm_kernel *f32_kernel(void) {
     switch (cf_isa_active()) {
@@ -54,26 +54,30 @@ static void scale_c(long M, long N, float beta, float *C, long ldc) {
 
 typedef struct skinny_job {
     const gemm_skinny *kern;
+    gemm_dot_fn dot; /* for transposed B: f32, or bf16 where the CPU has dot products */
+    size_t elem;     /* bytes per element of A and B */
     long M, N, K, chunk;
     float alpha, beta;
     gemm_operand A;
-    const float *B;
+    const void *B;
     long ldb;
     bool trans_b;
     float *C;
     long ldc;
 } skinny_job;
 
+static const void *element(const void *base, long index, size_t elem) { return (const char *)base + index * (long)elem; }
+
 /* Transposed B: blocks of dot products. */
 static void skinny_dots(const skinny_job *j, long n0, long n) {
     const gemm_skinny *kern = j->kern;
-    const float *A = j->A.data;
     for (long c0 = 0; c0 < n; c0 += kern->dot_cols) {
         int cols = n - c0 < kern->dot_cols ? (int)(n - c0) : kern->dot_cols;
         for (long i0 = 0; i0 < j->M; i0 += kern->dot_rows) {
             int rows = j->M - i0 < kern->dot_rows ? (int)(j->M - i0) : kern->dot_rows;
-            kern->dot(rows, cols, j->K, A + i0 * j->A.row_stride, j->A.row_stride, j->B + (n0 + c0) * j->ldb, j->ldb,
-                      j->C + i0 * j->ldc + n0 + c0, j->ldc, j->alpha, j->beta);
+            j->dot(rows, cols, j->K, element(j->A.data, i0 * j->A.row_stride, j->elem), j->A.row_stride,
+                   element(j->B, (n0 + c0) * j->ldb, j->elem), j->ldb, j->C + i0 * j->ldc + n0 + c0, j->ldc, j->alpha,
+                   j->beta);
         }
     }
 }
@@ -85,23 +89,20 @@ static void skinny_task(void *ctx, int task, int thread) {
         skinny_dots(j, n0, n);
         return;
     }
-    j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, j->B + n0, j->ldb, j->beta,
-                j->C + n0, j->ldc);
+    j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, (const float *)j->B + n0, j->ldb,
+                j->beta, j->C + n0, j->ldc);
 }
 
 /* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */
-static void skinny(long M, long N, long K, float alpha, gemm_operand A, const float *B, long ldb, bool trans_b,
-                   float beta, float *C, long ldc) {
-    skinny_job j = {.kern = skinny_kernel(), .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
-                    .ldb = ldb, .trans_b = trans_b, .C = C, .ldc = ldc};
-    double flops = (double)M * (double)N * (double)K;
+static void skinny(skinny_job j) {
+    double flops = (double)j.M * (double)j.N * (double)j.K;
     long tasks = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_TASK * (double)tasks) tasks = (long)(flops / MIN_FLOPS_PER_TASK);
     if (tasks < 1) tasks = 1;
-    long chunks = (N + SKINNY_CHUNK - 1) / SKINNY_CHUNK;
+    long chunks = (j.N + SKINNY_CHUNK - 1) / SKINNY_CHUNK;
     if (tasks > chunks) tasks = chunks;
     j.chunk = ((chunks + tasks - 1) / tasks) * SKINNY_CHUNK;
-    cf_parallel_for((int)((N + j.chunk - 1) / j.chunk), skinny_task, &j);
+    cf_parallel_for((int)((j.N + j.chunk - 1) / j.chunk), skinny_task, &j);
 }
 
 void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
@@ -113,7 +114,9 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
     }
     gemm_operand a = operand(trans_a, A, lda, false);
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
-        skinny(M, N, K, alpha, a, B, ldb, trans_b, beta, C, ldc);
+        const gemm_skinny *kern = skinny_kernel();
+        skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem = sizeof *A, .M = M, .N = N, .K = K, .alpha = alpha,
+                            .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = trans_b, .C = C, .ldc = ldc});
         return;
     }
     gemm_operand b = operand(trans_b, B, ldb, false);
@@ -128,7 +131,18 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
         return;
     }
     gemm_operand a = operand(trans_a, A, lda, true), b = operand(trans_b, B, ldb, true);
-    cf_gemm_blocked(bf16_kernel(), M, N, K, alpha, &a, &b, beta, C, ldc);
+    /* Decode against transposed weights ([out, in], as inference stores them): bf16
+     * dot products read B in place, half the bytes of the f32 path. AMX, packing B
+     * and all, is faster from M = 4 (measured). */
+    const gemm_kernel *kern = bf16_kernel();
+    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? SKINNY_MAX_M_AMX : SKINNY_MAX_M;
+    if (M <= dot_max_m && trans_b && !trans_a && cf_has_avx512_bf16()) {
+        skinny((skinny_job){.kern = &cf_gemm_skinny_avx512, .dot = cf_gemm_dot_bf16, .elem = sizeof *A, .M = M, .N = N,
+                            .K = K, .alpha = alpha, .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = true, .C = C,
+                            .ldc = ldc});
+        return;
+    }
+    cf_gemm_blocked(kern, M, N, K, alpha, &a, &b, beta, C, ldc);
 }
 
 typedef struct batch_job {

@@ -114,8 +114,6 @@ AMX double cf_peak_chains_amx(long iters) {
     return (double)iters * 4 * 16 * 16 * 32 * 2;
 }
 
-static __mmask32 lanes32(long n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
-
 /* A block (bf16) into 32-row panels of 32-wide k chunks, zero-padded. */
 static void pack_a(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
     const cf_bf16 *x = src->data;

@@ -104,8 +104,8 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
         }
 }
 
-static void dot(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
-                     long ldc, float alpha, float beta) {
+static void dot(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
+                float alpha, float beta) {
     switch (rows * SKINNY_NT_COLS + cols) {
 #define DOT_CASE(R, C)                                                                                                \
     case R * SKINNY_NT_COLS + C: dot_block(R, C, k, a, lda, b, ldb, c, ldc, alpha, beta); break;

@@ -9,6 +9,10 @@
 /* The first n lanes (n clamped to 0..16). */
 GEMM_INLINE __mmask16 lanes16(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
+GEMM_INLINE __mmask32 lanes32(long n) {
+    return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+}
+
 /* Writes alpha * acc (+ beta * C; C unread when beta == 0) to the m x n corner of a
  * 32-column tile of C, under masks. */
 GEMM_INLINE void store_tile_rows(const int m, __m512 acc[][2], float *c, long ldc, int n, float alpha, float beta) {

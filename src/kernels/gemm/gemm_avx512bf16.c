@@ -52,6 +52,31 @@ static void tile(long k, const void *a, const void *b, float *c, long ldc, int m
     tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
 }
 
+/* Decode against transposed bf16 B: one row of A against four rows of B, 32 k values
+ * (16 pairs) per vdpbf16ps; B's rows stay in L1 across the rows of A. Missing columns
+ * reread row 0 and are not stored. */
+void cf_gemm_dot_bf16(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
+                      float alpha, float beta) {
+    const cf_bf16 *b0 = b, *b1 = b0 + (cols > 1 ? ldb : 0), *b2 = b0 + (cols > 2 ? 2 * ldb : 0);
+    const cf_bf16 *b3 = b0 + (cols > 3 ? 3 * ldb : 0);
+    for (int i = 0; i < rows; i++) {
+        const cf_bf16 *ai = (const cf_bf16 *)a + i * lda;
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (long p = 0; p < k; p += 32) {
+            __mmask32 mk = lanes32(k - p);
+            __m512bh x = as_bh(_mm512_maskz_loadu_epi16(mk, ai + p));
+            acc[0] = _mm512_dpbf16_ps(acc[0], x, as_bh(_mm512_maskz_loadu_epi16(mk, b0 + p)));
+            acc[1] = _mm512_dpbf16_ps(acc[1], x, as_bh(_mm512_maskz_loadu_epi16(mk, b1 + p)));
+            acc[2] = _mm512_dpbf16_ps(acc[2], x, as_bh(_mm512_maskz_loadu_epi16(mk, b2 + p)));
+            acc[3] = _mm512_dpbf16_ps(acc[3], x, as_bh(_mm512_maskz_loadu_epi16(mk, b3 + p)));
+        }
+        for (int j = 0; j < cols; j++) {
+            float r = alpha * _mm512_reduce_add_ps(acc[j]), *cij = c + i * ldc + j;
+            *cij = beta == 0.0f ? r : r + beta * *cij;
+        }
+    }
+}
+
 const gemm_kernel cf_gemm_kernel_bf16_avx512bf16 = {
     .name = "avx512bf16", .mr = MR, .nr = NR, .k_group = 2, .elem_bytes = 2,
     .pack_a = cf_gemm_pack_a_bf16_pairs, .pack_b = cf_gemm_pack_b_bf16_pairs, .tile = tile};

@@ -48,7 +48,7 @@ typedef void (*gemm_skinny_nn_fn)(long m, long n, long k, float alpha, const flo
 
 /* rows x cols (at most dot_rows x dot_cols) elements of C, A row-major (k contiguous)
  * and B transposed (B(k, j) = b[j*ldb + k]): each is a dot product of two rows. */
-typedef void (*gemm_dot_fn)(int rows, int cols, long k, const float *a, long lda, const float *b, long ldb, float *c,
+typedef void (*gemm_dot_fn)(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c,
                             long ldc, float alpha, float beta);
 
 typedef struct gemm_kernel {
@@ -88,6 +88,9 @@ void cf_gemm_allow_amx(bool allow);
 extern const gemm_skinny cf_gemm_skinny_scalar;
 extern const gemm_skinny cf_gemm_skinny_avx2;
 extern const gemm_skinny cf_gemm_skinny_avx512;
+/* bf16 dot products with vdpbf16ps, for cf_gemm_skinny_avx512's dot tiling (AVX-512 BF16). */
+void cf_gemm_dot_bf16(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
+                      float alpha, float beta);
 
 /* Packing into f32 panels (from f32 or bf16 sources) and into bf16 pair panels. The
  * _avx512 variants move f32 data with AVX-512 (only for AVX-512 machines). */

@@ -23,8 +23,9 @@ static void tile(long k, const void *a_packed, const void *b_packed, float *c, l
     store(m, n, acc, c, ldc, alpha, beta);
 }
 
-static void dot(int m, int n, long k, const float *a, long lda, const float *b, long ldb, float *c, long ldc,
+static void dot(int m, int n, long k, const void *av, long lda, const void *bv, long ldb, float *c, long ldc,
                 float alpha, float beta) {
+    const float *a = av, *b = bv;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float acc = 0.0f;
