@@ -15,7 +15,6 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -119,20 +118,11 @@ static void pack_a(const gemm_operand *src, long r0, long c0, long rows, long co
     const cf_bf16 *x = src->data;
     uint16_t *d = dst;
     long steps = (cols + KSTEP - 1) / KSTEP;
-    for (long p = 0; p * MR < rows; p++)
-        for (long s = 0; s < steps; s++)
-            for (int i = 0; i < MR; i++, d += KSTEP) {
-                long row = p * MR + i, k0 = s * KSTEP;
-                if (row >= rows) {
-                    memset(d, 0, KSTEP * sizeof *d);
-                } else if (src->col_stride == 1) {
-                    const cf_bf16 *line = x + (r0 + row) * src->row_stride + c0 + k0;
-                    _mm512_storeu_si512(d, _mm512_maskz_loadu_epi16(lanes32(cols - k0), line));
-                } else {
-                    for (int kk = 0; kk < KSTEP; kk++)
-                        d[kk] = k0 + kk < cols ? x[(r0 + row) * src->row_stride + (c0 + k0 + kk) * src->col_stride] : 0;
-                }
-            }
+    for (long p = 0; p * MR < rows; p++, d += steps * MR * KSTEP) {
+        long first = p * MR, h = rows - first < MR ? rows - first : MR;
+        cf_gemm_chunks32_bf16_avx512(x + (r0 + first) * src->row_stride + c0 * src->col_stride, src->row_stride,
+                                     src->col_stride, (int)h, cols, MR, d);
+    }
 }
 
 const gemm_kernel cf_gemm_kernel_bf16_amx = {

@@ -112,6 +112,11 @@ bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, lo
 bool cf_gemm_strip_pairs_avx512(const uint16_t *src, long s_line, long s_k, int h, long K, long pairs, int w,
                                 uint16_t *dst);
 
+/* `w` lines (zero past h) of a bf16 strip as AMX A tiles want them: 32-wide k chunks,
+ * dst[(s*w + i)*32 + kk] = line i's element s*32 + kk (zero past K). One of s_line,
+ * s_k must be 1. */
+void cf_gemm_chunks32_bf16_avx512(const uint16_t *src, long s_line, long s_k, int h, long K, int w, uint16_t *dst);
+
 gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 
 /* Per-thread packing buffers, 64-byte aligned, kept for the thread's lifetime and

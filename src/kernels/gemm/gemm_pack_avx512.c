@@ -95,3 +95,36 @@ bool cf_gemm_strip_pairs_avx512(const uint16_t *src, long s_line, long s_k, int 
     memset(d + used * w, 0, sizeof(uint32_t) * (size_t)((pairs - used) * w));
     return true;
 }
+
+/* Line i's k pairs (2q, 2q+1) for q < 16, from a k-major source: row 2q zero-extended,
+ * row 2q+1 in the high half; pairs at or past K are zero. r[q] covers lines i0..i0+15. */
+GEMM_INLINE void kmajor_pairs16(const uint16_t *src, long s_k, int h, long K, long k0, int i0, __m512i r[16]) {
+    __mmask16 in = lanes16(h - i0);
+    for (int q = 0; q < 16; q++) {
+        long k = k0 + 2 * q;
+        __m512i lo = k < K ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, src + k * s_k + i0)) : _mm512_setzero_si512();
+        __m512i hi = k + 1 < K ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, src + (k + 1) * s_k + i0))
+                               : _mm512_setzero_si512();
+        r[q] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+    }
+}
+
+void cf_gemm_chunks32_bf16_avx512(const uint16_t *src, long s_line, long s_k, int h, long K, int w, uint16_t *dst) {
+    for (long k0 = 0; k0 < K; k0 += 32, dst += (long)w * 32) {
+        if (s_k == 1) { /* lines contiguous along k: one masked 64-byte copy per line */
+            for (int i = 0; i < w; i++)
+                _mm512_storeu_si512(dst + i * 32, i < h ? _mm512_maskz_loadu_epi16(lanes32(K - k0), src + i * s_line + k0)
+                                                         : _mm512_setzero_si512());
+            continue;
+        }
+        /* k-major: 16 pairs x 16 lines through the 32-bit transpose give 16 lines of 32 k. */
+        for (int i0 = 0; i0 < w; i0 += 16) {
+            __m512i r[16];
+            __m512 f[16];
+            kmajor_pairs16(src, s_k, h, K, k0, i0, r);
+            for (int q = 0; q < 16; q++) f[q] = _mm512_castsi512_ps(r[q]);
+            transpose16(f);
+            for (int i = 0; i < 16 && i0 + i < w; i++) _mm512_storeu_ps(dst + (i0 + i) * 32, f[i]);
+        }
+    }
+}
