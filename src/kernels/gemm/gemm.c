@@ -133,7 +133,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
     gemm_operand a = operand(trans_a, A, lda, true), b = operand(trans_b, B, ldb, true);
     /* Decode against transposed weights ([out, in], as inference stores them): bf16
      * dot products read B in place, half the bytes of the f32 path. AMX, packing B
-     * and all, is faster from M = 4 (measured). */
+     * and all, is as fast at M = 3 and faster from 4 (measured), so it takes over there. */
     const gemm_kernel *kern = bf16_kernel();
     long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? SKINNY_MAX_M_AMX : SKINNY_MAX_M;
     if (M <= dot_max_m && trans_b && !trans_a && cf_has_avx512_bf16()) {
