@@ -1,5 +1,6 @@
 /* The training run: batches in, steps, and around them the progress display, metrics,
  * evaluations, samples, checkpoints and the memory report. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,27 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     return 0;
 }
 
+/* Ctrl-C ends the run at the next step boundary, with a checkpoint to resume from. */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) { interrupted = 1; }
+
+static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
+    struct sigaction action = {.sa_handler = on_interrupt}, previous;
+    sigemptyset(&action.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &action, &previous);
+    int rc = 0;
+    while (rc == 0 && t->pos.step < r->stop && !interrupted) rc = train_one(t, r, err);
+    sigaction(SIGINT, &previous, NULL);
+    if (rc == 0 && interrupted) {
+        if (!t->opts.quiet) cf_progress_finish(&r->progress);
+        if (save_checkpoint(t, r, err) != 0) return -1;
+        return cf_fail(err, "interrupted at step %lld; --resume continues from the checkpoint just saved",
+                       (long long)t->pos.step);
+    }
+    return rc;
+}
+
 int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
     run_state r = {.stop = t->train_steps};
@@ -145,8 +167,7 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     cf_config_memory_estimate(&t->cfg, &est);
     report_memory_plan(t, &est);
     if (t->pos.step > 0) say(t, &r, "resumed at step %lld (loss %.4f)", (long long)t->pos.step, t->pos.loss);
-    while (t->pos.step < r.stop)
-        if (train_one(t, &r, err) != 0) return -1;
+    if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
     if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
     if (save_checkpoint(t, &r, err) != 0) return -1;
