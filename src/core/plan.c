@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cformers/gemm.h"
 #include "cformers/rng.h"
 #include "core/graph_internal.h"
 #include "core/plan_internal.h"
@@ -78,6 +79,7 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     p->step = alloc_zeroed(sizeof(int32_t));
     bind_storage(p, &l);
     cf_arena_layout_free(&l);
+    cf_gemm_reserve_scratch(); /* so no step allocates, whichever thread runs a product */
     g->planned = true;
     return p;
 }

@@ -37,6 +37,11 @@ static const gemm_skinny *skinny_kernel(void) {
     }
 }
 
+void cf_gemm_reserve_scratch(void) {
+    const gemm_kernel *kernels[] = {f32_kernel(), bf16_kernel(), NULL};
+    cf_gemm_reserve_kernels(kernels);
+}
+
 const char *cf_gemm_kernel_name(cf_dtype input) {
     return (input == CF_BF16 ? bf16_kernel() : f32_kernel())->name;
 }

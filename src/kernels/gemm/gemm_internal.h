@@ -124,6 +124,10 @@ gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 void *cf_gemm_scratch_a(size_t bytes);
 void *cf_gemm_scratch_b(size_t bytes);
 
+/* Gives every pool thread its packing buffers for each kernel of the NULL-terminated
+ * list (see cf_gemm_reserve_scratch). */
+void cf_gemm_reserve_kernels(const gemm_kernel *const *kernels);
+
 /* The blocked five-loop algorithm over the whole thread pool (or the calling thread
  * when already inside it). A is M x K and B is K x N after the operands' strides. */
 void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
