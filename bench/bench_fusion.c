@@ -296,25 +296,22 @@ static int part_combine(const bench_opts *o) {
     return 0;
 }
 
+/* Options come in pairs: --name value. */
 static int parse_args(int argc, char **argv, bench_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        long *target = NULL;
-        long value = 0;
-        if (i + 1 < argc) value = strtol(argv[i + 1], NULL, 10);
+    for (int i = 1; i < argc; i += 2) {
+        long value = i + 1 < argc ? strtol(argv[i + 1], NULL, 10) : 0;
         if (strcmp(argv[i], "--runs") == 0 && value > 0) {
             o->runs = (int)value;
         } else if (strcmp(argv[i], "--max-seq") == 0 && value >= 256) {
-            target = &o->max_seq;
+            o->max_seq = value;
         } else if (strcmp(argv[i], "--max-unfused") == 0 && value > 0) {
-            target = &o->max_unfused;
+            o->max_unfused = value;
         } else if (strcmp(argv[i], "--batch") == 0 && value > 0) {
-            target = &o->batch;
+            o->batch = value;
         } else {
             fprintf(stderr, "usage: bench_fusion [--runs N] [--max-seq T>=256] [--max-unfused T] [--batch B]\n");
             return -1;
         }
-        if (target) *target = value;
-        i++;
     }
     return 0;
 }
