@@ -101,7 +101,7 @@ const cf_config_key cf_config_keys[] = {
     K_FLOAT(optimizer.clip_grad_norm, 1.0, 0, INF, 0, "clip the global gradient L2 norm; 0 = off"),
     K_BOOL(optimizer.no_decay_norms, true, "no weight decay on norm weights"),
     K_BOOL(optimizer.no_decay_biases, true, "no weight decay on biases"),
-    K_BOOL(optimizer.no_decay_embeddings, false, "no weight decay on embeddings"),
+    K_BOOL(optimizer.no_decay_embeddings, true, "no weight decay on embeddings"),
 
     K_ENUM(lr_schedule.type, lr_schedules, CF_LR_COSINE, "decay after the linear warmup"),
     K_FLOAT(lr_schedule.learning_rate, 3e-4, 0, 10, CF_RANGE_LO_OPEN, "peak learning rate"),
