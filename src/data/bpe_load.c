@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/file_util.h"
+#include "core/file_util.h"
 #include "data/pretokenize.h"
 #include "data/tokenizer_internal.h"
 #include "data/utf8.h"

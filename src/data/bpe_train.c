@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "cformers/threads.h"
-#include "data/file_util.h"
+#include "core/file_util.h"
 #include "data/pretokenize.h"
 #include "data/strmap.h"
 #include "data/tokenizer_internal.h"

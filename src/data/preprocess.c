@@ -11,7 +11,7 @@
 #include "cformers/records.h"
 #include "cformers/threads.h"
 #include "cformers/tokenizer.h"
-#include "data/file_util.h"
+#include "core/file_util.h"
 
 enum { BATCH_BYTES = 4 << 20 }; /* text tokenized per parallel round */
 

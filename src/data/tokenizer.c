@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/file_util.h"
+#include "core/file_util.h"
 #include "data/pretokenize.h"
 
 cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n) {

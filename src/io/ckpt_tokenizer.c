@@ -2,8 +2,13 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/file_util.h"
 
 /* cf_tokenizer_load reads files, so the bytes are handed over as an in-memory file. */
 cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
@@ -26,4 +31,23 @@ cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
     }
     json_decref(meta);
     return tok;
+}
+
+/* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
+int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
+    cf_tokenizer *tok = cf_tokenizer_load(path, err);
+    if (!tok) return -1;
+    cf_tokenizer_free(tok);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0; /* encoder.json + vocab.bpe: not one file */
+    size_t len;
+    unsigned char *bytes = cf_read_file(path, &len, err);
+    if (!bytes) return -1;
+    int64_t shape[1] = {(int64_t)len};
+    int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, bytes, err);
+    free(bytes);
+    const char *base = strrchr(path, '/');
+    json_object_set_new(meta, "tokenizer",
+                        json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", base ? base + 1 : path));
+    return rc;
 }

@@ -7,32 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file_util.h"
 #include "io/config_internal.h"
 #include "models/presets.h"
 
 void cf_config_defaults(cf_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0; i < cf_config_key_count; i++) cf_config_key_set_default(&cf_config_keys[i], cfg);
-}
-
-static char *read_file(const char *path, size_t *len, cf_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cf_fail(err, "%s: cannot open: %s", path, strerror(errno)), NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = cf_xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = cf_xrealloc(buf, cap *= 2);
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return cf_fail(err, "%s: read error", path), NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 static bool is_directory(const char *path) {
@@ -100,7 +81,7 @@ static int load_source(const char *path_or_preset, cf_config *cfg, cf_config_ori
     if (is_directory(path_or_preset)) return cf_fail(err, "%s: is a directory, not a config file", path_or_preset);
     if (access(path_or_preset, F_OK) == 0) {
         size_t len;
-        char *text = read_file(path_or_preset, &len, err);
+        char *text = (char *)cf_read_file(path_or_preset, &len, err);
         if (!text) return -1;
         snprintf(source_buf, source_cap, "%s", path_or_preset);
         int rc = cf_config_parse_yaml(text, len, source_buf, cfg, origins, err);

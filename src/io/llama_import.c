@@ -8,6 +8,7 @@
 
 #include "cformers/checkpoint.h"
 #include "cformers/tokenizer.h"
+#include "io/ckpt_tokenizer.h"
 
 typedef struct import_ctx {
     const cf_model_config *cfg;
@@ -38,43 +39,6 @@ static int import_one(void *arg, llama_weight kind, long layer) {
     return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
 }
 
-static char *read_file(const char *path, size_t *len, cf_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = cf_xmalloc(size > 0 ? (size_t)size : 1);
-    *len = size > 0 ? fread(buf, 1, (size_t)size, f) : 0;
-    fclose(f);
-    if (size < 0 || *len != (size_t)size) {
-        free(buf);
-        cf_fail(err, "%s: read failed", path);
-        return NULL;
-    }
-    return buf;
-}
-
-/* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
-static int embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
-    cf_tokenizer *tok = cf_tokenizer_load(path, err);
-    if (!tok) return -1;
-    cf_tokenizer_free(tok);
-    size_t len;
-    char *bytes = read_file(path, &len, err);
-    if (!bytes) return -1;
-    int64_t shape[1] = {(int64_t)len};
-    int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, bytes, err);
-    free(bytes);
-    const char *base = strrchr(path, '/');
-    json_object_set_new(meta, "tokenizer",
-                        json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", base ? base + 1 : path));
-    return rc;
-}
-
 static size_t largest_tensor(const cf_model_config *m) {
     size_t best = 0;
     for (int k = 0; k < LW_COUNT; k++) {
@@ -100,7 +64,7 @@ int llama_import_write(const char *out_path, const cf_model_config *cfg, const c
                              "format", "cformers llama weights");
     free(config_text);
     int rc = llama_weights_foreach(cfg, import_one, &c);
-    if (rc == 0 && opt->tokenizer_path) rc = embed_tokenizer(w, opt->tokenizer_path, meta, err);
+    if (rc == 0 && opt->tokenizer_path) rc = ckpt_embed_tokenizer(w, opt->tokenizer_path, meta, err);
     free(c.f32);
     free(c.narrow);
     if (rc != 0) {

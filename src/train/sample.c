@@ -85,10 +85,14 @@ static void make_valid_utf8(char *text) {
     }
 }
 
-static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
+const char *cf_trainer_tokenizer_file(const cf_trainer *t) {
     const cf_dataset_config *d = &t->cfg.train_dataset;
-    return cf_batches_is_text(d->data_dir) || !d->tokenizer[0] ? cf_tokenizer_bytes()
-                                                              : cf_tokenizer_load(d->tokenizer, err);
+    return cf_batches_is_text(d->data_dir) || !d->tokenizer[0] ? NULL : d->tokenizer;
+}
+
+static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
+    const char *file = cf_trainer_tokenizer_file(t);
+    return file ? cf_tokenizer_load(file, err) : cf_tokenizer_bytes();
 }
 
 char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {

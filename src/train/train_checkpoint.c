@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cformers/checkpoint.h"
+#include "io/ckpt_tokenizer.h"
 
 #define FORMAT_NAME "cformers-train-state"
 
@@ -34,7 +35,7 @@ static json_t *layout_json(cf_graph *g) {
     return layout;
 }
 
-static char *metadata_text(cf_graph *g, const cf_model_config *model, const cf_train_position *pos) {
+static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_train_position *pos) {
     char *model_json = cf_model_config_to_json(model);
     json_t *model_obj = json_loads(model_json, 0, NULL);
     free(model_json);
@@ -45,12 +46,10 @@ static char *metadata_text(cf_graph *g, const cf_model_config *model, const cf_t
                              "loss", pos->loss, "rng", "state", rng, "spare", pos->rng.spare, "has_spare",
                              pos->rng.has_spare, "data_position", "epoch", u64_hex(pos->data.epoch), "step",
                              u64_hex(pos->data.step), "seed", u64_hex(pos->data.seed));
-    char *text = json_dumps(meta, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(meta);
-    return text;
+    return meta;
 }
 
-int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model,
+int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err) {
     cf_graph *g = cf_plan_graph(plan);
     cf_param_blocks blocks = cf_graph_blocks(g);
@@ -65,13 +64,17 @@ int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_con
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, blocks.adam_m->data, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, blocks.adam_v->data, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err);
+    json_t *meta = metadata(g, model, pos);
+    if (rc == 0 && tokenizer && *tokenizer) rc = ckpt_embed_tokenizer(w, tokenizer, meta, err);
     if (rc != 0) {
+        json_decref(meta);
         cf_ckpt_writer_abort(w);
         return -1;
     }
-    char *meta = metadata_text(g, model, pos);
-    rc = cf_ckpt_writer_finish(w, meta, err);
-    free(meta);
+    char *text = json_dumps(meta, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(meta);
+    rc = cf_ckpt_writer_finish(w, text, err);
+    free(text);
     return rc;
 }
 

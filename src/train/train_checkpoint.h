@@ -26,8 +26,10 @@ typedef struct cf_train_position {
     double loss;              /* loss of the last step, for the log */
 } cf_train_position;
 
-/* Writes the plan's parameters, moments and `pos` to `path` (atomically). */
-int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model,
+/* Writes the plan's parameters, moments and `pos` to `path` (atomically), with the
+ * tokenizer file embedded when `tokenizer` names one (NULL or "" for none), so that
+ * `cformers generate --model` needs nothing else. */
+int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err);
 
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the

@@ -175,7 +175,8 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
 
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    return cf_train_checkpoint_save(path, t->plan, &t->cfg.model.model_config, &t->pos, err);
+    return cf_train_checkpoint_save(path, t->plan, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t), &t->pos,
+                                    err);
 }
 
 int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }

@@ -32,4 +32,8 @@ struct cf_trainer {
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
 
+/* The tokenizer file the data was made with, or NULL when training reads raw text as
+ * bytes (or names no tokenizer). Samples decode with it; checkpoints embed it. */
+const char *cf_trainer_tokenizer_file(const cf_trainer *t);
+
 #endif

@@ -1,4 +1,4 @@
-#include "data/file_util.h"
+#include "core/file_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 unsigned char *cf_read_file(const char *path, size_t *size, cf_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        cf_fail(err, "%s: %s", path, strerror(errno));
+        cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -42,7 +42,7 @@ char *cf_map_file(const char *path, size_t *size, cf_error *err) {
     int fd = open(path, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        cf_fail(err, "%s: %s", path, strerror(errno));
+        cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }

@@ -1,6 +1,6 @@
-/* Small file helpers for the data pipeline. */
-#ifndef CFORMERS_DATA_FILE_UTIL_H
-#define CFORMERS_DATA_FILE_UTIL_H
+/* Whole-file reading and mapping, shared by every loader. */
+#ifndef CFORMERS_CORE_FILE_UTIL_H
+#define CFORMERS_CORE_FILE_UTIL_H
 
 #include <stddef.h>
 
