@@ -40,7 +40,7 @@ expect "$out" "parameters: 68,976,648,192"
 expect "$out" "    num_kv_heads: 8"
 expect "$out" "optimizer state (AdamW m, v; f32)"
 expect "$out" "activations (saved for backward)"
-expect "$out" "planned training step (f32 graph): arena"
+expect "$out" "planned activation arena"
 
 # Presets resolve from any working directory.
 (cd / && "$bin" config show gpt2 >"$out" 2>"$err") || { echo "FAIL: preset from /"; cat "$err"; fail=1; }

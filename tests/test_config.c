@@ -285,10 +285,18 @@ static void test_memory_estimate(void) {
     CHECK(est.optimizer_bytes == 8 * p);
     /* per token: 32 layers x (6*4096 + 2*4096 + 3*11008) bf16 + (2 + 32 heads) f32,
      * then the final norm (2*4096 bf16) and the f32 logits (32000) */
-    double per_token = 32 * ((6 * 4096 + 2 * 4096 + 3 * 11008) * 2.0 + (2 + 32) * 4.0) + 2 * 4096 * 2.0 + 32000 * 4.0;
-    CHECK_NEAR(est.activation_bytes, 4096 * per_token, 1);
+    double blocks = 32 * ((6 * 4096 + 2 * 4096 + 3 * 11008) * 2.0 + (2 + 32) * 4.0) + 2 * 4096 * 2.0;
+    cf_config unfused = cfg;
+    unfused.context.fuse_cross_entropy = false;
+    cf_config_memory_estimate(&unfused, &est);
+    CHECK_NEAR(est.activation_bytes, 4096 * (blocks + 32000 * 4.0), 1);
     CHECK_NEAR(est.workspace_bytes, 4096 * 32000 * 4.0, 1);
     CHECK_NEAR(est.total_bytes, 18 * p + est.activation_bytes + est.workspace_bytes, 1);
+    /* The fused head keeps its input's gradient (f32 per token) and the output weights'
+     * gradient, and one 256-token chunk of logits instead of all of them. */
+    cf_config_memory_estimate(&cfg, &est);
+    CHECK_NEAR(est.activation_bytes, 4096 * (blocks + 4096 * 4.0) + 32000 * 4096 * 4.0, 1);
+    CHECK_NEAR(est.workspace_bytes, 256 * 32000 * 4.0, 1);
 
     /* Full recompute keeps only block inputs: far less. */
     cf_config rc = cfg;

@@ -53,6 +53,11 @@ typedef struct cf_train_options {
     FILE *out;        /* progress, reports and samples; NULL: stdout */
     bool quiet;       /* only errors: no progress, reports or samples (tests) */
     bool keep_logits; /* keep the last micro-batch's logits readable (cf_trainer_logits) */
+    /* For replaying the run elsewhere (tools/torch_train.py): write every training and
+     * evaluation batch to this file (docs/training.md), and the weights before the first
+     * step to this checkpoint. NULL: not written. */
+    const char *dump_batches;
+    const char *save_initial;
 } cf_train_options;
 
 typedef struct cf_trainer cf_trainer;

@@ -73,16 +73,19 @@ static int show(int argc, char **argv) {
     cf_config_print_yaml(&cfg, stdout);
     cf_memory_estimate est;
     cf_config_memory_estimate(&cfg, &est);
-    printf("\n");
-    cf_memory_estimate_print(stdout, &cfg, &est, NULL, 0);
-    /* What the engine's static plan of that step actually reserves (f32 graph). */
+    /* What the engine's static plan of that step reserves, with the fusion passes the
+     * config enables (the f32 graph the trainer builds). */
     cf_memory_report plan;
-    if (cf_model_graph_memory(&cfg.model.model_config, cfg.runner_config.batch_size, cfg.runner_config.seq_length, &plan,
-                              &err) == 0) {
-        char line[256];
-        cf_memory_report_format(&plan, line, sizeof line);
-        printf("planned training step (f32 graph): %s\n", line);
+    if (cf_model_graph_memory(&cfg.model.model_config, &cfg.context, cfg.runner_config.batch_size,
+                              cfg.runner_config.seq_length, &plan, &err) != 0) {
+        fprintf(stderr, "cformers config: planning the training step: %s\n", err.msg);
+        return 1;
     }
+    cf_memory_row rows[2];
+    char note[128];
+    int n_rows = cf_memory_plan_rows(&plan, rows, note, sizeof note);
+    printf("\n");
+    cf_memory_estimate_print(stdout, &cfg, &est, rows, n_rows);
     return 0;
 }
 

@@ -11,7 +11,7 @@
 
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
-           "                      [--steps N] [--quiet]\n"
+           "                      [--steps N] [--quiet] [--dump-batches FILE] [--save-initial CKPT]\n"
            "\n"
            "Trains a model from a YAML config or a named preset (`cformers config list`): random\n"
            "init from `seed` (or `load_checkpoint`), AdamW with the lr_schedule, evaluation on the\n"
@@ -27,6 +27,9 @@ static void print_help(void) {
            "  --steps N              stop after N optimizer steps in total (the schedule still spans\n"
            "                         runner_config.train_steps, so a later --resume carries on)\n"
            "  --quiet                no progress display, reports or samples\n"
+           "  --dump-batches FILE    write every training and evaluation batch (token ids) to FILE,\n"
+           "                         for replaying the run in PyTorch (docs/training.md)\n"
+           "  --save-initial CKPT    write the weights before the first step to checkpoint CKPT\n"
            "\n"
            "On a terminal the progress line is rewritten in place; otherwise a line is printed\n"
            "every runner_config.log_interval steps.\n");
@@ -54,6 +57,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
             long long n = i + 1 < argc ? strtoll(argv[++i], &end, 10) : 0;
             if (!end || *end || n < 1) return cli_usage_error("train", "--steps needs a positive step count");
             a->opts.stop_after = n;
+        } else if (strcmp(arg, "--dump-batches") == 0 || strcmp(arg, "--save-initial") == 0) {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0)
+                return cli_usage_error("train", "%s needs a file name", arg);
+            const char **file = strcmp(arg, "--dump-batches") == 0 ? &a->opts.dump_batches : &a->opts.save_initial;
+            *file = argv[++i];
         } else if (strcmp(arg, "--quiet") == 0) {
             a->opts.quiet = true;
         } else if (cf_config_is_override_arg(arg)) {

@@ -1,6 +1,11 @@
 /* Matrix-vector products for the decode step, which streams every weight once per token
  * and is bound by memory bandwidth: rows are split over the pool, four rows share each
- * load of x, and bf16 weights are widened to f32 in registers (x stays f32). */
+ * load of x, and bf16 weights are widened to f32 in registers (x stays f32).
+ *
+ * bf16 rows are read a whole vector register at a time and split into the even and odd
+ * elements by a shift and a mask (one cheap op each, no cross-lane shuffle); x is
+ * rearranged once per product to match: per block of MATVEC_PAIR_BLOCK inputs, the
+ * even-indexed values, then the odd-indexed ones, zero-padded to a whole block. */
 #ifndef CFORMERS_INFER_MATVEC_H
 #define CFORMERS_INFER_MATVEC_H
 
@@ -13,14 +18,23 @@ typedef struct matvec_part {
     long rows;
 } matvec_part;
 
-/* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
- * (q/k/v and gate/up go together, halving the synchronisation per layer). */
-void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in);
+/* The widest block any kernel uses; the pairs scratch for `in` inputs holds
+ * matvec_pairs_floats(in) floats. */
+enum { MATVEC_PAIR_BLOCK_MAX = 32 };
+static inline long matvec_pairs_floats(long in) {
+    return (in + MATVEC_PAIR_BLOCK_MAX - 1) / MATVEC_PAIR_BLOCK_MAX * MATVEC_PAIR_BLOCK_MAX;
+}
 
-/* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). */
+/* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
+ * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
+ * scratch of matvec_pairs_floats(in) floats, used for bf16 weights. */
+void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
+
+/* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). The bf16
+ * kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2). */
 void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
 void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
 
 #endif

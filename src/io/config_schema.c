@@ -121,7 +121,7 @@ const cf_config_key cf_config_keys[] = {
     K_BOOL(parallel_config.optimizer_shard, false, "ZeRO-1: shard optimizer state"),
 
     K_BOOL(context.enable_graph_kernel, true, "run the fusion passes"),
-    K_BOOL(context.enable_matrix_combine, true, "one matmul for Q/K/V and for gate/up"),
+    K_BOOL(context.enable_matrix_combine, false, "one matmul for Q/K/V and for gate/up"),
     K_INT(context.matrix_combine_threshold, 0, 0, BIG, "combine only when out x in features >= this"),
     K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel"),
     K_BOOL(context.fuse_swiglu, true, "SwiGLU as one kernel"),

@@ -1,7 +1,7 @@
 /* linear_cross_entropy: the output projection, softmax and cross-entropy of a language
  * model head as one op that never holds the full [tokens, vocab] logits.
  *
- * Tokens are taken CHUNK_ROWS at a time: logits = x W^T for the chunk, then per row the
+ * Tokens are taken CF_CROSS_ENTROPY_CHUNK_ROWS at a time: logits = x W^T for the chunk, then per row the
  * log-sum-exp, the loss lse - logit[target], and in place d loss / d logits =
  * (softmax - onehot) / n_valid; from those dx = dlogits W and dW += dlogits^T x. So the
  * forward computes the gradients too (three products, as forward + backward unfused
@@ -20,8 +20,6 @@
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
 
-enum { CHUNK_ROWS = 256 };
-
 typedef struct lce_job {
     const cf_tensor *targets_tensor;
     const int32_t *targets;
@@ -32,7 +30,7 @@ typedef struct lce_job {
 
 static long chunk_rows(const cf_node *n) {
     long rows = (long)cf_tensor_rows(n->inputs[0]);
-    return rows < CHUNK_ROWS ? rows : CHUNK_ROWS;
+    return rows < CF_CROSS_ENTROPY_CHUNK_ROWS ? rows : CF_CROSS_ENTROPY_CHUNK_ROWS;
 }
 
 static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cformers/config.h"
+#include "cformers/fused.h"
 
 /* Elements saved for backward per token, split by the dtype they are kept in. */
 typedef struct saved_elements {
@@ -59,12 +60,24 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     else
         per_token = layers * (kept.compute * csize + kept.f32 * fsize) +
                     (rc->select_recompute ? (full.compute - kept.compute) * csize + (full.f32 - kept.f32) * fsize : 0);
-    /* final norm input and output, then the logits (kept in f32 for the loss) */
-    per_token += 2 * (double)m->hidden_size * csize + (double)m->vocab_size * fsize;
-    est->activation_bytes = tokens * per_token;
-    /* Backward starts with every saved activation alive plus the gradient of the logits;
-     * later transients (one block's gradients) are far smaller and meet fewer live tensors. */
-    est->workspace_bytes = tokens * (double)m->vocab_size * fsize;
+    /* final norm input and output */
+    per_token += 2 * (double)m->hidden_size * csize;
+    double vocab = (double)m->vocab_size, d = (double)m->hidden_size;
+    if (cfg->context.enable_graph_kernel && cfg->context.fuse_cross_entropy) {
+        /* The fused head keeps the gradients it computed in the forward (for x per token,
+         * for the output weights once) and works on one chunk of logits at a time. */
+        per_token += d * fsize;
+        est->activation_bytes = tokens * per_token + vocab * d * fsize;
+        double chunk = tokens < CF_CROSS_ENTROPY_CHUNK_ROWS ? tokens : CF_CROSS_ENTROPY_CHUNK_ROWS;
+        est->workspace_bytes = chunk * vocab * fsize;
+    } else {
+        /* The logits are kept in f32 for the loss; backward starts with every saved
+         * activation alive plus the gradient of the logits, and later transients (one
+         * block's gradients) are far smaller and meet fewer live tensors. */
+        per_token += vocab * fsize;
+        est->activation_bytes = tokens * per_token;
+        est->workspace_bytes = tokens * vocab * fsize;
+    }
 
     est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
                        est->activation_bytes + est->workspace_bytes;

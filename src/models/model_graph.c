@@ -5,6 +5,8 @@
 
 #include "models/model_graphs.h"
 
+#include "core/passes.h"
+
 cf_tensor *cf_model_param(cf_graph *g, int ndim, const int64_t *shape, cf_init init, bool decay, const char *fmt, ...) {
     char name[CF_NAME_MAX];
     va_list ap;
@@ -65,10 +67,14 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
     return 0;
 }
 
-int cf_model_graph_memory(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_memory_report *report,
-                          cf_error *err) {
+int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, int64_t batch, int64_t seq_len,
+                          cf_memory_report *report, cf_error *err) {
     cf_model_graph m;
     if (cf_model_graph_build(cfg, batch, seq_len, NULL, &m, err)) return -1;
+    if (ctx && cf_graph_fuse(m.graph, ctx, err) != 0) {
+        cf_graph_free(m.graph);
+        return -1;
+    }
     /* The optimizer settings do not change the plan, only the learning rate input exists. */
     cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
@@ -77,4 +83,14 @@ int cf_model_graph_memory(const cf_model_config *cfg, int64_t batch, int64_t seq
     if (rc == 0) rc = cf_graph_plan_memory(m.graph, report, err);
     cf_graph_free(m.graph);
     return rc;
+}
+
+int cf_memory_plan_rows(const cf_memory_report *m, cf_memory_row *rows, char *note, size_t note_size) {
+    const double mib = 1024.0 * 1024.0;
+    snprintf(note, note_size, "lower bound %.1f MiB, fragmentation %.2f%%", (double)m->lower_bound_bytes / mib,
+             100.0 * m->fragmentation);
+    rows[0] = (cf_memory_row){"planned activation arena", (double)m->arena_bytes, note};
+    rows[1] = (cf_memory_row){"planned parameter blocks", 4.0 * (double)m->param_bytes,
+                              "weights, gradients, two Adam moments"};
+    return 2;
 }

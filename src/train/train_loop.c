@@ -41,6 +41,7 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     if (atomic_file_open(&config, path, err) != 0) return -1;
     cf_config_print_yaml(&t->cfg, config.f);
     if (atomic_file_commit(&config, err) != 0) return -1;
+    if (t->opts.dump_batches && atomic_file_open(&t->batch_dump, t->opts.dump_batches, err) != 0) return -1;
     const char *metrics = t->cfg.callbacks.metrics_monitor.file;
     if (!*metrics) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, metrics);
@@ -50,13 +51,9 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
 
 static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     const cf_memory_report *m = cf_plan_memory(t->plan);
+    cf_memory_row rows[2];
     char note[128];
-    snprintf(note, sizeof note, "lower bound %.1f MiB, fragmentation %.1f%%", (double)m->lower_bound_bytes / MIB,
-             100.0 * m->fragmentation);
-    cf_memory_row rows[] = {
-        {"planned activation arena", (double)m->arena_bytes, note},
-        {"planned parameter blocks", 4.0 * (double)m->param_bytes, "weights, gradients, two Adam moments"},
-    };
+    cf_memory_plan_rows(m, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_metrics_write(t->metrics, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
@@ -81,8 +78,13 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
 
 static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     int64_t rows = t->batch * (t->seq + 1);
-    for (int64_t k = 0; k < t->accum; k++)
-        if (cf_batches_next(t->train, t->tokens + k * rows, err) != 0) return -1;
+    for (int64_t k = 0; k < t->accum; k++) {
+        int32_t *micro = t->tokens + k * rows;
+        if (cf_batches_next(t->train, micro, err) != 0) return -1;
+        if (t->batch_dump.f &&
+            cf_batch_dump_write(&t->batch_dump, CF_BATCH_TRAIN, t->pos.step + 1, t->batch, t->seq + 1, micro, err) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -167,10 +169,12 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     cf_config_memory_estimate(&t->cfg, &est);
     report_memory_plan(t, &est);
     if (t->pos.step > 0) say(t, &r, "resumed at step %lld (loss %.4f)", (long long)t->pos.step, t->pos.loss);
+    if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
     if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
     if (save_checkpoint(t, &r, err) != 0) return -1;
+    if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_peak_memory(t, &r, &est);
     return 0;
 }

@@ -105,6 +105,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_batches_close(t->train);
     cf_batches_close(t->valid);
     cf_metrics_close(t->metrics);
+    if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
     free(t->tokens);
@@ -165,6 +166,9 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         if (cf_batches_next(t->valid, t->tokens, err) != 0) return -1;
+        if (t->batch_dump.f &&
+            cf_batch_dump_write(&t->batch_dump, CF_BATCH_EVAL, t->pos.step, t->batch, t->seq + 1, t->tokens, err) != 0)
+            return -1;
         cf_trainer_load_batch(t, t->tokens);
         cf_plan_run(t->plan, CF_PHASE_FORWARD);
         sum += *cf_tensor_f32(t->model.loss);

@@ -7,6 +7,7 @@
 #include "cformers/plan.h"
 #include "cformers/train.h"
 #include "obs/metrics.h"
+#include "train/batch_dump.h"
 #include "train/batches.h"
 #include "train/train_checkpoint.h"
 
@@ -25,6 +26,7 @@ struct cf_trainer {
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
+    atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
     size_t baseline_rss; /* resident bytes before the trainer allocated anything */
 };
