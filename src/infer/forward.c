@@ -15,7 +15,7 @@ static void linears(cf_infer_model *m, const infer_linear *const *L, float *cons
     if (n == 1) {
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
-        infer_matvec(parts, count, L[0]->dtype, x, L[0]->in);
+        infer_matvec(parts, count, L[0]->dtype, x, L[0]->in, m->x_pairs);
         return;
     }
     if (L[0]->dtype == CF_BF16) cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L[0]->in));

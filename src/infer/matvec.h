@@ -18,9 +18,9 @@ typedef struct matvec_part {
     long rows;
 } matvec_part;
 
-/* The widest block any kernel uses; the pairs scratch for `in` inputs holds
- * matvec_pairs_floats(in) floats. */
-enum { MATVEC_PAIR_BLOCK_MAX = 32 };
+/* The pair block of each kernel (one vector register of bf16); the pairs scratch for
+ * `in` inputs holds matvec_pairs_floats(in) floats, enough for the widest. */
+enum { MATVEC_PAIR_BLOCK_AVX2 = 16, MATVEC_PAIR_BLOCK_AVX512 = 32, MATVEC_PAIR_BLOCK_MAX = 32 };
 static inline long matvec_pairs_floats(long in) {
     return (in + MATVEC_PAIR_BLOCK_MAX - 1) / MATVEC_PAIR_BLOCK_MAX * MATVEC_PAIR_BLOCK_MAX;
 }
@@ -29,6 +29,10 @@ static inline long matvec_pairs_floats(long in) {
  * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
  * scratch of matvec_pairs_floats(in) floats, used for bf16 weights. */
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
+
+/* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
+ * to a whole block. */
+void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
 
 /* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). The bf16
  * kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2). */

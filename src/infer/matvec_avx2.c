@@ -2,7 +2,7 @@
 
 #include "infer/matvec.h"
 
-enum { ROWS = 4 };
+enum { ROWS = 4, BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -11,33 +11,54 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static inline __m256 load_bf16(const cf_bf16 *p) {
-    __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+/* ROWS rows at a time (a short last group repeats its final row), scalar tail columns. */
+void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in) {
+    long vec_end = in - in % 8;
+    for (long r = r0; r < r1; r += ROWS) {
+        const float *row[ROWS];
+        for (int k = 0; k < ROWS; k++) row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;
+        __m256 acc[ROWS];
+        for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();
+        for (long i = 0; i < vec_end; i += 8) {
+            __m256 xv = _mm256_loadu_ps(x + i);
+            for (int k = 0; k < ROWS; k++) acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + i), xv, acc[k]);
+        }
+        for (int k = 0; k < ROWS && r + k < r1; k++) {
+            float s = hsum(acc[k]);
+            for (long i = vec_end; i < in; i++) s += row[k][i] * x[i];
+            y[r + k] = s;
+        }
+    }
 }
 
-static inline float to_f32(float v) { return v; }
+/* Where input i sits in x_pairs: per block, the even-indexed inputs, then the odd ones. */
+static inline long pair_index(long i) {
+    long k = i % BLOCK;
+    return i - k + (k % 2 ? BLOCK / 2 : 0) + k / 2;
+}
 
-/* ROWS rows at a time (a short last group repeats its final row), scalar tail columns. */
-#define MATVEC_AVX2(NAME, T, LOAD, SCALAR)                                                                             \
-    void NAME(const T *w, const float *x, float *y, long r0, long r1, long in) {                                      \
-        long vec_end = in - in % 8;                                                                                    \
-        for (long r = r0; r < r1; r += ROWS) {                                                                         \
-            const T *row[ROWS];                                                                                        \
-            for (int k = 0; k < ROWS; k++) row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;                            \
-            __m256 acc[ROWS];                                                                                          \
-            for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();                                               \
-            for (long i = 0; i < vec_end; i += 8) {                                                                    \
-                __m256 xv = _mm256_loadu_ps(x + i);                                                                    \
-                for (int k = 0; k < ROWS; k++) acc[k] = _mm256_fmadd_ps(LOAD(row[k] + i), xv, acc[k]);                 \
-            }                                                                                                          \
-            for (int k = 0; k < ROWS && r + k < r1; k++) {                                                             \
-                float s = hsum(acc[k]);                                                                                \
-                for (long i = vec_end; i < in; i++) s += SCALAR(row[k][i]) * x[i];                                     \
-                y[r + k] = s;                                                                                          \
-            }                                                                                                          \
-        }                                                                                                              \
+/* 16 bf16 weights per load, split into even and odd by a shift and a mask (see
+ * matvec.h); the columns after the last whole block are done one by one. */
+void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in) {
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    long vec_end = in - in % BLOCK;
+    for (long r = r0; r < r1; r += ROWS) {
+        const cf_bf16 *row[ROWS];
+        for (int k = 0; k < ROWS; k++) row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;
+        __m256 even[ROWS], odd[ROWS];
+        for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm256_setzero_ps();
+        for (long i = 0; i < vec_end; i += BLOCK) {
+            __m256 xe = _mm256_loadu_ps(x_pairs + i), xo = _mm256_loadu_ps(x_pairs + i + BLOCK / 2);
+            for (int k = 0; k < ROWS; k++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(row[k] + i));
+                even[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, even[k]);
+                odd[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), xo, odd[k]);
+            }
+        }
+        for (int k = 0; k < ROWS && r + k < r1; k++) {
+            float s = hsum(_mm256_add_ps(even[k], odd[k]));
+            for (long i = vec_end; i < in; i++) s += cf_bf16_to_f32(row[k][i]) * x_pairs[pair_index(i)];
+            y[r + k] = s;
+        }
     }
-
-MATVEC_AVX2(matvec_f32_rows_avx2, float, _mm256_loadu_ps, to_f32)
-MATVEC_AVX2(matvec_bf16_rows_avx2, cf_bf16, load_bf16, cf_bf16_to_f32)
+}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cformers/threads.h"
+#include "infer/matvec.h"
 #include "infer/model_internal.h"
 #include "io/ckpt_tokenizer.h"
 #include "io/llama_weights.h"
@@ -174,6 +175,7 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
+    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)matvec_pairs_floats((long)widest));
     m->score_threads = cf_num_threads();
     m->scores = cf_aligned_alloc(sizeof(float) * (size_t)m->score_threads * INFER_CHUNK * (size_t)m->max_seq);
     return 0;
@@ -185,7 +187,7 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->owned);
     free(m->layers);
     cf_rope_table_free(&m->rope);
-    float *bufs[] = {m->k_cache, m->v_cache, m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->scores};
+    float *bufs[] = {m->k_cache, m->v_cache, m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->scores, m->x_pairs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     cf_aligned_free(m->act16);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);

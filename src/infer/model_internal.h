@@ -34,6 +34,7 @@ struct cf_infer_model {
     /* activations for up to INFER_CHUNK tokens */
     float *x, *xb, *q, *att, *hb, *hb2;
     cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
+    float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights (matvec.h) */
     float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
     int score_threads;
 
