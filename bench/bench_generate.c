@@ -1,8 +1,8 @@
 /* Generation speed: prefill and decode tokens/s on stories260K and on a ~110M LLaMA with
  * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32 and bf16 weights.
  * Decode reads every matmul weight once per token, so it is compared against this
- * machine's read bandwidth, measured in the same run by a STREAM-like sum over 1 GiB
- * (larger than any cache) on the same number of threads.
+ * machine's read bandwidth, measured in the same run (just before each decode measurement)
+ * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
  *
  *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]
  *
@@ -150,7 +150,9 @@ static cf_infer_model *open_model(const model_source *s, cf_dtype dtype, long ma
     return cf_infer_from_weights(s->cfg, random_lookup, s->weights, &opt, err);
 }
 
-static int bench_model(const model_source *s, const double *bandwidth, int runs) {
+/* The read bandwidth is measured right before each decode measurement at the same thread
+ * count, so both see the same machine load (other processes come and go on a shared box). */
+static int bench_model(const model_source *s, const float *stream, int runs) {
     static const cf_dtype dtypes[] = {CF_F32, CF_BF16};
     for (int d = 0; d < 2; d++) {
         cf_error err;
@@ -161,11 +163,12 @@ static int bench_model(const model_source *s, const double *bandwidth, int runs)
         }
         for (int threads = 1; threads <= 2; threads++) {
             cf_set_num_threads(threads);
+            double bandwidth = read_bandwidth_gbs(stream, runs);
             speed sp;
             if (measure(m, s->prefill, s->decode, runs, &sp) != 0) return cf_infer_free(m), 1;
             double gbs = (double)cf_infer_weight_bytes(m) * sp.decode_tps / 1e9;
-            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f%%\n", s->label, cf_dtype_name(dtypes[d]), threads,
-                   sp.prefill_tps, sp.decode_tps, gbs, 100.0 * gbs / bandwidth[threads]);
+            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%\n", s->label, cf_dtype_name(dtypes[d]),
+                   threads, sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
             fflush(stdout);
         }
         cf_infer_free(m);
@@ -197,16 +200,10 @@ int main(int argc, char **argv) {
     }
     float *stream = cf_aligned_alloc(sizeof(float) * STREAM_FLOATS);
     fill_random(stream, STREAM_FLOATS);
-    double bandwidth[3];
-    for (int t = 1; t <= 2; t++) {
-        cf_set_num_threads(t);
-        bandwidth[t] = read_bandwidth_gbs(stream, runs);
-    }
-    cf_aligned_free(stream);
-    printf("read bandwidth (1 GiB sum): %.1f GB/s on 1 thread, %.1f GB/s on 2 threads; %s kernels\n\n", bandwidth[1],
-           bandwidth[2], cf_isa_name(cf_isa_active()));
-    printf("%-12s %-5s %7s | %10s %10s | %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
-           "GB/s", "of read");
+    printf("%s kernels; read = STREAM-like sum over 1 GiB just before each decode measurement\n\n",
+           cf_isa_name(cf_isa_active()));
+    printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
+           "GB/s", "read", "of read");
 
     int rc = 0;
     const char *dir = getenv("CFORMERS_DATA_DIR");
@@ -222,7 +219,7 @@ int main(int argc, char **argv) {
         rc = 1;
     } else {
         model_source s = {.label = "stories260K", .ckpt = ckpt, .prefill = 256, .decode = 256};
-        rc = bench_model(&s, bandwidth, runs);
+        rc = bench_model(&s, stream, runs);
         unlink(ckpt);
     }
     if (!skip_110m && rc == 0) {
@@ -232,10 +229,11 @@ int main(int argc, char **argv) {
         w.data = cf_aligned_alloc(sizeof(float) * w.size);
         fill_random(w.data, w.size);
         model_source s = {.label = "llama-110M", .cfg = &cfg, .weights = &w, .prefill = prefill, .decode = decode};
-        rc = bench_model(&s, bandwidth, runs);
+        rc = bench_model(&s, stream, runs);
         cf_aligned_free(w.data);
     }
+    cf_aligned_free(stream);
     printf("\nGB/s = matmul weight bytes read per decoded token x decode tokens/s; \"of read\" compares it with\n"
-           "the measured read bandwidth at the same thread count.\n");
+           "the read bandwidth measured just before it at the same thread count.\n");
     return rc;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench-generate`: prefill/decode tokens per second on stories260K and a random ~110M
 # LLaMA, 1 and 2 threads, f32 and bf16 weights, with the decode step's weight traffic in GB/s
-# against this machine's read bandwidth measured in the same run. A few minutes on 2 cores.
+# against this machine's read bandwidth, measured just before each decode measurement. A few
+# minutes on 2 cores.
 #
 # env: BUILD (build dir, default build), BENCH_RUNS (median of, default 3),
 #      BENCH_PREFILL / BENCH_DECODE (110M prompt and generated tokens, default 128 / 64),
