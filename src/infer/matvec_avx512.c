@@ -4,17 +4,30 @@
 
 enum { ROWS = 4, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 
+/* Row k of the group starting at r (a short last group repeats its final row), and where
+ * its software prefetch reads: the same offset in the next group, so the loads in flight
+ * reach further ahead than the hardware prefetcher does on short rows (or the row itself
+ * in the last group). */
+#define GROUP_ROWS(row, ahead, w, r, r1, in)                                                                           \
+    for (int k = 0; k < ROWS; k++) {                                                                                   \
+        row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;                                                               \
+        ahead[k] = r + ROWS + k < r1 ? row[k] + ROWS * in : row[k];                                                    \
+    }
+
 /* ROWS rows at a time; a short last group repeats its final row and stores only the valid ones. */
 void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in) {
     for (long r = r0; r < r1; r += ROWS) {
-        const float *row[ROWS];
-        for (int k = 0; k < ROWS; k++) row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;
+        const float *row[ROWS], *ahead[ROWS];
+        GROUP_ROWS(row, ahead, w, r, r1, in)
         __m512 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += 16) {
             __mmask16 m = in - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (in - i)) - 1);
             __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
-            for (int k = 0; k < ROWS; k++) acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row[k] + i), xv, acc[k]);
+            for (int k = 0; k < ROWS; k++) {
+                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0);
+                acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row[k] + i), xv, acc[k]);
+            }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) y[r + k] = _mm512_reduce_add_ps(acc[k]);
     }
@@ -25,14 +38,15 @@ void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, l
 void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in) {
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     for (long r = r0; r < r1; r += ROWS) {
-        const cf_bf16 *row[ROWS];
-        for (int k = 0; k < ROWS; k++) row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;
+        const cf_bf16 *row[ROWS], *ahead[ROWS];
+        GROUP_ROWS(row, ahead, w, r, r1, in)
         __m512 even[ROWS], odd[ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += BLOCK) {
             __mmask32 m = in - i >= BLOCK ? (__mmask32)0xffffffffu : (__mmask32)((1u << (in - i)) - 1);
             __m512 xe = _mm512_loadu_ps(x_pairs + i), xo = _mm512_loadu_ps(x_pairs + i + BLOCK / 2);
             for (int k = 0; k < ROWS; k++) {
+                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0);
                 __m512i v = _mm512_maskz_loadu_epi16(m, row[k] + i);
                 even[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, even[k]);
                 odd[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)), xo, odd[k]);
