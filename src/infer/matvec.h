@@ -34,6 +34,17 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
  * to a whole block. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
 
+/* The kernels take rows in groups of MATVEC_ROWS, which share each load of x. Row k of the
+ * group starting at r (a short last group repeats its final row), and where its software
+ * prefetch reads: the same offset in the next group, so the loads in flight reach further
+ * ahead than the hardware prefetcher does on short rows (the row itself in the last group). */
+enum { MATVEC_ROWS = 4 };
+#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)                                                                    \
+    for (int k_ = 0; k_ < MATVEC_ROWS; k_++) {                                                                         \
+        row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
+        ahead[k_] = (r) + MATVEC_ROWS + k_ < (r1) ? row[k_] + MATVEC_ROWS * (in) : row[k_];                            \
+    }
+
 /* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). The bf16
  * kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2). */
 void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in);

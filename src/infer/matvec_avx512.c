@@ -2,23 +2,13 @@
 
 #include "infer/matvec.h"
 
-enum { ROWS = 4, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
+enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 
-/* Row k of the group starting at r (a short last group repeats its final row), and where
- * its software prefetch reads: the same offset in the next group, so the loads in flight
- * reach further ahead than the hardware prefetcher does on short rows (or the row itself
- * in the last group). */
-#define GROUP_ROWS(row, ahead, w, r, r1, in)                                                                           \
-    for (int k = 0; k < ROWS; k++) {                                                                                   \
-        row[k] = w + (r + k < r1 ? r + k : r1 - 1) * in;                                                               \
-        ahead[k] = r + ROWS + k < r1 ? row[k] + ROWS * in : row[k];                                                    \
-    }
-
-/* ROWS rows at a time; a short last group repeats its final row and stores only the valid ones. */
+/* A group of ROWS rows at a time (see matvec.h), storing only the valid ones. */
 void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in) {
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
-        GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
         __m512 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += 16) {
@@ -39,7 +29,7 @@ void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, l
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
-        GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
         __m512 even[ROWS], odd[ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += BLOCK) {
