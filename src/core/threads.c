@@ -29,6 +29,7 @@ static struct {
     pthread_t *workers;
     int n_threads;              /* including the caller */
     uint32_t job_id;            /* caller side: id of the last posted job */
+    uint32_t start_job_id;      /* job_id when the workers were started */
     _Atomic uint64_t ticket;    /* job id << 32 | next task (TICKET_CLOSED once finished) */
     _Atomic(cf_task_fn) task_fn;
     _Atomic(cf_team_fn) team_fn;
@@ -82,7 +83,7 @@ static void work_on(uint32_t id, int thread) {
 static void *worker_main(void *arg) {
     int thread = (int)(long)arg;
     /* The job id at start-up, not at first run: a job may already be posted. */
-    uint32_t seen = pool.job_id;
+    uint32_t seen = pool.start_job_id;
     for (;;) {
         uint32_t id;
         int spins = 0;
@@ -137,6 +138,7 @@ static void stop_workers(void) {
 
 static void start_workers(int n) {
     pool.n_threads = n;
+    pool.start_job_id = pool.job_id;
     pool.workers = cf_xcalloc((size_t)(n > 1 ? n - 1 : 1), sizeof(pthread_t));
     for (int i = 1; i < n; i++) {
         if (pthread_create(&pool.workers[i - 1], NULL, worker_main, (void *)(long)i) != 0) {
