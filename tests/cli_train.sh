@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `cformers train`: misuse exits 2 with a one-line reason; a tiny run on a text file trains,
 # evaluates, samples, writes metrics and a checkpoint; --resume continues it; a corrupt
-# checkpoint is refused with exit 1.
+# checkpoint is refused with exit 1; --dump-batches and --save-initial (the inputs
+# tools/torch_train.py replays) write every micro-batch and a step-0 checkpoint that
+# resumes into the same run.
 set -u
 bin="$1"
 work=$(mktemp -d)
@@ -19,6 +21,8 @@ check "no --config" 2 "$bin" train
 check "unknown argument" 2 "$bin" train --config tiny_shakespeare --frobnicate
 check "bad --steps" 2 "$bin" train --config tiny_shakespeare --steps zero
 check "unknown preset" 2 "$bin" train --config no_such_preset
+check "--dump-batches without a file" 2 "$bin" train --config tiny_shakespeare --dump-batches
+check "--save-initial without a file" 2 "$bin" train --config tiny_shakespeare --save-initial --quiet
 check "bad override" 2 "$bin" train --config tiny_shakespeare --runner_config.batch_size=-3
 grep -q "runner_config.batch_size" "$work/out" || { echo "FAIL: bad override message lacks the key"; fail=1; }
 
@@ -41,5 +45,17 @@ grep -q "peak resident memory" "$work/out" || { echo "FAIL: no memory report"; f
 head -c 1000 "$work/run/checkpoint_step6.ckpt" >"$work/bad.ckpt"
 check "truncated checkpoint" 1 "$bin" train "${tiny[@]}" --resume "$work/bad.ckpt"
 grep -q "bad.ckpt" "$work/out" || { echo "FAIL: error does not name the checkpoint"; cat "$work/out"; fail=1; }
+dump=("${tiny[@]}" --runner_config.gradient_accumulation_steps=2 --runner_config.sample_interval=0 --quiet)
+check "tiny run with dumps" 0 "$bin" train "${dump[@]}" --output_dir="$work/dumped" \
+    --dump-batches "$work/batches.bin" --save-initial "$work/init.ckpt"
+# 6 steps x 2 micro-batches + 2 evaluations x 1 batch, each a 16-byte header and 2 x 33 int32 ids.
+size=$(stat -c %s "$work/batches.bin" 2>/dev/null)
+[ "$size" = $(((6 * 2 + 2) * (16 + 2 * 33 * 4))) ] || { echo "FAIL: batch dump is ${size:-missing} bytes"; fail=1; }
+[ -f "$work/batches.bin.tmp" ] && { echo "FAIL: batch dump left its temp file"; fail=1; }
+check "resume from the initial checkpoint" 0 "$bin" train "${dump[@]}" --output_dir="$work/replay" --resume "$work/init.ckpt"
+losses() { grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[^,}]*' "$1"; }
+[ -n "$(losses "$work/dumped/metrics.jsonl")" ] &&
+    [ "$(losses "$work/dumped/metrics.jsonl")" = "$(losses "$work/replay/metrics.jsonl")" ] ||
+    { echo "FAIL: resuming from the initial checkpoint did not reproduce the run"; fail=1; }
 [ $fail = 0 ] && echo "cli train: all passed"
 exit $fail

@@ -3,18 +3,21 @@
 PyTorch (python3-torch), for the benchmark and the demo's loss-curve comparison.
 
 The model is the one in tools/torch_reference.py (same conventions, same parameter names),
-here in float32 with the reference implementations' initialisation (normal(0,
-initializer_range) weights, unit norms, zero biases).
+here in float32.
 
-  bench: random tokens, times optimizer steps and prints one JSON line
-         {"tokens_per_s": median over the timed steps, "step_s": [...], ...}
-  curve: trains on a text file with a byte-level vocabulary (the demo's setup: the last
-         eval_split of the file is held out) and prints {"step": s, "val_loss": x} JSON lines
+  bench: the reference implementations' initialisation (normal(0, initializer_range)
+         weights, unit norms, zero biases) and random tokens; times optimizer steps and
+         prints one JSON line {"tokens_per_s": median over the timed steps, "step_s": [...], ...}
+  curve: replays a cformers run exactly: its initial weights (`cformers train
+         --save-initial CKPT`) and every batch it trained and evaluated on (`--dump-batches
+         FILE`), so only the arithmetic differs; prints {"step", "train_loss", "val_loss"}
+         JSON lines at the steps the run evaluated
 
-Both take the resolved config YAML that `cformers config show` prints.
+Both take a resolved config YAML: what `cformers config show` prints, or the config.yaml
+the trainer writes to output_dir.
 
 usage: /usr/bin/python3 tools/torch_train.py bench CONFIG.yaml [--steps 5] [--warmup 2] [--threads N]
-       /usr/bin/python3 tools/torch_train.py curve CONFIG.yaml --text input.txt [--threads N]
+       /usr/bin/python3 tools/torch_train.py curve CONFIG.yaml --batches FILE --init CKPT [--threads N]
 """
 import argparse
 import json
@@ -29,7 +32,10 @@ import torch
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_reader  # noqa: E402
 import torch_reference as ref  # noqa: E402
+
+BATCH_TRAIN, BATCH_EVAL = 1, 2  # record kinds of --dump-batches (src/train/batch_dump.h)
 
 
 def load_config(path):
@@ -44,11 +50,14 @@ def load_config(path):
     return cfg, mc
 
 
+def param_shapes(mc):
+    return (ref.llama_shapes if mc["arch"] == "llama" else ref.gpt2_shapes)(mc)
+
+
 def init_params(mc, gen):
-    shapes = (ref.llama_shapes if mc["arch"] == "llama" else ref.gpt2_shapes)(mc)
     std = float(mc.get("initializer_range", 0.02))
     params = {}
-    for n, shape in shapes.items():
+    for n, shape in param_shapes(mc).items():
         if len(shape) == 2:
             w = torch.randn(shape, generator=gen) * std
         elif n.endswith(".bias"):
@@ -56,7 +65,18 @@ def init_params(mc, gen):
         else:
             w = torch.ones(shape)
         params[n] = w.requires_grad_(True)
-    return params, shapes
+    return params
+
+
+def load_params(mc, path):
+    """The model's weights from a cformers checkpoint, checked against the config's shapes."""
+    tensors, _ = ckpt_reader.read(path)
+    params = {}
+    for n, shape in param_shapes(mc).items():
+        if n not in tensors or tuple(tensors[n].shape) != tuple(shape):
+            sys.exit(f"{path}: tensor {n} missing or not of shape {list(shape)}")
+        params[n] = torch.from_numpy(tensors[n].astype(np.float32)).requires_grad_(True)
+    return params
 
 
 def decays(name, shape, o):
@@ -97,11 +117,11 @@ def schedule(cfg, total):
 
 
 class Trainer:
-    def __init__(self, cfg, mc, seed):
+    def __init__(self, cfg, mc, params):
         self.cfg, self.mc = cfg, mc
         self.forward = ref.llama_forward if mc["arch"] == "llama" else ref.gpt2_forward
-        self.params, shapes = init_params(mc, torch.Generator().manual_seed(seed))
-        self.opt = make_optimizer(cfg, self.params, shapes)
+        self.params = params
+        self.opt = make_optimizer(cfg, self.params, param_shapes(mc))
         rc = cfg["runner_config"]
         self.accum = int(rc.get("gradient_accumulation_steps", 1))
         self.clip = float(cfg["optimizer"].get("clip_grad_norm", 0.0))
@@ -130,7 +150,7 @@ def bench(args):
     cfg, mc = load_config(args.config)
     rc = cfg["runner_config"]
     B, T = int(rc["batch_size"]), int(rc["seq_length"])
-    tr = Trainer(cfg, mc, int(cfg.get("seed", 1234)))
+    tr = Trainer(cfg, mc, init_params(mc, torch.Generator().manual_seed(int(cfg.get("seed", 1234)))))
     gen = torch.Generator().manual_seed(0)
     times = []
     for step in range(args.warmup + args.steps):
@@ -144,29 +164,32 @@ def bench(args):
                       "torch": torch.__version__}))
 
 
+def read_batches(path):
+    """The records of `cformers train --dump-batches`: {step: [micro-batch, ...]} for training
+    and for evaluation, each micro-batch a [rows, seq + 1] int64 tensor."""
+    blob = open(path, "rb").read()
+    train, evals, off = {}, {}, 0
+    while off < len(blob):
+        kind, step, rows, cols = np.frombuffer(blob, np.uint32, 4, off)
+        off += 16
+        ids = np.frombuffer(blob, np.int32, int(rows * cols), off).reshape(int(rows), int(cols))
+        off += ids.nbytes
+        if kind not in (BATCH_TRAIN, BATCH_EVAL) or off > len(blob):
+            sys.exit(f"{path}: offset {off}: bad record (kind {kind}, {rows}x{cols})")
+        (train if kind == BATCH_TRAIN else evals).setdefault(int(step), []).append(torch.from_numpy(ids.astype(np.int64)))
+    return train, evals
+
+
 def curve(args):
     cfg, mc = load_config(args.config)
-    rc = cfg["runner_config"]
-    B, T = int(rc["batch_size"]), int(rc["seq_length"])
-    data = np.frombuffer(open(args.text, "rb").read(), dtype=np.uint8).astype(np.int64)
-    n_val = int(len(data) * float(cfg["train_dataset"].get("eval_split", 0.1)))
-    train, val = torch.from_numpy(data[:-n_val]), torch.from_numpy(data[-n_val:])
-    seed = int(cfg.get("seed", 1234))
-    tr = Trainer(cfg, mc, seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-
-    def windows(src, n, g):
-        starts = torch.randint(0, len(src) - T - 1, (n,), generator=g)
-        return torch.stack([src[s:s + T + 1] for s in starts.tolist()])
-
-    eval_every, eval_steps = int(rc["eval_interval"]), int(rc.get("eval_steps", 8))
-    for step in range(int(rc["train_steps"])):
-        loss = tr.step(step, [windows(train, B, gen) for _ in range(tr.accum)])
-        if (step + 1) % eval_every == 0 or step + 1 == int(rc["train_steps"]):
-            vg = torch.Generator().manual_seed(seed + 2)  # the same held-out batches every time
+    train, evals = read_batches(args.batches)
+    tr = Trainer(cfg, mc, load_params(mc, args.init))
+    for step in range(1, max(train) + 1):
+        loss = tr.step(step - 1, train[step])
+        if step in evals:
             with torch.no_grad():
-                vl = sum(tr.loss(windows(val, B, vg)).item() for _ in range(eval_steps)) / eval_steps
-            print(json.dumps({"step": step + 1, "train_loss": loss, "val_loss": vl}), flush=True)
+                vl = sum(tr.loss(b).item() for b in evals[step]) / len(evals[step])
+            print(json.dumps({"step": step, "train_loss": loss, "val_loss": vl}), flush=True)
 
 
 def main():
@@ -176,8 +199,11 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--text")
+    ap.add_argument("--batches", help="curve: the file of `cformers train --dump-batches`")
+    ap.add_argument("--init", help="curve: the checkpoint of `cformers train --save-initial`")
     args = ap.parse_args()
+    if args.mode == "curve" and not (args.batches and args.init):
+        ap.error("curve needs --batches FILE and --init CKPT")
     torch.set_num_threads(args.threads)
     bench(args) if args.mode == "bench" else curve(args)
 
