@@ -225,6 +225,7 @@ typedef struct cf_memory_estimate {
     double optimizer_bytes;       /* AdamW first and second moments, f32 */
     double activation_bytes;      /* saved for backward at batch_size x seq_length */
     double workspace_bytes;       /* largest transient of backward: the logits' gradient */
+    double kernel_scratch_bytes;  /* GEMM packing buffers, one set per thread of the pool */
     double total_bytes;
 } cf_memory_estimate;
 

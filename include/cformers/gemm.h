@@ -34,11 +34,14 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
                               long lda, long stride_a, const float *B, long ldb, long stride_b, float beta, float *C,
                               long ldc, long stride_c, long batch);
 
-/* Gives every thread of the pool its packing buffers now. Each thread otherwise gets
- * them on its first product, and with dynamic scheduling that first product can fall
- * in any later step; the executor calls this when it plans a graph, so training steps
- * allocate nothing. Call it again after cf_set_num_threads. */
-void cf_gemm_reserve_scratch(void);
+/* Gives every thread of the pool its packing buffers for products with `input`
+ * (CF_F32 or CF_BF16) elements now. Each thread otherwise gets them on its first
+ * product, and with dynamic scheduling that first product can fall in any later step;
+ * the executor calls this when it plans a graph, so training steps allocate nothing.
+ * Call it again after cf_set_num_threads. */
+void cf_gemm_reserve_scratch(cf_dtype input);
+/* The bytes of those buffers, per thread (memory estimates count them). */
+size_t cf_gemm_scratch_bytes(cf_dtype input);
 
 /* Name of the micro-kernel products with `input` (CF_F32 or CF_BF16) elements run on
  * under the active ISA, e.g. "avx512-f32", "avx512bf16" (for benchmarks and logs). */

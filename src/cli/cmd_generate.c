@@ -100,6 +100,7 @@ int cmd_generate(int argc, char **argv) {
     fputs(a.prompt, stdout); /* the continuation is streamed right after it */
     rc = cf_generate(m, tok, a.prompt, &p, print_piece, NULL, NULL, &s, &err);
     printf("\n");
+    fflush(stdout); /* the text ends before the speeds appear on stderr */
     if (rc == 0)
         fprintf(stderr, "prefill: %ld tokens, %.1f tok/s; decode: %ld tokens, %.1f tok/s (%d threads, %s weights)\n",
                 s.prompt_tokens, s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,

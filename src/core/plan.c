@@ -79,7 +79,7 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     p->step = alloc_zeroed(sizeof(int32_t));
     bind_storage(p, &l);
     cf_arena_layout_free(&l);
-    cf_gemm_reserve_scratch(); /* so no step allocates, whichever thread runs a product */
+    cf_gemm_reserve_scratch(CF_F32); /* so no step allocates, whichever thread runs a product */
     g->planned = true;
     return p;
 }

@@ -7,6 +7,8 @@
 
 #include "cformers/config.h"
 #include "cformers/fused.h"
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
 
 /* Elements saved for backward per token, split by the dtype they are kept in. */
 typedef struct saved_elements {
@@ -79,8 +81,11 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
         est->workspace_bytes = tokens * vocab * fsize;
     }
 
+    /* The graph runs its products in f32 (compute_dtype is not applied yet). */
+    est->kernel_scratch_bytes = (double)cf_num_threads() * (double)cf_gemm_scratch_bytes(CF_F32);
+
     est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
-                       est->activation_bytes + est->workspace_bytes;
+                       est->activation_bytes + est->workspace_bytes + est->kernel_scratch_bytes;
 }
 
 static void format_bytes(double bytes, char *buf, size_t cap) {
@@ -130,6 +135,8 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
              !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
     print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);
     print_row(out, "backward workspace (logits gradient)", est->workspace_bytes, NULL);
+    snprintf(note, sizeof note, "%d threads", cf_num_threads());
+    print_row(out, "GEMM packing buffers", est->kernel_scratch_bytes, note);
     print_row(out, "total", est->total_bytes, NULL);
     for (int i = 0; i < n_extra; i++) print_row(out, extra[i].label, extra[i].bytes, extra[i].note);
 }

@@ -37,9 +37,10 @@ static const gemm_skinny *skinny_kernel(void) {
     }
 }
 
-void cf_gemm_reserve_scratch(void) {
-    const gemm_kernel *kernels[] = {f32_kernel(), bf16_kernel(), NULL};
-    cf_gemm_reserve_kernels(kernels);
+void cf_gemm_reserve_scratch(cf_dtype input) { cf_gemm_reserve_kernel(input == CF_BF16 ? bf16_kernel() : f32_kernel()); }
+
+size_t cf_gemm_scratch_bytes(cf_dtype input) {
+    return cf_gemm_kernel_scratch_bytes(input == CF_BF16 ? bf16_kernel() : f32_kernel());
 }
 
 const char *cf_gemm_kernel_name(cf_dtype input) {

@@ -33,33 +33,36 @@ static size_t panel_bytes(const gemm_kernel *kern, int width, long k) {
     return (size_t)width * (size_t)(ceil_div(k, kern->k_group) * kern->k_group) * kern->elem_bytes;
 }
 
-/* The packing buffers one thread needs for `kern`: always the full blocks, so a
- * thread's buffers reach their final size on its first product. */
-static uint8_t *scratch_a(const gemm_kernel *kern, const gemm_blocking *blk) {
-    return cf_gemm_scratch_a(panel_bytes(kern, kern->mr, blk->kc) * (size_t)ceil_div(blk->mc, kern->mr));
+static size_t scratch_a_bytes(const gemm_kernel *kern, const gemm_blocking *blk) {
+    return panel_bytes(kern, kern->mr, blk->kc) * (size_t)ceil_div(blk->mc, kern->mr);
 }
 
-static uint8_t *scratch_b(const gemm_kernel *kern, const gemm_blocking *blk) {
-    return cf_gemm_scratch_b(panel_bytes(kern, kern->nr, blk->kc) * (size_t)ceil_div(blk->nc, kern->nr));
+static size_t scratch_b_bytes(const gemm_kernel *kern, const gemm_blocking *blk) {
+    return panel_bytes(kern, kern->nr, blk->kc) * (size_t)ceil_div(blk->nc, kern->nr);
 }
 
+size_t cf_gemm_kernel_scratch_bytes(const gemm_kernel *kern) {
+    gemm_blocking blk = cf_gemm_blocking(kern);
+    return scratch_a_bytes(kern, &blk) + scratch_b_bytes(kern, &blk);
+}
+
+/* A thread's packing buffers are always the full blocks, so they reach their final size
+ * on its first product. */
 static void reserve_task(void *ctx, int thread, int n_threads) {
-    const gemm_kernel *const *kernels = ctx;
-    for (int i = 0; kernels[i]; i++) {
-        gemm_blocking blk = cf_gemm_blocking(kernels[i]);
-        scratch_a(kernels[i], &blk);
-        scratch_b(kernels[i], &blk);
-    }
+    const gemm_kernel *kern = ctx;
+    gemm_blocking blk = cf_gemm_blocking(kern);
+    cf_gemm_scratch_a(scratch_a_bytes(kern, &blk));
+    cf_gemm_scratch_b(scratch_b_bytes(kern, &blk));
 }
 
-void cf_gemm_reserve_kernels(const gemm_kernel *const *kernels) { cf_parallel_team(reserve_task, (void *)kernels); }
+void cf_gemm_reserve_kernel(const gemm_kernel *kern) { cf_parallel_team(reserve_task, (void *)kern); }
 
 static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const gemm_kernel *kern = j->kern;
     const int mr = kern->mr, nr = kern->nr;
     const long mc = j->blk.mc, kc = j->blk.kc, nc = j->blk.nc;
-    uint8_t *pa = scratch_a(kern, &j->blk);
-    uint8_t *pb = scratch_b(kern, &j->blk);
+    uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
+    uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
     if (kern->enter) kern->enter();
     for (long ic = m0; ic < m1; ic += mc) {
         long mb = min_l(mc, m1 - ic);

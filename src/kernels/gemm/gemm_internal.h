@@ -124,9 +124,10 @@ gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 void *cf_gemm_scratch_a(size_t bytes);
 void *cf_gemm_scratch_b(size_t bytes);
 
-/* Gives every pool thread its packing buffers for each kernel of the NULL-terminated
- * list (see cf_gemm_reserve_scratch). */
-void cf_gemm_reserve_kernels(const gemm_kernel *const *kernels);
+/* Gives every pool thread its packing buffers for `kern` (see cf_gemm_reserve_scratch),
+ * and how many bytes that is per thread. */
+void cf_gemm_reserve_kernel(const gemm_kernel *kern);
+size_t cf_gemm_kernel_scratch_bytes(const gemm_kernel *kern);
 
 /* The blocked five-loop algorithm over the whole thread pool (or the calling thread
  * when already inside it). A is M x K and B is K x N after the operands' strides. */
