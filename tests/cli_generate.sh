@@ -1,62 +1,46 @@
 #!/usr/bin/env bash
 # convert / generate / validate from the command line: the stories260K greedy story,
 # validation against the committed reference, exports, and misuse errors.
-set -u
-bin="$1"
-src="${CFORMERS_SOURCE_DIR:-.}"
-data="${CFORMERS_DATA_DIR:-../shared/data}"
+. "$(dirname "$0")/lib_cli.sh"
 fx="$src/tests/fixtures/infer"
-tmp=$(mktemp -d /tmp/cf_cli_generate.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-expect() { # description, expected exit code, command...
-    local what="$1" want="$2"; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$tmp/out" "$tmp/err"; fail=1
-    fi
-}
-stderr_has() { grep -q -- "$2" "$tmp/err" || { echo "FAIL: $1: stderr lacks '$2'"; cat "$tmp/err"; fail=1; }; }
 
-expect "generate without --model" 2 "$bin" generate
+check "generate without --model" 2 "$bin" generate
 stderr_has "generate usage" "--model is required"
-expect "generate bad -n" 2 "$bin" generate --model x -n zero
-expect "convert without format" 2 "$bin" convert --output x
-expect "convert unknown format" 2 "$bin" convert --from onnx x --output y
-expect "validate missing args" 2 "$bin" validate --model x
-expect "generate missing file" 1 "$bin" generate --model "$tmp/none.ckpt"
+check "generate bad -n" 2 "$bin" generate --model x -n zero
+check "convert without format" 2 "$bin" convert --output x
+check "convert unknown format" 2 "$bin" convert --from onnx x --output y
+check "validate missing args" 2 "$bin" validate --model x
+check "generate missing file" 1 "$bin" generate --model "$tmp/none.ckpt"
 stderr_has "missing checkpoint" "none.ckpt: cannot open"
 
-expect "convert tiny llama2.c" 0 "$bin" convert --from llama2c "$fx/tiny_v1.bin" --output "$tmp/tiny.ckpt"
-expect "validate tiny" 0 "$bin" validate --model "$tmp/tiny.ckpt" --reference "$fx/tiny.logits"
+check "convert tiny llama2.c" 0 "$bin" convert --from llama2c "$fx/tiny_v1.bin" --output "$tmp/tiny.ckpt"
+check "validate tiny" 0 "$bin" validate --model "$tmp/tiny.ckpt" --reference "$fx/tiny.logits"
 grep -q "^PASS" "$tmp/out" || { echo "FAIL: validate did not print PASS"; fail=1; }
-expect "validate bf16 tight tolerance fails" 1 "$bin" validate --model "$tmp/tiny.ckpt" --reference "$fx/tiny.logits" --dtype bf16 --tolerance 1e-7
+check "validate bf16 tight tolerance fails" 1 "$bin" validate --model "$tmp/tiny.ckpt" --reference "$fx/tiny.logits" --dtype bf16 --tolerance 1e-7
 grep -q "^FAIL" "$tmp/out" || { echo "FAIL: validate did not print FAIL"; fail=1; }
-expect "generate needs a tokenizer" 1 "$bin" generate --model "$tmp/tiny.ckpt"
+check "generate needs a tokenizer" 1 "$bin" generate --model "$tmp/tiny.ckpt"
 stderr_has "no tokenizer" "no tokenizer embedded"
-expect "export safetensors" 0 "$bin" convert --to safetensors "$tmp/tiny.ckpt" --output "$tmp/hf"
-expect "import it back" 0 "$bin" convert --from hf "$tmp/hf" --output "$tmp/back.ckpt"
-expect "validate round trip" 0 "$bin" validate --model "$tmp/back.ckpt" --reference "$fx/tiny.logits"
+check "export safetensors" 0 "$bin" convert --to safetensors "$tmp/tiny.ckpt" --output "$tmp/hf"
+check "import it back" 0 "$bin" convert --from hf "$tmp/hf" --output "$tmp/back.ckpt"
+check "validate round trip" 0 "$bin" validate --model "$tmp/back.ckpt" --reference "$fx/tiny.logits"
 
 if [ -f "$data/stories260K/stories260K.bin" ]; then
-    expect "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+    check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
         --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
-    expect "generate greedy" 0 "$bin" generate --model "$tmp/s.ckpt" --temperature 0 -n 256
+    check "generate greedy" 0 "$bin" generate --model "$tmp/s.ckpt" --temperature 0 -n 256
     cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story differs from llama2.c's"; diff "$tmp/out" "$fx/stories260K_greedy.txt"; fail=1; }
     stderr_has "speed report" "decode: 256 tokens"
-    expect "convert to bf16" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+    check "convert to bf16" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
         --tokenizer "$data/stories260K/tok512.bin" --dtype bf16 --output "$tmp/s16.ckpt"
-    expect "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30
+    check "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 story"; cat "$tmp/out"; fail=1; }
-    expect "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
+    check "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cp "$tmp/out" "$tmp/first"
-    expect "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
+    check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cmp -s "$tmp/out" "$tmp/first" || { echo "FAIL: same seed gave different text"; fail=1; }
-    expect "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
+    check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }
 else
     echo "stories260K not found: skipping the pretrained checks"
 fi
-[ $fail = 0 ] && echo "cli generate: all passed"
-exit $fail
+finish "cli generate"

@@ -1,21 +1,8 @@
 #!/usr/bin/env bash
 # `cformers preprocess`: a run on Tiny Shakespeare with progress, identical output for
 # 1 and 2 workers, and exit codes for misuse and bad input.
-set -u
-bin="$1"
-data="${CFORMERS_DATA_DIR:-../shared/data}"
-[ -f "$data/stories260K/tok512.model" ] || { echo "SKIP: no $data/stories260K/tok512.model"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, expected exit code, command...
-    local what="$1" want="$2"; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$tmp/out" "$tmp/err"; fail=1
-    fi
-}
+. "$(dirname "$0")/lib_cli.sh"
+require_asset stories260K/tok512.model
 tok="$data/stories260K/tok512.model"
 check "no arguments" 2 "$bin" preprocess
 check "unknown option" 2 "$bin" preprocess --frob
@@ -38,5 +25,4 @@ for f in "$tmp/out1"/*.cfrec; do
     cmp -s "$f" "$tmp/out2/$(basename "$f")" || { echo "FAIL: $(basename "$f") differs between 1 and 2 workers"; fail=1; }
 done
 check "existing records" 1 "$bin" preprocess --input "$tmp/corpus.txt" --tokenizer "$tok" --output "$tmp/out1"
-[ $fail = 0 ] && echo "cli preprocess: all passed"
-exit $fail
+finish "cli preprocess"

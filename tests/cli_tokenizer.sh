@@ -1,20 +1,7 @@
 #!/usr/bin/env bash
 # `cformers tokenizer`: encode/decode round trip, train, and exit codes for misuse.
-set -u
-bin="$1"
-data="${CFORMERS_DATA_DIR:-../shared/data}"
-[ -d "$data/gpt2-tokenizer" ] || { echo "SKIP: no $data/gpt2-tokenizer"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, expected exit code, command...
-    local what="$1" want="$2"; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$tmp/out" "$tmp/err"; fail=1
-    fi
-}
+. "$(dirname "$0")/lib_cli.sh"
+require_asset gpt2-tokenizer
 check "no action" 2 "$bin" tokenizer
 check "unknown action" 2 "$bin" tokenizer frob
 check "encode without --tokenizer" 2 "$bin" tokenizer encode --text hi
@@ -35,5 +22,4 @@ grep -q "tokenizer train:" "$tmp/err" || { echo "FAIL: train shows no progress";
 echo "To be, or not to be" | "$bin" tokenizer encode --tokenizer "$tmp/tok.json" >"$tmp/ids" || fail=1
 "$bin" tokenizer decode --tokenizer "$tmp/tok.json" <"$tmp/ids" >"$tmp/back" || fail=1
 [ "$(cat "$tmp/back")" = "To be, or not to be" ] || { echo "FAIL: trained round trip: $(cat "$tmp/back")"; fail=1; }
-[ $fail = 0 ] && echo "cli tokenizer: all passed"
-exit $fail
+finish "cli tokenizer"

@@ -1,0 +1,38 @@
+# Shared by the tests/cli_*.sh scripts, sourced with the cformers binary as $1:
+#   bin, data, src     the binary, the shared assets, the source tree
+#   tmp                a scratch directory removed at exit
+#   check DESC CODE CMD...   runs CMD (stdout in $tmp/out, stderr in $tmp/err) and records a
+#                            failure when it exits with another code
+#   stdout_has / stderr_has DESC TEXT   the last check's output holds TEXT
+#   fail_because MESSAGE     records a failure
+#   require_asset PATH       exits 77 (skipped) when a shared asset is missing
+#   finish NAME              prints the verdict and exits 0 or 1
+set -u
+bin="$1"
+data="${CFORMERS_DATA_DIR:-../shared/data}"
+src="${CFORMERS_SOURCE_DIR:-.}"
+tmp=$(mktemp -d /tmp/cformers_cli.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+fail_because() { echo "FAIL: $*"; fail=1; }
+
+check() {
+    local what="$1" want="$2"; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        fail_because "$what: exit $got, want $want"
+        cat "$tmp/out" "$tmp/err"
+    fi
+}
+
+stdout_has() { grep -q -- "$2" "$tmp/out" || { fail_because "$1: stdout lacks '$2'"; cat "$tmp/out"; }; }
+stderr_has() { grep -q -- "$2" "$tmp/err" || { fail_because "$1: stderr lacks '$2'"; cat "$tmp/err"; }; }
+
+require_asset() { [ -e "$data/$1" ] || { echo "SKIP: no $data/$1"; exit 77; }; }
+
+finish() {
+    [ $fail = 0 ] && echo "$1: all passed"
+    exit $fail
+}
