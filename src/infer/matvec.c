@@ -1,9 +1,14 @@
 #include "infer/matvec.h"
 
 #include "cformers/cpu.h"
-#include "kernels/kernels.h"
+#include "cformers/threads.h"
 
 enum { LANES = 8 };
+
+/* Products are split over the pool in chunks of about this many weight bytes, claimed
+ * dynamically: small enough that a thread descheduled while holding one (a busy machine)
+ * delays the product by little, large enough that claiming costs nothing measurable. */
+enum { CHUNK_BYTES = 1 << 16 };
 
 static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, long r1, long in) {
     for (long r = r0; r < r1; r++) {
@@ -37,6 +42,7 @@ typedef struct matvec_job {
     void (*f32_rows)(const float *, const float *, float *, long, long, long);
     void (*bf16_rows)(const cf_bf16 *, const float *, float *, long, long, long);
     cf_dtype dtype;
+    long chunk_rows, rows;
 } matvec_job;
 
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
@@ -62,16 +68,25 @@ static void matvec_rows(void *arg, long r0, long r1) {
     }
 }
 
+static void matvec_chunk(void *arg, int task, int thread) {
+    (void)thread;
+    const matvec_job *j = arg;
+    long r0 = task * j->chunk_rows, r1 = r0 + j->chunk_rows < j->rows ? r0 + j->chunk_rows : j->rows;
+    matvec_rows(arg, r0, r1);
+}
+
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs) {
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .dtype = dtype,
                       .f32_rows = f32_rows_scalar, .bf16_rows = bf16_rows_scalar};
     long pair_block = 0;
     switch (cf_isa_active()) {
     case CF_ISA_AVX512:
-        job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512, pair_block = MATVEC_PAIR_BLOCK_AVX512;
+        job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512;
+        pair_block = MATVEC_PAIR_BLOCK_AVX512;
         break;
     case CF_ISA_AVX2:
-        job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2, pair_block = MATVEC_PAIR_BLOCK_AVX2;
+        job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2;
+        pair_block = MATVEC_PAIR_BLOCK_AVX2;
         break;
     case CF_ISA_SCALAR: break;
     }
@@ -79,7 +94,13 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
         matvec_arrange_pairs(x, in, pair_block, pairs);
         job.x = pairs;
     }
-    long rows = 0;
-    for (int p = 0; p < n_parts; p++) rows += parts[p].rows;
-    cf_parallel_rows(rows, in, matvec_rows, &job);
+    for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
+    long row_bytes = in * (long)cf_dtype_size(dtype);
+    job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
+    if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
+    long chunks = (job.rows + job.chunk_rows - 1) / job.chunk_rows;
+    if (chunks == 1 || cf_num_threads() == 1)
+        matvec_rows(&job, 0, job.rows);
+    else
+        cf_parallel_for((int)chunks, matvec_chunk, &job);
 }
