@@ -184,8 +184,11 @@ def curve(args):
     cfg, mc = load_config(args.config)
     train, evals = read_batches(args.batches)
     tr = Trainer(cfg, mc, load_params(mc, args.init))
-    for step in range(1, max(train) + 1):
+    steps, log_every = max(train), int(cfg["runner_config"].get("log_interval") or 10)
+    for step in range(1, steps + 1):
         loss = tr.step(step - 1, train[step])
+        if step % log_every == 0:
+            print(f"torch step {step}/{steps}  loss {loss:.4f}", file=sys.stderr, flush=True)
         if step in evals:
             with torch.no_grad():
                 vl = sum(tr.loss(b).item() for b in evals[step]) / len(evals[step])
