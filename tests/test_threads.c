@@ -79,6 +79,18 @@ static void slow_first_task(void *ctx, int task, int thread) {
     atomic_fetch_add(&((atomic_int *)ctx)[task], 1);
 }
 
+/* A team function without barriers still runs once on each distinct pool thread. */
+typedef struct {
+    int round;
+    atomic_int distinct;
+} visit_ctx;
+static _Thread_local int visited_round;
+static void visit_team(void *ctx, int thread, int n_threads) {
+    visit_ctx *v = ctx;
+    if (visited_round != v->round) atomic_fetch_add(&v->distinct, 1);
+    visited_round = v->round;
+}
+
 int main(void) {
     for (int threads = 1; threads <= 4; threads++) {
         cf_set_num_threads(threads);
@@ -103,6 +115,11 @@ int main(void) {
             CHECK(atomic_load(&t.ran) == threads);
             CHECK(atomic_load(&t.bad) == 0);
         }
+
+        visit_ctx visits = {.round = threads};
+        for (int rep = 0; rep < 20; rep++) cf_parallel_team(visit_team, &visits);
+        CHECK_MSG(atomic_load(&visits.distinct) == threads, "barrier-free team jobs reached %d of %d threads",
+                  atomic_load(&visits.distinct), threads);
 
         int bad_jobs = run_tagged_jobs(20000);
         CHECK_MSG(bad_jobs == 0, "%d of 20000 back-to-back jobs ran a task wrongly with %d threads", bad_jobs, threads);

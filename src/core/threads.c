@@ -62,7 +62,8 @@ static bool claim_task(uint32_t id, uint32_t n_tasks, uint32_t *task) {
 }
 
 /* Runs tasks of job `id` until none are left to claim. Team jobs have one task per
- * thread slot; the task index is the slot handed to the team function. */
+ * thread and each thread takes only one, so every thread runs the team function once
+ * (with its slot as the thread index), barrier or not. */
 static void work_on(uint32_t id, int thread) {
     /* Acquire loads: reading a later job's field orders this after that job's close. */
     cf_task_fn task_fn = atomic_load_explicit(&pool.task_fn, memory_order_acquire);
@@ -76,6 +77,7 @@ static void work_on(uint32_t id, int thread) {
         else
             task_fn(ctx, (int)task, thread);
         atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+        if (team_fn) break;
     }
     tls_in_pool = false;
 }

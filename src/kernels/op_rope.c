@@ -41,15 +41,37 @@ static int infer_rope(cf_node *n, cf_error *err) {
     return 0;
 }
 
+typedef struct rope_op_job {
+    const cf_rope_table *table;
+    const float *x;
+    float *y;
+    long seq, row_len;
+    bool inverse;
+} rope_op_job;
+
+/* Rows are (batch, position) pairs; a chunk may span batches, so it is cut where the
+ * position restarts. Copy and rotation share one pass over the chunk. */
+static void rope_rows(void *arg, long begin, long end) {
+    const rope_op_job *j = arg;
+    for (long row = begin; row < end;) {
+        long pos = row % j->seq, n = j->seq - pos < end - row ? j->seq - pos : end - row;
+        float *y = j->y + row * j->row_len;
+        memcpy(y, j->x + row * j->row_len, sizeof(float) * (size_t)(n * j->row_len));
+        cf_rope_apply(j->table, y, n, j->row_len / j->table->head_dim, NULL, pos, j->inverse);
+        row += n;
+    }
+}
+
 static void rope_forward(const cf_node *n) {
     const cf_tensor *x = n->inputs[0], *tt = n->inputs[1];
     long batch = (long)x->shape[0], seq = (long)x->shape[1], heads = (long)x->shape[2], hd = (long)x->shape[3];
     long positions = (long)tt->shape[1];
     cf_rope_table table = {.head_dim = hd, .max_positions = positions, .cos = cf_tensor_f32(tt),
                            .sin = cf_tensor_f32(tt) + positions * (hd / 2)};
-    float *y = cf_out(n, 0);
-    cf_ops_copy(y, cf_in(n, 0), (long)cf_tensor_numel(x));
-    for (long b = 0; b < batch; b++) cf_rope_apply(&table, y + b * seq * heads * hd, seq, heads, NULL, 0, n->attrs.i[0]);
+    /* One dispatch over every (batch, position) row; cf_rope_apply runs inline inside it. */
+    rope_op_job job = {.table = &table, .x = cf_in(n, 0), .y = cf_out(n, 0), .seq = seq, .row_len = heads * hd,
+                       .inverse = n->attrs.i[0] != 0};
+    cf_parallel_rows(batch * seq, heads * hd * 4, rope_rows, &job);
 }
 
 static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse);
