@@ -20,7 +20,7 @@ TOKENIZER=$DATA/stories260K/tok512.model
 [ -x "$BIN" ] || { echo "compare_curves: $BIN is not built" >&2; exit 2; }
 rm -rf "$OUT"
 mkdir -p "$OUT"
-echo "== tokenizing Tiny Shakespeare with $TOKENIZER (uncompressed records, as the demo)"
+echo "== tokenizing Tiny Shakespeare with $TOKENIZER"
 "$BIN" preprocess --input "$DATA/tinyshakespeare/input.txt" --tokenizer "$TOKENIZER" --output "$OUT/data" \
     --valid-fraction 0.05 --quiet
 
