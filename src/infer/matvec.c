@@ -9,6 +9,8 @@ enum { LANES = 8 };
  * dynamically: small enough that a thread descheduled while holding one (a busy machine)
  * delays the product by little, large enough that claiming costs nothing measurable. */
 enum { CHUNK_BYTES = 1 << 16 };
+/* Below this many weight bytes a pool dispatch costs more than it saves. */
+enum { INLINE_BYTES = 1 << 18 };
 
 static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, long r1, long in) {
     for (long r = r0; r < r1; r++) {
@@ -99,7 +101,7 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
     if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
     long chunks = (job.rows + job.chunk_rows - 1) / job.chunk_rows;
-    if (chunks == 1 || cf_num_threads() == 1)
+    if (chunks == 1 || job.rows * row_bytes < INLINE_BYTES || cf_num_threads() == 1)
         matvec_rows(&job, 0, job.rows);
     else
         cf_parallel_for((int)chunks, matvec_chunk, &job);
