@@ -26,6 +26,7 @@ enum { SPIN_ITERATIONS = 20000, BARRIER_SPINS = 2000 };
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
+    pthread_cond_t finished;    /* the caller sleeps on it when a job's last tasks run long */
     pthread_t *workers;
     int n_threads;              /* including the caller */
     uint32_t job_id;            /* caller side: id of the last posted job */
@@ -37,11 +38,13 @@ static struct {
     atomic_uint n_tasks;
     atomic_uint done;           /* tasks of the current job completed */
     atomic_int sleepers;
+    atomic_bool caller_sleeping;
     atomic_int barrier_count;
     atomic_uint barrier_phase;
     atomic_bool shutdown;
     bool started;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+        .finished = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool tls_in_pool;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -76,7 +79,11 @@ static void work_on(uint32_t id, int thread) {
             team_fn(ctx, (int)task, pool.n_threads);
         else
             task_fn(ctx, (int)task, thread);
-        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+        if (atomic_fetch_add(&pool.done, 1) + 1 == n_tasks && atomic_load(&pool.caller_sleeping)) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_signal(&pool.finished);
+            pthread_mutex_unlock(&pool.lock);
+        }
         if (team_fn) break;
     }
     tls_in_pool = false;
@@ -198,8 +205,16 @@ static void dispatch(cf_task_fn task_fn, cf_team_fn team_fn, void *ctx, int n_ta
 
     work_on(id, 0);
 
-    int spins = 0;
-    while (atomic_load_explicit(&pool.done, memory_order_acquire) < (uint32_t)n_tasks) backoff(&spins, SPIN_ITERATIONS);
+    for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < (uint32_t)n_tasks && spins < SPIN_ITERATIONS; spins++)
+        _mm_pause();
+    if (atomic_load(&pool.done) < (uint32_t)n_tasks) {
+        /* Sleep rather than yield: on a loaded machine the worker needs the core. */
+        pthread_mutex_lock(&pool.lock);
+        atomic_store(&pool.caller_sleeping, true);
+        while (atomic_load(&pool.done) < (uint32_t)n_tasks) pthread_cond_wait(&pool.finished, &pool.lock);
+        atomic_store(&pool.caller_sleeping, false);
+        pthread_mutex_unlock(&pool.lock);
+    }
     atomic_store_explicit(&pool.ticket, ((uint64_t)id << 32) | TICKET_CLOSED, memory_order_seq_cst);
 }
 
