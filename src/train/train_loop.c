@@ -18,7 +18,8 @@
 typedef struct run_state {
     cf_progress progress;
     int64_t stop;
-    double step_seconds; /* moving average, for tokens/s */
+    double step_seconds;  /* moving average, for tokens/s */
+    double train_seconds; /* all training steps of this run, batch fetching included */
 } run_state;
 
 static void say(cf_trainer *t, run_state *r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -60,6 +61,17 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
                                est->total_bytes, "arena_bytes", (json_int_t)m->arena_bytes, "param_block_bytes",
                                (json_int_t)m->param_bytes, "fragmentation", m->fragmentation, "lower_bound_bytes",
                                (double)m->lower_bound_bytes));
+}
+
+/* How long the steps waited for the loader's prefetch threads: the data pipeline should
+ * never make a step wait (target: under 1% of step time). */
+static void report_loader_wait(cf_trainer *t, run_state *r) {
+    double wait = cf_batches_wait_seconds(t->train);
+    double share = r->train_seconds > 0 ? wait / r->train_seconds : 0.0;
+    say(t, r, "data loader: steps waited %.3f s of %.1f s (%.2f%%)", wait, r->train_seconds, 100.0 * share);
+    cf_metrics_write(t->metrics, "loader",
+                     json_pack("{s:f, s:f, s:f}", "wait_seconds", wait, "train_seconds", r->train_seconds, "share",
+                               share));
 }
 
 /* The estimate counts what training allocates, so the comparison takes the resident set
@@ -123,6 +135,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0 || cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
+    r->train_seconds += dt;
     double tokens_per_s = (double)(t->accum * t->batch * t->seq) / r->step_seconds;
     int64_t step = t->pos.step;
     double lr = cf_lr_schedule_at(&t->schedule, step - 1);
@@ -175,6 +188,7 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
     if (save_checkpoint(t, &r, err) != 0) return -1;
     if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
+    report_loader_wait(t, &r);
     report_peak_memory(t, &r, &est);
     return 0;
 }
