@@ -35,21 +35,6 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void remove_records(const char *dir) {
-    static const char *const splits[] = {"train", "valid"};
-    for (int s = 0; s < 2; s++) {
-        char **paths;
-        int n;
-        if (cf_record_list(dir, splits[s], &paths, &n, NULL) != 0) continue;
-        for (int i = 0; i < n; i++) {
-            unlink(paths[i]);
-            free(paths[i]);
-        }
-        free(paths);
-    }
-    rmdir(dir);
-}
-
 /* Returns MB/s, leaving the records in `out` when keep is set. */
 static double preprocess_once(const char *corpus, const char *tok, const char *out, int workers, bool keep) {
     const char *inputs[] = {corpus};
@@ -61,7 +46,7 @@ static double preprocess_once(const char *corpus, const char *tok, const char *o
         fprintf(stderr, "bench_data: %s\n", err.msg);
         exit(1);
     }
-    if (!keep) remove_records(out);
+    if (!keep) cf_record_remove(out);
     return (double)r.bytes / 1e6 / r.seconds;
 }
 
@@ -183,7 +168,7 @@ int main(int argc, char **argv) {
         rec = median(v, runs);
         for (int r = 0; r < runs; r++) v[r] = on_the_fly_tokens_per_s(corpus, toks[t][1], batches);
         fly = median(v, runs);
-        remove_records("/tmp/cf_bench_data_out");
+        cf_record_remove("/tmp/cf_bench_data_out");
         printf("%-24s %14.3g %14.3g %7.1fx\n", toks[t][0], rec, fly, rec / fly);
     }
     printf("\ntraining-step wait on the loader: measured by the trainer during a real run\n"

@@ -23,21 +23,6 @@ static void write_file(const char *path, const char *text, size_t len) {
     fclose(f);
 }
 
-static void remove_dir(const char *dir) {
-    static const char *const splits[] = {"train", "valid"};
-    for (int s = 0; s < 2; s++) {
-        char **paths;
-        int n;
-        if (cf_record_list(dir, splits[s], &paths, &n, NULL) != 0) continue;
-        for (int i = 0; i < n; i++) {
-            unlink(paths[i]);
-            free(paths[i]);
-        }
-        free(paths);
-    }
-    rmdir(dir);
-}
-
 static int run(const char *const *inputs, int n, const char *tok, const char *out, int workers, bool zstd,
                cf_preprocess_result *res, cf_error *err) {
     cf_preprocess_options o = {.inputs = inputs, .n_inputs = n, .tokenizer = tok, .output_dir = out,
@@ -71,8 +56,8 @@ static void check_identical_outputs(const char *corpus, const char *tok, bool zs
         snprintf(b, sizeof b, "%s/%s", tmp_path("w2"), name);
         CHECK_MSG(same_files(a, b), "%s differs between 1 and 2 workers", name);
     }
-    remove_dir(tmp_path("w1"));
-    remove_dir(tmp_path("w2"));
+    cf_record_remove(tmp_path("w1"));
+    cf_record_remove(tmp_path("w2"));
 }
 
 /* Three txt documents and two jsonl ones; every document lands in one split intact. */
@@ -117,7 +102,7 @@ static void check_documents(const char *tok_path) {
     /* The directory now holds records: a second run must not mix into it. */
     CHECK(run(inputs, 2, tok_path, tmp_path("docs"), 1, false, &res, &err) != 0);
     CHECK_CONTAINS(err.msg, "already holds");
-    remove_dir(tmp_path("docs"));
+    cf_record_remove(tmp_path("docs"));
 }
 
 /* With add_bos every document starts with BOS, once. */
@@ -141,7 +126,7 @@ static void check_bos(const char *tok_path) {
     }
     cf_record_shard_close(&sh);
     cf_tokenizer_free(tok);
-    remove_dir(tmp_path("bos"));
+    cf_record_remove(tmp_path("bos"));
 }
 
 static void check_errors(const char *tok) {
@@ -152,12 +137,12 @@ static void check_errors(const char *tok) {
     CHECK(run(empty, 1, tok, tmp_path("e"), 1, false, &res, &err) != 0);
     CHECK_CONTAINS(err.msg, "no documents");
     CHECK_CONTAINS(err.msg, "empty.txt");
-    remove_dir(tmp_path("e"));
+    cf_record_remove(tmp_path("e"));
     write_file(tmp_path("bad.jsonl"), "{\"text\": \"ok\"}\n{\"body\": \"x\"}\n", 30);
     const char *bad[] = {tmp_path("bad.jsonl")};
     CHECK(run(bad, 1, tok, tmp_path("j"), 1, false, &res, &err) != 0);
     CHECK_CONTAINS(err.msg, "bad.jsonl: line 2");
-    remove_dir(tmp_path("j"));
+    cf_record_remove(tmp_path("j"));
     const char *missing[] = {tmp_path("missing.txt")};
     CHECK(run(missing, 1, tok, tmp_path("m"), 1, false, &res, &err) != 0);
     CHECK_CONTAINS(err.msg, "missing.txt");

@@ -70,6 +70,9 @@ void cf_record_shard_read(const cf_record_shard *s, uint64_t first, size_t n, in
 /* Lists DIR/<split>-*.cfrec in name order; *paths is malloc'd (free each and the array). */
 int cf_record_list(const char *dir, const char *split, char ***paths, int *n, cf_error *err);
 
+/* Deletes the train and valid shards in DIR, then DIR itself if that leaves it empty. */
+void cf_record_remove(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

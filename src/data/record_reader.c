@@ -177,3 +177,18 @@ int cf_record_list(const char *dir, const char *split, char ***paths, int *n, cf
     if (*n) qsort(*paths, (size_t)*n, sizeof **paths, compare_paths);
     return 0;
 }
+
+void cf_record_remove(const char *dir) {
+    static const char *const splits[] = {"train", "valid"};
+    for (int s = 0; s < 2; s++) {
+        char **paths;
+        int n;
+        if (cf_record_list(dir, splits[s], &paths, &n, NULL) != 0) continue;
+        for (int i = 0; i < n; i++) {
+            unlink(paths[i]);
+            free(paths[i]);
+        }
+        free(paths);
+    }
+    rmdir(dir);
+}
