@@ -102,6 +102,48 @@ static void check_pass(cf_arch arch, const char *what, const cf_context_config *
     release(&fused);
 }
 
+static bool same_bits(const cf_tensor *a, const cf_tensor *b) {
+    return memcmp(a->data, b->data, cf_tensor_bytes(a)) == 0;
+}
+
+/* Rotated tensors (forward q, k and the backward's inverse rotations) that share their
+ * input's storage. */
+static int ropes_in_place(const cf_graph *g) {
+    int n = 0;
+    for (int i = 0; i < cf_graph_num_nodes(g); i++) {
+        const cf_node *node = cf_graph_node(g, i);
+        n += strcmp(node->op->name, "rope") == 0 && node->outputs[0]->data == node->inputs[0]->data;
+    }
+    return n;
+}
+
+/* fuse_rope: the same kernels on other storage, so the loss and every gradient are
+ * bit-identical. Every rope is in place: q and k before rotation are dead after it, and
+ * so are their gradients after the inverse rotation. The arena is no larger; it is not
+ * smaller either, because a training graph's peak of live bytes is never at a rope
+ * (attention and its backward, right after, hold more), so the two rope buffers the
+ * plan no longer needs were already sharing memory with bigger ones. tests/test_plan.c
+ * shows the arena shrinking where a rope is the peak. */
+static void check_rope_in_place(const cf_model_config *cfg, const char *what) {
+    cf_context_config off = {.enable_graph_kernel = true}, on = {.enable_graph_kernel = true, .fuse_rope = true};
+    step plain = run_step(cfg, &off), fused = run_step(cfg, &on);
+    if (plain.plan && fused.plan) {
+        const cf_graph *g = fused.m.graph;
+        CHECK_MSG(same_bits(fused.m.loss, plain.m.loss), "%s: loss differs", what);
+        for (int i = 0; i < cf_graph_num_params(g); i++)
+            CHECK_MSG(same_bits(cf_graph_param_at(g, i)->grad, cf_graph_param_at(plain.m.graph, i)->grad),
+                      "%s: grad %s differs", what, cf_graph_param_at(g, i)->name);
+        int ropes = 4 * (int)cfg->num_layers; /* q, k; forward and backward */
+        CHECK_MSG(ropes_in_place(g) == ropes, "%s: %d of %d ropes in place", what, ropes_in_place(g), ropes);
+        CHECK(ropes_in_place(plain.m.graph) == 0);
+        size_t a_fused = cf_plan_memory(fused.plan)->arena_bytes, a_plain = cf_plan_memory(plain.plan)->arena_bytes;
+        CHECK_MSG(a_fused <= a_plain, "%s: arena %zu, not in place %zu", what, a_fused, a_plain);
+        printf("  %-30s loss %.6f, arena %zu -> %zu bytes\n", what, *cf_tensor_f32(fused.m.loss), a_plain, a_fused);
+    }
+    release(&plain);
+    release(&fused);
+}
+
 /* Switches off: the graph is left exactly as built. */
 static void check_switches_off(void) {
     cf_model_config cfg = tiny(CF_ARCH_LLAMA);
@@ -173,6 +215,28 @@ static void gradcheck_op(void) {
     cf_graph_free(g);
 }
 
+/* add -> norm fused, with the sum also read elsewhere (as the residual stream is), so
+ * both of the fused op's gradient paths are checked. */
+static void gradcheck_add_norm(bool layer) {
+    cf_graph *g = cf_graph_create();
+    int64_t shape[3] = {2, 3, 6}, d[1] = {6};
+    cf_tensor *x = cf_graph_param(g, "x", 3, shape, cf_init_zeros(), false);
+    cf_tensor *r = cf_graph_param(g, "r", 3, shape, cf_init_zeros(), false);
+    cf_tensor *w = cf_graph_param(g, "w", 1, d, cf_init_zeros(), false);
+    cf_tensor *h = cf_nn_add(g, x, r), *y;
+    if (layer)
+        y = cf_nn_layernorm(g, h, w, cf_graph_param(g, "b", 1, d, cf_init_zeros(), false), 1e-5f);
+    else
+        y = cf_nn_rmsnorm(g, h, w, 1e-5f);
+    cf_tensor *out = cf_nn_mul(g, h, y);
+    CHECK(cf_pass_fuse_residual_norm(g) == 1 && cf_graph_num_nodes(g) == 2);
+    cf_gradcheck_opts opts = {.seed = 6};
+    cf_error err = {{0}};
+    CHECK_MSG(cf_gradcheck(g, out, &opts, NULL, &err) == 0, "gradcheck add_%s: %s", layer ? "layernorm" : "rmsnorm",
+              err.msg);
+    cf_graph_free(g);
+}
+
 /* Three projections of x combined, the third unused (no gradient reaches it). */
 static void gradcheck_combined(void) {
     cf_graph *g = cf_graph_create();
@@ -196,15 +260,23 @@ int main(void) {
     cf_context_config combine = {.enable_graph_kernel = true, .enable_matrix_combine = true};
     cf_context_config norm = {.enable_graph_kernel = true, .fuse_residual_norm = true};
     cf_context_config all = {.enable_graph_kernel = true, .enable_matrix_combine = true, .fuse_residual_norm = true,
-                             .fuse_cross_entropy = true};
+                             .fuse_cross_entropy = true, .fuse_rope = true};
     check_pass(CF_ARCH_LLAMA, "llama fuse_cross_entropy", &ce);
     check_pass(CF_ARCH_GPT2, "gpt2 fuse_cross_entropy", &ce);
     check_pass(CF_ARCH_LLAMA, "llama matrix_combine (GQA)", &combine);
     check_pass(CF_ARCH_LLAMA, "llama fuse_residual_norm", &norm);
+    check_pass(CF_ARCH_GPT2, "gpt2 fuse_residual_norm", &norm);
     check_pass(CF_ARCH_LLAMA, "llama all passes", &all);
+    check_pass(CF_ARCH_GPT2, "gpt2 all passes", &all);
+    cf_model_config llama = tiny(CF_ARCH_LLAMA);
+    check_rope_in_place(&llama, "llama fuse_rope (flash)");
+    llama.use_flash_attention = false;
+    check_rope_in_place(&llama, "llama fuse_rope (unfused attn)");
     check_switches_off();
     check_op_chunks();
     gradcheck_op();
     gradcheck_combined();
+    gradcheck_add_norm(false);
+    gradcheck_add_norm(true);
     return test_finish();
 }

@@ -110,8 +110,55 @@ static void plan_chain(void) {
     cf_graph_free(g);
 }
 
+/* In place (cf_op_def.in_place): rope asks for its input's storage (cf_node.in_place);
+ * the planner grants it only when the input is an arena intermediate that nothing reads
+ * afterwards. */
+enum in_place_case { DEAD_AFTER, VIEW_DEAD_AFTER, NOT_ASKED, READ_LATER, READ_BY_BACKWARD, GRAPH_INPUT };
+
+static void plan_in_place(enum in_place_case c, const char *what) {
+    cf_graph *g = cf_graph_create();
+    int64_t shape[4] = {1, 4, 2, 8}, flat[3] = {1, 4, 16};
+    cf_rope_config rc = {.head_dim = 8, .max_positions = 4, .theta = 10000.0};
+    cf_tensor *table = cf_nn_rope_table(g, &rc);
+    cf_tensor *p = cf_graph_param(g, "p", 4, shape, cf_init_ones(), false);
+    cf_tensor *x = cf_graph_input(g, "x", CF_F32, 4, shape), *a, *rope_in, *m = NULL;
+    if (c == VIEW_DEAD_AFTER) {
+        a = cf_nn_scale(g, cf_graph_input(g, "x_flat", CF_F32, 3, flat), 2.0f);
+        rope_in = cf_nn_reshape(g, a, 4, shape);
+    } else {
+        a = c == GRAPH_INPUT ? x : cf_nn_scale(g, c == READ_BY_BACKWARD ? p : x, 2.0f);
+        rope_in = a;
+    }
+    if (c == READ_BY_BACKWARD) m = cf_nn_mul(g, a, p); /* before the rope; its backward reads a */
+    cf_tensor *y = cf_nn_rope(g, rope_in, table);
+    y->producer->in_place = c == NOT_ASKED ? 0u : 1u;
+    cf_tensor *out = c == READ_LATER ? cf_nn_add(g, y, a) : m ? cf_nn_add(g, m, y) : cf_nn_scale(g, y, 1.0f);
+    cf_error err = {{0}};
+    if (c == READ_BY_BACKWARD)
+        CHECK(cf_graph_backward_from(g, out, cf_graph_input(g, "dy", CF_F32, 4, shape), &err) == 0);
+    cf_graph_keep(g, out);
+    cf_plan *plan = cf_plan_create(g, &err);
+    CHECK_MSG(plan != NULL, "%s: %s", what, err.msg);
+    if (plan) {
+        bool granted = y->data == a->data, want = c == DEAD_AFTER || c == VIEW_DEAD_AFTER;
+        size_t arena = cf_plan_memory(plan)->arena_bytes, buffer = 4 * 16 * sizeof(float);
+        CHECK_MSG(granted == want, "%s: in place %d, expected %d", what, granted, want);
+        if (c == DEAD_AFTER || c == NOT_ASKED) /* the rope is the peak: a and y, or a alone */
+            CHECK_MSG(arena == (want ? 1 : 2) * buffer, "%s: arena %zu bytes", what, arena);
+        printf("in place, %s: %s, arena %zu bytes\n", what, granted ? "granted" : "refused", arena);
+        cf_plan_free(plan);
+    }
+    cf_graph_free(g);
+}
+
 int main(void) {
     plan_chain();
+    plan_in_place(DEAD_AFTER, "input dead after the rope");
+    plan_in_place(VIEW_DEAD_AFTER, "input a view, dead after");
+    plan_in_place(NOT_ASKED, "not asked for");
+    plan_in_place(READ_LATER, "input read by a later node");
+    plan_in_place(READ_BY_BACKWARD, "input read by the backward");
+    plan_in_place(GRAPH_INPUT, "input a graph input");
     cf_model_config llama = small_llama();
     plan_training_graph(&llama, 4, 64, "llama d128 L4 GQA");
     llama.tie_word_embeddings = true;

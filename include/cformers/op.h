@@ -68,6 +68,10 @@ typedef struct cf_node {
     /* Bit k set: output k is a parameter's gradient and the kernel must ADD into it
      * (set by autodiff, only for outputs the op lists in accumulate_outputs). */
     unsigned accumulate;
+    /* Bit k set: output k asks to take input k's storage (for outputs the op lists in
+     * in_place; set by whoever builds or rewrites the graph, e.g. a fusion pass). The
+     * planner grants it only when that is safe, see cf_op_def.in_place. */
+    unsigned in_place;
 } cf_node;
 
 struct cf_op_def {
@@ -96,6 +100,14 @@ struct cf_op_def {
      * weight gradient computed by this op land directly in the gradient block instead
      * of in a temporary that a separate pass adds there. */
     unsigned accumulate_outputs;
+    /* Bit k set: the kernel is correct when output k and input k are the same memory
+     * (same dtype and size), so output k may be computed in place. The planner gives
+     * output k input k's storage when the node asks (cf_node.in_place) and input k is an
+     * arena intermediate (not a graph input, parameter, constant or kept output) that no
+     * other input of the node shares and that no later node, forward or backward,
+     * reads; otherwise output k gets storage of its own. Either way the results are the
+     * same; in place only saves memory. */
+    unsigned in_place;
 };
 
 /* Adds an op to the process-wide registry. The definition must stay valid for the life

@@ -1,21 +1,27 @@
-/* Fusion pass: a residual add whose sum feeds an RMSNorm becomes one add_rmsnorm node
- * producing both the sum (still read by the next residual add) and the normalised
- * result. LayerNorm (GPT-2) is not fused yet. */
+/* Fusion pass: a residual add whose sum feeds an RMSNorm (LLaMA) or a LayerNorm (GPT-2)
+ * becomes one add_rmsnorm / add_layernorm node producing both the sum (still read by
+ * the next residual add) and the normalised result. */
 #include "core/graph_rewrite.h"
 #include "core/passes.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
+
+static const cf_op_def *fused_op(const cf_op_def *norm) {
+    return norm == &cf_op_rmsnorm ? &cf_op_add_rmsnorm : norm == &cf_op_layernorm ? &cf_op_add_layernorm : NULL;
+}
 
 int cf_pass_fuse_residual_norm(cf_graph *g) {
     int fused = 0;
     for (int i = 0; i < g->n_nodes && !g->failed; i++) {
         cf_node *norm = g->nodes[i];
         cf_tensor *h = norm->inputs[0];
-        if (norm->op != &cf_op_rmsnorm || !h->producer || h->producer->op != &cf_op_add) continue;
+        const cf_op_def *op = fused_op(norm->op);
+        if (!op || !h->producer || h->producer->op != &cf_op_add) continue;
         cf_node *add = h->producer;
-        cf_tensor *in[3] = {add->inputs[0], add->inputs[1], norm->inputs[1]}, *y = norm->outputs[0];
+        /* x, r, then the norm's weight (and bias) */
+        cf_tensor *in[4] = {add->inputs[0], add->inputs[1], norm->inputs[1], norm->inputs[2]}, *y = norm->outputs[0];
         cf_attrs attrs = {.f = {norm->attrs.f[0]}};
-        if (cf_graph_retarget_node(g, add, &cf_op_add_rmsnorm, in, 3, &attrs) != 0) break;
+        if (cf_graph_retarget_node(g, add, op, in, norm->n_inputs + 1, &attrs) != 0) break;
         cf_graph_replace_uses(g, y, add->outputs[1]);
         cf_graph_remove_node(g, norm); /* the node after it moves to i */
         i--;

@@ -20,8 +20,14 @@ int cf_pass_fuse_cross_entropy(cf_graph *g);
  * (out x in features). Returns how many groups it combined. */
 int cf_pass_matrix_combine(cf_graph *g, int64_t threshold);
 
-/* add -> rmsnorm becomes one add_rmsnorm (the sum stays an output for the residual
- * stream). Returns how many it fused. */
+/* add -> rmsnorm becomes one add_rmsnorm, add -> layernorm one add_layernorm (the sum
+ * stays an output for the residual stream). Returns how many it fused. */
 int cf_pass_fuse_residual_norm(cf_graph *g);
+
+/* Marks every rope node to rotate in place: its output takes its input's storage
+ * (cf_node.in_place) where the planner finds the input dead afterwards, as q and k
+ * before rotation are. The backward's inverse rotations inherit the mark. Returns how
+ * many it marked. */
+int cf_pass_rope_in_place(cf_graph *g);
 
 #endif

@@ -148,29 +148,59 @@ static size_t live_peak(const interval *items, int n, int n_nodes) {
     return (size_t)peak;
 }
 
+/* Where each arena tensor's storage is: the interval (item) holding it and its byte
+ * offset in it, nonzero only for an in-place output laid over a view of its input. */
+typedef struct storage_map {
+    int *item_of;   /* per tensor id, -1 outside the arena */
+    int64_t *shift; /* per tensor id */
+} storage_map;
+
+/* Whether output k of node n may take input k's storage (cf_op_def.in_place): asked
+ * for, same dtype and size, the input in the arena with nothing else reading it at or
+ * after this node (its interval so far ends here: the intervals joined to it later can
+ * only start after this node), and the output not kept. */
+static bool grant_in_place(const cf_node *n, int k, const storage_map *m, const interval *items) {
+    if (!(n->in_place & n->op->in_place >> k & 1u) || k >= n->n_inputs) return false;
+    cf_tensor *in = n->inputs[k], *out = n->outputs[k];
+    int it = m->item_of[cf_tensor_root(in)->id];
+    if (it < 0 || items[it].last != n->index || cf_tensor_storage(out) != CF_STORE_ARENA || in->dtype != out->dtype ||
+        cf_tensor_numel(in) != cf_tensor_numel(out))
+        return false;
+    for (int i = 0; i < n->n_inputs; i++)
+        if (i != k && m->item_of[cf_tensor_root(n->inputs[i])->id] == it) return false;
+    return true;
+}
+
 /* Lifetime of each arena tensor: from its producer to its last reader (a read through
- * a view counts as a read of the base). */
-static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items) {
+ * a view counts as a read of the base). An output granted its input's storage joins
+ * that input's interval, which then lasts until the output's last reader. */
+static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items, storage_map *m) {
     int n = 0;
-    int *item_of = cf_xmalloc(sizeof *item_of * (size_t)g->n_tensors);
-    for (int i = 0; i < g->n_tensors; i++) {
-        cf_tensor *t = g->tensors[i];
-        item_of[i] = -1;
-        if (cf_tensor_storage(t) != CF_STORE_ARENA) continue;
-        item_of[i] = n;
-        items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = t->producer->index,
-                                .last = t->producer->index, .dest = &l->tensor_offset[i]};
-    }
+    int *last_read = cf_xmalloc(sizeof *last_read * (size_t)g->n_tensors);
+    for (int i = 0; i < g->n_tensors; i++) last_read[i] = -1;
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int i = 0; i < g->nodes[k]->n_inputs; i++) last_read[cf_tensor_root(g->nodes[k]->inputs[i])->id] = k;
     for (int k = 0; k < g->n_nodes; k++) {
         cf_node *node = g->nodes[k];
-        for (int i = 0; i < node->n_inputs; i++) {
-            int it = item_of[cf_tensor_root(node->inputs[i])->id];
-            if (it >= 0 && items[it].last < k) items[it].last = k;
+        for (int o = 0; o < node->n_outputs; o++) {
+            cf_tensor *t = node->outputs[o];
+            int last = last_read[t->id] > k ? last_read[t->id] : k;
+            if (grant_in_place(node, o, m, items)) {
+                cf_tensor *in = node->inputs[o], *root = cf_tensor_root(in);
+                int64_t view_bytes = in->view_of ? in->view_offset * (int64_t)cf_dtype_size(in->dtype) : 0;
+                m->item_of[t->id] = m->item_of[root->id];
+                m->shift[t->id] = m->shift[root->id] + view_bytes;
+                items[m->item_of[t->id]].last = last; /* it ended at k */
+            } else if (cf_tensor_storage(t) == CF_STORE_ARENA) {
+                m->item_of[t->id] = n;
+                items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = k, .last = last,
+                                        .dest = &l->tensor_offset[t->id]};
+            }
         }
         size_t ws = node->op->workspace ? node->op->workspace(node) : 0;
         if (ws) items[n++] = (interval){.size = cf_align_up(ws), .first = k, .last = k, .dest = &l->workspace_offset[k]};
     }
-    free(item_of);
+    free(last_read);
     return n;
 }
 
@@ -183,14 +213,21 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     for (int i = 0; i < g->n_nodes; i++) l->workspace_offset[i] = -1;
 
     interval *items = cf_xmalloc(sizeof *items * (size_t)(g->n_tensors + g->n_nodes + 1));
-    int n = collect_intervals(g, l, items);
+    storage_map m = {cf_xmalloc(sizeof(int) * (size_t)(g->n_tensors + 1)),
+                     cf_xcalloc((size_t)g->n_tensors + 1, sizeof(int64_t))};
+    for (int i = 0; i < g->n_tensors; i++) m.item_of[i] = -1;
+    int n = collect_intervals(g, l, items, &m);
     cf_memory_report *r = &l->report;
     r->arena_bytes = place_items(items, n, g->n_nodes);
     r->lower_bound_bytes = live_peak(items, n, g->n_nodes);
     r->fragmentation = r->lower_bound_bytes ? (double)r->arena_bytes / (double)r->lower_bound_bytes - 1.0 : 0.0;
     r->arena_tensors = n;
     for (int i = 0; i < n; i++) *items[i].dest = items[i].offset;
+    for (int i = 0; i < g->n_tensors; i++) /* in-place outputs: inside their input's interval */
+        if (m.item_of[i] >= 0) l->tensor_offset[i] = items[m.item_of[i]].offset + m.shift[i];
     free(items);
+    free(m.item_of);
+    free(m.shift);
 
     r->param_bytes = sizeof(float) * (size_t)g->param_elems;
     for (int i = 0; i < g->n_tensors; i++)

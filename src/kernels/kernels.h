@@ -22,6 +22,12 @@ void cf_rmsnorm(const float *x, const float *weight, float *y, float *rstd, long
 void cf_layernorm(const float *x, const float *weight, const float *bias, float *y, float *mean, float *rstd,
                   long rows, long dim, float eps);
 
+/* One row of cf_rmsnorm (returning its rstd) and of cf_layernorm (mean and rstd
+ * written out), with the same arithmetic: for fused kernels that make x row by row. */
+float cf_rmsnorm_row(const float *x, const float *weight, float *y, long dim, float eps);
+void cf_layernorm_row(const float *x, const float *weight, const float *bias, float *y, long dim, float eps,
+                      float *mean, float *rstd);
+
 /* Rotary position embedding in the interleaved convention of Meta's LLaMA and llama2.c:
  * the pair (x[2i], x[2i+1]) of each head is rotated by angle pos * freq_i, with
  * freq_i = theta^(-2i / head_dim), optionally rescaled LLaMA-3 style. */

@@ -38,13 +38,16 @@ typedef struct norm_job {
     float eps;
 } norm_job;
 
+float cf_rmsnorm_row(const float *x, const float *weight, float *y, long dim, float eps) {
+    float rstd = 1.0f / sqrtf(sum_of_squares(x, 0.0f, dim) / (float)dim + eps);
+    for (long i = 0; i < dim; i++) y[i] = x[i] * rstd * weight[i];
+    return rstd;
+}
+
 static void rmsnorm_rows(void *arg, long begin, long end) {
     const norm_job *j = arg;
     for (long r = begin; r < end; r++) {
-        const float *x = j->x + r * j->dim;
-        float *y = j->y + r * j->dim;
-        float rstd = 1.0f / sqrtf(sum_of_squares(x, 0.0f, j->dim) / (float)j->dim + j->eps);
-        for (long i = 0; i < j->dim; i++) y[i] = x[i] * rstd * j->weight[i];
+        float rstd = cf_rmsnorm_row(j->x + r * j->dim, j->weight, j->y + r * j->dim, j->dim, j->eps);
         if (j->rstd) j->rstd[r] = rstd;
     }
 }
@@ -54,17 +57,23 @@ void cf_rmsnorm(const float *x, const float *weight, float *y, float *rstd, long
     cf_parallel_rows(rows, dim * 3, rmsnorm_rows, &job);
 }
 
+void cf_layernorm_row(const float *x, const float *weight, const float *bias, float *y, long dim, float eps,
+                      float *mean_out, float *rstd_out) {
+    float mean = sum_of(x, dim) / (float)dim;
+    float rstd = 1.0f / sqrtf(sum_of_squares(x, mean, dim) / (float)dim + eps);
+    if (bias)
+        for (long i = 0; i < dim; i++) y[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+    else
+        for (long i = 0; i < dim; i++) y[i] = (x[i] - mean) * rstd * weight[i];
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+
 static void layernorm_rows(void *arg, long begin, long end) {
     const norm_job *j = arg;
     for (long r = begin; r < end; r++) {
-        const float *x = j->x + r * j->dim;
-        float *y = j->y + r * j->dim;
-        float mean = sum_of(x, j->dim) / (float)j->dim;
-        float rstd = 1.0f / sqrtf(sum_of_squares(x, mean, j->dim) / (float)j->dim + j->eps);
-        if (j->bias)
-            for (long i = 0; i < j->dim; i++) y[i] = (x[i] - mean) * rstd * j->weight[i] + j->bias[i];
-        else
-            for (long i = 0; i < j->dim; i++) y[i] = (x[i] - mean) * rstd * j->weight[i];
+        float mean, rstd;
+        cf_layernorm_row(j->x + r * j->dim, j->weight, j->bias, j->y + r * j->dim, j->dim, j->eps, &mean, &rstd);
         if (j->mean) j->mean[r] = mean;
         if (j->rstd) j->rstd[r] = rstd;
     }

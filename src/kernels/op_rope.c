@@ -1,7 +1,11 @@
 /* rope: rotary position embedding on [B, T, heads, head_dim] using the shared
  * primitive (cf_rope_apply). The table is a graph constant [2, positions, head_dim/2]
  * (cos, then sin) made once per graph. The backward is the rotation by the negative
- * angle, i.e. the same op with attrs.i[0] (inverse) flipped. */
+ * angle, i.e. the same op with attrs.i[0] (inverse) flipped; it needs neither x nor y.
+ *
+ * The output may take x's storage (cf_op_def.in_place): the pass cf_pass_rope_in_place
+ * asks for it (context.fuse_rope), the planner grants it when x is dead afterwards, and
+ * the kernel then rotates in place instead of copying first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +60,7 @@ static void rope_rows(void *arg, long begin, long end) {
     for (long row = begin; row < end;) {
         long pos = row % j->seq, n = j->seq - pos < end - row ? j->seq - pos : end - row;
         float *y = j->y + row * j->row_len;
-        memcpy(y, j->x + row * j->row_len, sizeof(float) * (size_t)(n * j->row_len));
+        if (j->x != j->y) memcpy(y, j->x + row * j->row_len, sizeof(float) * (size_t)(n * j->row_len));
         cf_rope_apply(j->table, y, n, j->row_len / j->table->head_dim, NULL, pos, j->inverse);
         row += n;
     }
@@ -76,12 +80,14 @@ static void rope_forward(const cf_node *n) {
 
 static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse);
 
+/* The inverse rotation is in place when the forward one is: dy is as dead after it. */
 static void rope_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
     dx[0] = rope_node(g, dy[0], n->inputs[1], !n->attrs.i[0]);
+    if (dx[0]) dx[0]->producer->in_place = n->in_place;
 }
 
 const cf_op_def cf_op_rope = {.name = "rope", .n_outputs = 1, .infer = infer_rope, .forward = rope_forward,
-                              .backward = rope_backward};
+                              .backward = rope_backward, .in_place = 1u};
 
 static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse) {
     cf_attrs attrs = {.i = {inverse}};
