@@ -28,6 +28,15 @@ typedef struct blocked_job {
 static long min_l(long a, long b) { return a < b ? a : b; }
 static long ceil_div(long a, long b) { return (a + b - 1) / b; }
 
+/* The step that splits n into as few blocks of at most `max` as possible, all about
+ * equal (rounded up to `multiple`): M = 2048 with MC = 2040 runs as 2 x 1024, not
+ * 2040 + 8, where the 8-row block would repack all of B for a sliver of work. */
+static long balanced_step(long n, long max, long multiple) {
+    long blocks = ceil_div(n, max);
+    long step = ceil_div(ceil_div(n, blocks), multiple) * multiple;
+    return step < max ? step : max;
+}
+
 /* Bytes of one packed micro-panel of `width` lines over `k` values. */
 static size_t panel_bytes(const gemm_kernel *kern, int width, long k) {
     return (size_t)width * (size_t)(ceil_div(k, kern->k_group) * kern->k_group) * kern->elem_bytes;
@@ -60,7 +69,8 @@ void cf_gemm_reserve_kernel(const gemm_kernel *kern) { cf_parallel_team(reserve_
 static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const gemm_kernel *kern = j->kern;
     const int mr = kern->mr, nr = kern->nr;
-    const long mc = j->blk.mc, kc = j->blk.kc, nc = j->blk.nc;
+    const long mc = balanced_step(m1 - m0, j->blk.mc, mr), nc = balanced_step(n1 - n0, j->blk.nc, nr);
+    const long kc = balanced_step(j->K, j->blk.kc, kern->k_group);
     uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
     if (kern->enter) kern->enter();
