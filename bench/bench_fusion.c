@@ -8,10 +8,12 @@
  * The unfused op stops at --max-unfused (its probabilities grow as T^2); flash goes on.
  *
  * Part 2, training step: forward, backward and AdamW of the llama_15m preset's model
- * (6 layers, 288 wide, vocabulary 32000) at --batch x 256 tokens, with every fusion off,
- * with each one alone, and with all on, the variants taking turns step by step: median
- * step time, tokens/s and the planned arena. The graph is built as the trainer builds
- * it (model, passes, backward, AdamW).
+ * (6 layers, 288 wide, vocabulary 32000) and of a GPT-2 of that shape (the gpt2 preset
+ * cut to 6 layers, 288 wide: vocabulary 50257, LayerNorm, GELU MLP, biases) at --batch
+ * x 256 tokens, with every fusion off, with each one that applies alone, and with all
+ * on, the variants taking turns step by step: median step time, tokens/s and the
+ * planned arena. The graph is built as the trainer builds it (model, passes, backward,
+ * AdamW).
  *
  * Part 3, the matrix-combine threshold: forward + backward of three [d, d] projections
  * of 512 tokens, separate against combined, by d; combining pays from the smallest d
@@ -153,7 +155,8 @@ static int part_attention(const bench_opts *o) {
 
 typedef struct variant {
     const char *name;
-    bool flash, combine, residual_norm, fuse_cross_entropy;
+    bool flash, combine, residual_norm, fuse_cross_entropy, rope_in_place;
+    bool llama_only; /* GPT-2 has no RoPE and already one q/k/v projection */
 } variant;
 
 static void fill_ids(cf_tensor *t, int64_t vocab) {
@@ -161,15 +164,31 @@ static void fill_ids(cf_tensor *t, int64_t vocab) {
     for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 7919 + 13) % vocab);
 }
 
-enum { N_VARIANTS = 6 };
+enum { N_VARIANTS = 7 };
 
 static const variant variants[N_VARIANTS] = {
-    {"all off", false, false, false, false},
-    {"flash attention", true, false, false, false},
-    {"matrix combine", false, true, false, false},
-    {"residual add + RMSNorm", false, false, true, false},
-    {"fused cross-entropy", false, false, false, true},
-    {"all on", true, true, true, true},
+    {"all off", false, false, false, false, false, false},
+    {"flash attention", true, false, false, false, false, false},
+    {"matrix combine", false, true, false, false, false, true},
+    {"residual add + norm", false, false, true, false, false, false},
+    {"RoPE in place", false, false, false, false, true, true},
+    {"fused cross-entropy", false, false, false, true, false, false},
+    {"all on", true, true, true, true, true, false},
+};
+
+/* The models of part 2: a preset and the overrides that shape it. */
+typedef struct step_model {
+    const char *title, *preset;
+    const char *overrides[4];
+    bool llama;
+} step_model;
+
+static const step_model step_models[] = {
+    {"llama_15m shape", "llama_15m", {NULL}, true},
+    {"GPT-2 at the llama_15m shape (vocabulary 50257)", "gpt2",
+     {"model.model_config.hidden_size=288", "model.model_config.num_layers=6", "model.model_config.num_heads=6",
+      "runner_config.seq_length=256"},
+     false},
 };
 
 /* The step graph as the trainer builds it, planned and filled. */
@@ -181,6 +200,7 @@ static cf_plan *build_step(const cf_config *base, const variant *v, long batch, 
     cfg.context.matrix_combine_threshold = 0;
     cfg.context.fuse_residual_norm = v->residual_norm;
     cfg.context.fuse_cross_entropy = v->fuse_cross_entropy;
+    cfg.context.fuse_rope = v->rope_in_place;
     const cf_model_config *mc = &cfg.model.model_config;
     cf_error err = {{0}};
     cf_plan *p = NULL;
@@ -204,11 +224,13 @@ static cf_plan *build_step(const cf_config *base, const variant *v, long batch, 
 }
 
 /* Variants take turns step by step, so load from elsewhere on the machine falls on
- * all of them alike. */
-static int part_step(const bench_opts *o) {
+ * all of them alike. Variants that change nothing in this model are left out. */
+static int bench_steps(const bench_opts *o, const step_model *model) {
     cf_config base;
     cf_error err = {{0}};
-    if (cf_config_load_with_overrides("llama_15m", NULL, 0, &base, &err) != 0) {
+    int n_overrides = 0;
+    while (n_overrides < 4 && model->overrides[n_overrides]) n_overrides++;
+    if (cf_config_load_with_overrides(model->preset, model->overrides, n_overrides, &base, &err) != 0) {
         fprintf(stderr, "bench_fusion: %s\n", err.msg);
         return -1;
     }
@@ -217,9 +239,11 @@ static int part_step(const bench_opts *o) {
     double *wall = calloc(2 * N_VARIANTS * (size_t)o->runs, sizeof *wall), *cpu = wall + N_VARIANTS * o->runs;
     int rc = 0;
     for (int v = 0; v < N_VARIANTS && rc == 0; v++)
-        if (!(plans[v] = build_step(&base, &variants[v], o->batch, &m[v]))) rc = -1;
+        if ((model->llama || !variants[v].llama_only) && !(plans[v] = build_step(&base, &variants[v], o->batch, &m[v])))
+            rc = -1;
     for (int r = -1; r < o->runs && rc == 0; r++) /* r = -1: warm-up */
         for (int v = 0; v < N_VARIANTS; v++) {
+            if (!plans[v]) continue;
             double t0 = cf_clock_seconds(), c0 = cpu_seconds();
             cf_plan_run(plans[v], CF_PHASE_ALL);
             if (r >= 0) {
@@ -229,13 +253,14 @@ static int part_step(const bench_opts *o) {
         }
     long tokens = o->batch * (long)base.runner_config.seq_length;
     if (rc == 0) {
-        printf("## Training step, llama_15m shape, batch %ld x %lld tokens (%d threads, median of %d steps)\n\n",
+        printf("## Training step, %s, batch %ld x %lld tokens (%d threads, median of %d steps)\n\n", model->title,
                o->batch, (long long)base.runner_config.seq_length, cf_num_threads(), o->runs);
         printf("| fusions | step ms | step cpu ms | tokens/s | vs all off (wall, cpu) | arena MiB |\n");
         printf("|---|---:|---:|---:|---:|---:|\n");
     }
     timing off = {0};
     for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
+        if (!plans[v]) continue;
         timing t = {median(wall + v * o->runs, o->runs), median(cpu + v * o->runs, o->runs)};
         if (v == 0) off = t;
         printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[v].name, t.wall * 1e3, t.cpu * 1e3,
@@ -249,6 +274,12 @@ static int part_step(const bench_opts *o) {
     }
     free(wall);
     return rc;
+}
+
+static int part_step(const bench_opts *o) {
+    for (size_t i = 0; i < sizeof step_models / sizeof step_models[0]; i++)
+        if (bench_steps(o, &step_models[i]) != 0) return -1;
+    return 0;
 }
 
 /* ---- part 3: when combining projections pays ---- */
