@@ -1,7 +1,8 @@
 /* Fused against unfused, in one run (`make bench-fusion`).
  *
  * Part 1, attention: forward + backward of causal attention (B=1, H=8, hd=64, the shape
- * of a 512-wide model) as the flash op and as the unfused op, at each sequence length:
+ * of a 512-wide model) as the flash op (on f32 q, k, v, and on q, k, v cast to bf16, the
+ * casts and their gradients included) and as the unfused op, at each sequence length:
  * median wall and CPU time of the runs (CPU time, summed over the pool's threads, is
  * the fairer measure on a machine others are loading too), and the attention memory, the bytes the op keeps for
  * the backward (probabilities vs log-sum-exp) plus the scratch both passes ask for.
@@ -123,28 +124,38 @@ static int bench_attention(attention_fn attend, long seq, int runs, attn_result 
     return 0;
 }
 
+static cf_tensor *flash_bf16(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
+    return cf_nn_flash_attention(g, cf_nn_cast(g, q, CF_BF16), cf_nn_cast(g, k, CF_BF16), cf_nn_cast(g, v, CF_BF16));
+}
+
 static int part_attention(const bench_opts *o) {
     printf("## Attention forward + backward (B=1, H=%d, hd=%d, %d threads, median of %d runs)\n\n", HEADS, HEAD_DIM,
            cf_num_threads(), o->runs);
-    printf("| T | unfused ms | flash ms | unfused cpu ms | flash cpu ms | speedup (wall, cpu) | unfused attn MiB | "
-           "flash attn MiB | memory ratio |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| T | unfused ms | flash ms | bf16 flash ms | unfused cpu ms | flash cpu ms | bf16 flash cpu ms | "
+           "speedup f32, bf16 (cpu) | unfused attn MiB | flash attn MiB | bf16 flash attn MiB | memory ratio f32, bf16 "
+           "|\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (long seq = 256; seq <= o->max_seq; seq *= 2) {
-        attn_result flash, unfused = {0};
+        attn_result flash, bf16, unfused = {0};
         bool with_unfused = seq <= o->max_unfused;
-        if (bench_attention(cf_nn_flash_attention, seq, o->runs, &flash) != 0) return -1;
+        if (bench_attention(cf_nn_flash_attention, seq, o->runs, &flash) != 0 ||
+            bench_attention(flash_bf16, seq, o->runs, &bf16) != 0)
+            return -1;
         if (with_unfused && bench_attention(cf_nn_attention, seq, o->runs, &unfused) != 0) return -1;
         double mib = 1.0 / (1024.0 * 1024.0);
         if (with_unfused)
-            printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.2fx, %.2fx | %.1f | %.2f | %.0fx |\n", seq,
-                   unfused.seconds * 1e3, flash.seconds * 1e3, unfused.cpu_seconds * 1e3, flash.cpu_seconds * 1e3,
-                   unfused.seconds / flash.seconds, unfused.cpu_seconds / flash.cpu_seconds,
-                   (double)unfused.attention_bytes * mib, (double)flash.attention_bytes * mib,
-                   (double)unfused.attention_bytes / (double)flash.attention_bytes);
+            printf("| %ld | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx, %.2fx | %.1f | %.2f | %.2f | %.0fx, %.0fx |\n",
+                   seq, unfused.seconds * 1e3, flash.seconds * 1e3, bf16.seconds * 1e3, unfused.cpu_seconds * 1e3,
+                   flash.cpu_seconds * 1e3, bf16.cpu_seconds * 1e3, unfused.cpu_seconds / flash.cpu_seconds,
+                   unfused.cpu_seconds / bf16.cpu_seconds, (double)unfused.attention_bytes * mib,
+                   (double)flash.attention_bytes * mib, (double)bf16.attention_bytes * mib,
+                   (double)unfused.attention_bytes / (double)flash.attention_bytes,
+                   (double)unfused.attention_bytes / (double)bf16.attention_bytes);
         else
-            printf("| %ld | (not run) | %.1f | | %.1f | | (probs alone %.0f) | %.2f | |\n", seq, flash.seconds * 1e3,
-                   flash.cpu_seconds * 1e3, (double)HEADS * (double)seq * (double)seq * 4.0 * mib,
-                   (double)flash.attention_bytes * mib);
+            printf("| %ld | (not run) | %.1f | %.1f | | %.1f | %.1f | | (probs alone %.0f) | %.2f | %.2f | |\n", seq,
+                   flash.seconds * 1e3, bf16.seconds * 1e3, flash.cpu_seconds * 1e3, bf16.cpu_seconds * 1e3,
+                   (double)HEADS * (double)seq * (double)seq * 4.0 * mib, (double)flash.attention_bytes * mib,
+                   (double)bf16.attention_bytes * mib);
         fflush(stdout);
     }
     printf("\n");

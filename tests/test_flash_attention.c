@@ -1,12 +1,25 @@
 /* Flash attention against the unfused attention op: the output and the gradients of
  * q, k and v, on odd lengths, one token, lengths that cross tile boundaries, GQA ratios
- * 1, 2 and 4, head dimensions that are not a multiple of the vector width, on every ISA
- * path, with one thread (the backward's one-pass path: a task per (batch, kv head)) and
- * with more threads than groups (its two-pass path); plus finite-difference gradient
- * checks of the flash op itself.
+ * 1, 2 and 4, head dimensions that are not a multiple of the vector width (or even odd),
+ * on every ISA path, with one thread (the backward's one-pass path: a task per (batch,
+ * kv head)) and with more threads than groups (its two-pass path); plus
+ * finite-difference gradient checks of the flash op itself.
  *
- * Tolerance: |flash - unfused| <= 2e-5 + 2e-4 |unfused| for every element (both sum in
- * f32 in different orders, and the vectorised exp is accurate to about 2e-7). */
+ * f32 inputs. Tolerance: |flash - unfused| <= 2e-5 + 2e-4 |unfused| for every element
+ * (both sum in f32 in different orders, and the vectorised exp is accurate to about
+ * 2e-7).
+ *
+ * bf16 inputs: the flash op on q, k, v cast to bf16 against the unfused f32 op on the
+ * same values (the parameters hold bf16-representable numbers), so the inputs agree
+ * exactly and only the flash op's own rounding differs: P, dO and dS rounded to bf16
+ * (relative error at most u = 2^-8 each) as operands of the tile products, and dq, dk,
+ * dv rounded to bf16 at the end (u again). An element of a result is a sum of products
+ * with at most two rounded factors, so its error is at most about 3u times the sum of
+ * the magnitudes of its terms; cancellation can make that sum much larger than the
+ * element, so the test measures the scale by the largest magnitude in the tensor:
+ * |flash - unfused| <= 2e-5 + 4u max|unfused| (2e-5 as for f32, for sums that cancel to
+ * exactly 0 in the unfused op, like every gradient of q and k with one token). Seen:
+ * at most 1.2u max|unfused| (dk). */
 #include <math.h>
 #include <stdint.h>
 
@@ -29,17 +42,23 @@ typedef struct attn_run {
 
 typedef cf_tensor *(*attention_fn)(cf_graph *, cf_tensor *, cf_tensor *, cf_tensor *);
 
-/* Deterministic values in about [-2, 2]; the same for both graphs. */
-static void fill(cf_tensor *t, uint32_t seed) {
+/* Deterministic values in about [-2, 2]; the same for both graphs. With `bf16` they are
+ * rounded to bf16, so casting them there is exact. */
+static void fill(cf_tensor *t, uint32_t seed, bool bf16) {
     float *x = cf_tensor_f32(t);
     uint32_t s = seed * 2654435761u + 12345u;
     for (int64_t i = 0; i < cf_tensor_numel(t); i++) {
         s = s * 1664525u + 1013904223u;
         x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
+        if (bf16) x[i] = cf_bf16_to_f32(cf_f32_to_bf16(x[i]));
     }
 }
 
-static attn_run build(const attn_case *c, attention_fn attend) {
+static cf_tensor *flash_bf16(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
+    return cf_nn_flash_attention(g, cf_nn_cast(g, q, CF_BF16), cf_nn_cast(g, k, CF_BF16), cf_nn_cast(g, v, CF_BF16));
+}
+
+static attn_run build(const attn_case *c, attention_fn attend, bool bf16) {
     attn_run r = {.g = cf_graph_create()};
     int64_t qs[4] = {c->batch, c->seq, c->heads, c->hd}, ks[4] = {c->batch, c->seq, c->kv_heads, c->hd};
     r.q = cf_graph_param(r.g, "q", 4, qs, cf_init_zeros(), false);
@@ -53,10 +72,10 @@ static attn_run build(const attn_case *c, attention_fn attend) {
     r.plan = cf_plan_create(r.g, &err);
     CHECK_MSG(r.plan != NULL, "%s", err.msg);
     if (!r.plan) return r;
-    fill(r.q, 1);
-    fill(r.k, 2);
-    fill(r.v, 3);
-    fill(r.dy, 4);
+    fill(r.q, 1, bf16);
+    fill(r.k, 2, bf16);
+    fill(r.v, 3, bf16);
+    fill(r.dy, 4, false);
     cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
     return r;
 }
@@ -66,30 +85,37 @@ static void release(attn_run *r) {
     cf_graph_free(r->g);
 }
 
-static double compare(const char *what, const cf_tensor *got, const cf_tensor *want) {
+static double max_abs(const cf_tensor *t) {
+    double m = 0.0;
+    for (int64_t i = 0; i < cf_tensor_numel(t); i++) m = fmax(m, fabs((double)cf_tensor_f32(t)[i]));
+    return m;
+}
+
+/* The largest error relative to max|unfused| (see the tolerances above). */
+static double compare(const char *what, const cf_tensor *got, const cf_tensor *want, bool bf16) {
     const float *a = cf_tensor_f32(got), *b = cf_tensor_f32(want);
-    double worst = 0.0;
+    double worst = 0.0, scale = max_abs(want), bf16_allowed = 2e-5 + 4.0 / 256.0 * scale;
     for (int64_t i = 0; i < cf_tensor_numel(want); i++) {
-        double err = fabs((double)a[i] - b[i]), allowed = 2e-5 + 2e-4 * fabs(b[i]);
+        double err = fabs((double)a[i] - b[i]), allowed = bf16 ? bf16_allowed : 2e-5 + 2e-4 * fabs(b[i]);
         if (!(err <= allowed)) {
             CHECK_MSG(false, "%s[%lld]: flash %.7g, unfused %.7g", what, (long long)i, a[i], b[i]);
             return err;
         }
         worst = err > worst ? err : worst;
     }
-    return worst;
+    return scale > 0.0 ? worst / scale : worst;
 }
 
-static void check_case(const attn_case *c) {
-    attn_run flash = build(c, cf_nn_flash_attention), ref = build(c, cf_nn_attention);
+static void check_case(const attn_case *c, bool bf16) {
+    attn_run flash = build(c, bf16 ? flash_bf16 : cf_nn_flash_attention, bf16), ref = build(c, cf_nn_attention, bf16);
     if (flash.plan && ref.plan) {
-        double e = compare("out", flash.out, ref.out);
-        double eq = compare("dq", flash.q->grad, ref.q->grad);
-        double ek = compare("dk", flash.k->grad, ref.k->grad);
-        double ev = compare("dv", flash.v->grad, ref.v->grad);
-        printf("  B=%lld T=%-4lld H=%lld KV=%lld hd=%-3lld max abs err: out %.1e dq %.1e dk %.1e dv %.1e\n",
-               (long long)c->batch, (long long)c->seq, (long long)c->heads, (long long)c->kv_heads, (long long)c->hd,
-               e, eq, ek, ev);
+        double e = compare("out", flash.out, ref.out, bf16);
+        double eq = compare("dq", flash.q->grad, ref.q->grad, bf16);
+        double ek = compare("dk", flash.k->grad, ref.k->grad, bf16);
+        double ev = compare("dv", flash.v->grad, ref.v->grad, bf16);
+        printf("  %s B=%lld T=%-4lld H=%lld KV=%lld hd=%-3lld max err / max|unfused|: out %.1e dq %.1e dk %.1e dv %.1e\n",
+               bf16 ? "bf16" : "f32 ", (long long)c->batch, (long long)c->seq, (long long)c->heads,
+               (long long)c->kv_heads, (long long)c->hd, e, eq, ek, ev);
     }
     release(&flash);
     release(&ref);
@@ -119,14 +145,19 @@ int main(void) {
         {2, 64, 4, 1, 8},  /* ratio 4, exactly one tile */
         {1, 131, 4, 2, 48}, /* crosses two tile boundaries, partial last tile */
         {1, 70, 2, 2, 80}, /* head dim above one 64-column register block */
+        {1, 19, 2, 1, 13}, /* odd head dim: bf16 pairs along it end in a half pair */
     };
     static const int thread_counts[] = {1, 3};
     for (int isa = cf_isa_supported(); isa >= CF_ISA_SCALAR; isa--) {
         cf_isa_force((cf_isa)isa);
         for (int t = 0; t < 2; t++) {
             cf_set_num_threads(thread_counts[t]);
-            printf("ISA %s, %d threads\n", cf_isa_name((cf_isa)isa), thread_counts[t]);
-            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+            printf("ISA %s (bf16 products %s), %d threads\n", cf_isa_name((cf_isa)isa),
+                   cf_has_avx512_bf16() ? "vdpbf16ps" : "widened to f32", thread_counts[t]);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                check_case(&cases[i], false);
+                check_case(&cases[i], true);
+            }
         }
         gradcheck_flash(2, 2);
         gradcheck_flash(4, 1);

@@ -108,6 +108,10 @@ cf_tensor *cf_nn_add_broadcast(cf_graph *g, cf_tensor *x, cf_tensor *b);
 cf_tensor *cf_nn_sum_leading(cf_graph *g, cf_tensor *x, int ndim);
 /* A view with another shape and the same elements. */
 cf_tensor *cf_nn_reshape(cf_graph *g, cf_tensor *x, int ndim, const int64_t *shape);
+/* x converted to `dtype`, f32 <-> bf16 (rounding to nearest even; x itself when it has
+ * that dtype already). Its gradient is the incoming one converted to x's dtype (the
+ * rounding counts as the identity, as in mixed-precision training). */
+cf_tensor *cf_nn_cast(cf_graph *g, cf_tensor *x, cf_dtype dtype);
 
 /* Cuts x's last dimension into `parts` (2 to 4) equal pieces, written to out[0..parts);
  * returns -1 (error recorded) on a bad split. */

@@ -13,9 +13,14 @@
  * and dV and walks every query block of the group's heads; one task per (batch, head,
  * query block) owns its rows of dQ.
  *
- * K (and V for the backward) are first transposed once into [B, KV, hd, T] so every
- * product reads its B operand row by row; transposed A operands are read through
- * strides. Scratch: those copies, a few tiles per slot and D: nothing grows as T^2. */
+ * The tasks are the same for both element types; only the six products differ (the
+ * fa_products tables at the end). f32: K (and V for the backward) are first transposed
+ * once into [B, KV, hd, T] so every product reads its B operand row by row; transposed A
+ * operands are read through strides. bf16: every B operand is first packed into the
+ * pairs the bf16 product reads (cf_fa_gemm_bf16_fn), and A operands made of P or dS are
+ * rounded into a bf16 tile per product; the gradients are summed in f32 buffers and
+ * rounded to bf16 at the end. Scratch: those copies, a few tiles per slot and D:
+ * nothing grows as T^2. */
 #include "kernels/flash_attention.h"
 
 #include <math.h>
@@ -38,28 +43,64 @@ static const cf_fa_tiles *active_tiles(void) {
 
 static long min_l(long a, long b) { return a < b ? a : b; }
 static long blocks(long n, long b) { return (n + b - 1) / b; }
-/* Scratch areas are rounded to 16 floats so each starts 64-byte aligned. */
-static size_t aligned_floats(long n) { return (size_t)((n + 15) & ~15L); }
+static long pairs(long n) { return (n + 1) / 2; }
 
-typedef struct fa_job {
+/* Consecutive 64-byte aligned regions of the workspace; with base NULL it only counts
+ * bytes, so one layout function gives both the size and the pointers. */
+typedef struct carver {
+    char *base;
+    size_t used;
+} carver;
+
+static void *carve(carver *c, size_t bytes) {
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) & ~(size_t)63;
+    return p;
+}
+
+typedef struct fa_job fa_job;
+typedef struct fa_products fa_products;
+
+/* One tile: query block i0 (br rows) of head h against key block j0 (bc columns) of its
+ * kv head g in batch b. pack: the slot's bf16 operand tile. */
+typedef struct fa_tile {
+    long b, h, g, i0, br, j0, bc;
+    cf_bf16 *pack;
+} fa_tile;
+
+/* Gradient products add into f32 rows: dk and dv at key row j0 (leading dimension ldk),
+ * dq at query row i0 (ldq). */
+struct fa_products {
+    void (*scores)(const fa_job *j, const fa_tile *t, float *s);              /* S = Q K^T */
+    void (*pv)(const fa_job *j, const fa_tile *t, const float *p, float *o);   /* O += P V */
+    void (*dp)(const fa_job *j, const fa_tile *t, float *dp);                  /* dP = dO V^T */
+    void (*dv)(const fa_job *j, const fa_tile *t, const float *p, float *dv);  /* dV += P^T dO */
+    void (*dk)(const fa_job *j, const fa_tile *t, const float *ds, float *dk); /* dK += dS^T Q */
+    void (*dq)(const fa_job *j, const fa_tile *t, const float *ds, float *dq); /* dQ += dS K */
+};
+
+struct fa_job {
     const cf_fa_tiles *tiles;
+    cf_fa_gemm_bf16_fn gemm_bf16;
+    void (*enter)(void), (*leave)(void); /* around each slot's tasks (AMX tile state) */
+    const fa_products *mul;
     cf_fa_shape s;
     long rep, ldq, ldk, n_tasks;
     float scale;
-    const float *q, *k, *v, *out, *lse, *dout;
-    float *o, *lse_out, *dq, *dk, *dv, *d;
-    float *kt, *vt; /* K^T and V^T, [B, KV, hd, T] */
+    const void *q, *k, *v; /* as given, f32 or bf16 */
+    const float *out, *lse, *dout;
+    float *o, *lse_out, *d;
+    float *dq, *dk, *dv; /* f32: the outputs; bf16: f32 sums rounded at the end */
+    /* K^T and V^T: f32 [B, KV, hd, T]; bf16 pairs along hd [B, KV, hd/2, T]. */
+    void *kt, *vt;
+    /* bf16 only: rows paired along T, [B, heads, T/2, hd] (kp, vp: KV heads; qp, dop: H). */
+    uint32_t *kp, *vp, *qp, *dop;
+    cf_bf16 *dout16; /* dout rounded, [B, T, H, hd] */
     float *scratch;
     size_t slot_floats;
     atomic_long next;
     void (*task)(struct fa_job *j, long task, float *scratch);
-} fa_job;
-
-/* The job over inputs q, k, v; the caller sets the rest. */
-static void job_init(fa_job *j, const cf_fa_shape *s, const float *q, const float *k, const float *v) {
-    *j = (fa_job){.tiles = active_tiles(), .s = *s, .rep = s->heads / s->kv_heads, .ldq = s->heads * s->head_dim,
-                  .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
-}
+};
 
 /* Offsets of row t of head h in q-shaped and k-shaped tensors. */
 static long q_row(const fa_job *j, long b, long h, long t) { return ((b * j->s.seq + t) * j->s.heads + h) * j->s.head_dim; }
@@ -68,38 +109,92 @@ static long k_row(const fa_job *j, long b, long g, long t) {
 }
 static long lse_row(const fa_job *j, long b, long h, long t) { return (b * j->s.heads + h) * j->s.seq + t; }
 
-/* Column t0 of kv head g's [hd, T] plane in a transposed copy. */
+/* Column t0 of kv head g's plane in a transposed copy (hd rows, or hd/2 rows of pairs). */
 static long kt_col(const fa_job *j, long b, long g, long t0) {
-    return (b * j->s.kv_heads + g) * j->s.head_dim * j->s.seq + t0;
+    long rows = j->s.dtype == CF_BF16 ? pairs(j->s.head_dim) : j->s.head_dim;
+    return (b * j->s.kv_heads + g) * rows * j->s.seq + t0;
 }
 
-static long kv_floats(const cf_fa_shape *s) { return (long)aligned_floats(s->batch * s->seq * s->kv_heads * s->head_dim); }
+/* Row pair t0 / 2 (t0 even) of head h of a copy paired along T with `heads` heads. */
+static long pair_row(const fa_job *j, long b, long h, long heads, long t0) {
+    return ((b * heads + h) * pairs(j->s.seq) + t0 / 2) * j->s.head_dim;
+}
 
-typedef struct transpose_job {
+/* ---- copies of the inputs in the layouts the products read ---- */
+
+typedef struct plane_job {
     const fa_job *j;
+    const void *src;
+    void *dst;
+    long heads; /* of src: H or KV */
+    void (*plane)(const struct plane_job *pj, long b, long h);
+} plane_job;
+
+static cf_bf16 bf16_at(const cf_bf16 *x, long i, long n) { return i < n ? x[i] : 0; }
+static uint32_t pair_of(cf_bf16 lo, cf_bf16 hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+
+/* f32 dst[d][t] = src[t][d]. */
+static void transpose_plane(const plane_job *pj, long b, long h) {
+    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
+    const float *src = (const float *)pj->src + ((b * T) * pj->heads + h) * hd;
+    float *dst = (float *)pj->dst + (b * pj->heads + h) * hd * T;
+    for (long t0 = 0; t0 < T; t0 += 16) /* 16 tokens at a time: whole cache lines of dst */
+        for (long d = 0; d < hd; d++)
+            for (long t = t0; t < min_l(t0 + 16, T); t++) dst[d * T + t] = src[t * ld + d];
+}
+
+/* bf16 pairs along hd: dst[d/2][t] = (src[t][d], src[t][d + 1]), d even. */
+static void pair_transpose_plane(const plane_job *pj, long b, long h) {
+    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
+    const cf_bf16 *src = (const cf_bf16 *)pj->src + ((b * T) * pj->heads + h) * hd;
+    uint32_t *dst = (uint32_t *)pj->dst + (b * pj->heads + h) * pairs(hd) * T;
+    for (long t0 = 0; t0 < T; t0 += 16)
+        for (long p = 0; p < pairs(hd); p++)
+            for (long t = t0; t < min_l(t0 + 16, T); t++)
+                dst[p * T + t] = pair_of(src[t * ld + 2 * p], bf16_at(src + t * ld, 2 * p + 1, hd));
+}
+
+/* bf16 pairs along T: dst[t/2][d] = (src[t][d], src[t + 1][d]), t even. */
+static void pair_rows_plane(const plane_job *pj, long b, long h) {
+    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
+    const cf_bf16 *src = (const cf_bf16 *)pj->src + ((b * T) * pj->heads + h) * hd;
+    uint32_t *dst = (uint32_t *)pj->dst + pair_row(pj->j, b, h, pj->heads, 0);
+    for (long t = 0; t < T; t += 2)
+        for (long d = 0; d < hd; d++) dst[t / 2 * hd + d] = pair_of(src[t * ld + d], t + 1 < T ? src[(t + 1) * ld + d] : 0);
+}
+
+static void planes(void *arg, long begin, long end) {
+    const plane_job *pj = arg;
+    for (long bh = begin; bh < end; bh++) pj->plane(pj, bh / pj->heads, bh % pj->heads);
+}
+
+static void copy_planes(const fa_job *j, const void *src, void *dst, long heads,
+                        void (*plane)(const plane_job *, long, long)) {
+    plane_job pj = {j, src, dst, heads, plane};
+    cf_parallel_rows(j->s.batch * heads, j->s.seq * j->s.head_dim, planes, &pj);
+}
+
+/* K^T (and V^T) in the job's element type. */
+static void transpose_kv(const fa_job *j, const void *src, void *dst) {
+    copy_planes(j, src, dst, j->s.kv_heads, j->s.dtype == CF_BF16 ? pair_transpose_plane : transpose_plane);
+}
+
+typedef struct convert_job {
     const float *src;
-    float *dst;
-} transpose_job;
+    cf_bf16 *dst;
+} convert_job;
 
-/* Rows are (batch, kv head) planes: dst[d][t] = src[t][d]. */
-static void transpose_planes(void *arg, long begin, long end) {
-    const transpose_job *tj = arg;
-    const fa_job *j = tj->j;
-    long hd = j->s.head_dim, T = j->s.seq;
-    for (long bg = begin; bg < end; bg++) {
-        long b = bg / j->s.kv_heads, g = bg % j->s.kv_heads;
-        const float *src = tj->src + k_row(j, b, g, 0);
-        float *dst = tj->dst + kt_col(j, b, g, 0);
-        for (long t0 = 0; t0 < T; t0 += 16) /* 16 tokens at a time: whole cache lines of dst */
-            for (long d = 0; d < hd; d++)
-                for (long t = t0; t < min_l(t0 + 16, T); t++) dst[d * T + t] = src[t * j->ldk + d];
-    }
+static void convert_rows(void *arg, long begin, long end) {
+    const convert_job *c = arg;
+    cf_convert_f32_to_bf16(c->src + begin, c->dst + begin, (size_t)(end - begin));
 }
 
-static void transpose_kv(const fa_job *j, const float *src, float *dst) {
-    transpose_job tj = {j, src, dst};
-    cf_parallel_rows(j->s.batch * j->s.kv_heads, j->s.seq * j->s.head_dim, transpose_planes, &tj);
+static void round_to_bf16(const float *src, cf_bf16 *dst, size_t n) {
+    convert_job c = {src, dst};
+    cf_parallel_rows((long)n, 1, convert_rows, &c);
 }
+
+/* ---- tasks ---- */
 
 /* Columns of key block j0 that query row i may see (causal), at most bc. */
 static long visible(long i, long j0, long bc) { return min_l(bc, i - j0 + 1); }
@@ -109,7 +204,9 @@ static void run_slot(void *arg, int slot, int thread) {
     (void)thread;
     fa_job *j = arg;
     float *scratch = j->scratch + (size_t)slot * j->slot_floats;
+    if (j->enter) j->enter();
     for (long t; (t = atomic_fetch_add(&j->next, 1)) < j->n_tasks;) j->task(j, t, scratch);
+    if (j->leave) j->leave();
 }
 
 static void run(fa_job *j, long n_tasks, int slots, void (*task)(fa_job *, long, float *)) {
@@ -128,6 +225,12 @@ static void split_task(const fa_job *j, long task, long *b, long *h, long *i0) {
     *h = bh % j->s.heads;
 }
 
+static fa_tile tile_at(const fa_job *j, long b, long h, long i0, long j0, cf_bf16 *pack) {
+    long T = j->s.seq, br = min_l(BQ, T - i0);
+    return (fa_tile){.b = b, .h = h, .g = h / j->rep, .i0 = i0, .br = br, .j0 = j0,
+                     .bc = min_l(BK, i0 + br - j0), .pack = pack};
+}
+
 /* Probabilities of a score tile in place: row ii (query i0 + ii) gets
  * exp(s * scale - shift[ii]) over its visible columns and 0 beyond. */
 static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, long j0, const float *shift) {
@@ -139,18 +242,22 @@ static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, lon
     }
 }
 
+/* The bf16 operand tile (BQ x BK elements) that follows each slot's f32 tiles. */
+static size_t pack_floats(void) { return BQ * BK / 2; }
+
 /* ---- forward ---- */
 
 typedef struct fwd_scratch {
     float *s, *m, *l;
+    cf_bf16 *pack;
 } fwd_scratch;
 
-static size_t fwd_slot_floats(void) { return aligned_floats(BQ * BK) + 2 * aligned_floats(BQ); }
+static size_t fwd_slot_floats(void) { return BQ * BK + 2 * BQ + pack_floats(); }
 
 static fwd_scratch fwd_carve(float *p) {
-    fwd_scratch w = {.s = p};
-    w.m = w.s + aligned_floats(BQ * BK);
-    w.l = w.m + aligned_floats(BQ);
+    fwd_scratch w = {.s = p, .m = p + BQ * BK};
+    w.l = w.m + BQ;
+    w.pack = (cf_bf16 *)(w.l + BQ);
     return w;
 }
 
@@ -178,11 +285,10 @@ static void online_softmax(const fa_job *j, const fwd_scratch *w, float *o, long
 }
 
 static void forward_task(fa_job *j, long task, float *scratch) {
-    long b, h, i0, hd = j->s.head_dim, T = j->s.seq;
+    long b, h, i0, hd = j->s.head_dim;
     split_task(j, task, &b, &h, &i0);
-    long br = min_l(BQ, T - i0), g = h / j->rep;
     fwd_scratch w = fwd_carve(scratch);
-    const float *q = j->q + q_row(j, b, h, i0);
+    long br = tile_at(j, b, h, i0, 0, NULL).br;
     float *o = j->o + q_row(j, b, h, i0);
     for (long ii = 0; ii < br; ii++) {
         w.m[ii] = -INFINITY;
@@ -190,10 +296,10 @@ static void forward_task(fa_job *j, long task, float *scratch) {
         memset(o + ii * j->ldq, 0, sizeof(float) * (size_t)hd);
     }
     for (long j0 = 0; j0 < i0 + br; j0 += BK) {
-        long bc = min_l(BK, i0 + br - j0);
-        j->tiles->gemm(br, bc, hd, q, j->ldq, 1, j->kt + kt_col(j, b, g, j0), T, w.s, bc, false);
-        online_softmax(j, &w, o, br, bc, i0, j0);
-        j->tiles->gemm(br, hd, bc, w.s, bc, 1, j->v + k_row(j, b, g, j0), j->ldk, o, j->ldq, true);
+        fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
+        j->mul->scores(j, &t, w.s);
+        online_softmax(j, &w, o, br, t.bc, i0, j0);
+        j->mul->pv(j, &t, w.s, o);
     }
     float *lse = j->lse_out + lse_row(j, b, h, i0);
     for (long ii = 0; ii < br; ii++) {
@@ -203,57 +309,42 @@ static void forward_task(fa_job *j, long task, float *scratch) {
     }
 }
 
-size_t cf_flash_attention_forward_workspace(const cf_fa_shape *s, int slots) {
-    return sizeof(float) * ((size_t)kv_floats(s) + (size_t)slots * fwd_slot_floats());
-}
-
-void cf_flash_attention_forward(const cf_fa_shape *s, const float *q, const float *k, const float *v, float *out,
-                                float *lse, void *workspace, int slots) {
-    fa_job j;
-    job_init(&j, s, q, k, v);
-    j.o = out;
-    j.lse_out = lse;
-    j.kt = workspace;
-    j.scratch = j.kt + kv_floats(s);
-    j.slot_floats = fwd_slot_floats();
-    transpose_kv(&j, k, j.kt);
-    run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, forward_task);
-}
-
 /* ---- backward ---- */
 
 typedef struct bwd_scratch {
     float *p, *dp;
+    cf_bf16 *pack;
 } bwd_scratch;
 
-static size_t bwd_slot_floats(void) { return 2 * aligned_floats(BQ * BK); }
+static size_t bwd_slot_floats(void) { return 2 * BQ * BK + pack_floats(); }
 
-static bwd_scratch bwd_carve(float *p) { return (bwd_scratch){.p = p, .dp = p + aligned_floats(BQ * BK)}; }
+static bwd_scratch bwd_carve(float *p) {
+    return (bwd_scratch){.p = p, .dp = p + BQ * BK, .pack = (cf_bf16 *)(p + 2 * BQ * BK)};
+}
 
-/* P and dS = P * (dO V^T - D) * scale of the tile (query block i0 of head h, key block
- * j0); dS replaces dP. */
-static void tile_grads(const fa_job *j, const bwd_scratch *w, long b, long h, long i0, long br, long j0, long bc) {
-    long hd = j->s.head_dim, T = j->s.seq, g = h / j->rep;
-    const float *q = j->q + q_row(j, b, h, i0), *dout = j->dout + q_row(j, b, h, i0);
-    const float *lse = j->lse + lse_row(j, b, h, i0), *d = j->d + lse_row(j, b, h, i0);
-    j->tiles->gemm(br, bc, hd, q, j->ldq, 1, j->kt + kt_col(j, b, g, j0), T, w->p, bc, false);
-    tile_probs(j, w->p, br, bc, i0, j0, lse);
-    j->tiles->gemm(br, bc, hd, dout, j->ldq, 1, j->vt + kt_col(j, b, g, j0), T, w->dp, bc, false);
-    for (long ii = 0; ii < br; ii++) {
-        const float *p = w->p + ii * bc;
-        float *ds = w->dp + ii * bc;
-        for (long c = 0; c < bc; c++) ds[c] = p[c] * (ds[c] - d[ii]) * j->scale;
+/* P and dS = P * (dO V^T - D) * scale of the tile; dS replaces dP. */
+static void tile_grads(const fa_job *j, const bwd_scratch *w, const fa_tile *t) {
+    const float *lse = j->lse + lse_row(j, t->b, t->h, t->i0), *d = j->d + lse_row(j, t->b, t->h, t->i0);
+    j->mul->scores(j, t, w->p);
+    tile_probs(j, w->p, t->br, t->bc, t->i0, t->j0, lse);
+    j->mul->dp(j, t, w->dp);
+    for (long ii = 0; ii < t->br; ii++) {
+        const float *p = w->p + ii * t->bc;
+        float *ds = w->dp + ii * t->bc;
+        for (long c = 0; c < t->bc; c++) ds[c] = p[c] * (ds[c] - d[ii]) * j->scale;
     }
 }
 
-/* D[b, h, t] = dO . O over the head dimension. */
+/* D[b, h, t] = dO . O over the head dimension, with dO as dP sees it (bf16: rounded),
+ * so that dP - D cancels exactly where it should (one visible key: dS = 0). */
 static void rowsum_rows(void *arg, long begin, long end) {
     fa_job *j = arg;
     long hd = j->s.head_dim;
     for (long r = begin; r < end; r++) { /* r = (b * T + t) * H + h */
         const float *o = j->out + r * hd, *dout = j->dout + r * hd;
+        const cf_bf16 *dout16 = j->dout16 ? j->dout16 + r * hd : NULL;
         float acc = 0.0f;
-        for (long d = 0; d < hd; d++) acc += o[d] * dout[d];
+        for (long d = 0; d < hd; d++) acc += o[d] * (dout16 ? cf_bf16_to_f32(dout16[d]) : dout[d]);
         long h = r % j->s.heads, bt = r / j->s.heads;
         j->d[lse_row(j, bt / j->s.seq, h, bt % j->s.seq)] = acc;
     }
@@ -267,22 +358,19 @@ static void zero_rows(float *x, long rows, long cols, long ld) {
 static void group_task(fa_job *j, long task, float *scratch) {
     long T = j->s.seq, hd = j->s.head_dim, b = task / j->s.kv_heads, g = task % j->s.kv_heads;
     bwd_scratch w = bwd_carve(scratch);
-    const float *k = j->k + k_row(j, b, g, 0);
     float *dk = j->dk + k_row(j, b, g, 0), *dv = j->dv + k_row(j, b, g, 0);
     zero_rows(dk, T, hd, j->ldk);
     zero_rows(dv, T, hd, j->ldk);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
         for (long i0 = 0; i0 < T; i0 += BQ) {
-            long br = min_l(BQ, T - i0);
-            const float *q = j->q + q_row(j, b, h, i0), *dout = j->dout + q_row(j, b, h, i0);
             float *dq = j->dq + q_row(j, b, h, i0);
-            zero_rows(dq, br, hd, j->ldq);
-            for (long j0 = 0; j0 < i0 + br; j0 += BK) {
-                long bc = min_l(BK, i0 + br - j0);
-                tile_grads(j, &w, b, h, i0, br, j0, bc);
-                j->tiles->gemm(bc, hd, br, w.p, 1, bc, dout, j->ldq, dv + j0 * j->ldk, j->ldk, true);
-                j->tiles->gemm(bc, hd, br, w.dp, 1, bc, q, j->ldq, dk + j0 * j->ldk, j->ldk, true);
-                j->tiles->gemm(br, hd, bc, w.dp, bc, 1, k + j0 * j->ldk, j->ldk, dq, j->ldq, true);
+            zero_rows(dq, min_l(BQ, T - i0), hd, j->ldq);
+            for (long j0 = 0; j0 < min_l(i0 + BQ, T); j0 += BK) {
+                fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
+                tile_grads(j, &w, &t);
+                j->mul->dv(j, &t, w.p, dv + j0 * j->ldk);
+                j->mul->dk(j, &t, w.dp, dk + j0 * j->ldk);
+                j->mul->dq(j, &t, w.dp, dq);
             }
         }
 }
@@ -292,55 +380,220 @@ static void group_task(fa_job *j, long task, float *scratch) {
 static void dkv_task(fa_job *j, long task, float *scratch) {
     long T = j->s.seq, hd = j->s.head_dim, groups = j->s.batch * j->s.kv_heads;
     long j0 = task / groups * BK, b = task % groups / j->s.kv_heads, g = task % j->s.kv_heads;
-    long bc = min_l(BK, T - j0);
     bwd_scratch w = bwd_carve(scratch);
     float *dk = j->dk + k_row(j, b, g, j0), *dv = j->dv + k_row(j, b, g, j0);
-    zero_rows(dk, bc, hd, j->ldk);
-    zero_rows(dv, bc, hd, j->ldk);
+    zero_rows(dk, min_l(BK, T - j0), hd, j->ldk);
+    zero_rows(dv, min_l(BK, T - j0), hd, j->ldk);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
         for (long i0 = j0 / BQ * BQ; i0 < T; i0 += BQ) {
-            long br = min_l(BQ, T - i0);
-            tile_grads(j, &w, b, h, i0, br, j0, bc);
-            j->tiles->gemm(bc, hd, br, w.p, 1, bc, j->dout + q_row(j, b, h, i0), j->ldq, dv, j->ldk, true);
-            j->tiles->gemm(bc, hd, br, w.dp, 1, bc, j->q + q_row(j, b, h, i0), j->ldq, dk, j->ldk, true);
+            fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
+            tile_grads(j, &w, &t);
+            j->mul->dv(j, &t, w.p, dv);
+            j->mul->dk(j, &t, w.dp, dk);
         }
 }
 
 /* dQ rows of query block i0 of head h, from every key block it sees. */
 static void dq_task(fa_job *j, long task, float *scratch) {
-    long b, h, i0, hd = j->s.head_dim;
+    long b, h, i0;
     split_task(j, task, &b, &h, &i0);
-    long br = min_l(BQ, j->s.seq - i0), g = h / j->rep;
     bwd_scratch w = bwd_carve(scratch);
     float *dq = j->dq + q_row(j, b, h, i0);
-    zero_rows(dq, br, hd, j->ldq);
-    for (long j0 = 0; j0 < i0 + br; j0 += BK) {
-        long bc = min_l(BK, i0 + br - j0);
-        tile_grads(j, &w, b, h, i0, br, j0, bc);
-        j->tiles->gemm(br, hd, bc, w.dp, bc, 1, j->k + k_row(j, b, g, j0), j->ldk, dq, j->ldq, true);
+    zero_rows(dq, min_l(BQ, j->s.seq - i0), j->s.head_dim, j->ldq);
+    for (long j0 = 0; j0 < min_l(i0 + BQ, j->s.seq); j0 += BK) {
+        fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
+        tile_grads(j, &w, &t);
+        j->mul->dq(j, &t, w.dp, dq);
     }
 }
 
-static long d_floats(const cf_fa_shape *s) { return (long)aligned_floats(s->batch * s->heads * s->seq); }
+/* ---- the products, f32 ---- */
 
-size_t cf_flash_attention_backward_workspace(const cf_fa_shape *s, int slots) {
-    return sizeof(float) * ((size_t)d_floats(s) + 2 * (size_t)kv_floats(s) + (size_t)slots * bwd_slot_floats());
+static void scores_f32(const fa_job *j, const fa_tile *t, float *s) {
+    j->tiles->gemm(t->br, t->bc, j->s.head_dim, (const float *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq, 1,
+                   (const float *)j->kt + kt_col(j, t->b, t->g, t->j0), j->s.seq, s, t->bc, false);
 }
 
-void cf_flash_attention_backward(const cf_fa_shape *s, const float *q, const float *k, const float *v,
-                                 const float *out, const float *lse, const float *dout, float *dq, float *dk, float *dv,
-                                 void *workspace, int slots) {
+static void pv_f32(const fa_job *j, const fa_tile *t, const float *p, float *o) {
+    j->tiles->gemm(t->br, j->s.head_dim, t->bc, p, t->bc, 1, (const float *)j->v + k_row(j, t->b, t->g, t->j0), j->ldk,
+                   o, j->ldq, true);
+}
+
+static void dp_f32(const fa_job *j, const fa_tile *t, float *dp) {
+    j->tiles->gemm(t->br, t->bc, j->s.head_dim, j->dout + q_row(j, t->b, t->h, t->i0), j->ldq, 1,
+                   (const float *)j->vt + kt_col(j, t->b, t->g, t->j0), j->s.seq, dp, t->bc, false);
+}
+
+static void dv_f32(const fa_job *j, const fa_tile *t, const float *p, float *dv) {
+    j->tiles->gemm(t->bc, j->s.head_dim, t->br, p, 1, t->bc, j->dout + q_row(j, t->b, t->h, t->i0), j->ldq, dv, j->ldk,
+                   true);
+}
+
+static void dk_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dk) {
+    j->tiles->gemm(t->bc, j->s.head_dim, t->br, ds, 1, t->bc, (const float *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq,
+                   dk, j->ldk, true);
+}
+
+static void dq_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dq) {
+    j->tiles->gemm(t->br, j->s.head_dim, t->bc, ds, t->bc, 1, (const float *)j->k + k_row(j, t->b, t->g, t->j0),
+                   j->ldk, dq, j->ldq, true);
+}
+
+static const fa_products products_f32 = {scores_f32, pv_f32, dp_f32, dv_f32, dk_f32, dq_f32};
+
+/* ---- the products, bf16 ---- */
+
+/* P or dS rounded into the slot's bf16 operand tile, as it is or transposed. */
+static const cf_bf16 *pack_rows(const fa_job *j, const fa_tile *t, const float *x) {
+    j->tiles->pack_rows(t->pack, x, t->br, t->bc);
+    return t->pack;
+}
+
+static const cf_bf16 *pack_cols(const fa_job *j, const fa_tile *t, const float *x) {
+    j->tiles->pack_cols(t->pack, x, t->br, t->bc);
+    return t->pack;
+}
+
+static void scores_bf16(const fa_job *j, const fa_tile *t, float *s) {
+    j->gemm_bf16(t->br, t->bc, j->s.head_dim, (const cf_bf16 *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq,
+                 (const uint32_t *)j->kt + kt_col(j, t->b, t->g, t->j0), j->s.seq, s, t->bc, false);
+}
+
+static void pv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *o) {
+    j->gemm_bf16(t->br, j->s.head_dim, t->bc, pack_rows(j, t, p), t->bc,
+                 j->vp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, o, j->ldq, true);
+}
+
+static void dp_bf16(const fa_job *j, const fa_tile *t, float *dp) {
+    j->gemm_bf16(t->br, t->bc, j->s.head_dim, j->dout16 + q_row(j, t->b, t->h, t->i0), j->ldq,
+                 (const uint32_t *)j->vt + kt_col(j, t->b, t->g, t->j0), j->s.seq, dp, t->bc, false);
+}
+
+static void dv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *dv) {
+    j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, p), t->br + t->br % 2,
+                 j->dop + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dv, j->ldk, true);
+}
+
+static void dk_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dk) {
+    j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, ds), t->br + t->br % 2,
+                 j->qp + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dk, j->ldk, true);
+}
+
+static void dq_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dq) {
+    j->gemm_bf16(t->br, j->s.head_dim, t->bc, pack_rows(j, t, ds), t->bc,
+                 j->kp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, dq, j->ldq, true);
+}
+
+static const fa_products products_bf16 = {scores_bf16, pv_bf16, dp_bf16, dv_bf16, dk_bf16, dq_bf16};
+
+/* ---- entry points ---- */
+
+static bool is_bf16(const fa_job *j) { return j->s.dtype == CF_BF16; }
+
+/* The job over inputs q, k, v; the caller sets the rest. */
+static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void *k, const void *v) {
+    *j = (fa_job){.tiles = active_tiles(), .s = *s, .rep = s->heads / s->kv_heads, .ldq = s->heads * s->head_dim,
+                  .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
+    j->mul = is_bf16(j) ? &products_bf16 : &products_f32;
+    if (!is_bf16(j)) return;
+    /* The fastest bf16 product the CPU has: AMX, vdpbf16ps, or widened to f32. */
+    if (cf_fa_amx_usable()) {
+        j->gemm_bf16 = cf_fa_gemm_bf16_amx;
+        j->enter = cf_fa_amx_enter;
+        j->leave = cf_fa_amx_leave;
+    } else {
+        j->gemm_bf16 = cf_has_avx512_bf16() ? cf_fa_gemm_bf16_avx512bf16 : j->tiles->gemm_bf16;
+    }
+}
+
+/* Bytes of K^T (an f32 or a pair of bf16 per element, 4 bytes either way) and of a copy
+ * paired along T with `heads` heads. */
+static size_t kt_bytes(const cf_fa_shape *s) {
+    return 4 * (size_t)(s->batch * s->kv_heads * s->seq * (s->dtype == CF_BF16 ? pairs(s->head_dim) : s->head_dim));
+}
+static size_t paired_bytes(const cf_fa_shape *s, long heads) {
+    return 4 * (size_t)(s->batch * heads * pairs(s->seq) * s->head_dim);
+}
+static size_t elems(const cf_fa_shape *s, long heads) { return (size_t)(s->batch * s->seq * heads * s->head_dim); }
+
+/* The slots' scratch, last in the workspace; returns the workspace's bytes. */
+static size_t carve_slots(fa_job *j, carver *c, int slots, size_t slot_floats) {
+    j->slot_floats = slot_floats;
+    j->scratch = carve(c, sizeof(float) * (size_t)slots * slot_floats);
+    return c->used;
+}
+
+/* Bytes of a layout (a layout function run without a workspace). */
+static size_t layout_bytes(const cf_fa_shape *s, int slots, size_t (*layout)(fa_job *, void *, int)) {
+    fa_job j;
+    job_init(&j, s, NULL, NULL, NULL);
+    return layout(&j, NULL, slots);
+}
+
+/* The forward's workspace: K^T, (bf16) V paired along T, the slots. Returns its bytes. */
+static size_t forward_layout(fa_job *j, void *workspace, int slots) {
+    carver c = {workspace, 0};
+    j->kt = carve(&c, kt_bytes(&j->s));
+    if (is_bf16(j)) j->vp = carve(&c, paired_bytes(&j->s, j->s.kv_heads));
+    return carve_slots(j, &c, slots, fwd_slot_floats());
+}
+
+size_t cf_flash_attention_forward_workspace(const cf_fa_shape *s, int slots) {
+    return layout_bytes(s, slots, forward_layout);
+}
+
+void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void *k, const void *v, float *out,
+                                float *lse, void *workspace, int slots) {
+    fa_job j;
+    job_init(&j, s, q, k, v);
+    j.o = out;
+    j.lse_out = lse;
+    forward_layout(&j, workspace, slots);
+    transpose_kv(&j, k, j.kt);
+    if (is_bf16(&j)) copy_planes(&j, v, j.vp, s->kv_heads, pair_rows_plane);
+    run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, forward_task);
+}
+
+/* The backward's workspace: D, K^T, V^T; for bf16 also K, Q and dO paired along T, dO
+ * rounded and the f32 sums of dQ, dK, dV; the slots. Returns its bytes. */
+static size_t backward_layout(fa_job *j, void *workspace, int slots) {
+    const cf_fa_shape *s = &j->s;
+    carver c = {workspace, 0};
+    j->d = carve(&c, sizeof(float) * (size_t)(s->batch * s->heads * s->seq));
+    j->kt = carve(&c, kt_bytes(s));
+    j->vt = carve(&c, kt_bytes(s));
+    if (is_bf16(j)) {
+        j->kp = carve(&c, paired_bytes(s, s->kv_heads));
+        j->qp = carve(&c, paired_bytes(s, s->heads));
+        j->dop = carve(&c, paired_bytes(s, s->heads));
+        j->dout16 = carve(&c, sizeof(cf_bf16) * elems(s, s->heads));
+        j->dq = carve(&c, sizeof(float) * elems(s, s->heads));
+        j->dk = carve(&c, sizeof(float) * elems(s, s->kv_heads));
+        j->dv = carve(&c, sizeof(float) * elems(s, s->kv_heads));
+    }
+    return carve_slots(j, &c, slots, bwd_slot_floats());
+}
+
+size_t cf_flash_attention_backward_workspace(const cf_fa_shape *s, int slots) {
+    return layout_bytes(s, slots, backward_layout);
+}
+
+void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void *k, const void *v, const float *out,
+                                 const float *lse, const float *dout, void *dq, void *dk, void *dv, void *workspace,
+                                 int slots) {
     fa_job j;
     job_init(&j, s, q, k, v);
     j.out = out, j.lse = lse, j.dout = dout;
-    j.dq = dq, j.dk = dk, j.dv = dv;
-    j.d = workspace;
-    j.kt = j.d + d_floats(s);
-    j.vt = j.kt + kv_floats(s);
-    j.scratch = j.vt + kv_floats(s);
-    j.slot_floats = bwd_slot_floats();
+    j.dq = dq, j.dk = dk, j.dv = dv; /* bf16: replaced by the f32 sums */
+    backward_layout(&j, workspace, slots);
     transpose_kv(&j, k, j.kt);
     transpose_kv(&j, v, j.vt);
+    if (is_bf16(&j)) {
+        round_to_bf16(dout, j.dout16, elems(s, s->heads));
+        copy_planes(&j, k, j.kp, s->kv_heads, pair_rows_plane);
+        copy_planes(&j, q, j.qp, s->heads, pair_rows_plane);
+        copy_planes(&j, j.dout16, j.dop, s->heads, pair_rows_plane);
+    }
     cf_parallel_rows(s->batch * s->seq * s->heads, s->head_dim, rowsum_rows, &j);
     long groups = s->batch * s->kv_heads;
     if (groups >= slots) {
@@ -348,5 +601,10 @@ void cf_flash_attention_backward(const cf_fa_shape *s, const float *q, const flo
     } else {
         run(&j, groups * blocks(s->seq, BK), slots, dkv_task);
         run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, dq_task);
+    }
+    if (is_bf16(&j)) {
+        round_to_bf16(j.dq, dq, elems(s, s->heads));
+        round_to_bf16(j.dk, dk, elems(s, s->kv_heads));
+        round_to_bf16(j.dv, dv, elems(s, s->kv_heads));
     }
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_tiles_bf16.h"
 
 static void tile_gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb,
                       float *C, long ldc, bool accumulate) {
@@ -37,6 +38,12 @@ static float tile_exp_sum(float *x, long n, float scale, float shift) {
     return sum;
 }
 
-#define CF_FA_TILES_TABLE {.gemm = tile_gemm, .row_max = tile_row_max, .exp_sum = tile_exp_sum}
+#define CF_FA_TILES_TABLE                                                                                              \
+    {.gemm = tile_gemm,                                                                                                \
+     .gemm_bf16 = tile_gemm_bf16,                                                                                      \
+     .pack_rows = tile_pack_rows,                                                                                      \
+     .pack_cols = tile_pack_cols,                                                                                      \
+     .row_max = tile_row_max,                                                                                          \
+     .exp_sum = tile_exp_sum}
 
 #endif

@@ -1,29 +1,20 @@
 /* Flash-attention tiles for AVX-512: a register-blocked product (4 rows x up to 64
  * columns of C held in 16 zmm accumulators, B read in place, no packing) and a
  * vectorised exp, since one exp per score would otherwise cost as much as the two
- * products around it. */
+ * products around it. For bf16 operands: the rounding of P and dS tiles into bf16, and
+ * the portable widening product (vdpbf16ps and AMX have their own files). */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_block_avx512.h"
+#include "kernels/flash_attention_tiles_bf16.h"
 
-enum { ROWS = 4, MAX_VECS = 4, LANES = 16 };
-
-#define INLINE static inline __attribute__((always_inline))
-/* Unrolled before scalar replacement, so the accumulator arrays become registers. */
-#define UNROLL _Pragma("GCC unroll 4")
-
-INLINE __mmask16 lane_mask(int v, int vecs, __mmask16 tail) { return v == vecs - 1 ? tail : (__mmask16)0xFFFF; }
-
-/* C[rows x vecs*16] (+)= A[rows x K] B[K x ...]; rows and vecs are constants after
- * inlining, so the accumulators live in registers. */
+/* C[rows x vecs*16] (+)= A[rows x K] B[K x ...]. */
 INLINE void block(int rows, int vecs, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
                   long ldc, __mmask16 tail, bool accumulate) {
     __m512 c[ROWS][MAX_VECS];
-    UNROLL for (int r = 0; r < rows; r++)
-        UNROLL for (int v = 0; v < vecs; v++)
-            c[r][v] = accumulate ? _mm512_maskz_loadu_ps(lane_mask(v, vecs, tail), C + r * ldc + v * LANES)
-                                 : _mm512_setzero_ps();
+    block_load(rows, vecs, c, C, ldc, tail, accumulate);
     for (long k = 0; k < K; k++) {
         __m512 b[MAX_VECS];
         UNROLL for (int v = 0; v < vecs; v++) b[v] = _mm512_maskz_loadu_ps(lane_mask(v, vecs, tail), B + k * ldb + v * LANES);
@@ -32,8 +23,7 @@ INLINE void block(int rows, int vecs, long K, const float *A, long a_rs, long a_
             UNROLL for (int v = 0; v < vecs; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
         }
     }
-    UNROLL for (int r = 0; r < rows; r++)
-        UNROLL for (int v = 0; v < vecs; v++) _mm512_mask_storeu_ps(C + r * ldc + v * LANES, lane_mask(v, vecs, tail), c[r][v]);
+    block_store(rows, vecs, c, C, ldc, tail);
 }
 
 #define BLOCK_VECS(rows)                                                                                               \
@@ -56,15 +46,8 @@ static void block_1(int vecs, long K, const float *A, long a_rs, long a_cs, cons
 
 static void gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
                  long ldc, bool accumulate) {
-    for (long j = 0; j < N; j += MAX_VECS * LANES) {
-        long n = N - j < MAX_VECS * LANES ? N - j : MAX_VECS * LANES;
-        int vecs = (int)((n + LANES - 1) / LANES);
-        __mmask16 tail = (__mmask16)(0xFFFFu >> (vecs * LANES - n));
-        long i = 0;
-        for (; i + ROWS <= M; i += ROWS)
-            block_4(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate);
-        for (; i < M; i++) block_1(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate);
-    }
+    FOR_EACH_BLOCK(M, N, block_4(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate),
+                   block_1(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate))
 }
 
 static float row_max(const float *x, long n) {
@@ -105,4 +88,45 @@ static float exp_sum(float *x, long n, float scale, float shift) {
     return _mm512_reduce_add_ps(sum);
 }
 
-const cf_fa_tiles cf_fa_tiles_avx512 = {.gemm = gemm, .row_max = row_max, .exp_sum = exp_sum};
+INLINE __mmask16 first_lanes(long n) { return n >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+
+/* x rounded to bf16 (to nearest even; P and dS are finite), in the high halves. */
+INLINE __m512i round_high(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+}
+
+static void pack_rows(cf_bf16 *dst, const float *x, long rows, long cols) {
+    long n = rows * cols;
+    for (long i = 0; i < n; i += LANES) {
+        __mmask16 k = first_lanes(n - i);
+        __m512i r = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(k, x + i)), 16);
+        _mm256_mask_storeu_epi16(dst + i, k, _mm512_cvtepi32_epi16(r));
+    }
+}
+
+/* Two rows at a time: their bf16 values of 16 columns become 16 pairs, one per column,
+ * scattered down the transposed tile. */
+static void pack_cols(cf_bf16 *dst, const float *x, long rows, long cols) {
+    long ld_pairs = (rows + 1) / 2;
+    __m512i down = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_epi32((int)ld_pairs));
+    for (long r = 0; r < rows; r += 2)
+        for (long c = 0; c < cols; c += LANES) {
+            __mmask16 k = first_lanes(cols - c);
+            __m512i lo = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(k, x + r * cols + c)), 16);
+            __m512i hi = _mm512_setzero_si512();
+            if (r + 1 < rows)
+                hi = _mm512_and_si512(round_high(_mm512_maskz_loadu_ps(k, x + (r + 1) * cols + c)),
+                                      _mm512_set1_epi32((int)0xFFFF0000u));
+            _mm512_mask_i32scatter_epi32(dst + 2 * (c * ld_pairs + r / 2), k, down, _mm512_or_si512(lo, hi), 4);
+        }
+}
+
+const cf_fa_tiles cf_fa_tiles_avx512 = {.gemm = gemm,
+                                        .gemm_bf16 = tile_gemm_bf16,
+                                        .pack_rows = pack_rows,
+                                        .pack_cols = pack_cols,
+                                        .row_max = row_max,
+                                        .exp_sum = exp_sum};

@@ -30,7 +30,7 @@ static inline const float *cf_in(const cf_node *n, int i) { return (const float 
 static inline float *cf_out(const cf_node *n, int k) { return (float *)n->outputs[k]->data; }
 
 extern const cf_op_def cf_op_add, cf_op_mul, cf_op_scale, cf_op_add_broadcast, cf_op_sum_leading;
-extern const cf_op_def cf_op_reshape, cf_op_matmul, cf_op_embedding, cf_op_embedding_backward;
+extern const cf_op_def cf_op_reshape, cf_op_cast, cf_op_matmul, cf_op_embedding, cf_op_embedding_backward;
 extern const cf_op_def cf_op_rmsnorm, cf_op_rmsnorm_backward, cf_op_layernorm, cf_op_layernorm_backward;
 extern const cf_op_def cf_op_rope, cf_op_attention, cf_op_attention_backward;
 extern const cf_op_def cf_op_swiglu, cf_op_swiglu_backward, cf_op_gelu, cf_op_gelu_backward;

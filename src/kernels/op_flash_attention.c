@@ -1,5 +1,7 @@
 /* The flash_attention op and its backward (kernels in flash_attention.c).
- * Outputs: out [B, T, H, hd] and lse [B, H, T], the log-sum-exp the backward needs. */
+ * Inputs q, k, v: all f32 or all bf16. Outputs: out [B, T, H, hd] and lse [B, H, T],
+ * the log-sum-exp the backward needs, both f32 whatever the inputs; the gradients of
+ * q, k, v have the inputs' dtype. */
 #include "cformers/fused.h"
 #include "cformers/threads.h"
 #include "kernels/flash_attention.h"
@@ -8,7 +10,7 @@
 
 static cf_fa_shape shape_of(const cf_tensor *q, const cf_tensor *k) {
     return (cf_fa_shape){.batch = (long)q->shape[0], .seq = (long)q->shape[1], .heads = (long)q->shape[2],
-                         .kv_heads = (long)k->shape[2], .head_dim = (long)q->shape[3]};
+                         .kv_heads = (long)k->shape[2], .head_dim = (long)q->shape[3], .dtype = q->dtype};
 }
 
 /* attrs.i[0] = scratch slots: the pool size when the graph was built (any thread count
@@ -16,10 +18,17 @@ static cf_fa_shape shape_of(const cf_tensor *q, const cf_tensor *k) {
 static void set_slots(cf_node *n) { n->attrs.i[0] = cf_num_threads(); }
 static int slots_of(const cf_node *n) { return (int)n->attrs.i[0]; }
 
-/* The unfused op's checks and output, with lse [B, H, T] as the saved output. */
+/* The unfused op's shapes, for f32 or bf16 inputs, with lse [B, H, T] as the saved output. */
 static int infer_flash_attention(cf_node *n, cf_error *err) {
-    if (cf_op_attention.infer(n, err) != 0) return -1;
-    const cf_tensor *q = n->inputs[0];
+    const cf_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
+    if ((q->dtype != CF_F32 && q->dtype != CF_BF16) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return cf_fail(err, "flash_attention: q, k, v must be all f32 or all bf16 (%s %s, %s %s, %s %s)", q->name,
+                       cf_dtype_name(q->dtype), k->name, cf_dtype_name(k->dtype), v->name, cf_dtype_name(v->dtype));
+    if (q->ndim != 4 || k->ndim != 4 || cf_require_same_shape(n, 1, 2, err) != 0 || k->shape[0] != q->shape[0] ||
+        k->shape[1] != q->shape[1] || k->shape[3] != q->shape[3] || q->shape[2] % k->shape[2] != 0)
+        return cf_fail(err, "need q [B, T, H, hd] and k, v [B, T, KV, hd] with H a multiple of KV (%s, %s, %s)",
+                       q->name, k->name, v->name);
+    cf_node_output(n, 0, CF_F32, 4, q->shape);
     int64_t lse[3] = {q->shape[0], q->shape[2], q->shape[1]};
     cf_node_output(n, 1, CF_F32, 3, lse);
     set_slots(n);
@@ -28,8 +37,8 @@ static int infer_flash_attention(cf_node *n, cf_error *err) {
 
 static void flash_attention_forward(const cf_node *n) {
     cf_fa_shape s = shape_of(n->inputs[0], n->inputs[1]);
-    cf_flash_attention_forward(&s, cf_in(n, 0), cf_in(n, 1), cf_in(n, 2), cf_out(n, 0), cf_out(n, 1), n->workspace,
-                               slots_of(n));
+    cf_flash_attention_forward(&s, n->inputs[0]->data, n->inputs[1]->data, n->inputs[2]->data, cf_out(n, 0),
+                               cf_out(n, 1), n->workspace, slots_of(n));
 }
 
 static size_t flash_attention_workspace(const cf_node *n) {
@@ -63,8 +72,9 @@ static int infer_flash_attention_backward(cf_node *n, cf_error *err) {
 
 static void flash_attention_backward_forward(const cf_node *n) {
     cf_fa_shape s = shape_of(n->inputs[1], n->inputs[2]);
-    cf_flash_attention_backward(&s, cf_in(n, 1), cf_in(n, 2), cf_in(n, 3), cf_in(n, 4), cf_in(n, 5), cf_in(n, 0),
-                                cf_out(n, 0), cf_out(n, 1), cf_out(n, 2), n->workspace, slots_of(n));
+    cf_flash_attention_backward(&s, n->inputs[1]->data, n->inputs[2]->data, n->inputs[3]->data, cf_in(n, 4),
+                                cf_in(n, 5), cf_in(n, 0), n->outputs[0]->data, n->outputs[1]->data,
+                                n->outputs[2]->data, n->workspace, slots_of(n));
 }
 
 static size_t flash_attention_backward_workspace(const cf_node *n) {
