@@ -97,6 +97,9 @@ static void load_peers(void) {
     const cf_cpu_info *ci = cf_cpu();
     bool avx512 = ci->avx512f && ci->os_avx512;
     unsetenv("OPENBLAS_L2_SIZE");
+    /* Its idle threads otherwise spin (yielding) for about 2^28 cycles after every call,
+     * taking CPU from whichever contender runs next; 2^4 lets them sleep at once. */
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     if (avx512) setenv("OPENBLAS_CORETYPE", ci->avx512_bf16 ? "Cooperlake" : "SkylakeX", 1);
     else if (ci->avx2 && ci->os_avx) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
     else unsetenv("OPENBLAS_CORETYPE");
