@@ -6,6 +6,7 @@
 #include "cformers/graph.h"
 #include "cformers/model_graph.h"
 #include "cformers/plan.h"
+#include "core/passes.h"
 #include "test_util.h"
 
 typedef struct span {
@@ -19,23 +20,28 @@ static bool in_arena(const cf_tensor *t) {
     return t->role == CF_ROLE_ACTIVATION && t->producer && !t->keep && !t->view_of;
 }
 
-/* Liveness recomputed here, independently of the planner: producer to last reader. */
+static cf_tensor *root_of(cf_tensor *t) { return t->view_of ? t->view_of : t; }
+
+/* Liveness recomputed here, independently of the planner: producer to last reader. An
+ * output computed in place (it asked, and has its input's data pointer) continues its
+ * input's span. */
 static int collect_spans(cf_graph *g, span *spans) {
     int n = 0;
     int *span_of = calloc((size_t)cf_graph_num_tensors(g), sizeof *span_of);
-    for (int i = 0; i < cf_graph_num_tensors(g); i++) {
-        cf_tensor *t = cf_graph_tensor(g, i);
-        span_of[i] = -1;
-        if (!in_arena(t)) continue;
-        span_of[i] = n;
-        spans[n++] = (span){t->data, cf_tensor_bytes(t), t->producer->index, t->producer->index, t->name};
-    }
+    for (int i = 0; i < cf_graph_num_tensors(g); i++) span_of[i] = -1;
     for (int k = 0; k < cf_graph_num_nodes(g); k++) {
         cf_node *node = cf_graph_node(g, k);
         for (int i = 0; i < node->n_inputs; i++) {
-            cf_tensor *t = node->inputs[i]->view_of ? node->inputs[i]->view_of : node->inputs[i];
-            int s = span_of[t->id];
+            int s = span_of[root_of(node->inputs[i])->id];
             if (s >= 0 && spans[s].last < k) spans[s].last = k;
+        }
+        for (int o = 0; o < node->n_outputs; o++) {
+            cf_tensor *t = node->outputs[o];
+            if (!in_arena(t)) continue;
+            if ((node->in_place >> o & 1u) && o < node->n_inputs && node->inputs[o]->data == t->data)
+                span_of[t->id] = span_of[root_of(node->inputs[o])->id];
+            else
+                spans[span_of[t->id] = n++] = (span){t->data, cf_tensor_bytes(t), k, k, t->name};
         }
     }
     free(span_of);
@@ -56,11 +62,14 @@ static void check_no_overlap(cf_graph *g, const char *what) {
     free(spans);
 }
 
-static void plan_training_graph(cf_model_config *cfg, int64_t batch, int64_t seq, const char *what) {
+/* ctx: the fusion passes to run first (NULL: none). */
+static void plan_training_graph(cf_model_config *cfg, const cf_context_config *ctx, int64_t batch, int64_t seq,
+                                const char *what) {
     cf_model_graph m;
     cf_error err = {{0}};
     CHECK_MSG(cf_model_graph_build(cfg, batch, seq, NULL, &m, &err) == 0, "%s: %s", what, err.msg);
     if (!m.graph) return;
+    if (ctx) CHECK_MSG(cf_graph_fuse(m.graph, ctx, &err) == 0, "%s: %s", what, err.msg);
     cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
     cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
     CHECK(cf_graph_backward(m.graph, m.loss, &err) == 0);
@@ -80,7 +89,7 @@ static void plan_training_graph(cf_model_config *cfg, int64_t batch, int64_t seq
                r->lower_bound_bytes, 100.0 * r->fragmentation);
         CHECK(dry.arena_bytes == r->arena_bytes && dry.lower_bound_bytes == r->lower_bound_bytes);
         cf_memory_report whole;
-        CHECK_MSG(cf_model_graph_memory(cfg, NULL, batch, seq, &whole, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_model_graph_memory(cfg, ctx, batch, seq, &whole, &err) == 0, "%s", err.msg);
         CHECK(whole.arena_bytes == r->arena_bytes && whole.param_bytes == r->param_bytes);
         CHECK(r->arena_bytes >= r->lower_bound_bytes);
         CHECK_MSG(r->fragmentation < 0.03, "%s: fragmentation %.2f%%", what, 100.0 * r->fragmentation);
@@ -160,17 +169,21 @@ int main(void) {
     plan_in_place(READ_BY_BACKWARD, "input read by the backward");
     plan_in_place(GRAPH_INPUT, "input a graph input");
     cf_model_config llama = small_llama();
-    plan_training_graph(&llama, 4, 64, "llama d128 L4 GQA");
+    plan_training_graph(&llama, NULL, 4, 64, "llama d128 L4 GQA");
+    cf_context_config fused = {.enable_graph_kernel = true, .fuse_residual_norm = true, .fuse_rope = true,
+                               .fuse_cross_entropy = true};
+    plan_training_graph(&llama, &fused, 4, 64, "llama d128 L4 GQA, fused, rope in place");
     llama.tie_word_embeddings = true;
     llama.hidden_size = 64;
     llama.num_layers = 2;
     llama.intermediate_size = 172;
-    plan_training_graph(&llama, 4, 64, "llama d64 L2 tied");
+    plan_training_graph(&llama, NULL, 4, 64, "llama d64 L2 tied");
     cf_model_config gpt2 = small_llama();
     gpt2.arch = CF_ARCH_GPT2;
     gpt2.num_kv_heads = gpt2.num_heads;
     gpt2.intermediate_size = 4 * gpt2.hidden_size;
     gpt2.tie_word_embeddings = true;
-    plan_training_graph(&gpt2, 4, 64, "gpt2 d128 L4");
+    plan_training_graph(&gpt2, NULL, 4, 64, "gpt2 d128 L4");
+    plan_training_graph(&gpt2, &fused, 4, 64, "gpt2 d128 L4, fused");
     return test_finish();
 }
