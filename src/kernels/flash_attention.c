@@ -14,13 +14,14 @@
  * query block) owns its rows of dQ.
  *
  * The tasks are the same for both element types; only the six products differ (the
- * fa_products tables at the end). f32: K (and V for the backward) are first transposed
- * once into [B, KV, hd, T] so every product reads its B operand row by row; transposed A
- * operands are read through strides. bf16: every B operand is first packed into the
+ * fa_products tables at the end), and the copies of the inputs they read, made in one
+ * pass over the pool first. f32: K (and V for the backward) transposed into
+ * [B, KV, hd, T] so every product reads its B operand row by row; transposed A operands
+ * are read through strides. bf16: every B operand packed into the
  * pairs the bf16 product reads (cf_fa_gemm_bf16_fn), and A operands made of P or dS are
- * rounded into a bf16 tile per product; the gradients are summed in f32 buffers and
- * rounded to bf16 at the end. Scratch: those copies, a few tiles per slot and D:
- * nothing grows as T^2. */
+ * rounded into a bf16 tile per product; each task sums the gradient rows it owns in f32
+ * in its slot and rounds them into the output when done. Scratch: those copies, a few
+ * tiles per slot (and those sums) and D: nothing grows as T^2. */
 #include "kernels/flash_attention.h"
 
 #include <math.h>
@@ -68,15 +69,15 @@ typedef struct fa_tile {
     cf_bf16 *pack;
 } fa_tile;
 
-/* Gradient products add into f32 rows: dk and dv at key row j0 (leading dimension ldk),
- * dq at query row i0 (ldq). */
+/* Gradient products add into f32 rows with leading dimension ld: dk and dv from key
+ * row j0, dq from query row i0. */
 struct fa_products {
-    void (*scores)(const fa_job *j, const fa_tile *t, float *s);              /* S = Q K^T */
-    void (*pv)(const fa_job *j, const fa_tile *t, const float *p, float *o);   /* O += P V */
-    void (*dp)(const fa_job *j, const fa_tile *t, float *dp);                  /* dP = dO V^T */
-    void (*dv)(const fa_job *j, const fa_tile *t, const float *p, float *dv);  /* dV += P^T dO */
-    void (*dk)(const fa_job *j, const fa_tile *t, const float *ds, float *dk); /* dK += dS^T Q */
-    void (*dq)(const fa_job *j, const fa_tile *t, const float *ds, float *dq); /* dQ += dS K */
+    void (*scores)(const fa_job *j, const fa_tile *t, float *s);                       /* S = Q K^T */
+    void (*pv)(const fa_job *j, const fa_tile *t, const float *p, float *o);            /* O += P V */
+    void (*dp)(const fa_job *j, const fa_tile *t, float *dp);                           /* dP = dO V^T */
+    void (*dv)(const fa_job *j, const fa_tile *t, const float *p, float *dv, long ld);  /* dV += P^T dO */
+    void (*dk)(const fa_job *j, const fa_tile *t, const float *ds, float *dk, long ld); /* dK += dS^T Q */
+    void (*dq)(const fa_job *j, const fa_tile *t, const float *ds, float *dq, long ld); /* dQ += dS K */
 };
 
 struct fa_job {
@@ -90,7 +91,8 @@ struct fa_job {
     const void *q, *k, *v; /* as given, f32 or bf16 */
     const float *out, *lse, *dout;
     float *o, *lse_out, *d;
-    float *dq, *dk, *dv; /* f32: the outputs; bf16: f32 sums rounded at the end */
+    void *dq, *dk, *dv;                   /* the gradients, in the inputs' dtype */
+    long kv_rows;                         /* bf16: dK and dV rows a backward task sums */
     /* K^T and V^T: f32 [B, KV, hd, T]; bf16 pairs along hd [B, KV, hd/2, T]. */
     void *kt, *vt;
     /* bf16 only: rows paired along T, [B, heads, T/2, hd] (kp, vp: KV heads; qp, dop: H). */
@@ -101,6 +103,8 @@ struct fa_job {
     atomic_long next;
     void (*task)(struct fa_job *j, long task, float *scratch);
 };
+
+static bool is_bf16(const fa_job *j) { return j->s.dtype == CF_BF16; }
 
 /* Offsets of row t of head h in q-shaped and k-shaped tensors. */
 static long q_row(const fa_job *j, long b, long h, long t) { return ((b * j->s.seq + t) * j->s.heads + h) * j->s.head_dim; }
@@ -122,76 +126,121 @@ static long pair_row(const fa_job *j, long b, long h, long heads, long t0) {
 
 /* ---- copies of the inputs in the layouts the products read ---- */
 
-typedef struct plane_job {
-    const fa_job *j;
-    const void *src;
-    void *dst;
-    long heads; /* of src: H or KV */
-    void (*plane)(const struct plane_job *pj, long b, long h);
-} plane_job;
+/* Row t of head h of a tensor with `heads` heads (q-shaped: H, k-shaped: KV). */
+static long row_at(const fa_job *j, long heads, long b, long h, long t) {
+    return ((b * j->s.seq + t) * heads + h) * j->s.head_dim;
+}
 
 static cf_bf16 bf16_at(const cf_bf16 *x, long i, long n) { return i < n ? x[i] : 0; }
 static uint32_t pair_of(cf_bf16 lo, cf_bf16 hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
 
-/* f32 dst[d][t] = src[t][d]. */
-static void transpose_plane(const plane_job *pj, long b, long h) {
-    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
-    const float *src = (const float *)pj->src + ((b * T) * pj->heads + h) * hd;
-    float *dst = (float *)pj->dst + (b * pj->heads + h) * hd * T;
+/* f32 dst[d][t] = src[t][d] for head (b, h) of k-shaped src. */
+static void transpose_plane(const fa_job *j, const float *src, float *dst, long b, long h) {
+    long hd = j->s.head_dim, T = j->s.seq;
+    src += k_row(j, b, h, 0);
+    dst += kt_col(j, b, h, 0);
     for (long t0 = 0; t0 < T; t0 += 16) /* 16 tokens at a time: whole cache lines of dst */
         for (long d = 0; d < hd; d++)
-            for (long t = t0; t < min_l(t0 + 16, T); t++) dst[d * T + t] = src[t * ld + d];
+            for (long t = t0; t < min_l(t0 + 16, T); t++) dst[d * T + t] = src[t * j->ldk + d];
 }
 
 /* bf16 pairs along hd: dst[d/2][t] = (src[t][d], src[t][d + 1]), d even. */
-static void pair_transpose_plane(const plane_job *pj, long b, long h) {
-    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
-    const cf_bf16 *src = (const cf_bf16 *)pj->src + ((b * T) * pj->heads + h) * hd;
-    uint32_t *dst = (uint32_t *)pj->dst + (b * pj->heads + h) * pairs(hd) * T;
+static void pair_transpose_plane(const fa_job *j, const cf_bf16 *src, uint32_t *dst, long b, long h) {
+    long hd = j->s.head_dim, T = j->s.seq;
+    src += k_row(j, b, h, 0);
+    dst += kt_col(j, b, h, 0);
     for (long t0 = 0; t0 < T; t0 += 16)
         for (long p = 0; p < pairs(hd); p++)
             for (long t = t0; t < min_l(t0 + 16, T); t++)
-                dst[p * T + t] = pair_of(src[t * ld + 2 * p], bf16_at(src + t * ld, 2 * p + 1, hd));
+                dst[p * T + t] = pair_of(src[t * j->ldk + 2 * p], bf16_at(src + t * j->ldk, 2 * p + 1, hd));
 }
 
-/* bf16 pairs along T: dst[t/2][d] = (src[t][d], src[t + 1][d]), t even. */
-static void pair_rows_plane(const plane_job *pj, long b, long h) {
-    long hd = pj->j->s.head_dim, T = pj->j->s.seq, ld = pj->heads * hd;
-    const cf_bf16 *src = (const cf_bf16 *)pj->src + ((b * T) * pj->heads + h) * hd;
-    uint32_t *dst = (uint32_t *)pj->dst + pair_row(pj->j, b, h, pj->heads, 0);
+/* bf16 pairs along T: dst[t/2][d] = (src[t][d], src[t + 1][d]), t even, for head (b, h)
+ * of a tensor with `heads` heads. */
+static void pair_rows_plane(const fa_job *j, const cf_bf16 *src, uint32_t *dst, long heads, long b, long h) {
+    long hd = j->s.head_dim, T = j->s.seq, ld = heads * hd;
+    src += row_at(j, heads, b, h, 0);
+    dst += pair_row(j, b, h, heads, 0);
     for (long t = 0; t < T; t += 2)
         for (long d = 0; d < hd; d++) dst[t / 2 * hd + d] = pair_of(src[t * ld + d], t + 1 < T ? src[(t + 1) * ld + d] : 0);
 }
 
-static void planes(void *arg, long begin, long end) {
-    const plane_job *pj = arg;
-    for (long bh = begin; bh < end; bh++) pj->plane(pj, bh / pj->heads, bh % pj->heads);
+/* kv head (b, g): K^T (f32 or pairs), and the copies of V and K the layout asked for. */
+static void prepare_kv(const fa_job *j, long b, long g) {
+    if (!is_bf16(j)) {
+        transpose_plane(j, j->k, j->kt, b, g);
+        if (j->vt) transpose_plane(j, j->v, j->vt, b, g);
+        return;
+    }
+    pair_transpose_plane(j, j->k, j->kt, b, g);
+    if (j->vt) pair_transpose_plane(j, j->v, j->vt, b, g);
+    if (j->vp) pair_rows_plane(j, j->v, j->vp, j->s.kv_heads, b, g);
+    if (j->kp) pair_rows_plane(j, j->k, j->kp, j->s.kv_heads, b, g);
 }
 
-static void copy_planes(const fa_job *j, const void *src, void *dst, long heads,
-                        void (*plane)(const plane_job *, long, long)) {
-    plane_job pj = {j, src, dst, heads, plane};
-    cf_parallel_rows(j->s.batch * heads, j->s.seq * j->s.head_dim, planes, &pj);
+/* Query head (b, h), backward: D = dO . O per row, with dO as dP sees it (bf16:
+ * rounded, so that dP - D cancels exactly where it should: one visible key gives
+ * dS = 0); for bf16 also dO rounded and paired along T, and Q paired. */
+static void prepare_q(const fa_job *j, long b, long h) {
+    long hd = j->s.head_dim;
+    for (long t = 0; t < j->s.seq; t++) {
+        long r = q_row(j, b, h, t);
+        const float *o = j->out + r, *dout = j->dout + r;
+        float acc = 0.0f;
+        if (is_bf16(j)) {
+            cf_convert_f32_to_bf16(dout, j->dout16 + r, (size_t)hd);
+            for (long d = 0; d < hd; d++) acc += o[d] * cf_bf16_to_f32(j->dout16[r + d]);
+        } else {
+            for (long d = 0; d < hd; d++) acc += o[d] * dout[d];
+        }
+        j->d[lse_row(j, b, h, t)] = acc;
+    }
+    if (is_bf16(j)) {
+        pair_rows_plane(j, j->dout16, j->dop, j->s.heads, b, h);
+        pair_rows_plane(j, j->q, j->qp, j->s.heads, b, h);
+    }
 }
 
-/* K^T (and V^T) in the job's element type. */
-static void transpose_kv(const fa_job *j, const void *src, void *dst) {
-    copy_planes(j, src, dst, j->s.kv_heads, j->s.dtype == CF_BF16 ? pair_transpose_plane : transpose_plane);
+/* Rows are the (batch, kv head) groups, then (backward) the (batch, head) pairs. */
+static void prepare_rows(void *arg, long begin, long end) {
+    const fa_job *j = arg;
+    long groups = j->s.batch * j->s.kv_heads;
+    for (long r = begin; r < end; r++)
+        if (r < groups)
+            prepare_kv(j, r / j->s.kv_heads, r % j->s.kv_heads);
+        else
+            prepare_q(j, (r - groups) / j->s.heads, (r - groups) % j->s.heads);
 }
 
-typedef struct convert_job {
-    const float *src;
-    cf_bf16 *dst;
-} convert_job;
-
-static void convert_rows(void *arg, long begin, long end) {
-    const convert_job *c = arg;
-    cf_convert_f32_to_bf16(c->src + begin, c->dst + begin, (size_t)(end - begin));
+/* Every copy the products read, in one pass over the pool. */
+static void prepare(const fa_job *j, bool backward) {
+    long rows = j->s.batch * (j->s.kv_heads + (backward ? j->s.heads : 0));
+    cf_parallel_rows(rows, j->s.seq * j->s.head_dim, prepare_rows, (void *)j);
 }
 
-static void round_to_bf16(const float *src, cf_bf16 *dst, size_t n) {
-    convert_job c = {src, dst};
-    cf_parallel_rows((long)n, 1, convert_rows, &c);
+/* Rows of a gradient as a backward task sums them: the f32 output's own rows, or
+ * (bf16) f32 rows in the slot, leading dimension hd, that store_grad rounds into the
+ * output when they are done. */
+typedef struct grad_rows {
+    float *sum;
+    long ld;
+} grad_rows;
+
+/* Rows from t0 of head h of gradient `out` (q-shaped: `heads` = H, k-shaped: KV). */
+static grad_rows grad_at(const fa_job *j, void *out, long heads, long b, long h, long t0, float *slot_rows) {
+    if (is_bf16(j)) return (grad_rows){slot_rows, j->s.head_dim};
+    return (grad_rows){(float *)out + row_at(j, heads, b, h, t0), heads * j->s.head_dim};
+}
+
+static void zero_grad(const fa_job *j, grad_rows g, long rows) {
+    for (long r = 0; r < rows; r++) memset(g.sum + r * g.ld, 0, sizeof(float) * (size_t)j->s.head_dim);
+}
+
+static void store_grad(const fa_job *j, grad_rows g, void *out, long heads, long b, long h, long t0, long rows) {
+    if (!is_bf16(j)) return;
+    for (long r = 0; r < rows; r++)
+        cf_convert_f32_to_bf16(g.sum + r * g.ld, (cf_bf16 *)out + row_at(j, heads, b, h, t0 + r),
+                               (size_t)j->s.head_dim);
 }
 
 /* ---- tasks ---- */
@@ -314,12 +363,20 @@ static void forward_task(fa_job *j, long task, float *scratch) {
 typedef struct bwd_scratch {
     float *p, *dp;
     cf_bf16 *pack;
+    float *dq, *dk, *dv; /* bf16: the gradient sums (BQ, kv_rows and kv_rows rows of hd) */
 } bwd_scratch;
 
-static size_t bwd_slot_floats(void) { return 2 * BQ * BK + pack_floats(); }
+static size_t bwd_slot_floats(const fa_job *j) {
+    size_t sums = is_bf16(j) ? (size_t)((BQ + 2 * j->kv_rows) * j->s.head_dim) : 0;
+    return 2 * BQ * BK + pack_floats() + ((sums + 15) & ~(size_t)15);
+}
 
-static bwd_scratch bwd_carve(float *p) {
-    return (bwd_scratch){.p = p, .dp = p + BQ * BK, .pack = (cf_bf16 *)(p + 2 * BQ * BK)};
+static bwd_scratch bwd_carve(const fa_job *j, float *p) {
+    bwd_scratch w = {.p = p, .dp = p + BQ * BK, .pack = (cf_bf16 *)(p + 2 * BQ * BK)};
+    w.dq = p + 2 * BQ * BK + pack_floats();
+    w.dk = w.dq + BQ * j->s.head_dim;
+    w.dv = w.dk + j->kv_rows * j->s.head_dim;
+    return w;
 }
 
 /* P and dS = P * (dO V^T - D) * scale of the tile; dS replaces dP. */
@@ -335,76 +392,65 @@ static void tile_grads(const fa_job *j, const bwd_scratch *w, const fa_tile *t) 
     }
 }
 
-/* D[b, h, t] = dO . O over the head dimension, with dO as dP sees it (bf16: rounded),
- * so that dP - D cancels exactly where it should (one visible key: dS = 0). */
-static void rowsum_rows(void *arg, long begin, long end) {
-    fa_job *j = arg;
-    long hd = j->s.head_dim;
-    for (long r = begin; r < end; r++) { /* r = (b * T + t) * H + h */
-        const float *o = j->out + r * hd, *dout = j->dout + r * hd;
-        const cf_bf16 *dout16 = j->dout16 ? j->dout16 + r * hd : NULL;
-        float acc = 0.0f;
-        for (long d = 0; d < hd; d++) acc += o[d] * (dout16 ? cf_bf16_to_f32(dout16[d]) : dout[d]);
-        long h = r % j->s.heads, bt = r / j->s.heads;
-        j->d[lse_row(j, bt / j->s.seq, h, bt % j->s.seq)] = acc;
-    }
-}
-
-static void zero_rows(float *x, long rows, long cols, long ld) {
-    for (long r = 0; r < rows; r++) memset(x + r * ld, 0, sizeof(float) * (size_t)cols);
-}
-
 /* All of group (b, g): dQ of its heads, dK and dV of its kv head, each tile once. */
 static void group_task(fa_job *j, long task, float *scratch) {
-    long T = j->s.seq, hd = j->s.head_dim, b = task / j->s.kv_heads, g = task % j->s.kv_heads;
-    bwd_scratch w = bwd_carve(scratch);
-    float *dk = j->dk + k_row(j, b, g, 0), *dv = j->dv + k_row(j, b, g, 0);
-    zero_rows(dk, T, hd, j->ldk);
-    zero_rows(dv, T, hd, j->ldk);
+    long T = j->s.seq, KV = j->s.kv_heads, b = task / KV, g = task % KV;
+    bwd_scratch w = bwd_carve(j, scratch);
+    grad_rows dk = grad_at(j, j->dk, KV, b, g, 0, w.dk), dv = grad_at(j, j->dv, KV, b, g, 0, w.dv);
+    zero_grad(j, dk, T);
+    zero_grad(j, dv, T);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
         for (long i0 = 0; i0 < T; i0 += BQ) {
-            float *dq = j->dq + q_row(j, b, h, i0);
-            zero_rows(dq, min_l(BQ, T - i0), hd, j->ldq);
-            for (long j0 = 0; j0 < min_l(i0 + BQ, T); j0 += BK) {
+            long br = min_l(BQ, T - i0);
+            grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
+            zero_grad(j, dq, br);
+            for (long j0 = 0; j0 < i0 + br; j0 += BK) {
                 fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
                 tile_grads(j, &w, &t);
-                j->mul->dv(j, &t, w.p, dv + j0 * j->ldk);
-                j->mul->dk(j, &t, w.dp, dk + j0 * j->ldk);
-                j->mul->dq(j, &t, w.dp, dq);
+                j->mul->dv(j, &t, w.p, dv.sum + j0 * dv.ld, dv.ld);
+                j->mul->dk(j, &t, w.dp, dk.sum + j0 * dk.ld, dk.ld);
+                j->mul->dq(j, &t, w.dp, dq.sum, dq.ld);
             }
+            store_grad(j, dq, j->dq, j->s.heads, b, h, i0, br);
         }
+    store_grad(j, dk, j->dk, KV, b, g, 0, T);
+    store_grad(j, dv, j->dv, KV, b, g, 0, T);
 }
 
 /* dK and dV rows of key block j0 of kv head g, from every query block that sees it.
  * The first key blocks are seen by the most queries, so they are numbered first. */
 static void dkv_task(fa_job *j, long task, float *scratch) {
-    long T = j->s.seq, hd = j->s.head_dim, groups = j->s.batch * j->s.kv_heads;
-    long j0 = task / groups * BK, b = task % groups / j->s.kv_heads, g = task % j->s.kv_heads;
-    bwd_scratch w = bwd_carve(scratch);
-    float *dk = j->dk + k_row(j, b, g, j0), *dv = j->dv + k_row(j, b, g, j0);
-    zero_rows(dk, min_l(BK, T - j0), hd, j->ldk);
-    zero_rows(dv, min_l(BK, T - j0), hd, j->ldk);
+    long T = j->s.seq, KV = j->s.kv_heads, groups = j->s.batch * KV;
+    long j0 = task / groups * BK, b = task % groups / KV, g = task % KV, bc = min_l(BK, T - j0);
+    bwd_scratch w = bwd_carve(j, scratch);
+    grad_rows dk = grad_at(j, j->dk, KV, b, g, j0, w.dk), dv = grad_at(j, j->dv, KV, b, g, j0, w.dv);
+    zero_grad(j, dk, bc);
+    zero_grad(j, dv, bc);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
         for (long i0 = j0 / BQ * BQ; i0 < T; i0 += BQ) {
             fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
             tile_grads(j, &w, &t);
-            j->mul->dv(j, &t, w.p, dv);
-            j->mul->dk(j, &t, w.dp, dk);
+            j->mul->dv(j, &t, w.p, dv.sum, dv.ld);
+            j->mul->dk(j, &t, w.dp, dk.sum, dk.ld);
         }
+    store_grad(j, dk, j->dk, KV, b, g, j0, bc);
+    store_grad(j, dv, j->dv, KV, b, g, j0, bc);
 }
 
 /* dQ rows of query block i0 of head h, from every key block it sees. */
 static void dq_task(fa_job *j, long task, float *scratch) {
     long b, h, i0;
     split_task(j, task, &b, &h, &i0);
-    bwd_scratch w = bwd_carve(scratch);
-    float *dq = j->dq + q_row(j, b, h, i0);
-    zero_rows(dq, min_l(BQ, j->s.seq - i0), j->s.head_dim, j->ldq);
-    for (long j0 = 0; j0 < min_l(i0 + BQ, j->s.seq); j0 += BK) {
+    long br = min_l(BQ, j->s.seq - i0);
+    bwd_scratch w = bwd_carve(j, scratch);
+    grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
+    zero_grad(j, dq, br);
+    for (long j0 = 0; j0 < i0 + br; j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
         tile_grads(j, &w, &t);
-        j->mul->dq(j, &t, w.dp, dq);
+        j->mul->dq(j, &t, w.dp, dq.sum, dq.ld);
     }
+    store_grad(j, dq, j->dq, j->s.heads, b, h, i0, br);
 }
 
 /* ---- the products, f32 ---- */
@@ -424,19 +470,18 @@ static void dp_f32(const fa_job *j, const fa_tile *t, float *dp) {
                    (const float *)j->vt + kt_col(j, t->b, t->g, t->j0), j->s.seq, dp, t->bc, false);
 }
 
-static void dv_f32(const fa_job *j, const fa_tile *t, const float *p, float *dv) {
-    j->tiles->gemm(t->bc, j->s.head_dim, t->br, p, 1, t->bc, j->dout + q_row(j, t->b, t->h, t->i0), j->ldq, dv, j->ldk,
-                   true);
+static void dv_f32(const fa_job *j, const fa_tile *t, const float *p, float *dv, long ld) {
+    j->tiles->gemm(t->bc, j->s.head_dim, t->br, p, 1, t->bc, j->dout + q_row(j, t->b, t->h, t->i0), j->ldq, dv, ld, true);
 }
 
-static void dk_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dk) {
+static void dk_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dk, long ld) {
     j->tiles->gemm(t->bc, j->s.head_dim, t->br, ds, 1, t->bc, (const float *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq,
-                   dk, j->ldk, true);
+                   dk, ld, true);
 }
 
-static void dq_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dq) {
+static void dq_f32(const fa_job *j, const fa_tile *t, const float *ds, float *dq, long ld) {
     j->tiles->gemm(t->br, j->s.head_dim, t->bc, ds, t->bc, 1, (const float *)j->k + k_row(j, t->b, t->g, t->j0),
-                   j->ldk, dq, j->ldq, true);
+                   j->ldk, dq, ld, true);
 }
 
 static const fa_products products_f32 = {scores_f32, pv_f32, dp_f32, dv_f32, dk_f32, dq_f32};
@@ -469,26 +514,24 @@ static void dp_bf16(const fa_job *j, const fa_tile *t, float *dp) {
                  (const uint32_t *)j->vt + kt_col(j, t->b, t->g, t->j0), j->s.seq, dp, t->bc, false);
 }
 
-static void dv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *dv) {
+static void dv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *dv, long ld) {
     j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, p), t->br + t->br % 2,
-                 j->dop + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dv, j->ldk, true);
+                 j->dop + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dv, ld, true);
 }
 
-static void dk_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dk) {
+static void dk_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dk, long ld) {
     j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, ds), t->br + t->br % 2,
-                 j->qp + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dk, j->ldk, true);
+                 j->qp + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dk, ld, true);
 }
 
-static void dq_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dq) {
+static void dq_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dq, long ld) {
     j->gemm_bf16(t->br, j->s.head_dim, t->bc, pack_rows(j, t, ds), t->bc,
-                 j->kp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, dq, j->ldq, true);
+                 j->kp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, dq, ld, true);
 }
 
 static const fa_products products_bf16 = {scores_bf16, pv_bf16, dp_bf16, dv_bf16, dk_bf16, dq_bf16};
 
 /* ---- entry points ---- */
-
-static bool is_bf16(const fa_job *j) { return j->s.dtype == CF_BF16; }
 
 /* The job over inputs q, k, v; the caller sets the rest. */
 static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void *k, const void *v) {
@@ -549,13 +592,16 @@ void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void 
     j.o = out;
     j.lse_out = lse;
     forward_layout(&j, workspace, slots);
-    transpose_kv(&j, k, j.kt);
-    if (is_bf16(&j)) copy_planes(&j, v, j.vp, s->kv_heads, pair_rows_plane);
+    prepare(&j, false);
     run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, forward_task);
 }
 
-/* The backward's workspace: D, K^T, V^T; for bf16 also K, Q and dO paired along T, dO
- * rounded and the f32 sums of dQ, dK, dV; the slots. Returns its bytes. */
+/* Whether the backward runs one task per (batch, kv head) group (see the top). */
+static bool one_pass(const cf_fa_shape *s, int slots) { return s->batch * s->kv_heads >= slots; }
+
+/* The backward's workspace: D, K^T, V^T; for bf16 also K, Q and dO paired along T and
+ * dO rounded; the slots (for bf16 with the f32 sums of the gradient rows each task
+ * owns). Returns its bytes. */
 static size_t backward_layout(fa_job *j, void *workspace, int slots) {
     const cf_fa_shape *s = &j->s;
     carver c = {workspace, 0};
@@ -567,11 +613,9 @@ static size_t backward_layout(fa_job *j, void *workspace, int slots) {
         j->qp = carve(&c, paired_bytes(s, s->heads));
         j->dop = carve(&c, paired_bytes(s, s->heads));
         j->dout16 = carve(&c, sizeof(cf_bf16) * elems(s, s->heads));
-        j->dq = carve(&c, sizeof(float) * elems(s, s->heads));
-        j->dk = carve(&c, sizeof(float) * elems(s, s->kv_heads));
-        j->dv = carve(&c, sizeof(float) * elems(s, s->kv_heads));
     }
-    return carve_slots(j, &c, slots, bwd_slot_floats());
+    j->kv_rows = one_pass(s, slots) ? s->seq : BK;
+    return carve_slots(j, &c, slots, bwd_slot_floats(j));
 }
 
 size_t cf_flash_attention_backward_workspace(const cf_fa_shape *s, int slots) {
@@ -584,27 +628,14 @@ void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void
     fa_job j;
     job_init(&j, s, q, k, v);
     j.out = out, j.lse = lse, j.dout = dout;
-    j.dq = dq, j.dk = dk, j.dv = dv; /* bf16: replaced by the f32 sums */
+    j.dq = dq, j.dk = dk, j.dv = dv;
     backward_layout(&j, workspace, slots);
-    transpose_kv(&j, k, j.kt);
-    transpose_kv(&j, v, j.vt);
-    if (is_bf16(&j)) {
-        round_to_bf16(dout, j.dout16, elems(s, s->heads));
-        copy_planes(&j, k, j.kp, s->kv_heads, pair_rows_plane);
-        copy_planes(&j, q, j.qp, s->heads, pair_rows_plane);
-        copy_planes(&j, j.dout16, j.dop, s->heads, pair_rows_plane);
-    }
-    cf_parallel_rows(s->batch * s->seq * s->heads, s->head_dim, rowsum_rows, &j);
+    prepare(&j, true);
     long groups = s->batch * s->kv_heads;
-    if (groups >= slots) {
+    if (one_pass(s, slots)) {
         run(&j, groups, slots, group_task);
     } else {
         run(&j, groups * blocks(s->seq, BK), slots, dkv_task);
         run(&j, s->batch * s->heads * blocks(s->seq, BQ), slots, dq_task);
-    }
-    if (is_bf16(&j)) {
-        round_to_bf16(j.dq, dq, elems(s, s->heads));
-        round_to_bf16(j.dk, dk, elems(s, s->kv_heads));
-        round_to_bf16(j.dv, dv, elems(s, s->kv_heads));
     }
 }
