@@ -14,7 +14,11 @@ extern "C" {
 /* Causal grouped-query attention as cf_nn_attention (q [B, T, H, hd], k and v
  * [B, T, KV, hd], H a multiple of KV), computed tile by tile with an online softmax
  * (FlashAttention-2): it saves one log-sum-exp per query row instead of the [B, H, T, T]
- * probabilities, and its backward recomputes them, so memory grows linearly with T. */
+ * probabilities, and its backward recomputes them, so memory grows linearly with T.
+ * q, k, v are all f32 or all bf16 (cf_nn_cast makes bf16 ones); the output is f32 either
+ * way, and the gradients of q, k, v have their dtype. With bf16 the tile products take
+ * bf16 operands (AMX or vdpbf16ps where the CPU has them), the probabilities and their
+ * gradients rounded to bf16 for them, and everything is summed in f32. */
 cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v);
 
 /* cf_nn_cross_entropy(cf_nn_linear(x, w, NULL), targets) without the [tokens, vocab]

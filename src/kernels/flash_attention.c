@@ -82,7 +82,7 @@ struct fa_products {
 
 struct fa_job {
     const cf_fa_tiles *tiles;
-    cf_fa_gemm_bf16_fn gemm_bf16;
+    cf_fa_gemm_bf16_fn gemm_bf16;        /* NULL: no bf16 instructions, gemm_widened */
     void (*enter)(void), (*leave)(void); /* around each slot's tasks (AMX tile state) */
     const fa_products *mul;
     cf_fa_shape s;
@@ -488,6 +488,37 @@ static const fa_products products_f32 = {scores_f32, pv_f32, dp_f32, dv_f32, dk_
 
 /* ---- the products, bf16 ---- */
 
+enum { WIDE = 64 }; /* gemm_widened's chunks: WIDE x WIDE floats of A and of B */
+
+/* The bf16 product without bf16 instructions: chunks of A and B widened to f32 (on the
+ * stack) and multiplied by the ISA's f32 tile product. */
+static void gemm_widened(const fa_job *j, long M, long N, long K, const cf_bf16 *A, long lda, const uint32_t *B,
+                         long ldb, float *C, long ldc, bool accumulate) {
+    float a[WIDE * WIDE], b[WIDE * WIDE];
+    for (long i0 = 0; i0 < M; i0 += WIDE)
+        for (long k0 = 0; k0 < K; k0 += WIDE) { /* k0 even: chunks start on whole pairs */
+            long m = min_l(WIDE, M - i0), kk = min_l(WIDE, K - k0);
+            for (long i = 0; i < m; i++) cf_convert_bf16_to_f32(A + (i0 + i) * lda + k0, a + i * kk, (size_t)kk);
+            for (long n0 = 0; n0 < N; n0 += WIDE) {
+                long n = min_l(WIDE, N - n0);
+                for (long k = 0; k < kk; k++) {
+                    const uint32_t *pairs_k = B + (k0 + k) / 2 * ldb + n0;
+                    int shift = k % 2 ? 16 : 0;
+                    for (long c = 0; c < n; c++) b[k * n + c] = cf_bf16_to_f32((cf_bf16)(pairs_k[c] >> shift));
+                }
+                j->tiles->gemm(m, n, kk, a, kk, 1, b, n, C + i0 * ldc + n0, ldc, accumulate || k0 > 0);
+            }
+        }
+}
+
+static void gemm_bf16(const fa_job *j, long M, long N, long K, const cf_bf16 *A, long lda, const uint32_t *B, long ldb,
+                      float *C, long ldc, bool accumulate) {
+    if (j->gemm_bf16)
+        j->gemm_bf16(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    else
+        gemm_widened(j, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
 /* P or dS rounded into the slot's bf16 operand tile, as it is or transposed. */
 static const cf_bf16 *pack_rows(const fa_job *j, const fa_tile *t, const float *x) {
     j->tiles->pack_rows(t->pack, x, t->br, t->bc);
@@ -500,32 +531,32 @@ static const cf_bf16 *pack_cols(const fa_job *j, const fa_tile *t, const float *
 }
 
 static void scores_bf16(const fa_job *j, const fa_tile *t, float *s) {
-    j->gemm_bf16(t->br, t->bc, j->s.head_dim, (const cf_bf16 *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq,
+    gemm_bf16(j, t->br, t->bc, j->s.head_dim, (const cf_bf16 *)j->q + q_row(j, t->b, t->h, t->i0), j->ldq,
                  (const uint32_t *)j->kt + kt_col(j, t->b, t->g, t->j0), j->s.seq, s, t->bc, false);
 }
 
 static void pv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *o) {
-    j->gemm_bf16(t->br, j->s.head_dim, t->bc, pack_rows(j, t, p), t->bc,
+    gemm_bf16(j, t->br, j->s.head_dim, t->bc, pack_rows(j, t, p), t->bc,
                  j->vp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, o, j->ldq, true);
 }
 
 static void dp_bf16(const fa_job *j, const fa_tile *t, float *dp) {
-    j->gemm_bf16(t->br, t->bc, j->s.head_dim, j->dout16 + q_row(j, t->b, t->h, t->i0), j->ldq,
+    gemm_bf16(j, t->br, t->bc, j->s.head_dim, j->dout16 + q_row(j, t->b, t->h, t->i0), j->ldq,
                  (const uint32_t *)j->vt + kt_col(j, t->b, t->g, t->j0), j->s.seq, dp, t->bc, false);
 }
 
 static void dv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *dv, long ld) {
-    j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, p), t->br + t->br % 2,
+    gemm_bf16(j, t->bc, j->s.head_dim, t->br, pack_cols(j, t, p), t->br + t->br % 2,
                  j->dop + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dv, ld, true);
 }
 
 static void dk_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dk, long ld) {
-    j->gemm_bf16(t->bc, j->s.head_dim, t->br, pack_cols(j, t, ds), t->br + t->br % 2,
+    gemm_bf16(j, t->bc, j->s.head_dim, t->br, pack_cols(j, t, ds), t->br + t->br % 2,
                  j->qp + pair_row(j, t->b, t->h, j->s.heads, t->i0), j->s.head_dim, dk, ld, true);
 }
 
 static void dq_bf16(const fa_job *j, const fa_tile *t, const float *ds, float *dq, long ld) {
-    j->gemm_bf16(t->br, j->s.head_dim, t->bc, pack_rows(j, t, ds), t->bc,
+    gemm_bf16(j, t->br, j->s.head_dim, t->bc, pack_rows(j, t, ds), t->bc,
                  j->kp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, dq, ld, true);
 }
 
@@ -539,13 +570,13 @@ static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void 
                   .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
     j->mul = is_bf16(j) ? &products_bf16 : &products_f32;
     if (!is_bf16(j)) return;
-    /* The fastest bf16 product the CPU has: AMX, vdpbf16ps, or widened to f32. */
+    /* The fastest bf16 product the CPU has: AMX, vdpbf16ps, or (none) gemm_widened. */
     if (cf_fa_amx_usable()) {
         j->gemm_bf16 = cf_fa_gemm_bf16_amx;
         j->enter = cf_fa_amx_enter;
         j->leave = cf_fa_amx_leave;
-    } else {
-        j->gemm_bf16 = cf_has_avx512_bf16() ? cf_fa_gemm_bf16_avx512bf16 : j->tiles->gemm_bf16;
+    } else if (cf_has_avx512_bf16()) {
+        j->gemm_bf16 = cf_fa_gemm_bf16_avx512bf16;
     }
 }
 

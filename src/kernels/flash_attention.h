@@ -7,8 +7,8 @@
  *
  * q, k, v and their gradients are f32 or bf16 (cf_fa_shape.dtype); out, lse, dout and
  * every accumulation are f32. With bf16 the tile products take bf16 operands (the
- * probabilities and dS are rounded to bf16 for them, as GPU kernels do): vdpbf16ps
- * where the CPU has it, widened to f32 otherwise.
+ * probabilities and dS are rounded to bf16 for them, as GPU kernels do): AMX or
+ * vdpbf16ps where the CPU has them, else the f32 products on tiles widened to f32.
  *
  * Work goes to `slots` scratch areas (one per pool thread is best; any count is
  * correct), each pulling tasks from a shared counter, largest first. */
@@ -44,8 +44,6 @@ typedef struct cf_fa_tiles {
      * so A^T is A with the strides swapped; B and C are row-major with leading dimensions. */
     void (*gemm)(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
                  long ldc, bool accumulate);
-    /* The bf16 product, widening both operands to f32. */
-    cf_fa_gemm_bf16_fn gemm_bf16;
     /* x [rows x cols] rounded to bf16 as an A operand of the bf16 product: as it is,
      * dst[r * cols + c], or transposed, dst[c * ld + r] with ld = rows rounded up to
      * even (a zero in the gap). */

@@ -7,7 +7,6 @@
 #include <math.h>
 
 #include "kernels/flash_attention.h"
-#include "kernels/flash_attention_tiles_bf16.h"
 
 static void tile_gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb,
                       float *C, long ldc, bool accumulate) {
@@ -38,9 +37,21 @@ static float tile_exp_sum(float *x, long n, float scale, float shift) {
     return sum;
 }
 
+/* P or dS rounded into a bf16 operand tile (cf_fa_tiles.pack_rows, pack_cols). */
+static void tile_pack_rows(cf_bf16 *dst, const float *x, long rows, long cols) {
+    cf_convert_f32_to_bf16(x, dst, (size_t)(rows * cols));
+}
+
+static void tile_pack_cols(cf_bf16 *dst, const float *x, long rows, long cols) {
+    long ld = rows + rows % 2;
+    for (long c = 0; c < cols; c++) {
+        for (long r = 0; r < rows; r++) dst[c * ld + r] = cf_f32_to_bf16(x[r * cols + c]);
+        if (rows % 2) dst[c * ld + rows] = 0;
+    }
+}
+
 #define CF_FA_TILES_TABLE                                                                                              \
     {.gemm = tile_gemm,                                                                                                \
-     .gemm_bf16 = tile_gemm_bf16,                                                                                      \
      .pack_rows = tile_pack_rows,                                                                                      \
      .pack_cols = tile_pack_cols,                                                                                      \
      .row_max = tile_row_max,                                                                                          \

@@ -1,14 +1,13 @@
 /* Flash-attention tiles for AVX-512: a register-blocked product (4 rows x up to 64
  * columns of C held in 16 zmm accumulators, B read in place, no packing) and a
  * vectorised exp, since one exp per score would otherwise cost as much as the two
- * products around it. For bf16 operands: the rounding of P and dS tiles into bf16, and
- * the portable widening product (vdpbf16ps and AMX have their own files). */
+ * products around it. For bf16 operands, the rounding of P and dS tiles into bf16 (the
+ * bf16 products are in flash_attention_tiles_avx512bf16.c and _amx_avx512bf16.c). */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_block_avx512.h"
-#include "kernels/flash_attention_tiles_bf16.h"
 
 /* C[rows x vecs*16] (+)= A[rows x K] B[K x ...]. */
 INLINE void block(int rows, int vecs, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
@@ -125,7 +124,6 @@ static void pack_cols(cf_bf16 *dst, const float *x, long rows, long cols) {
 }
 
 const cf_fa_tiles cf_fa_tiles_avx512 = {.gemm = gemm,
-                                        .gemm_bf16 = tile_gemm_bf16,
                                         .pack_rows = pack_rows,
                                         .pack_cols = pack_cols,
                                         .row_max = row_max,

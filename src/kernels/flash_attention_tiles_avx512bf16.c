@@ -1,7 +1,8 @@
 /* The flash-attention bf16 tile product with vdpbf16ps: each instruction multiplies 16
- * pairs of bf16 and adds both products to 16 f32 sums, twice the work of an f32 FMA.
- * Register-blocked as the f32 AVX-512 product: 4 rows x up to 64 columns of C in 16
- * zmm accumulators, a pair of A broadcast per row, B's packed pairs read in place. */
+ * pairs of bf16 and adds both products to 16 f32 sums (twice the work of an f32 FMA;
+ * some CPUs issue it at half the FMA rate). Register-blocked as the f32 AVX-512 product
+ * (4 rows x up to 64 columns of C in 16 zmm accumulators), a pair of A broadcast per row,
+ * B's packed pairs read in place. */
 #include <immintrin.h>
 #include <string.h>
 
