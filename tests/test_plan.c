@@ -160,8 +160,54 @@ static void plan_in_place(enum in_place_case c, const char *what) {
     cf_graph_free(g);
 }
 
+/* A two-output op that declares only output 1 in place: (a, b) -> (2a, 3b). */
+static int pair_infer(cf_node *n, cf_error *err) {
+    (void)err;
+    cf_node_output_like(n, 0, n->inputs[0]);
+    cf_node_output_like(n, 1, n->inputs[1]);
+    return 0;
+}
+
+static void pair_forward(const cf_node *n) {
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < cf_tensor_numel(n->inputs[k]); i++)
+            cf_tensor_f32(n->outputs[k])[i] = (float)(k + 2) * cf_tensor_f32(n->inputs[k])[i];
+}
+
+static const cf_op_def pair_op = {.name = "test_pair", .n_outputs = 2, .infer = pair_infer, .forward = pair_forward,
+                                  .in_place = 2u};
+
+/* Output k over input k, for the outputs the op declares: asking for output 1 grants
+ * it, asking for output 0 (not declared) grants nothing. */
+static void plan_in_place_second_output(unsigned ask) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *x = cf_graph_input(g, "x", CF_F32, 1, (int64_t[]){16});
+    cf_tensor *in[2] = {cf_nn_scale(g, x, 1.0f), cf_nn_scale(g, x, 1.0f)};
+    cf_node *n = cf_graph_node_add(g, &pair_op, in, 2, NULL);
+    CHECK(n != NULL);
+    if (!n) {
+        cf_graph_free(g);
+        return;
+    }
+    n->in_place = ask;
+    cf_graph_keep(g, cf_nn_add(g, n->outputs[0], n->outputs[1]));
+    cf_error err = {{0}};
+    cf_plan *plan = cf_plan_create(g, &err);
+    CHECK_MSG(plan != NULL, "%s", err.msg);
+    if (plan) {
+        CHECK(n->outputs[0]->data != in[0]->data && (n->outputs[1]->data == in[1]->data) == (ask == 2u));
+        for (int i = 0; i < 16; i++) cf_tensor_f32(x)[i] = (float)i;
+        cf_plan_run(plan, CF_PHASE_ALL);
+        CHECK(cf_tensor_f32(n->outputs[1])[5] == 15.0f && cf_tensor_f32(n->outputs[0])[5] == 10.0f);
+        cf_plan_free(plan);
+    }
+    cf_graph_free(g);
+}
+
 int main(void) {
     plan_chain();
+    plan_in_place_second_output(2u);
+    plan_in_place_second_output(1u);
     plan_in_place(DEAD_AFTER, "input dead after the rope");
     plan_in_place(VIEW_DEAD_AFTER, "input a view, dead after");
     plan_in_place(NOT_ASKED, "not asked for");

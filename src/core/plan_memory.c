@@ -14,7 +14,7 @@ typedef struct interval {
     size_t size;
     int first, last; /* node indices where it is written first and read last */
     int64_t offset;
-    int64_t *dest; /* where the offset is reported */
+    int64_t *dest; /* workspaces: where the offset is reported (tensors: storage_map) */
 } interval;
 
 cf_storage cf_tensor_storage(const cf_tensor *t) {
@@ -160,7 +160,7 @@ typedef struct storage_map {
  * after this node (its interval so far ends here: the intervals joined to it later can
  * only start after this node), and the output not kept. */
 static bool grant_in_place(const cf_node *n, int k, const storage_map *m, const interval *items) {
-    if (!(n->in_place & n->op->in_place >> k & 1u) || k >= n->n_inputs) return false;
+    if (!((n->in_place & n->op->in_place) >> k & 1u) || k >= n->n_inputs) return false;
     cf_tensor *in = n->inputs[k], *out = n->outputs[k];
     int it = m->item_of[cf_tensor_root(in)->id];
     if (it < 0 || items[it].last != n->index || cf_tensor_storage(out) != CF_STORE_ARENA || in->dtype != out->dtype ||
@@ -193,8 +193,7 @@ static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items, s
                 items[m->item_of[t->id]].last = last; /* it ended at k */
             } else if (cf_tensor_storage(t) == CF_STORE_ARENA) {
                 m->item_of[t->id] = n;
-                items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = k, .last = last,
-                                        .dest = &l->tensor_offset[t->id]};
+                items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = k, .last = last};
             }
         }
         size_t ws = node->op->workspace ? node->op->workspace(node) : 0;
@@ -222,8 +221,9 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     r->lower_bound_bytes = live_peak(items, n, g->n_nodes);
     r->fragmentation = r->lower_bound_bytes ? (double)r->arena_bytes / (double)r->lower_bound_bytes - 1.0 : 0.0;
     r->arena_tensors = n;
-    for (int i = 0; i < n; i++) *items[i].dest = items[i].offset;
-    for (int i = 0; i < g->n_tensors; i++) /* in-place outputs: inside their input's interval */
+    for (int i = 0; i < n; i++)
+        if (items[i].dest) *items[i].dest = items[i].offset;
+    for (int i = 0; i < g->n_tensors; i++) /* an in-place output lies inside its input's interval */
         if (m.item_of[i] >= 0) l->tensor_offset[i] = items[m.item_of[i]].offset + m.shift[i];
     free(items);
     free(m.item_of);
