@@ -28,6 +28,7 @@
 #include "cformers/gradcheck.h"
 #include "cformers/plan.h"
 #include "cformers/threads.h"
+#include "kernels/flash_attention.h"
 #include "test_util.h"
 
 typedef struct attn_case {
@@ -137,6 +138,12 @@ static void gradcheck_flash(int64_t heads, int64_t kv_heads) {
     cf_graph_free(g);
 }
 
+/* Which bf16 product the flash op picks on the active ISA. */
+static const char *bf16_product_name(void) {
+    if (cf_fa_amx_usable()) return "AMX, vdpbf16ps for partial tiles";
+    return cf_has_avx512_bf16() ? "vdpbf16ps" : "tiles widened to f32";
+}
+
 int main(void) {
     static const attn_case cases[] = {
         {1, 1, 2, 2, 8},   /* one token */
@@ -146,14 +153,15 @@ int main(void) {
         {1, 131, 4, 2, 48}, /* crosses two tile boundaries, partial last tile */
         {1, 70, 2, 2, 80}, /* head dim above one 64-column register block */
         {1, 19, 2, 1, 13}, /* odd head dim: bf16 pairs along it end in a half pair */
+        {1, 150, 4, 2, 64}, /* head dim 64: every bf16 product of a whole tile on AMX */
     };
     static const int thread_counts[] = {1, 3};
     for (int isa = cf_isa_supported(); isa >= CF_ISA_SCALAR; isa--) {
         cf_isa_force((cf_isa)isa);
         for (int t = 0; t < 2; t++) {
             cf_set_num_threads(thread_counts[t]);
-            printf("ISA %s (bf16 products %s), %d threads\n", cf_isa_name((cf_isa)isa),
-                   cf_has_avx512_bf16() ? "vdpbf16ps" : "widened to f32", thread_counts[t]);
+            printf("ISA %s (bf16 products: %s), %d threads\n", cf_isa_name((cf_isa)isa), bf16_product_name(),
+                   thread_counts[t]);
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 check_case(&cases[i], false);
                 check_case(&cases[i], true);
