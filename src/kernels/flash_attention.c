@@ -14,7 +14,7 @@
  * query block) owns its rows of dQ.
  *
  * The tasks are the same for both element types; only the six products differ (the
- * fa_products tables at the end), and the copies of the inputs they read, made in one
+ * fa_products tables), and the copies of the inputs they read, made in one
  * pass over the pool first. f32: K (and V for the backward) transposed into
  * [B, KV, hd, T] so every product reads its B operand row by row; transposed A operands
  * are read through strides. bf16: every B operand packed into the
@@ -106,16 +106,18 @@ struct fa_job {
 
 static bool is_bf16(const fa_job *j) { return j->s.dtype == CF_BF16; }
 
-/* Offsets of row t of head h in q-shaped and k-shaped tensors. */
-static long q_row(const fa_job *j, long b, long h, long t) { return ((b * j->s.seq + t) * j->s.heads + h) * j->s.head_dim; }
-static long k_row(const fa_job *j, long b, long g, long t) {
-    return ((b * j->s.seq + t) * j->s.kv_heads + g) * j->s.head_dim;
+/* Offset of row t of head h of a tensor with `heads` heads, and of q-shaped (H heads)
+ * and k-shaped (KV heads) ones. */
+static long row_at(const fa_job *j, long heads, long b, long h, long t) {
+    return ((b * j->s.seq + t) * heads + h) * j->s.head_dim;
 }
+static long q_row(const fa_job *j, long b, long h, long t) { return row_at(j, j->s.heads, b, h, t); }
+static long k_row(const fa_job *j, long b, long g, long t) { return row_at(j, j->s.kv_heads, b, g, t); }
 static long lse_row(const fa_job *j, long b, long h, long t) { return (b * j->s.heads + h) * j->s.seq + t; }
 
 /* Column t0 of kv head g's plane in a transposed copy (hd rows, or hd/2 rows of pairs). */
 static long kt_col(const fa_job *j, long b, long g, long t0) {
-    long rows = j->s.dtype == CF_BF16 ? pairs(j->s.head_dim) : j->s.head_dim;
+    long rows = is_bf16(j) ? pairs(j->s.head_dim) : j->s.head_dim;
     return (b * j->s.kv_heads + g) * rows * j->s.seq + t0;
 }
 
@@ -125,11 +127,6 @@ static long pair_row(const fa_job *j, long b, long h, long heads, long t0) {
 }
 
 /* ---- copies of the inputs in the layouts the products read ---- */
-
-/* Row t of head h of a tensor with `heads` heads (q-shaped: H, k-shaped: KV). */
-static long row_at(const fa_job *j, long heads, long b, long h, long t) {
-    return ((b * j->s.seq + t) * heads + h) * j->s.head_dim;
-}
 
 static cf_bf16 bf16_at(const cf_bf16 *x, long i, long n) { return i < n ? x[i] : 0; }
 static uint32_t pair_of(cf_bf16 lo, cf_bf16 hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
