@@ -72,6 +72,11 @@ typedef struct peer {
     void (*set_threads_long)(int64_t); /* bli_thread_set_num_threads */
 } peer;
 
+/* BLIS 0.9 (Debian 12) reads BLIS_ARCH_TYPE as its arch_t number, not a name: a name
+ * is silently ignored and the CPU auto-detected (checked with BLIS_ARCH_DEBUG=1). */
+#define BLIS_ARCH_SKX "0"
+#define BLIS_ARCH_HASWELL "3"
+
 static peer peers[MAX_PEERS];
 static int n_peers;
 
@@ -95,13 +100,21 @@ static void load_peers(void) {
      * environment may hide its AVX-512 kernels, and left unset, Debian's 0.3.21 takes
      * recent Xeons for a Prescott: name its best core for this CPU instead. */
     const cf_cpu_info *ci = cf_cpu();
-    bool avx512 = ci->avx512f && ci->os_avx512;
+    /* With CFORMERS_ISA lowered (to measure our AVX2 path on an AVX-512 machine), the
+     * peers are held to the same instructions. */
+    cf_isa isa = cf_isa_active();
+    bool avx512 = isa == CF_ISA_AVX512;
+    if (isa == CF_ISA_AVX2) {
+        setenv("BLIS_ARCH_TYPE", BLIS_ARCH_HASWELL, 1);
+        setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+        setenv("DNNL_MAX_CPU_ISA", "AVX2", 1); /* its name before oneDNN 2.5 */
+    }
     unsetenv("OPENBLAS_L2_SIZE");
     /* Its idle threads otherwise spin (yielding) for about 2^28 cycles after every call,
      * taking CPU from whichever contender runs next; 2^4 lets them sleep at once. */
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     if (avx512) setenv("OPENBLAS_CORETYPE", ci->avx512_bf16 ? "Cooperlake" : "SkylakeX", 1);
-    else if (ci->avx2 && ci->os_avx) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    else if (isa == CF_ISA_AVX2) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
     else unsetenv("OPENBLAS_CORETYPE");
     static const char *const openblas[] = {"libopenblas.so.0", "libopenblas.so", NULL};
     void *h = open_peer(openblas, "openblas");
@@ -113,7 +126,7 @@ static void load_peers(void) {
         if (corename) printf("openblas core: %s\n", corename());
     }
     /* Debian's BLIS 0.9 falls back to generic code on CPUs it does not know (Zen 5). */
-    if (avx512) setenv("BLIS_ARCH_TYPE", "skx", 1);
+    if (avx512) setenv("BLIS_ARCH_TYPE", BLIS_ARCH_SKX, 1);
     static const char *const blis[] = {"libblis.so.4", "libblis.so", NULL};
     h = open_peer(blis, "blis");
     if (h) {

@@ -90,7 +90,11 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
     for (long p = 0; p < k; p += 8) {
         __m256i mk = lanes((int)(k - p < 8 ? k - p : 8));
         __m256 bv[SKINNY_NT_COLS];
-        for (int j = 0; j < cols; j++) bv[j] = _mm256_maskload_ps(b + j * ldb + p, mk);
+        for (int j = 0; j < cols; j++) {
+            if (p % 16 == 0) /* the next group's rows, a line at a time (see gemm_avx512.c) */
+                _mm_prefetch((const char *)(b + (cols + j) * ldb + p), _MM_HINT_T0);
+            bv[j] = _mm256_maskload_ps(b + j * ldb + p, mk);
+        }
         for (int i = 0; i < rows; i++) {
             __m256 av = _mm256_maskload_ps(a + i * lda + p, mk);
             for (int j = 0; j < cols; j++) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
@@ -119,7 +123,7 @@ static void dot(int rows, int cols, long k, const void *a, long lda, const void 
 
 const gemm_kernel cf_gemm_kernel_f32_avx2 = {
     .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
-    .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
+    .pack_a = cf_gemm_pack_a_f32_avx2, .pack_b = cf_gemm_pack_b_f32_avx2, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx2 = {
     .nn = gemm_skinny_rows, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

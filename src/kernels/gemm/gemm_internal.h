@@ -93,11 +93,14 @@ void cf_gemm_dot_bf16(int rows, int cols, long k, const void *a, long lda, const
                       float alpha, float beta);
 
 /* Packing into f32 panels (from f32 or bf16 sources) and into bf16 pair panels. The
- * _avx512 variants move f32 data with AVX-512 (only for AVX-512 machines). */
+ * _avx512 and _avx2 variants move f32 data with those instructions (only for machines
+ * that have them). */
 void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+void cf_gemm_pack_a_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
+void cf_gemm_pack_b_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 /* Pairs with k padded to a multiple of 32, as AMX B tiles take them. */
@@ -106,6 +109,7 @@ void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long
 /* One f32 strip (see gemm_pack.c) with AVX-512 when a stride is 1, padding included;
  * returns false, doing nothing, for other strides. */
 bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+bool cf_gemm_strip_f32_avx2(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
 
 /* One bf16 strip into `pairs` k pairs (zero past K) with AVX-512, when a stride is 1
  * (and a line stride is even, so pairs are 32-bit words); false for other layouts. */

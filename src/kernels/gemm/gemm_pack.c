@@ -147,6 +147,14 @@ void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long r
     pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx512);
 }
 
+void cf_gemm_pack_a_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
+    pack_a_f32(src, r0, c0, rows, cols, mr, dst, cf_gemm_strip_f32_avx2);
+}
+
+void cf_gemm_pack_b_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
+    pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx2);
+}
+
 static long ceil_to(long x, long multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 /* k is padded to a multiple of `k_group` (2 for vdpbf16ps, 32 for an AMX tile). */
