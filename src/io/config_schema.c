@@ -125,7 +125,7 @@ const cf_config_key cf_config_keys[] = {
     K_INT(context.matrix_combine_threshold, 0, 0, BIG, "combine only when out x in features >= this"),
     K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel"),
     K_BOOL(context.fuse_swiglu, true, "SwiGLU as one kernel"),
-    K_BOOL(context.fuse_rope, true, "RoPE fused into the Q/K projection output"),
+    K_BOOL(context.fuse_rope, true, "RoPE rotates Q and K in place (no copy)"),
     K_BOOL(context.fuse_cross_entropy, true, "logits softmax + cross-entropy as one kernel"),
     K_BOOL(context.fuse_adamw, true, "the optimizer update as one kernel"),
     K_INT(context.num_threads, 0, 0, 65536, "compute threads; 0 = CFORMERS_THREADS or all cores"),

@@ -6,7 +6,8 @@
  * nothing is packed. Shapes that are not whole tiles go to the vdpbf16ps product.
  *
  * The tile configuration is per thread: the driver brackets each slot's work with
- * cf_fa_amx_enter / cf_fa_amx_leave. The OS grant is the GEMM's (cf_gemm_amx_usable). */
+ * cf_fa_amx_enter / cf_fa_amx_leave. The configuration (all eight tiles 16 rows x 64
+ * bytes: C 0-3, A 4-5, B 6-7) and the OS grant are the GEMM's. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -15,23 +16,11 @@
 
 #define AMX __attribute__((target("amx-tile,amx-bf16")))
 
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* All eight tiles 16 rows x 64 bytes: C (0-3), A (4-5), B (6-7). Static data: GCC 12
- * does not see ldtilecfg read memory and drops stores to a local configuration. */
-static const tile_config g_config = {.palette = 1,
-                                     .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-                                     .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
-
 bool cf_fa_amx_usable(void) { return cf_gemm_amx_usable(); }
 
-AMX void cf_fa_amx_enter(void) { _tile_loadconfig(&g_config); }
+void cf_fa_amx_enter(void) { cf_gemm_amx_enter(); }
 
-AMX void cf_fa_amx_leave(void) { _tile_release(); }
+void cf_fa_amx_leave(void) { cf_gemm_amx_leave(); }
 
 /* C[i0.., j0..] block of up to 32 x 32 (lower: rows 16..31 exist; right: columns). */
 AMX static void block(long K, const cf_bf16 *A, long lda, const uint32_t *B, long ldb, float *C, long ldc,

@@ -46,9 +46,9 @@ static const tile_config g_config = {.palette = 1,
                                      .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
                                      .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
 
-AMX static void enter(void) { _tile_loadconfig(&g_config); }
+AMX void cf_gemm_amx_enter(void) { _tile_loadconfig(&g_config); }
 
-AMX static void leave(void) { _tile_release(); }
+AMX void cf_gemm_amx_leave(void) { _tile_release(); }
 
 AMX static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     const uint8_t *pa = a, *pb = b;
@@ -94,7 +94,7 @@ AMX static void tile(long k, const void *a, const void *b, float *c, long ldc, i
  * A and B tiles: each TDPBF16PS is 16 x 16 x 32 multiply-adds. */
 AMX double cf_peak_chains_amx(long iters) {
     static const uint16_t zeros[16 * 32] __attribute__((aligned(64)));
-    enter();
+    cf_gemm_amx_enter();
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -109,7 +109,7 @@ AMX double cf_peak_chains_amx(long iters) {
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    leave();
+    cf_gemm_amx_leave();
     return (double)iters * 4 * 16 * 16 * 32 * 2;
 }
 
@@ -127,4 +127,4 @@ static void pack_a(const gemm_operand *src, long r0, long c0, long rows, long co
 
 const gemm_kernel cf_gemm_kernel_bf16_amx = {
     .name = "amx-bf16", .mr = MR, .nr = NR, .k_group = KSTEP, .elem_bytes = 2,
-    .pack_a = pack_a, .pack_b = cf_gemm_pack_b_bf16_pairs32, .tile = tile, .enter = enter, .leave = leave};
+    .pack_a = pack_a, .pack_b = cf_gemm_pack_b_bf16_pairs32, .tile = tile, .enter = cf_gemm_amx_enter, .leave = cf_gemm_amx_leave};

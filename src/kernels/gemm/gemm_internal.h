@@ -82,6 +82,10 @@ extern const gemm_kernel cf_gemm_kernel_bf16_amx;
 
 /* True when the CPU has AMX-BF16 and the OS granted this process the tile state. */
 bool cf_gemm_amx_usable(void);
+/* Loads, on the calling thread, the tile configuration every AMX kernel here uses (all
+ * eight tiles 16 rows x 64 bytes), and releases the tile state again. */
+void cf_gemm_amx_enter(void);
+void cf_gemm_amx_leave(void);
 /* Lets tests switch AMX off to reach the vdpbf16ps kernel on AMX machines. */
 void cf_gemm_allow_amx(bool allow);
 
