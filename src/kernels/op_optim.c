@@ -3,18 +3,19 @@
 #include <math.h>
 #include <string.h>
 
+#include "cformers/cpu.h"
 #include "cformers/threads.h"
+#include "kernels/adamw.h"
 #include "core/graph_internal.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
 
+/* grad_accumulate and grad_norm: flat loops over the gradient block. */
 typedef struct flat_job {
     const float *g;
-    float *p, *grad, *m, *v;
+    float *grad;
     double *partial;
     long n, chunks;
-    const cf_graph *graph;
-    float lr, beta1, beta2, eps, wd, clip, bc1, bc2;
 } flat_job;
 
 static int infer_nothing(cf_node *n, cf_error *err) { return 0; }
@@ -80,22 +81,32 @@ static int param_holding(const cf_graph *g, long i) {
     return lo;
 }
 
+typedef struct adamw_job {
+    const cf_graph *graph;
+    cf_adamw_span_fn span;
+    cf_adamw_step step;
+    float *p, *grad, *m, *v;
+    float lr, wd;
+    long n;
+} adamw_job;
+
 static void adamw_range(void *arg, long begin, long end) {
-    flat_job *j = arg;
+    adamw_job *j = arg;
     const cf_graph *g = j->graph;
     for (int p = param_holding(g, begin); p < g->n_params && g->params[p]->param_offset < end; p++) {
         long span_end = p + 1 < g->n_params ? (long)g->params[p + 1]->param_offset : j->n;
         long lo = begin > g->params[p]->param_offset ? begin : (long)g->params[p]->param_offset;
         long hi = end < span_end ? end : span_end;
         float decay = g->params[p]->weight_decay ? 1.0f - j->lr * j->wd : 1.0f;
-        for (long i = lo; i < hi; i++) {
-            float grad = j->grad[i] * j->clip;
-            j->m[i] = j->beta1 * j->m[i] + (1.0f - j->beta1) * grad;
-            j->v[i] = j->beta2 * j->v[i] + (1.0f - j->beta2) * grad * grad;
-            float m_hat = j->m[i] / j->bc1, v_hat = j->v[i] / j->bc2;
-            j->p[i] = j->p[i] * decay - j->lr * m_hat / (sqrtf(v_hat) + j->eps);
-            j->grad[i] = 0.0f;
-        }
+        j->span(&j->step, decay, j->p + lo, j->grad + lo, j->m + lo, j->v + lo, hi - lo);
+    }
+}
+
+static cf_adamw_span_fn adamw_span_for_isa(void) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: return cf_adamw_span_avx512;
+    case CF_ISA_AVX2: return cf_adamw_span_avx2;
+    default: return cf_adamw_span_generic;
     }
 }
 
@@ -110,13 +121,14 @@ static void adamw_forward(const cf_node *n) {
     int32_t *step = cf_tensor_i32(n->inputs[4]);
     int t = ++*step;
     /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
-    float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f;
-    flat_job j = {.p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
-                  .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]),
-                  .n = elems, .graph = n->attrs.p, .lr = *cf_in(n, 5),
-                  .beta1 = (float)f[0], .beta2 = (float)f[1], .eps = (float)f[2], .wd = (float)f[3],
-                  .clip = clip < 1.0f ? clip : 1.0f, .bc1 = (float)(1.0 - pow(f[0], t)),
-                  .bc2 = (float)(1.0 - pow(f[1], t))};
+    float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f, lr = *cf_in(n, 5);
+    adamw_job j = {.graph = n->attrs.p, .span = adamw_span_for_isa(),
+                   .step = {.beta1 = (float)f[0], .beta2 = (float)f[1], .clip = clip < 1.0f ? clip : 1.0f,
+                            .step_size = (float)(lr / (1.0 - pow(f[0], t))),
+                            .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(f[1], t))), .eps = (float)f[2]},
+                   .p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
+                   .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]), .lr = lr, .wd = (float)f[3],
+                   .n = elems};
     cf_parallel_rows(j.n, 12, adamw_range, &j);
 }
 
