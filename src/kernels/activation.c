@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "kernels/exp_rows.h"
+
 enum { BLOCK = 4096 };
 
 typedef struct act_job {
@@ -11,12 +13,16 @@ typedef struct act_job {
     long n;
 } act_job;
 
+/* The sigmoids go through a stack buffer: out may alias gate. */
 static void swiglu_blocks(void *arg, long begin, long end) {
     const act_job *j = arg;
+    const cf_exp_rows *k = cf_exp_rows_active();
+    float s[CF_SIGMOID_CHUNK];
     long lo = begin * BLOCK, hi = end * BLOCK < j->n ? end * BLOCK : j->n;
-    for (long i = lo; i < hi; i++) {
-        float g = j->a[i];
-        j->out[i] = g / (1.0f + expf(-g)) * j->b[i];
+    for (long c = lo; c < hi; c += CF_SIGMOID_CHUNK) {
+        long m = hi - c < CF_SIGMOID_CHUNK ? hi - c : CF_SIGMOID_CHUNK;
+        k->sigmoid(j->a + c, s, m);
+        for (long i = 0; i < m; i++) j->out[c + i] = j->a[c + i] * s[i] * j->b[c + i];
     }
 }
 

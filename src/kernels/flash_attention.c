@@ -283,7 +283,7 @@ static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, lon
     for (long ii = 0; ii < br; ii++) {
         float *row = s + ii * bc;
         long n = visible(i0 + ii, j0, bc);
-        if (n > 0) j->tiles->exp_sum(row, n, j->scale, shift[ii]);
+        if (n > 0) j->tiles->rows->exp_sum(row, n, j->scale, shift[ii]);
         for (long c = n > 0 ? n : 0; c < bc; c++) row[c] = 0.0f;
     }
 }
@@ -318,9 +318,9 @@ static void online_softmax(const fa_job *j, const fwd_scratch *w, float *o, long
             memset(row, 0, sizeof(float) * (size_t)bc);
             continue;
         }
-        float m_new = fmaxf(w->m[ii], j->tiles->row_max(row, n) * j->scale);
+        float m_new = fmaxf(w->m[ii], j->tiles->rows->max(row, n) * j->scale);
         float corr = expf(w->m[ii] - m_new); /* 0 on the first block, where m = -inf */
-        w->l[ii] = w->l[ii] * corr + j->tiles->exp_sum(row, n, j->scale, m_new);
+        w->l[ii] = w->l[ii] * corr + j->tiles->rows->exp_sum(row, n, j->scale, m_new);
         w->m[ii] = m_new;
         for (long c = n; c < bc; c++) row[c] = 0.0f;
         if (corr != 1.0f) {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "cformers/dtype.h"
+#include "kernels/exp_rows.h"
 
 /* Query rows and key columns per tile: a 64 x 64 score tile and 64-row blocks of
  * q, k and v stay in L1/L2 for head dimensions up to 128. Both even, so bf16 row pairs
@@ -49,9 +50,8 @@ typedef struct cf_fa_tiles {
      * even (a zero in the gap). */
     void (*pack_rows)(cf_bf16 *dst, const float *x, long rows, long cols);
     void (*pack_cols)(cf_bf16 *dst, const float *x, long rows, long cols);
-    float (*row_max)(const float *x, long n);
-    /* x[i] = exp(x[i] * scale - shift) for i < n; returns their sum. */
-    float (*exp_sum)(float *x, long n, float scale, float shift);
+    /* The softmax rows (max, exp_sum) of the same ISA. */
+    const cf_exp_rows *rows;
 } cf_fa_tiles;
 
 extern const cf_fa_tiles cf_fa_tiles_generic, cf_fa_tiles_avx2, cf_fa_tiles_avx512;

@@ -4,8 +4,6 @@
 #ifndef CFORMERS_FLASH_ATTENTION_TILES_H
 #define CFORMERS_FLASH_ATTENTION_TILES_H
 
-#include <math.h>
-
 #include "kernels/flash_attention.h"
 
 static void tile_gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb,
@@ -22,21 +20,6 @@ static void tile_gemm(long M, long N, long K, const float *A, long a_rs, long a_
     }
 }
 
-static float tile_row_max(const float *x, long n) {
-    float m = x[0];
-    for (long i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
-
-static float tile_exp_sum(float *x, long n, float scale, float shift) {
-    float sum = 0.0f;
-    for (long i = 0; i < n; i++) {
-        x[i] = expf(x[i] * scale - shift);
-        sum += x[i];
-    }
-    return sum;
-}
-
 /* P or dS rounded into a bf16 operand tile (cf_fa_tiles.pack_rows, pack_cols). */
 static void tile_pack_rows(cf_bf16 *dst, const float *x, long rows, long cols) {
     cf_convert_f32_to_bf16(x, dst, (size_t)(rows * cols));
@@ -50,11 +33,8 @@ static void tile_pack_cols(cf_bf16 *dst, const float *x, long rows, long cols) {
     }
 }
 
-#define CF_FA_TILES_TABLE                                                                                              \
-    {.gemm = tile_gemm,                                                                                                \
-     .pack_rows = tile_pack_rows,                                                                                      \
-     .pack_cols = tile_pack_cols,                                                                                      \
-     .row_max = tile_row_max,                                                                                          \
-     .exp_sum = tile_exp_sum}
+/* The table, with the softmax row kernels `exp_rows` (a cf_exp_rows). */
+#define CF_FA_TILES_TABLE(exp_rows)                                                                                    \
+    {.gemm = tile_gemm, .pack_rows = tile_pack_rows, .pack_cols = tile_pack_cols, .rows = &(exp_rows)}
 
 #endif

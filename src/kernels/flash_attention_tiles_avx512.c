@@ -1,10 +1,8 @@
 /* Flash-attention tiles for AVX-512: a register-blocked product (4 rows x up to 64
- * columns of C held in 16 zmm accumulators, B read in place, no packing) and a
- * vectorised exp, since one exp per score would otherwise cost as much as the two
- * products around it. For bf16 operands, the rounding of P and dS tiles into bf16 (the
+ * columns of C held in 16 zmm accumulators, B read in place, no packing), with the
+ * vectorised softmax rows of exp_rows_avx512.c. For bf16 operands, the rounding of P and dS tiles into bf16 (the
  * bf16 products are in flash_attention_tiles_avx512bf16.c and _amx_avx512bf16.c). */
 #include <immintrin.h>
-#include <math.h>
 
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_block_avx512.h"
@@ -49,44 +47,6 @@ static void gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, c
                    block_1(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate))
 }
 
-static float row_max(const float *x, long n) {
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    for (long i = 0; i < n; i += LANES) {
-        __mmask16 k = n - i >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
-    }
-    return _mm512_reduce_max_ps(m);
-}
-
-/* exp(x) as Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r,
- * scaled by 2^n. Relative error about 2e-7; arguments below -87 give ~1e-38, not 0. */
-INLINE __m512 exp_ps(__m512 x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
-
-static float exp_sum(float *x, long n, float scale, float shift) {
-    __m512 sum = _mm512_setzero_ps(), vs = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
-    for (long i = 0; i < n; i += LANES) {
-        __mmask16 k = n - i >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        __m512 e = exp_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, x + i), vs, vshift));
-        _mm512_mask_storeu_ps(x + i, k, e);
-        sum = _mm512_mask_add_ps(sum, k, sum, e);
-    }
-    return _mm512_reduce_add_ps(sum);
-}
-
 INLINE __mmask16 first_lanes(long n) { return n >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* x rounded to bf16 (to nearest even; P and dS are finite), in the high halves. */
@@ -126,5 +86,4 @@ static void pack_cols(cf_bf16 *dst, const float *x, long rows, long cols) {
 const cf_fa_tiles cf_fa_tiles_avx512 = {.gemm = gemm,
                                         .pack_rows = pack_rows,
                                         .pack_cols = pack_cols,
-                                        .row_max = row_max,
-                                        .exp_sum = exp_sum};
+                                        .rows = &cf_exp_rows_avx512};

@@ -2,10 +2,10 @@
  * lse = max + log(sum exp(x - max)) (stable), loss_r = lse - x[target]. lse is saved so
  * the backward is one pass: dlogits = (exp(x - lse) - onehot(target)) * dloss / n_valid.
  * Rows whose target is negative are ignored (PyTorch's ignore_index). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/exp_rows.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
 
@@ -48,13 +48,10 @@ static int infer_cross_entropy(cf_node *n, cf_error *err) {
 
 static void ce_rows(void *arg, long begin, long end) {
     ce_job *j = arg;
+    const cf_exp_rows *k = cf_exp_rows_active();
     for (long r = begin; r < end; r++) {
         const float *x = j->logits + r * j->vocab;
-        float mx = x[0];
-        for (long i = 1; i < j->vocab; i++) mx = x[i] > mx ? x[i] : mx;
-        float sum = 0.0f;
-        for (long i = 0; i < j->vocab; i++) sum += expf(x[i] - mx);
-        float lse = mx + logf(sum);
+        float lse = cf_log_sum_exp(k, x, j->vocab);
         long t = target_of(j, r);
         j->lse_out[r] = lse;
         j->row_loss[r] = t < 0 ? 0.0f : lse - x[t];
@@ -97,6 +94,7 @@ static int infer_cross_entropy_backward(cf_node *n, cf_error *err) {
 
 static void ce_backward_rows(void *arg, long begin, long end) {
     ce_job *j = arg;
+    const cf_exp_rows *k = cf_exp_rows_active();
     for (long r = begin; r < end; r++) {
         const float *x = j->logits + r * j->vocab;
         float *d = j->dlogits + r * j->vocab, lse = j->lse[r];
@@ -105,7 +103,7 @@ static void ce_backward_rows(void *arg, long begin, long end) {
             for (long i = 0; i < j->vocab; i++) d[i] = 0.0f;
             continue;
         }
-        for (long i = 0; i < j->vocab; i++) d[i] = expf(x[i] - lse) * j->grad_scale;
+        k->exp_scale(x, d, j->vocab, lse, j->grad_scale);
         d[t] -= j->grad_scale;
     }
 }

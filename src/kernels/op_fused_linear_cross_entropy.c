@@ -10,12 +10,12 @@
  *
  * inputs (x [..., D], W [V, D], targets [...] i32, negative = ignored);
  * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = 1 [V, D]). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cformers/fused.h"
 #include "cformers/gemm.h"
+#include "kernels/exp_rows.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -52,6 +52,7 @@ static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
 /* Rows of one logits chunk: loss, then the logits become their gradient. */
 static void lce_rows(void *arg, long begin, long end) {
     lce_job *j = arg;
+    const cf_exp_rows *k = cf_exp_rows_active();
     for (long r = begin; r < end; r++) {
         float *x = j->logits + r * j->vocab;
         int32_t t = j->targets[j->row0 + r];
@@ -60,13 +61,9 @@ static void lce_rows(void *arg, long begin, long end) {
                     j->targets_tensor->name, j->row0 + r, t, j->vocab);
             abort();
         }
-        float mx = x[0];
-        for (long i = 1; i < j->vocab; i++) mx = x[i] > mx ? x[i] : mx;
-        float sum = 0.0f;
-        for (long i = 0; i < j->vocab; i++) sum += expf(x[i] - mx);
-        float lse = mx + logf(sum), scale = t < 0 ? 0.0f : j->inv_valid;
+        float lse = cf_log_sum_exp(k, x, j->vocab), scale = t < 0 ? 0.0f : j->inv_valid;
         j->row_loss[j->row0 + r] = t < 0 ? 0.0f : lse - x[t];
-        for (long i = 0; i < j->vocab; i++) x[i] = expf(x[i] - lse) * scale;
+        k->exp_scale(x, x, j->vocab, lse, scale);
         if (t >= 0) x[t] -= scale;
     }
 }

@@ -1,7 +1,8 @@
-/* Row softmax, max-subtracted for stability, with an optional causal limit per row. */
+/* Row softmax, max-subtracted for stability, with an optional causal limit per row,
+ * on the row kernels of exp_rows.h. */
 #include "kernels/kernels.h"
 
-#include <math.h>
+#include "kernels/exp_rows.h"
 
 typedef struct softmax_job {
     float *x;
@@ -9,28 +10,22 @@ typedef struct softmax_job {
     bool causal;
 } softmax_job;
 
-static void softmax_row(float *x, long valid, long dim) {
-    float max = x[0];
-    for (long i = 1; i < valid; i++) max = x[i] > max ? x[i] : max;
-    float sum = 0.0f;
-    for (long i = 0; i < valid; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    float inv = 1.0f / sum;
+static void softmax_row(const cf_exp_rows *k, float *x, long valid, long dim) {
+    float inv = 1.0f / k->exp_sum(x, valid, 1.0f, k->max(x, valid));
     for (long i = 0; i < valid; i++) x[i] *= inv;
     for (long i = valid; i < dim; i++) x[i] = 0.0f;
 }
 
 static void softmax_rows(void *arg, long begin, long end) {
     const softmax_job *j = arg;
+    const cf_exp_rows *k = cf_exp_rows_active();
     for (long r = begin; r < end; r++) {
         long valid = j->dim;
         if (j->causal) {
             long limit = j->first_pos + r % j->q_rows + 1;
             valid = limit < j->dim ? limit : j->dim;
         }
-        softmax_row(j->x + r * j->dim, valid, j->dim);
+        softmax_row(k, j->x + r * j->dim, valid, j->dim);
     }
 }
 
