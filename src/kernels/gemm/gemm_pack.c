@@ -52,12 +52,16 @@ static void strip_f32_from_f32(const strip *s, float *dst) {
     }
 }
 
-/* Moves f32 strips faster where it can; NULL for the portable path. */
-typedef bool (*fast_strip_fn)(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+/* Moves f32 strips, or whole k-major blocks, faster where it can (each returns false
+ * for layouts it does not take); NULL for the portable path. */
+typedef struct fast_f32 {
+    bool (*strip)(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+    bool (*block)(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst);
+} fast_f32;
 
-static void strip_f32(const strip *s, float *dst, bool pad, fast_strip_fn fast) {
+static void strip_f32(const strip *s, float *dst, bool pad, const fast_f32 *fast) {
     if (fast && !s->src->bf16 &&
-        fast((const float *)s->src->data + s->base, s->s_line, s->s_k, s->h, s->K, s->w, dst))
+        fast->strip((const float *)s->src->data + s->base, s->s_line, s->s_k, s->h, s->K, s->w, dst))
         return;
     if (s->src->bf16) {
         for (long k = 0; k < s->K; k++)
@@ -115,8 +119,16 @@ static strip b_strip(const gemm_operand *src, long r0, long c0, long rows, long 
                    .K = rows};
 }
 
+/* The whole block in one go where the fast path takes it, else strip by strip. */
+static bool block_f32(const gemm_operand *src, long r0, long c0, long s_line, long s_k, long lines, long K, int w,
+                      float *dst, const fast_f32 *fast) {
+    const float *base = (const float *)src->data + r0 * src->row_stride + c0 * src->col_stride;
+    return fast && !src->bf16 && fast->block(base, s_line, s_k, lines, K, w, dst);
+}
+
 static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, float *dst,
-                       fast_strip_fn fast) {
+                       const fast_f32 *fast) {
+    if (block_f32(src, r0, c0, src->row_stride, src->col_stride, rows, cols, mr, dst, fast)) return;
     for (long p = 0; p * mr < rows; p++) {
         strip s = a_strip(src, r0, c0, rows, cols, mr, p);
         strip_f32(&s, dst + p * mr * cols, false, fast);
@@ -124,12 +136,16 @@ static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, lon
 }
 
 static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst,
-                       fast_strip_fn fast) {
+                       const fast_f32 *fast) {
+    if (block_f32(src, r0, c0, src->col_stride, src->row_stride, cols, rows, nr, dst, fast)) return;
     for (long p = 0; p * nr < cols; p++) {
         strip s = b_strip(src, r0, c0, rows, cols, nr, p);
         strip_f32(&s, dst + p * nr * rows, true, fast);
     }
 }
+
+static const fast_f32 fast_avx512 = {cf_gemm_strip_f32_avx512, cf_gemm_block_kmajor_f32_avx512};
+static const fast_f32 fast_avx2 = {cf_gemm_strip_f32_avx2, cf_gemm_block_kmajor_f32_avx2};
 
 void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
     pack_a_f32(src, r0, c0, rows, cols, mr, dst, NULL);
@@ -140,19 +156,19 @@ void cf_gemm_pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, lo
 }
 
 void cf_gemm_pack_a_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
-    pack_a_f32(src, r0, c0, rows, cols, mr, dst, cf_gemm_strip_f32_avx512);
+    pack_a_f32(src, r0, c0, rows, cols, mr, dst, &fast_avx512);
 }
 
 void cf_gemm_pack_b_f32_avx512(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
-    pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx512);
+    pack_b_f32(src, r0, c0, rows, cols, nr, dst, &fast_avx512);
 }
 
 void cf_gemm_pack_a_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
-    pack_a_f32(src, r0, c0, rows, cols, mr, dst, cf_gemm_strip_f32_avx2);
+    pack_a_f32(src, r0, c0, rows, cols, mr, dst, &fast_avx2);
 }
 
 void cf_gemm_pack_b_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst) {
-    pack_b_f32(src, r0, c0, rows, cols, nr, dst, cf_gemm_strip_f32_avx2);
+    pack_b_f32(src, r0, c0, rows, cols, nr, dst, &fast_avx2);
 }
 
 static long ceil_to(long x, long multiple) { return (x + multiple - 1) / multiple * multiple; }

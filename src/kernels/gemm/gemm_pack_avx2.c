@@ -1,7 +1,7 @@
-/* AVX2 packing of f32 strips (layout in gemm_pack.c), the AVX2 counterpart of
- * gemm_pack_avx512.c: lines contiguous along k are transposed 8 x 8 in registers;
- * k-major lines are copied 8 slots at a time. Missing lines and the padding slots of a
- * panel are written as zeros. */
+/* AVX2 packing of f32 blocks (layout in gemm_pack.c), the AVX2 counterpart of
+ * gemm_pack_avx512.c: strips of lines contiguous along k are transposed 8 x 8 in
+ * registers; k-major blocks are copied 8 slots at a time, one source row per k. Missing
+ * lines and the padding slots of a panel are written as zeros. */
 #include "gemm_internal.h"
 
 #include <immintrin.h>
@@ -50,16 +50,23 @@ static void strip_transpose(const float *src, long s_line, int h, long K, int w,
     }
 }
 
-/* Lines adjacent in memory (k-major source): one masked load and store per 8 slots. */
-static void strip_copy(const float *src, long s_k, int h, long K, int w, float *dst) {
-    for (long k = 0; k < K; k++)
-        for (int i0 = 0; i0 < w; i0 += 8)
-            _mm256_maskstore_ps(dst + k * w + i0, lanes8(w - i0), _mm256_maskload_ps(src + k * s_k + i0, lanes8(h - i0)));
+bool cf_gemm_block_kmajor_f32_avx2(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst) {
+    if (s_line != 1) return false;
+    long panels = (lines + w - 1) / w;
+    for (long k = 0; k < K; k++) {
+        const float *row = src + k * s_k;
+        for (long p = 0; p < panels; p++) {
+            long first = p * w;
+            float *d = dst + (p * K + k) * w;
+            for (int i0 = 0; i0 < w; i0 += 8)
+                _mm256_maskstore_ps(d + i0, lanes8(w - i0), _mm256_maskload_ps(row + first + i0, lanes8(lines - first - i0)));
+        }
+    }
+    return true;
 }
 
 bool cf_gemm_strip_f32_avx2(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
-    if (s_k == 1) strip_transpose(src, s_line, h, K, w, dst);
-    else if (s_line == 1) strip_copy(src, s_k, h, K, w, dst);
-    else return false;
+    if (s_k != 1) return false; /* k-major sources go through the block routine */
+    strip_transpose(src, s_line, h, K, w, dst);
     return true;
 }

@@ -1,7 +1,7 @@
-/* AVX-512 packing of f32 strips (layout in gemm_pack.c): lines contiguous along k are
- * transposed 16 x 16 in registers; lines contiguous across (k-major already) are
- * copied a vector at a time. Missing lines and the padding slots of a panel are
- * written as zeros. */
+/* AVX-512 packing of f32 blocks (layout in gemm_pack.c): strips of lines contiguous
+ * along k are transposed 16 x 16 in registers; k-major blocks are copied a vector at a
+ * time, one source row (every panel's slice of it) per k. Missing lines and the
+ * padding slots of a panel are written as zeros. */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
@@ -54,17 +54,24 @@ static void strip_transpose(const float *src, long s_line, int h, long K, int w,
     }
 }
 
-/* Lines adjacent in memory (k-major source): one masked load and store per 16 slots. */
-static void strip_copy(const float *src, long s_k, int h, long K, int w, float *dst) {
-    for (long k = 0; k < K; k++)
-        for (int i0 = 0; i0 < w; i0 += 16)
-            _mm512_mask_storeu_ps(dst + k * w + i0, lanes16(w - i0), _mm512_maskz_loadu_ps(lanes16(h - i0), src + k * s_k + i0));
+bool cf_gemm_block_kmajor_f32_avx512(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst) {
+    if (s_line != 1) return false;
+    long panels = (lines + w - 1) / w;
+    for (long k = 0; k < K; k++) {
+        const float *row = src + k * s_k;
+        for (long p = 0; p < panels; p++) {
+            long first = p * w;
+            float *d = dst + (p * K + k) * w;
+            for (int i0 = 0; i0 < w; i0 += 16)
+                _mm512_mask_storeu_ps(d + i0, lanes16(w - i0), _mm512_maskz_loadu_ps(lanes16(lines - first - i0), row + first + i0));
+        }
+    }
+    return true;
 }
 
 bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
-    if (s_k == 1) strip_transpose(src, s_line, h, K, w, dst);
-    else if (s_line == 1) strip_copy(src, s_k, h, K, w, dst);
-    else return false;
+    if (s_k != 1) return false; /* k-major sources go through the block routine */
+    strip_transpose(src, s_line, h, K, w, dst);
     return true;
 }
 
