@@ -132,8 +132,13 @@ static bool every(int64_t step, int64_t interval) { return interval > 0 && step 
 
 static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     double t0 = cf_clock_seconds(), loss;
-    if (fetch_step_batches(t, err) != 0 || cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    bool profiled = cf_train_profile_step_begin(t, t->pos.step + 1);
+    if (fetch_step_batches(t, err) != 0) return -1;
+    if (profiled) cf_train_profile_data_done(t);
+    if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
+    if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
     r->train_seconds += dt;
     double tokens_per_s = (double)(t->accum * t->batch * t->seq) / r->step_seconds;
@@ -163,6 +168,7 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
     int rc = 0;
     while (rc == 0 && t->pos.step < r->stop && !interrupted) rc = train_one(t, r, err);
     sigaction(SIGINT, &previous, NULL);
+    if (rc == 0) rc = cf_train_profile_report(t, true, &r->progress, err);
     if (rc == 0 && interrupted) {
         if (!t->opts.quiet) cf_progress_finish(&r->progress);
         if (save_checkpoint(t, r, err) != 0) return -1;
@@ -176,7 +182,7 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
     run_state r = {.stop = t->train_steps};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
-    if (open_outputs(t, err) != 0) return -1;
+    if (open_outputs(t, err) != 0 || cf_train_profile_open(t, t->pos.step, r.stop, err) != 0) return -1;
     cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
     cf_memory_estimate est;
     cf_config_memory_estimate(&t->cfg, &est);

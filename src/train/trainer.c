@@ -105,6 +105,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_batches_close(t->train);
     cf_batches_close(t->valid);
     cf_metrics_close(t->metrics);
+    cf_train_profile_close(&t->profile);
     if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);

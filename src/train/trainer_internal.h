@@ -10,6 +10,7 @@
 #include "train/batch_dump.h"
 #include "train/batches.h"
 #include "train/train_checkpoint.h"
+#include "train/train_profile.h"
 
 struct cf_trainer {
     cf_config cfg;
@@ -26,6 +27,7 @@ struct cf_trainer {
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
+    cf_train_profile profile; /* callbacks.profile_monitor */
     atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
     size_t baseline_rss; /* resident bytes before the trainer allocated anything */

@@ -1,0 +1,106 @@
+#include "train/train_profile.h"
+
+#include <stdlib.h>
+
+#include "train/trainer_internal.h"
+
+#define TOP_NODES 10
+
+static int open_file(atomic_file *f, const char *dir, const char *name, cf_error *err) {
+    char path[2 * CF_CONFIG_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return atomic_file_open(f, path, err);
+}
+
+int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *err) {
+    const cf_profile_monitor_config *c = &t->cfg.callbacks.profile_monitor;
+    cf_train_profile *p = &t->profile;
+    p->enabled = c->enable;
+    if (!c->enable) return 0;
+    p->first = c->start_step > done + 1 ? c->start_step : done + 1;
+    p->last = c->stop_step < stop ? c->stop_step : stop;
+    if (p->first > p->last) return 0;
+    if (open_file(&p->json, t->cfg.output_dir, CF_PROFILE_JSON_FILE, err) != 0) return -1;
+    if (c->timeline[0] && open_file(&p->trace, t->cfg.output_dir, c->timeline, err) != 0) return -1;
+    p->profiler = cf_profiler_create(t->model.graph, p->last - p->first + 1, t->accum);
+    return 0;
+}
+
+bool cf_train_profile_step_begin(cf_trainer *t, int64_t step) {
+    cf_train_profile *p = &t->profile;
+    if (!p->profiler || step < p->first || step > p->last) return false;
+    cf_profiler_step_begin(p->profiler, step);
+    return true;
+}
+
+void cf_train_profile_data_done(cf_trainer *t) {
+    cf_profiler_data_done(t->profile.profiler);
+    cf_plan_set_hook(t->plan, cf_profiler_node_done, t->profile.profiler);
+}
+
+static int write_json(atomic_file *f, const cf_profile_summary *s, cf_error *err) {
+    json_t *json = cf_profile_json(s);
+    json_dumpf(json, f->f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(json);
+    fputc('\n', f->f);
+    if (ferror(f->f)) return cf_fail(err, "%s: write failed", f->tmp_path);
+    return atomic_file_commit(f, err);
+}
+
+static int write_trace(atomic_file *f, const cf_profiler *profiler, cf_error *err) {
+    cf_profile_write_trace(profiler, f->f);
+    if (ferror(f->f)) return cf_fail(err, "%s: write failed", f->tmp_path);
+    return atomic_file_commit(f, err);
+}
+
+static void print_table(cf_trainer *t, cf_progress *progress, const cf_profile_summary *s) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&text, &size);
+    if (!mem) return;
+    cf_profile_print(s, TOP_NODES, mem);
+    fclose(mem);
+    if (size > 0 && text[size - 1] == '\n') text[size - 1] = '\0';
+    if (!t->opts.quiet) cf_progress_print(progress, "%s", text);
+    free(text);
+}
+
+static int report(cf_trainer *t, cf_progress *progress, cf_error *err) {
+    cf_train_profile *p = &t->profile;
+    cf_profile_summary s;
+    cf_profile_summarize(p->profiler, &s);
+    print_table(t, progress, &s);
+    int rc = write_json(&p->json, &s, err);
+    if (rc == 0 && p->trace.f) rc = write_trace(&p->trace, p->profiler, err);
+    if (rc == 0)
+        cf_metrics_write(t->metrics, "profile",
+                         json_pack("{s:I, s:I, s:f, s:s, s:s}", "first_step", (json_int_t)s.first_step, "last_step",
+                                   (json_int_t)s.last_step, "step_ms", s.step_ms, "profile", CF_PROFILE_JSON_FILE,
+                                   "timeline", t->cfg.callbacks.profile_monitor.timeline));
+    cf_profile_summary_free(&s);
+    cf_train_profile_close(p);
+    return rc;
+}
+
+void cf_train_profile_step_end(cf_trainer *t) {
+    cf_plan_set_hook(t->plan, NULL, NULL);
+    cf_profiler_step_end(t->profile.profiler);
+}
+
+int cf_train_profile_report(cf_trainer *t, bool run_over, cf_progress *progress, cf_error *err) {
+    cf_train_profile *p = &t->profile;
+    if (p->profiler && p->profiler->steps > 0 && (run_over || p->profiler->step == p->last))
+        return report(t, progress, err);
+    if (run_over && p->enabled && p->first > p->last && !t->opts.quiet)
+        cf_progress_print(progress, "profile: no step of this run is in the window %lld-%lld (callbacks.profile_monitor)",
+                          (long long)t->cfg.callbacks.profile_monitor.start_step,
+                          (long long)t->cfg.callbacks.profile_monitor.stop_step);
+    return 0;
+}
+
+void cf_train_profile_close(cf_train_profile *p) {
+    cf_profiler_free(p->profiler);
+    p->profiler = NULL;
+    if (p->json.f) atomic_file_abort(&p->json);
+    if (p->trace.f) atomic_file_abort(&p->trace);
+}
