@@ -32,7 +32,11 @@ static void print_help(void) {
            "  --save-initial CKPT    write the weights before the first step to checkpoint CKPT\n"
            "\n"
            "On a terminal the progress line is rewritten in place; otherwise a line is printed\n"
-           "every runner_config.log_interval steps.\n");
+           "every runner_config.log_interval steps.\n"
+           "\n"
+           "Profiling: --callbacks.profile_monitor.enable=true times every op of steps start_step..\n"
+           "stop_step, then prints a per-op table and writes output_dir/profile.json and a Chrome\n"
+           "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n");
 }
 
 typedef struct train_args {

@@ -6,10 +6,14 @@
 
 #define TOP_NODES 10
 
-static int open_file(atomic_file *f, const char *dir, const char *name, cf_error *err) {
+/* The error names the file and the key that chose it. */
+static int open_file(atomic_file *f, const char *dir, const char *name, const char *key, cf_error *err) {
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return atomic_file_open(f, path, err);
+    if (atomic_file_open(f, path, err) == 0) return 0;
+    char reason[sizeof err->msg];
+    snprintf(reason, sizeof reason, "%s", err->msg);
+    return cf_fail(err, "%s: %s", key, reason);
 }
 
 int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *err) {
@@ -20,8 +24,10 @@ int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *e
     p->first = c->start_step > done + 1 ? c->start_step : done + 1;
     p->last = c->stop_step < stop ? c->stop_step : stop;
     if (p->first > p->last) return 0;
-    if (open_file(&p->json, t->cfg.output_dir, CF_PROFILE_JSON_FILE, err) != 0) return -1;
-    if (c->timeline[0] && open_file(&p->trace, t->cfg.output_dir, c->timeline, err) != 0) return -1;
+    const char *dir = t->cfg.output_dir;
+    if (open_file(&p->json, dir, CF_PROFILE_JSON_FILE, "callbacks.profile_monitor", err) != 0) return -1;
+    if (c->timeline[0] && open_file(&p->trace, dir, c->timeline, "callbacks.profile_monitor.timeline", err) != 0)
+        return -1;
     p->profiler = cf_profiler_create(t->model.graph, p->last - p->first + 1, t->accum);
     return 0;
 }
@@ -38,19 +44,21 @@ void cf_train_profile_data_done(cf_trainer *t) {
     cf_plan_set_hook(t->plan, cf_profiler_node_done, t->profile.profiler);
 }
 
-static int write_json(atomic_file *f, const cf_profile_summary *s, cf_error *err) {
-    json_t *json = cf_profile_json(s);
-    json_dumpf(json, f->f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(json);
-    fputc('\n', f->f);
+/* Closes a file written with stdio, which keeps write errors until asked. */
+static int commit(atomic_file *f, cf_error *err) {
     if (ferror(f->f)) return cf_fail(err, "%s: write failed", f->tmp_path);
     return atomic_file_commit(f, err);
 }
 
-static int write_trace(atomic_file *f, const cf_profiler *profiler, cf_error *err) {
-    cf_profile_write_trace(profiler, f->f);
-    if (ferror(f->f)) return cf_fail(err, "%s: write failed", f->tmp_path);
-    return atomic_file_commit(f, err);
+static int write_files(cf_train_profile *p, const cf_profile_summary *s, cf_error *err) {
+    json_t *json = cf_profile_json(s);
+    json_dumpf(json, p->json.f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(json);
+    fputc('\n', p->json.f);
+    if (commit(&p->json, err) != 0) return -1;
+    if (!p->trace.f) return 0;
+    cf_profile_write_trace(p->profiler, p->trace.f);
+    return commit(&p->trace, err);
 }
 
 static void print_table(cf_trainer *t, cf_progress *progress, const cf_profile_summary *s) {
@@ -70,13 +78,16 @@ static int report(cf_trainer *t, cf_progress *progress, cf_error *err) {
     cf_profile_summary s;
     cf_profile_summarize(p->profiler, &s);
     print_table(t, progress, &s);
-    int rc = write_json(&p->json, &s, err);
-    if (rc == 0 && p->trace.f) rc = write_trace(&p->trace, p->profiler, err);
+    const char *timeline = t->cfg.callbacks.profile_monitor.timeline;
+    int rc = write_files(p, &s, err);
+    if (rc == 0 && !t->opts.quiet)
+        cf_progress_print(progress, "profile: wrote %s/%s%s%s", t->cfg.output_dir, CF_PROFILE_JSON_FILE,
+                          *timeline ? " and the timeline " : "", timeline);
     if (rc == 0)
         cf_metrics_write(t->metrics, "profile",
                          json_pack("{s:I, s:I, s:f, s:s, s:s}", "first_step", (json_int_t)s.first_step, "last_step",
                                    (json_int_t)s.last_step, "step_ms", s.step_ms, "profile", CF_PROFILE_JSON_FILE,
-                                   "timeline", t->cfg.callbacks.profile_monitor.timeline));
+                                   "timeline", timeline));
     cf_profile_summary_free(&s);
     cf_train_profile_close(p);
     return rc;
@@ -92,7 +103,7 @@ int cf_train_profile_report(cf_trainer *t, bool run_over, cf_progress *progress,
     if (p->profiler && p->profiler->steps > 0 && (run_over || p->profiler->step == p->last))
         return report(t, progress, err);
     if (run_over && p->enabled && p->first > p->last && !t->opts.quiet)
-        cf_progress_print(progress, "profile: no step of this run is in the window %lld-%lld (callbacks.profile_monitor)",
+        cf_progress_print(progress, "profile: no step of this run is in the window %lld-%lld",
                           (long long)t->cfg.callbacks.profile_monitor.start_step,
                           (long long)t->cfg.callbacks.profile_monitor.stop_step);
     return 0;
