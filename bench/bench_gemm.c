@@ -7,10 +7,11 @@
  * lines state our ratio to the best peer and to peak, for f32 and bf16 (no installed
  * peer has a bf16 GEMM: Debian's OpenBLAS is built without sbgemm).
  *
- *   bench_gemm [--quick] [--threads N] [--only TEXT] [--reps R]
+ *   bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R]
  *     --quick      the first six shapes, 3 repetitions (a smoke run)
  *     --threads N  only this thread count (default: 1, then all of the pool's)
  *     --only TEXT  only the shapes whose name contains TEXT (e.g. "dgrad", "square 2048")
+ *     --shape M,N,K[,OP]  one shape of your own instead, OP = NN (default), NT, TN or TT
  *     --reps R     repetitions per figure (default 5, at most 15)
  *
  * Shapes: squares, and the matrix products of one LLaMA-style layer with T = 512 tokens
@@ -235,7 +236,7 @@ typedef struct summary {
     double large_f32, large_bf16;              /* best figure on a square >= 1024 */
 } summary;
 
-static summary run_threads(int threads, int n, const char *only, int reps, buffers *b) {
+static summary run_threads(int threads, const shape *list, int n, const char *only, int reps, buffers *b) {
     summary sum = {.threads = threads};
     set_threads(threads);
     sum.peak = cf_gemm_peak_gflops(CF_F32, threads);
@@ -249,7 +250,7 @@ static summary run_threads(int threads, int n, const char *only, int reps, buffe
     for (int i = 0; i < n_peers; i++) cs[1 + i] = (contender){.w = PEER, .p = &peers[i]};
     cs[1 + n_peers] = (contender){.w = OURS_BF16};
     for (int si = 0; si < n; si++) {
-        const shape *s = &shapes[si];
+        const shape *s = &list[si];
         if (only && !strstr(s->name, only)) continue;
         double g[MAX_PEERS + 2], top[MAX_PEERS + 2], best = 0;
         measure(cs, n_peers + 2, s, b, reps, g, top);
@@ -287,7 +288,7 @@ static void print_summary(const summary *s) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_gemm [--quick] [--threads N] [--only TEXT] [--reps R]\n");
+    fprintf(stderr, "usage: bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R]\n");
     exit(2);
 }
 
@@ -302,15 +303,42 @@ static long int_arg(int argc, char **argv, int i, long lo, long hi) {
     return v;
 }
 
+/* "M,N,K" or "M,N,K,OP" with OP one of NN, NT, TN, TT. */
+static bool parse_shape(const char *text, shape *s) {
+    static char name[64];
+    char op[3] = "NN";
+    int used = 0;
+    if (sscanf(text, "%ld,%ld,%ld%n", &s->M, &s->N, &s->K, &used) != 3) return false;
+    if (text[used] == ',' && sscanf(text + used + 1, "%2[NT]", op) != 1) return false;
+    if (s->M < 1 || s->N < 1 || s->K < 1 || strlen(op) != 2) return false;
+    s->ta = op[0] == 'T';
+    s->tb = op[1] == 'T';
+    s->llm = true;
+    snprintf(name, sizeof name, "%ld x %ld x %ld", s->M, s->N, s->K);
+    s->name = name;
+    return true;
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
     int reps = 0, only_threads = 0, all = cf_num_threads();
     const char *only = NULL;
+    shape custom;
+    const shape *list = shapes;
+    int n_list = N_SHAPES;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--threads") == 0) only_threads = (int)int_arg(argc, argv, ++i, 1, 4096);
         else if (strcmp(argv[i], "--reps") == 0) reps = (int)int_arg(argc, argv, ++i, 1, MAX_REPS);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            if (!parse_shape(argv[++i], &custom)) {
+                fprintf(stderr, "bench_gemm: --shape %s: expected M,N,K or M,N,K,OP (OP: NN, NT, TN, TT)\n", argv[i]);
+                return 2;
+            }
+            list = &custom;
+            n_list = 1;
+        }
         else usage();
     }
     if (!reps) reps = quick ? 3 : 5;
@@ -319,9 +347,9 @@ int main(int argc, char **argv) {
     load_peers();
 
     size_t max_a = 0, max_b = 0, max_c = 0;
-    for (int i = 0; i < N_SHAPES; i++) {
-        size_t a = (size_t)(shapes[i].M * shapes[i].K), bb = (size_t)(shapes[i].K * shapes[i].N);
-        size_t c = (size_t)(shapes[i].M * shapes[i].N);
+    for (int i = 0; i < n_list; i++) {
+        size_t a = (size_t)(list[i].M * list[i].K), bb = (size_t)(list[i].K * list[i].N);
+        size_t c = (size_t)(list[i].M * list[i].N);
         if (a > max_a) max_a = a;
         if (bb > max_b) max_b = bb;
         if (c > max_c) max_c = c;
@@ -333,13 +361,13 @@ int main(int argc, char **argv) {
     cf_convert_f32_to_bf16(b.A, b.A16, max_a);
     cf_convert_f32_to_bf16(b.B, b.B16, max_b);
 
-    int n = quick ? 6 : N_SHAPES;
+    int n = quick && n_list > 6 ? 6 : n_list;
     if (only_threads) {
-        summary s = run_threads(only_threads, n, only, reps, &b);
+        summary s = run_threads(only_threads, list, n, only, reps, &b);
         print_summary(&s);
     } else {
-        summary one = run_threads(1, n, only, reps, &b), last = one;
-        if (all > 1) last = run_threads(all, n, only, reps, &b);
+        summary one = run_threads(1, list, n, only, reps, &b), last = one;
+        if (all > 1) last = run_threads(all, list, n, only, reps, &b);
         print_summary(&one);
         if (all > 1) print_summary(&last);
     }
