@@ -19,7 +19,7 @@ stdout_has "help mentions the profile" "profile_monitor"
 
 check "profiled run" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/run" --callbacks.profile_monitor.timeline=trace.json
 stdout_has "table title" "profile of steps 2-3"
-stdout_has "files named" "profile: wrote $tmp/run/profile.json and the timeline trace.json"
+stdout_has "files named" "profile: wrote $tmp/run/profile.json and $tmp/run/trace.json"
 for text in "data loader" forward backward optimizer "calls/step" "slowest nodes" matmul adamw; do
     stdout_has "profile table" "$text"
 done

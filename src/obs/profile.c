@@ -25,8 +25,8 @@ cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_
     int64_t per_step = events_per_step(g, micro_batches);
     p->cap_events = steps < CF_PROFILE_MAX_EVENTS / per_step ? steps * per_step : CF_PROFILE_MAX_EVENTS;
     p->events = cf_xmalloc(sizeof *p->events * (size_t)p->cap_events);
-    p->node_seconds = cf_xcalloc((size_t)cf_graph_num_nodes(g) + 1, sizeof *p->node_seconds);
-    p->node_calls = cf_xcalloc((size_t)cf_graph_num_nodes(g) + 1, sizeof *p->node_calls);
+    p->node_seconds = cf_xcalloc((size_t)cf_graph_num_nodes(g), sizeof *p->node_seconds);
+    p->node_calls = cf_xcalloc((size_t)cf_graph_num_nodes(g), sizeof *p->node_calls);
     return p;
 }
 

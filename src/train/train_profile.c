@@ -80,9 +80,11 @@ static int report(cf_trainer *t, cf_progress *progress, cf_error *err) {
     print_table(t, progress, &s);
     const char *timeline = t->cfg.callbacks.profile_monitor.timeline;
     int rc = write_files(p, &s, err);
-    if (rc == 0 && !t->opts.quiet)
-        cf_progress_print(progress, "profile: wrote %s/%s%s%s", t->cfg.output_dir, CF_PROFILE_JSON_FILE,
-                          *timeline ? " and the timeline " : "", timeline);
+    if (rc == 0 && !t->opts.quiet) {
+        char trace_note[2 * CF_CONFIG_PATH_MAX + 8] = "";
+        if (*timeline) snprintf(trace_note, sizeof trace_note, " and %s/%s", t->cfg.output_dir, timeline);
+        cf_progress_print(progress, "profile: wrote %s/%s%s", t->cfg.output_dir, CF_PROFILE_JSON_FILE, trace_note);
+    }
     if (rc == 0)
         cf_metrics_write(t->metrics, "profile",
                          json_pack("{s:I, s:I, s:f, s:s, s:s}", "first_step", (json_int_t)s.first_step, "last_step",
