@@ -6,12 +6,16 @@
  *     phases add up to the step time, whose op-type totals add up to the node totals, and
  *     whose step time is within the step times the metrics report;
  *   - with gradient accumulation, forward and backward nodes run once per micro-batch;
+ *   - past its reserved events the timeline stops growing while the totals keep counting,
+ *     and the table says so;
  *   - an unwritable timeline path fails the run before training, naming the file. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cformers/plan.h"
 #include "cformers/train.h"
+#include "obs/profile.h"
 #include "obs/trace.h"
 #include "test_util.h"
 
@@ -41,6 +45,44 @@ static void check_trace_writer(void) {
     CHECK(json_integer_value(json_object_get(span, "tid")) == 3);
     CHECK(strcmp(json_string_value(json_object_get(json_object_get(span, "args"), "op")), "matmul") == 0);
     json_decref(doc);
+}
+
+/* A profiler reserved for one step, run for two. */
+static void check_full_timeline(void) {
+    cf_graph *g = cf_graph_create();
+    int64_t shape[2] = {4, 4};
+    cf_tensor *a = cf_graph_input(g, "a", CF_F32, 2, shape), *b = cf_graph_input(g, "b", CF_F32, 2, shape);
+    cf_graph_keep(g, cf_nn_add(g, cf_nn_matmul(g, a, b, false, false), a));
+    cf_error err;
+    cf_plan *plan = cf_plan_create(g, &err);
+    CHECK_MSG(plan != NULL, "%s", err.msg);
+    if (!plan) return;
+    cf_profiler *p = cf_profiler_create(g, 1, 1);
+    for (int64_t step = 1; step <= 2; step++) {
+        cf_profiler_step_begin(p, step);
+        cf_profiler_data_done(p);
+        cf_plan_set_hook(plan, cf_profiler_node_done, p);
+        cf_plan_run(plan, CF_PHASE_ALL);
+        cf_plan_set_hook(plan, NULL, NULL);
+        cf_profiler_step_end(p);
+    }
+    CHECK(p->n_events == p->cap_events && p->dropped_events == p->cap_events); /* the second step's */
+    cf_profile_summary s;
+    cf_profile_summarize(p, &s);
+    CHECK(s.steps == 2 && s.first_step == 1 && s.last_step == 2 && s.n_nodes == 2 && s.n_ops == 2);
+    for (int i = 0; i < s.n_nodes; i++) CHECK(s.nodes[i].calls == 1.0);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&text, &size);
+    cf_profile_print(&s, 10, mem);
+    fclose(mem);
+    CHECK_CONTAINS(text, "timeline was full");
+    CHECK_CONTAINS(text, "matmul");
+    free(text);
+    cf_profile_summary_free(&s);
+    cf_profiler_free(p);
+    cf_plan_free(plan);
+    cf_graph_free(g);
 }
 
 static void write_text(const char *path) {
@@ -183,6 +225,7 @@ static void check_run(const char *run, int64_t accum) {
 
 int main(void) {
     check_trace_writer();
+    check_full_timeline();
     CHECK(mkdtemp(tmp_dir) != NULL);
     char path[512];
     snprintf(path, sizeof path, "%s/text.txt", tmp_dir);

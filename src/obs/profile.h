@@ -90,7 +90,8 @@ void cf_profile_summary_free(cf_profile_summary *s);
 
 /* The table: phases, every op type, then the `top` slowest nodes. */
 void cf_profile_print(const cf_profile_summary *s, int top, FILE *out);
-/* The same as JSON: {"steps","step_ms","phases":{...},"ops":[...],"nodes":[...]}. */
+/* The same as JSON: {"first_step", "last_step", "steps", "step_ms", "phases_ms": {...},
+ * "ops": [...], "nodes": [...], "timeline_dropped_events"}. */
 json_t *cf_profile_json(const cf_profile_summary *s);
 /* The Chrome trace of the recorded events, written to f (cf_trace). */
 void cf_profile_write_trace(const cf_profiler *p, FILE *f);
