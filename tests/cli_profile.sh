@@ -23,8 +23,8 @@ stdout_has "files named" "profile: wrote $tmp/run/profile.json and $tmp/run/trac
 for text in "data loader" forward backward optimizer "calls/step" "slowest nodes" matmul adamw; do
     stdout_has "profile table" "$text"
 done
-# The table comes after step 3's work and before step 4's progress line.
-sed -n '/profile of steps/,$p' "$tmp/out" | grep -q "^step 4/4" || fail_because "table not printed after step 3"
+# The table follows step 3's progress line.
+grep -A1 "^step 3/4" "$tmp/out" | grep -q "profile of steps" || fail_because "table not right after step 3"
 [ -s "$tmp/run/trace.json" ] || fail_because "no timeline output_dir/trace.json"
 grep -q '"traceEvents"' "$tmp/run/trace.json" || fail_because "timeline lacks traceEvents"
 grep -q '"ph":"X"' "$tmp/run/trace.json" || fail_because "timeline lacks complete events"

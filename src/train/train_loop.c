@@ -138,7 +138,6 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
-    if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
     r->train_seconds += dt;
     double tokens_per_s = (double)(t->accum * t->batch * t->seq) / r->step_seconds;
@@ -149,6 +148,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
         cf_metrics_write(t->metrics, "train",
                          json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
                                    "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt));
+    if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;
     const cf_runner_config *rc = &t->cfg.runner_config;
     if (every(step, rc->eval_interval) && evaluate(t, r, err) != 0) return -1;
     if (every(step, rc->sample_interval) && sample(t, r, err) != 0) return -1;
