@@ -12,31 +12,24 @@ static float row_max(const float *x, long n) {
     return m;
 }
 
-static float sum_exp(const float *x, long n, float shift) {
-    float sum = 0.0f;
-    for (long i = 0; i < n; i++) sum += expf(x[i] - shift);
-    return sum;
-}
-
-static float exp_sum(float *x, long n, float scale, float shift) {
+/* See exp_rows_table.h. */
+static inline __attribute__((always_inline)) float exp_pass(const float *x, float *y, long n, float scale, float shift, float mul) {
     float sum = 0.0f;
     for (long i = 0; i < n; i++) {
-        x[i] = expf(x[i] * scale - shift);
-        sum += x[i];
+        float e = expf(x[i] * scale - shift);
+        sum += e;
+        if (y) y[i] = e * mul;
     }
     return sum;
-}
-
-static void exp_scale(const float *x, float *y, long n, float shift, float mul) {
-    for (long i = 0; i < n; i++) y[i] = expf(x[i] - shift) * mul;
 }
 
 static void sigmoid(const float *x, float *y, long n) {
     for (long i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
-const cf_exp_rows cf_exp_rows_generic = {
-    .max = row_max, .sum_exp = sum_exp, .exp_sum = exp_sum, .exp_scale = exp_scale, .sigmoid = sigmoid};
+#include "kernels/exp_rows_table.h"
+
+const cf_exp_rows cf_exp_rows_generic = CF_EXP_ROWS_TABLE;
 
 const cf_exp_rows *cf_exp_rows_active(void) {
     switch (cf_isa_active()) {

@@ -2,7 +2,6 @@
  * mask. */
 #include <immintrin.h>
 #include <math.h>
-#include <stddef.h>
 
 #include "kernels/exp_rows.h"
 #include "kernels/simd_exp.h"
@@ -20,8 +19,7 @@ static float row_max(const float *x, long n) {
     return _mm512_reduce_max_ps(m);
 }
 
-/* e = exp(x[i] * scale - shift): returns the sum of e, stores e * mul to y unless y
- * is NULL. Inlined into each kernel below with constant arguments. */
+/* See exp_rows_table.h. */
 static inline __attribute__((always_inline)) float exp_pass(const float *x, float *y, long n, float scale,
                                                             float shift, float mul) {
     __m512 sum = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
@@ -34,14 +32,6 @@ static inline __attribute__((always_inline)) float exp_pass(const float *x, floa
     return _mm512_reduce_add_ps(sum);
 }
 
-static float sum_exp(const float *x, long n, float shift) { return exp_pass(x, NULL, n, 1.0f, shift, 1.0f); }
-
-static float exp_sum(float *x, long n, float scale, float shift) { return exp_pass(x, x, n, scale, shift, 1.0f); }
-
-static void exp_scale(const float *x, float *y, long n, float shift, float mul) {
-    exp_pass(x, y, n, 1.0f, shift, mul);
-}
-
 static void sigmoid(const float *x, float *y, long n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (long i = 0; i < n; i += LANES) {
@@ -51,5 +41,6 @@ static void sigmoid(const float *x, float *y, long n) {
     }
 }
 
-const cf_exp_rows cf_exp_rows_avx512 = {
-    .max = row_max, .sum_exp = sum_exp, .exp_sum = exp_sum, .exp_scale = exp_scale, .sigmoid = sigmoid};
+#include "kernels/exp_rows_table.h"
+
+const cf_exp_rows cf_exp_rows_avx512 = CF_EXP_ROWS_TABLE;

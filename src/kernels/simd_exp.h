@@ -28,6 +28,22 @@
 #define CF_EXP_P4 1.6666665459e-1f
 #define CF_EXP_P5 5.0000001201e-1f
 
+/* p = exp(r) for r = x - n ln2, with the intrinsics of one vector width (type T,
+ * intrinsic prefix V: __m512, _mm512 or __m256, _mm256), so both widths run the same
+ * arithmetic. */
+#define CF_EXP_REDUCED(T, V, x, n, p)                                                                                  \
+    do {                                                                                                               \
+        T r_ = V##_fnmadd_ps(n, V##_set1_ps(CF_EXP_LN2_HI), x);                                                        \
+        r_ = V##_fnmadd_ps(n, V##_set1_ps(CF_EXP_LN2_LO), r_);                                                         \
+        p = V##_set1_ps(CF_EXP_P0);                                                                                    \
+        p = V##_fmadd_ps(p, r_, V##_set1_ps(CF_EXP_P1));                                                               \
+        p = V##_fmadd_ps(p, r_, V##_set1_ps(CF_EXP_P2));                                                               \
+        p = V##_fmadd_ps(p, r_, V##_set1_ps(CF_EXP_P3));                                                               \
+        p = V##_fmadd_ps(p, r_, V##_set1_ps(CF_EXP_P4));                                                               \
+        p = V##_fmadd_ps(p, r_, V##_set1_ps(CF_EXP_P5));                                                               \
+        p = V##_fmadd_ps(p, V##_mul_ps(r_, r_), V##_add_ps(r_, V##_set1_ps(1.0f)));                                    \
+    } while (0)
+
 #ifdef __AVX512F__
 static inline __m512 cf_exp_avx512(__m512 x) {
     __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(CF_EXP_MIN_ARG), _CMP_LT_OQ);
@@ -35,22 +51,16 @@ static inline __m512 cf_exp_avx512(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(CF_EXP_MIN_ARG), _mm512_min_ps(_mm512_set1_ps(CF_EXP_MAX_ARG), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CF_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CF_EXP_LN2_HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CF_EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(CF_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CF_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CF_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CF_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CF_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CF_EXP_P5));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512 p;
+    CF_EXP_REDUCED(__m512, _mm512, x, n, p);
     return _mm512_maskz_scalef_ps((__mmask16)~underflow, p, n);
 }
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
-/* 2^n for integral n in [-252, 256], as 2^(n/2) 2^(n - n/2): each factor stays within
- * the exponent range, so p * 2^n rounds once and overflows to inf only where it should. */
+/* p 2^n for the integral n of cf_exp_avx2 (-126 .. 128), as p 2^(n/2) 2^(n - n/2): each
+ * factor is a normal float (2^128 alone is not), so the result overflows to inf only
+ * where it should. */
 static inline __m256 cf_exp_avx2_scale(__m256 p, __m256 n) {
     __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
     __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
@@ -63,15 +73,8 @@ static inline __m256 cf_exp_avx2(__m256 x) {
     x = _mm256_max_ps(_mm256_set1_ps(CF_EXP_MIN_ARG), _mm256_min_ps(_mm256_set1_ps(CF_EXP_MAX_ARG), x));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CF_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CF_EXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CF_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(CF_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CF_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CF_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CF_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CF_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CF_EXP_P5));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256 p;
+    CF_EXP_REDUCED(__m256, _mm256, x, n, p);
     return _mm256_andnot_ps(underflow, cf_exp_avx2_scale(p, n));
 }
 #endif
