@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cformers/config.h"
+#include "cformers/fused.h"
 #include "io/config_schema.h"
 #include "test_util.h"
 
@@ -294,10 +295,16 @@ static void test_memory_estimate(void) {
     CHECK(est.kernel_scratch_bytes > 0);
     CHECK_NEAR(est.total_bytes, 18 * p + est.activation_bytes + est.workspace_bytes + est.kernel_scratch_bytes, 1);
     /* The fused head keeps its input's gradient (f32 per token) and the output weights'
-     * gradient, and one 256-token chunk of logits instead of all of them. */
+     * gradient, and one chunk of logits instead of all of them: chunks of equal size
+     * within 64 MiB, at least 256 tokens. */
+    CHECK(cf_cross_entropy_chunk_rows(4096, 32000) == 512); /* 8 chunks; 524 would fit */
+    CHECK(cf_cross_entropy_chunk_rows(100, 32000) == 100);
+    CHECK(cf_cross_entropy_chunk_rows(512, 50257) == 256); /* 333 fit: 2 equal chunks */
+    CHECK(cf_cross_entropy_chunk_rows(2048, 128256) == 256); /* the floor, over 64 MiB */
+    CHECK(cf_cross_entropy_chunk_rows(10000, 512) == 10000);
     cf_config_memory_estimate(&cfg, &est);
     CHECK_NEAR(est.activation_bytes, 4096 * (blocks + 4096 * 4.0) + 32000 * 4096 * 4.0, 1);
-    CHECK_NEAR(est.workspace_bytes, 256 * 32000 * 4.0, 1);
+    CHECK_NEAR(est.workspace_bytes, 512 * 32000 * 4.0, 1);
 
     /* Full recompute keeps only block inputs: far less. */
     cf_config rc = cfg;

@@ -27,9 +27,11 @@ cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_ten
  * same pass (its backward scales them), so a forward-only run does that work too. */
 cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets);
 
-/* Tokens per chunk of cf_nn_linear_cross_entropy: its workspace holds this many rows of
- * logits (memory estimates use it too). */
-#define CF_CROSS_ENTROPY_CHUNK_ROWS 256
+/* Tokens per chunk of cf_nn_linear_cross_entropy for `tokens` rows over `vocab` classes:
+ * as many as keep one chunk of logits within 64 MiB (at least 256, so that its three
+ * matrix products stay efficient), in chunks of equal size. Its workspace holds one chunk;
+ * memory estimates use the same rule. */
+long cf_cross_entropy_chunk_rows(long tokens, long vocab);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,9 @@
 /* linear_cross_entropy: the output projection, softmax and cross-entropy of a language
- * model head as one op that never holds the full [tokens, vocab] logits.
+ * model head as one op that holds one chunk of logits, never their gradient for all
+ * tokens (the unfused pair keeps both).
  *
- * Tokens are taken CF_CROSS_ENTROPY_CHUNK_ROWS at a time: logits = x W^T for the chunk, then per row the
+ * Tokens are taken a chunk at a time (cf_cross_entropy_chunk_rows: within 64 MiB, at
+ * least 256 rows): logits = x W^T for the chunk, then per row the
  * log-sum-exp, the loss lse - logit[target], and in place d loss / d logits =
  * (softmax - onehot) / n_valid; from those dx = dlogits W and dW += dlogits^T x. So the
  * forward computes the gradients too (three products, as forward + backward unfused
@@ -28,9 +30,21 @@ typedef struct lce_job {
     float inv_valid;
 } lce_job;
 
+enum { CHUNK_BYTES = 64 << 20, MIN_CHUNK_ROWS = 256 };
+
+long cf_cross_entropy_chunk_rows(long tokens, long vocab) {
+    long most = CHUNK_BYTES / ((long)sizeof(float) * (vocab > 0 ? vocab : 1));
+    if (most < MIN_CHUNK_ROWS) most = MIN_CHUNK_ROWS;
+    if (tokens <= most) return tokens > 0 ? tokens : 1;
+    long chunks = (tokens + most - 1) / most;
+    return (tokens + chunks - 1) / chunks;
+}
+
+/* attrs.i[0]: rows per chunk when set (tests), else the rule above. */
 static long chunk_rows(const cf_node *n) {
     long rows = (long)cf_tensor_rows(n->inputs[0]);
-    return rows < CF_CROSS_ENTROPY_CHUNK_ROWS ? rows : CF_CROSS_ENTROPY_CHUNK_ROWS;
+    if (n->attrs.i[0] > 0) return n->attrs.i[0] < rows ? (long)n->attrs.i[0] : rows;
+    return cf_cross_entropy_chunk_rows(rows, (long)n->inputs[1]->shape[0]);
 }
 
 static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
@@ -133,6 +147,12 @@ const cf_op_def cf_op_linear_cross_entropy = {.name = "linear_cross_entropy", .n
                                               .backward = linear_cross_entropy_backward,
                                               .workspace = linear_cross_entropy_workspace};
 
+cf_tensor *cf_nn_linear_cross_entropy_chunked(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets,
+                                              long chunk_rows) {
+    cf_attrs attrs = {.i = {chunk_rows}};
+    return cf_op_apply(g, &cf_op_linear_cross_entropy, (cf_tensor *[]){x, w, targets}, 3, &attrs);
+}
+
 cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets) {
-    return cf_op_apply(g, &cf_op_linear_cross_entropy, (cf_tensor *[]){x, w, targets}, 3, NULL);
+    return cf_nn_linear_cross_entropy_chunked(g, x, w, targets, 0);
 }

@@ -70,7 +70,7 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
          * for the output weights once) and works on one chunk of logits at a time. */
         per_token += d * fsize;
         est->activation_bytes = tokens * per_token + vocab * d * fsize;
-        double chunk = tokens < CF_CROSS_ENTROPY_CHUNK_ROWS ? tokens : CF_CROSS_ENTROPY_CHUNK_ROWS;
+        double chunk = (double)cf_cross_entropy_chunk_rows((long)tokens, (long)vocab);
         est->workspace_bytes = chunk * vocab * fsize;
     } else {
         /* The logits are kept in f32 for the loss; backward starts with every saved
