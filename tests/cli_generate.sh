@@ -7,6 +7,9 @@ fx="$src/tests/fixtures/infer"
 check "generate without --model" 2 "$bin" generate
 stderr_has "generate usage" "--model is required"
 check "generate bad -n" 2 "$bin" generate --model x -n zero
+check "generate bad --kv-cache" 2 "$bin" generate --model x --kv-cache f16
+stderr_has "kv-cache reason" "--kv-cache must be f32 or bf16, not 'f16'"
+[ "$(wc -l < "$tmp/err")" -eq 1 ] || { echo "FAIL: bad --kv-cache should print one line"; cat "$tmp/err"; fail=1; }
 check "convert without format" 2 "$bin" convert --output x
 check "convert unknown format" 2 "$bin" convert --from onnx x --output y
 check "validate missing args" 2 "$bin" validate --model x
@@ -30,10 +33,15 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "generate greedy" 0 "$bin" generate --model "$tmp/s.ckpt" --temperature 0 -n 256
     cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story differs from llama2.c's"; diff "$tmp/out" "$fx/stories260K_greedy.txt"; fail=1; }
     stderr_has "speed report" "decode: 256 tokens"
+    stderr_has "f32 weights keep an f32 cache" "f32 KV cache of"
     check "convert to bf16" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
         --tokenizer "$data/stories260K/tok512.bin" --dtype bf16 --output "$tmp/s16.ckpt"
     check "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 story"; cat "$tmp/out"; fail=1; }
+    stderr_has "bf16 weights get a bf16 cache" "bf16 KV cache of"
+    check "bf16 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache bf16 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 cache story"; cat "$tmp/out"; fail=1; }
+    stderr_has "overridden cache dtype" "f32 weights, bf16 KV cache of"
     check "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cp "$tmp/out" "$tmp/first"
     check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20

@@ -22,10 +22,21 @@ extern "C" {
 
 typedef struct cf_infer_model cf_infer_model;
 
+/* The dtype the KV cache stores keys and values in. bf16 halves the cache's memory and the
+ * bytes each decode step reads from it; keys and values are rounded to nearest even bf16
+ * when written (after RoPE), so attention sees them to about 3 significant digits, the
+ * precision bf16 weights already have. Attention itself still computes in f32. */
+typedef enum cf_kv_cache_dtype {
+    CF_KV_AUTO = 0, /* the weights' dtype: f32 weights keep an f32 cache, bf16 weights a bf16 one */
+    CF_KV_F32 = 1,
+    CF_KV_BF16 = 2,
+} cf_kv_cache_dtype;
+
 typedef struct cf_infer_options {
     cf_dtype weight_dtype; /* CF_F32 or CF_BF16: the dtype matmuls read; other stored dtypes are converted at load */
     long max_seq;          /* KV cache length in tokens, at most (and by default, 0) the config's
                               max_position_embeddings */
+    cf_kv_cache_dtype kv_cache; /* default (0): follows weight_dtype */
 } cf_infer_options;
 
 /* Loads a checkpoint written by `cformers convert` or the trainer (LLaMA weights, see
@@ -46,6 +57,10 @@ const cf_model_config *cf_infer_config(const cf_infer_model *m);
 long cf_infer_max_seq(const cf_infer_model *m);
 /* Bytes of matmul weights one decode step reads (for bandwidth reports). */
 size_t cf_infer_weight_bytes(const cf_infer_model *m);
+/* The KV cache's dtype (CF_F32 or CF_BF16) and its size in bytes (keys and values, all
+ * layers, max_seq positions). */
+cf_dtype cf_infer_kv_dtype(const cf_infer_model *m);
+size_t cf_infer_kv_cache_bytes(const cf_infer_model *m);
 /* The tokenizer embedded in the checkpoint, or NULL; owned by the model. */
 const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m);
 

@@ -25,6 +25,8 @@ static const char usage[] =
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: all cores or CFORMERS_THREADS)\n"
     "  --dtype f32|bf16     dtype of the weights matmuls read (default f32)\n"
+    "  --kv-cache f32|bf16  dtype of the KV cache (default: the weights' dtype); bf16 halves its\n"
+    "                       memory and the bytes each decode step reads from it\n"
     "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
 
 typedef struct generate_args {
@@ -33,7 +35,15 @@ typedef struct generate_args {
     double temperature, top_p;
     uint64_t seed;
     cf_dtype dtype;
+    cf_kv_cache_dtype kv_cache;
 } generate_args;
+
+static int parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out) {
+    if (strcmp(text, "f32") == 0) *out = CF_KV_F32;
+    else if (strcmp(text, "bf16") == 0) *out = CF_KV_BF16;
+    else return cli_usage_error(cmd, "--kv-cache must be f32 or bf16, not '%s'", text);
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, generate_args *a) {
     const char *cmd = "generate";
@@ -54,6 +64,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         else if (strcmp(flag, "--top-p") == 0) rc = cli_parse_double(cmd, flag, v, 0.0, 1.0, &a->top_p);
         else if (strcmp(flag, "--seed") == 0) rc = cli_parse_long(cmd, flag, v, 0, __LONG_MAX__, &seed), a->seed = (uint64_t)seed;
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
+        else if (strcmp(flag, "--kv-cache") == 0) rc = parse_kv_cache(cmd, v, &a->kv_cache);
         else return cli_usage_error(cmd, "unknown option '%s'", flag);
         if (rc) return rc;
     }
@@ -80,7 +91,8 @@ int cmd_generate(int argc, char **argv) {
     cf_error err;
     /* The cache only needs the prompt (at most one token per byte, plus BOS and a SentencePiece
      * dummy prefix) and the new tokens, not the model's whole context. */
-    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = (long)strlen(a.prompt) + 2 + a.n};
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = (long)strlen(a.prompt) + 2 + a.n,
+                            .kv_cache = a.kv_cache};
     cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
     cf_tokenizer *own_tok = NULL;
     if (m && a.tokenizer && !(own_tok = cf_tokenizer_load(a.tokenizer, &err))) cf_infer_free(m), m = NULL;
@@ -102,10 +114,13 @@ int cmd_generate(int argc, char **argv) {
     printf("\n");
     fflush(stdout); /* the text ends before the speeds appear on stderr */
     if (rc == 0)
-        fprintf(stderr, "prefill: %ld tokens, %.1f tok/s; decode: %ld tokens, %.1f tok/s (%d threads, %s weights)\n",
+        fprintf(stderr,
+                "prefill: %ld tokens, %.1f tok/s; decode: %ld tokens, %.1f tok/s (%d threads, %s weights, "
+                "%s KV cache of %.2f MiB)\n",
                 s.prompt_tokens, s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
                 s.generated_tokens, s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
-                cf_num_threads(), cf_dtype_name(a.dtype));
+                cf_num_threads(), cf_dtype_name(a.dtype), cf_dtype_name(cf_infer_kv_dtype(m)),
+                (double)cf_infer_kv_cache_bytes(m) / (1 << 20));
     else
         fprintf(stderr, "cformers generate: %s\n", err.msg);
     if (own_tok) cf_tokenizer_free(own_tok);

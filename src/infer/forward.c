@@ -5,6 +5,7 @@
 
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "infer/kv_rows.h"
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
@@ -34,7 +35,7 @@ static void linear(cf_infer_model *m, const infer_linear *L, const float *x, flo
 
 typedef struct attn_job {
     cf_infer_model *m;
-    const float *k, *v; /* this layer's cache */
+    const void *k, *v; /* this layer's cache, of m->kv_dtype */
     long n, pos;
 } attn_job;
 
@@ -51,30 +52,61 @@ static float dot(const float *a, const float *b, long n) {
     return s;
 }
 
-/* One query head over cache positions 0 .. pos+n-1. A single decode token uses direct
- * loops (the products are too small for a GEMM to pay off); a prompt chunk uses GEMMs. */
+/* A single decode token over an f32 cache: direct loops (the products are too small for a
+ * GEMM to pay off). */
+static void decode_head_f32(const cf_infer_model *m, const float *q, const float *k, const float *v, long T,
+                            float scale, float *s, float *out) {
+    for (long t = 0; t < T; t++) s[t] = dot(q, k + t * m->kv_dim, m->head_dim) * scale;
+    cf_softmax(s, 1, T);
+    memset(out, 0, sizeof(float) * (size_t)m->head_dim);
+    for (long t = 0; t < T; t++)
+        for (long i = 0; i < m->head_dim; i++) out[i] += s[t] * v[t * m->kv_dim + i];
+}
+
+/* Rows [0, T) of one head's bf16 keys or values, widened into a dense [T, head_dim] block. */
+static float *widen_head(const cf_infer_model *m, const cf_bf16 *src, long T, float *dst) {
+    for (long t = 0; t < T; t++)
+        cf_convert_bf16_to_f32(src + t * m->kv_dim, dst + t * m->head_dim, (size_t)m->head_dim);
+    return dst;
+}
+
+/* One query head over cache positions 0 .. pos+n-1. A decode token reads the cache row by
+ * row (bf16 rows widened in registers); a prompt chunk uses GEMMs, over a widened f32 copy
+ * of this head's rows when the cache is bf16 (the copy costs T * head_dim conversions
+ * against the GEMMs' n * T * head_dim multiply-adds). */
 static void attention_head(void *arg, int h, int thread) {
     const attn_job *j = arg;
     cf_infer_model *m = j->m;
     long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads), T = j->pos + j->n;
-    const float *q = m->q + h * hd, *k = j->k + kvh * hd, *v = j->v + kvh * hd;
+    size_t elem = cf_dtype_size(m->kv_dtype), head_off = (size_t)(kvh * hd) * elem;
+    const void *k = (const char *)j->k + head_off, *v = (const char *)j->v + head_off;
+    const float *q = m->q + h * hd;
     float *out = m->att + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
-    if (j->n == 1) {
-        for (long t = 0; t < T; t++) s[t] = dot(q, k + t * m->kv_dim, hd) * scale;
+    bool bf16 = m->kv_dtype == CF_BF16;
+    if (j->n == 1 && bf16) {
+        kv_bf16_scores(q, k, m->kv_dim, T, hd, scale, s);
         cf_softmax(s, 1, T);
-        memset(out, 0, sizeof(float) * (size_t)hd);
-        for (long t = 0; t < T; t++)
-            for (long i = 0; i < hd; i++) out[i] += s[t] * v[t * m->kv_dim + i];
+        kv_bf16_weighted_sum(s, v, m->kv_dim, T, hd, out);
         return;
     }
-    cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, k, m->kv_dim, 0.0f, s, T);
+    if (j->n == 1) {
+        decode_head_f32(m, q, k, v, T, scale, s, out);
+        return;
+    }
+    const float *kf = k, *vf = v;
+    long ld = m->kv_dim;
+    if (bf16) {
+        float *scratch = m->kv_f32 + (long)thread * 2 * m->max_seq * hd;
+        kf = widen_head(m, k, T, scratch), vf = widen_head(m, v, T, scratch + m->max_seq * hd), ld = hd;
+    }
+    cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, kf, ld, 0.0f, s, T);
     cf_softmax_causal(s, 1, j->n, T, j->pos);
-    cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, v, m->kv_dim, 0.0f, out, m->dim);
+    cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, vf, ld, 0.0f, out, m->dim);
 }
 
 /* Heads run on the pool unless the whole attention is too small to pay for a dispatch. */
-static void attention(cf_infer_model *m, const float *kc, const float *vc, long n, long pos) {
+static void attention(cf_infer_model *m, const void *kc, const void *vc, long n, long pos) {
     enum { INLINE_WORK = 1 << 15 };
     attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos};
     long heads = m->cfg.num_heads;
@@ -98,20 +130,32 @@ static void embed(const cf_infer_model *m, const int32_t *tokens, long n) {
     }
 }
 
+/* Where layer l's cache rows for position pos start. */
+static void *cache_at(const cf_infer_model *m, void *cache, long l, long pos) {
+    return (char *)cache + (size_t)((l * m->max_seq + pos) * m->kv_dim) * cf_dtype_size(m->kv_dtype);
+}
+
 static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits) {
     const cf_model_config *c = &m->cfg;
     float eps = (float)c->rms_norm_eps;
     embed(m, tokens, n);
     for (long l = 0; l < c->num_layers; l++) {
         const infer_layer *L = &m->layers[l];
-        float *kc = m->k_cache + l * m->max_seq * m->kv_dim, *vc = m->v_cache + l * m->max_seq * m->kv_dim;
+        void *k_pos = cache_at(m, m->k_cache, l, pos), *v_pos = cache_at(m, m->v_cache, l, pos);
+        /* an f32 cache takes the new keys and values in place; a bf16 one after rounding */
+        bool bf16 = m->kv_dtype == CF_BF16;
+        float *k_new = bf16 ? m->k_new : k_pos, *v_new = bf16 ? m->v_new : v_pos;
         cf_rmsnorm(m->x, L->attn_norm, m->xb, NULL, n, m->dim, eps);
         const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
-        float *qkv_out[3] = {m->q, kc + pos * m->kv_dim, vc + pos * m->kv_dim};
+        float *qkv_out[3] = {m->q, k_new, v_new};
         linears(m, qkv, qkv_out, 3, m->xb, n);
         cf_rope_apply(&m->rope, m->q, n, c->num_heads, NULL, pos, false);
-        cf_rope_apply(&m->rope, kc + pos * m->kv_dim, n, c->num_kv_heads, NULL, pos, false);
-        attention(m, kc, vc, n, pos);
+        cf_rope_apply(&m->rope, k_new, n, c->num_kv_heads, NULL, pos, false);
+        if (bf16) {
+            cf_convert_f32_to_bf16(k_new, k_pos, (size_t)(n * m->kv_dim));
+            cf_convert_f32_to_bf16(v_new, v_pos, (size_t)(n * m->kv_dim));
+        }
+        attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, pos);
         linear(m, &L->wo, m->att, m->xb, n);
         add_into(m->x, m->xb, n * m->dim);
 
@@ -140,11 +184,7 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
         if (tokens[t] < 0 || tokens[t] >= m->vocab)
             return cf_fail(err, "token %d at position %ld is outside the vocabulary of %ld", tokens[t], pos + t,
                            m->vocab);
-    if (cf_num_threads() > m->score_threads) { /* the pool grew since the model was built */
-        cf_aligned_free(m->scores);
-        m->score_threads = cf_num_threads();
-        m->scores = cf_aligned_alloc(sizeof(float) * (size_t)m->score_threads * INFER_CHUNK * (size_t)m->max_seq);
-    }
+    if (cf_num_threads() > m->score_threads) infer_alloc_thread_scratch(m); /* the pool grew since loading */
     for (long done = 0; done < n; done += INFER_CHUNK) {
         long len = n - done < INFER_CHUNK ? n - done : INFER_CHUNK;
         bool last = done + len == n;

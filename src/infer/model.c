@@ -89,12 +89,17 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
         cf_fail(err, "inference weights must be f32 or bf16, not %s", cf_dtype_name(opt->weight_dtype));
         return NULL;
     }
+    if (opt->kv_cache != CF_KV_AUTO && opt->kv_cache != CF_KV_F32 && opt->kv_cache != CF_KV_BF16) {
+        cf_fail(err, "KV cache dtype %d is not CF_KV_AUTO, CF_KV_F32 or CF_KV_BF16", (int)opt->kv_cache);
+        return NULL;
+    }
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
     m->cfg = *cfg;
     m->ckpt = ckpt;
     m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
                                                                                  : cfg->max_position_embeddings;
     m->layers = cf_xcalloc((size_t)cfg->num_layers, sizeof *m->layers);
+    m->kv_dtype = opt->kv_cache == CF_KV_AUTO ? opt->weight_dtype : opt->kv_cache == CF_KV_BF16 ? CF_BF16 : CF_F32;
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
     if (llama_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
         m->ckpt = NULL; /* the caller closes it */
@@ -164,9 +169,12 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = (long)c->rope_original_max_position};
     if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
-    size_t cache = (size_t)(c->num_layers * m->max_seq * m->kv_dim);
-    m->k_cache = cf_aligned_alloc(cache * sizeof(float));
-    m->v_cache = cf_aligned_alloc(cache * sizeof(float));
+    m->k_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
+    m->v_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
+    if (m->kv_dtype == CF_BF16) {
+        m->k_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
+        m->v_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
+    }
     size_t widest = (size_t)(m->hidden > m->dim ? m->hidden : m->dim);
     m->x = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
     m->xb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
@@ -176,9 +184,18 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
     m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)matvec_pairs_floats((long)widest));
-    m->score_threads = cf_num_threads();
-    m->scores = cf_aligned_alloc(sizeof(float) * (size_t)m->score_threads * INFER_CHUNK * (size_t)m->max_seq);
+    infer_alloc_thread_scratch(m);
     return 0;
+}
+
+void infer_alloc_thread_scratch(cf_infer_model *m) {
+    cf_aligned_free(m->scores);
+    cf_aligned_free(m->kv_f32);
+    m->score_threads = cf_num_threads();
+    size_t threads = (size_t)m->score_threads, seq = (size_t)m->max_seq;
+    m->scores = cf_aligned_alloc(sizeof(float) * threads * INFER_CHUNK * seq);
+    size_t head_rows = 2 * seq * (size_t)m->head_dim;
+    m->kv_f32 = m->kv_dtype == CF_BF16 ? cf_aligned_alloc(sizeof(float) * threads * head_rows) : NULL;
 }
 
 void cf_infer_free(cf_infer_model *m) {
@@ -187,9 +204,9 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->owned);
     free(m->layers);
     cf_rope_table_free(&m->rope);
-    float *bufs[] = {m->k_cache, m->v_cache, m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->scores, m->x_pairs};
+    void *bufs[] = {m->k_cache, m->v_cache, m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,
+                    m->q,       m->att,     m->hb,    m->hb2,   m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
-    cf_aligned_free(m->act16);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     cf_ckpt_close(m->ckpt);
     free(m);
@@ -198,4 +215,8 @@ void cf_infer_free(cf_infer_model *m) {
 const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }
 long cf_infer_max_seq(const cf_infer_model *m) { return m->max_seq; }
 size_t cf_infer_weight_bytes(const cf_infer_model *m) { return m->weight_bytes; }
+cf_dtype cf_infer_kv_dtype(const cf_infer_model *m) { return m->kv_dtype; }
+size_t cf_infer_kv_cache_bytes(const cf_infer_model *m) {
+    return 2 * (size_t)(m->cfg.num_layers * m->max_seq * m->kv_dim) * cf_dtype_size(m->kv_dtype);
+}
 const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m) { return m->tokenizer; }

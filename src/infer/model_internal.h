@@ -29,13 +29,17 @@ struct cf_infer_model {
     const float *final_norm;
     infer_linear lm_head;
     cf_rope_table rope;
-    float *k_cache, *v_cache; /* [layers, max_seq, kv_dim] */
+    void *k_cache, *v_cache; /* [layers, max_seq, kv_dim] of kv_dtype */
+    cf_dtype kv_dtype;       /* CF_F32 or CF_BF16 */
+    float *k_new, *v_new;    /* with a bf16 cache: a chunk's keys/values in f32 before rounding */
 
     /* activations for up to INFER_CHUNK tokens */
     float *x, *xb, *q, *att, *hb, *hb2;
     cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
     float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights (matvec.h) */
     float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
+    float *kv_f32;   /* per thread, with a bf16 cache: one head's keys and values widened for
+                        the prefill GEMMs, [2, max_seq, head_dim] */
     int score_threads;
 
     cf_ckpt *ckpt;   /* weights in place, when loaded from a file */
@@ -47,5 +51,7 @@ struct cf_infer_model {
 
 /* Allocates the cache, RoPE table and activations once the weights are set. */
 int infer_model_finish(cf_infer_model *m, cf_error *err);
+/* (Re)allocates the per-thread scratch (scores, kv_f32) for the pool's current size. */
+void infer_alloc_thread_scratch(cf_infer_model *m);
 
 #endif

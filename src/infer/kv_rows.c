@@ -1,0 +1,34 @@
+#include "infer/kv_rows.h"
+
+#include "cformers/cpu.h"
+
+static void scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+    for (long t = 0; t < T; t++) {
+        const cf_bf16 *row = k + t * stride;
+        float acc = 0.0f;
+        for (long i = 0; i < hd; i++) acc += q[i] * cf_bf16_to_f32(row[i]);
+        s[t] = acc * scale;
+    }
+}
+
+static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+    for (long i = 0; i < hd; i++) out[i] = 0.0f;
+    for (long t = 0; t < T; t++)
+        for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(v[t * stride + i]);
+}
+
+void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: kv_bf16_scores_avx512(q, k, stride, T, hd, scale, s); break;
+    case CF_ISA_AVX2: kv_bf16_scores_avx2(q, k, stride, T, hd, scale, s); break;
+    case CF_ISA_SCALAR: scores_scalar(q, k, stride, T, hd, scale, s); break;
+    }
+}
+
+void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: kv_bf16_weighted_sum_avx512(s, v, stride, T, hd, out); break;
+    case CF_ISA_AVX2: kv_bf16_weighted_sum_avx2(s, v, stride, T, hd, out); break;
+    case CF_ISA_SCALAR: weighted_sum_scalar(s, v, stride, T, hd, out); break;
+    }
+}

@@ -1,0 +1,21 @@
+/* Decode attention over a bf16 KV cache: one query head's scores against the cached keys
+ * and the score-weighted sum of the cached values, widening each bf16 row to f32 in
+ * registers as it is read (the cache is read once per token, like the weights, so reading
+ * half the bytes is what makes it faster). Rows are `stride` elements apart (kv_dim). */
+#ifndef CFORMERS_INFER_KV_ROWS_H
+#define CFORMERS_INFER_KV_ROWS_H
+
+#include "cformers/dtype.h"
+
+/* s[t] = scale * dot(q[hd], k[t * stride .. + hd]) for t < T. */
+void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+/* out[hd] = sum over t < T of s[t] * v[t * stride .. + hd]. */
+void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+
+/* The same per instruction set (the ISA files are compiled for it). */
+void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+
+#endif
