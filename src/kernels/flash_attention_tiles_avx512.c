@@ -1,5 +1,5 @@
 /* Flash-attention tiles for AVX-512: a register-blocked product (4 rows x up to 64
- * columns of C held in 16 zmm accumulators, B read in place, no packing), with the
+ * columns of C held in 16 zmm accumulators, B copied into a contiguous tile), with the
  * vectorised softmax rows of exp_rows_avx512.c. For bf16 operands, the rounding of P and dS tiles into bf16 (the
  * bf16 products are in flash_attention_tiles_avx512bf16.c and _amx_avx512bf16.c). */
 #include <immintrin.h>
@@ -41,13 +41,41 @@ static void block_1(int vecs, long K, const float *A, long a_rs, long a_cs, cons
     BLOCK_VECS(1)
 }
 
-static void gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
-                 long ldc, bool accumulate) {
-    FOR_EACH_BLOCK(M, N, block_4(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate),
-                   block_1(vecs, K, A + i * a_rs, a_rs, a_cs, B + j, ldb, C + i * ldc + j, ldc, tail, accumulate))
-}
+/* B in stripes of STRIPE x STRIPE, each copied into a contiguous tile first when more
+ * than one row block reads it: B's rows are often 2 KiB or 16 KiB apart (V, K^T of a
+ * long sequence), which maps them onto a few L1 sets, so read in place the tile falls
+ * out of L1 between row blocks, and its cold misses stall the FMAs rather than one
+ * tight copy loop (in place, f32 flash attention at T = 2048 ran ~1.3x longer). */
+enum { STRIPE = MAX_VECS * LANES };
 
 INLINE __mmask16 first_lanes(long n) { return n >= LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+
+static void copy_stripe(float *dst, const float *B, long ldb, long rows, long cols) {
+    __mmask16 masks[MAX_VECS]; /* zeros beyond cols */
+    for (int v = 0; v < MAX_VECS; v++) masks[v] = cols > v * LANES ? first_lanes(cols - v * LANES) : 0;
+    for (long k = 0; k < rows; k++)
+        for (int v = 0; v < MAX_VECS; v++)
+            _mm512_store_ps(dst + k * STRIPE + v * LANES, _mm512_maskz_loadu_ps(masks[v], B + k * ldb + v * LANES));
+}
+
+static void gemm(long M, long N, long K, const float *A, long a_rs, long a_cs, const float *B, long ldb, float *C,
+                 long ldc, bool accumulate) {
+    _Alignas(64) float tile[STRIPE * STRIPE];
+    for (long j0 = 0; j0 < N; j0 += STRIPE)
+        for (long k0 = 0; k0 < K; k0 += STRIPE) { /* in k order: the same sums as in one pass */
+            long cols = N - j0 < STRIPE ? N - j0 : STRIPE, kk = K - k0 < STRIPE ? K - k0 : STRIPE;
+            const float *a = A + k0 * a_cs, *b = B + k0 * ldb + j0;
+            long ld = ldb;
+            if (M > ROWS) {
+                copy_stripe(tile, b, ldb, kk, cols);
+                b = tile, ld = STRIPE;
+            }
+            float *c = C + j0;
+            bool acc = accumulate || k0 > 0;
+            FOR_EACH_BLOCK(M, cols, block_4(vecs, kk, a + i * a_rs, a_rs, a_cs, b + j, ld, c + i * ldc + j, ldc, tail, acc),
+                           block_1(vecs, kk, a + i * a_rs, a_rs, a_cs, b + j, ld, c + i * ldc + j, ldc, tail, acc))
+        }
+}
 
 /* x rounded to bf16 (to nearest even; P and dS are finite), in the high halves. */
 INLINE __m512i round_high(__m512 x) {
