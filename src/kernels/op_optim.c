@@ -42,12 +42,20 @@ static int infer_grad_norm(cf_node *n, cf_error *err) {
     return 0;
 }
 
+/* Eight running sums, so the additions do not wait on each other (one chain of double
+ * adds ran at its latency, ~4 cycles an element); the lanes are added in a fixed order. */
 static void sum_squares_chunk(void *arg, int chunk, int thread) {
+    enum { LANES = 8 };
     flat_job *j = arg;
     long begin, end;
     cf_split_range(j->n, (int)j->chunks, chunk, &begin, &end);
+    double lane[LANES] = {0};
+    long i = begin;
+    for (; i + LANES <= end; i += LANES)
+        for (int l = 0; l < LANES; l++) lane[l] += (double)j->g[i + l] * j->g[i + l];
     double s = 0.0;
-    for (long i = begin; i < end; i++) s += (double)j->g[i] * j->g[i];
+    for (; i < end; i++) s += (double)j->g[i] * j->g[i];
+    for (int l = 0; l < LANES; l++) s += lane[l];
     j->partial[chunk] = s;
 }
 
