@@ -1,6 +1,7 @@
 /* AVX2 + FMA f32 kernels: a 6 x 16 micro-tile (12 ymm accumulators, two B loads and
  * six broadcasts per k step), and the unpacked decode paths. Compiled with -mavx2
  * -mfma; reached only when cf_isa_active() says AVX2 or better. */
+#include "gemm_avx2_inline.h"
 #include "gemm_internal.h"
 #include "gemm_skinny_rows.h"
 
@@ -8,15 +9,8 @@
 
 enum { MR = 6, NR = 16, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 3 };
 
-#define INLINE static inline __attribute__((always_inline))
-
-/* All-ones in the first n (clamped to 0..8) lanes, for vmaskmovps. */
-INLINE __m256i lanes(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 INLINE void store_rows(const int m, __m256 acc[][2], float *c, long ldc, int n, float alpha, float beta) {
-    __m256i k0 = lanes(n), k1 = lanes(n - 8);
+    __m256i k0 = lanes8(n), k1 = lanes8(n - 8);
     __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) {
@@ -88,7 +82,7 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) acc[i][j] = _mm256_setzero_ps();
     for (long p = 0; p < k; p += 8) {
-        __m256i mk = lanes((int)(k - p < 8 ? k - p : 8));
+        __m256i mk = lanes8(k - p);
         __m256 bv[SKINNY_NT_COLS];
         for (int j = 0; j < cols; j++) {
             if (p % 16 == 0) /* the next group's rows, a line at a time (see gemm_avx512.c) */

@@ -1,7 +1,5 @@
-/* AVX-512 packing of f32 blocks (layout in gemm_pack.c): strips of lines contiguous
- * along k are transposed 16 x 16 in registers; k-major blocks are copied a vector at a
- * time, one source row (every panel's slice of it) per k. Missing lines and the
- * padding slots of a panel are written as zeros. */
+/* AVX-512 packing (layout in gemm_pack.c): f32 strips and blocks through the loops of
+ * gemm_pack_f32_simd.h with 16 x 16 register transposes; bf16 pairs and AMX chunks here. */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
@@ -38,34 +36,21 @@ GEMM_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-/* Lines contiguous along k: 16 lines x 16 k per step through the registers. */
-static void strip_transpose(const float *src, long s_line, int h, long K, int w, float *dst) {
-    for (int i0 = 0; i0 < w; i0 += 16) {
-        __mmask16 out = lanes16(w - i0);
-        for (long k0 = 0; k0 < K; k0 += 16) {
-            __mmask16 kin = lanes16(K - k0);
-            __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i0 + i < h ? _mm512_maskz_loadu_ps(kin, src + (i0 + i) * s_line + k0) : _mm512_setzero_ps();
-            transpose16(r);
-            long kn = K - k0 < 16 ? K - k0 : 16;
-            for (long k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * w + i0, out, r[k]);
-        }
-    }
-}
+/* The vocabulary of gemm_pack_f32_simd.h for 16-lane vectors. */
+enum { PACK_LANES = 16 };
+typedef __m512 pack_vec;
+typedef __mmask16 pack_mask;
+GEMM_INLINE pack_mask pack_lanes(long n) { return lanes16(n); }
+GEMM_INLINE pack_vec pack_load(pack_mask m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
+GEMM_INLINE void pack_store(float *p, pack_mask m, pack_vec v) { _mm512_mask_storeu_ps(p, m, v); }
+GEMM_INLINE pack_vec pack_zero(void) { return _mm512_setzero_ps(); }
+GEMM_INLINE void pack_transpose(pack_vec r[PACK_LANES]) { transpose16(r); }
+
+#include "gemm_pack_f32_simd.h"
 
 bool cf_gemm_block_kmajor_f32_avx512(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst) {
     if (s_line != 1) return false;
-    long panels = (lines + w - 1) / w;
-    for (long k = 0; k < K; k++) {
-        const float *row = src + k * s_k;
-        for (long p = 0; p < panels; p++) {
-            long first = p * w;
-            float *d = dst + (p * K + k) * w;
-            for (int i0 = 0; i0 < w; i0 += 16)
-                _mm512_mask_storeu_ps(d + i0, lanes16(w - i0), _mm512_maskz_loadu_ps(lanes16(lines - first - i0), row + first + i0));
-        }
-    }
+    block_kmajor(src, s_k, lines, K, w, dst);
     return true;
 }
 

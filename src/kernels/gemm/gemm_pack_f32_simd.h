@@ -1,0 +1,47 @@
+/* The f32 packing loops of gemm_pack_avx512.c and gemm_pack_avx2.c, written once over a
+ * small vector vocabulary that the including file defines first (layout in gemm_pack.c):
+ *   PACK_LANES           floats per vector
+ *   pack_vec, pack_mask  the vector and lane-mask types
+ *   pack_lanes(n)        the mask of the first n lanes (n clamped to 0 .. PACK_LANES)
+ *   pack_load(m, p)      masked load, zero in the other lanes
+ *   pack_store(p, m, v)  masked store
+ *   pack_zero()          a zero vector
+ *   pack_transpose(r)    r[i] = row i of a PACK_LANES-square block; on return r[k] holds column k
+ * Missing lines and the padding slots of a panel are written as zeros. */
+#ifndef CFORMERS_GEMM_PACK_F32_SIMD_H
+#define CFORMERS_GEMM_PACK_F32_SIMD_H
+
+#include <stdbool.h>
+
+/* Lines contiguous along k: PACK_LANES lines x PACK_LANES k per step through the registers. */
+static void strip_transpose(const float *src, long s_line, int h, long K, int w, float *dst) {
+    for (int i0 = 0; i0 < w; i0 += PACK_LANES) {
+        pack_mask out = pack_lanes(w - i0);
+        for (long k0 = 0; k0 < K; k0 += PACK_LANES) {
+            pack_mask kin = pack_lanes(K - k0);
+            pack_vec r[PACK_LANES];
+            for (int i = 0; i < PACK_LANES; i++)
+                r[i] = i0 + i < h ? pack_load(kin, src + (i0 + i) * s_line + k0) : pack_zero();
+            pack_transpose(r);
+            long kn = K - k0 < PACK_LANES ? K - k0 : PACK_LANES;
+            for (long k = 0; k < kn; k++) pack_store(dst + (k0 + k) * w + i0, out, r[k]);
+        }
+    }
+}
+
+/* A k-major block (line i, k at src[i + k*s_k]): every k copies its source row's slice of
+ * each panel, so the source is read in one contiguous run per k (see gemm_internal.h). */
+static void block_kmajor(const float *src, long s_k, long lines, long K, int w, float *dst) {
+    long panels = (lines + w - 1) / w;
+    for (long k = 0; k < K; k++) {
+        const float *row = src + k * s_k;
+        for (long p = 0; p < panels; p++) {
+            long first = p * w;
+            float *d = dst + (p * K + k) * w;
+            for (int i0 = 0; i0 < w; i0 += PACK_LANES)
+                pack_store(d + i0, pack_lanes(w - i0), pack_load(pack_lanes(lines - first - i0), row + first + i0));
+        }
+    }
+}
+
+#endif
