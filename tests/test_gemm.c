@@ -163,6 +163,7 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
         check(&(shape){ta, tb, 37, 29, 1, 1.0f, 1.0f});
         check(&(shape){ta, tb, 19, 23, 1500, 1.0f, 0.5f});
         check(&(shape){ta, tb, 13, 1100, 9, 1.0f, 0.0f});
+        check(&(shape){ta, tb, 29, 1100, 700, 0.5f, 1.0f}); /* several B blocks and K blocks */
         check(&(shape){ta, tb, 3, 2100, 7, 1.0f, 0.5f});
         check(&(shape){ta, tb, 4200, 7, 5, -1.0f, 1.0f});
     }

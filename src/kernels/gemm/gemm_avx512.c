@@ -4,14 +4,18 @@
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
+#include <stdbool.h>
+
 enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, PREFETCH_STEPS = 8,
        SKINNY_NN_WINDOW = 2048 };
 
-/* The register tile: m rows (a compile-time constant after inlining) by 32 columns,
- * from packed panels: A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
-GEMM_INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
-                      float beta) {
+/* The register tile: m rows (a compile-time constant after inlining) by 32 columns.
+ * A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR) or A's own rows
+ * read in place (a_rs = lda, a_ks = 1); B(k, j) = b[k*NR + j] from a packed panel. */
+GEMM_INLINE void tile_body(const int m, long k, const float *a, long a_rs, long a_ks, const float *b, float *c,
+                           long ldc, int n, float alpha, float beta) {
     __m512 acc[MR][2];
+    const bool packed_a = a_ks == MR;
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int i = 0; i < m; i++) { /* C's lines arrive in L2 while the tile is computed */
@@ -19,18 +23,19 @@ GEMM_INLINE void tile_body(const int m, long k, const float *a, const float *b, 
         _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T1);
     }
     for (long p = 0; p < k; p++) {
-        /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead. */
+        /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead
+         * (A's rows read in place are sequential streams the hardware prefetcher follows). */
         _mm_prefetch((const char *)(b + PREFETCH_STEPS * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + PREFETCH_STEPS * NR + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
+        if (packed_a) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
+            __m512 ai = _mm512_set1_ps(a[i * a_rs]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
-        a += MR;
+        a += a_ks;
         b += NR;
     }
     store_tile_rows(m, acc, c, ldc, n, alpha, beta);
@@ -40,16 +45,28 @@ GEMM_INLINE void tile_body(const int m, long k, const float *a, const float *b, 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define PACKED_TILE(M)                                                                                                \
     static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
-        tile_body(M, k, a, b, c, ldc, n, alpha, beta);                                                             \
+        tile_body(M, k, a, 1, MR, b, c, ldc, n, alpha, beta);                                                      \
+    }                                                                                                                 \
+    static void direct_tile_##M(long k, const float *a, long lda, const void *b, float *c, long ldc, int n,         \
+                                float alpha, float beta) {                                                         \
+        tile_body(M, k, a, lda, 1, b, c, ldc, n, alpha, beta);                                                     \
     }
 TILE_VARIANTS(PACKED_TILE)
 
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
+typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float);
 #define LIST_TILE(M) tile_##M,
+#define LIST_DIRECT_TILE(M) direct_tile_##M,
 static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
+static const direct_tile_fn direct_tiles[MR] = {TILE_VARIANTS(LIST_DIRECT_TILE)};
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
+}
+
+static void tile_direct(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
+                        float alpha, float beta) {
+    direct_tiles[m - 1](k, a, lda, b, c, ldc, n, alpha, beta);
 }
 
 /* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is
@@ -130,7 +147,8 @@ static void dot(int rows, int cols, long k, const void *a, long lda, const void 
 
 const gemm_kernel cf_gemm_kernel_f32_avx512 = {
     .name = "avx512-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
-    .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile};
+    .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile,
+    .tile_direct = tile_direct};
 
 const gemm_skinny cf_gemm_skinny_avx512 = {
     .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

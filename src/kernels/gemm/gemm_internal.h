@@ -41,6 +41,11 @@ typedef void (*gemm_pack_fn)(const gemm_operand *src, long r0, long c0, long row
 typedef void (*gemm_tile_fn)(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha,
                              float beta);
 
+/* As gemm_tile_fn, with A read in place instead of from a packed panel: f32,
+ * A(i, k) = a[i*lda + k]. */
+typedef void (*gemm_tile_direct_fn)(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
+                                    float alpha, float beta);
+
 /* m rows of C (few), any N, A and B read in place (no packing): the decode path.
  * A(i, k) = a[i*a_rs + k*a_ks]; B(k, j) = b[k*ldb + j] (B not transposed). */
 typedef void (*gemm_skinny_nn_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
@@ -58,6 +63,7 @@ typedef struct gemm_kernel {
     size_t elem_bytes; /* bytes per packed element */
     gemm_pack_fn pack_a, pack_b;
     gemm_tile_fn tile;
+    gemm_tile_direct_fn tile_direct; /* optional: f32 A with k contiguous skips its packing */
     void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 

@@ -29,17 +29,25 @@ static void strip_transpose(const float *src, long s_line, int h, long K, int w,
     }
 }
 
-/* A k-major block (line i, k at src[i + k*s_k]): every k copies its source row's slice of
- * each panel, so the source is read in one contiguous run per k (see gemm_internal.h). */
+/* A k-major block (line i, k at src[i + k*s_k]): each source row is read in one run across
+ * all panels (see gemm_internal.h), KMAJOR_CHUNK rows at a time, and within a chunk each
+ * panel's slots are written in order. One row at a time scattered its writes over every
+ * panel, and packing a 12-wide A block ran 1.8x slower (1.3 vs 0.7 cycles per element,
+ * block 1020 x 512 in L2; 2.9x for 240 rows). */
+enum { KMAJOR_CHUNK = 16 };
+
 static void block_kmajor(const float *src, long s_k, long lines, long K, int w, float *dst) {
     long panels = (lines + w - 1) / w;
-    for (long k = 0; k < K; k++) {
-        const float *row = src + k * s_k;
+    for (long k0 = 0; k0 < K; k0 += KMAJOR_CHUNK) {
+        long k1 = k0 + KMAJOR_CHUNK < K ? k0 + KMAJOR_CHUNK : K;
         for (long p = 0; p < panels; p++) {
             long first = p * w;
-            float *d = dst + (p * K + k) * w;
-            for (int i0 = 0; i0 < w; i0 += PACK_LANES)
-                pack_store(d + i0, pack_lanes(w - i0), pack_load(pack_lanes(lines - first - i0), row + first + i0));
+            for (int i0 = 0; i0 < w; i0 += PACK_LANES) {
+                pack_mask in = pack_lanes(lines - first - i0), out = pack_lanes(w - i0);
+                const float *row = src + k0 * s_k + first + i0;
+                float *d = dst + (p * K + k0) * w + i0;
+                for (long k = k0; k < k1; k++, row += s_k, d += w) pack_store(d, out, pack_load(in, row));
+            }
         }
     }
 }
