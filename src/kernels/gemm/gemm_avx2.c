@@ -37,16 +37,18 @@ INLINE void tile_body(const int m, long k, const float *a, const float *b, float
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    /* Four k steps per loop iteration: the loop's own counter, compare and branch
+     * otherwise take issue slots from the twelve FMAs (micro-kernel alone on panels in
+     * L2: 33-35 -> 36-37 flops per TSC cycle; whole products +3-8%, 1 thread). */
+#pragma GCC unroll 4
     for (long p = 0; p < k; p++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < m; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + i);
+            __m256 ai = _mm256_broadcast_ss(a + p * MR + i);
             acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
         }
-        a += MR;
-        b += NR;
     }
     store_rows(m, acc, c, ldc, n, alpha, beta);
 }
