@@ -15,8 +15,12 @@
 #include "test_util.h"
 
 #include <float.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -232,6 +236,55 @@ static void check_batched(long batch) {
     free(ref);
 }
 
+/* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
+ * argument; run in a child process, its stderr captured. */
+static void check_bad_call_aborts(void (*call)(void), const char *expect) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        call();
+        _exit(0);
+    }
+    close(fds[1]);
+    char text[512];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof text - 1 && (n = read(fds[0], text + got, sizeof text - 1 - got)) > 0) got += (size_t)n;
+    text[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    if (!strstr(text, expect)) fprintf(stderr, "expected \"%s\" in: %s\n", expect, text);
+    CHECK(strstr(text, expect) != NULL);
+}
+
+static float g_bad[16];
+
+static void call_short_lda(void) { cf_sgemm(false, false, 2, 3, 4, 1.0f, g_bad, 3, g_bad, 3, 0.0f, g_bad, 3); }
+static void call_short_ldb_transposed(void) {
+    cf_sgemm(false, true, 2, 3, 4, 1.0f, g_bad, 4, g_bad, 3, 0.0f, g_bad, 3);
+}
+static void call_short_ldc(void) {
+    cf_gemm_bf16(false, false, 2, 3, 4, 1.0f, (const cf_bf16 *)g_bad, 4, (const cf_bf16 *)g_bad, 3, 0.0f, g_bad, 2);
+}
+static void call_negative_k(void) { cf_sgemm(false, false, 2, 3, -1, 1.0f, g_bad, 4, g_bad, 3, 0.0f, g_bad, 3); }
+static void call_null_b(void) { cf_sgemm(false, false, 2, 3, 4, 1.0f, g_bad, 4, NULL, 3, 0.0f, g_bad, 3); }
+
+static void check_bad_calls(void) {
+    check_bad_call_aborts(call_short_lda, "cf_sgemm: lda 3 is less than the 4 columns (K)");
+    check_bad_call_aborts(call_short_ldb_transposed, "ldb 3 is less than the 4 columns (K, B transposed)");
+    check_bad_call_aborts(call_short_ldc, "cf_gemm_bf16: ldc 2 is less than N 3");
+    check_bad_call_aborts(call_negative_k, "must not be negative");
+    check_bad_call_aborts(call_null_b, "NULL");
+}
+
 int main(void) {
     bool sanitized = getenv("CFORMERS_SANITIZED") != NULL;
     int random_cases = sanitized ? 12 : 64;
@@ -263,5 +316,6 @@ int main(void) {
         check_batched(1);
         check_batched(5);
     }
+    check_bad_calls();
     return test_finish();
 }

@@ -5,7 +5,10 @@
  * Row-major storage throughout. op(A) is M x K, op(B) is K x N, C is M x N.
  * With trans_a, A is stored K x M (lda >= M); without, M x K (lda >= K). Likewise B.
  * beta = 0 overwrites C (its old contents may be NaN); beta = 1 accumulates, as
- * gradient accumulation needs.
+ * gradient accumulation needs. Leading dimensions are at least 1 and at least the
+ * stored width (ldc >= N). Arguments that break these rules (negative sizes, a short
+ * leading dimension, a NULL matrix that would be read) are a bug in the caller: as
+ * BLAS does, the call says which argument on stderr and aborts.
  *
  * Kernels are chosen at run time from the CPU (see cpu.h) and run on the engine's
  * thread pool; called from inside a pool task they run on the calling thread only. */

@@ -6,6 +6,8 @@
 #include "cformers/threads.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /* Up to this many rows of C, B is read in place instead of packed: packing would
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
@@ -45,6 +47,31 @@ size_t cf_gemm_scratch_bytes(cf_dtype input) {
 
 const char *cf_gemm_kernel_name(cf_dtype input) {
     return (input == CF_BF16 ? bf16_kernel() : f32_kernel())->name;
+}
+
+static long at_least_one(long n) { return n > 1 ? n : 1; }
+
+/* Arguments that break the contract of gemm.h are a bug in the caller; as BLAS does
+ * (its xerbla), say which argument and stop, rather than read or write outside the
+ * matrices or return a wrong product. */
+static void check_args(const char *fn, bool trans_a, bool trans_b, long M, long N, long K, const void *A, long lda,
+                       const void *B, long ldb, const float *C, long ldc) {
+    char why[160] = "";
+    if (M < 0 || N < 0 || K < 0)
+        snprintf(why, sizeof why, "M, N and K must not be negative (M %ld, N %ld, K %ld)", M, N, K);
+    else if (lda < at_least_one(trans_a ? M : K))
+        snprintf(why, sizeof why, "lda %ld is less than the %ld %s of A as stored", lda, trans_a ? M : K,
+                 trans_a ? "columns (M, A transposed)" : "columns (K)");
+    else if (ldb < at_least_one(trans_b ? K : N))
+        snprintf(why, sizeof why, "ldb %ld is less than the %ld %s of B as stored", ldb, trans_b ? K : N,
+                 trans_b ? "columns (K, B transposed)" : "columns (N)");
+    else if (ldc < at_least_one(N))
+        snprintf(why, sizeof why, "ldc %ld is less than N %ld", ldc, N);
+    else if (M > 0 && N > 0 && (!C || (K > 0 && (!A || !B))))
+        snprintf(why, sizeof why, "a matrix pointer is NULL (A %p, B %p, C %p)", A, B, (const void *)C);
+    if (!why[0]) return;
+    fprintf(stderr, "cformers: %s: %s\n", fn, why);
+    abort();
 }
 
 /* op(A)(i, k) and op(B)(k, j) as strides into the stored matrices. */
@@ -113,6 +140,7 @@ static void skinny(skinny_job j) {
 
 void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,
               const float *B, long ldb, float beta, float *C, long ldc) {
+    check_args("cf_sgemm", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
@@ -131,6 +159,7 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
 
 void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
                   const cf_bf16 *B, long ldb, float beta, float *C, long ldc) {
+    check_args("cf_gemm_bf16", trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
         scale_c(M, N, beta, C, ldc);
