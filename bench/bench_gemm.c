@@ -1,7 +1,10 @@
 /* bench_gemm: our GEMM side by side with the machine's measured FMA peak and the BLAS
  * libraries installed here (OpenBLAS, BLIS, oneDNN), loaded with dlopen so the engine
  * never links them. Every figure is the median of several timed repetitions, taken in
- * rounds that interleave all contenders, on one thread and on all threads; the %peak
+ * rounds that interleave all contenders, on one thread and on all threads. "vs best" is
+ * our rate over the strongest peer's as the geometric mean of the per-round ratios: both
+ * sides of a ratio ran back to back, so a busy spell of a shared machine moves both,
+ * where a ratio of medians can pair a quiet sample with a busy one. The %peak
  * columns compare the best repetition with the best run of the FMA chains (a peak is
  * what the hardware can do, and both are measured alike on a machine others share). The last
  * lines state our ratio to the best peer and to peak, for f32 and bf16 (no installed
@@ -201,7 +204,8 @@ static double sample(contender *c, const shape *s, buffers *b) {
 
 /* Median GFLOP/s of every contender over `reps` rounds. Rounds interleave the
  * contenders, so a busy spell on a shared machine hits all of them alike. */
-static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, double *median, double *best) {
+static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, double *median, double *best,
+                    double *ours_over) {
     for (int c = 0; c < n; c++) { /* warm-up: page faults, library threads, packing buffers */
         cs[c].inner = 1;
         double once = 2.0 * (double)s->M * (double)s->N * (double)s->K / sample(&cs[c], s, b) * 1e-9;
@@ -212,6 +216,11 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
             usleep(10000); /* let the previous library's spinning threads go to sleep */
             cs[c].rates[r] = sample(&cs[c], s, b);
         }
+    for (int c = 0; c < n; c++) { /* before sorting: rates[r] of every contender share round r */
+        double log_sum = 0;
+        for (int r = 0; r < reps; r++) log_sum += log(cs[0].rates[r] / cs[c].rates[r]);
+        ours_over[c] = exp(log_sum / reps);
+    }
     for (int c = 0; c < n; c++) {
         qsort(cs[c].rates, (size_t)reps, sizeof(double), cmp_double);
         median[c] = cs[c].rates[reps / 2];
@@ -262,20 +271,19 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
     for (int si = 0; si < n; si++) {
         const shape *s = &list[si];
         if (only && !strstr(s->name, only)) continue;
-        double g[MAX_PEERS + 2], top[MAX_PEERS + 2], best = 0;
+        double g[MAX_PEERS + 2], top[MAX_PEERS + 2], ratio[MAX_PEERS + 2], vs_best = 0;
         update_peaks(&sum);
-        measure(cs, n_peers + 2, s, b, reps, g, top);
+        measure(cs, n_peers + 2, s, b, reps, g, top, ratio);
         double ours = g[0], bf = g[1 + n_peers];
         printf("%-20s %c%c %8.1f %5.1f%%", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', ours, 100 * top[0] / sum.peak);
-        for (int i = 0; i < n_peers; i++) {
+        for (int i = 0; i < n_peers; i++) { /* against the strongest peer: the smallest ratio */
             printf(" %9.1f", g[1 + i]);
-            if (g[1 + i] > best) best = g[1 + i];
+            if (vs_best == 0 || ratio[1 + i] < vs_best) vs_best = ratio[1 + i];
         }
-        printf(" %7.2fx %8.1f %5.1f%% %5.2fx\n", best > 0 ? ours / best : 0, bf, 100 * top[1 + n_peers] / sum.peak_bf16,
-               bf / ours);
+        printf(" %7.2fx %8.1f %5.1f%% %5.2fx\n", vs_best, bf, 100 * top[1 + n_peers] / sum.peak_bf16, bf / ours);
         fflush(stdout);
-        if (s->llm && best > 0) {
-            sum.llm_log_vs_peer += log(ours / best);
+        if (s->llm && vs_best > 0) {
+            sum.llm_log_vs_peer += log(vs_best);
             sum.llm_count++;
         }
         sum.bf16_log_vs_f32 += log(bf / ours);
