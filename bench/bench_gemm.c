@@ -211,8 +211,9 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
         double once = 2.0 * (double)s->M * (double)s->N * (double)s->K / sample(&cs[c], s, b) * 1e-9;
         cs[c].inner = once > 0.005 ? 1 : (int)(0.005 / (once > 1e-7 ? once : 1e-7)) + 1;
     }
-    for (int r = 0; r < reps; r++)
-        for (int c = 0; c < n; c++) {
+    for (int r = 0; r < reps; r++) /* each round starts one contender later: none always follows the same one */
+        for (int i = 0; i < n; i++) {
+            int c = (i + r) % n;
             usleep(10000); /* let the previous library's spinning threads go to sleep */
             cs[c].rates[r] = sample(&cs[c], s, b);
         }
