@@ -2,9 +2,9 @@
  * libraries installed here (OpenBLAS, BLIS, oneDNN), loaded with dlopen so the engine
  * never links them. Every figure is the median of several timed repetitions, taken in
  * rounds that interleave all contenders, on one thread and on all threads. "vs best" is
- * our rate over the strongest peer's as the geometric mean of the per-round ratios: both
- * sides of a ratio ran back to back, so a busy spell of a shared machine moves both,
- * where a ratio of medians can pair a quiet sample with a busy one. The %peak
+ * our rate over the strongest peer's as the median of the per-round ratios: both sides
+ * of a ratio ran back to back, so a busy spell of a shared machine moves both, where a
+ * ratio of medians can pair a quiet sample with a busy one. The %peak
  * columns compare the best repetition with the best run of the FMA chains (a peak is
  * what the hardware can do, and both are measured alike on a machine others share). The last
  * lines state our ratio to the best peer and to peak, for f32 and bf16 (no installed
@@ -218,9 +218,10 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
             cs[c].rates[r] = sample(&cs[c], s, b);
         }
     for (int c = 0; c < n; c++) { /* before sorting: rates[r] of every contender share round r */
-        double log_sum = 0;
-        for (int r = 0; r < reps; r++) log_sum += log(cs[0].rates[r] / cs[c].rates[r]);
-        ours_over[c] = exp(log_sum / reps);
+        double ratios[MAX_REPS];
+        for (int r = 0; r < reps; r++) ratios[r] = cs[0].rates[r] / cs[c].rates[r];
+        qsort(ratios, (size_t)reps, sizeof(double), cmp_double);
+        ours_over[c] = ratios[reps / 2];
     }
     for (int c = 0; c < n; c++) {
         qsort(cs[c].rates, (size_t)reps, sizeof(double), cmp_double);
