@@ -15,11 +15,11 @@
  * element on the machines measured) into a copy that outgrows L2 when M is large. Where
  * the packed block would be used against a single B block anyway (N within NC), the
  * micro-kernel reads A's rows in place instead: twelve sequential streams the hardware
- * prefetcher follows, their memory time hidden behind the multiply-adds. Measured 1
- * thread, AVX-512, best of 15 interleaved: 2048 x 288 x 288 +8%, 2048 x 288 x 768 +10%,
- * 512^3 +9%, 512 x 288 x 32000 +10%, 2048 x 512 x 2048 +7%. With several B blocks the
- * packed copy is reused and stays (in place measured mixed there, -4..+5%); on AVX2 the
- * in-place reads measured no gain, so that kernel always packs. */
+ * prefetcher follows, their memory time hidden behind the multiply-adds. Measured on
+ * AVX-512, 40 interleaved rounds: 1 thread +4..+14% (2048 x 288 x 768 +9%, 512^3 +12%,
+ * 512 x 288 x 32000 +5%; 2048 x 512 x 4096 even, its rows alias in L1), 2 threads +5..+8%.
+ * With several B blocks the packed copy is reused and stays (in place measured -4..+5%
+ * there); on AVX2 the in-place reads measured no gain, so that kernel always packs. */
 
 /* Below this many multiply-adds, waking the pool costs more than it saves. */
 enum { MIN_FLOPS_PER_THREAD = 1 << 18 };
