@@ -20,7 +20,8 @@
  * Shapes: squares, and the matrix products of one LLaMA-style layer with T = 512 tokens
  * and hidden size H = 2048 (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
  * gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
- * and 16 tokens. */
+ * and 16 tokens; then the three products of a small model's fused LM head (outside the
+ * summary's geomean). */
 #include "cformers/cpu.h"
 #include "cformers/dtype.h"
 #include "cformers/gemm.h"
@@ -36,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { T_TOKENS = 512, H_HIDDEN = 2048, MAX_PEERS = 3, MAX_REPS = 15, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+enum { T_TOKENS = 512, H_HIDDEN = 2048, HEAD_VOCAB = 32000, HEAD_HIDDEN = 288, MAX_PEERS = 3, MAX_REPS = 15, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
 typedef struct shape {
     const char *name;
@@ -60,6 +61,11 @@ static const shape shapes[] = {
     {"decode 1 x 4H x H", false, true, 1, 4 * H_HIDDEN, H_HIDDEN, true},
     {"decode 4 x 4H x H", false, true, 4, 4 * H_HIDDEN, H_HIDDEN, true},
     {"decode 16 x 4H x H", false, true, 16, 4 * H_HIDDEN, H_HIDDEN, true},
+    /* The fused LM head of a small model (llama_15m: h = 288 wide, V = 32000 words) on one
+     * chunk of T = 512 tokens, half of that model's training step; not in the summary. */
+    {"head fwd T x V x h", false, true, 512, HEAD_VOCAB, HEAD_HIDDEN, false},
+    {"head dX T x h x V", false, false, 512, HEAD_HIDDEN, HEAD_VOCAB, false},
+    {"head dW V x h x T", true, false, HEAD_VOCAB, HEAD_HIDDEN, 512, false},
 };
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
 
@@ -290,7 +296,7 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
         }
         sum.bf16_log_vs_f32 += log(bf / ours);
         sum.bf16_count++;
-        if (!s->llm && s->M >= 1024) {
+        if (s->M == s->N && s->N == s->K && s->M >= 1024) { /* the large squares */
             if (top[0] > sum.large_f32) sum.large_f32 = top[0];
             if (top[1 + n_peers] > sum.large_bf16) sum.large_bf16 = top[1 + n_peers];
         }
