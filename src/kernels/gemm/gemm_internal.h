@@ -116,18 +116,18 @@ void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long r
 /* Pairs with k padded to a multiple of 32, as AMX B tiles take them. */
 void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 
-/* A whole f32 block whose lines are adjacent in memory (s_line == 1; false otherwise):
+/* A whole f32 block whose lines are adjacent in memory (line i, k at src[i + k*s_k]):
  * `lines` lines of K values cut into panels of width w, zero past the last line. Each k
  * reads one contiguous run of the source. Strip by strip, every k of every strip would
  * start on another row of the source, a TLB miss each when rows are far apart (the
  * transposed [tokens, 32000] logits gradient: 2x slower to pack). */
-bool cf_gemm_block_kmajor_f32_avx512(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst);
-bool cf_gemm_block_kmajor_f32_avx2(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst);
+void cf_gemm_block_kmajor_f32_avx512(const float *src, long s_k, long lines, long K, int w, float *dst);
+void cf_gemm_block_kmajor_f32_avx2(const float *src, long s_k, long lines, long K, int w, float *dst);
 
-/* One f32 strip (see gemm_pack.c) whose lines are contiguous along k (s_k == 1),
- * padding included; returns false, doing nothing, for other strides. */
-bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
-bool cf_gemm_strip_f32_avx2(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
+/* One f32 strip (see gemm_pack.c) whose lines are contiguous along k (line i, k at
+ * src[i*s_line + k]), padding included. */
+void cf_gemm_strip_f32_avx512(const float *src, long s_line, int h, long K, int w, float *dst);
+void cf_gemm_strip_f32_avx2(const float *src, long s_line, int h, long K, int w, float *dst);
 
 /* One bf16 strip into `pairs` k pairs (zero past K) with AVX-512, when a stride is 1
  * (and a line stride is even, so pairs are 32-bit words); false for other layouts. */

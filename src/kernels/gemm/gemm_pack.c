@@ -52,17 +52,18 @@ static void strip_f32_from_f32(const strip *s, float *dst) {
     }
 }
 
-/* Moves f32 strips, or whole k-major blocks, faster where it can (each returns false
- * for layouts it does not take); NULL for the portable path. */
+/* Vector moves of f32 data, for the two layouts they take: strips whose lines run along
+ * k, and whole blocks whose lines are adjacent (k-major); NULL for the portable path. */
 typedef struct fast_f32 {
-    bool (*strip)(const float *src, long s_line, long s_k, int h, long K, int w, float *dst);
-    bool (*block)(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst);
+    void (*strip)(const float *src, long s_line, int h, long K, int w, float *dst);
+    void (*block)(const float *src, long s_k, long lines, long K, int w, float *dst);
 } fast_f32;
 
 static void strip_f32(const strip *s, float *dst, bool pad, const fast_f32 *fast) {
-    if (fast && !s->src->bf16 &&
-        fast->strip((const float *)s->src->data + s->base, s->s_line, s->s_k, s->h, s->K, s->w, dst))
+    if (fast && !s->src->bf16 && s->s_k == 1) { /* k-major sources go through the block routine */
+        fast->strip((const float *)s->src->data + s->base, s->s_line, s->h, s->K, s->w, dst);
         return;
+    }
     if (s->src->bf16) {
         for (long k = 0; k < s->K; k++)
             for (int i = 0; i < s->h; i++) dst[k * s->w + i] = strip_get(s, i, k);
@@ -119,11 +120,13 @@ static strip b_strip(const gemm_operand *src, long r0, long c0, long rows, long 
                    .K = rows};
 }
 
-/* The whole block in one go where the fast path takes it, else strip by strip. */
+/* The whole block in one go where the fast path takes it (lines adjacent, s_line == 1),
+ * else false: the caller goes strip by strip. */
 static bool block_f32(const gemm_operand *src, long r0, long c0, long s_line, long s_k, long lines, long K, int w,
                       float *dst, const fast_f32 *fast) {
-    const float *base = (const float *)src->data + r0 * src->row_stride + c0 * src->col_stride;
-    return fast && !src->bf16 && fast->block(base, s_line, s_k, lines, K, w, dst);
+    if (!fast || src->bf16 || s_line != 1) return false;
+    fast->block((const float *)src->data + r0 * src->row_stride + c0 * src->col_stride, s_k, lines, K, w, dst);
+    return true;
 }
 
 static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, float *dst,

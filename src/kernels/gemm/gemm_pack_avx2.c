@@ -37,14 +37,10 @@ INLINE void pack_transpose(pack_vec r[PACK_LANES]) { transpose8(r); }
 
 #include "gemm_pack_f32_simd.h"
 
-bool cf_gemm_block_kmajor_f32_avx2(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst) {
-    if (s_line != 1) return false;
+void cf_gemm_block_kmajor_f32_avx2(const float *src, long s_k, long lines, long K, int w, float *dst) {
     block_kmajor(src, s_k, lines, K, w, dst);
-    return true;
 }
 
-bool cf_gemm_strip_f32_avx2(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
-    if (s_k != 1) return false; /* k-major sources go through the block routine */
+void cf_gemm_strip_f32_avx2(const float *src, long s_line, int h, long K, int w, float *dst) {
     strip_transpose(src, s_line, h, K, w, dst);
-    return true;
 }

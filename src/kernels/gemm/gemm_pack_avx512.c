@@ -48,16 +48,12 @@ GEMM_INLINE void pack_transpose(pack_vec r[PACK_LANES]) { transpose16(r); }
 
 #include "gemm_pack_f32_simd.h"
 
-bool cf_gemm_block_kmajor_f32_avx512(const float *src, long s_line, long s_k, long lines, long K, int w, float *dst) {
-    if (s_line != 1) return false;
+void cf_gemm_block_kmajor_f32_avx512(const float *src, long s_k, long lines, long K, int w, float *dst) {
     block_kmajor(src, s_k, lines, K, w, dst);
-    return true;
 }
 
-bool cf_gemm_strip_f32_avx512(const float *src, long s_line, long s_k, int h, long K, int w, float *dst) {
-    if (s_k != 1) return false; /* k-major sources go through the block routine */
+void cf_gemm_strip_f32_avx512(const float *src, long s_line, int h, long K, int w, float *dst) {
     strip_transpose(src, s_line, h, K, w, dst);
-    return true;
 }
 
 /* bf16 pairs: (k, k+1) of a line that is contiguous along k are one 32-bit word, so
