@@ -238,6 +238,33 @@ static void check_batched(long batch) {
 
 /* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
  * argument; run in a child process, its stderr captured. */
+/* Pools of other sizes than this machine's: the threads split C into a grid of
+ * rectangles (1 x n, n x 1, 2 x 2, 2 x 3, ...), with edge cells narrower than a tile or
+ * empty, and each thread packs its own blocks. Shapes large enough to use every thread,
+ * tall, wide and square, with ragged edges; and batches that are fewer and more than
+ * the threads. */
+static void check_thread_counts(bool sanitized) {
+    static const int counts[] = {1, 3, 4, 6, 7};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        if (sanitized && c % 2) continue;
+        cf_set_num_threads(counts[c]);
+        CHECK(cf_num_threads() == counts[c]);
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t >> 1;
+            const shape shapes[] = {{ta, tb, 131, 260, 70, 1.0f, 0.0f},
+                                    {ta, tb, 700, 45, 70, 0.5f, 1.0f},
+                                    {ta, tb, 40, 1100, 60, 1.0f, 0.75f}};
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                check_f32(&shapes[i]);
+                check_bf16(&shapes[i]);
+            }
+        }
+        check_batched(2);
+        check_batched(11);
+    }
+    cf_set_num_threads(0);
+}
+
 static void check_bad_call_aborts(void (*call)(void), const char *expect) {
     int fds[2];
     CHECK(pipe(fds) == 0);
@@ -316,6 +343,7 @@ int main(void) {
         check_batched(1);
         check_batched(5);
     }
+    check_thread_counts(sanitized);
     check_bad_calls();
     return test_finish();
 }
