@@ -21,7 +21,8 @@
  * and hidden size H = 2048 (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
  * gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
  * and 16 tokens; then the three products of a small model's fused LM head (outside the
- * summary's geomean). */
+ * summary's geomean). After the table, ours with B packed on every call against B packed
+ * once ahead (cf_gemm_pack_b), on prefill-sized products. */
 #include "cformers/cpu.h"
 #include "cformers/dtype.h"
 #include "cformers/gemm.h"
@@ -68,6 +69,17 @@ static const shape shapes[] = {
     {"head dW V x h x T", true, false, HEAD_VOCAB, HEAD_HIDDEN, 512, false},
 };
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+
+/* Products whose B (weights, [out, in]) can be packed once and reused: prefill chunks
+ * of 128 tokens (as `cformers generate` runs them) through a ~110M LLaMA's layer (d = 768,
+ * hidden 2048), and the T x H x H forward above. */
+static const shape packed_shapes[] = {
+    {"prefill q/k/v/o", false, true, 128, 768, 768, false},
+    {"prefill gate/up", false, true, 128, 2048, 768, false},
+    {"prefill down", false, true, 128, 768, 2048, false},
+    {"fwd  T x H x H", false, true, T_TOKENS, H_HIDDEN, H_HIDDEN, false},
+};
+enum { N_PACKED_SHAPES = sizeof packed_shapes / sizeof packed_shapes[0] };
 
 typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                                float *, int);
@@ -161,6 +173,7 @@ static void load_peers(void) {
 typedef struct buffers {
     float *A, *B, *C;
     cf_bf16 *A16, *B16;
+    cf_gemm_packed_b *packed_f32, *packed_bf16; /* B of the current shape, for the packed section */
 } buffers;
 
 static void fill(float *x, size_t n, unsigned seed) {
@@ -171,13 +184,15 @@ static void fill(float *x, size_t n, unsigned seed) {
     }
 }
 
-typedef enum which { OURS_F32, OURS_BF16, PEER } which;
+typedef enum which { OURS_F32, OURS_BF16, PEER, PACKED_F32, PACKED_BF16 } which;
 
 static void run_once(which w, const peer *p, const shape *s, buffers *b) {
     long lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
     switch (w) {
     case OURS_F32: cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, b->A, lda, b->B, ldb, 0.0f, b->C, s->N); break;
     case OURS_BF16: cf_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, 1.0f, b->A16, lda, b->B16, ldb, 0.0f, b->C, s->N); break;
+    case PACKED_F32: cf_gemm_packed(s->ta, s->M, 1.0f, b->A, lda, b->packed_f32, 0.0f, b->C, s->N); break;
+    case PACKED_BF16: cf_gemm_packed(s->ta, s->M, 1.0f, b->A16, lda, b->packed_bf16, 0.0f, b->C, s->N); break;
     case PEER:
         if (p->cblas)
             p->cblas(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS,
@@ -322,6 +337,36 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
     return sum;
 }
 
+/* Our products with B packed on every call against B packed once ahead (cf_gemm_pack_b,
+ * outside the timing), f32 and bf16, in interleaved rounds: the gain is the median of
+ * the per-round ratios. */
+static void run_packed(int threads, const char *only, int reps, buffers *b) {
+    set_threads(threads);
+    printf("\n%d thread%s, B packed once ahead (cf_gemm_pack_b) against packed on every call:\n", threads,
+           threads > 1 ? "s" : "");
+    printf("%-20s %2s %9s %9s %7s %5s %9s %9s %7s %5s\n", "shape", "op", "f32", "packed", "gain", "won", "bf16",
+           "packed", "gain", "won");
+    for (int si = 0; si < N_PACKED_SHAPES; si++) {
+        const shape *s = &packed_shapes[si];
+        if (only && !strstr(s->name, only)) continue;
+        long ldb = s->tb ? s->K : s->N;
+        b->packed_f32 = cf_gemm_pack_b(CF_F32, s->tb, s->K, s->N, b->B, ldb);
+        b->packed_bf16 = cf_gemm_pack_b(CF_BF16, s->tb, s->K, s->N, b->B16, ldb);
+        printf("%-20s %c%c", s->name, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N');
+        for (int bf = 0; bf < 2; bf++) {
+            contender cs[2] = {{.w = bf ? OURS_BF16 : OURS_F32}, {.w = bf ? PACKED_BF16 : PACKED_F32}};
+            double g[2], top[2], ratio[2];
+            int won[2];
+            measure(cs, 2, s, b, reps, g, top, ratio, won);
+            printf(" %9.1f %9.1f %6.2fx %2d/%-2d", g[0], g[1], 1.0 / ratio[1], reps - won[1], reps);
+        }
+        printf("\n");
+        fflush(stdout);
+        cf_gemm_packed_b_free(b->packed_f32);
+        cf_gemm_packed_b_free(b->packed_bf16);
+    }
+}
+
 static double geomean(double log_sum, int n) { return n ? exp(log_sum / n) : 0; }
 
 static void print_summary(const summary *s) {
@@ -394,27 +439,33 @@ int main(int argc, char **argv) {
     load_peers();
 
     size_t max_a = 0, max_b = 0, max_c = 0;
-    for (int i = 0; i < n_list; i++) {
-        size_t a = (size_t)(list[i].M * list[i].K), bb = (size_t)(list[i].K * list[i].N);
-        size_t c = (size_t)(list[i].M * list[i].N);
+    for (int i = 0; i < n_list + N_PACKED_SHAPES; i++) {
+        const shape *s = i < n_list ? &list[i] : &packed_shapes[i - n_list];
+        size_t a = (size_t)(s->M * s->K), bb = (size_t)(s->K * s->N), c = (size_t)(s->M * s->N);
         if (a > max_a) max_a = a;
         if (bb > max_b) max_b = bb;
         if (c > max_c) max_c = c;
     }
     buffers b = {malloc(max_a * sizeof(float)), malloc(max_b * sizeof(float)), malloc(max_c * sizeof(float)),
-                 malloc(max_a * sizeof(cf_bf16)), malloc(max_b * sizeof(cf_bf16))};
+                 malloc(max_a * sizeof(cf_bf16)), malloc(max_b * sizeof(cf_bf16)), NULL, NULL};
     fill(b.A, max_a, 1);
     fill(b.B, max_b, 2);
     cf_convert_f32_to_bf16(b.A, b.A16, max_a);
     cf_convert_f32_to_bf16(b.B, b.B16, max_b);
 
     int n = quick && n_list > 6 ? 6 : n_list;
+    bool packed_section = list == shapes && !quick; /* not for --shape or a smoke run */
     if (only_threads) {
         summary s = run_threads(only_threads, list, n, only, reps, &b);
+        if (packed_section) run_packed(only_threads, only, reps, &b);
         print_summary(&s);
     } else {
         summary one = run_threads(1, list, n, only, reps, &b), last = one;
         if (all > 1) last = run_threads(all, list, n, only, reps, &b);
+        if (packed_section) {
+            run_packed(1, only, reps, &b);
+            if (all > 1) run_packed(all, only, reps, &b);
+        }
         print_summary(&one);
         if (all > 1) print_summary(&last);
     }

@@ -1,5 +1,5 @@
-/* cf_sgemm, cf_gemm_bf16 and cf_sgemm_strided_batched against the double-accumulation
- * reference, on every ISA path this machine has.
+/* cf_sgemm, cf_gemm_bf16, cf_gemm_packed (B packed ahead) and cf_sgemm_strided_batched
+ * against the double-accumulation reference, on every ISA path this machine has.
  *
  * Tolerances. f32: each output is a sum of K products accumulated in f32 in some
  * order, so |error| <= (K + 2) * eps * sum_k |alpha * a_ik * b_kj| + eps * |beta * c_ij|
@@ -120,24 +120,45 @@ static void compare(const shape *s, const matrices *m, const char *what) {
     CHECK(true);
 }
 
-static void check_f32(const shape *s) {
-    matrices m = make(s, false);
-    cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, m.A, m.lda, m.B, m.ldb, s->beta, m.C, m.ldc);
-    compare(s, &m, "sgemm");
+/* How a product is run: one call, or B packed ahead (cf_gemm_pack_b) and then used. */
+typedef enum how { ONE_CALL, PACKED_B } how;
+
+/* Runs s's product with `dtype` inputs (bf16: rounded first, the reference on the rounded
+ * values) and compares it with the reference. A packed B is checked not to read B again:
+ * B is overwritten with NaN between packing and the product. */
+static void check_product(const shape *s, cf_dtype dtype, how h) {
+    matrices m = make(s, dtype == CF_BF16);
+    const void *a = m.A, *b = m.B;
+    cf_bf16 *a16 = NULL, *b16 = NULL;
+    if (dtype == CF_BF16) {
+        a = a16 = malloc(sizeof(cf_bf16) * (size_t)m.size_a);
+        b = b16 = malloc(sizeof(cf_bf16) * (size_t)m.size_b);
+        cf_convert_f32_to_bf16(m.A, a16, (size_t)m.size_a);
+        cf_convert_f32_to_bf16(m.B, b16, (size_t)m.size_b);
+    }
+    if (h == PACKED_B) {
+        cf_gemm_packed_b *packed = cf_gemm_pack_b(dtype, s->tb, s->K, s->N, b, m.ldb);
+        for (long i = 0; i < m.size_b; i++) m.B[i] = NAN;
+        if (b16) cf_convert_f32_to_bf16(m.B, b16, (size_t)m.size_b);
+        cf_gemm_packed(s->ta, s->M, s->alpha, a, m.lda, packed, s->beta, m.C, m.ldc);
+        cf_gemm_packed_b_free(packed);
+        compare(s, &m, dtype == CF_BF16 ? "gemm_packed bf16" : "gemm_packed f32");
+    } else if (dtype == CF_BF16) {
+        cf_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, s->alpha, a16, m.lda, b16, m.ldb, s->beta, m.C, m.ldc);
+        compare(s, &m, "gemm_bf16");
+    } else {
+        cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, m.A, m.lda, m.B, m.ldb, s->beta, m.C, m.ldc);
+        compare(s, &m, "sgemm");
+    }
+    free(a16);
+    free(b16);
     release(&m);
 }
 
-static void check_bf16(const shape *s) {
-    matrices m = make(s, true);
-    cf_bf16 *a = malloc(sizeof(cf_bf16) * (size_t)m.size_a), *b = malloc(sizeof(cf_bf16) * (size_t)m.size_b);
-    cf_convert_f32_to_bf16(m.A, a, (size_t)m.size_a);
-    cf_convert_f32_to_bf16(m.B, b, (size_t)m.size_b);
-    cf_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, s->alpha, a, m.lda, b, m.ldb, s->beta, m.C, m.ldc);
-    compare(s, &m, "gemm_bf16");
-    free(a);
-    free(b);
-    release(&m);
-}
+static void check_f32(const shape *s) { check_product(s, CF_F32, ONE_CALL); }
+static void check_bf16(const shape *s) { check_product(s, CF_BF16, ONE_CALL); }
+static void check_packed_f32(const shape *s) { check_product(s, CF_F32, PACKED_B); }
+static void check_packed_bf16(const shape *s) { check_product(s, CF_BF16, PACKED_B); }
 
 static const long edge_sizes[] = {1, 2, 3, 5, 7, 11, 12, 13, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 97, 127, 131, 255, 300};
 enum { N_EDGE = sizeof edge_sizes / sizeof edge_sizes[0] };
@@ -183,6 +204,13 @@ static void check_alpha_zero_and_k_zero(void) {
     CHECK_NEAR(c[5], 0.0f, 0);
 }
 
+/* The largest |x[i] - y[i]| over n elements. */
+static double worst_difference(const float *x, const float *y, long n) {
+    double worst = 0;
+    for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)x[i] - y[i]));
+    return worst;
+}
+
 typedef struct nested_ctx {
     const float *A, *B;
     float *C;
@@ -206,10 +234,7 @@ static void check_nested(void) {
     n.C = C;
     cf_parallel_for(4, nested_task, &n);
     cf_sgemm_reference(false, false, n.M, n.N, n.K, 1.0f, A, n.K, B, n.N, 0.0f, ref, n.N);
-    double worst = 0;
-    for (int t = 0; t < 4; t++)
-        for (long i = 0; i < n.M * n.N; i++) worst = fmax(worst, fabs(C[t * n.M * n.N + i] - ref[i]));
-    CHECK_NEAR(worst, 0.0, 1e-4);
+    for (int t = 0; t < 4; t++) CHECK_NEAR(worst_difference(C + t * n.M * n.N, ref, n.M * n.N), 0.0, 1e-4);
     free(A);
     free(B);
     free(C);
@@ -227,13 +252,37 @@ static void check_batched(long batch) {
     cf_sgemm_strided_batched(false, true, M, N, K, 0.125f, A, K, sa, B, K, sb, 1.0f, C, N, sc, batch);
     for (long b = 0; b < batch; b++)
         cf_sgemm_reference(false, true, M, N, K, 0.125f, A + b * sa, K, B + b * sb, K, 1.0f, ref + b * sc, N);
-    double worst = 0;
-    for (long i = 0; i < sc * batch; i++) worst = fmax(worst, fabs(C[i] - ref[i]));
-    CHECK_NEAR(worst, 0.0, 1e-5);
+    CHECK_NEAR(worst_difference(C, ref, sc * batch), 0.0, 1e-5);
     free(A);
     free(B);
     free(C);
     free(ref);
+}
+
+/* One packed B serves products with different A's and row counts, as a layer's weights
+ * serve every prefill chunk. */
+static void check_packed_reuse(void) {
+    const long N = 1100, K = 700;
+    float *B = malloc(sizeof(float) * (size_t)(N * K));
+    for (long i = 0; i < N * K; i++) B[i] = rng_float();
+    cf_gemm_packed_b *packed = cf_gemm_pack_b(CF_F32, true, K, N, B, K);
+    CHECK(cf_gemm_packed_b_bytes(packed) >= sizeof(float) * (size_t)(N * K));
+    static const long rows[] = {1, 13, 130};
+    for (int r = 0; r < 3; r++) {
+        long M = rows[r];
+        float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * N));
+        float *ref = malloc(sizeof(float) * (size_t)(M * N));
+        for (long i = 0; i < M * K; i++) A[i] = rng_float();
+        cf_gemm_packed(false, M, 1.0f, A, K, packed, 0.0f, C, N);
+        cf_sgemm_reference(false, true, M, N, K, 1.0f, A, K, B, K, 0.0f, ref, N);
+        CHECK_NEAR(worst_difference(C, ref, M * N), 0.0, 1e-4);
+        free(A);
+        free(C);
+        free(ref);
+    }
+    cf_gemm_packed_b_free(packed);
+    cf_gemm_packed_b_free(NULL);
+    free(B);
 }
 
 /* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
@@ -257,6 +306,8 @@ static void check_thread_counts(bool sanitized) {
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 check_f32(&shapes[i]);
                 check_bf16(&shapes[i]);
+                check_packed_f32(&shapes[i]);
+                check_packed_bf16(&shapes[i]);
             }
         }
         check_batched(2);
@@ -304,7 +355,19 @@ static void call_short_ldc(void) {
 static void call_negative_k(void) { cf_sgemm(false, false, 2, 3, -1, 1.0f, g_bad, 4, g_bad, 3, 0.0f, g_bad, 3); }
 static void call_null_b(void) { cf_sgemm(false, false, 2, 3, 4, 1.0f, g_bad, 4, NULL, 3, 0.0f, g_bad, 3); }
 
+static void call_pack_negative_k(void) { cf_gemm_pack_b(CF_F32, false, -1, 3, g_bad, 3); }
+static void call_pack_short_ldb(void) { cf_gemm_pack_b(CF_BF16, true, 4, 3, g_bad, 3); }
+static void call_packed_other_kernel(void) {
+    cf_gemm_packed_b *packed = cf_gemm_pack_b(CF_F32, false, 4, 4, g_bad, 4);
+    CHECK(cf_isa_force(CF_ISA_SCALAR) == 0);
+    cf_gemm_packed(false, 2, 1.0f, g_bad, 4, packed, 0.0f, g_bad, 4);
+}
+
 static void check_bad_calls(void) {
+    check_bad_call_aborts(call_pack_negative_k, "cf_gemm_pack_b: K and N must not be negative");
+    check_bad_call_aborts(call_pack_short_ldb, "ldb 3 is less than the 4 columns (K, B transposed)");
+    if (cf_isa_supported() != CF_ISA_SCALAR)
+        check_bad_call_aborts(call_packed_other_kernel, "pack it again");
     check_bad_call_aborts(call_short_lda, "cf_sgemm: lda 3 is less than the 4 columns (K)");
     check_bad_call_aborts(call_short_ldb_transposed, "ldb 3 is less than the 4 columns (K, B transposed)");
     check_bad_call_aborts(call_short_ldc, "cf_gemm_bf16: ldc 2 is less than N 3");
@@ -323,10 +386,14 @@ int main(void) {
             shape s = random_shape(i);
             check_f32(&s);
             check_bf16(&s);
+            check_packed_f32(&s);
+            check_packed_bf16(&s);
         }
         if (!sanitized || isa == (int)best) {
             check_fixed_shapes(check_f32);
             check_fixed_shapes(check_bf16);
+            check_fixed_shapes(check_packed_f32);
+            check_fixed_shapes(check_packed_bf16);
         }
         if (isa == CF_ISA_AVX512 && cf_gemm_amx_usable()) { /* the vdpbf16ps kernel too */
             cf_gemm_allow_amx(false);
@@ -334,11 +401,14 @@ int main(void) {
             for (int i = 0; i < random_cases; i++) {
                 shape s = random_shape(i);
                 check_bf16(&s);
+                check_packed_bf16(&s);
             }
             check_fixed_shapes(check_bf16);
+            check_fixed_shapes(check_packed_bf16);
             cf_gemm_allow_amx(true);
         }
         check_alpha_zero_and_k_zero();
+        check_packed_reuse();
         check_nested();
         check_batched(1);
         check_batched(5);

@@ -37,6 +37,30 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
                               long lda, long stride_a, const float *B, long ldb, long stride_b, float beta, float *C,
                               long ldc, long stride_c, long batch);
 
+/* B packed once for many products: a layer's weights, used by every prefill chunk or
+ * micro-batch. Each cf_sgemm / cf_gemm_bf16 call packs B into the kernel's panel layout
+ * again, which on few rows of A is a large share of the product (M = 128: a fifth of an
+ * f32 product, a third of a bf16 one); packed ahead, that work is done once.
+ *
+ * cf_gemm_pack_b copies op(B) (K x N; stored N x K with trans_b, as [out, in] weights
+ * are) of `dtype` elements (CF_F32: B is float *, CF_BF16: cf_bf16 *) into a new buffer
+ * laid out for the kernel active now; B itself is not kept and may change or go. The
+ * copy takes about as much memory as B in f32 (bf16: as B, plus padding of K to 32 on
+ * AMX machines); cf_gemm_packed_b_bytes says how much. Bad arguments abort with a
+ * message, as for cf_sgemm. */
+typedef struct cf_gemm_packed_b cf_gemm_packed_b;
+cf_gemm_packed_b *cf_gemm_pack_b(cf_dtype dtype, bool trans_b, long K, long N, const void *B, long ldb);
+size_t cf_gemm_packed_b_bytes(const cf_gemm_packed_b *packed);
+void cf_gemm_packed_b_free(cf_gemm_packed_b *packed); /* NULL is a no-op */
+
+/* C = alpha * op(A) * B + beta * C, with B packed by cf_gemm_pack_b (K and N are its)
+ * and A of the same dtype (float or cf_bf16, M x K, or K x M with trans_a). Results
+ * equal cf_sgemm's / cf_gemm_bf16's to rounding. The ISA (cf_isa_force) and the AMX
+ * choice must be those B was packed under: a packed B from another kernel aborts with a
+ * message saying to pack it again. */
+void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
+                    float *C, long ldc);
+
 /* Gives every thread of the pool its packing buffers for products with `input`
  * (CF_F32 or CF_BF16) elements now. Each thread otherwise gets them on its first
  * product, and with dynamic scheduling that first product can fall in any later step;

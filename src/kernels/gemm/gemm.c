@@ -31,6 +31,8 @@ static const gemm_kernel *bf16_kernel(void) {
     return g_amx_allowed && cf_gemm_amx_usable() ? &cf_gemm_kernel_bf16_amx : &cf_gemm_kernel_bf16_avx512bf16;
 }
 
+const gemm_kernel *cf_gemm_kernel_for(cf_dtype input) { return input == CF_BF16 ? bf16_kernel() : f32_kernel(); }
+
 static const gemm_skinny *skinny_kernel(void) {
     switch (cf_isa_active()) {
     case CF_ISA_AVX512: return &cf_gemm_skinny_avx512;
@@ -39,15 +41,11 @@ static const gemm_skinny *skinny_kernel(void) {
     }
 }
 
-void cf_gemm_reserve_scratch(cf_dtype input) { cf_gemm_reserve_kernel(input == CF_BF16 ? bf16_kernel() : f32_kernel()); }
+void cf_gemm_reserve_scratch(cf_dtype input) { cf_gemm_reserve_kernel(cf_gemm_kernel_for(input)); }
 
-size_t cf_gemm_scratch_bytes(cf_dtype input) {
-    return cf_gemm_kernel_scratch_bytes(input == CF_BF16 ? bf16_kernel() : f32_kernel());
-}
+size_t cf_gemm_scratch_bytes(cf_dtype input) { return cf_gemm_kernel_scratch_bytes(cf_gemm_kernel_for(input)); }
 
-const char *cf_gemm_kernel_name(cf_dtype input) {
-    return (input == CF_BF16 ? bf16_kernel() : f32_kernel())->name;
-}
+const char *cf_gemm_kernel_name(cf_dtype input) { return cf_gemm_kernel_for(input)->name; }
 
 static long at_least_one(long n) { return n > 1 ? n : 1; }
 
@@ -154,7 +152,7 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         return;
     }
     gemm_operand b = operand(trans_b, B, ldb, false);
-    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, beta, C, ldc);
+    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc);
 }
 
 void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
@@ -177,7 +175,30 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
                             .ldc = ldc});
         return;
     }
-    cf_gemm_blocked(kern, M, N, K, alpha, &a, &b, beta, C, ldc);
+    cf_gemm_blocked(kern, M, N, K, alpha, &a, &b, NULL, beta, C, ldc);
+}
+
+void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
+                    float *C, long ldc) {
+    if (!B) {
+        fprintf(stderr, "cformers: cf_gemm_packed: the packed B is NULL\n");
+        abort();
+    }
+    /* B's own layout was checked when it was packed. */
+    check_args("cf_gemm_packed", trans_a, false, M, B->N, B->K, A, lda, B, B->N, C, ldc);
+    const gemm_kernel *kern = cf_gemm_kernel_for(B->dtype);
+    if (kern != B->kern) {
+        fprintf(stderr, "cformers: cf_gemm_packed: B was packed for the %s kernel, the active one is %s (the ISA or AMX "
+                "changed since): pack it again\n", B->kern->name, kern->name);
+        abort();
+    }
+    if (M <= 0 || B->N <= 0) return;
+    if (B->K <= 0 || alpha == 0.0f) {
+        scale_c(M, B->N, beta, C, ldc);
+        return;
+    }
+    gemm_operand a = operand(trans_a, A, lda, B->dtype == CF_BF16);
+    cf_gemm_blocked(kern, M, B->N, B->K, alpha, &a, NULL, B, beta, C, ldc);
 }
 
 typedef struct batch_job {

@@ -30,6 +30,7 @@ typedef struct blocked_job {
     long M, N, K;
     float alpha, beta;
     const gemm_operand *A, *B;
+    const cf_gemm_packed_b *packed; /* B's panels, packed ahead; else B is packed here */
     float *C;
     long ldc;
     int tm, tn;
@@ -47,17 +48,16 @@ static long balanced_step(long n, long max, long multiple) {
     return step < max ? step : max;
 }
 
-/* Bytes of one packed micro-panel of `width` lines over `k` values. */
-static size_t panel_bytes(const gemm_kernel *kern, int width, long k) {
+size_t cf_gemm_panel_bytes(const gemm_kernel *kern, int width, long k) {
     return (size_t)width * (size_t)(ceil_div(k, kern->k_group) * kern->k_group) * kern->elem_bytes;
 }
 
 static size_t scratch_a_bytes(const gemm_kernel *kern, const gemm_blocking *blk) {
-    return panel_bytes(kern, kern->mr, blk->kc) * (size_t)ceil_div(blk->mc, kern->mr);
+    return cf_gemm_panel_bytes(kern, kern->mr, blk->kc) * (size_t)ceil_div(blk->mc, kern->mr);
 }
 
 static size_t scratch_b_bytes(const gemm_kernel *kern, const gemm_blocking *blk) {
-    return panel_bytes(kern, kern->nr, blk->kc) * (size_t)ceil_div(blk->nc, kern->nr);
+    return cf_gemm_panel_bytes(kern, kern->nr, blk->kc) * (size_t)ceil_div(blk->nc, kern->nr);
 }
 
 size_t cf_gemm_kernel_scratch_bytes(const gemm_kernel *kern) {
@@ -85,7 +85,7 @@ void cf_gemm_reserve_kernel(const gemm_kernel *kern) { cf_parallel_team(reserve_
 static long k_block_max(const blocked_job *j, bool direct_a, long n_cols) {
     const gemm_kernel *kern = j->kern;
     if (!direct_a) return j->blk.kc;
-    long fit = (long)(scratch_b_bytes(kern, &j->blk) / panel_bytes(kern, kern->nr, 1)) / ceil_div(n_cols, kern->nr);
+    long fit = (long)(scratch_b_bytes(kern, &j->blk) / cf_gemm_panel_bytes(kern, kern->nr, 1)) / ceil_div(n_cols, kern->nr);
     fit -= fit % 16;
     if (fit > WIDE_KC_FACTOR * j->blk.kc) fit = WIDE_KC_FACTOR * j->blk.kc;
     return fit > j->blk.kc ? fit : j->blk.kc;
@@ -97,7 +97,7 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const long mc = balanced_step(m1 - m0, j->blk.mc, mr), nc = balanced_step(n1 - n0, j->blk.nc, nr);
     /* An f32 A whose rows run along k is read in place when B is one block (see A_IN_PLACE). */
     const bool direct_a = kern->tile_direct && !j->A->bf16 && j->A->col_stride == 1 && n1 - n0 <= nc;
-    const long kc = balanced_step(j->K, k_block_max(j, direct_a, n1 - n0), kern->k_group);
+    const long kc = j->packed ? j->packed->kc : balanced_step(j->K, k_block_max(j, direct_a, n1 - n0), kern->k_group);
     uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
     const float *a_rows = j->A->data;
@@ -108,17 +108,19 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
         for (long pc = 0; pc < j->K; pc += kc) {
             long kb = min_l(kc, j->K - pc);
             float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
-            size_t a_step = panel_bytes(kern, mr, kb), b_step = panel_bytes(kern, nr, kb);
+            size_t a_step = cf_gemm_panel_bytes(kern, mr, kb), b_step = cf_gemm_panel_bytes(kern, nr, kb);
             if (!direct_a) kern->pack_a(j->A, ic, pc, mb, kb, mr, pa);
             for (long jc = n0; jc < n1; jc += nc) {
                 long nb = min_l(nc, n1 - jc);
-                kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
+                const uint8_t *b_block = pb;
+                if (j->packed) b_block = j->packed->data + (size_t)(pc / kc) * j->packed->block_bytes + (size_t)(jc / nr) * b_step;
+                else kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
                 for (long ir = 0; ir < mb; ir += mr) {
                     const uint8_t *a = pa + (size_t)(ir / mr) * a_step;
                     float *c = j->C + (ic + ir) * j->ldc + jc;
                     int m = (int)min_l(mr, mb - ir);
                     for (long jr = 0; jr < nb; jr += nr) {
-                        const uint8_t *b = pb + (size_t)(jr / nr) * b_step;
+                        const uint8_t *b = b_block + (size_t)(jr / nr) * b_step;
                         int n = (int)min_l(nr, nb - jr);
                         if (direct_a)
                             kern->tile_direct(kb, a_rows + (ic + ir) * lda + pc, lda, b, c + jr, j->ldc, m, n, j->alpha,
@@ -147,7 +149,7 @@ static void run_cells(void *ctx, int thread, int n_threads) {
 }
 
 /* Chooses tm x tn = threads minimising the largest cell's work: its C area times K
- * for the micro-kernel, plus the A and B elements it packs. */
+ * for the micro-kernel, plus the A and B elements it packs (B's none when packed ahead). */
 static void choose_grid(blocked_job *j, int threads) {
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
     double best = -1;
@@ -157,7 +159,8 @@ static void choose_grid(blocked_job *j, int threads) {
         int tn = threads / tm;
         if (tm > m_tiles || tn > n_tiles) continue;
         double mt = (double)ceil_div(m_tiles, tm) * j->kern->mr, nt = (double)ceil_div(n_tiles, tn) * j->kern->nr;
-        double cost = mt * nt * (double)j->K + (mt + nt * ceil_div((long)mt, j->blk.mc)) * (double)j->K;
+        double b_packs = j->packed ? 0 : nt * (double)ceil_div((long)mt, j->blk.mc);
+        double cost = mt * nt * (double)j->K + (mt + b_packs) * (double)j->K;
         if (best < 0 || cost < best) {
             best = cost;
             j->tm = tm;
@@ -166,10 +169,14 @@ static void choose_grid(blocked_job *j, int threads) {
     }
 }
 
+long cf_gemm_packed_kc(const gemm_kernel *kern, long K) {
+    return balanced_step(K, cf_gemm_blocking(kern).kc, kern->k_group);
+}
+
 void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
-                     const gemm_operand *B, float beta, float *C, long ldc) {
+                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc) {
     blocked_job j = {.kern = kern, .blk = cf_gemm_blocking(kern), .M = M, .N = N, .K = K, .alpha = alpha,
-                     .beta = beta, .A = A, .B = B, .C = C, .ldc = ldc};
+                     .beta = beta, .A = A, .B = B, .packed = packed, .C = C, .ldc = ldc};
     double flops = (double)M * (double)N * (double)K;
     int threads = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);

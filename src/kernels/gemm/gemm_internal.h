@@ -141,6 +141,9 @@ void cf_gemm_chunks32_bf16_avx512(const uint16_t *src, long s_line, long s_k, in
 
 gemm_blocking cf_gemm_blocking(const gemm_kernel *kern);
 
+/* Bytes of one packed micro-panel of `width` lines over `k` values (k padded to k_group). */
+size_t cf_gemm_panel_bytes(const gemm_kernel *kern, int width, long k);
+
 /* Per-thread packing buffers, 64-byte aligned, kept for the thread's lifetime and
  * grown only when a larger size is asked for. */
 void *cf_gemm_scratch_a(size_t bytes);
@@ -151,9 +154,28 @@ void *cf_gemm_scratch_b(size_t bytes);
 void cf_gemm_reserve_kernel(const gemm_kernel *kern);
 size_t cf_gemm_kernel_scratch_bytes(const gemm_kernel *kern);
 
+/* A B operand packed ahead of its products (cf_gemm_pack_b): K blocks of kc values (the
+ * last one shorter), one after another; each holds the nr-column panels of all N
+ * columns, exactly as the driver's own packing lays out a block, so the driver reads a
+ * (K block, N block) as a run of panels at a fixed offset. */
+struct cf_gemm_packed_b {
+    const gemm_kernel *kern; /* the kernel whose panel layout this is */
+    cf_dtype dtype;          /* of the source, and of the A operands it multiplies */
+    long K, N, kc;
+    size_t block_bytes; /* one full K block: ceil(N / nr) panels of kc values */
+    uint8_t *data;
+};
+
+/* The f32 and bf16 kernels for the active ISA (bf16 may be the f32 kernel, widening). */
+const gemm_kernel *cf_gemm_kernel_for(cf_dtype input);
+
+/* The K block every product with this kernel uses when its B is packed ahead. */
+long cf_gemm_packed_kc(const gemm_kernel *kern, long K);
+
 /* The blocked five-loop algorithm over the whole thread pool (or the calling thread
- * when already inside it). A is M x K and B is K x N after the operands' strides. */
+ * when already inside it). A is M x K and B is K x N after the operands' strides; with
+ * `packed` set, B is NULL and its panels come from there instead of being packed. */
 void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
-                     const gemm_operand *B, float beta, float *C, long ldc);
+                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc);
 
 #endif
