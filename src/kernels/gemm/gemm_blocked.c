@@ -149,7 +149,10 @@ static void run_cells(void *ctx, int thread, int n_threads) {
 }
 
 /* Chooses tm x tn = threads minimising the largest cell's work: its C area times K
- * for the micro-kernel, plus the A and B elements it packs (B's none when packed ahead). */
+ * for the micro-kernel, plus the A and B elements it packs. A B packed ahead counts the
+ * same: its panels then come from memory on the first pass over each block, which costs
+ * about what packing them did at M = 512 (measured), so a cell should still touch as
+ * little of B as it can. */
 static void choose_grid(blocked_job *j, int threads) {
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
     double best = -1;
@@ -159,8 +162,7 @@ static void choose_grid(blocked_job *j, int threads) {
         int tn = threads / tm;
         if (tm > m_tiles || tn > n_tiles) continue;
         double mt = (double)ceil_div(m_tiles, tm) * j->kern->mr, nt = (double)ceil_div(n_tiles, tn) * j->kern->nr;
-        double b_packs = j->packed ? 0 : nt * (double)ceil_div((long)mt, j->blk.mc);
-        double cost = mt * nt * (double)j->K + (mt + b_packs) * (double)j->K;
+        double cost = mt * nt * (double)j->K + (mt + nt * ceil_div((long)mt, j->blk.mc)) * (double)j->K;
         if (best < 0 || cost < best) {
             best = cost;
             j->tm = tm;
