@@ -12,7 +12,7 @@
 /* Up to this many rows of C, B is read in place instead of packed: packing would
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
  * on AVX-512 for both B layouts, packing wins from 12). */
-enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_AMX = 2, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
+enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_AMX = 2, SKINNY_MAX_M_WIDEN = 16, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 static const gemm_kernel *f32_kernel(void) {
     switch (cf_isa_active()) {
@@ -86,7 +86,7 @@ static void scale_c(long M, long N, float beta, float *C, long ldc) {
 typedef struct skinny_job {
     const gemm_skinny *kern;
     gemm_dot_fn dot; /* for transposed B: f32, or bf16 where the CPU has dot products */
-    size_t elem;     /* bytes per element of A and B */
+    size_t elem_a, elem_b; /* bytes per element of A and of B */
     long M, N, K, chunk;
     float alpha, beta;
     gemm_operand A;
@@ -106,8 +106,8 @@ static void skinny_dots(const skinny_job *j, long n0, long n) {
         int cols = n - c0 < kern->dot_cols ? (int)(n - c0) : kern->dot_cols;
         for (long i0 = 0; i0 < j->M; i0 += kern->dot_rows) {
             int rows = j->M - i0 < kern->dot_rows ? (int)(j->M - i0) : kern->dot_rows;
-            j->dot(rows, cols, j->K, element(j->A.data, i0 * j->A.row_stride, j->elem), j->A.row_stride,
-                   element(j->B, (n0 + c0) * j->ldb, j->elem), j->ldb, j->C + i0 * j->ldc + n0 + c0, j->ldc, j->alpha,
+            j->dot(rows, cols, j->K, element(j->A.data, i0 * j->A.row_stride, j->elem_a), j->A.row_stride,
+                   element(j->B, (n0 + c0) * j->ldb, j->elem_b), j->ldb, j->C + i0 * j->ldc + n0 + c0, j->ldc, j->alpha,
                    j->beta);
         }
     }
@@ -147,7 +147,7 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
     gemm_operand a = operand(trans_a, A, lda, false);
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         const gemm_skinny *kern = skinny_kernel();
-        skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem = sizeof *A, .M = M, .N = N, .K = K, .alpha = alpha,
+        skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha,
                             .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = trans_b, .C = C, .ldc = ldc});
         return;
     }
@@ -166,13 +166,30 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
     gemm_operand a = operand(trans_a, A, lda, true), b = operand(trans_b, B, ldb, true);
     /* Decode against transposed weights ([out, in], as inference stores them): bf16
      * dot products read B in place, half the bytes of the f32 path. AMX, packing B
-     * and all, is as fast at M = 3 and faster from 4 (measured), so it takes over there. */
+     * and all, is as fast at M = 3 and faster from 4 (measured), so it takes over there.
+     * Without vdpbf16ps, B's rows are widened to f32 in registers (AVX2 or portable C;
+     * AVX-512 CPUs without BF16 take the AVX2 one), where packing would widen all of B
+     * into a copy twice its size: AVX2, 8192 x 2048 weights, against that packed path
+     * M = 1 6.8x, M = 4 5.2x, M = 16 1.3-1.6x (0.86x the f32 product there). */
     const gemm_kernel *kern = bf16_kernel();
-    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? SKINNY_MAX_M_AMX : SKINNY_MAX_M;
-    if (M <= dot_max_m && trans_b && !trans_a && cf_has_avx512_bf16()) {
-        skinny((skinny_job){.kern = &cf_gemm_skinny_avx512, .dot = cf_gemm_dot_bf16, .elem = sizeof *A, .M = M, .N = N,
-                            .K = K, .alpha = alpha, .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = true, .C = C,
-                            .ldc = ldc});
+    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? SKINNY_MAX_M_AMX
+                     : cf_has_avx512_bf16()           ? SKINNY_MAX_M
+                                                      : SKINNY_MAX_M_WIDEN;
+    if (M <= dot_max_m && trans_b && !trans_a) {
+        skinny_job j = {.elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                        .A = a, .B = B, .ldb = ldb, .trans_b = true, .C = C, .ldc = ldc};
+        if (cf_has_avx512_bf16()) {
+            j.kern = &cf_gemm_skinny_avx512;
+            j.dot = cf_gemm_dot_bf16;
+        } else { /* A's few rows widened once here, B's rows as they are read */
+            j.kern = cf_isa_active() >= CF_ISA_AVX2 ? &cf_gemm_skinny_avx2 : &cf_gemm_skinny_scalar;
+            j.dot = j.kern->dot_bf16;
+            float *wide = cf_gemm_scratch_a(sizeof(float) * (size_t)(M * K));
+            for (long i = 0; i < M; i++) cf_convert_bf16_to_f32(A + i * lda, wide + i * K, (size_t)K);
+            j.A = operand(false, wide, K, false);
+            j.elem_a = sizeof *wide;
+        }
+        skinny(j);
         return;
     }
     cf_gemm_blocked(kern, M, N, K, alpha, &a, &b, NULL, beta, C, ldc);

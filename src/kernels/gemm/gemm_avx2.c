@@ -6,6 +6,8 @@
 #include "gemm_skinny_rows.h"
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 enum { MR = 6, NR = 16, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 3 };
 
@@ -77,22 +79,41 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Dot products of up to 4 rows of A with 3 rows of B, 8 k values at a time. */
-INLINE void dot_block(const int rows, const int cols, long k, const float *a, long lda, const float *b, long ldb,
-                      float *c, long ldc, float alpha, float beta) {
+/* 8 values of a row from index p (f32, or bf16 widened to f32: its bits are the top half
+ * of the f32's), zero from index k on. */
+INLINE __m256 load_row8(const void *row, long p, long k, const bool bf16) {
+    if (!bf16) return _mm256_maskload_ps((const float *)row + p, lanes8(k - p));
+    const uint16_t *q = (const uint16_t *)row + p;
+    __m128i h;
+    if (k - p >= 8) {
+        h = _mm_loadu_si128((const __m128i *)q);
+    } else {
+        uint16_t tail[8] = {0};
+        memcpy(tail, q, sizeof(uint16_t) * (size_t)(k - p));
+        h = _mm_loadu_si128((const __m128i *)tail);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Dot products of up to 4 rows of A (f32) with 3 rows of B, 8 k values at a time; B's rows
+ * f32, or bf16 widened in registers (bf16 decode on CPUs without vdpbf16ps). */
+INLINE void dot_block(const int rows, const int cols, long k, const float *a, long lda, const void *b, long ldb,
+                      float *c, long ldc, float alpha, float beta, const bool bf16) {
+    const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+    const char *bb = b;
     __m256 acc[SKINNY_NT_ROWS][SKINNY_NT_COLS];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) acc[i][j] = _mm256_setzero_ps();
     for (long p = 0; p < k; p += 8) {
-        __m256i mk = lanes8(k - p);
         __m256 bv[SKINNY_NT_COLS];
         for (int j = 0; j < cols; j++) {
+            const char *row = bb + (size_t)(j * ldb) * elem;
             if (p % 16 == 0) /* the next group's rows, a line at a time (see gemm_avx512.c) */
-                _mm_prefetch((const char *)(b + (cols + j) * ldb + p), _MM_HINT_T0);
-            bv[j] = _mm256_maskload_ps(b + j * ldb + p, mk);
+                _mm_prefetch(row + (size_t)(cols * ldb + p) * elem, _MM_HINT_T0);
+            bv[j] = load_row8(row, p, k, bf16);
         }
         for (int i = 0; i < rows; i++) {
-            __m256 av = _mm256_maskload_ps(a + i * lda + p, mk);
+            __m256 av = _mm256_maskload_ps(a + i * lda + p, lanes8(k - p));
             for (int j = 0; j < cols; j++) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
         }
     }
@@ -104,11 +125,11 @@ INLINE void dot_block(const int rows, const int cols, long k, const float *a, lo
         }
 }
 
-static void dot(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
-                float alpha, float beta) {
+INLINE void dot_rows_cols(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c,
+                          long ldc, float alpha, float beta, const bool bf16) {
     switch (rows * SKINNY_NT_COLS + cols) {
 #define DOT_CASE(R, C)                                                                                                \
-    case R * SKINNY_NT_COLS + C: dot_block(R, C, k, a, lda, b, ldb, c, ldc, alpha, beta); break;
+    case R * SKINNY_NT_COLS + C: dot_block(R, C, k, a, lda, b, ldb, c, ldc, alpha, beta, bf16); break;
         DOT_CASE(1, 1) DOT_CASE(1, 2) DOT_CASE(1, 3)
         DOT_CASE(2, 1) DOT_CASE(2, 2) DOT_CASE(2, 3)
         DOT_CASE(3, 1) DOT_CASE(3, 2) DOT_CASE(3, 3)
@@ -117,9 +138,19 @@ static void dot(int rows, int cols, long k, const void *a, long lda, const void 
     }
 }
 
+static void dot(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
+                float alpha, float beta) {
+    dot_rows_cols(rows, cols, k, a, lda, b, ldb, c, ldc, alpha, beta, false);
+}
+
+static void dot_bf16(int rows, int cols, long k, const void *a, long lda, const void *b, long ldb, float *c, long ldc,
+                     float alpha, float beta) {
+    dot_rows_cols(rows, cols, k, a, lda, b, ldb, c, ldc, alpha, beta, true);
+}
+
 const gemm_kernel cf_gemm_kernel_f32_avx2 = {
     .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
     .pack_a = cf_gemm_pack_a_f32_avx2, .pack_b = cf_gemm_pack_b_f32_avx2, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx2 = {
-    .nn = gemm_skinny_rows, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};
+    .nn = gemm_skinny_rows, .dot = dot, .dot_bf16 = dot_bf16, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

@@ -70,6 +70,7 @@ typedef struct gemm_kernel {
 typedef struct gemm_skinny {
     gemm_skinny_nn_fn nn;
     gemm_dot_fn dot;
+    gemm_dot_fn dot_bf16; /* f32 A against bf16 B rows widened in registers (CPUs without vdpbf16ps); may be NULL */
     int dot_rows, dot_cols;
 } gemm_skinny;
 
