@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include <float.h>
+#include <immintrin.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -285,6 +286,45 @@ static void check_packed_reuse(void) {
     free(B);
 }
 
+static void record_mxcsr(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    ((unsigned *)ctx)[thread] = _mm_getcsr();
+}
+
+/* Denormal inputs read as zero and denormal results flush to zero (gemm.h), on the
+ * blocked and the decode paths, f32 and bf16; and every thread's floating-point mode is
+ * its own again after the product. */
+static void check_denormals(void) {
+    enum { K = 70, N = 90, M = 40 };
+    static float a_tiny[M * K], b_one[K * N], c[M * N], a_small[M * K], b_small[K * N];
+    static cf_bf16 a16[M * K], b16[K * N];
+    for (int i = 0; i < M * K; i++) a_tiny[i] = 1e-40f, a_small[i] = 1e-20f; /* 1e-40 is denormal */
+    for (int i = 0; i < K * N; i++) b_one[i] = 1.0f, b_small[i] = 1e-20f;     /* 1e-20 squared is too */
+    cf_convert_f32_to_bf16(a_tiny, a16, M * K);
+    cf_convert_f32_to_bf16(b_one, b16, K * N);
+    unsigned before = _mm_getcsr();
+    static const long rows[] = {1, 4, M};
+    for (int r = 0; r < 3; r++)
+        for (int tb = 0; tb < 2; tb++) {
+            long m = rows[r], ldb = tb ? K : N;
+            double worst = 0;
+            cf_sgemm(false, tb, m, N, K, 1.0f, a_tiny, K, b_one, ldb, 0.0f, c, N);
+            for (long i = 0; i < m * N; i++) worst = fmax(worst, fabs(c[i]));
+            cf_sgemm(false, tb, m, N, K, 1.0f, a_small, K, b_small, ldb, 0.0f, c, N);
+            for (long i = 0; i < m * N; i++) worst = fmax(worst, fabs(c[i]));
+            cf_gemm_bf16(false, tb, m, N, K, 1.0f, a16, K, b16, ldb, 0.0f, c, N);
+            for (long i = 0; i < m * N; i++) worst = fmax(worst, fabs(c[i]));
+            CHECK_MSG(worst == 0.0, "[%s] M=%ld tb=%d: denormal inputs or products gave %g, not 0",
+                      cf_isa_name(cf_isa_active()), m, tb, worst);
+        }
+    CHECK(_mm_getcsr() == before);
+    unsigned modes[64] = {0};
+    if (cf_num_threads() <= 64) {
+        cf_parallel_team(record_mxcsr, modes);
+        for (int t = 0; t < cf_num_threads(); t++) CHECK((modes[t] & 0x8040) == (before & 0x8040));
+    }
+}
+
 /* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
  * argument; run in a child process, its stderr captured. */
 /* Pools of other sizes than this machine's: the threads split C into a grid of
@@ -408,6 +448,7 @@ int main(void) {
             cf_gemm_allow_amx(true);
         }
         check_alpha_zero_and_k_zero();
+        check_denormals();
         check_packed_reuse();
         check_nested();
         check_batched(1);

@@ -1,5 +1,6 @@
 /* The public GEMM entry points: argument shortcuts, the choice between the blocked
  * path and the unpacked decode path, and the kernel for the active ISA. */
+#include "gemm_denormals.h"
 #include "gemm_internal.h"
 
 #include "cformers/cpu.h"
@@ -116,12 +117,13 @@ static void skinny_dots(const skinny_job *j, long n0, long n) {
 static void skinny_task(void *ctx, int task, int thread) {
     const skinny_job *j = ctx;
     long n0 = task * j->chunk, n = j->N - n0 < j->chunk ? j->N - n0 : j->chunk;
-    if (j->trans_b) {
+    unsigned fp_mode = gemm_denormals_off();
+    if (j->trans_b)
         skinny_dots(j, n0, n);
-        return;
-    }
-    j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, (const float *)j->B + n0, j->ldb,
-                j->beta, j->C + n0, j->ldc);
+    else
+        j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, (const float *)j->B + n0,
+                    j->ldb, j->beta, j->C + n0, j->ldc);
+    gemm_denormals_restore(fp_mode);
 }
 
 /* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */

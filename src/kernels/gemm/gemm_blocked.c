@@ -5,6 +5,7 @@
  * thread waits for another between blocks. The grid shape minimises each thread's
  * share of C plus the panels it must pack. Called from inside a pool task, the whole
  * product runs on the calling thread. */
+#include "gemm_denormals.h"
 #include "gemm_internal.h"
 
 #include "cformers/threads.h"
@@ -137,6 +138,7 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
 
 static void run_cells(void *ctx, int thread, int n_threads) {
     const blocked_job *j = ctx;
+    unsigned fp_mode = gemm_denormals_off();
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
     for (int cell = thread; cell < j->tm * j->tn; cell += n_threads) {
         long mt0, mt1, nt0, nt1;
@@ -146,6 +148,7 @@ static void run_cells(void *ctx, int thread, int n_threads) {
         long n0 = nt0 * j->kern->nr, n1 = min_l(nt1 * j->kern->nr, j->N);
         if (m0 < m1 && n0 < n1) run_rect(j, m0, m1, n0, n1);
     }
+    gemm_denormals_restore(fp_mode);
 }
 
 /* Chooses tm x tn = threads minimising the largest cell's work: its C area times K
