@@ -126,5 +126,5 @@ static void pack_a(const gemm_operand *src, long r0, long c0, long rows, long co
 }
 
 const gemm_kernel cf_gemm_kernel_bf16_amx = {
-    .name = "amx-bf16", .mr = MR, .nr = NR, .k_group = KSTEP, .elem_bytes = 2,
+    .name = "amx-bf16", .mr = MR, .nr = NR, .k_group = KSTEP, .elem_bytes = 2, .macs_per_cycle = 128,
     .pack_a = pack_a, .pack_b = cf_gemm_pack_b_bf16_pairs32, .tile = tile, .enter = cf_gemm_amx_enter, .leave = cf_gemm_amx_leave};

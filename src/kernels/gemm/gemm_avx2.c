@@ -149,7 +149,7 @@ static void dot_bf16(int rows, int cols, long k, const void *a, long lda, const 
 }
 
 const gemm_kernel cf_gemm_kernel_f32_avx2 = {
-    .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
+    .name = "avx2-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4, .macs_per_cycle = 16,
     .pack_a = cf_gemm_pack_a_f32_avx2, .pack_b = cf_gemm_pack_b_f32_avx2, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx2 = {

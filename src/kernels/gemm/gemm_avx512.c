@@ -146,7 +146,7 @@ static void dot(int rows, int cols, long k, const void *a, long lda, const void 
 }
 
 const gemm_kernel cf_gemm_kernel_f32_avx512 = {
-    .name = "avx512-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
+    .name = "avx512-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4, .macs_per_cycle = 32,
     .pack_a = cf_gemm_pack_a_f32_avx512, .pack_b = cf_gemm_pack_b_f32_avx512, .tile = tile,
     .tile_direct = tile_direct};
 

@@ -78,5 +78,5 @@ void cf_gemm_dot_bf16(int rows, int cols, long k, const void *a, long lda, const
 }
 
 const gemm_kernel cf_gemm_kernel_bf16_avx512bf16 = {
-    .name = "avx512bf16", .mr = MR, .nr = NR, .k_group = 2, .elem_bytes = 2,
+    .name = "avx512bf16", .mr = MR, .nr = NR, .k_group = 2, .elem_bytes = 2, .macs_per_cycle = 16,
     .pack_a = cf_gemm_pack_a_bf16_pairs, .pack_b = cf_gemm_pack_b_bf16_pairs, .tile = tile};

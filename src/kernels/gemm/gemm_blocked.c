@@ -92,12 +92,17 @@ static long k_block_max(const blocked_job *j, bool direct_a, long n_cols) {
     return fit > j->blk.kc ? fit : j->blk.kc;
 }
 
+/* An f32 A whose rows run along k is read in place when a cell's columns are one B block
+ * (see A_IN_PLACE). */
+static bool a_in_place(const gemm_kernel *kern, const gemm_operand *A, long n_cols, long nc_max) {
+    return kern->tile_direct && !A->bf16 && A->col_stride == 1 && n_cols <= nc_max;
+}
+
 static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const gemm_kernel *kern = j->kern;
     const int mr = kern->mr, nr = kern->nr;
     const long mc = balanced_step(m1 - m0, j->blk.mc, mr), nc = balanced_step(n1 - n0, j->blk.nc, nr);
-    /* An f32 A whose rows run along k is read in place when B is one block (see A_IN_PLACE). */
-    const bool direct_a = kern->tile_direct && !j->A->bf16 && j->A->col_stride == 1 && n1 - n0 <= nc;
+    const bool direct_a = a_in_place(kern, j->A, n1 - n0, j->blk.nc);
     const long kc = j->packed ? j->packed->kc : balanced_step(j->K, k_block_max(j, direct_a, n1 - n0), kern->k_group);
     uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
@@ -151,21 +156,30 @@ static void run_cells(void *ctx, int thread, int n_threads) {
     gemm_denormals_restore(fp_mode);
 }
 
-/* Chooses tm x tn = threads minimising the largest cell's work: its C area times K
- * for the micro-kernel, plus the A and B elements it packs. A B packed ahead counts the
- * same: its panels then come from memory on the first pass over each block, which costs
- * about what packing them did at M = 512 (measured), so a cell should still touch as
- * little of B as it can. */
+/* Chooses tm x tn = threads minimising the largest cell's time: its C area times K
+ * multiply-adds for the micro-kernel, plus the A and B elements it packs, each costing
+ * about a cycle, i.e. the kernel's multiply-adds per cycle. A read in place counts as
+ * packed (its rows still come from memory: counting it free split 1024^3 by N, -13%),
+ * and so does a B packed ahead (its panels come from memory on the first pass over each
+ * block, which costs about what packing them did at M = 512). Against weighting a
+ * packed element as one multiply-add, 2 threads, 40 interleaved pairs per product, on
+ * the products where the choice differs: 2048^3 NN / NT / TN +1.7 / +2.0 / +1.2%,
+ * 2048 x 2048 x 512 +1.4..+2.6%, 8192 x 2048 x 512 +1.5..+1.7%, 2048 x 768 x 288
+ * +3.2..+4.0%, 2048 x 512 x 2048 TN +7.2% but NN -1.7% and NT -2.3% (A in place with a
+ * narrow B gets longer K blocks, which the model does not see); AVX2 1024 x 288 x 288
+ * +3.1..+5.5%. */
 static void choose_grid(blocked_job *j, int threads) {
-    long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
+    const gemm_kernel *kern = j->kern;
+    long m_tiles = ceil_div(j->M, kern->mr), n_tiles = ceil_div(j->N, kern->nr);
     double best = -1;
     j->tm = j->tn = 1;
     for (int tm = 1; tm <= threads; tm++) {
         if (threads % tm) continue;
         int tn = threads / tm;
         if (tm > m_tiles || tn > n_tiles) continue;
-        double mt = (double)ceil_div(m_tiles, tm) * j->kern->mr, nt = (double)ceil_div(n_tiles, tn) * j->kern->nr;
-        double cost = mt * nt * (double)j->K + (mt + nt * ceil_div((long)mt, j->blk.mc)) * (double)j->K;
+        double mt = (double)ceil_div(m_tiles, tm) * kern->mr, nt = (double)ceil_div(n_tiles, tn) * kern->nr;
+        double packed = mt + nt * (double)ceil_div((long)mt, j->blk.mc);
+        double cost = (mt * nt + kern->macs_per_cycle * packed) * (double)j->K;
         if (best < 0 || cost < best) {
             best = cost;
             j->tm = tm;

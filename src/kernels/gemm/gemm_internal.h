@@ -61,6 +61,10 @@ typedef struct gemm_kernel {
     int mr, nr;
     int k_group;       /* k is padded to a multiple of this: 1 f32, 2 bf16 pairs, 32 AMX */
     size_t elem_bytes; /* bytes per packed element */
+    int macs_per_cycle; /* the micro-kernel's multiply-adds per cycle (two FMA ports of its
+                           vector width; vdpbf16ps at the half rate measured here; AMX at the
+                           rate reached in whole products): what packing an element, about a
+                           cycle, costs in its terms, for the thread grid */
     gemm_pack_fn pack_a, pack_b;
     gemm_tile_fn tile;
     gemm_tile_direct_fn tile_direct; /* optional: f32 A with k contiguous skips its packing */

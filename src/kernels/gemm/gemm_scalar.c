@@ -53,7 +53,7 @@ static void dot_bf16(int m, int n, long k, const void *a, long lda, const void *
 }
 
 const gemm_kernel cf_gemm_kernel_f32_scalar = {
-    .name = "scalar-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4,
+    .name = "scalar-f32", .mr = MR, .nr = NR, .k_group = 1, .elem_bytes = 4, .macs_per_cycle = 4,
     .pack_a = cf_gemm_pack_a_f32, .pack_b = cf_gemm_pack_b_f32, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_scalar = {
