@@ -34,7 +34,7 @@ GEMM_INLINE void tile_body(const int m, long k, const uint32_t *a, const uint32_
         a += MR;
         b += NR;
     }
-    store_tile_rows(m, acc, c, ldc, n, alpha, beta);
+    store_tile_rows(m, 2, acc, c, ldc, n, alpha, beta);
 }
 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
