@@ -11,31 +11,29 @@
 
 enum { MR = 6, NR = 16, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 3 };
 
-INLINE void store_rows(const int m, __m256 acc[][2], float *c, long ldc, int n, float alpha, float beta) {
-    __m256i k0 = lanes8(n), k1 = lanes8(n - 8);
+/* Writes alpha * acc (+ beta * C) to the m x n corner of a tile `halves` (1 or 2, a
+ * constant after inlining) vectors of 8 columns wide. */
+INLINE void store_rows(const int m, const int halves, __m256 acc[][2], float *c, long ldc, int n, float alpha,
+                       float beta) {
+    __m256i k[2] = {lanes8(n), lanes8(n - 8)};
     __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) {
         float *ci = c + i * ldc;
-        __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
-        if (beta != 0.0f) {
-            r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci, k0), r0);
-            r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8, k1), r1);
-        }
-        if (n >= NR) {
-            _mm256_storeu_ps(ci, r0);
-            _mm256_storeu_ps(ci + 8, r1);
-        } else {
-            _mm256_maskstore_ps(ci, k0, r0);
-            _mm256_maskstore_ps(ci + 8, k1, r1);
+        for (int h = 0; h < halves; h++) {
+            __m256 r = _mm256_mul_ps(va, acc[i][h]);
+            if (beta != 0.0f) r = _mm256_fmadd_ps(vb, _mm256_maskload_ps(ci + 8 * h, k[h]), r);
+            if (n >= NR) _mm256_storeu_ps(ci + 8 * h, r);
+            else _mm256_maskstore_ps(ci + 8 * h, k[h], r);
         }
     }
 }
 
-/* m rows (constant after inlining) by 16 columns from packed panels:
+/* m rows by 8 * halves columns (constants after inlining; one half where the last panel
+ * of B has at most 8 columns, as in gemm_avx512.c) from packed panels:
  * A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
-INLINE void tile_body(const int m, long k, const float *a, const float *b, float *c, long ldc, int n, float alpha,
-                      float beta) {
+INLINE void tile_body(const int m, const int halves, long k, const float *a, const float *b, float *c, long ldc, int n,
+                      float alpha, float beta) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -44,15 +42,15 @@ INLINE void tile_body(const int m, long k, const float *a, const float *b, float
      * L2: 33-35 -> 36-37 flops per TSC cycle; whole products +3-8%, 1 thread). */
 #pragma GCC unroll 4
     for (long p = 0; p < k; p++) {
-        __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
+        __m256 bv[2];
+        for (int h = 0; h < halves; h++) bv[h] = _mm256_loadu_ps(b + p * NR + 8 * h);
 #pragma GCC unroll 6
         for (int i = 0; i < m; i++) {
             __m256 ai = _mm256_broadcast_ss(a + p * MR + i);
-            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+            for (int h = 0; h < halves; h++) acc[i][h] = _mm256_fmadd_ps(ai, bv[h], acc[i][h]);
         }
     }
-    store_rows(m, acc, c, ldc, n, alpha, beta);
+    store_rows(m, halves, acc, c, ldc, n, alpha, beta);
 }
 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6)
@@ -60,7 +58,8 @@ INLINE void tile_body(const int m, long k, const float *a, const float *b, float
 #define PACKED_TILE(M)                                                                                                \
     static void packed_tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha,      \
                                 float beta) {                                                                      \
-        tile_body(M, k, a, b, c, ldc, n, alpha, beta);                                                             \
+        if (n > 8) tile_body(M, 2, k, a, b, c, ldc, n, alpha, beta);                                               \
+        else tile_body(M, 1, k, a, b, c, ldc, n, alpha, beta);                                                     \
     }
 TILE_VARIANTS(PACKED_TILE)
 
