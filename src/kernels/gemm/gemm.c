@@ -13,7 +13,8 @@
 /* Up to this many rows of C, B is read in place instead of packed: packing would
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
  * on AVX-512 for both B layouts, packing wins from 12). */
-enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_AMX = 2, SKINNY_MAX_M_WIDEN = 16, SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
+enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_AMX = 2, SKINNY_MAX_M_WIDEN = 16 };
+enum { SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 static const gemm_kernel *f32_kernel(void) {
     switch (cf_isa_active()) {
@@ -149,8 +150,9 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
     gemm_operand a = operand(trans_a, A, lda, false);
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         const gemm_skinny *kern = skinny_kernel();
-        skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha,
-                            .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = trans_b, .C = C, .ldc = ldc});
+        skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,
+                            .K = K, .alpha = alpha, .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = trans_b,
+                            .C = C, .ldc = ldc});
         return;
     }
     gemm_operand b = operand(trans_b, B, ldb, false);
@@ -207,8 +209,10 @@ void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, 
     check_args("cf_gemm_packed", trans_a, false, M, B->N, B->K, A, lda, B, B->N, C, ldc);
     const gemm_kernel *kern = cf_gemm_kernel_for(B->dtype);
     if (kern != B->kern) {
-        fprintf(stderr, "cformers: cf_gemm_packed: B was packed for the %s kernel, the active one is %s (the ISA or AMX "
-                "changed since): pack it again\n", B->kern->name, kern->name);
+        fprintf(stderr,
+                "cformers: cf_gemm_packed: B was packed for the %s kernel, the active one is %s (the ISA or "
+                "AMX changed since): pack it again\n",
+                B->kern->name, kern->name);
         abort();
     }
     if (M <= 0 || B->N <= 0) return;

@@ -86,7 +86,8 @@ void cf_gemm_reserve_kernel(const gemm_kernel *kern) { cf_parallel_team(reserve_
 static long k_block_max(const blocked_job *j, bool direct_a, long n_cols) {
     const gemm_kernel *kern = j->kern;
     if (!direct_a) return j->blk.kc;
-    long fit = (long)(scratch_b_bytes(kern, &j->blk) / cf_gemm_panel_bytes(kern, kern->nr, 1)) / ceil_div(n_cols, kern->nr);
+    long panel_steps = (long)(scratch_b_bytes(kern, &j->blk) / cf_gemm_panel_bytes(kern, kern->nr, 1)); /* k steps of one panel */
+    long fit = panel_steps / ceil_div(n_cols, kern->nr);
     fit -= fit % 16;
     if (fit > WIDE_KC_FACTOR * j->blk.kc) fit = WIDE_KC_FACTOR * j->blk.kc;
     return fit > j->blk.kc ? fit : j->blk.kc;
@@ -119,8 +120,10 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
             for (long jc = n0; jc < n1; jc += nc) {
                 long nb = min_l(nc, n1 - jc);
                 const uint8_t *b_block = pb;
-                if (j->packed) b_block = j->packed->data + (size_t)(pc / kc) * j->packed->block_bytes + (size_t)(jc / nr) * b_step;
-                else kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
+                if (j->packed)
+                    b_block = j->packed->data + (size_t)(pc / kc) * j->packed->block_bytes + (size_t)(jc / nr) * b_step;
+                else
+                    kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
                 for (long ir = 0; ir < mb; ir += mr) {
                     const uint8_t *a = pa + (size_t)(ir / mr) * a_step;
                     float *c = j->C + (ic + ir) * j->ldc + jc;

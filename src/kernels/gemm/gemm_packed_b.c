@@ -50,8 +50,9 @@ cf_gemm_packed_b *cf_gemm_pack_b(cf_dtype dtype, bool trans_b, long K, long N, c
     long panels = (N + p->kern->nr - 1) / p->kern->nr, blocks = (K + p->kc - 1) / p->kc;
     p->block_bytes = (size_t)panels * cf_gemm_panel_bytes(p->kern, p->kern->nr, p->kc);
     p->data = cf_aligned_alloc(p->block_bytes * (size_t)blocks);
+    bool bf16 = dtype == CF_BF16;
     pack_job j = {.packed = p,
-                  .src = trans_b ? (gemm_operand){B, 1, ldb, dtype == CF_BF16} : (gemm_operand){B, ldb, 1, dtype == CF_BF16},
+                  .src = trans_b ? (gemm_operand){B, 1, ldb, bf16} : (gemm_operand){B, ldb, 1, bf16},
                   .tasks_per_block = (panels + PANELS_PER_TASK - 1) / PANELS_PER_TASK};
     if (blocks > 0 && panels > 0) cf_parallel_for((int)(blocks * j.tasks_per_block), pack_task, &j);
     return p;

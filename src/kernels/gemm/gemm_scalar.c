@@ -29,8 +29,8 @@ static inline float element_at(const void *row, long i, bool bf16) {
 }
 
 /* A's rows f32, B's f32 or bf16. */
-static inline void dot_elems(int m, int n, long k, const float *a, long lda, const void *b, long ldb, float *c, long ldc,
-                             float alpha, float beta, bool bf16) {
+static inline void dot_elems(int m, int n, long k, const float *a, long lda, const void *b, long ldb, float *c,
+                             long ldc, float alpha, float beta, bool bf16) {
     size_t elem = bf16 ? sizeof(cf_bf16) : sizeof(float);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
