@@ -86,7 +86,8 @@ void cf_gemm_reserve_kernel(const gemm_kernel *kern) { cf_parallel_team(reserve_
 static long k_block_max(const blocked_job *j, bool direct_a, long n_cols) {
     const gemm_kernel *kern = j->kern;
     if (!direct_a) return j->blk.kc;
-    long panel_steps = (long)(scratch_b_bytes(kern, &j->blk) / cf_gemm_panel_bytes(kern, kern->nr, 1)); /* k steps of one panel */
+    /* The B buffer holds this many k steps of one panel. */
+    long panel_steps = (long)(scratch_b_bytes(kern, &j->blk) / cf_gemm_panel_bytes(kern, kern->nr, 1));
     long fit = panel_steps / ceil_div(n_cols, kern->nr);
     fit -= fit % 16;
     if (fit > WIDE_KC_FACTOR * j->blk.kc) fit = WIDE_KC_FACTOR * j->blk.kc;
