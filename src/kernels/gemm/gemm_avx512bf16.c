@@ -17,30 +17,33 @@ GEMM_INLINE __m512bh as_bh(__m512i v) {
     return r;
 }
 
-GEMM_INLINE void tile_body(const int m, long k, const uint32_t *a, const uint32_t *b, float *c, long ldc, int n,
-                      float alpha, float beta) {
+/* m rows by 16 * halves columns (constants after inlining; one half where the last panel
+ * of B has at most 16 columns, as in gemm_avx512.c). */
+GEMM_INLINE void tile_body(const int m, const int halves, long k, const uint32_t *a, const uint32_t *b, float *c,
+                           long ldc, int n, float alpha, float beta) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     long pairs = (k + 1) / 2;
     for (long q = 0; q < pairs; q++) {
-        __m512bh b0 = as_bh(_mm512_loadu_si512(b)), b1 = as_bh(_mm512_loadu_si512(b + 16));
+        __m512bh bv[2];
+        for (int h = 0; h < halves; h++) bv[h] = as_bh(_mm512_loadu_si512(b + 16 * h));
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
             __m512bh ai = as_bh(_mm512_set1_epi32((int)a[i]));
-            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
-            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+            for (int h = 0; h < halves; h++) acc[i][h] = _mm512_dpbf16_ps(acc[i][h], ai, bv[h]);
         }
         a += MR;
         b += NR;
     }
-    store_tile_rows(m, 2, acc, c, ldc, n, alpha, beta);
+    store_tile_rows(m, halves, acc, c, ldc, n, alpha, beta);
 }
 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define PACKED_TILE(M)                                                                                                \
     static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
-        tile_body(M, k, a, b, c, ldc, n, alpha, beta);                                                             \
+        if (n > 16) tile_body(M, 2, k, a, b, c, ldc, n, alpha, beta);                                              \
+        else tile_body(M, 1, k, a, b, c, ldc, n, alpha, beta);                                                     \
     }
 TILE_VARIANTS(PACKED_TILE)
 
