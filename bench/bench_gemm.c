@@ -341,6 +341,9 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
  * outside the timing), f32 and bf16, in interleaved rounds: the gain is the median of
  * the per-round ratios. */
 static void run_packed(int threads, const char *only, int reps, buffers *b) {
+    bool any = false;
+    for (int si = 0; si < N_PACKED_SHAPES; si++) any |= !only || strstr(packed_shapes[si].name, only) != NULL;
+    if (!any) return;
     set_threads(threads);
     printf("\n%d thread%s, B packed once ahead (cf_gemm_pack_b) against packed on every call:\n", threads,
            threads > 1 ? "s" : "");
