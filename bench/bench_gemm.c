@@ -372,14 +372,20 @@ static void run_packed(int threads, const char *only, int reps, buffers *b) {
 
 static double geomean(double log_sum, int n) { return n ? exp(log_sum / n) : 0; }
 
+/* The closing line; parts whose shapes did not run (--only, --shape) are left out. */
 static void print_summary(const summary *s) {
-    printf("\nsummary, %d thread%s: f32 ours/best peer %.2fx (geomean over %d LLM shapes; at least as fast in half "
-           "the rounds or more on %d of them), ours/peak %.1f%% (best square >= 1024); bf16 ours/peak %.1f%%, bf16/f32 "
-           "%.2fx (geomean over %d shapes; no bf16 peer installed)\n",
-           s->threads, s->threads > 1 ? "s" : "", geomean(s->llm_log_vs_peer, s->llm_count), s->llm_count,
-           s->llm_at_parity,
-           100 * s->large_f32 / s->peak, 100 * s->large_bf16 / s->peak_bf16, geomean(s->bf16_log_vs_f32, s->bf16_count),
-           s->bf16_count);
+    printf("\nsummary, %d thread%s:", s->threads, s->threads > 1 ? "s" : "");
+    if (s->llm_count)
+        printf(" f32 ours/best peer %.2fx (geomean over %d LLM shapes; at least as fast in half the rounds or more on %d "
+               "of them),",
+               geomean(s->llm_log_vs_peer, s->llm_count), s->llm_count, s->llm_at_parity);
+    if (s->large_f32 > 0)
+        printf(" ours/peak %.1f%% (best square >= 1024); bf16 ours/peak %.1f%%,", 100 * s->large_f32 / s->peak,
+               100 * s->large_bf16 / s->peak_bf16);
+    if (s->bf16_count)
+        printf(" bf16/f32 %.2fx (geomean over %d shapes; no bf16 peer installed)",
+               geomean(s->bf16_log_vs_f32, s->bf16_count), s->bf16_count);
+    printf("\n");
 }
 
 static void usage(void) {
