@@ -6,6 +6,7 @@
 #include "cformers/cpu.h"
 #include "cformers/threads.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,34 +50,38 @@ size_t cf_gemm_scratch_bytes(cf_dtype input) { return cf_gemm_kernel_scratch_byt
 
 const char *cf_gemm_kernel_name(cf_dtype input) { return cf_gemm_kernel_for(input)->name; }
 
-static long at_least_one(long n) { return n > 1 ? n : 1; }
-
-/* Arguments that break the contract of gemm.h are a bug in the caller; as BLAS does
- * (its xerbla), say which argument and stop, rather than read or write outside the
- * matrices or return a wrong product. */
-static void check_args(const char *fn, bool trans_a, bool trans_b, long M, long N, long K, const void *A, long lda,
-                       const void *B, long ldb, const float *C, long ldc) {
-    char why[160] = "";
-    if (M < 0 || N < 0 || K < 0)
-        snprintf(why, sizeof why, "M, N and K must not be negative (M %ld, N %ld, K %ld)", M, N, K);
-    else if (lda < at_least_one(trans_a ? M : K))
-        snprintf(why, sizeof why, "lda %ld is less than the %ld %s of A as stored", lda, trans_a ? M : K,
-                 trans_a ? "columns (M, A transposed)" : "columns (K)");
-    else if (ldb < at_least_one(trans_b ? K : N))
-        snprintf(why, sizeof why, "ldb %ld is less than the %ld %s of B as stored", ldb, trans_b ? K : N,
-                 trans_b ? "columns (K, B transposed)" : "columns (N)");
-    else if (ldc < at_least_one(N))
-        snprintf(why, sizeof why, "ldc %ld is less than N %ld", ldc, N);
-    else if (M > 0 && N > 0 && (!C || (K > 0 && (!A || !B))))
-        snprintf(why, sizeof why, "a matrix pointer is NULL (A %p, B %p, C %p)", A, B, (const void *)C);
-    if (!why[0]) return;
-    fprintf(stderr, "cformers: %s: %s\n", fn, why);
+void cf_gemm_contract_failed(const char *fn, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fprintf(stderr, "cformers: %s: ", fn);
+    vfprintf(stderr, fmt, args);
+    fputc('\n', stderr);
+    va_end(args);
     abort();
 }
 
-/* op(A)(i, k) and op(B)(k, j) as strides into the stored matrices. */
-static gemm_operand operand(bool trans, const void *data, long ld, bool bf16) {
-    return trans ? (gemm_operand){data, 1, ld, bf16} : (gemm_operand){data, ld, 1, bf16};
+void cf_gemm_check_ld(const char *fn, char matrix, long ld, bool trans, long rows, long cols) {
+    const char *dims = matrix == 'A' ? "MK" : "KN";
+    long width = trans ? rows : cols;
+    if (ld >= (width > 1 ? width : 1)) return;
+    char lower = (char)(matrix - 'A' + 'a');
+    if (trans)
+        cf_gemm_contract_failed(fn, "ld%c %ld is less than the %ld columns (%c, %c transposed) of %c as stored", lower,
+                                ld, width, dims[0], matrix, matrix);
+    cf_gemm_contract_failed(fn, "ld%c %ld is less than the %ld columns (%c) of %c as stored", lower, ld, width, dims[1],
+                            matrix);
+}
+
+/* The rules of gemm.h for one call (see cf_gemm_contract_failed). */
+static void check_args(const char *fn, bool trans_a, bool trans_b, long M, long N, long K, const void *A, long lda,
+                       const void *B, long ldb, const float *C, long ldc) {
+    if (M < 0 || N < 0 || K < 0)
+        cf_gemm_contract_failed(fn, "M, N and K must not be negative (M %ld, N %ld, K %ld)", M, N, K);
+    cf_gemm_check_ld(fn, 'A', lda, trans_a, M, K);
+    cf_gemm_check_ld(fn, 'B', ldb, trans_b, K, N);
+    if (ldc < (N > 1 ? N : 1)) cf_gemm_contract_failed(fn, "ldc %ld is less than N %ld", ldc, N);
+    if (M > 0 && N > 0 && (!C || (K > 0 && (!A || !B))))
+        cf_gemm_contract_failed(fn, "a matrix pointer is NULL (A %p, B %p, C %p)", A, B, (const void *)C);
 }
 
 static void scale_c(long M, long N, float beta, float *C, long ldc) {
@@ -147,7 +152,7 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    gemm_operand a = operand(trans_a, A, lda, false);
+    gemm_operand a = cf_gemm_operand(trans_a, A, lda, false);
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         const gemm_skinny *kern = skinny_kernel();
         skinny((skinny_job){.kern = kern, .dot = kern->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,
@@ -155,7 +160,7 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
                             .C = C, .ldc = ldc});
         return;
     }
-    gemm_operand b = operand(trans_b, B, ldb, false);
+    gemm_operand b = cf_gemm_operand(trans_b, B, ldb, false);
     cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc);
 }
 
@@ -167,7 +172,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    gemm_operand a = operand(trans_a, A, lda, true), b = operand(trans_b, B, ldb, true);
+    gemm_operand a = cf_gemm_operand(trans_a, A, lda, true), b = cf_gemm_operand(trans_b, B, ldb, true);
     /* Decode against transposed weights ([out, in], as inference stores them): bf16
      * dot products read B in place, half the bytes of the f32 path. AMX, packing B
      * and all, is as fast at M = 3 and faster from 4 (measured), so it takes over there.
@@ -190,7 +195,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
             j.dot = j.kern->dot_bf16;
             float *wide = cf_gemm_scratch_a(sizeof(float) * (size_t)(M * K));
             for (long i = 0; i < M; i++) cf_convert_bf16_to_f32(A + i * lda, wide + i * K, (size_t)K);
-            j.A = operand(false, wide, K, false);
+            j.A = cf_gemm_operand(false, wide, K, false);
             j.elem_a = sizeof *wide;
         }
         skinny(j);
@@ -201,26 +206,21 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
 
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
                     float *C, long ldc) {
-    if (!B) {
-        fprintf(stderr, "cformers: cf_gemm_packed: the packed B is NULL\n");
-        abort();
-    }
+    if (!B) cf_gemm_contract_failed("cf_gemm_packed", "the packed B is NULL");
     /* B's own layout was checked when it was packed. */
     check_args("cf_gemm_packed", trans_a, false, M, B->N, B->K, A, lda, B, B->N, C, ldc);
     const gemm_kernel *kern = cf_gemm_kernel_for(B->dtype);
-    if (kern != B->kern) {
-        fprintf(stderr,
-                "cformers: cf_gemm_packed: B was packed for the %s kernel, the active one is %s (the ISA or "
-                "AMX changed since): pack it again\n",
-                B->kern->name, kern->name);
-        abort();
-    }
+    if (kern != B->kern)
+        cf_gemm_contract_failed("cf_gemm_packed",
+                                "B was packed for the %s kernel, the active one is %s (the ISA or AMX changed since): "
+                                "pack it again",
+                                B->kern->name, kern->name);
     if (M <= 0 || B->N <= 0) return;
     if (B->K <= 0 || alpha == 0.0f) {
         scale_c(M, B->N, beta, C, ldc);
         return;
     }
-    gemm_operand a = operand(trans_a, A, lda, B->dtype == CF_BF16);
+    gemm_operand a = cf_gemm_operand(trans_a, A, lda, B->dtype == CF_BF16);
     cf_gemm_blocked(kern, M, B->N, B->K, alpha, &a, NULL, B, beta, C, ldc);
 }
 

@@ -171,6 +171,19 @@ struct cf_gemm_packed_b {
     uint8_t *data;
 };
 
+/* op(X) of a stored matrix (X = A or B): element (r, c) at data[r*ld + c], or with trans
+ * at data[r + c*ld]. */
+static inline gemm_operand cf_gemm_operand(bool trans, const void *data, long ld, bool bf16) {
+    return trans ? (gemm_operand){data, 1, ld, bf16} : (gemm_operand){data, ld, 1, bf16};
+}
+
+/* A call that breaks gemm.h's contract is a bug in the caller: as BLAS does (its xerbla),
+ * say which argument on stderr ("cformers: fn: ...") and stop. */
+__attribute__((noreturn, format(printf, 2, 3))) void cf_gemm_contract_failed(const char *fn, const char *fmt, ...);
+/* The leading dimension of `matrix` ('A', op(A) M x K, or 'B', op(B) K x N, of `rows` x
+ * `cols`) against the width it is stored with; a short one fails the contract. */
+void cf_gemm_check_ld(const char *fn, char matrix, long ld, bool trans, long rows, long cols);
+
 /* The f32 and bf16 kernels for the active ISA (bf16 may be the f32 kernel, widening). */
 const gemm_kernel *cf_gemm_kernel_for(cf_dtype input);
 

@@ -7,7 +7,6 @@
 #include "cformers/error.h"
 #include "cformers/threads.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 enum { PANELS_PER_TASK = 16 };
@@ -30,17 +29,11 @@ static void pack_task(void *ctx, int task, int thread) {
 }
 
 cf_gemm_packed_b *cf_gemm_pack_b(cf_dtype dtype, bool trans_b, long K, long N, const void *B, long ldb) {
-    char why[160] = "";
-    if (dtype != CF_F32 && dtype != CF_BF16) snprintf(why, sizeof why, "dtype must be CF_F32 or CF_BF16");
-    else if (K < 0 || N < 0) snprintf(why, sizeof why, "K and N must not be negative (K %ld, N %ld)", K, N);
-    else if (ldb < (trans_b ? (K > 1 ? K : 1) : (N > 1 ? N : 1)))
-        snprintf(why, sizeof why, "ldb %ld is less than the %ld columns (%s) of B as stored", ldb, trans_b ? K : N,
-                 trans_b ? "K, B transposed" : "N");
-    else if (K > 0 && N > 0 && !B) snprintf(why, sizeof why, "B is NULL");
-    if (why[0]) {
-        fprintf(stderr, "cformers: cf_gemm_pack_b: %s\n", why);
-        abort();
-    }
+    const char *fn = "cf_gemm_pack_b";
+    if (dtype != CF_F32 && dtype != CF_BF16) cf_gemm_contract_failed(fn, "dtype must be CF_F32 or CF_BF16");
+    if (K < 0 || N < 0) cf_gemm_contract_failed(fn, "K and N must not be negative (K %ld, N %ld)", K, N);
+    cf_gemm_check_ld(fn, 'B', ldb, trans_b, K, N);
+    if (K > 0 && N > 0 && !B) cf_gemm_contract_failed(fn, "B is NULL");
     cf_gemm_packed_b *p = cf_xcalloc(1, sizeof *p);
     p->kern = cf_gemm_kernel_for(dtype);
     p->dtype = dtype;
@@ -50,9 +43,8 @@ cf_gemm_packed_b *cf_gemm_pack_b(cf_dtype dtype, bool trans_b, long K, long N, c
     long panels = (N + p->kern->nr - 1) / p->kern->nr, blocks = (K + p->kc - 1) / p->kc;
     p->block_bytes = (size_t)panels * cf_gemm_panel_bytes(p->kern, p->kern->nr, p->kc);
     p->data = cf_aligned_alloc(p->block_bytes * (size_t)blocks);
-    bool bf16 = dtype == CF_BF16;
     pack_job j = {.packed = p,
-                  .src = trans_b ? (gemm_operand){B, 1, ldb, bf16} : (gemm_operand){B, ldb, 1, bf16},
+                  .src = cf_gemm_operand(trans_b, B, ldb, dtype == CF_BF16),
                   .tasks_per_block = (panels + PANELS_PER_TASK - 1) / PANELS_PER_TASK};
     if (blocks > 0 && panels > 0) cf_parallel_for((int)(blocks * j.tasks_per_block), pack_task, &j);
     return p;
