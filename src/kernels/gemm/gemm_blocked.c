@@ -1,7 +1,7 @@
 /* The blocked algorithm (loop order in gemm_internal.h) and its threading.
  *
- * Threads split C into a grid of tm x tn rectangles, one per thread, aligned to the
- * micro-tile; each thread packs its own A and B blocks into its own buffers, so no
+ * Threads split C into a grid of tm x tn rectangles, at most one per thread, aligned
+ * to the micro-tile; each thread packs its own A and B blocks into its own buffers, so no
  * thread waits for another between blocks. The grid shape minimises each thread's
  * share of C plus the panels it must pack. Called from inside a pool task, the whole
  * product runs on the calling thread. */
@@ -160,9 +160,9 @@ static void run_cells(void *ctx, int thread, int n_threads) {
     gemm_denormals_restore(fp_mode);
 }
 
-/* Chooses tm x tn = threads minimising the largest cell's time: its C area times K
- * multiply-adds for the micro-kernel, plus the A and B elements it packs, each costing
- * about a cycle, i.e. the kernel's multiply-adds per cycle. A read in place counts as
+/* Chooses a grid of tm x tn <= threads cells minimising the largest cell's time: its C
+ * area times K multiply-adds for the micro-kernel, plus the A and B elements it packs,
+ * each costing about a cycle, i.e. the kernel's multiply-adds per cycle. A read in place counts as
  * packed (its rows still come from memory: counting it free split 1024^3 by N, -13%),
  * and so does a B packed ahead (its panels come from memory on the first pass over each
  * block, which costs about what packing them did at M = 512). Against weighting a
@@ -171,23 +171,29 @@ static void run_cells(void *ctx, int thread, int n_threads) {
  * 2048 x 2048 x 512 +1.4..+2.6%, 8192 x 2048 x 512 +1.5..+1.7%, 2048 x 768 x 288
  * +3.2..+4.0%, 2048 x 512 x 2048 TN +7.2% but NN -1.7% and NT -2.3% (A in place with a
  * narrow B gets longer K blocks, which the model does not see); AVX2 1024 x 288 x 288
- * +3.1..+5.5%. */
-static void choose_grid(blocked_job *j, int threads) {
-    const gemm_kernel *kern = j->kern;
-    long m_tiles = ceil_div(j->M, kern->mr), n_tiles = ceil_div(j->N, kern->nr);
+ * +3.1..+5.5%.
+ *
+ * A cell is never empty (at least one row of tiles per grid row, one column per grid
+ * column), and the grid need not use every thread: for each tm the widest tn that fits
+ * is taken (a narrower one only enlarges the cell). Requiring tm x tn = threads left a
+ * prime thread count (the pool's, or one cut down for a small product) only 1 x p and
+ * p x 1, and none at all when p exceeds both tile counts: 61 threads ran 512 x 768 x 768
+ * on one thread, and 4096^3 as 61 x 1, each cell packing all of B (6 x 10 costs 1.34x
+ * less in this model). */
+void cf_gemm_choose_grid(const gemm_kernel *kern, long M, long N, long K, int threads, int *tm_out, int *tn_out) {
+    long m_tiles = ceil_div(M, kern->mr), n_tiles = ceil_div(N, kern->nr);
+    long mc = cf_gemm_blocking(kern).mc;
     double best = -1;
-    j->tm = j->tn = 1;
-    for (int tm = 1; tm <= threads; tm++) {
-        if (threads % tm) continue;
-        int tn = threads / tm;
-        if (tm > m_tiles || tn > n_tiles) continue;
+    *tm_out = *tn_out = 1;
+    for (int tm = 1; tm <= threads && tm <= m_tiles; tm++) {
+        int tn = (int)min_l(threads / tm, n_tiles);
         double mt = (double)ceil_div(m_tiles, tm) * kern->mr, nt = (double)ceil_div(n_tiles, tn) * kern->nr;
-        double packed = mt + nt * (double)ceil_div((long)mt, j->blk.mc);
-        double cost = (mt * nt + kern->macs_per_cycle * packed) * (double)j->K;
+        double packed = mt + nt * (double)ceil_div((long)mt, mc);
+        double cost = (mt * nt + kern->macs_per_cycle * packed) * (double)K;
         if (best < 0 || cost < best) {
             best = cost;
-            j->tm = tm;
-            j->tn = tn;
+            *tm_out = tm;
+            *tn_out = tn;
         }
     }
 }
@@ -204,7 +210,7 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
     int threads = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
     if (threads < 1) threads = 1;
-    choose_grid(&j, threads);
+    cf_gemm_choose_grid(kern, M, N, K, threads, &j.tm, &j.tn);
     if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
     else cf_parallel_team(run_cells, &j);
 }
