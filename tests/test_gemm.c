@@ -331,25 +331,28 @@ static void check_denormals(void) {
  * largest cell holds at most twice the tiles of an even split (a grid that had to use
  * exactly the pool's 61 threads once ran 512 x 768 x 768 on one), never more cells than
  * threads, and no empty cell. */
+static void check_grid(const gemm_kernel *kern, long M, long N, long K, int threads) {
+    long m_tiles = (M + kern->mr - 1) / kern->mr, n_tiles = (N + kern->nr - 1) / kern->nr;
+    long tiles = m_tiles * n_tiles, even = (tiles + threads - 1) / threads;
+    int tm, tn;
+    cf_gemm_choose_grid(kern, M, N, K, threads, &tm, &tn);
+    long largest = ((m_tiles + tm - 1) / tm) * ((n_tiles + tn - 1) / tn);
+    bool fits = tm >= 1 && tn >= 1 && tm * tn <= threads && tm <= m_tiles && tn <= n_tiles;
+    CHECK_MSG(fits && largest <= 2 * even,
+              "%s, %ld x %ld x %ld on %d threads: grid %d x %d, largest cell %ld tiles (even split %ld)", kern->name, M,
+              N, K, threads, tm, tn, largest, even);
+}
+
 static void check_grids(void) {
     static const long shapes[][3] = {{512, 768, 768}, {4096, 4096, 4096}, {2048, 288, 768}, {210, 210, 186},
                                      {12, 4096, 512},  {4096, 32, 512},    {37, 1000, 64}};
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
-        const gemm_kernel *kern = cf_gemm_kernel_for(CF_F32);
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int threads = 1; threads <= 128; threads++) {
-                long M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-                long m_tiles = (M + kern->mr - 1) / kern->mr, n_tiles = (N + kern->nr - 1) / kern->nr;
-                long tiles = m_tiles * n_tiles, even = (tiles + threads - 1) / threads;
-                int tm, tn;
-                cf_gemm_choose_grid(kern, M, N, K, threads, &tm, &tn);
-                long largest = ((m_tiles + tm - 1) / tm) * ((n_tiles + tn - 1) / tn);
-                bool fits = tm >= 1 && tn >= 1 && tm * tn <= threads && tm <= m_tiles && tn <= n_tiles;
-                CHECK_MSG(fits && largest <= 2 * even,
-                          "%s, %ld x %ld x %ld on %d threads: grid %d x %d, largest cell %ld tiles (even split %ld)",
-                          kern->name, M, N, K, threads, tm, tn, largest, even);
-            }
+        const gemm_kernel *kernels[] = {cf_gemm_kernel_for(CF_F32), cf_gemm_kernel_for(CF_BF16)};
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int threads = 1; threads <= 128; threads++)
+                    check_grid(kernels[k], shapes[i][0], shapes[i][1], shapes[i][2], threads);
     }
 }
 
