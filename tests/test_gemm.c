@@ -17,7 +17,9 @@
 
 #include <float.h>
 #include <immintrin.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -327,6 +329,46 @@ static void check_denormals(void) {
     }
 }
 
+/* Several program threads may multiply at once (each product waits for the pool while
+ * another holds it): every result equals the one computed alone. */
+enum { CONCURRENT_CALLERS = 3 };
+
+typedef struct concurrent_ctx {
+    const shape *s;
+    const matrices *m;
+    int rounds;
+    atomic_int wrong;
+} concurrent_ctx;
+
+static void *concurrent_caller(void *arg) {
+    concurrent_ctx *x = arg;
+    const shape *s = x->s;
+    const matrices *m = x->m;
+    float *C = malloc(sizeof(float) * (size_t)m->size_c);
+    for (int r = 0; r < x->rounds; r++) {
+        memcpy(C, m->C0, sizeof(float) * (size_t)m->size_c);
+        cf_sgemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, m->A, m->lda, m->B, m->ldb, s->beta, C, m->ldc);
+        if (memcmp(C, m->C, sizeof(float) * (size_t)m->size_c) != 0) atomic_fetch_add(&x->wrong, 1);
+    }
+    free(C);
+    return NULL;
+}
+
+static void check_concurrent_callers(bool sanitized) {
+    const shape s = {false, true, 131, 260, 70, 1.0f, 0.5f};
+    matrices m = make(&s, false);
+    cf_sgemm(s.ta, s.tb, s.M, s.N, s.K, s.alpha, m.A, m.lda, m.B, m.ldb, s.beta, m.C, m.ldc);
+    compare(&s, &m, "f32 before the concurrent calls");
+    concurrent_ctx x = {.s = &s, .m = &m, .rounds = sanitized ? 10 : 100};
+    atomic_init(&x.wrong, 0);
+    pthread_t callers[CONCURRENT_CALLERS];
+    for (int i = 0; i < CONCURRENT_CALLERS; i++) CHECK(pthread_create(&callers[i], NULL, concurrent_caller, &x) == 0);
+    for (int i = 0; i < CONCURRENT_CALLERS; i++) pthread_join(callers[i], NULL);
+    CHECK_MSG(atomic_load(&x.wrong) == 0, "%d of %d products from %d threads at once differ from the one made alone",
+              atomic_load(&x.wrong), CONCURRENT_CALLERS * x.rounds, CONCURRENT_CALLERS);
+    release(&m);
+}
+
 /* The thread grid keeps the threads busy whatever their count, primes included: its
  * largest cell holds at most twice the tiles of an even split (a grid that had to use
  * exactly the pool's 61 threads once ran 512 x 768 x 768 on one), never more cells than
@@ -486,6 +528,7 @@ int main(void) {
         check_batched(5);
     }
     check_grids();
+    check_concurrent_callers(sanitized);
     check_thread_counts(sanitized);
     check_bad_calls();
     return test_finish();

@@ -1,5 +1,7 @@
 /* The thread pool runs every task exactly once, gives concurrent tasks distinct thread
- * ids, runs nested calls serially, and its team barrier orders phases. */
+ * ids, runs nested calls serially, its team barrier orders phases, and several threads
+ * of the program may call it at once. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "cformers/threads.h"
@@ -11,10 +13,11 @@ static atomic_int counts[N_TASKS];
 static atomic_int busy[MAX_THREADS];
 static atomic_int id_clash;
 
+/* ctx: the job's run counts, one per task. */
 static void count_task(void *ctx, int task, int thread) {
-    (void)ctx;
+    atomic_int *runs = ctx;
     if (atomic_fetch_add(&busy[thread], 1) != 0) atomic_fetch_add(&id_clash, 1);
-    atomic_fetch_add(&counts[task], 1);
+    atomic_fetch_add(&runs[task], 1);
     atomic_fetch_sub(&busy[thread], 1);
 }
 
@@ -46,13 +49,44 @@ static void team_task(void *ctx, int thread, int n_threads) {
     cf_team_barrier();
 }
 
+/* One of several program threads using the pool at the same time: each of its jobs must
+ * still run every task once, with distinct thread ids, and every team member once. */
+enum { CALLERS = 4, CALLER_TASKS = 200, CALLER_ROUNDS = 30 };
+
+static void *caller_main(void *arg) {
+    atomic_int *failures = arg;
+    static _Thread_local atomic_int mine[CALLER_TASKS];
+    for (int round = 0; round < CALLER_ROUNDS; round++) {
+        for (int i = 0; i < CALLER_TASKS; i++) atomic_store(&mine[i], 0);
+        cf_parallel_for(CALLER_TASKS, count_task, mine);
+        for (int i = 0; i < CALLER_TASKS; i++)
+            if (atomic_load(&mine[i]) != 1) atomic_fetch_add(failures, 1);
+        team_ctx t = {0};
+        cf_parallel_team(team_task, &t);
+        if (atomic_load(&t.ran) != cf_num_threads() || atomic_load(&t.bad) != 0) atomic_fetch_add(failures, 1);
+    }
+    return NULL;
+}
+
+static void check_concurrent_callers(int threads) {
+    cf_set_num_threads(threads);
+    atomic_int failures;
+    atomic_init(&failures, 0);
+    pthread_t callers[CALLERS];
+    for (int i = 0; i < CALLERS; i++) CHECK(pthread_create(&callers[i], NULL, caller_main, &failures) == 0);
+    for (int i = 0; i < CALLERS; i++) pthread_join(callers[i], NULL);
+    CHECK_MSG(atomic_load(&failures) == 0, "%d wrong jobs with %d program threads on a pool of %d",
+              atomic_load(&failures), CALLERS, threads);
+    CHECK(atomic_load(&id_clash) == 0);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 4; threads++) {
         cf_set_num_threads(threads);
         CHECK(cf_num_threads() == threads);
         for (int rep = 0; rep < 20; rep++) {
             for (int i = 0; i < N_TASKS; i++) atomic_store(&counts[i], 0);
-            cf_parallel_for(N_TASKS, count_task, NULL);
+            cf_parallel_for(N_TASKS, count_task, counts);
             int wrong = 0;
             for (int i = 0; i < N_TASKS; i++) wrong += atomic_load(&counts[i]) != 1;
             CHECK_MSG(wrong == 0, "%d tasks not run exactly once with %d threads", wrong, threads);
@@ -81,6 +115,8 @@ int main(void) {
         prev_end = e;
     }
     CHECK(total == 100);
+    check_concurrent_callers(1);
+    check_concurrent_callers(3);
     cf_set_num_threads(0);
     return test_finish();
 }

@@ -17,7 +17,9 @@
  * max|operand| besides the rounding; the caller's floating-point mode is left as it was.
  *
  * Kernels are chosen at run time from the CPU (see cpu.h) and run on the engine's
- * thread pool; called from inside a pool task they run on the calling thread only. */
+ * thread pool; called from inside a pool task they run on the calling thread only.
+ * Several threads of a program may call these functions at once: their products take
+ * turns on the pool (see threads.h). */
 #ifndef CFORMERS_GEMM_H
 #define CFORMERS_GEMM_H
 

@@ -3,7 +3,9 @@
  * so nothing oversubscribes: a parallel call made from inside a pool task runs
  * serially on the calling thread.
  *
- * The calling thread takes part in the work, so a pool of N threads starts N-1 workers. */
+ * The calling thread takes part in the work, so a pool of N threads starts N-1 workers.
+ * Several threads of a program may call in at once: their jobs take turns, each caller
+ * waiting until the pool has finished the job before its own. */
 #ifndef CFORMERS_THREADS_H
 #define CFORMERS_THREADS_H
 
@@ -15,7 +17,9 @@ extern "C" {
 
 /* Runs fn(ctx, task, thread) for task = 0 .. n_tasks-1, spread dynamically over the
  * pool; returns when all are done. `thread` is in [0, cf_num_threads()) and is unique
- * among tasks running at the same time, so it can index per-thread scratch space. */
+ * among the call's tasks running at the same time, so it can index per-thread scratch
+ * space that belongs to the call. A single task runs at once on the caller (thread 0),
+ * not waiting for the pool. */
 typedef void (*cf_task_fn)(void *ctx, int task, int thread);
 void cf_parallel_for(int n_tasks, cf_task_fn fn, void *ctx);
 

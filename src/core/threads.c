@@ -23,6 +23,7 @@ typedef struct job {
 } job;
 
 static struct {
+    pthread_mutex_t dispatch_lock; /* one caller's job (or resize) at a time */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_cond_t done;
@@ -36,7 +37,10 @@ static struct {
     job current;
     bool shutdown;
     bool started;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+} pool = {.dispatch_lock = PTHREAD_MUTEX_INITIALIZER,
+        .lock = PTHREAD_MUTEX_INITIALIZER,
+        .wake = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool tls_in_pool;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -138,15 +142,17 @@ int cf_num_threads(void) {
 void cf_set_num_threads(int n) {
     pthread_once(&init_once, init_pool);
     if (n < 1) n = default_threads();
-    if (n == pool.n_threads) return;
-    stop_workers();
-    start_workers(n);
+    pthread_mutex_lock(&pool.dispatch_lock);
+    if (n != pool.n_threads) {
+        stop_workers();
+        start_workers(n);
+    }
+    pthread_mutex_unlock(&pool.dispatch_lock);
 }
 
 bool cf_in_parallel(void) { return tls_in_pool; }
 
-static void dispatch(job *j) {
-    pthread_once(&init_once, init_pool);
+static void run_on_pool(job *j) {
     if (pool.n_threads == 1) {
         run_job(j, 0);
         return;
@@ -174,6 +180,15 @@ static void dispatch(job *j) {
         while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done, &pool.lock);
         pthread_mutex_unlock(&pool.lock);
     }
+}
+
+/* Callers outside the pool take turns (the workers, the job slot and the thread ids
+ * serve one job at a time): a second caller waits for the first one's job to finish. */
+static void dispatch(job *j) {
+    pthread_once(&init_once, init_pool);
+    pthread_mutex_lock(&pool.dispatch_lock);
+    run_on_pool(j);
+    pthread_mutex_unlock(&pool.dispatch_lock);
 }
 
 void cf_parallel_for(int n_tasks, cf_task_fn fn, void *ctx) {
