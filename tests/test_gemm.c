@@ -398,8 +398,6 @@ static void check_grids(void) {
     }
 }
 
-/* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
- * argument; run in a child process, its stderr captured. */
 /* Pools of other sizes than this machine's: the threads split C into a grid of
  * rectangles (1 x n, n x 1, 2 x 2, 2 x 3, ...), with edge cells narrower than a tile or
  * empty, and each thread packs its own blocks. Shapes large enough to use every thread,
@@ -429,33 +427,6 @@ static void check_thread_counts(bool sanitized) {
     cf_set_num_threads(0);
 }
 
-static void check_bad_call_aborts(void (*call)(void), const char *expect) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        call();
-        _exit(0);
-    }
-    close(fds[1]);
-    char text[512];
-    size_t got = 0;
-    ssize_t n;
-    while (got < sizeof text - 1 && (n = read(fds[0], text + got, sizeof text - 1 - got)) > 0) got += (size_t)n;
-    text[got] = 0;
-    close(fds[0]);
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
-    if (!strstr(text, expect)) fprintf(stderr, "expected \"%s\" in: %s\n", expect, text);
-    CHECK(strstr(text, expect) != NULL);
-}
-
 static float g_bad[16];
 
 static void call_short_lda(void) { cf_sgemm(false, false, 2, 3, 4, 1.0f, g_bad, 3, g_bad, 3, 0.0f, g_bad, 3); }
@@ -476,16 +447,18 @@ static void call_packed_other_kernel(void) {
     cf_gemm_packed(false, 2, 1.0f, g_bad, 4, packed, 0.0f, g_bad, 4);
 }
 
+/* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
+ * argument; run in a child process, its stderr captured. */
 static void check_bad_calls(void) {
-    check_bad_call_aborts(call_pack_negative_k, "cf_gemm_pack_b: K and N must not be negative");
-    check_bad_call_aborts(call_pack_short_ldb, "ldb 3 is less than the 4 columns (K, B transposed)");
+    check_aborts(call_pack_negative_k, "cf_gemm_pack_b: K and N must not be negative");
+    check_aborts(call_pack_short_ldb, "ldb 3 is less than the 4 columns (K, B transposed)");
     if (cf_isa_supported() != CF_ISA_SCALAR)
-        check_bad_call_aborts(call_packed_other_kernel, "pack it again");
-    check_bad_call_aborts(call_short_lda, "cf_sgemm: lda 3 is less than the 4 columns (K)");
-    check_bad_call_aborts(call_short_ldb_transposed, "ldb 3 is less than the 4 columns (K, B transposed)");
-    check_bad_call_aborts(call_short_ldc, "cf_gemm_bf16: ldc 2 is less than N 3");
-    check_bad_call_aborts(call_negative_k, "must not be negative");
-    check_bad_call_aborts(call_null_b, "NULL");
+        check_aborts(call_packed_other_kernel, "pack it again");
+    check_aborts(call_short_lda, "cf_sgemm: lda 3 is less than the 4 columns (K)");
+    check_aborts(call_short_ldb_transposed, "ldb 3 is less than the 4 columns (K, B transposed)");
+    check_aborts(call_short_ldc, "cf_gemm_bf16: ldc 2 is less than N 3");
+    check_aborts(call_negative_k, "must not be negative");
+    check_aborts(call_null_b, "NULL");
 }
 
 int main(void) {

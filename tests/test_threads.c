@@ -80,7 +80,18 @@ static void check_concurrent_callers(int threads) {
     CHECK(atomic_load(&id_clash) == 0);
 }
 
+/* A pool task that resizes the pool would wait for its own job: it must stop with a
+ * message instead of hanging. Run in a child process, before this process starts its
+ * pool (a forked child has no workers). */
+static void resize_task(void *ctx, int task, int thread) {
+    (void)ctx, (void)task, (void)thread;
+    cf_set_num_threads(3);
+}
+
+static void resize_inside_task(void) { cf_parallel_for(2, resize_task, NULL); }
+
 int main(void) {
+    check_aborts(resize_inside_task, "cf_set_num_threads called from inside a pool task");
     for (int threads = 1; threads <= 4; threads++) {
         cf_set_num_threads(threads);
         CHECK(cf_num_threads() == threads);

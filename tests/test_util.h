@@ -6,8 +6,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int test_failures;
 static int test_checks;
@@ -53,6 +56,34 @@ static inline int test_finish(void) {
     }
     printf("all %d checks passed\n", test_checks);
     return 0;
+}
+
+/* Runs call() in a child process and checks that it stops with SIGABRT after writing
+ * `expect` to stderr: how a broken API contract ends (as BLAS's xerbla does). */
+static inline void check_aborts(void (*call)(void), const char *expect) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        call();
+        _exit(0);
+    }
+    close(fds[1]);
+    char text[512];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof text - 1 && (n = read(fds[0], text + got, sizeof text - 1 - got)) > 0) got += (size_t)n;
+    text[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    CHECK_CONTAINS(text, expect);
 }
 
 /* Path to a file under the shared data directory (CFORMERS_DATA_DIR, default ../shared/data),

@@ -34,7 +34,8 @@ void cf_team_barrier(void);
 void cf_split_range(long n, int parts, int i, long *begin, long *end);
 
 int cf_num_threads(void);
-/* Resizes the pool (n < 1 means the default). Not to be called from inside a pool task. */
+/* Resizes the pool (n < 1 means the default), once any job running on it has finished.
+ * Called from inside a pool task, it says so on stderr and aborts. */
 void cf_set_num_threads(int n);
 /* True while the calling thread is running a pool task. */
 bool cf_in_parallel(void);

@@ -140,6 +140,10 @@ int cf_num_threads(void) {
 }
 
 void cf_set_num_threads(int n) {
+    if (tls_in_pool) { /* its job holds the pool: resizing would wait for itself */
+        fprintf(stderr, "cformers: cf_set_num_threads called from inside a pool task\n");
+        abort();
+    }
     pthread_once(&init_once, init_pool);
     if (n < 1) n = default_threads();
     pthread_mutex_lock(&pool.dispatch_lock);
