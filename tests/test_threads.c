@@ -90,6 +90,42 @@ static void resize_task(void *ctx, int task, int thread) {
 
 static void resize_inside_task(void) { cf_parallel_for(2, resize_task, NULL); }
 
+/* A child forked while the pool runs has none of its workers: its jobs must still run
+ * (it starts new ones) rather than wait for threads that are gone. The child reports by
+ * its exit status; one that hangs is killed after a while and counts as a failure. */
+static int child_jobs_ok(void) {
+    atomic_int runs[N_TASKS];
+    for (int i = 0; i < N_TASKS; i++) atomic_init(&runs[i], 0);
+    cf_parallel_for(N_TASKS, count_task, runs);
+    for (int i = 0; i < N_TASKS; i++)
+        if (atomic_load(&runs[i]) != 1) return 0;
+    team_ctx t = {0};
+    cf_parallel_team(team_task, &t);
+    return atomic_load(&t.ran) == cf_num_threads() && atomic_load(&t.bad) == 0;
+}
+
+static void check_fork(void) {
+    cf_set_num_threads(3);
+    cf_parallel_for(N_TASKS, count_task, counts); /* the workers are up */
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(child_jobs_ok() ? 0 : 1);
+    int status = 0;
+    pid_t done = 0;
+    for (int tenth = 0; tenth < 300 && done == 0; tenth++) { /* 30 s */
+        done = waitpid(pid, &status, WNOHANG);
+        if (done == 0) usleep(100000);
+    }
+    if (done == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK_MSG(done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "a child forked from a running pool could not run its jobs (%s)", done == 0 ? "hung" : "failed");
+    CHECK(child_jobs_ok()); /* and the parent's pool still works */
+}
+
 int main(void) {
     check_aborts(resize_inside_task, "cf_set_num_threads called from inside a pool task");
     for (int threads = 1; threads <= 4; threads++) {
@@ -128,6 +164,7 @@ int main(void) {
     CHECK(total == 100);
     check_concurrent_callers(1);
     check_concurrent_callers(3);
+    check_fork();
     cf_set_num_threads(0);
     return test_finish();
 }

@@ -5,7 +5,8 @@
  *
  * The calling thread takes part in the work, so a pool of N threads starts N-1 workers.
  * Several threads of a program may call in at once: their jobs take turns, each caller
- * waiting until the pool has finished the job before its own. */
+ * waiting until the pool has finished the job before its own. A child process forked
+ * from a program using the pool starts workers of its own at its first job. */
 #ifndef CFORMERS_THREADS_H
 #define CFORMERS_THREADS_H
 

@@ -129,9 +129,26 @@ static void start_workers(int n) {
     pool.started = true;
 }
 
+/* In a child forked from a process using the pool, only the forking thread exists: the
+ * workers are gone, and so is anything they held. The child forgets them, its locks and
+ * wake-ups start fresh, and its first job starts new workers (a server that forks after
+ * loading a model, a test that runs a case in a child). */
+static void forget_workers_after_fork(void) {
+    pool.dispatch_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    pool.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    pool.wake = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+    pool.done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+    atomic_store(&pool.barrier_count, 0);
+    atomic_store(&pool.pending, 0);
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.started = false;
+}
+
 static void init_pool(void) {
     start_workers(default_threads());
     atexit(stop_workers);
+    pthread_atfork(NULL, NULL, forget_workers_after_fork);
 }
 
 int cf_num_threads(void) {
@@ -191,6 +208,7 @@ static void run_on_pool(job *j) {
 static void dispatch(job *j) {
     pthread_once(&init_once, init_pool);
     pthread_mutex_lock(&pool.dispatch_lock);
+    if (!pool.started) start_workers(pool.n_threads); /* first job after a fork */
     run_on_pool(j);
     pthread_mutex_unlock(&pool.dispatch_lock);
 }
