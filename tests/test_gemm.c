@@ -18,13 +18,10 @@
 #include <float.h>
 #include <immintrin.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -376,8 +373,9 @@ static void check_concurrent_callers(bool sanitized) {
 static void check_grid(const gemm_kernel *kern, long M, long N, long K, int threads) {
     long m_tiles = (M + kern->mr - 1) / kern->mr, n_tiles = (N + kern->nr - 1) / kern->nr;
     long tiles = m_tiles * n_tiles, even = (tiles + threads - 1) / threads;
+    gemm_blocking blk = cf_gemm_blocking(kern);
     int tm, tn;
-    cf_gemm_choose_grid(kern, M, N, K, threads, &tm, &tn);
+    cf_gemm_choose_grid(kern, &blk, M, N, K, threads, &tm, &tn);
     long largest = ((m_tiles + tm - 1) / tm) * ((n_tiles + tn - 1) / tn);
     bool fits = tm >= 1 && tn >= 1 && tm * tn <= threads && tm <= m_tiles && tn <= n_tiles;
     CHECK_MSG(fits && largest <= 2 * even,
@@ -399,8 +397,8 @@ static void check_grids(void) {
 }
 
 /* Pools of other sizes than this machine's: the threads split C into a grid of
- * rectangles (1 x n, n x 1, 2 x 2, 2 x 3, ...), with edge cells narrower than a tile or
- * empty, and each thread packs its own blocks. Shapes large enough to use every thread,
+ * rectangles (1 x n, n x 1, 2 x 2, 2 x 3, ...), with edge cells narrower than a tile and
+ * threads the grid leaves idle, and each thread packs its own blocks. Shapes large enough to use every thread,
  * tall, wide and square, with ragged edges; and batches that are fewer and more than
  * the threads. */
 static void check_thread_counts(bool sanitized) {

@@ -3,6 +3,7 @@
  * of the program may call it at once. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "cformers/threads.h"
 #include "test_util.h"
@@ -49,22 +50,27 @@ static void team_task(void *ctx, int thread, int n_threads) {
     cf_team_barrier();
 }
 
+/* One counting job of n_tasks (runs: its counts) and one team job; whether every task ran
+ * once and every team member once, its barrier holding. */
+static bool jobs_run_right(atomic_int *runs, int n_tasks) {
+    for (int i = 0; i < n_tasks; i++) atomic_init(&runs[i], 0);
+    cf_parallel_for(n_tasks, count_task, runs);
+    for (int i = 0; i < n_tasks; i++)
+        if (atomic_load(&runs[i]) != 1) return false;
+    team_ctx t = {0};
+    cf_parallel_team(team_task, &t);
+    return atomic_load(&t.ran) == cf_num_threads() && atomic_load(&t.bad) == 0;
+}
+
 /* One of several program threads using the pool at the same time: each of its jobs must
  * still run every task once, with distinct thread ids, and every team member once. */
 enum { CALLERS = 4, CALLER_TASKS = 200, CALLER_ROUNDS = 30 };
 
 static void *caller_main(void *arg) {
     atomic_int *failures = arg;
-    static _Thread_local atomic_int mine[CALLER_TASKS];
-    for (int round = 0; round < CALLER_ROUNDS; round++) {
-        for (int i = 0; i < CALLER_TASKS; i++) atomic_store(&mine[i], 0);
-        cf_parallel_for(CALLER_TASKS, count_task, mine);
-        for (int i = 0; i < CALLER_TASKS; i++)
-            if (atomic_load(&mine[i]) != 1) atomic_fetch_add(failures, 1);
-        team_ctx t = {0};
-        cf_parallel_team(team_task, &t);
-        if (atomic_load(&t.ran) != cf_num_threads() || atomic_load(&t.bad) != 0) atomic_fetch_add(failures, 1);
-    }
+    atomic_int mine[CALLER_TASKS];
+    for (int round = 0; round < CALLER_ROUNDS; round++)
+        if (!jobs_run_right(mine, CALLER_TASKS)) atomic_fetch_add(failures, 1);
     return NULL;
 }
 
@@ -93,24 +99,13 @@ static void resize_inside_task(void) { cf_parallel_for(2, resize_task, NULL); }
 /* A child forked while the pool runs has none of its workers: its jobs must still run
  * (it starts new ones) rather than wait for threads that are gone. The child reports by
  * its exit status; one that hangs is killed after a while and counts as a failure. */
-static int child_jobs_ok(void) {
-    atomic_int runs[N_TASKS];
-    for (int i = 0; i < N_TASKS; i++) atomic_init(&runs[i], 0);
-    cf_parallel_for(N_TASKS, count_task, runs);
-    for (int i = 0; i < N_TASKS; i++)
-        if (atomic_load(&runs[i]) != 1) return 0;
-    team_ctx t = {0};
-    cf_parallel_team(team_task, &t);
-    return atomic_load(&t.ran) == cf_num_threads() && atomic_load(&t.bad) == 0;
-}
-
 static void check_fork(void) {
     cf_set_num_threads(3);
     cf_parallel_for(N_TASKS, count_task, counts); /* the workers are up */
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
-    if (pid == 0) _exit(child_jobs_ok() ? 0 : 1);
+    if (pid == 0) _exit(jobs_run_right(counts, N_TASKS) ? 0 : 1);
     int status = 0;
     pid_t done = 0;
     for (int tenth = 0; tenth < 300 && done == 0; tenth++) { /* 30 s */
@@ -123,7 +118,7 @@ static void check_fork(void) {
     }
     CHECK_MSG(done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "a child forked from a running pool could not run its jobs (%s)", done == 0 ? "hung" : "failed");
-    CHECK(child_jobs_ok()); /* and the parent's pool still works */
+    CHECK(jobs_run_right(counts, N_TASKS)); /* and the parent's pool still works */
 }
 
 int main(void) {

@@ -4,9 +4,9 @@
 #define CFORMERS_TEST_UTIL_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -162,10 +162,10 @@ static void run_cells(void *ctx, int thread, int n_threads) {
 
 /* Chooses a grid of tm x tn <= threads cells minimising the largest cell's time: its C
  * area times K multiply-adds for the micro-kernel, plus the A and B elements it packs,
- * each costing about a cycle, i.e. the kernel's multiply-adds per cycle. A read in place counts as
- * packed (its rows still come from memory: counting it free split 1024^3 by N, -13%),
- * and so does a B packed ahead (its panels come from memory on the first pass over each
- * block, which costs about what packing them did at M = 512). Against weighting a
+ * each costing about a cycle, i.e. the kernel's multiply-adds per cycle. A read in place
+ * counts as packed (its rows still come from memory: counting it free split 1024^3 by N,
+ * -13%), and so does a B packed ahead (its panels come from memory on the first pass over
+ * each block, which costs about what packing them did at M = 512). Against weighting a
  * packed element as one multiply-add, 2 threads, 40 interleaved pairs per product, on
  * the products where the choice differs: 2048^3 NN / NT / TN +1.7 / +2.0 / +1.2%,
  * 2048 x 2048 x 512 +1.4..+2.6%, 8192 x 2048 x 512 +1.5..+1.7%, 2048 x 768 x 288
@@ -180,15 +180,15 @@ static void run_cells(void *ctx, int thread, int n_threads) {
  * p x 1, and none at all when p exceeds both tile counts: 61 threads ran 512 x 768 x 768
  * on one thread, and 4096^3 as 61 x 1, each cell packing all of B (6 x 10 costs 1.34x
  * less in this model). */
-void cf_gemm_choose_grid(const gemm_kernel *kern, long M, long N, long K, int threads, int *tm_out, int *tn_out) {
+void cf_gemm_choose_grid(const gemm_kernel *kern, const gemm_blocking *blk, long M, long N, long K, int threads,
+                         int *tm_out, int *tn_out) {
     long m_tiles = ceil_div(M, kern->mr), n_tiles = ceil_div(N, kern->nr);
-    long mc = cf_gemm_blocking(kern).mc;
     double best = -1;
     *tm_out = *tn_out = 1;
     for (int tm = 1; tm <= threads && tm <= m_tiles; tm++) {
         int tn = (int)min_l(threads / tm, n_tiles);
         double mt = (double)ceil_div(m_tiles, tm) * kern->mr, nt = (double)ceil_div(n_tiles, tn) * kern->nr;
-        double packed = mt + nt * (double)ceil_div((long)mt, mc);
+        double packed = mt + nt * (double)ceil_div((long)mt, blk->mc);
         double cost = (mt * nt + kern->macs_per_cycle * packed) * (double)K;
         if (best < 0 || cost < best) {
             best = cost;
@@ -210,7 +210,7 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
     int threads = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
     if (threads < 1) threads = 1;
-    cf_gemm_choose_grid(kern, M, N, K, threads, &j.tm, &j.tn);
+    cf_gemm_choose_grid(kern, &j.blk, M, N, K, threads, &j.tm, &j.tn);
     if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
     else cf_parallel_team(run_cells, &j);
 }

@@ -190,9 +190,10 @@ const gemm_kernel *cf_gemm_kernel_for(cf_dtype input);
 /* The K block every product with this kernel uses when its B is packed ahead. */
 long cf_gemm_packed_kc(const gemm_kernel *kern, long K);
 
-/* The thread grid of a blocked product on `threads` threads: tm x tn <= threads cells of
- * C, none empty, one per thread (see gemm_blocked.c). */
-void cf_gemm_choose_grid(const gemm_kernel *kern, long M, long N, long K, int threads, int *tm, int *tn);
+/* The thread grid of a blocked product on `threads` threads with the kernel's blocking:
+ * tm x tn <= threads cells of C, none empty, one per thread (see gemm_blocked.c). */
+void cf_gemm_choose_grid(const gemm_kernel *kern, const gemm_blocking *blk, long M, long N, long K, int threads, int *tm,
+                         int *tn);
 
 /* The blocked five-loop algorithm over the whole thread pool (or the calling thread
  * when already inside it). A is M x K and B is K x N after the operands' strides; with
