@@ -4,13 +4,13 @@
 #   make test       install missing packages, build, run the test suite
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate
+.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals
 
 all: build
 
@@ -51,6 +51,9 @@ bench-fusion: build
 
 bench-generate: build
 	@bash bench/bench_generate.sh
+
+bench-denormals: build
+	@$(BUILD)/bench/bench_denormals
 
 clean:
 	rm -rf build build-gcc build-asan

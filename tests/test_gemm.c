@@ -11,7 +11,7 @@
 #include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
-#include "kernels/gemm/gemm_denormals.h"
+#include "core/denormals.h"
 #include "kernels/gemm/gemm_internal.h"
 #include "test_util.h"
 
@@ -321,7 +321,7 @@ static void check_denormals(void) {
     unsigned modes[64] = {0};
     if (cf_num_threads() <= 64) {
         cf_parallel_team(record_mxcsr, modes);
-        unsigned flush = GEMM_MXCSR_DAZ | GEMM_MXCSR_FTZ;
+        unsigned flush = CF_MXCSR_DAZ | CF_MXCSR_FTZ;
         for (int t = 0; t < cf_num_threads(); t++) CHECK((modes[t] & flush) == (before & flush));
     }
 }

@@ -1,6 +1,7 @@
 /* The thread pool runs every task exactly once, gives concurrent tasks distinct thread
  * ids, runs nested calls serially, its team barrier orders phases, and several threads
- * of the program may call it at once. */
+ * of the program may call it at once; tasks run in the caller's floating-point mode. */
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -60,6 +61,27 @@ static bool jobs_run_right(atomic_int *runs, int n_tasks) {
     team_ctx t = {0};
     cf_parallel_team(team_task, &t);
     return atomic_load(&t.ran) == cf_num_threads() && atomic_load(&t.bad) == 0;
+}
+
+static void record_fp_mode(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    ((unsigned *)ctx)[thread] = _mm_getcsr();
+}
+
+/* Tasks run in the calling thread's floating-point mode (here: rounding towards zero,
+ * denormals as zero), and the workers' own mode is back for a caller in the default
+ * one. */
+static void check_fp_mode(void) {
+    enum { ROUND_TOWARD_ZERO = 3 << 13, DAZ = 1 << 6, FTZ = 1 << 15 };
+    unsigned modes[MAX_THREADS], own = _mm_getcsr(), special = own | ROUND_TOWARD_ZERO | DAZ | FTZ;
+    int n = cf_num_threads();
+    _mm_setcsr(special);
+    cf_parallel_team(record_fp_mode, modes);
+    _mm_setcsr(own);
+    for (int t = 0; t < n; t++)
+        CHECK_MSG(modes[t] == special, "thread %d of %d ran in %#x, not the caller's %#x", t, n, modes[t], special);
+    cf_parallel_team(record_fp_mode, modes);
+    for (int t = 0; t < n; t++) CHECK_MSG(modes[t] == own, "thread %d of %d kept %#x after the job", t, n, modes[t]);
 }
 
 /* One of several program threads using the pool at the same time: each of its jobs must
@@ -146,6 +168,7 @@ int main(void) {
             CHECK(atomic_load(&t.ran) == threads);
             CHECK(atomic_load(&t.bad) == 0);
         }
+        check_fp_mode();
     }
     long total = 0, prev_end = 0;
     for (int i = 0; i < 7; i++) {

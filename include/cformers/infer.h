@@ -66,7 +66,8 @@ const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m);
 
 /* Runs `n` tokens at positions pos .. pos+n-1 as one batch, appending their keys and
  * values to the cache (which must already hold positions 0 .. pos-1 of this sequence).
- * logits receives [n, vocab] with all_logits, else the last token's [vocab]. */
+ * logits receives [n, vocab] with all_logits, else the last token's [vocab]. Denormal
+ * floats count as zero in it, as in every product (gemm.h). */
 int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits,
                      cf_error *err);
 

@@ -53,7 +53,9 @@ void cf_plan_zero_grads(cf_plan *p);
 
 /* Runs the nodes of the given phases (CF_PHASE_* bits) in order. Forward alone
  * evaluates (validation, gradient checks); FORWARD|BACKWARD accumulates gradients;
- * UPDATE applies the optimizer. Never allocates. */
+ * UPDATE applies the optimizer. Never allocates. Computes with denormal floats as zero
+ * (each would cost a ~100-cycle assist; see gemm.h) and leaves the caller's
+ * floating-point mode as it was; a node hook runs in the engine's mode. */
 void cf_plan_run(cf_plan *p, unsigned phases);
 
 /* Optional per-node timing hook for profilers: called after each node with its

@@ -6,7 +6,13 @@
  * The calling thread takes part in the work, so a pool of N threads starts N-1 workers.
  * Several threads of a program may call in at once: their jobs take turns, each caller
  * waiting until the pool has finished the job before its own. A child process forked
- * from a program using the pool starts workers of its own at its first job. */
+ * from a program using the pool starts workers of its own at its first job.
+ *
+ * Tasks run in the floating-point mode of the thread that called (x86 MXCSR: rounding,
+ * denormals as zero), as they would if that thread ran them all; each worker's own
+ * mode comes back after the job (Intel's OpenMP runtime does the same by default,
+ * KMP_INHERIT_FP_CONTROL). The engine computes with denormals as zero and sets that
+ * mode itself around its products, plan runs and inference forwards. */
 #ifndef CFORMERS_THREADS_H
 #define CFORMERS_THREADS_H
 

@@ -1,7 +1,9 @@
-/* The executor: runs planned nodes in order. Kernels split their own work over the
- * thread pool; nothing here allocates. */
+/* The executor: runs planned nodes in order, in the engine's floating-point mode
+ * (denormals as zero, core/denormals.h; the caller's mode comes back after). Kernels split
+ * their own work over the thread pool; nothing here allocates. */
 #include <time.h>
 
+#include "core/denormals.h"
 #include "core/graph_internal.h"
 #include "core/plan_run.h"
 
@@ -13,6 +15,7 @@ static double now_seconds(void) {
 
 void cf_plan_run(cf_plan *p, unsigned phases) {
     const cf_graph *g = p->graph;
+    unsigned fp_mode = cf_denormals_off();
     for (int i = 0; i < g->n_nodes; i++) {
         const cf_node *n = g->nodes[i];
         if (!(n->phase & phases)) continue;
@@ -24,6 +27,7 @@ void cf_plan_run(cf_plan *p, unsigned phases) {
         n->op->forward(n);
         p->hook(p->hook_ctx, n, now_seconds() - start);
     }
+    cf_fp_mode_restore(fp_mode);
 }
 
 void cf_plan_set_hook(cf_plan *p, cf_node_hook hook, void *ctx) {

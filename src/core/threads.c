@@ -20,6 +20,7 @@ typedef struct job {
     void *ctx;
     int n_tasks;
     atomic_int next_task;
+    unsigned fp_mode; /* the dispatching thread's MXCSR */
 } job;
 
 static struct {
@@ -77,7 +78,12 @@ static void *worker_main(void *arg) {
         }
         if (pool.shutdown) return NULL;
         seen = gen;
+        /* The job runs in its caller's floating-point mode (rounding, denormals as zero:
+         * core/denormals.h), as a serial run would; the worker's own comes back after. */
+        unsigned own_mode = _mm_getcsr();
+        _mm_setcsr(pool.current.fp_mode);
         run_job(&pool.current, thread);
+        _mm_setcsr(own_mode);
         if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&pool.lock);
             pthread_cond_signal(&pool.done);
@@ -182,6 +188,7 @@ static void run_on_pool(job *j) {
     pool.current.team_fn = j->team_fn;
     pool.current.ctx = j->ctx;
     pool.current.n_tasks = j->n_tasks;
+    pool.current.fp_mode = _mm_getcsr();
     atomic_store(&pool.current.next_task, 0);
     atomic_store(&pool.pending, pool.n_threads - 1);
     pthread_mutex_lock(&pool.lock);

@@ -5,6 +5,7 @@
 
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "core/denormals.h"
 #include "infer/kv_rows.h"
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
@@ -185,11 +186,13 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
             return cf_fail(err, "token %d at position %ld is outside the vocabulary of %ld", tokens[t], pos + t,
                            m->vocab);
     if (cf_num_threads() > m->score_threads) infer_alloc_thread_scratch(m); /* the pool grew since loading */
+    unsigned fp_mode = cf_denormals_off();
     for (long done = 0; done < n; done += INFER_CHUNK) {
         long len = n - done < INFER_CHUNK ? n - done : INFER_CHUNK;
         bool last = done + len == n;
         float *out = all_logits ? logits + done * m->vocab : last ? logits : NULL;
         forward_chunk(m, tokens + done, len, pos + done, out, all_logits);
     }
+    cf_fp_mode_restore(fp_mode);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* The public GEMM entry points: argument shortcuts, the choice between the blocked
  * path and the unpacked decode path, and the kernel for the active ISA. */
-#include "gemm_denormals.h"
+#include "core/denormals.h"
 #include "gemm_internal.h"
 
 #include "cformers/cpu.h"
@@ -123,13 +123,11 @@ static void skinny_dots(const skinny_job *j, long n0, long n) {
 static void skinny_task(void *ctx, int task, int thread) {
     const skinny_job *j = ctx;
     long n0 = task * j->chunk, n = j->N - n0 < j->chunk ? j->N - n0 : j->chunk;
-    unsigned fp_mode = gemm_denormals_off();
     if (j->trans_b)
         skinny_dots(j, n0, n);
     else
         j->kern->nn(j->M, n, j->K, j->alpha, j->A.data, j->A.row_stride, j->A.col_stride, (const float *)j->B + n0,
                     j->ldb, j->beta, j->C + n0, j->ldc);
-    gemm_denormals_restore(fp_mode);
 }
 
 /* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */
@@ -141,7 +139,9 @@ static void skinny(skinny_job j) {
     long chunks = (j.N + SKINNY_CHUNK - 1) / SKINNY_CHUNK;
     if (tasks > chunks) tasks = chunks;
     j.chunk = ((chunks + tasks - 1) / tasks) * SKINNY_CHUNK;
+    unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     cf_parallel_for((int)((j.N + j.chunk - 1) / j.chunk), skinny_task, &j);
+    cf_fp_mode_restore(fp_mode);
 }
 
 void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,

@@ -5,8 +5,9 @@
  * thread waits for another between blocks. The grid shape minimises each thread's
  * share of C plus the panels it must pack. Called from inside a pool task, the whole
  * product runs on the calling thread. */
-#include "gemm_denormals.h"
 #include "gemm_internal.h"
+
+#include "core/denormals.h"
 
 #include "cformers/threads.h"
 
@@ -147,7 +148,6 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
 
 static void run_cells(void *ctx, int thread, int n_threads) {
     const blocked_job *j = ctx;
-    unsigned fp_mode = gemm_denormals_off();
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
     for (int cell = thread; cell < j->tm * j->tn; cell += n_threads) {
         long mt0, mt1, nt0, nt1;
@@ -157,7 +157,6 @@ static void run_cells(void *ctx, int thread, int n_threads) {
         long n0 = nt0 * j->kern->nr, n1 = min_l(nt1 * j->kern->nr, j->N);
         if (m0 < m1 && n0 < n1) run_rect(j, m0, m1, n0, n1);
     }
-    gemm_denormals_restore(fp_mode);
 }
 
 /* Chooses a grid of tm x tn <= threads cells minimising the largest cell's time: its C
@@ -211,6 +210,8 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
     if (threads < 1) threads = 1;
     cf_gemm_choose_grid(kern, &j.blk, M, N, K, threads, &j.tm, &j.tn);
+    unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
     else cf_parallel_team(run_cells, &j);
+    cf_fp_mode_restore(fp_mode);
 }
