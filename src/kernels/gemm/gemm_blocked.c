@@ -1,16 +1,20 @@
 /* The blocked algorithm (loop order in gemm_internal.h) and its threading.
  *
  * Threads split C into a grid of tm x tn rectangles, at most one per thread, aligned
- * to the micro-tile; each thread packs its own A and B blocks into its own buffers, so no
- * thread waits for another between blocks. The grid shape minimises each thread's
- * share of C plus the panels it must pack. Called from inside a pool task, the whole
- * product runs on the calling thread. */
+ * to the micro-tile; each thread packs its own A and B blocks into its own buffers. The
+ * grid shape minimises each thread's share of C plus the panels it must pack. Where the
+ * grid splits M only, the threads claim each block's row tiles as they go, so a slower
+ * core hands its last rows to a faster one (ROWS_CLAIMED); otherwise no thread waits
+ * for another. Called from inside a pool task, the whole product runs on the calling
+ * thread. */
 #include "gemm_internal.h"
 
 #include "core/denormals.h"
 
 #include "cformers/threads.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A_IN_PLACE: packing an A block reads its source at memory speed (about a cycle per
@@ -36,6 +40,7 @@ typedef struct blocked_job {
     float *C;
     long ldc;
     int tm, tn;
+    struct row_claims *claims; /* rows claimed as the product runs (tm x 1 grids), else NULL */
 } blocked_job;
 
 static long min_l(long a, long b) { return a < b ? a : b; }
@@ -101,53 +106,193 @@ static bool a_in_place(const gemm_kernel *kern, const gemm_operand *A, long n_co
     return kern->tile_direct && !A->bf16 && A->col_stride == 1 && n_cols <= nc_max;
 }
 
+/* The packed B block (K block from pc, kb deep; columns jc, nb wide): from the panels
+ * packed ahead, or packed now into the thread's buffer pb. */
+static const uint8_t *b_block(const blocked_job *j, long kc, long pc, long jc, long kb, long nb, uint8_t *pb) {
+    if (!j->packed) {
+        j->kern->pack_b(j->B, pc, jc, kb, nb, j->kern->nr, pb);
+        return pb;
+    }
+    return j->packed->data + (size_t)(pc / kc) * j->packed->block_bytes +
+           (size_t)(jc / j->kern->nr) * cf_gemm_panel_bytes(j->kern, j->kern->nr, kb);
+}
+
+/* One strip of m <= mr rows of C (row0 on) across a B block: A from its packed panel
+ * `a`, or with direct_a A's own rows read in place. */
+static void run_strip(const blocked_job *j, bool direct_a, const uint8_t *a, long row0, long pc, long kb,
+                      const uint8_t *b_block, long jc, long nb, float beta) {
+    const gemm_kernel *kern = j->kern;
+    const size_t b_step = cf_gemm_panel_bytes(kern, kern->nr, kb);
+    float *c = j->C + row0 * j->ldc + jc;
+    int m = (int)min_l(kern->mr, j->M - row0);
+    const float *a_rows = (const float *)j->A->data + row0 * j->A->row_stride + pc;
+    for (long jr = 0; jr < nb; jr += kern->nr) {
+        const uint8_t *b = b_block + (size_t)(jr / kern->nr) * b_step;
+        int n = (int)min_l(kern->nr, nb - jr);
+        if (direct_a)
+            kern->tile_direct(kb, a_rows, j->A->row_stride, b, c + jr, j->ldc, m, n, j->alpha, beta);
+        else
+            kern->tile(kb, a, b, c + jr, j->ldc, m, n, j->alpha, beta);
+    }
+}
+
+/* The K block length for a thread's columns [n0, n1). */
+static long k_block(const blocked_job *j, bool direct_a, long n_cols) {
+    return j->packed ? j->packed->kc : balanced_step(j->K, k_block_max(j, direct_a, n_cols), j->kern->k_group);
+}
+
 static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
     const gemm_kernel *kern = j->kern;
-    const int mr = kern->mr, nr = kern->nr;
-    const long mc = balanced_step(m1 - m0, j->blk.mc, mr), nc = balanced_step(n1 - n0, j->blk.nc, nr);
+    const int mr = kern->mr;
+    const long mc = balanced_step(m1 - m0, j->blk.mc, mr), nc = balanced_step(n1 - n0, j->blk.nc, kern->nr);
     const bool direct_a = a_in_place(kern, j->A, n1 - n0, j->blk.nc);
-    const long kc = j->packed ? j->packed->kc : balanced_step(j->K, k_block_max(j, direct_a, n1 - n0), kern->k_group);
+    const long kc = k_block(j, direct_a, n1 - n0);
     uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
-    const float *a_rows = j->A->data;
-    const long lda = j->A->row_stride;
     if (kern->enter) kern->enter();
     for (long ic = m0; ic < m1; ic += mc) {
         long mb = min_l(mc, m1 - ic);
         for (long pc = 0; pc < j->K; pc += kc) {
             long kb = min_l(kc, j->K - pc);
             float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
-            size_t a_step = cf_gemm_panel_bytes(kern, mr, kb), b_step = cf_gemm_panel_bytes(kern, nr, kb);
+            size_t a_step = cf_gemm_panel_bytes(kern, mr, kb);
             if (!direct_a) kern->pack_a(j->A, ic, pc, mb, kb, mr, pa);
             for (long jc = n0; jc < n1; jc += nc) {
                 long nb = min_l(nc, n1 - jc);
-                const uint8_t *b_block = pb;
-                if (j->packed)
-                    b_block = j->packed->data + (size_t)(pc / kc) * j->packed->block_bytes + (size_t)(jc / nr) * b_step;
-                else
-                    kern->pack_b(j->B, pc, jc, kb, nb, nr, pb);
-                for (long ir = 0; ir < mb; ir += mr) {
-                    const uint8_t *a = pa + (size_t)(ir / mr) * a_step;
-                    float *c = j->C + (ic + ir) * j->ldc + jc;
-                    int m = (int)min_l(mr, mb - ir);
-                    for (long jr = 0; jr < nb; jr += nr) {
-                        const uint8_t *b = b_block + (size_t)(jr / nr) * b_step;
-                        int n = (int)min_l(nr, nb - jr);
-                        if (direct_a)
-                            kern->tile_direct(kb, a_rows + (ic + ir) * lda + pc, lda, b, c + jr, j->ldc, m, n, j->alpha,
-                                              beta);
-                        else
-                            kern->tile(kb, a, b, c + jr, j->ldc, m, n, j->alpha, beta);
-                    }
-                }
+                const uint8_t *b = b_block(j, kc, pc, jc, kb, nb, pb);
+                for (long ir = 0; ir < mb; ir += mr)
+                    run_strip(j, direct_a, pa + (size_t)(ir / mr) * a_step, ic + ir, pc, kb, b, jc, nb, beta);
             }
         }
     }
     if (kern->leave) kern->leave();
 }
 
+/* ROWS_CLAIMED: a static split waits for its slowest thread, and on a machine shared
+ * with other work one core is often slower than the other for seconds at a time (here,
+ * 2048^3 on 2 threads: the two threads' times differed by 3-21%, 10% on average over
+ * nine runs, either core in turn; oneDNN's static split pays the same). Where the grid
+ * splits M only, each thread still packs the A rows of its own share and its own copy
+ * of each B block, but the row tiles of every (K block, N block) are claimed as the
+ * product runs: a thread takes its own tiles from their start, and when they run out
+ * the last ones another thread has not reached, reading that thread's packed A panels.
+ * So each thread mostly computes its own rows (panels read from the other core's cache
+ * are what made an earlier dynamic split lose 2-4%), and the faster one takes over the
+ * slower one's last rows. The threads meet at a barrier after each block (a C tile
+ * gets its K blocks in order; the claims and the A buffers are reused) and after
+ * packing A. Against the static split, 2 threads, 15 interleaved rounds, medians of
+ * the per-round ratios, three sets: never slower, +0.3..+31% (docs/gemm.md). Forcing
+ * the M split with claims on products the grid splits by N (T = 512 rows, N >= 2048)
+ * measured -3..+11%, so the grid's choice stands there. */
+enum { MAX_CLAIM_THREADS = 64 };
+
+typedef struct row_claims {
+    _Atomic uint64_t unclaimed[2][MAX_CLAIM_THREADS]; /* per block parity, per thread: tiles lo | hi << 32 */
+    uint8_t *a_panels[MAX_CLAIM_THREADS];             /* each thread's packed A rows */
+} row_claims;
+
+/* Takes the first tile of a range (its own thread) or the last (another); false when empty. */
+static bool take_tile(_Atomic uint64_t *range, bool first, long *tile) {
+    uint64_t cur = atomic_load_explicit(range, memory_order_relaxed);
+    for (;;) {
+        uint64_t lo = cur & 0xffffffffu, hi = cur >> 32;
+        if (lo >= hi) return false;
+        uint64_t next = first ? (lo + 1) | hi << 32 : lo | (hi - 1) << 32;
+        if (atomic_compare_exchange_weak_explicit(range, &cur, next, memory_order_relaxed, memory_order_relaxed)) {
+            *tile = (long)(first ? lo : hi - 1);
+            return true;
+        }
+    }
+}
+
+/* Thread t's row tiles in round r (its share of M taken `chunk` tiles at a time). */
+static void round_tiles(long m_tiles, int n_threads, int t, long chunk, long r, long *lo, long *hi) {
+    long home0, home1;
+    cf_split_range(m_tiles, n_threads, t, &home0, &home1);
+    *lo = min_l(home0 + r * chunk, home1);
+    *hi = min_l(*lo + chunk, home1);
+}
+
+static void post_tiles(row_claims *cl, long block, long m_tiles, int n_threads, int t, long chunk, long r) {
+    long lo, hi;
+    round_tiles(m_tiles, n_threads, t, chunk, r, &lo, &hi);
+    atomic_store_explicit(&cl->unclaimed[block & 1][t], (uint64_t)lo | (uint64_t)hi << 32, memory_order_relaxed);
+}
+
+/* The next tile for `thread` in this block: its own, else the last one left in the
+ * range with the most left; with the thread whose A panels hold it. */
+static bool claim_tile(row_claims *cl, long block, int thread, int n_threads, long *tile, int *owner) {
+    _Atomic uint64_t *ranges = cl->unclaimed[block & 1];
+    if (take_tile(&ranges[thread], true, tile)) {
+        *owner = thread;
+        return true;
+    }
+    for (;;) {
+        int victim = -1;
+        uint64_t most = 0;
+        for (int t = 0; t < n_threads; t++) {
+            uint64_t r = atomic_load_explicit(&ranges[t], memory_order_relaxed), lo = r & 0xffffffffu, hi = r >> 32;
+            if (hi > lo && hi - lo > most) most = hi - lo, victim = t;
+        }
+        if (victim < 0) return false;
+        if (take_tile(&ranges[victim], false, tile)) {
+            *owner = victim;
+            return true;
+        }
+    }
+}
+
+static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
+    const gemm_kernel *kern = j->kern;
+    const int mr = kern->mr;
+    row_claims *cl = j->claims;
+    const long m_tiles = ceil_div(j->M, mr), share = ceil_div(m_tiles, n_threads);
+    const long chunk = balanced_step(share * mr, j->blk.mc, mr) / mr, rounds = ceil_div(share, chunk);
+    const long nc = balanced_step(j->N, j->blk.nc, kern->nr);
+    const bool direct_a = a_in_place(kern, j->A, j->N, j->blk.nc);
+    const long kc = k_block(j, direct_a, j->N);
+    uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
+    cl->a_panels[thread] = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
+    long block = 0;
+    post_tiles(cl, block, m_tiles, n_threads, thread, chunk, 0);
+    cf_team_barrier();
+    if (kern->enter) kern->enter();
+    for (long r = 0; r < rounds; r++)
+        for (long pc = 0; pc < j->K; pc += kc) {
+            long kb = min_l(kc, j->K - pc);
+            float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
+            size_t a_step = cf_gemm_panel_bytes(kern, mr, kb);
+            if (!direct_a) {
+                long lo, hi;
+                round_tiles(m_tiles, n_threads, thread, chunk, r, &lo, &hi);
+                if (hi > lo)
+                    kern->pack_a(j->A, lo * mr, pc, min_l(hi * mr, j->M) - lo * mr, kb, mr, cl->a_panels[thread]);
+                cf_team_barrier();
+            }
+            for (long jc = 0; jc < j->N; jc += nc, block++) {
+                long nb = min_l(nc, j->N - jc), tile;
+                int owner;
+                const uint8_t *b = b_block(j, kc, pc, jc, kb, nb, pb);
+                while (claim_tile(cl, block, thread, n_threads, &tile, &owner)) {
+                    long lo, hi;
+                    round_tiles(m_tiles, n_threads, owner, chunk, r, &lo, &hi);
+                    run_strip(j, direct_a, cl->a_panels[owner] + (size_t)(tile - lo) * a_step, tile * mr, pc, kb, b, jc,
+                              nb, beta);
+                }
+                bool last_of_round = pc + kc >= j->K && jc + nc >= j->N;
+                post_tiles(cl, block + 1, m_tiles, n_threads, thread, chunk, last_of_round ? r + 1 : r);
+                cf_team_barrier();
+            }
+        }
+    if (kern->leave) kern->leave();
+}
+
 static void run_cells(void *ctx, int thread, int n_threads) {
     const blocked_job *j = ctx;
+    if (j->claims) {
+        run_rows_claimed(j, thread, n_threads);
+        return;
+    }
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
     for (int cell = thread; cell < j->tm * j->tn; cell += n_threads) {
         long mt0, mt1, nt0, nt1;
@@ -210,6 +355,8 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
     if (threads < 1) threads = 1;
     cf_gemm_choose_grid(kern, &j.blk, M, N, K, threads, &j.tm, &j.tn);
+    row_claims claims;
+    if (j.tn == 1 && j.tm > 1 && j.tm == cf_num_threads() && j.tm <= MAX_CLAIM_THREADS) j.claims = &claims;
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
     else cf_parallel_team(run_cells, &j);
