@@ -425,16 +425,19 @@ static void check_thread_counts(bool sanitized) {
     cf_set_num_threads(0);
 }
 
-/* Grids that split M only claim their row tiles as the product runs (gemm_blocked.c):
- * products with several rounds of A rows per thread (M over twice MC at 2 threads with
- * MC = 2040), and with several K blocks and N blocks (K > KC, N > NC at KC = NC = 512),
- * A read in place and packed, f32 and bf16, on pools of 2 and 3. */
-static void check_rows_claimed(void) {
+/* Grids that split only M or only N claim their row tiles or column units as the
+ * product runs (gemm_blocked.c): split by M with several rounds of A rows per thread (M
+ * over twice MC at 2 threads with MC = 2040) and with several K blocks and N blocks
+ * (K > KC, N > NC at KC = NC = 512), split by N over several K blocks; A read in place
+ * and packed, f32 and bf16, on pools of 2 and 3. */
+static void check_claimed(void) {
     static const int counts[] = {2, 3};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         cf_set_num_threads(counts[c]);
         for (int ta = 0; ta < 2; ta++) {
-            const shape shapes[] = {{ta, false, 4200, 40, 100, 1.0f, 0.5f}, {ta, true, 600, 544, 520, 0.5f, 0.0f}};
+            const shape shapes[] = {{ta, false, 4200, 40, 100, 1.0f, 0.5f},
+                                    {ta, true, 600, 544, 520, 0.5f, 0.0f},
+                                    {ta, ta, 60, 1500, 700, 1.0f, 1.0f}};
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 check_f32(&shapes[i]);
                 check_bf16(&shapes[i]);
@@ -520,7 +523,7 @@ int main(void) {
     check_grids();
     check_concurrent_callers(sanitized);
     check_thread_counts(sanitized);
-    check_rows_claimed();
+    check_claimed();
     check_bad_calls();
     return test_finish();
 }

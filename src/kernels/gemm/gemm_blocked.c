@@ -3,10 +3,10 @@
  * Threads split C into a grid of tm x tn rectangles, at most one per thread, aligned
  * to the micro-tile; each thread packs its own A and B blocks into its own buffers. The
  * grid shape minimises each thread's share of C plus the panels it must pack. Where the
- * grid splits M only, the threads claim each block's row tiles as they go, so a slower
- * core hands its last rows to a faster one (ROWS_CLAIMED); otherwise no thread waits
- * for another. Called from inside a pool task, the whole product runs on the calling
- * thread. */
+ * grid splits only M or only N over the whole pool, the threads claim each block's row
+ * tiles or column units as they go, so a slower core hands its last ones to a faster
+ * one (ROWS_CLAIMED, COLS_CLAIMED); in other grids no thread waits for another. Called
+ * from inside a pool task, the whole product runs on the calling thread. */
 #include "gemm_internal.h"
 
 #include "core/denormals.h"
@@ -40,7 +40,7 @@ typedef struct blocked_job {
     float *C;
     long ldc;
     int tm, tn;
-    struct row_claims *claims; /* rows claimed as the product runs (tm x 1 grids), else NULL */
+    struct tile_claims *claims; /* tiles claimed as the product runs (1-D grids), else NULL */
 } blocked_job;
 
 static long min_l(long a, long b) { return a < b ? a : b; }
@@ -183,13 +183,13 @@ static void run_rect(const blocked_job *j, long m0, long m1, long n0, long n1) {
  * packing A. Against the static split, 2 threads, 15 interleaved rounds, medians of
  * the per-round ratios, three sets: never slower, +0.3..+31% (docs/gemm.md). Forcing
  * the M split with claims on products the grid splits by N (T = 512 rows, N >= 2048)
- * measured -3..+11%, so the grid's choice stands there. */
-enum { MAX_CLAIM_THREADS = 64 };
+ * measured -3..+11%, so the grid's choice stands there, and they claim columns. */
+enum { MAX_CLAIM_THREADS = 64, UNITS_PER_SHARE = 4 };
 
-typedef struct row_claims {
+typedef struct tile_claims {
     _Atomic uint64_t unclaimed[2][MAX_CLAIM_THREADS]; /* per block parity, per thread: tiles lo | hi << 32 */
     uint8_t *a_panels[MAX_CLAIM_THREADS];             /* each thread's packed A rows */
-} row_claims;
+} tile_claims;
 
 /* Takes the first tile of a range (its own thread) or the last (another); false when empty. */
 static bool take_tile(_Atomic uint64_t *range, bool first, long *tile) {
@@ -213,15 +213,19 @@ static void round_tiles(long m_tiles, int n_threads, int t, long chunk, long r, 
     *hi = min_l(*lo + chunk, home1);
 }
 
-static void post_tiles(row_claims *cl, long block, long m_tiles, int n_threads, int t, long chunk, long r) {
+static void post_tiles(tile_claims *cl, long block, int t, long lo, long hi) {
+    atomic_store_explicit(&cl->unclaimed[block & 1][t], (uint64_t)lo | (uint64_t)hi << 32, memory_order_relaxed);
+}
+
+static void post_round(tile_claims *cl, long block, long m_tiles, int n_threads, int t, long chunk, long r) {
     long lo, hi;
     round_tiles(m_tiles, n_threads, t, chunk, r, &lo, &hi);
-    atomic_store_explicit(&cl->unclaimed[block & 1][t], (uint64_t)lo | (uint64_t)hi << 32, memory_order_relaxed);
+    post_tiles(cl, block, t, lo, hi);
 }
 
 /* The next tile for `thread` in this block: its own, else the last one left in the
  * range with the most left; with the thread whose A panels hold it. */
-static bool claim_tile(row_claims *cl, long block, int thread, int n_threads, long *tile, int *owner) {
+static bool claim_tile(tile_claims *cl, long block, int thread, int n_threads, long *tile, int *owner) {
     _Atomic uint64_t *ranges = cl->unclaimed[block & 1];
     if (take_tile(&ranges[thread], true, tile)) {
         *owner = thread;
@@ -245,7 +249,7 @@ static bool claim_tile(row_claims *cl, long block, int thread, int n_threads, lo
 static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
     const gemm_kernel *kern = j->kern;
     const int mr = kern->mr;
-    row_claims *cl = j->claims;
+    tile_claims *cl = j->claims;
     const long m_tiles = ceil_div(j->M, mr), share = ceil_div(m_tiles, n_threads);
     const long chunk = balanced_step(share * mr, j->blk.mc, mr) / mr, rounds = ceil_div(share, chunk);
     const long nc = balanced_step(j->N, j->blk.nc, kern->nr);
@@ -254,7 +258,7 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
     cl->a_panels[thread] = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     long block = 0;
-    post_tiles(cl, block, m_tiles, n_threads, thread, chunk, 0);
+    post_round(cl, block, m_tiles, n_threads, thread, chunk, 0);
     cf_team_barrier();
     if (kern->enter) kern->enter();
     for (long r = 0; r < rounds; r++)
@@ -280,9 +284,51 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
                               nb, beta);
                 }
                 bool last_of_round = pc + kc >= j->K && jc + nc >= j->N;
-                post_tiles(cl, block + 1, m_tiles, n_threads, thread, chunk, last_of_round ? r + 1 : r);
+                post_round(cl, block + 1, m_tiles, n_threads, thread, chunk, last_of_round ? r + 1 : r);
                 cf_team_barrier();
             }
+        }
+    if (kern->leave) kern->leave();
+}
+
+/* COLS_CLAIMED: the same where the grid splits N only. Each thread packs the whole A
+ * block, as in its static cell; the columns of each (M block, K block) are claimed in
+ * units of a quarter of a thread's share (at most a B block), each packed by its
+ * claimer and run against every A panel of the block, with a barrier after each block.
+ * Units of a sixteenth measured -5..+5% on the NN products (B read by rows in short
+ * runs); a quarter, against the static N split, 2 threads, 15 rounds, two sets: -0.1% to
+ * +20%, 512 x 2048 x 2048 NT +19% / +20%, NN +1% / +16%. */
+static void run_cols_claimed(const blocked_job *j, int thread, int n_threads) {
+    const gemm_kernel *kern = j->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    tile_claims *cl = j->claims;
+    const long n_tiles = ceil_div(j->N, nr), share = ceil_div(n_tiles, n_threads), width = share * nr;
+    const long unit = min_l(ceil_div(share, UNITS_PER_SHARE), j->blk.nc / nr), n_units = ceil_div(n_tiles, unit);
+    const long mc = balanced_step(j->M, j->blk.mc, mr);
+    const bool direct_a = a_in_place(kern, j->A, width, j->blk.nc);
+    const long kc = k_block(j, direct_a, width);
+    uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
+    uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
+    long home0, home1, block = 0;
+    cf_split_range(n_units, n_threads, thread, &home0, &home1);
+    post_tiles(cl, block, thread, home0, home1);
+    cf_team_barrier();
+    if (kern->enter) kern->enter();
+    for (long ic = 0; ic < j->M; ic += mc)
+        for (long pc = 0; pc < j->K; pc += kc, block++) {
+            long mb = min_l(mc, j->M - ic), kb = min_l(kc, j->K - pc), u;
+            float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
+            size_t a_step = cf_gemm_panel_bytes(kern, mr, kb);
+            int owner;
+            if (!direct_a) kern->pack_a(j->A, ic, pc, mb, kb, mr, pa);
+            while (claim_tile(cl, block, thread, n_threads, &u, &owner)) {
+                long jc = u * unit * nr, nb = min_l(unit * nr, j->N - jc);
+                const uint8_t *b = b_block(j, kc, pc, jc, kb, nb, pb);
+                for (long ir = 0; ir < mb; ir += mr)
+                    run_strip(j, direct_a, pa + (size_t)(ir / mr) * a_step, ic + ir, pc, kb, b, jc, nb, beta);
+            }
+            post_tiles(cl, block + 1, thread, home0, home1);
+            cf_team_barrier();
         }
     if (kern->leave) kern->leave();
 }
@@ -290,7 +336,8 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
 static void run_cells(void *ctx, int thread, int n_threads) {
     const blocked_job *j = ctx;
     if (j->claims) {
-        run_rows_claimed(j, thread, n_threads);
+        if (j->tn == 1) run_rows_claimed(j, thread, n_threads);
+        else run_cols_claimed(j, thread, n_threads);
         return;
     }
     long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
@@ -355,8 +402,9 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
     if (threads < 1) threads = 1;
     cf_gemm_choose_grid(kern, &j.blk, M, N, K, threads, &j.tm, &j.tn);
-    row_claims claims;
-    if (j.tn == 1 && j.tm > 1 && j.tm == cf_num_threads() && j.tm <= MAX_CLAIM_THREADS) j.claims = &claims;
+    tile_claims claims;
+    int pool = cf_num_threads();
+    if (pool > 1 && pool <= MAX_CLAIM_THREADS && (j.tm == pool || j.tn == pool)) j.claims = &claims; /* 1-D grids */
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     if (j.tm * j.tn == 1) run_cells(&j, 0, 1);
     else cf_parallel_team(run_cells, &j);
