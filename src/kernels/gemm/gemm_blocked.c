@@ -118,14 +118,14 @@ static const uint8_t *b_block(const blocked_job *j, long kc, long pc, long jc, l
 }
 
 /* One strip of m <= mr rows of C (row0 on) across a B block: A from its packed panel
- * `a`, or with direct_a A's own rows read in place. */
+ * `a`, or with direct_a A's own rows read in place (`a` unused). */
 static void run_strip(const blocked_job *j, bool direct_a, const uint8_t *a, long row0, long pc, long kb,
                       const uint8_t *b_block, long jc, long nb, float beta) {
     const gemm_kernel *kern = j->kern;
     const size_t b_step = cf_gemm_panel_bytes(kern, kern->nr, kb);
     float *c = j->C + row0 * j->ldc + jc;
     int m = (int)min_l(kern->mr, j->M - row0);
-    const float *a_rows = (const float *)j->A->data + row0 * j->A->row_stride + pc;
+    const float *a_rows = direct_a ? (const float *)j->A->data + row0 * j->A->row_stride + pc : NULL;
     for (long jr = 0; jr < nb; jr += kern->nr) {
         const uint8_t *b = b_block + (size_t)(jr / kern->nr) * b_step;
         int n = (int)min_l(kern->nr, nb - jr);
@@ -280,8 +280,8 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
                 while (claim_tile(cl, block, thread, n_threads, &tile, &owner)) {
                     long lo, hi;
                     round_tiles(m_tiles, n_threads, owner, chunk, r, &lo, &hi);
-                    run_strip(j, direct_a, cl->a_panels[owner] + (size_t)(tile - lo) * a_step, tile * mr, pc, kb, b, jc,
-                              nb, beta);
+                    const uint8_t *a = direct_a ? NULL : cl->a_panels[owner] + (size_t)(tile - lo) * a_step;
+                    run_strip(j, direct_a, a, tile * mr, pc, kb, b, jc, nb, beta);
                 }
                 bool last_of_round = pc + kc >= j->K && jc + nc >= j->N;
                 post_round(cl, block + 1, m_tiles, n_threads, thread, chunk, last_of_round ? r + 1 : r);
