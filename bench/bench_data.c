@@ -17,22 +17,14 @@
 #include "cformers/tokenizer.h"
 #include "data/preprocess.h"
 
+#include "bench_util.h"
+
 enum { BATCH = 8, SEQ = 256 };
 
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Returns MB/s, leaving the records in `out` when keep is set. */
@@ -155,7 +147,7 @@ int main(int argc, char **argv) {
         double m[2];
         for (int w = 1; w <= 2; w++) {
             for (int r = 0; r < runs; r++) v[r] = preprocess_once(corpus, toks[t][1], "/tmp/cf_bench_data_out", w, false);
-            m[w - 1] = median(v, runs);
+            m[w - 1] = bench_median(v, runs);
         }
         printf("%-24s %12.2f %12.2f\n", toks[t][0], m[0], m[1]);
     }
@@ -165,9 +157,9 @@ int main(int argc, char **argv) {
         preprocess_once(corpus, toks[t][1], "/tmp/cf_bench_data_out", 2, true);
         double rec, fly;
         for (int r = 0; r < runs; r++) v[r] = loader_tokens_per_s("/tmp/cf_bench_data_out", batches);
-        rec = median(v, runs);
+        rec = bench_median(v, runs);
         for (int r = 0; r < runs; r++) v[r] = on_the_fly_tokens_per_s(corpus, toks[t][1], batches);
-        fly = median(v, runs);
+        fly = bench_median(v, runs);
         cf_record_remove("/tmp/cf_bench_data_out");
         printf("%-24s %14.3g %14.3g %7.1fx\n", toks[t][0], rec, fly, rec / fly);
     }

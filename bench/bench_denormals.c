@@ -21,17 +21,9 @@
 #include "cformers/threads.h"
 #include "obs/clock.h"
 
+#include "bench_util.h"
+
 enum { BATCH = 4, SEQ = 256, MAX_RUNS = 200 };
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* Element i is dormant when it falls in the first `dormant` share of each 1000: spread
  * over every parameter, so every thread's part of the update holds some. */
@@ -102,7 +94,7 @@ int main(int argc, char **argv) {
             cf_plan_run(plan, CF_PHASE_UPDATE);
             if (r >= 0) t[state][r] = cf_clock_seconds() - t0;
         }
-    double clean = median(t[0], runs), denormal = median(t[1], runs);
+    double clean = bench_median(t[0], runs), denormal = bench_median(t[1], runs);
     printf("moments normal      %8.2f ms\n", 1e3 * clean);
     printf("dormant, denormal   %8.2f ms\n", 1e3 * denormal);
     printf("ratio %.2fx (1.00x: denormals cost nothing)\n", denormal / clean);

@@ -35,6 +35,8 @@
 #include "core/passes.h"
 #include "obs/clock.h"
 
+#include "bench_util.h"
+
 enum { HEADS = 8, HEAD_DIM = 64 };
 
 typedef struct bench_opts {
@@ -49,11 +51,6 @@ typedef struct attn_result {
     size_t attention_bytes;
 } attn_result;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double cpu_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -61,7 +58,7 @@ static double cpu_seconds(void) {
 }
 
 static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    bench_sort(t, n);
     return t[n / 2];
 }
 

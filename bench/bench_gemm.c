@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 enum { T_TOKENS = 512, H_HIDDEN = 2048, HEAD_VOCAB = 32000, HEAD_HIDDEN = 288, MAX_PEERS = 3, MAX_REPS = 15, CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
 typedef struct shape {
@@ -204,11 +206,6 @@ static void run_once(which w, const peer *p, const shape *s, buffers *b) {
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* One contender on one shape: ours (f32 or bf16) or a peer. */
 typedef struct contender {
     which w;
@@ -248,11 +245,11 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
             ratios[r] = cs[0].rates[r] / cs[c].rates[r];
             ours_won[c] += ratios[r] >= 1.0;
         }
-        qsort(ratios, (size_t)reps, sizeof(double), cmp_double);
+        bench_sort(ratios, reps);
         ours_over[c] = ratios[reps / 2];
     }
     for (int c = 0; c < n; c++) {
-        qsort(cs[c].rates, (size_t)reps, sizeof(double), cmp_double);
+        bench_sort(cs[c].rates, reps);
         median[c] = cs[c].rates[reps / 2];
         best[c] = cs[c].rates[reps - 1];
     }

@@ -19,15 +19,12 @@
 #include "cformers/threads.h"
 #include "obs/clock.h"
 
+#include "bench_util.h"
+
 enum { STREAM_FLOATS = 1 << 28 }; /* 1 GiB */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    bench_sort(v, n);
     return v[n / 2];
 }
 

@@ -21,10 +21,7 @@
 #include "cformers/train.h"
 #include "obs/clock.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 static double flops_per_token(const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
@@ -73,7 +70,7 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
      * spell of a shared machine (half the real peak) once put MFU at 128%. */
     double again = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
     if (again > peak) peak = again;
-    qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    bench_sort(times, steps);
     double median = times[steps / 2], tps = (double)(batch * seq) / median;
     printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
            "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "cformers/threads.h"
+#include "core/denormals.h"
 #include "test_util.h"
 
 enum { N_TASKS = 1000, MAX_THREADS = 64 };
@@ -72,8 +73,8 @@ static void record_fp_mode(void *ctx, int thread, int n_threads) {
  * denormals as zero), and the workers' own mode is back for a caller in the default
  * one. */
 static void check_fp_mode(void) {
-    enum { ROUND_TOWARD_ZERO = 3 << 13, DAZ = 1 << 6, FTZ = 1 << 15 };
-    unsigned modes[MAX_THREADS], own = _mm_getcsr(), special = own | ROUND_TOWARD_ZERO | DAZ | FTZ;
+    enum { ROUND_TOWARD_ZERO = 3 << 13 };
+    unsigned modes[MAX_THREADS], own = _mm_getcsr(), special = own | ROUND_TOWARD_ZERO | CF_MXCSR_DAZ | CF_MXCSR_FTZ;
     int n = cf_num_threads();
     _mm_setcsr(special);
     cf_parallel_team(record_fp_mode, modes);
