@@ -118,9 +118,7 @@ GEMM_INLINE void dot_block(const int rows, const int cols, long k, const float *
         __mmask16 mk = lanes16((int)(k - p < 16 ? k - p : 16));
         __m512 bv[SKINNY_NT_COLS];
         for (int j = 0; j < cols; j++) {
-            /* The next group's rows, so that their first lines are in flight before it
-             * starts (prefetches past the matrix's end are harmless). */
-            _mm_prefetch((const char *)(b + (cols + j) * ldb + p), _MM_HINT_T0);
+            prefetch_row_ahead(b + j * ldb + p); /* past the matrix's end is harmless */
             bv[j] = _mm512_maskz_loadu_ps(mk, b + j * ldb + p);
         }
         for (int i = 0; i < rows; i++) {

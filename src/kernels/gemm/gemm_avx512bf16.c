@@ -68,6 +68,10 @@ void cf_gemm_dot_bf16(int rows, int cols, long k, const void *a, long lda, const
         for (long p = 0; p < k; p += 32) {
             __mmask32 mk = lanes32(k - p);
             __m512bh x = as_bh(_mm512_maskz_loadu_epi16(mk, ai + p));
+            prefetch_row_ahead(b0 + p);
+            prefetch_row_ahead(b1 + p);
+            prefetch_row_ahead(b2 + p);
+            prefetch_row_ahead(b3 + p);
             acc[0] = _mm512_dpbf16_ps(acc[0], x, as_bh(_mm512_maskz_loadu_epi16(mk, b0 + p)));
             acc[1] = _mm512_dpbf16_ps(acc[1], x, as_bh(_mm512_maskz_loadu_epi16(mk, b1 + p)));
             acc[2] = _mm512_dpbf16_ps(acc[2], x, as_bh(_mm512_maskz_loadu_epi16(mk, b2 + p)));
