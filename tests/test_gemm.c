@@ -185,7 +185,8 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t >> 1;
         for (long m = 1; m <= 17; m++) check(&(shape){ta, tb, m, 77, 45, 1.0f, 0.0f});
-        for (long m = 1; m <= 4; m++) check(&(shape){ta, tb, m, 37, 1030, 1.0f, 0.5f}); /* decode's long-K bound */
+        for (long m = 1; m <= 5; m++) /* decode's bounds for long K */
+            for (long k = 1030; k <= 2060; k += 1030) check(&(shape){ta, tb, m, 37, k, 1.0f, 0.5f});
         check(&(shape){ta, tb, 1, 1, 1, 2.0f, 0.5f});
         check(&(shape){ta, tb, 37, 29, 1, 1.0f, 1.0f});
         check(&(shape){ta, tb, 19, 23, 1500, 1.0f, 0.5f});

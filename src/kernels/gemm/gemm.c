@@ -15,7 +15,10 @@
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
  * on AVX-512 for both B layouts, packing wins from 12). */
 enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_WIDEN = 16 };
-enum { SKINNY_MAX_M_AMX = 2, SKINNY_MAX_M_AMX_LONG_K = 3, SKINNY_LONG_K = 1024 }; /* see cf_gemm_bf16 */
+
+/* With AMX, the rows of A up to which bf16 decode takes the dot products: AMX packs all
+ * of B for its few rows, which pays off sooner the shorter K is (see cf_gemm_bf16). */
+static long skinny_max_m_amx(long K) { return K >= 2048 ? 4 : K >= 1024 ? 3 : 2; }
 enum { SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 static const gemm_kernel *f32_kernel(void) {
@@ -176,17 +179,16 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
     gemm_operand a = cf_gemm_operand(trans_a, A, lda, true), b = cf_gemm_operand(trans_b, B, ldb, true);
     /* Decode against transposed weights ([out, in], as inference stores them): bf16
      * dot products read B in place, half the bytes of the f32 path. AMX, packing B and
-     * all, takes over from M = 3, or from M = 4 where K >= 1024 (1 thread / 2 threads,
-     * against AMX, interleaved rounds: M = 3 with K >= 1024 +15..62% / +4..59%, with
-     * K = 768 +20% / -15%, K = 288 -14%; M = 4, K >= 2048 +20..28% / -10..+29%; M = 5
-     * -4%).
+     * all, takes over from M = 3, from 4 where K >= 1024 and from 5 where K >= 2048 (dots
+     * against AMX, 1 thread / 2 threads, 16-24 interleaved rounds, 768-8192 rows of
+     * weights: M = 3 with K >= 1024 +15..62% / +4..59%, K = 768 +20% / -15%, K = 288 -14%;
+     * M = 4 with K >= 2048 +6..28% / -2..+29%; M = 5 -4%).
      * Without vdpbf16ps, B's rows are widened to f32 in registers (AVX2 or portable C;
      * AVX-512 CPUs without BF16 take the AVX2 one), where packing would widen all of B
      * into a copy twice its size: AVX2, 8192 x 2048 weights, against that packed path
      * M = 1 6.8x, M = 4 5.2x, M = 16 1.3-1.6x (0.86x the f32 product there). */
     const gemm_kernel *kern = bf16_kernel();
-    long amx_max_m = K >= SKINNY_LONG_K ? SKINNY_MAX_M_AMX_LONG_K : SKINNY_MAX_M_AMX;
-    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? amx_max_m
+    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? skinny_max_m_amx(K)
                      : cf_has_avx512_bf16()           ? SKINNY_MAX_M
                                                       : SKINNY_MAX_M_WIDEN;
     if (M <= dot_max_m && trans_b && !trans_a) {
