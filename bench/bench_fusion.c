@@ -57,11 +57,6 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double median(double *t, int n) {
-    bench_sort(t, n);
-    return t[n / 2];
-}
-
 /* Saved outputs (every output but the result) and workspaces of the attention nodes:
  * the memory attention itself costs beyond its inputs, output and gradients. */
 static size_t attention_bytes(const cf_graph *g) {
@@ -90,7 +85,7 @@ static timing time_runs(cf_plan *p, unsigned phases, int runs) {
         t[r] = cf_clock_seconds() - t0;
         cpu[r] = cpu_seconds() - c0;
     }
-    timing res = {median(t, runs), median(cpu, runs)};
+    timing res = {bench_median(t, runs), bench_median(cpu, runs)};
     free(t);
     return res;
 }
@@ -269,7 +264,7 @@ static int bench_steps(const bench_opts *o, const step_model *model) {
     timing off = {0};
     for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
         if (!plans[v]) continue;
-        timing t = {median(wall + v * o->runs, o->runs), median(cpu + v * o->runs, o->runs)};
+        timing t = {bench_median(wall + v * o->runs, o->runs), bench_median(cpu + v * o->runs, o->runs)};
         if (v == 0) off = t;
         printf("| %s | %.1f | %.1f | %.0f | %.2fx, %.2fx | %.1f |\n", variants[v].name, t.wall * 1e3, t.cpu * 1e3,
                (double)tokens / t.wall, off.wall / t.wall, off.cpu / t.cpu,

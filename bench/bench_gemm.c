@@ -245,12 +245,10 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
             ratios[r] = cs[0].rates[r] / cs[c].rates[r];
             ours_won[c] += ratios[r] >= 1.0;
         }
-        bench_sort(ratios, reps);
-        ours_over[c] = ratios[reps / 2];
+        ours_over[c] = bench_median(ratios, reps);
     }
     for (int c = 0; c < n; c++) {
-        bench_sort(cs[c].rates, reps);
-        median[c] = cs[c].rates[reps / 2];
+        median[c] = bench_median(cs[c].rates, reps); /* sorts them */
         best[c] = cs[c].rates[reps - 1];
     }
 }

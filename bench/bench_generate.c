@@ -23,11 +23,6 @@
 
 enum { STREAM_FLOATS = 1 << 28 }; /* 1 GiB */
 
-static double median(double *v, int n) {
-    bench_sort(v, n);
-    return v[n / 2];
-}
-
 /* ---- read bandwidth ---- */
 
 typedef struct stream_job {
@@ -68,7 +63,7 @@ static double read_bandwidth_gbs(const float *a, int runs) {
         cf_parallel_team(stream_part, &job);
         t[r] = cf_clock_seconds() - t0;
     }
-    return (double)STREAM_FLOATS * sizeof(float) / median(t, runs) / 1e9;
+    return (double)STREAM_FLOATS * sizeof(float) / bench_median(t, runs) / 1e9;
 }
 
 /* ---- the random ~110M model ---- */
@@ -129,8 +124,8 @@ static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed
         dec[r] = (double)decode / (t2 - t1);
     }
     if (rc != 0) fprintf(stderr, "bench_generate: %s\n", err.msg);
-    out->prefill_tps = median(pre, runs);
-    out->decode_tps = median(dec, runs);
+    out->prefill_tps = bench_median(pre, runs);
+    out->decode_tps = bench_median(dec, runs);
     free(tokens);
     free(logits);
     return rc;

@@ -70,8 +70,7 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
      * spell of a shared machine (half the real peak) once put MFU at 128%. */
     double again = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
     if (again > peak) peak = again;
-    bench_sort(times, steps);
-    double median = times[steps / 2], tps = (double)(batch * seq) / median;
+    double median = bench_median(times, steps), tps = (double)(batch * seq) / median;
     printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
            "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "
            "\"mfu\": %.4f, \"loss\": %.4f}\n",
