@@ -117,8 +117,9 @@ static int bench_gemm(const bench_args *a) {
         else cf_sgemm(a->ta, a->tb, a->m, a->n, a->k, 1.0f, A, lda, B, ldb, 0.0f, C, a->n);
         rates[r] = flops / (now() - t0) * 1e-9;
     }
-    qsort(rates + 1, (size_t)a->reps, sizeof rates[0], cmp_double);
-    double median = rates[1 + a->reps / 2];
+    double *timed = rates + 1;
+    qsort(timed, (size_t)a->reps, sizeof rates[0], cmp_double);
+    double median = a->reps % 2 ? timed[a->reps / 2] : 0.5 * (timed[a->reps / 2 - 1] + timed[a->reps / 2]);
     cf_dtype t = a->bf16 ? CF_BF16 : CF_F32;
     /* Two readings, the higher kept: one taken in a busy spell of a shared machine reads low. */
     double peak = fmax(cf_gemm_peak_gflops(t, cf_num_threads()), cf_gemm_peak_gflops(t, cf_num_threads()));
