@@ -15,11 +15,11 @@
  * touch B once more than the product itself does (measured: in-place wins up to M = 8
  * on AVX-512 for both B layouts, packing wins from 12). */
 enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_WIDEN = 16 };
+enum { SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 /* With AMX, the rows of A up to which bf16 decode takes the dot products: AMX packs all
  * of B for its few rows, which pays off sooner the shorter K is (see cf_gemm_bf16). */
 static long skinny_max_m_amx(long K) { return K >= 2048 ? 4 : K >= 1024 ? 3 : 2; }
-enum { SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 static const gemm_kernel *f32_kernel(void) {
     switch (cf_isa_active()) {
