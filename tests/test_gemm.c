@@ -187,6 +187,11 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
         for (long m = 1; m <= 17; m++) check(&(shape){ta, tb, m, 77, 45, 1.0f, 0.0f});
         for (long m = 1; m <= 5; m++) /* decode's bounds for long K */
             for (long k = 1030; k <= 2060; k += 1030) check(&(shape){ta, tb, m, 37, k, 1.0f, 0.5f});
+        static const long few_rows[] = {7, 8, 9, 13, 24, 32, 33}; /* around the transposed product's bounds */
+        for (size_t i = 0; i < sizeof few_rows / sizeof few_rows[0]; i++) {
+            check(&(shape){ta, tb, few_rows[i], 77, 384, 1.0f, 0.0f});
+            check(&(shape){ta, tb, few_rows[i], 45, 1500, -0.5f, 0.75f}); /* two K blocks */
+        }
         check(&(shape){ta, tb, 1, 1, 1, 2.0f, 0.5f});
         check(&(shape){ta, tb, 37, 29, 1, 1.0f, 1.0f});
         check(&(shape){ta, tb, 19, 23, 1500, 1.0f, 0.5f});
@@ -439,7 +444,8 @@ static void check_claimed(void) {
         for (int ta = 0; ta < 2; ta++) {
             const shape shapes[] = {{ta, false, 4200, 40, 100, 1.0f, 0.5f},
                                     {ta, true, 600, 544, 520, 0.5f, 0.0f},
-                                    {ta, ta, 60, 1500, 700, 1.0f, 1.0f}};
+                                    {ta, ta, 60, 1500, 700, 1.0f, 1.0f},
+                                    {ta, true, 16, 1100, 700, 1.0f, 0.5f}}; /* C^T's rows claimed */
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 check_f32(&shapes[i]);
                 check_bf16(&shapes[i]);

@@ -13,9 +13,10 @@ enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, PREFETCH_STEPS 
  * half where the last panel of B has at most 16 columns, so the zero padding of an
  * N = 100 product costs 12 of 128 columns instead of 28: 4096 x 100 x 100 was 0.81x
  * oneDNN). A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR) or A's own
- * rows read in place (a_rs = lda, a_ks = 1); B(k, j) = b[k*NR + j] from a packed panel. */
+ * rows read in place (a_rs = lda, a_ks = 1); B(k, j) = b[k*NR + j] from a packed panel.
+ * With c_trans, C is stored transposed. */
 GEMM_INLINE void tile_body(const int m, const int halves, long k, const float *a, long a_rs, long a_ks, const float *b,
-                           float *c, long ldc, int n, float alpha, float beta) {
+                           float *c, long ldc, int n, float alpha, float beta, const bool c_trans) {
     __m512 acc[MR][2];
     const bool packed_a = a_ks == MR;
 #pragma GCC unroll 12
@@ -39,7 +40,8 @@ GEMM_INLINE void tile_body(const int m, const int halves, long k, const float *a
         a += a_ks;
         b += NR;
     }
-    store_tile_rows(m, halves, acc, c, ldc, n, alpha, beta);
+    if (c_trans) store_tile_cols(m, halves, acc, c, ldc, n, alpha, beta);
+    else store_tile_rows(m, halves, acc, c, ldc, n, alpha, beta);
 }
 
 /* One function per row count and width, so every variant keeps its accumulators in
@@ -47,18 +49,20 @@ GEMM_INLINE void tile_body(const int m, const int halves, long k, const float *a
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define PACKED_TILE(M)                                                                                                \
     static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
-        if (n > 16) tile_body(M, 2, k, a, 1, MR, b, c, ldc, n, alpha, beta);                                       \
-        else tile_body(M, 1, k, a, 1, MR, b, c, ldc, n, alpha, beta);                                              \
+        if (n > 16) tile_body(M, 2, k, a, 1, MR, b, c, ldc, n, alpha, beta, false);                                \
+        else tile_body(M, 1, k, a, 1, MR, b, c, ldc, n, alpha, beta, false);                                       \
     }                                                                                                                 \
     static void direct_tile_##M(long k, const float *a, long lda, const void *b, float *c, long ldc, int n,         \
-                                float alpha, float beta) {                                                         \
-        if (n > 16) tile_body(M, 2, k, a, lda, 1, b, c, ldc, n, alpha, beta);                                      \
-        else tile_body(M, 1, k, a, lda, 1, b, c, ldc, n, alpha, beta);                                             \
+                                float alpha, float beta, bool c_trans) {                                           \
+        if (c_trans && n > 16) tile_body(M, 2, k, a, lda, 1, b, c, ldc, n, alpha, beta, true);                     \
+        else if (c_trans) tile_body(M, 1, k, a, lda, 1, b, c, ldc, n, alpha, beta, true);                          \
+        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, c, ldc, n, alpha, beta, false);                          \
+        else tile_body(M, 1, k, a, lda, 1, b, c, ldc, n, alpha, beta, false);                                      \
     }
 TILE_VARIANTS(PACKED_TILE)
 
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
-typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float);
+typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float, bool);
 #define LIST_TILE(M) tile_##M,
 #define LIST_DIRECT_TILE(M) direct_tile_##M,
 static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
@@ -69,8 +73,8 @@ static void tile(long k, const void *a, const void *b, float *c, long ldc, int m
 }
 
 static void tile_direct(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
-                        float alpha, float beta) {
-    direct_tiles[m - 1](k, a, lda, b, c, ldc, n, alpha, beta);
+                        float alpha, float beta, bool c_trans) {
+    direct_tiles[m - 1](k, a, lda, b, c, ldc, n, alpha, beta, c_trans);
 }
 
 /* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is

@@ -25,6 +25,34 @@ GEMM_INLINE void prefetch_row_ahead(const void *at) {
     _mm_prefetch((const char *)at + DOT_PREFETCH_BYTES, _MM_HINT_T0);
 }
 
+/* r[i] = row i of a 16 x 16 block; on return r[k] holds column k. */
+GEMM_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* Each 128-bit lane now holds a 4 x 4 block; gather the lanes. */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
 /* Writes alpha * acc (+ beta * C; C unread when beta == 0) to the m x n corner of a
  * tile of C, `halves` (1 or 2, a constant after inlining) vectors of 16 columns wide,
  * under masks. */
@@ -39,6 +67,25 @@ GEMM_INLINE void store_tile_rows(const int m, const int halves, __m512 acc[][2],
             __m512 r = _mm512_mul_ps(va, acc[i][h]);
             if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k[h], ci + 16 * h), r);
             _mm512_mask_storeu_ps(ci + 16 * h, k[h], r);
+        }
+    }
+}
+
+/* As store_tile_rows, into a C stored transposed (tile element (i, j) at c[i + j*ldc]):
+ * each half goes through a register transpose into 16 rows of C of m values each. */
+GEMM_INLINE void store_tile_cols(const int m, const int halves, __m512 acc[][2], float *c, long ldc, int n, float alpha,
+                                 float beta) {
+    __mmask16 k = lanes16(m);
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int h = 0; h < halves; h++) {
+        __m512 t[16];
+        for (int i = 0; i < 16; i++) t[i] = i < m ? acc[i][h] : _mm512_setzero_ps();
+        transpose16(t);
+        for (int j = 0; j < 16 && 16 * h + j < n; j++) {
+            float *cj = c + (16 * h + j) * ldc;
+            __m512 r = _mm512_mul_ps(va, t[j]);
+            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k, cj), r);
+            _mm512_mask_storeu_ps(cj, k, r);
         }
     }
 }

@@ -39,6 +39,7 @@ typedef struct blocked_job {
     const cf_gemm_packed_b *packed; /* B's panels, packed ahead; else B is packed here */
     float *C;
     long ldc;
+    bool c_trans; /* C(i, j) at C[i + j*ldc]; A is then read in place */
     int tm, tn;
     struct tile_claims *claims; /* tiles claimed as the product runs (1-D grids), else NULL */
 } blocked_job;
@@ -123,14 +124,15 @@ static void run_strip(const blocked_job *j, bool direct_a, const uint8_t *a, lon
                       const uint8_t *b_block, long jc, long nb, float beta) {
     const gemm_kernel *kern = j->kern;
     const size_t b_step = cf_gemm_panel_bytes(kern, kern->nr, kb);
-    float *c = j->C + row0 * j->ldc + jc;
+    float *c = j->c_trans ? j->C + row0 + jc * j->ldc : j->C + row0 * j->ldc + jc;
     int m = (int)min_l(kern->mr, j->M - row0);
     const float *a_rows = direct_a ? (const float *)j->A->data + row0 * j->A->row_stride + pc : NULL;
     for (long jr = 0; jr < nb; jr += kern->nr) {
         const uint8_t *b = b_block + (size_t)(jr / kern->nr) * b_step;
         int n = (int)min_l(kern->nr, nb - jr);
         if (direct_a)
-            kern->tile_direct(kb, a_rows, j->A->row_stride, b, c + jr, j->ldc, m, n, j->alpha, beta);
+            kern->tile_direct(kb, a_rows, j->A->row_stride, b, j->c_trans ? c + jr * j->ldc : c + jr, j->ldc, m, n,
+                              j->alpha, beta, j->c_trans);
         else
             kern->tile(kb, a, b, c + jr, j->ldc, m, n, j->alpha, beta);
     }
@@ -393,10 +395,15 @@ long cf_gemm_packed_kc(const gemm_kernel *kern, long K) {
     return balanced_step(K, cf_gemm_blocking(kern).kc, kern->k_group);
 }
 
+bool cf_gemm_a_in_place(const gemm_kernel *kern, const gemm_operand *A, long N) {
+    return a_in_place(kern, A, N, cf_gemm_blocking(kern).nc);
+}
+
 void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
-                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc) {
+                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc,
+                     bool c_trans) {
     blocked_job j = {.kern = kern, .blk = cf_gemm_blocking(kern), .M = M, .N = N, .K = K, .alpha = alpha,
-                     .beta = beta, .A = A, .B = B, .packed = packed, .C = C, .ldc = ldc};
+                     .beta = beta, .A = A, .B = B, .packed = packed, .C = C, .ldc = ldc, .c_trans = c_trans};
     double flops = (double)M * (double)N * (double)K;
     int threads = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);

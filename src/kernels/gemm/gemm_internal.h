@@ -42,9 +42,9 @@ typedef void (*gemm_tile_fn)(long k, const void *a, const void *b, float *c, lon
                              float beta);
 
 /* As gemm_tile_fn, with A read in place instead of from a packed panel: f32,
- * A(i, k) = a[i*lda + k]. */
+ * A(i, k) = a[i*lda + k]; with c_trans, C is stored transposed: C(i, j) at c[i + j*ldc]. */
 typedef void (*gemm_tile_direct_fn)(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
-                                    float alpha, float beta);
+                                    float alpha, float beta, bool c_trans);
 
 /* m rows of C (few), any N, A and B read in place (no packing): the decode path.
  * A(i, k) = a[i*a_rs + k*a_ks]; B(k, j) = b[k*ldb + j] (B not transposed). */
@@ -197,8 +197,14 @@ void cf_gemm_choose_grid(const gemm_kernel *kern, const gemm_blocking *blk, long
 
 /* The blocked five-loop algorithm over the whole thread pool (or the calling thread
  * when already inside it). A is M x K and B is K x N after the operands' strides; with
- * `packed` set, B is NULL and its panels come from there instead of being packed. */
+ * `packed` set, B is NULL and its panels come from there instead of being packed. With
+ * c_trans, C is stored transposed (C(i, j) at C[i + j*ldc]), which only the tiles reading
+ * A in place support: the caller makes sure A is read in place (cf_gemm_a_in_place). */
 void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alpha, const gemm_operand *A,
-                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc);
+                     const gemm_operand *B, const cf_gemm_packed_b *packed, float beta, float *C, long ldc,
+                     bool c_trans);
+
+/* Whether the blocked path reads this A in place for a product N columns wide. */
+bool cf_gemm_a_in_place(const gemm_kernel *kern, const gemm_operand *A, long N);
 
 #endif
