@@ -189,6 +189,7 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
             for (long k = 1030; k <= 2060; k += 1030) check(&(shape){ta, tb, m, 37, k, 1.0f, 0.5f});
         static const long few_rows[] = {7, 8, 9, 13, 24, 32, 33}; /* around the transposed product's bounds */
         for (size_t i = 0; i < sizeof few_rows / sizeof few_rows[0]; i++) {
+            check(&(shape){ta, tb, few_rows[i], 77, 300, 1.0f, 0.0f}); /* short rows: the next ones fetched */
             check(&(shape){ta, tb, few_rows[i], 77, 384, 1.0f, 0.0f});
             check(&(shape){ta, tb, few_rows[i], 45, 1500, -0.5f, 0.75f}); /* two K blocks */
         }
