@@ -170,9 +170,10 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         return;
     }
     gemm_operand a = cf_gemm_operand(trans_a, A, lda, false);
-    gemm_operand b_rows = cf_gemm_operand(false, B, ldb, false), a_cols = cf_gemm_operand(true, A, lda, false);
+    gemm_operand b_rows = cf_gemm_operand(false, B, ldb, false); /* op(B)^T: B as stored */
     if (trans_b && !trans_a && M >= TRANSPOSED_MIN_M && M <= TRANSPOSED_MAX_M && K >= TRANSPOSED_MIN_K &&
         cf_gemm_a_in_place(f32_kernel(), &b_rows, M)) {
+        gemm_operand a_cols = cf_gemm_operand(true, A, lda, false); /* A^T */
         cf_gemm_blocked(f32_kernel(), N, M, K, alpha, &b_rows, &a_cols, NULL, beta, C, ldc, true);
         return;
     }

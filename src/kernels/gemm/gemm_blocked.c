@@ -404,6 +404,9 @@ void cf_gemm_blocked(const gemm_kernel *kern, long M, long N, long K, float alph
                      bool c_trans) {
     blocked_job j = {.kern = kern, .blk = cf_gemm_blocking(kern), .M = M, .N = N, .K = K, .alpha = alpha,
                      .beta = beta, .A = A, .B = B, .packed = packed, .C = C, .ldc = ldc, .c_trans = c_trans};
+    if (c_trans && !a_in_place(kern, A, N, j.blk.nc)) /* the packed-A tiles store C one way only */
+        cf_gemm_contract_failed("cf_gemm_blocked", "a transposed C needs A read in place (%s kernel, N %ld)",
+                                kern->name, N);
     double flops = (double)M * (double)N * (double)K;
     int threads = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_THREAD * threads) threads = (int)(flops / MIN_FLOPS_PER_THREAD);
