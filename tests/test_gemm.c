@@ -187,7 +187,7 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
         for (long m = 1; m <= 17; m++) check(&(shape){ta, tb, m, 77, 45, 1.0f, 0.0f});
         for (long m = 1; m <= 5; m++) /* decode's bounds for long K */
             for (long k = 1030; k <= 2060; k += 1030) check(&(shape){ta, tb, m, 37, k, 1.0f, 0.5f});
-        static const long few_rows[] = {7, 8, 9, 13, 24, 32, 33}; /* around the transposed product's bounds */
+        static const long few_rows[] = {7, 8, 9, 13, 32, 33, 64, 65}; /* around the transposed product's bounds */
         for (size_t i = 0; i < sizeof few_rows / sizeof few_rows[0]; i++) {
             check(&(shape){ta, tb, few_rows[i], 77, 300, 1.0f, 0.0f}); /* short rows: the next ones fetched */
             check(&(shape){ta, tb, few_rows[i], 77, 384, 1.0f, 0.0f});

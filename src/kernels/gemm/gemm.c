@@ -18,17 +18,18 @@ enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_WIDEN = 16 };
 enum { SKINNY_CHUNK = 64, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 /* A few rows of A against transposed B ([out, in] weights: batched decode, speculative
- * decoding) run as the transposed product C^T = B A^T: B's rows, k contiguous, are read
- * in place as the left operand (twelve streams the prefetcher follows, no packing pass
- * over all of B), A^T is one packed panel, and each tile of C^T is transposed in
- * registers on its way out. Against packing B (and the dot products at M = 8), 12-16
- * interleaved rounds, 1 thread / 2 threads: M = 16, 8192 x 2048 weights +65% / +60%,
- * M = 9 +49% / +47%, M = 32 +67% / +29%, M = 8 +17% / +10%; 16 x 2048 x 768 +40% / +20%,
- * 16 x 768 x 2048 +74% / +51%; K = 512 +21%, 384 +14%, and with the tile fetching the
- * next rows (gemm_avx512.c) K = 288 +24..+48% / -1..+12%. Below that the rows are too short
- * (K = 256: -7..+22%, K <= 192 -2..-14%), below M = 8 the dot products win (M = 4 -33%), and
- * past M = 32 A^T takes several panels (M = 48: -16..+12%). */
-enum { TRANSPOSED_MIN_M = 8, TRANSPOSED_MAX_M = 32, TRANSPOSED_MIN_K = 288 };
+ * decoding, short prompts) run as the transposed product C^T = B A^T: B's rows, k
+ * contiguous, are read in place as the left operand (twelve streams the prefetcher
+ * follows, no packing pass over all of B), A^T is packed (one or two panels), and each
+ * tile of C^T is transposed in registers on its way out. Against packing B (and the dot
+ * products at M = 8), 10-16 interleaved rounds, 1 thread / 2 threads: M = 16, 8192 x 2048
+ * weights +65% / +60%, M = 9 +49% / +47%, M = 32 +67% / +29%, M = 8 +17% / +10%, M = 48
+ * and 64 +30% / +26..+36%; 16 x 2048 x 768 +40% / +20%, 64 x 2048 x 768 +11% / +26%,
+ * 16 x 768 x 2048 +74% / +51%; K = 512 +21%, 384 +14%, and with the tile fetching the next
+ * rows (gemm_avx512.c) K = 288 +24..+48% / -1..+12% (64 x 32000 x 288 +21% / +18%). Below
+ * that the rows are too short (K = 256: -7..+22%, K <= 192 -2..-14%), below M = 8 the dot
+ * products win (M = 4 -33%), and from M = 96 it is mixed (-7..+19%; M = 512 -12%). */
+enum { TRANSPOSED_MIN_M = 8, TRANSPOSED_MAX_M = 64, TRANSPOSED_MIN_K = 288 };
 
 /* With AMX, the rows of A up to which bf16 decode takes the dot products: AMX packs all
  * of B for its few rows, which pays off sooner the shorter K is (see cf_gemm_bf16). */
