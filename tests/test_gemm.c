@@ -476,14 +476,14 @@ static void call_packed_other_kernel(void) {
     cf_gemm_packed(false, 2, 1.0f, g_bad, 4, packed, 0.0f, g_bad, 4);
 }
 
-/* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
- * argument; run in a child process, its stderr captured. */
 /* A transposed C with A packed (here: A transposed, so not read in place). */
 static void call_transposed_c_packed_a(void) {
     gemm_operand a = cf_gemm_operand(true, g_bad, 2, false), b = cf_gemm_operand(false, g_bad, 2, false);
     cf_gemm_blocked(cf_gemm_kernel_for(CF_F32), 2, 2, 2, 1.0f, &a, &b, NULL, 0.0f, g_bad, 2, true);
 }
 
+/* A call that breaks gemm.h's contract stops (SIGABRT) with a message naming the
+ * argument; run in a child process, its stderr captured. */
 static void check_bad_calls(void) {
     check_aborts(call_pack_negative_k, "cf_gemm_pack_b: K and N must not be negative");
     check_aborts(call_pack_short_ldb, "ldb 3 is less than the 4 columns (K, B transposed)");

@@ -124,15 +124,15 @@ static void run_strip(const blocked_job *j, bool direct_a, const uint8_t *a, lon
                       const uint8_t *b_block, long jc, long nb, float beta) {
     const gemm_kernel *kern = j->kern;
     const size_t b_step = cf_gemm_panel_bytes(kern, kern->nr, kb);
-    float *c = j->c_trans ? j->C + row0 + jc * j->ldc : j->C + row0 * j->ldc + jc;
+    const long c_rs = j->c_trans ? 1 : j->ldc, c_cs = j->c_trans ? j->ldc : 1; /* C(i, j) at C[i*c_rs + j*c_cs] */
+    float *c = j->C + row0 * c_rs + jc * c_cs;
     int m = (int)min_l(kern->mr, j->M - row0);
     const float *a_rows = direct_a ? (const float *)j->A->data + row0 * j->A->row_stride + pc : NULL;
     for (long jr = 0; jr < nb; jr += kern->nr) {
         const uint8_t *b = b_block + (size_t)(jr / kern->nr) * b_step;
         int n = (int)min_l(kern->nr, nb - jr);
         if (direct_a)
-            kern->tile_direct(kb, a_rows, j->A->row_stride, b, j->c_trans ? c + jr * j->ldc : c + jr, j->ldc, m, n,
-                              j->alpha, beta, j->c_trans);
+            kern->tile_direct(kb, a_rows, j->A->row_stride, b, c + jr * c_cs, j->ldc, m, n, j->alpha, beta, j->c_trans);
         else
             kern->tile(kb, a, b, c + jr, j->ldc, m, n, j->alpha, beta);
     }
