@@ -17,9 +17,9 @@
  *     --shape M,N,K[,OP]  one shape of your own instead, OP = NN (default), NT, TN or TT
  *     --reps R     repetitions per figure (default 5, at most 15)
  *
- * Shapes: squares, and the matrix products of one LLaMA-style layer with T = 512 tokens
- * and hidden size H = 2048 (weights stored [out, in], as in PyTorch): forward Y = X W^T (NT), input
- * gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
+ * Shapes: squares (64^3 and 128^3 take the small path), and the matrix products of one
+ * LLaMA-style layer with T = 512 tokens and hidden size H = 2048 (weights stored [out, in],
+ * as in PyTorch): forward Y = X W^T (NT), input gradient dX = dY W (NN), weight gradient dW = dY^T X (TN); then decode with M = 1, 4
  * and 16 tokens; then the three products of a small model's fused LM head (outside the
  * summary's geomean). After the table, ours with B packed on every call against B packed
  * once ahead (cf_gemm_pack_b), on prefill-sized products. */
@@ -50,6 +50,8 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
+    {"square 64", false, false, 64, 64, 64, false},
+    {"square 128", false, false, 128, 128, 128, false},
     {"square 256", false, false, 256, 256, 256, false},
     {"square 512", false, false, 512, 512, 512, false},
     {"square 1024", false, false, 1024, 1024, 1024, false},

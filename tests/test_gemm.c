@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -218,6 +220,45 @@ static double worst_difference(const float *x, const float *y, long n) {
     double worst = 0;
     for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)x[i] - y[i]));
     return worst;
+}
+
+/* `count` floats ending right before a page that is not mapped: a read past the last
+ * one faults. The mapping to unmap is returned through map / map_bytes. */
+static float *before_guard_page(long count, void **map, size_t *map_bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = sizeof(float) * (size_t)count;
+    bytes = (bytes + page - 1) / page * page;
+    *map_bytes = bytes + page;
+    char *p = mmap(NULL, *map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || mprotect(p + bytes, page, PROT_NONE) != 0) {
+        perror("test_gemm: mmap");
+        abort();
+    }
+    *map = p;
+    return (float *)(p + bytes) - count;
+}
+
+/* The small path reads A's and B's own rows, B's under masks past column N, and writes
+ * C under masks: with each matrix ending right before an unmapped page, any access past
+ * its last element would fault. Row counts on both sides of its 6-row tile, widths on
+ * both sides of each 16-column vector of its 64-column tile. */
+static void check_small_bounds(void) {
+    static const long shapes[][3] = {{2, 5, 3}, {7, 37, 20}, {6, 64, 1}, {13, 70, 9}, {9, 100, 33}, {12, 17, 64}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        long M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        void *maps[3];
+        size_t bytes[3];
+        float *A = before_guard_page(M * K, &maps[0], &bytes[0]), *B = before_guard_page(K * N, &maps[1], &bytes[1]);
+        float *C = before_guard_page(M * N, &maps[2], &bytes[2]), *ref = malloc(sizeof(float) * (size_t)(M * N));
+        for (long j = 0; j < M * K; j++) A[j] = rng_float();
+        for (long j = 0; j < K * N; j++) B[j] = rng_float();
+        for (long j = 0; j < M * N; j++) C[j] = ref[j] = rng_float();
+        cf_sgemm(false, false, M, N, K, -0.5f, A, K, B, N, 0.75f, C, N);
+        cf_sgemm_reference(false, false, M, N, K, -0.5f, A, K, B, N, 0.75f, ref, N);
+        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5, "%ld x %ld x %ld next to unmapped pages: off by %g", M,
+                  N, K, worst_difference(C, ref, M * N));
+        for (int m = 0; m < 3; m++) munmap(maps[m], bytes[m]);
+        free(ref);
+    }
 }
 
 typedef struct nested_ctx {
@@ -419,7 +460,8 @@ static void check_thread_counts(bool sanitized) {
             bool ta = t & 1, tb = t >> 1;
             const shape shapes[] = {{ta, tb, 131, 260, 70, 1.0f, 0.0f},
                                     {ta, tb, 700, 45, 70, 0.5f, 1.0f},
-                                    {ta, tb, 40, 1100, 60, 1.0f, 0.75f}};
+                                    {ta, tb, 40, 1100, 60, 1.0f, 0.75f},
+                                    {ta, tb, 290, 310, 100, 1.0f, 0.5f}}; /* past the f32 small path's bound */
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 check_f32(&shapes[i]);
                 check_bf16(&shapes[i]);
@@ -530,6 +572,7 @@ int main(void) {
             cf_gemm_allow_amx(true);
         }
         check_alpha_zero_and_k_zero();
+        check_small_bounds();
         check_denormals();
         check_packed_reuse();
         check_nested();

@@ -1,78 +1,103 @@
 /* AVX-512 f32 kernels: a 12 x 32 micro-tile (24 zmm accumulators; per k step two
- * vector loads of B and twelve broadcasts of A), and the unpacked decode paths.
+ * vector loads of B and twelve broadcasts of A), a 6 x 64 one reading A and B in place
+ * for small products, and the unpacked decode paths.
  * Compiled with -mavx512f etc.; reached only when cf_isa_active() says AVX-512. */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 
 #include <stdbool.h>
 
-enum { MR = 12, NR = 32, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4, PREFETCH_STEPS = 8,
-       SKINNY_NN_WINDOW = 2048, SHORT_ROWS = 384 };
+enum { MR = 12, NR = 32, SMALL_MR = 6, SMALL_NR = 16 * TILE_MAX_VECS, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4,
+       PREFETCH_STEPS = 8, SKINNY_NN_WINDOW = 2048, SHORT_ROWS = 384 };
 
-/* The register tile: m rows by 16 * halves columns (both constants after inlining; one
- * half where the last panel of B has at most 16 columns, so the zero padding of an
- * N = 100 product costs 12 of 128 columns instead of 28: 4096 x 100 x 100 was 0.81x
- * oneDNN). A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR) or A's own
- * rows read in place (a_rs = lda, a_ks = 1); B(k, j) = b[k*NR + j] from a packed panel.
+/* The register tile: m rows by 16 * vecs columns (both constants after inlining).
+ * A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR) or A's own rows read
+ * in place (a_rs = lda, a_ks = 1). B(k, j) = b[k*b_ks + j]: a packed panel (b_ks = NR,
+ * zero-padded), or with b_in_place B's own rows, loaded under masks past column n.
  * With c_trans, C is stored transposed (the transposed product of gemm.c: A's rows are
  * B's, read once each; where they are shorter than SHORT_ROWS the hardware prefetcher
  * has too short a run to follow, so the tile fetches the next tile's rows as it goes:
  * K = 288, 1 thread, +24..+48% on 8..32 x 2048..32000 x 288; longer rows -5..+3%). */
-GEMM_INLINE void tile_body(const int m, const int halves, long k, const float *a, long a_rs, long a_ks, const float *b,
-                           float *c, long ldc, int n, float alpha, float beta, const bool c_trans) {
-    __m512 acc[MR][2];
+GEMM_INLINE void tile_body(const int m, const int vecs, long k, const float *a, long a_rs, long a_ks, const float *b,
+                           long b_ks, const bool b_in_place, float *c, long ldc, int n, float alpha, float beta,
+                           const bool c_trans) {
+    __m512 acc[MR][TILE_MAX_VECS];
     const bool packed_a = a_ks == MR;
+    const __mmask16 b_mask[TILE_MAX_VECS] = {lanes16(n), lanes16(n - 16), lanes16(n - 32), lanes16(n - 48)};
 #pragma GCC unroll 12
-    for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < m; i++)
+        for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_setzero_ps();
     const bool next_rows = c_trans && k < SHORT_ROWS;
     for (int i = 0; i < m && !c_trans; i++) /* C's lines arrive in L2 while the tile is computed */
-        for (int h = 0; h < halves; h++) _mm_prefetch((const char *)(c + i * ldc + 16 * h), _MM_HINT_T1);
+        for (int v = 0; v < vecs; v++) _mm_prefetch((const char *)(c + i * ldc + 16 * v), _MM_HINT_T1);
     for (int j = 0; j < n && c_trans; j++) _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T1);
     for (long p = 0; p < k; p++) {
         /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead
          * (A's rows read in place are sequential streams the hardware prefetcher follows). */
-        __m512 bv[2];
-        for (int h = 0; h < halves; h++) {
-            _mm_prefetch((const char *)(b + PREFETCH_STEPS * NR + 16 * h), _MM_HINT_T0);
-            bv[h] = _mm512_loadu_ps(b + 16 * h);
+        __m512 bv[TILE_MAX_VECS];
+        for (int v = 0; v < vecs; v++) {
+            _mm_prefetch((const char *)(b + PREFETCH_STEPS * b_ks + 16 * v), _MM_HINT_T0);
+            bv[v] = b_in_place ? _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
         }
         if (packed_a) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
         if (next_rows && (p & 15) < MR) _mm_prefetch((const char *)(a + (MR + (p & 15)) * a_rs), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
             __m512 ai = _mm512_set1_ps(a[i * a_rs]);
-            for (int h = 0; h < halves; h++) acc[i][h] = _mm512_fmadd_ps(ai, bv[h], acc[i][h]);
+            for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
         a += a_ks;
-        b += NR;
+        b += b_ks;
     }
-    if (c_trans) store_tile_cols(m, halves, acc, c, ldc, n, alpha, beta);
-    else store_tile_rows(m, halves, acc, c, ldc, n, alpha, beta);
+    if (c_trans) store_tile_cols(m, vecs, acc, c, ldc, n, alpha, beta);
+    else store_tile_rows(m, vecs, acc, c, ldc, n, alpha, beta);
 }
 
 /* One function per row count and width, so every variant keeps its accumulators in
- * registers. */
+ * registers. The blocked path's tiles are 12 x 32, or 12 x 16 where the last panel of B
+ * has at most 16 columns (the zero padding of an N = 100 product then costs 12 of 128
+ * columns instead of 28: 4096 x 100 x 100 was 0.81x oneDNN). */
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define PACKED_TILE(M)                                                                                                \
     static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
-        if (n > 16) tile_body(M, 2, k, a, 1, MR, b, c, ldc, n, alpha, beta, false);                                \
-        else tile_body(M, 1, k, a, 1, MR, b, c, ldc, n, alpha, beta, false);                                       \
+        if (n > 16) tile_body(M, 2, k, a, 1, MR, b, NR, false, c, ldc, n, alpha, beta, false);                     \
+        else tile_body(M, 1, k, a, 1, MR, b, NR, false, c, ldc, n, alpha, beta, false);                            \
     }                                                                                                                 \
     static void direct_tile_##M(long k, const float *a, long lda, const void *b, float *c, long ldc, int n,         \
                                 float alpha, float beta, bool c_trans) {                                           \
-        if (c_trans && n > 16) tile_body(M, 2, k, a, lda, 1, b, c, ldc, n, alpha, beta, true);                     \
-        else if (c_trans) tile_body(M, 1, k, a, lda, 1, b, c, ldc, n, alpha, beta, true);                          \
-        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, c, ldc, n, alpha, beta, false);                          \
-        else tile_body(M, 1, k, a, lda, 1, b, c, ldc, n, alpha, beta, false);                                      \
+        if (c_trans && n > 16) tile_body(M, 2, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, true);          \
+        else if (c_trans) tile_body(M, 1, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, true);               \
+        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, false);               \
+        else tile_body(M, 1, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, false);                           \
     }
 TILE_VARIANTS(PACKED_TILE)
 
+/* The small path's tiles: SMALL_MR rows of A and up to SMALL_NR columns of B, both read
+ * in place, as few vectors wide as the columns need. Six rows by four vectors beat the
+ * blocked path's twelve by two there (1 thread, 11-15 interleaved rounds: 64^3 +6..+21%,
+ * 128^3 +14%, 64 x 256 x 64 +13%): a tile has K steps to amortise its set-up and
+ * stores over, which are few in a small product, and six row pointers leave the
+ * general registers free (twelve spilled five of them inside the k loop). */
+#define SMALL_TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6)
+#define SMALL_TILE(M)                                                                                                 \
+    static void small_tile_##M(long k, const float *a, long lda, const float *b, long ldb, float *c, long ldc, int n, \
+                               float alpha, float beta) {                                                          \
+        if (n > 48) tile_body(M, 4, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);                    \
+        else if (n > 32) tile_body(M, 3, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);               \
+        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);               \
+        else tile_body(M, 1, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);                           \
+    }
+SMALL_TILE_VARIANTS(SMALL_TILE)
+
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
 typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float, bool);
+typedef void (*small_tile_fn)(long, const float *, long, const float *, long, float *, long, int, float, float);
 #define LIST_TILE(M) tile_##M,
 #define LIST_DIRECT_TILE(M) direct_tile_##M,
+#define LIST_SMALL_TILE(M) small_tile_##M,
 static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
 static const direct_tile_fn direct_tiles[MR] = {TILE_VARIANTS(LIST_DIRECT_TILE)};
+static const small_tile_fn small_tiles[SMALL_MR] = {SMALL_TILE_VARIANTS(LIST_SMALL_TILE)};
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
@@ -81,6 +106,18 @@ static void tile(long k, const void *a, const void *b, float *c, long ldc, int m
 static void tile_direct(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
                         float alpha, float beta, bool c_trans) {
     direct_tiles[m - 1](k, a, lda, b, c, ldc, n, alpha, beta, c_trans);
+}
+
+/* A small product: the tiles in column strips of B, each strip reused by every row tile
+ * from L1 or L2; no packing, no blocking. */
+static void small(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb, float beta,
+                  float *c, long ldc) {
+    for (long j0 = 0; j0 < n; j0 += SMALL_NR)
+        for (long i0 = 0; i0 < m; i0 += SMALL_MR)
+            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * lda, lda, b + j0, ldb,
+                                                                    c + i0 * ldc + j0, ldc,
+                                                                    (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR),
+                                                                    alpha, beta);
 }
 
 /* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is
@@ -163,4 +200,5 @@ const gemm_kernel cf_gemm_kernel_f32_avx512 = {
     .tile_direct = tile_direct};
 
 const gemm_skinny cf_gemm_skinny_avx512 = {
-    .nn = skinny_nn, .dot = dot, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};
+    .nn = skinny_nn, .small = small, .small_rows = SMALL_MR, .small_cols = SMALL_NR, .dot = dot,
+    .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

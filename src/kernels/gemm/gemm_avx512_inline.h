@@ -6,6 +6,9 @@
 
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
+/* The widest register tile, in vectors of 16 columns (the f32 small path's). */
+enum { TILE_MAX_VECS = 4 };
+
 /* The first n lanes (n clamped to 0..16). */
 GEMM_INLINE __mmask16 lanes16(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
@@ -54,35 +57,34 @@ GEMM_INLINE void transpose16(__m512 r[16]) {
 }
 
 /* Writes alpha * acc (+ beta * C; C unread when beta == 0) to the m x n corner of a
- * tile of C, `halves` (1 or 2, a constant after inlining) vectors of 16 columns wide,
- * under masks. */
-GEMM_INLINE void store_tile_rows(const int m, const int halves, __m512 acc[][2], float *c, long ldc, int n, float alpha,
-                                 float beta) {
-    __mmask16 k[2] = {lanes16(n), lanes16(n - 16)};
+ * tile of C, `vecs` (a constant after inlining) vectors of 16 columns wide, under masks. */
+GEMM_INLINE void store_tile_rows(const int m, const int vecs, __m512 acc[][TILE_MAX_VECS], float *c, long ldc, int n,
+                                 float alpha, float beta) {
+    __mmask16 k[TILE_MAX_VECS] = {lanes16(n), lanes16(n - 16), lanes16(n - 32), lanes16(n - 48)};
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) {
         float *ci = c + i * ldc;
-        for (int h = 0; h < halves; h++) {
-            __m512 r = _mm512_mul_ps(va, acc[i][h]);
-            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k[h], ci + 16 * h), r);
-            _mm512_mask_storeu_ps(ci + 16 * h, k[h], r);
+        for (int v = 0; v < vecs; v++) {
+            __m512 r = _mm512_mul_ps(va, acc[i][v]);
+            if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k[v], ci + 16 * v), r);
+            _mm512_mask_storeu_ps(ci + 16 * v, k[v], r);
         }
     }
 }
 
 /* As store_tile_rows, into a C stored transposed (tile element (i, j) at c[i + j*ldc]):
- * each half goes through a register transpose into 16 rows of C of m values each. */
-GEMM_INLINE void store_tile_cols(const int m, const int halves, __m512 acc[][2], float *c, long ldc, int n, float alpha,
-                                 float beta) {
+ * each vector goes through a register transpose into 16 rows of C of m values each. */
+GEMM_INLINE void store_tile_cols(const int m, const int vecs, __m512 acc[][TILE_MAX_VECS], float *c, long ldc, int n,
+                                 float alpha, float beta) {
     __mmask16 k = lanes16(m);
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int h = 0; h < halves; h++) {
+    for (int v = 0; v < vecs; v++) {
         __m512 t[16];
-        for (int i = 0; i < 16; i++) t[i] = i < m ? acc[i][h] : _mm512_setzero_ps();
+        for (int i = 0; i < 16; i++) t[i] = i < m ? acc[i][v] : _mm512_setzero_ps();
         transpose16(t);
-        for (int j = 0; j < 16 && 16 * h + j < n; j++) {
-            float *cj = c + (16 * h + j) * ldc;
+        for (int j = 0; j < 16 && 16 * v + j < n; j++) {
+            float *cj = c + (16 * v + j) * ldc;
             __m512 r = _mm512_mul_ps(va, t[j]);
             if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k, cj), r);
             _mm512_mask_storeu_ps(cj, k, r);

@@ -21,7 +21,7 @@ GEMM_INLINE __m512bh as_bh(__m512i v) {
  * of B has at most 16 columns, as in gemm_avx512.c). */
 GEMM_INLINE void tile_body(const int m, const int halves, long k, const uint32_t *a, const uint32_t *b, float *c,
                            long ldc, int n, float alpha, float beta) {
-    __m512 acc[MR][2];
+    __m512 acc[MR][TILE_MAX_VECS];
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     long pairs = (k + 1) / 2;

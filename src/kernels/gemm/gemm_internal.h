@@ -71,8 +71,15 @@ typedef struct gemm_kernel {
     void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 
+/* A small product whose operands sit in cache: A and B read in place (A(i, k) at
+ * a[i*lda + k], B(k, j) at b[k*ldb + j]), no packing or blocking. */
+typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
+                              float beta, float *c, long ldc);
+
 typedef struct gemm_skinny {
     gemm_skinny_nn_fn nn;
+    gemm_small_fn small; /* optional */
+    int small_rows, small_cols; /* its tile */
     gemm_dot_fn dot;
     gemm_dot_fn dot_bf16; /* f32 A against bf16 B rows widened in registers (CPUs without vdpbf16ps); may be NULL */
     int dot_rows, dot_cols;
