@@ -237,14 +237,16 @@ static float *before_guard_page(long count, void **map, size_t *map_bytes) {
     return (float *)(p + bytes) - count;
 }
 
-/* The small path reads A's and B's own rows, B's under masks past column N, and writes
- * C under masks: with each matrix ending right before an unmapped page, any access past
- * its last element would fault. Row counts on both sides of its 6-row tile, widths on
- * both sides of each 16-column vector of its 64-column tile. */
+/* The small path reads A's and B's own rows (a transposed B's a strip at a time), B's
+ * under masks past column N, and writes C under masks: with each matrix ending right
+ * before an unmapped page, any access past its last element would fault. Row counts on
+ * both sides of its 6-row tile, widths on both sides of each 16-column vector of its
+ * 64-column tile. */
 static void check_small_bounds(void) {
     static const long shapes[][3] = {{2, 5, 3}, {7, 37, 20}, {6, 64, 1}, {13, 70, 9}, {9, 100, 33}, {12, 17, 64}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        long M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+    for (size_t i = 0; i < 2 * sizeof shapes / sizeof shapes[0]; i++) {
+        bool tb = i % 2;
+        long M = shapes[i / 2][0], N = shapes[i / 2][1], K = shapes[i / 2][2], ldb = tb ? K : N;
         void *maps[3];
         size_t bytes[3];
         float *A = before_guard_page(M * K, &maps[0], &bytes[0]), *B = before_guard_page(K * N, &maps[1], &bytes[1]);
@@ -252,10 +254,10 @@ static void check_small_bounds(void) {
         for (long j = 0; j < M * K; j++) A[j] = rng_float();
         for (long j = 0; j < K * N; j++) B[j] = rng_float();
         for (long j = 0; j < M * N; j++) C[j] = ref[j] = rng_float();
-        cf_sgemm(false, false, M, N, K, -0.5f, A, K, B, N, 0.75f, C, N);
-        cf_sgemm_reference(false, false, M, N, K, -0.5f, A, K, B, N, 0.75f, ref, N);
-        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5, "%ld x %ld x %ld next to unmapped pages: off by %g", M,
-                  N, K, worst_difference(C, ref, M * N));
+        cf_sgemm(false, tb, M, N, K, -0.5f, A, K, B, ldb, 0.75f, C, N);
+        cf_sgemm_reference(false, tb, M, N, K, -0.5f, A, K, B, ldb, 0.75f, ref, N);
+        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5, "%ld x %ld x %ld, tb %d, next to unmapped pages: off by %g",
+                  M, N, K, tb, worst_difference(C, ref, M * N));
         for (int m = 0; m < 3; m++) munmap(maps[m], bytes[m]);
         free(ref);
     }

@@ -162,20 +162,24 @@ static void skinny(skinny_job j) {
     cf_fp_mode_restore(fp_mode);
 }
 
-/* The small path (f32 A and B not transposed, AVX-512): A and B read in place by 6 x 64
- * tiles, no packing or blocking, the pool's tasks each taking a range of row tiles (or of
- * column strips, where there are more of those). Against the blocked path, 1 thread,
- * 11-15 interleaved rounds: 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256 +46%,
- * 64 x 64 x 512 +14%, 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3 -5%,
- * 32 x 1024 x 128 -4%. 2 threads: +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8)
+/* The small path (f32, A not transposed, AVX-512): A and B read in place by 6 x 64 tiles,
+ * no packing or blocking (a transposed B is transposed a 64-column strip at a time as it
+ * is used), the pool's tasks each taking a range of row tiles or of columns (in vectors
+ * of 16, so 96 columns split evenly). Against the blocked path, interleaved rounds,
+ * B not transposed, 1 thread: 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256
+ * +46%, 64 x 64 x 512 +14%, 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3
+ * -5%, 32 x 1024 x 128 -4%; 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8)
  * against the decode path's B streamed by rows: 4 x 512 x 512 2.4x, 8 x 256 x 256 2.1x,
- * but one row 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. */
-enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23 };
+ * but one row 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. B transposed (from 9
+ * rows: the dot products take fewer), 1 thread: 64^3 +22%, 100^3 +22%, 128 x 128 x 64
+ * +18%, 256 x 256 x 48 +9%, 160^3 +8%; 2 threads: 100^3 +40%, 128 x 128 x 64 +34%,
+ * 64 x 256 x 256 +21%, 96^3 +10%, 160^3 -1%, 256 x 256 x 48 / 64 -4..-6%. */
+enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
 
 typedef struct small_job {
     const gemm_skinny *kern;
     long M, N, K;
-    bool split_rows;
+    bool trans_b, split_rows;
     int tasks;
     float alpha, beta;
     const float *A, *B;
@@ -186,27 +190,31 @@ typedef struct small_job {
 
 static void small_task(void *ctx, int task, int thread) {
     const small_job *j = ctx;
-    long unit = j->split_rows ? j->kern->small_rows : j->kern->small_cols, extent = j->split_rows ? j->M : j->N, lo, hi;
+    long unit = j->split_rows ? j->kern->small_rows : SMALL_COL_UNIT, extent = j->split_rows ? j->M : j->N, lo, hi;
     cf_split_range((extent + unit - 1) / unit, j->tasks, task, &lo, &hi);
     lo *= unit;
     hi = hi * unit < extent ? hi * unit : extent;
     if (j->split_rows)
-        j->kern->small(hi - lo, j->N, j->K, j->alpha, j->A + lo * j->lda, j->lda, j->B, j->ldb, j->beta,
+        j->kern->small(hi - lo, j->N, j->K, j->alpha, j->A + lo * j->lda, j->lda, j->B, j->ldb, j->trans_b, j->beta,
                        j->C + lo * j->ldc, j->ldc);
     else
-        j->kern->small(j->M, hi - lo, j->K, j->alpha, j->A, j->lda, j->B + lo, j->ldb, j->beta, j->C + lo, j->ldc);
+        j->kern->small(j->M, hi - lo, j->K, j->alpha, j->A, j->lda, j->B + lo * (j->trans_b ? j->ldb : 1), j->ldb,
+                       j->trans_b, j->beta, j->C + lo, j->ldc);
 }
 
-/* Splits the product into tasks over its longer dimension (in tiles); false, leaving it
- * to the other paths, where it is too large for the small path. */
+/* Splits the product into tasks over its longer dimension (in tiles; a transposed B by
+ * columns where it can); false, leaving it to the other paths, where it is too large for
+ * the small path. */
 static bool small_product(small_job j) {
     double flops = (double)j.M * (double)j.N * (double)j.K;
     long tasks = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_TASK * (double)tasks) tasks = (long)(flops / MIN_FLOPS_PER_TASK);
     long row_tiles = (j.M + j.kern->small_rows - 1) / j.kern->small_rows;
     long col_tiles = (j.N + j.kern->small_cols - 1) / j.kern->small_cols;
-    j.split_rows = row_tiles >= col_tiles;
-    long most = j.split_rows ? row_tiles : col_tiles;
+    long col_units = (j.N + SMALL_COL_UNIT - 1) / SMALL_COL_UNIT;
+    /* Split by rows, every task would transpose all of a transposed B. */
+    j.split_rows = j.trans_b ? col_units < tasks : row_tiles >= col_tiles;
+    long most = j.split_rows ? row_tiles : col_units;
     if (tasks > most) tasks = most;
     if (tasks < 1) tasks = 1;
     if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
@@ -234,9 +242,9 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         return;
     }
     const gemm_skinny *sk = skinny_kernel();
-    if (!trans_a && !trans_b && M >= 2 && sk->small &&
-        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
-                                  .lda = lda, .ldb = ldb, .C = C, .ldc = ldc}))
+    if (!trans_a && (trans_b ? M > SKINNY_MAX_M : M >= 2) && sk->small &&
+        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_b = trans_b, .alpha = alpha, .beta = beta,
+                                  .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C, .ldc = ldc}))
         return;
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         skinny((skinny_job){.kern = sk, .dot = sk->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,

@@ -109,15 +109,24 @@ static void tile_direct(long k, const float *a, long lda, const void *b, float *
 }
 
 /* A small product: the tiles in column strips of B, each strip reused by every row tile
- * from L1 or L2; no packing, no blocking. */
-static void small(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb, float beta,
-                  float *c, long ldc) {
-    for (long j0 = 0; j0 < n; j0 += SMALL_NR)
+ * from L1 or L2; no blocking. A transposed B has each strip transposed into a panel
+ * first (K x SMALL_NR, zero past N). */
+static void small(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
+                  bool trans_b, float beta, float *c, long ldc) {
+    float *panel = trans_b ? cf_gemm_scratch_b(sizeof(float) * SMALL_NR * (size_t)k) : NULL;
+    for (long j0 = 0; j0 < n; j0 += SMALL_NR) {
+        int width = (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR);
+        const float *strip = b + j0;
+        long strip_ld = ldb;
+        if (trans_b) {
+            cf_gemm_strip_f32_avx512(b + j0 * ldb, ldb, width, k, SMALL_NR, panel);
+            strip = panel;
+            strip_ld = SMALL_NR;
+        }
         for (long i0 = 0; i0 < m; i0 += SMALL_MR)
-            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * lda, lda, b + j0, ldb,
-                                                                    c + i0 * ldc + j0, ldc,
-                                                                    (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR),
-                                                                    alpha, beta);
+            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * lda, lda, strip, strip_ld,
+                                                                    c + i0 * ldc + j0, ldc, width, alpha, beta);
+    }
 }
 
 /* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is
