@@ -237,16 +237,16 @@ static float *before_guard_page(long count, void **map, size_t *map_bytes) {
     return (float *)(p + bytes) - count;
 }
 
-/* The small path reads A's and B's own rows (a transposed B's a strip at a time), B's
+/* The small path reads A and B in place (a transposed B a strip at a time), B's rows
  * under masks past column N, and writes C under masks: with each matrix ending right
- * before an unmapped page, any access past its last element would fault. Row counts on
- * both sides of its 6-row tile, widths on both sides of each 16-column vector of its
- * 64-column tile. */
+ * before an unmapped page, any access past its last element would fault. All four
+ * layouts; row counts on both sides of its 6-row tile, widths on both sides of each
+ * 16-column vector of its 64-column tile. */
 static void check_small_bounds(void) {
     static const long shapes[][3] = {{2, 5, 3}, {7, 37, 20}, {6, 64, 1}, {13, 70, 9}, {9, 100, 33}, {12, 17, 64}};
-    for (size_t i = 0; i < 2 * sizeof shapes / sizeof shapes[0]; i++) {
-        bool tb = i % 2;
-        long M = shapes[i / 2][0], N = shapes[i / 2][1], K = shapes[i / 2][2], ldb = tb ? K : N;
+    for (size_t i = 0; i < 4 * sizeof shapes / sizeof shapes[0]; i++) {
+        bool ta = i & 1, tb = i & 2;
+        long M = shapes[i / 4][0], N = shapes[i / 4][1], K = shapes[i / 4][2], lda = ta ? M : K, ldb = tb ? K : N;
         void *maps[3];
         size_t bytes[3];
         float *A = before_guard_page(M * K, &maps[0], &bytes[0]), *B = before_guard_page(K * N, &maps[1], &bytes[1]);
@@ -254,10 +254,11 @@ static void check_small_bounds(void) {
         for (long j = 0; j < M * K; j++) A[j] = rng_float();
         for (long j = 0; j < K * N; j++) B[j] = rng_float();
         for (long j = 0; j < M * N; j++) C[j] = ref[j] = rng_float();
-        cf_sgemm(false, tb, M, N, K, -0.5f, A, K, B, ldb, 0.75f, C, N);
-        cf_sgemm_reference(false, tb, M, N, K, -0.5f, A, K, B, ldb, 0.75f, ref, N);
-        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5, "%ld x %ld x %ld, tb %d, next to unmapped pages: off by %g",
-                  M, N, K, tb, worst_difference(C, ref, M * N));
+        cf_sgemm(ta, tb, M, N, K, -0.5f, A, lda, B, ldb, 0.75f, C, N);
+        cf_sgemm_reference(ta, tb, M, N, K, -0.5f, A, lda, B, ldb, 0.75f, ref, N);
+        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5,
+                  "%ld x %ld x %ld, ta %d tb %d, next to unmapped pages: off by %g", M, N, K, ta, tb,
+                  worst_difference(C, ref, M * N));
         for (int m = 0; m < 3; m++) munmap(maps[m], bytes[m]);
         free(ref);
     }

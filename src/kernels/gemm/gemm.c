@@ -162,24 +162,26 @@ static void skinny(skinny_job j) {
     cf_fp_mode_restore(fp_mode);
 }
 
-/* The small path (f32, A not transposed, AVX-512): A and B read in place by 6 x 64 tiles,
- * no packing or blocking (a transposed B is transposed a 64-column strip at a time as it
- * is used), the pool's tasks each taking a range of row tiles or of columns (in vectors
- * of 16, so 96 columns split evenly). Against the blocked path, interleaved rounds,
- * B not transposed, 1 thread: 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256
- * +46%, 64 x 64 x 512 +14%, 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3
- * -5%, 32 x 1024 x 128 -4%; 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8)
- * against the decode path's B streamed by rows: 4 x 512 x 512 2.4x, 8 x 256 x 256 2.1x,
- * but one row 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. B transposed (from 9
- * rows: the dot products take fewer), 1 thread: 64^3 +22%, 100^3 +22%, 128 x 128 x 64
- * +18%, 256 x 256 x 48 +9%, 160^3 +8%; 2 threads: 100^3 +40%, 128 x 128 x 64 +34%,
- * 64 x 256 x 256 +21%, 96^3 +10%, 160^3 -1%, 256 x 256 x 48 / 64 -4..-6%. */
+/* The small path (f32, AVX-512): A and B read in place by 6 x 64 tiles, no packing or
+ * blocking (a transposed B is transposed a 64-column strip at a time as it is used), the
+ * pool's tasks each taking a range of row tiles or of columns (in vectors of 16, so 96
+ * columns split evenly). Against the blocked path, interleaved rounds, NN, 1 thread:
+ * 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256 +46%, 64 x 64 x 512 +14%,
+ * 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3 -5%, 32 x 1024 x 128 -4%;
+ * 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8) against the decode path's
+ * B streamed by rows: 4 x 512 x 512 2.4x (TN 2.7x), 8 x 256 x 256 2.1x, but one row
+ * 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. NT (from 9 rows: the dot products
+ * take fewer), 1 thread: 64^3 +22%, 100^3 +22%, 128 x 128 x 64 +18%, 256 x 256 x 48 +9%,
+ * 160^3 +8%; 2 threads: 100^3 +40%, 128 x 128 x 64 +34%, 64 x 256 x 256 +21%, 96^3 +10%,
+ * 160^3 -1%, 256 x 256 x 48 / 64 -4..-6%. TN, 1 / 2 threads: 64^3 +35% / +34%, 128 x 64 x
+ * 128 +18% / +66%, 256 x 48 x 256 +4% / +23%, 100^3 +11% / +39%, 160^3 +3% / -4%. TT,
+ * 1 thread: +1..+20%. */
 enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
 
 typedef struct small_job {
     const gemm_skinny *kern;
     long M, N, K;
-    bool trans_b, split_rows;
+    bool trans_a, trans_b, split_rows;
     int tasks;
     float alpha, beta;
     const float *A, *B;
@@ -195,11 +197,11 @@ static void small_task(void *ctx, int task, int thread) {
     lo *= unit;
     hi = hi * unit < extent ? hi * unit : extent;
     if (j->split_rows)
-        j->kern->small(hi - lo, j->N, j->K, j->alpha, j->A + lo * j->lda, j->lda, j->B, j->ldb, j->trans_b, j->beta,
-                       j->C + lo * j->ldc, j->ldc);
+        j->kern->small(hi - lo, j->N, j->K, j->alpha, j->A + lo * (j->trans_a ? 1 : j->lda), j->lda, j->trans_a, j->B,
+                       j->ldb, j->trans_b, j->beta, j->C + lo * j->ldc, j->ldc);
     else
-        j->kern->small(j->M, hi - lo, j->K, j->alpha, j->A, j->lda, j->B + lo * (j->trans_b ? j->ldb : 1), j->ldb,
-                       j->trans_b, j->beta, j->C + lo, j->ldc);
+        j->kern->small(j->M, hi - lo, j->K, j->alpha, j->A, j->lda, j->trans_a, j->B + lo * (j->trans_b ? j->ldb : 1),
+                       j->ldb, j->trans_b, j->beta, j->C + lo, j->ldc);
 }
 
 /* Splits the product into tasks over its longer dimension (in tiles; a transposed B by
@@ -242,9 +244,11 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         return;
     }
     const gemm_skinny *sk = skinny_kernel();
-    if (!trans_a && (trans_b ? M > SKINNY_MAX_M : M >= 2) && sk->small &&
-        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_b = trans_b, .alpha = alpha, .beta = beta,
-                                  .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C, .ldc = ldc}))
+    bool dots = trans_b && !trans_a && M <= SKINNY_MAX_M; /* B's rows read in place there */
+    if (M >= 2 && !dots && sk->small &&
+        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
+                                  .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C,
+                                  .ldc = ldc}))
         return;
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         skinny((skinny_job){.kern = sk, .dot = sk->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,

@@ -10,19 +10,25 @@
 enum { MR = 12, NR = 32, SMALL_MR = 6, SMALL_NR = 16 * TILE_MAX_VECS, SKINNY_NT_ROWS = 4, SKINNY_NT_COLS = 4,
        PREFETCH_STEPS = 8, SKINNY_NN_WINDOW = 2048, SHORT_ROWS = 384 };
 
+/* How a tile reads its operands and writes C (constants after inlining). */
+enum {
+    A_PACKED = 1, /* A from a packed panel, fetched ahead into L1; else A's own rows or columns */
+    B_ROWS = 2,   /* B's own rows, loaded under masks past column n; else a zero-padded packed panel */
+    C_TRANS = 4,  /* C stored transposed: C(i, j) at c[i + j*ldc] */
+};
+
 /* The register tile: m rows by 16 * vecs columns (both constants after inlining).
- * A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR) or A's own rows read
- * in place (a_rs = lda, a_ks = 1). B(k, j) = b[k*b_ks + j]: a packed panel (b_ks = NR,
- * zero-padded), or with b_in_place B's own rows, loaded under masks past column n.
- * With c_trans, C is stored transposed (the transposed product of gemm.c: A's rows are
- * B's, read once each; where they are shorter than SHORT_ROWS the hardware prefetcher
- * has too short a run to follow, so the tile fetches the next tile's rows as it goes:
- * K = 288, 1 thread, +24..+48% on 8..32 x 2048..32000 x 288; longer rows -5..+3%). */
-GEMM_INLINE void tile_body(const int m, const int vecs, long k, const float *a, long a_rs, long a_ks, const float *b,
-                           long b_ks, const bool b_in_place, float *c, long ldc, int n, float alpha, float beta,
-                           const bool c_trans) {
+ * A(i, k) = a[i*a_rs + k*a_ks]: a packed panel (a_rs = 1, a_ks = MR), A's own rows
+ * (a_rs = lda, a_ks = 1) or A's columns, A transposed (a_rs = 1, a_ks = lda).
+ * B(k, j) = b[k*b_ks + j]: a packed panel (b_ks = NR) or B's own rows (b_ks = ldb).
+ * With C_TRANS (the transposed product of gemm.c: A's rows are B's, read once each) where
+ * the rows are shorter than SHORT_ROWS, the hardware prefetcher has too short a run to
+ * follow, so the tile fetches the next tile's rows as it goes: K = 288, 1 thread,
+ * +24..+48% on 8..32 x 2048..32000 x 288; longer rows -5..+3%. */
+GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, const float *a, long a_rs, long a_ks,
+                           const float *b, long b_ks, float *c, long ldc, int n, float alpha, float beta) {
+    const bool c_trans = form & C_TRANS;
     __m512 acc[MR][TILE_MAX_VECS];
-    const bool packed_a = a_ks == MR;
     const __mmask16 b_mask[TILE_MAX_VECS] = {lanes16(n), lanes16(n - 16), lanes16(n - 32), lanes16(n - 48)};
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++)
@@ -37,9 +43,9 @@ GEMM_INLINE void tile_body(const int m, const int vecs, long k, const float *a, 
         __m512 bv[TILE_MAX_VECS];
         for (int v = 0; v < vecs; v++) {
             _mm_prefetch((const char *)(b + PREFETCH_STEPS * b_ks + 16 * v), _MM_HINT_T0);
-            bv[v] = b_in_place ? _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
+            bv[v] = form & B_ROWS ? _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
         }
-        if (packed_a) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
+        if (form & A_PACKED) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
         if (next_rows && (p & 15) < MR) _mm_prefetch((const char *)(a + (MR + (p & 15)) * a_rs), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
@@ -60,38 +66,39 @@ GEMM_INLINE void tile_body(const int m, const int vecs, long k, const float *a, 
 #define TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 #define PACKED_TILE(M)                                                                                                \
     static void tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha, float beta) { \
-        if (n > 16) tile_body(M, 2, k, a, 1, MR, b, NR, false, c, ldc, n, alpha, beta, false);                     \
-        else tile_body(M, 1, k, a, 1, MR, b, NR, false, c, ldc, n, alpha, beta, false);                            \
+        if (n > 16) tile_body(M, 2, A_PACKED, k, a, 1, MR, b, NR, c, ldc, n, alpha, beta);                         \
+        else tile_body(M, 1, A_PACKED, k, a, 1, MR, b, NR, c, ldc, n, alpha, beta);                                \
     }                                                                                                                 \
     static void direct_tile_##M(long k, const float *a, long lda, const void *b, float *c, long ldc, int n,         \
                                 float alpha, float beta, bool c_trans) {                                           \
-        if (c_trans && n > 16) tile_body(M, 2, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, true);          \
-        else if (c_trans) tile_body(M, 1, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, true);               \
-        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, false);               \
-        else tile_body(M, 1, k, a, lda, 1, b, NR, false, c, ldc, n, alpha, beta, false);                           \
+        if (c_trans && n > 16) tile_body(M, 2, C_TRANS, k, a, lda, 1, b, NR, c, ldc, n, alpha, beta);              \
+        else if (c_trans) tile_body(M, 1, C_TRANS, k, a, lda, 1, b, NR, c, ldc, n, alpha, beta);                   \
+        else if (n > 16) tile_body(M, 2, 0, k, a, lda, 1, b, NR, c, ldc, n, alpha, beta);                          \
+        else tile_body(M, 1, 0, k, a, lda, 1, b, NR, c, ldc, n, alpha, beta);                                      \
     }
 TILE_VARIANTS(PACKED_TILE)
 
-/* The small path's tiles: SMALL_MR rows of A and up to SMALL_NR columns of B, both read
- * in place, as few vectors wide as the columns need. Six rows by four vectors beat the
- * blocked path's twelve by two there (1 thread, 11-15 interleaved rounds: 64^3 +6..+21%,
- * 128^3 +14%, 64 x 256 x 64 +13%): a tile has K steps to amortise its set-up and
- * stores over, which are few in a small product, and six row pointers leave the
- * general registers free (twelve spilled five of them inside the k loop). */
+/* The small path's tiles: SMALL_MR rows of A (its rows or, transposed, its columns) and
+ * up to SMALL_NR columns of B, both read in place, as few vectors wide as the columns
+ * need. Six rows by four vectors beat the blocked path's twelve by two there (1 thread,
+ * 11-15 interleaved rounds: 64^3 +6..+21%, 128^3 +14%, 64 x 256 x 64 +13%): a tile has K
+ * steps to amortise its set-up and stores over, which are few in a small product, and
+ * six row pointers leave the general registers free (twelve spilled five of them inside
+ * the k loop). */
 #define SMALL_TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6)
 #define SMALL_TILE(M)                                                                                                 \
-    static void small_tile_##M(long k, const float *a, long lda, const float *b, long ldb, float *c, long ldc, int n, \
-                               float alpha, float beta) {                                                          \
-        if (n > 48) tile_body(M, 4, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);                    \
-        else if (n > 32) tile_body(M, 3, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);               \
-        else if (n > 16) tile_body(M, 2, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);               \
-        else tile_body(M, 1, k, a, lda, 1, b, ldb, true, c, ldc, n, alpha, beta, false);                           \
+    static void small_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, float *c,    \
+                               long ldc, int n, float alpha, float beta) {                                         \
+        if (n > 48) tile_body(M, 4, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                     \
+        else if (n > 32) tile_body(M, 3, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                \
+        else if (n > 16) tile_body(M, 2, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                \
+        else tile_body(M, 1, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                            \
     }
 SMALL_TILE_VARIANTS(SMALL_TILE)
 
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
 typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float, bool);
-typedef void (*small_tile_fn)(long, const float *, long, const float *, long, float *, long, int, float, float);
+typedef void (*small_tile_fn)(long, const float *, long, long, const float *, long, float *, long, int, float, float);
 #define LIST_TILE(M) tile_##M,
 #define LIST_DIRECT_TILE(M) direct_tile_##M,
 #define LIST_SMALL_TILE(M) small_tile_##M,
@@ -111,8 +118,9 @@ static void tile_direct(long k, const float *a, long lda, const void *b, float *
 /* A small product: the tiles in column strips of B, each strip reused by every row tile
  * from L1 or L2; no blocking. A transposed B has each strip transposed into a panel
  * first (K x SMALL_NR, zero past N). */
-static void small(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
+static void small(long m, long n, long k, float alpha, const float *a, long lda, bool trans_a, const float *b, long ldb,
                   bool trans_b, float beta, float *c, long ldc) {
+    const long a_rs = trans_a ? 1 : lda, a_ks = trans_a ? lda : 1;
     float *panel = trans_b ? cf_gemm_scratch_b(sizeof(float) * SMALL_NR * (size_t)k) : NULL;
     for (long j0 = 0; j0 < n; j0 += SMALL_NR) {
         int width = (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR);
@@ -124,7 +132,7 @@ static void small(long m, long n, long k, float alpha, const float *a, long lda,
             strip_ld = SMALL_NR;
         }
         for (long i0 = 0; i0 < m; i0 += SMALL_MR)
-            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * lda, lda, strip, strip_ld,
+            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * a_rs, a_rs, a_ks, strip, strip_ld,
                                                                     c + i0 * ldc + j0, ldc, width, alpha, beta);
     }
 }

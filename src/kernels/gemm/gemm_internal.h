@@ -71,11 +71,12 @@ typedef struct gemm_kernel {
     void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 
-/* A small product whose operands sit in cache, A read in place (A(i, k) at a[i*lda + k]),
- * and B too (B(k, j) at b[k*ldb + j]) or with trans_b (B(k, j) at b[j*ldb + k]) a strip of
- * it at a time transposed into the thread's B buffer; no blocking. */
-typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long lda, const float *b, long ldb,
-                              bool trans_b, float beta, float *c, long ldc);
+/* A small product whose operands sit in cache: A read in place (A(i, k) at a[i*lda + k],
+ * or with trans_a at a[i + k*lda]), and B too (B(k, j) at b[k*ldb + j]) or with trans_b
+ * (B(k, j) at b[j*ldb + k]) a strip of it at a time transposed into the thread's B
+ * buffer; no blocking. */
+typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long lda, bool trans_a,
+                              const float *b, long ldb, bool trans_b, float beta, float *c, long ldc);
 
 typedef struct gemm_skinny {
     gemm_skinny_nn_fn nn;
