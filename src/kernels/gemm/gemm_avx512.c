@@ -41,8 +41,9 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
         /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead
          * (A's rows read in place are sequential streams the hardware prefetcher follows). */
         __m512 bv[TILE_MAX_VECS];
+        const float *b_ahead = b + PREFETCH_STEPS * b_ks; /* one register, whatever b_ks */
         for (int v = 0; v < vecs; v++) {
-            _mm_prefetch((const char *)(b + PREFETCH_STEPS * b_ks + 16 * v), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b_ahead + 16 * v), _MM_HINT_T0);
             bv[v] = form & B_ROWS ? _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
         }
         if (form & A_PACKED) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
