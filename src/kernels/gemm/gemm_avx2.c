@@ -29,12 +29,21 @@ INLINE void store_rows(const int m, const int halves, __m256 acc[][2], float *c,
     }
 }
 
+/* How a tile reads B (constants after inlining). */
+enum {
+    B_ROWS = 1, /* B's own rows (b_ks = ldb); else a zero-padded packed panel (b_ks = NR) */
+    B_EDGE = 2, /* with B_ROWS: the last columns, loaded under masks past column n */
+};
+
 /* m rows by 8 * halves columns (constants after inlining; one half where the last panel
- * of B has at most 8 columns, as in gemm_avx512.c) from packed panels:
- * A(i, k) = a[k*MR + i], B(k, j) = b[k*NR + j]. */
-INLINE void tile_body(const int m, const int halves, long k, const float *a, const float *b, float *c, long ldc, int n,
-                      float alpha, float beta) {
+ * of B has at most 8 columns, as in gemm_avx512.c). A(i, k) = a[i*a_rs + k*a_ks]: a packed
+ * panel (a_rs = 1, a_ks = MR), or for the small path A's rows or columns in place;
+ * B(k, j) = b[k*b_ks + j]. vmaskmovps costs a second uop, so only an edge tile of B's own
+ * rows loads under masks. */
+INLINE void tile_body(const int m, const int halves, const int form, long k, const float *a, long a_rs, long a_ks,
+                      const float *b, long b_ks, float *c, long ldc, int n, float alpha, float beta) {
     __m256 acc[MR][2];
+    const __m256i b_mask[2] = {lanes8(n), lanes8(n - 8)};
 #pragma GCC unroll 6
     for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     /* Four k steps per loop iteration: the loop's own counter, compare and branch
@@ -43,10 +52,12 @@ INLINE void tile_body(const int m, const int halves, long k, const float *a, con
 #pragma GCC unroll 4
     for (long p = 0; p < k; p++) {
         __m256 bv[2];
-        for (int h = 0; h < halves; h++) bv[h] = _mm256_loadu_ps(b + p * NR + 8 * h);
+        for (int h = 0; h < halves; h++)
+            bv[h] = form & B_EDGE ? _mm256_maskload_ps(b + p * b_ks + 8 * h, b_mask[h])
+                                  : _mm256_loadu_ps(b + p * b_ks + 8 * h);
 #pragma GCC unroll 6
         for (int i = 0; i < m; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + p * MR + i);
+            __m256 ai = _mm256_broadcast_ss(a + p * a_ks + i * a_rs);
             for (int h = 0; h < halves; h++) acc[i][h] = _mm256_fmadd_ps(ai, bv[h], acc[i][h]);
         }
     }
@@ -58,14 +69,27 @@ INLINE void tile_body(const int m, const int halves, long k, const float *a, con
 #define PACKED_TILE(M)                                                                                                \
     static void packed_tile_##M(long k, const void *a, const void *b, float *c, long ldc, int n, float alpha,      \
                                 float beta) {                                                                      \
-        if (n > 8) tile_body(M, 2, k, a, b, c, ldc, n, alpha, beta);                                               \
-        else tile_body(M, 1, k, a, b, c, ldc, n, alpha, beta);                                                     \
+        if (n > 8) tile_body(M, 2, 0, k, a, 1, MR, b, NR, c, ldc, n, alpha, beta);                                 \
+        else tile_body(M, 1, 0, k, a, 1, MR, b, NR, c, ldc, n, alpha, beta);                                       \
+    }                                                                                                                 \
+    static void small_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, float *c,    \
+                               long ldc, int n, float alpha, float beta) {                                         \
+        if (n == NR) tile_body(M, 2, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                    \
+        else if (n > 8) tile_body(M, 2, B_ROWS | B_EDGE, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);        \
+        else tile_body(M, 1, B_ROWS | B_EDGE, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                   \
     }
 TILE_VARIANTS(PACKED_TILE)
 
 typedef void (*packed_fn)(long, const void *, const void *, float *, long, int, float, float);
 #define LIST_PACKED(M) packed_tile_##M,
+#define LIST_SMALL(M) small_tile_##M,
 static const packed_fn packed_tiles[MR] = {TILE_VARIANTS(LIST_PACKED)};
+
+/* The small path's tiles are the blocked path's 6 x 16, on A and B in place. */
+enum { SMALL_MR = MR, SMALL_NR = NR };
+static const gemm_small_tile_fn small_tiles[SMALL_MR] = {TILE_VARIANTS(LIST_SMALL)};
+#define SMALL_STRIP cf_gemm_strip_f32_avx2
+#include "gemm_small.h"
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     packed_tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
@@ -156,4 +180,5 @@ const gemm_kernel cf_gemm_kernel_f32_avx2 = {
     .pack_a = cf_gemm_pack_a_f32_avx2, .pack_b = cf_gemm_pack_b_f32_avx2, .tile = tile};
 
 const gemm_skinny cf_gemm_skinny_avx2 = {
-    .nn = gemm_skinny_rows, .dot = dot, .dot_bf16 = dot_bf16, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};
+    .nn = gemm_skinny_rows, .small = small, .small_rows = SMALL_MR, .small_cols = SMALL_NR, .dot = dot,
+    .dot_bf16 = dot_bf16, .dot_rows = SKINNY_NT_ROWS, .dot_cols = SKINNY_NT_COLS};

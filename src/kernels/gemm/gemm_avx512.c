@@ -99,13 +99,14 @@ SMALL_TILE_VARIANTS(SMALL_TILE)
 
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
 typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float, bool);
-typedef void (*small_tile_fn)(long, const float *, long, long, const float *, long, float *, long, int, float, float);
 #define LIST_TILE(M) tile_##M,
 #define LIST_DIRECT_TILE(M) direct_tile_##M,
 #define LIST_SMALL_TILE(M) small_tile_##M,
 static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
 static const direct_tile_fn direct_tiles[MR] = {TILE_VARIANTS(LIST_DIRECT_TILE)};
-static const small_tile_fn small_tiles[SMALL_MR] = {SMALL_TILE_VARIANTS(LIST_SMALL_TILE)};
+static const gemm_small_tile_fn small_tiles[SMALL_MR] = {SMALL_TILE_VARIANTS(LIST_SMALL_TILE)};
+#define SMALL_STRIP cf_gemm_strip_f32_avx512
+#include "gemm_small.h"
 
 static void tile(long k, const void *a, const void *b, float *c, long ldc, int m, int n, float alpha, float beta) {
     tiles[m - 1](k, a, b, c, ldc, n, alpha, beta);
@@ -114,28 +115,6 @@ static void tile(long k, const void *a, const void *b, float *c, long ldc, int m
 static void tile_direct(long k, const float *a, long lda, const void *b, float *c, long ldc, int m, int n,
                         float alpha, float beta, bool c_trans) {
     direct_tiles[m - 1](k, a, lda, b, c, ldc, n, alpha, beta, c_trans);
-}
-
-/* A small product: the tiles in column strips of B, each strip reused by every row tile
- * from L1 or L2; no blocking. A transposed B has each strip transposed into a panel
- * first (K x SMALL_NR, zero past N). */
-static void small(long m, long n, long k, float alpha, const float *a, long lda, bool trans_a, const float *b, long ldb,
-                  bool trans_b, float beta, float *c, long ldc) {
-    const long a_rs = trans_a ? 1 : lda, a_ks = trans_a ? lda : 1;
-    float *panel = trans_b ? cf_gemm_scratch_b(sizeof(float) * SMALL_NR * (size_t)k) : NULL;
-    for (long j0 = 0; j0 < n; j0 += SMALL_NR) {
-        int width = (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR);
-        const float *strip = b + j0;
-        long strip_ld = ldb;
-        if (trans_b) {
-            cf_gemm_strip_f32_avx512(b + j0 * ldb, ldb, width, k, SMALL_NR, panel);
-            strip = panel;
-            strip_ld = SMALL_NR;
-        }
-        for (long i0 = 0; i0 < m; i0 += SMALL_MR)
-            small_tiles[(m - i0 < SMALL_MR ? m - i0 : SMALL_MR) - 1](k, a + i0 * a_rs, a_rs, a_ks, strip, strip_ld,
-                                                                    c + i0 * ldc + j0, ldc, width, alpha, beta);
-    }
 }
 
 /* Decode with B not transposed: C's rows stay in L1 while B streams by rows, so B is
