@@ -148,12 +148,17 @@ static void skinny_task(void *ctx, int task, int thread) {
                     j->ldb, j->beta, j->C + n0, j->ldc);
 }
 
-/* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */
-static void skinny(skinny_job j) {
-    double flops = (double)j.M * (double)j.N * (double)j.K;
+/* The pool tasks worth waking for a product of this many multiply-adds (1 inside a task). */
+static long tasks_for(long M, long N, long K) {
+    double flops = (double)M * (double)N * (double)K;
     long tasks = cf_in_parallel() ? 1 : cf_num_threads();
     if (flops < (double)MIN_FLOPS_PER_TASK * (double)tasks) tasks = (long)(flops / MIN_FLOPS_PER_TASK);
-    if (tasks < 1) tasks = 1;
+    return tasks < 1 ? 1 : tasks;
+}
+
+/* Splits N into column chunks (multiples of SKINNY_CHUNK), one task each. */
+static void skinny(skinny_job j) {
+    long tasks = tasks_for(j.M, j.N, j.K);
     long chunks = (j.N + SKINNY_CHUNK - 1) / SKINNY_CHUNK;
     if (tasks > chunks) tasks = chunks;
     j.chunk = ((chunks + tasks - 1) / tasks) * SKINNY_CHUNK;
@@ -162,10 +167,10 @@ static void skinny(skinny_job j) {
     cf_fp_mode_restore(fp_mode);
 }
 
-/* The small path (f32; AVX-512, and AVX2 with its 6 x 16 tile): A and B read in place by
- * 6 x 64 tiles, no packing or blocking (a transposed B is transposed a 64-column strip at a time as it is used), the
- * pool's tasks each taking a range of row tiles or of columns (in vectors of 16, so 96
- * columns split evenly). Against the blocked path, interleaved rounds, NN, 1 thread:
+/* The small path (f32): A and B read in place by 6 x 64 tiles (AVX-512; AVX2 6 x 16), no
+ * packing or blocking (a transposed B is transposed a strip of tiles at a time as it is
+ * used), the pool's tasks each taking a range of row tiles or of columns (in vectors of
+ * 16, so 96 columns split evenly). Figures are AVX-512 unless said. Against the blocked path, interleaved rounds, NN, 1 thread:
  * 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256 +46%, 64 x 64 x 512 +14%,
  * 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3 -5%, 32 x 1024 x 128 -4%;
  * 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8) against the decode path's
@@ -213,8 +218,7 @@ static void small_task(void *ctx, int task, int thread) {
  * the small path. */
 static bool small_product(small_job j) {
     double flops = (double)j.M * (double)j.N * (double)j.K;
-    long tasks = cf_in_parallel() ? 1 : cf_num_threads();
-    if (flops < (double)MIN_FLOPS_PER_TASK * (double)tasks) tasks = (long)(flops / MIN_FLOPS_PER_TASK);
+    long tasks = tasks_for(j.M, j.N, j.K);
     long row_tiles = (j.M + j.kern->small_rows - 1) / j.kern->small_rows;
     long col_tiles = (j.N + j.kern->small_cols - 1) / j.kern->small_cols;
     long col_units = (j.N + SMALL_COL_UNIT - 1) / SMALL_COL_UNIT;
@@ -222,7 +226,6 @@ static bool small_product(small_job j) {
     j.split_rows = j.trans_b ? col_units < tasks : row_tiles >= col_tiles;
     long most = j.split_rows ? row_tiles : col_units;
     if (tasks > most) tasks = most;
-    if (tasks < 1) tasks = 1;
     if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
     j.tasks = (int)tasks;
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
