@@ -37,6 +37,13 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
     for (int i = 0; i < m && !c_trans; i++) /* C's lines arrive in L2 while the tile is computed */
         for (int v = 0; v < vecs; v++) _mm_prefetch((const char *)(c + i * ldc + 16 * v), _MM_HINT_T1);
     for (int j = 0; j < n && c_trans; j++) _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T1);
+    /* A read in place: each row at one of three bases four rows apart plus 0..3 strides,
+     * which x86 addressing reaches from two stride registers. Twelve row pointers spilled
+     * six general registers inside the k loop (in one process, interleaved, 1 thread:
+     * 16 x 8192 x 2048 NT +8%, 16 x 32000 x 288 NT +10%, 2048 x 288 x 768 NT +3%, 512^3
+     * +2%, 512 x 288 x 32000 +2%, 64 x 2048 x 768 NT even; 2 threads +3..+8%). A base
+     * past the tile's rows stays at a: it would point outside A. */
+    const float *quad[3] = {a, a + (m > 4 ? 4 * a_rs : 0), a + (m > 8 ? 8 * a_rs : 0)};
     for (long p = 0; p < k; p++) {
         /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead
          * (A's rows read in place are sequential streams the hardware prefetcher follows). */
@@ -50,10 +57,11 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
         if (next_rows && (p & 15) < MR) _mm_prefetch((const char *)(a + (MR + (p & 15)) * a_rs), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
-            __m512 ai = _mm512_set1_ps(a[i * a_rs]);
+            __m512 ai = _mm512_set1_ps(form & A_PACKED ? a[i] : quad[i / 4][(i % 4) * a_rs]);
             for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
         a += a_ks;
+        for (int q = 0; q < 3; q++) quad[q] += a_ks;
         b += b_ks;
     }
     if (c_trans) store_tile_cols(m, vecs, acc, c, ldc, n, alpha, beta);
