@@ -85,8 +85,9 @@ typedef void (*packed_fn)(long, const void *, const void *, float *, long, int, 
 #define LIST_SMALL(M) small_tile_##M,
 static const packed_fn packed_tiles[MR] = {TILE_VARIANTS(LIST_PACKED)};
 
-/* The small path's tiles are the blocked path's 6 x 16, on A and B in place. */
-enum { SMALL_MR = MR, SMALL_NR = NR };
+/* The small path's tiles are the blocked path's 6 x 16, on A and B in place, for every
+ * strip of B (no narrow tile of its own). */
+enum { SMALL_MR = MR, SMALL_NR = NR, SMALL_NARROW_MR = MR, SMALL_NARROW_NR = NR };
 static const gemm_small_tile_fn small_tiles[SMALL_MR] = {TILE_VARIANTS(LIST_SMALL)};
 #define SMALL_STRIP cf_gemm_strip_f32_avx2
 #include "gemm_small.h"

@@ -87,23 +87,24 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
     }
 TILE_VARIANTS(PACKED_TILE)
 
-/* The small path's tiles: SMALL_MR rows of A (its rows or, transposed, its columns) and
- * up to SMALL_NR columns of B, both read in place, as few vectors wide as the columns
- * need. Six rows by four vectors beat the blocked path's twelve by two there (1 thread,
- * 11-15 interleaved rounds: 64^3 +6..+21%, 128^3 +14%, 64 x 256 x 64 +13%): a tile has K
- * steps to amortise its set-up and stores over, which are few in a small product, and
- * six row pointers leave the general registers free (twelve spilled five of them inside
- * the k loop). */
-#define SMALL_TILE_VARIANTS(X) X(1) X(2) X(3) X(4) X(5) X(6)
+/* The small path's tiles: SMALL_MR rows of A (its rows or, transposed, its columns) by up
+ * to four vectors of B's columns, both read in place. Six rows by four vectors beat
+ * the blocked path's twelve by two there (1 thread, 11-15 interleaved rounds: 64^3
+ * +6..+21%, 128^3 +14%, 64 x 256 x 64 +13%): a tile has K steps to amortise its set-up
+ * and stores over, which are few in a small product, and six rows of A in place take
+ * fewer general registers. A strip of B at most two vectors wide takes twelve rows
+ * instead (the same functions from 7 rows on): six by two or one vectors hold only 12 or 6 accumulators and
+ * load more per multiply-add (against them, interleaved: 128 x 8 x 128 +30%, 128 x 16 x
+ * 128 +28%, 512 x 32 x 64 +10%, 256 x 32 x 256 +7%; 2 threads +7..+20%). */
 #define SMALL_TILE(M)                                                                                                 \
     static void small_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, float *c,    \
                                long ldc, int n, float alpha, float beta) {                                         \
-        if (n > 48) tile_body(M, 4, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                     \
-        else if (n > 32) tile_body(M, 3, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                \
+        if (M <= SMALL_MR && n > 48) tile_body(M, 4, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);    \
+        else if (M <= SMALL_MR && n > 32) tile_body(M, 3, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta); \
         else if (n > 16) tile_body(M, 2, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                \
         else tile_body(M, 1, B_ROWS, k, a, a_rs, a_ks, b, ldb, c, ldc, n, alpha, beta);                            \
     }
-SMALL_TILE_VARIANTS(SMALL_TILE)
+TILE_VARIANTS(SMALL_TILE)
 
 typedef void (*tile_fn)(long, const void *, const void *, float *, long, int, float, float);
 typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *, long, int, float, float, bool);
@@ -112,7 +113,9 @@ typedef void (*direct_tile_fn)(long, const float *, long, const void *, float *,
 #define LIST_SMALL_TILE(M) small_tile_##M,
 static const tile_fn tiles[MR] = {TILE_VARIANTS(LIST_TILE)};
 static const direct_tile_fn direct_tiles[MR] = {TILE_VARIANTS(LIST_DIRECT_TILE)};
-static const gemm_small_tile_fn small_tiles[SMALL_MR] = {SMALL_TILE_VARIANTS(LIST_SMALL_TILE)};
+/* Up to SMALL_MR rows any width up to SMALL_NR; up to MR rows at most NR columns. */
+static const gemm_small_tile_fn small_tiles[MR] = {TILE_VARIANTS(LIST_SMALL_TILE)};
+enum { SMALL_NARROW_MR = MR, SMALL_NARROW_NR = NR };
 #define SMALL_STRIP cf_gemm_strip_f32_avx512
 #include "gemm_small.h"
 
