@@ -186,6 +186,10 @@ static void skinny(skinny_job j) {
  * -> 2.22x, 192^3 even; 2 threads 128^3 / 160^3 +9% / +10%, 256 x 256 x 48 NT and 200^3
  * TN even. */
 enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
+/* A transposed B's strip panel (K x the tile's columns) lives in the thread's B buffer for
+ * the thread's lifetime: longer K (a few rows against a long thin B) goes to the blocked
+ * path rather than grow that buffer past the blocked path's own block (1 MiB here). */
+enum { SMALL_MAX_PANEL_BYTES = 1 << 20 };
 
 typedef struct small_job {
     const gemm_skinny *kern;
@@ -227,6 +231,7 @@ static bool small_product(small_job j) {
     long most = j.split_rows ? row_tiles : col_units;
     if (tasks > most) tasks = most;
     if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
+    if (j.trans_b && j.K * j.kern->small_cols * (long)sizeof(float) > SMALL_MAX_PANEL_BYTES) return false;
     j.tasks = (int)tasks;
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     cf_parallel_for(j.tasks, small_task, &j);
