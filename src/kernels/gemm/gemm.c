@@ -169,22 +169,22 @@ static void skinny(skinny_job j) {
 
 /* The small path (f32): A and B read in place by 6 x 64 tiles (AVX-512; AVX2 6 x 16), no
  * packing or blocking (a transposed B is transposed a strip of tiles at a time as it is
- * used), the pool's tasks each taking a range of row tiles or of columns (in vectors of
- * 16, so 96 columns split evenly). Figures are AVX-512 unless said. Against the blocked path, interleaved rounds, NN, 1 thread:
- * 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256 +46%, 64 x 64 x 512 +14%,
- * 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3 -5%, 32 x 1024 x 128 -4%;
- * 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8) against the decode path's
- * B streamed by rows: 4 x 512 x 512 2.4x (TN 2.7x), 8 x 256 x 256 2.1x, but one row
- * 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. NT (from 9 rows: the dot products
- * take fewer), 1 thread: 64^3 +22%, 100^3 +22%, 128 x 128 x 64 +18%, 256 x 256 x 48 +9%,
- * 160^3 +8%; 2 threads: 100^3 +40%, 128 x 128 x 64 +34%, 64 x 256 x 256 +21%, 96^3 +10%,
- * 160^3 -1%, 256 x 256 x 48 / 64 -4..-6%. TN, 1 / 2 threads: 64^3 +35% / +34%, 128 x 64 x
- * 128 +18% / +66%, 256 x 48 x 256 +4% / +23%, 100^3 +11% / +39%, 160^3 +3% / -4%. TT,
+ * used), the pool's tasks each taking a range of row tiles or of columns (in vectors of 16,
+ * so 96 columns split evenly). Figures are AVX-512 unless said. Against the blocked path,
+ * interleaved rounds, NN, 1 thread: 64^3 +14..+36%, 128^3 +10%, 160^3 +13%, 16 x 256 x 256
+ * +46%, 64 x 64 x 512 +14%, 100 x 100 x 512 +13%, 256 x 64 x 256 +3%; 192^3 -4%, 256^3 -5%,
+ * 32 x 1024 x 128 -4%; 2 threads +6..+48% up to 192^3, 256^3 -2%. A few rows (2..8) against
+ * the decode path's B streamed by rows: 4 x 512 x 512 2.4x (TN 2.7x), 8 x 256 x 256 2.1x,
+ * but one row 0.73x, and beyond the bound (8 x 2048 x 8192) 0.64x. NT (from 9 rows: the dot
+ * products take fewer), 1 thread: 64^3 +22%, 100^3 +22%, 128 x 128 x 64 +18%, 256 x 256 x
+ * 48 +9%, 160^3 +8%; 2 threads: 100^3 +40%, 128 x 128 x 64 +34%, 64 x 256 x 256 +21%, 96^3
+ * +10%, 160^3 -1%, 256 x 256 x 48 / 64 -4..-6%. TN, 1 / 2 threads: 64^3 +35% / +34%, 128 x
+ * 64 x 128 +18% / +66%, 256 x 48 x 256 +4% / +23%, 100^3 +11% / +39%, 160^3 +3% / -4%. TT,
  * 1 thread: +1..+20%. AVX2 (CFORMERS_ISA=avx2, alternating builds, against OpenBLAS's
- * Haswell kernels): 1 thread 64^3 0.99 -> 1.22x, 256 x 48 x 256 1.03 -> 1.20x, 128 x 128
- * x 64 NT 0.98 -> 1.16x, 100^3 TN 0.92 -> 1.10x, 160^3 0.99 -> 1.10x, 4 x 512 x 512 1.47
- * -> 2.22x, 192^3 even; 2 threads 128^3 / 160^3 +9% / +10%, 256 x 256 x 48 NT and 200^3
- * TN even. */
+ * Haswell kernels): 1 thread 64^3 0.99 -> 1.22x, 256 x 48 x 256 1.03 -> 1.20x, 128 x 128 x
+ * 64 NT 0.98 -> 1.16x, 100^3 TN 0.92 -> 1.10x, 160^3 0.99 -> 1.10x, 4 x 512 x 512 1.47 ->
+ * 2.22x, 192^3 even; 2 threads 128^3 / 160^3 +9% / +10%, 256 x 256 x 48 NT and 200^3 TN
+ * even. */
 enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
 /* A transposed B's strip panel (K x the tile's columns) lives in the thread's B buffer for
  * the thread's lifetime: longer K (a few rows against a long thin B) goes to the blocked
