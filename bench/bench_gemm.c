@@ -21,8 +21,9 @@
  * LLaMA-style layer with T = 512 tokens and hidden size H = 2048 (weights stored [out, in],
  * as in PyTorch): forward Y = X W^T (NT), input gradient dX = dY W (NN), weight gradient
  * dW = dY^T X (TN); then decode with M = 1, 4 and 16 tokens; then the three products of a
- * small model's fused LM head (outside the summary's geomean). After the table, ours with B packed on every call against B packed
- * once ahead (cf_gemm_pack_b), on prefill-sized products. */
+ * small model's fused LM head (outside the summary's geomean). After the table, ours with
+ * B packed on every call against B packed once ahead (cf_gemm_pack_b), on prefill-sized
+ * products. */
 #include "cformers/cpu.h"
 #include "cformers/dtype.h"
 #include "cformers/gemm.h"
