@@ -46,9 +46,10 @@ void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K
                               long ldc, long stride_c, long batch);
 
 /* B packed once for many products: a layer's weights, used by every prefill chunk or
- * micro-batch. Each cf_sgemm / cf_gemm_bf16 call packs B into the kernel's panel layout
- * again, which on few rows of A is a large share of the product (M = 128: a fifth of an
- * f32 product, a third of a bf16 one); packed ahead, that work is done once.
+ * micro-batch. Each cf_sgemm / cf_gemm_bf16 call past a few million multiply-adds (smaller
+ * f32 products and decode read B in place) packs B into the kernel's panel layout again,
+ * which on few rows of A is a large share of the product (M = 128: a fifth of an f32
+ * product, a third of a bf16 one); packed ahead, that work is done once.
  *
  * cf_gemm_pack_b copies op(B) (K x N; stored N x K with trans_b, as [out, in] weights
  * are) of `dtype` elements (CF_F32: B is float *, CF_BF16: cf_bf16 *) into a new buffer
