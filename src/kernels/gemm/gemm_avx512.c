@@ -1,6 +1,6 @@
 /* AVX-512 f32 kernels: a 12 x 32 micro-tile (24 zmm accumulators; per k step two
- * vector loads of B and twelve broadcasts of A), a 6 x 64 one reading A and B in place
- * for small products, and the unpacked decode paths.
+ * vector loads of B and twelve broadcasts of A), the small path's 6 x 64 (12 x 32 on
+ * narrow strips) reading A and B in place, and the unpacked decode paths.
  * Compiled with -mavx512f etc.; reached only when cf_isa_active() says AVX-512. */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
@@ -88,14 +88,14 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
 TILE_VARIANTS(PACKED_TILE)
 
 /* The small path's tiles: SMALL_MR rows of A (its rows or, transposed, its columns) by up
- * to four vectors of B's columns, both read in place. Six rows by four vectors beat
- * the blocked path's twelve by two there (1 thread, 11-15 interleaved rounds: 64^3
- * +6..+21%, 128^3 +14%, 64 x 256 x 64 +13%): a tile has K steps to amortise its set-up
- * and stores over, which are few in a small product, and six rows of A in place take
- * fewer general registers. A strip of B at most two vectors wide takes twelve rows
- * instead (the same functions from 7 rows on): six by two or one vectors hold only 12 or 6 accumulators and
- * load more per multiply-add (against them, interleaved: 128 x 8 x 128 +30%, 128 x 16 x
- * 128 +28%, 512 x 32 x 64 +10%, 256 x 32 x 256 +7%; 2 threads +7..+20%). */
+ * to four vectors of B's columns, both read in place. Six rows by four vectors beat the
+ * blocked path's twelve by two there (1 thread, 11-15 interleaved rounds: 64^3 +6..+21%,
+ * 128^3 +14%, 64 x 256 x 64 +13%): a tile has K steps to amortise its set-up and stores
+ * over, which are few in a small product, and six rows of A in place take fewer general
+ * registers. A strip of B at most two vectors wide takes twelve rows instead (the same
+ * functions from 7 rows on): six by two or one vectors hold only 12 or 6 accumulators and
+ * load more per multiply-add (against them, interleaved: 128 x 8 x 128 +30%, 128 x 16 x 128
+ * +28%, 512 x 32 x 64 +10%, 256 x 32 x 256 +7%; 2 threads +7..+20%). */
 #define SMALL_TILE(M)                                                                                                 \
     static void small_tile_##M(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, float *c,    \
                                long ldc, int n, float alpha, float beta) {                                         \
