@@ -42,7 +42,8 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
      * six general registers inside the k loop (in one process, interleaved, 1 thread:
      * 16 x 8192 x 2048 NT +8%, 16 x 32000 x 288 NT +10%, 2048 x 288 x 768 NT +3%, 512^3
      * +2%, 512 x 288 x 32000 +2%, 64 x 2048 x 768 NT even; 2 threads +3..+8%). A base
-     * past the tile's rows stays at a: it would point outside A. */
+     * past the tile's rows stays at a: it would point outside A. quad[0] is a itself, and
+     * serves a packed panel too. */
     const float *quad[3] = {a, a + (m > 4 ? 4 * a_rs : 0), a + (m > 8 ? 8 * a_rs : 0)};
     for (long p = 0; p < k; p++) {
         /* B streams from L2 and A's lines get evicted by it: fetch both into L1 ahead
@@ -53,14 +54,13 @@ GEMM_INLINE void tile_body(const int m, const int vecs, const int form, long k, 
             _mm_prefetch((const char *)(b_ahead + 16 * v), _MM_HINT_T0);
             bv[v] = form & B_ROWS ? _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
         }
-        if (form & A_PACKED) _mm_prefetch((const char *)(a + PREFETCH_STEPS * MR), _MM_HINT_T0);
-        if (next_rows && (p & 15) < MR) _mm_prefetch((const char *)(a + (MR + (p & 15)) * a_rs), _MM_HINT_T0);
+        if (form & A_PACKED) _mm_prefetch((const char *)(quad[0] + PREFETCH_STEPS * MR), _MM_HINT_T0);
+        if (next_rows && (p & 15) < MR) _mm_prefetch((const char *)(quad[0] + (MR + (p & 15)) * a_rs), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int i = 0; i < m; i++) {
-            __m512 ai = _mm512_set1_ps(form & A_PACKED ? a[i] : quad[i / 4][(i % 4) * a_rs]);
+            __m512 ai = _mm512_set1_ps(form & A_PACKED ? quad[0][i] : quad[i / 4][(i % 4) * a_rs]);
             for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
-        a += a_ks;
         for (int q = 0; q < 3; q++) quad[q] += a_ks;
         b += b_ks;
     }
