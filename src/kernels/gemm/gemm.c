@@ -194,11 +194,12 @@ enum { SMALL_MAX_PANEL_BYTES = 1 << 20 };
 typedef struct small_job {
     const gemm_skinny *kern;
     long M, N, K;
-    bool trans_a, trans_b, split_rows;
+    bool trans_b, split_rows;
     int tasks;
     float alpha, beta;
-    const float *A, *B;
-    long lda, ldb;
+    gemm_operand A; /* op(A), f32 */
+    const float *B;
+    long ldb;
     float *C;
     long ldc;
 } small_job;
@@ -209,12 +210,14 @@ static void small_task(void *ctx, int task, int thread) {
     cf_split_range((extent + unit - 1) / unit, j->tasks, task, &lo, &hi);
     lo *= unit;
     hi = hi * unit < extent ? hi * unit : extent;
+    const float *a = j->A.data;
+    long a_rs = j->A.row_stride, a_ks = j->A.col_stride;
     if (j->split_rows)
-        j->kern->small(hi - lo, j->N, j->K, j->alpha, j->A + lo * (j->trans_a ? 1 : j->lda), j->lda, j->trans_a, j->B,
-                       j->ldb, j->trans_b, j->beta, j->C + lo * j->ldc, j->ldc);
+        j->kern->small(hi - lo, j->N, j->K, j->alpha, a + lo * a_rs, a_rs, a_ks, j->B, j->ldb, j->trans_b, j->beta,
+                       j->C + lo * j->ldc, j->ldc);
     else
-        j->kern->small(j->M, hi - lo, j->K, j->alpha, j->A, j->lda, j->trans_a, j->B + lo * (j->trans_b ? j->ldb : 1),
-                       j->ldb, j->trans_b, j->beta, j->C + lo, j->ldc);
+        j->kern->small(j->M, hi - lo, j->K, j->alpha, a, a_rs, a_ks, j->B + lo * (j->trans_b ? j->ldb : 1), j->ldb,
+                       j->trans_b, j->beta, j->C + lo, j->ldc);
 }
 
 /* Splits the product into tasks over its longer dimension (in tiles; a transposed B by
@@ -258,9 +261,8 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
     const gemm_skinny *sk = skinny_kernel();
     bool dots = trans_b && !trans_a && M <= SKINNY_MAX_M; /* B's rows read in place there */
     if (M >= 2 && !dots && sk->small &&
-        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
-                                  .alpha = alpha, .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .C = C,
-                                  .ldc = ldc}))
+        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_b = trans_b, .alpha = alpha,
+                                  .beta = beta, .A = a, .B = B, .ldb = ldb, .C = C, .ldc = ldc}))
         return;
     if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
         skinny((skinny_job){.kern = sk, .dot = sk->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,

@@ -71,11 +71,11 @@ typedef struct gemm_kernel {
     void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 
-/* A small product whose operands sit in cache: A read in place (A(i, k) at a[i*lda + k],
- * or with trans_a at a[i + k*lda]), and B too (B(k, j) at b[k*ldb + j]) or with trans_b
- * (B(k, j) at b[j*ldb + k]) a strip of it at a time transposed into the thread's B
- * buffer; no blocking. */
-typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long lda, bool trans_a,
+/* A small product whose operands sit in cache: A read in place (A(i, k) at
+ * a[i*a_rs + k*a_ks]), and B too (B(k, j) at b[k*ldb + j]) or with trans_b (B(k, j) at
+ * b[j*ldb + k]) a strip of it at a time transposed into the thread's B buffer; no
+ * blocking. */
+typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
                               const float *b, long ldb, bool trans_b, float beta, float *c, long ldc);
 
 /* One tile of the small path (gemm_small.h): k steps of an m x n corner of C (m and n

@@ -17,9 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-static void small(long m, long n, long k, float alpha, const float *a, long lda, bool trans_a, const float *b, long ldb,
+static void small(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks, const float *b, long ldb,
                   bool trans_b, float beta, float *c, long ldc) {
-    const long a_rs = trans_a ? 1 : lda, a_ks = trans_a ? lda : 1;
     float *panel = trans_b ? cf_gemm_scratch_b(sizeof(float) * SMALL_NR * (size_t)k) : NULL;
     for (long j0 = 0; j0 < n; j0 += SMALL_NR) {
         int width = (int)(n - j0 < SMALL_NR ? n - j0 : SMALL_NR);
