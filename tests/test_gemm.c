@@ -450,7 +450,8 @@ static void check_grids(void) {
 
 /* Pools of other sizes than this machine's: the threads split C into a grid of
  * rectangles (1 x n, n x 1, 2 x 2, 2 x 3, ...), with edge cells narrower than a tile and
- * threads the grid leaves idle, and each thread packs its own blocks. Shapes large enough to use every thread,
+ * threads the grid leaves idle, and each thread packs its own blocks; decode's column
+ * chunks, several per thread against transposed B. Shapes large enough to use every thread,
  * tall, wide and square, with ragged edges; and batches that are fewer and more than
  * the threads. */
 static void check_thread_counts(bool sanitized) {
@@ -463,7 +464,8 @@ static void check_thread_counts(bool sanitized) {
             bool ta = t & 1, tb = t >> 1;
             const shape shapes[] = {{ta, tb, 131, 260, 70, 1.0f, 0.0f},
                                     {ta, tb, 700, 45, 70, 0.5f, 1.0f},
-                                    {ta, tb, 40, 1100, 60, 1.0f, 0.75f}};
+                                    {ta, tb, 40, 1100, 60, 1.0f, 0.75f},
+                                    {ta, tb, 2, 2100, 600, 1.0f, 0.5f}}; /* decode: chunks of N claimed */
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 check_f32(&shapes[i]);
                 check_bf16(&shapes[i]);
