@@ -196,6 +196,14 @@ static void skinny(skinny_job j) {
  * 2.22x, 192^3 even; 2 threads 128^3 / 160^3 +9% / +10%, 256 x 256 x 48 NT and 200^3 TN
  * even. */
 enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
+/* Split by rows, each thread's share goes in four tasks, claimed as the product runs (a
+ * slowed core hands tiles to the other; the caller starts while a sleeping worker wakes,
+ * 30-80 us here). 2 threads, 25 interleaved rounds after a 10 ms sleep each, against one
+ * task per thread: 128^3 +10%, 160^3 +13%, 100^3 TN +3.5%, 128 x 64 x 128 TN +4.3%, 48^3,
+ * 64^3, 96^3, 192^3, 256 x 64 x 256 and 128^3 TT within 1%. Split by columns, narrower
+ * tasks narrow the tiles (and each transposes its own strips of a transposed B): 128 x 128
+ * x 64 NT -45%, 16 x 256 x 256 -18%. */
+enum { SMALL_TASKS_PER_THREAD = 4 };
 /* A transposed B's strip panel (K x the tile's columns) lives in the thread's B buffer for
  * the thread's lifetime: longer K (a few rows against a long thin B) goes to the blocked
  * path rather than grow that buffer past the blocked path's own block (1 MiB here). */
@@ -245,6 +253,7 @@ static bool small_product(small_job j) {
     if (tasks > most) tasks = most;
     if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
     if (j.trans_b && j.K * j.kern->small_cols * (long)sizeof(float) > SMALL_MAX_PANEL_BYTES) return false;
+    if (j.split_rows && tasks > 1) tasks = tasks * SMALL_TASKS_PER_THREAD < most ? tasks * SMALL_TASKS_PER_THREAD : most;
     j.tasks = (int)tasks;
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     cf_parallel_for(j.tasks, small_task, &j);
