@@ -295,41 +295,79 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
 
 /* COLS_CLAIMED: the same where the grid splits N only. Each thread packs the whole A
  * block, as in its static cell; the columns of each (M block, K block) are claimed in
- * units of a quarter of a thread's share (at most a B block), each packed by its
- * claimer and run against every A panel of the block, with a barrier after each block.
- * Units of a sixteenth measured -5..+5% on the NN products (B read by rows in short
- * runs); a quarter, against the static N split, 2 threads, 15 rounds, two sets: -0.1% to
- * +20%, 512 x 2048 x 2048 NT +19% / +20%, NN +1% / +16%. */
+ * units, each packed by its claimer and run against every A panel of the block, with a
+ * barrier after each block. A thread's home columns go in units of a quarter of its share
+ * (at most a B block), but the last quarter's worth in eighths of that (home_units):
+ * stealing takes the other thread's last units, and a slowed core then keeps the other
+ * waiting at the barrier for at most a short unit. Quarters alone, against the static N
+ * split, 2 threads, 15 rounds, two sets: -0.1% to +20%, 512 x 2048 x 2048 NT +19% / +20%,
+ * NN +1% / +16%; yet timed by phase (rdtsc) in a spell where one core ran 28% slower, the
+ * faster thread waited 7-9M of its 41M TSC cycles at the barriers of 512 x 2048 x 2048 NN.
+ * With the short tail, against quarters alone, 2 threads, 21-25 rounds after a 10 ms sleep
+ * each, two sets: 512 x 2048 x 2048 NN +7.7 / +2.4%, NT +6.5 / +6.0%, 128 x 2048 x 768 NT
+ * +6.3%, 512 x 8192 x 2048 NT +2.2 / +2.9%, 512 x 2048 x 8192 NN +2.2 / -1.9%, 512 x 32000
+ * x 288 NT -0.3%; the tail in quarters or halves of a unit gained a little less.
+ * Units of a sixteenth of the share throughout measured -5..+5% on the NN products (B
+ * then read by rows in runs of two panels). */
+enum { TAIL_PARTS = 8 };
+
+typedef struct home_units {
+    long tile0, tile1; /* the thread's home tiles of N */
+    long big, n_big;   /* first n_big units of `big` tiles, */
+    long fine;         /* then units of `fine` tiles to tile1 */
+} home_units;
+
+static home_units home_units_of(long n_tiles, int n_threads, int thread, long big) {
+    home_units h = {.big = big, .fine = ceil_div(big, TAIL_PARTS)};
+    cf_split_range(n_tiles, n_threads, thread, &h.tile0, &h.tile1);
+    long tiles = h.tile1 - h.tile0;
+    h.n_big = tiles > big ? (tiles - big) / big : 0;
+    return h;
+}
+
+static long unit_count(const home_units *h) {
+    return h->n_big + ceil_div(h->tile1 - h->tile0 - h->n_big * h->big, h->fine);
+}
+
+/* Unit u's tiles: [*t0, *t1). */
+static void unit_tiles(const home_units *h, long u, long *t0, long *t1) {
+    bool is_big = u < h->n_big;
+    *t0 = h->tile0 + (is_big ? u * h->big : h->n_big * h->big + (u - h->n_big) * h->fine);
+    *t1 = min_l(*t0 + (is_big ? h->big : h->fine), h->tile1);
+}
+
 static void run_cols_claimed(const blocked_job *j, int thread, int n_threads) {
     const gemm_kernel *kern = j->kern;
     const int mr = kern->mr, nr = kern->nr;
     tile_claims *cl = j->claims;
     const long n_tiles = ceil_div(j->N, nr), share = ceil_div(n_tiles, n_threads), width = share * nr;
-    const long unit = min_l(ceil_div(share, UNITS_PER_SHARE), j->blk.nc / nr), n_units = ceil_div(n_tiles, unit);
+    const long big = min_l(ceil_div(share, UNITS_PER_SHARE), j->blk.nc / nr);
     const long mc = balanced_step(j->M, j->blk.mc, mr);
     const bool direct_a = a_in_place(kern, j->A, width, j->blk.nc);
     const long kc = k_block(j, direct_a, width);
     uint8_t *pa = cf_gemm_scratch_a(scratch_a_bytes(kern, &j->blk));
     uint8_t *pb = cf_gemm_scratch_b(scratch_b_bytes(kern, &j->blk));
-    long home0, home1, block = 0;
-    cf_split_range(n_units, n_threads, thread, &home0, &home1);
-    post_tiles(cl, block, thread, home0, home1);
+    const home_units home = home_units_of(n_tiles, n_threads, thread, big);
+    long block = 0;
+    post_tiles(cl, block, thread, 0, unit_count(&home));
     cf_team_barrier();
     if (kern->enter) kern->enter();
     for (long ic = 0; ic < j->M; ic += mc)
         for (long pc = 0; pc < j->K; pc += kc, block++) {
-            long mb = min_l(mc, j->M - ic), kb = min_l(kc, j->K - pc), u;
+            long mb = min_l(mc, j->M - ic), kb = min_l(kc, j->K - pc), u, t0, t1;
             float beta = pc == 0 ? j->beta : 1.0f; /* later K blocks accumulate */
             size_t a_step = cf_gemm_panel_bytes(kern, mr, kb);
             int owner;
             if (!direct_a) kern->pack_a(j->A, ic, pc, mb, kb, mr, pa);
             while (claim_tile(cl, block, thread, n_threads, &u, &owner)) {
-                long jc = u * unit * nr, nb = min_l(unit * nr, j->N - jc);
+                home_units of_owner = home_units_of(n_tiles, n_threads, owner, big);
+                unit_tiles(&of_owner, u, &t0, &t1);
+                long jc = t0 * nr, nb = min_l(t1 * nr, j->N) - jc;
                 const uint8_t *b = b_block(j, kc, pc, jc, kb, nb, pb);
                 for (long ir = 0; ir < mb; ir += mr)
                     run_strip(j, direct_a, pa + (size_t)(ir / mr) * a_step, ic + ir, pc, kb, b, jc, nb, beta);
             }
-            post_tiles(cl, block + 1, thread, home0, home1);
+            post_tiles(cl, block + 1, thread, 0, unit_count(&home));
             cf_team_barrier();
         }
     if (kern->leave) kern->leave();
