@@ -244,12 +244,25 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
         }
         cs[c].inner = once > 0.005 ? 1 : (int)(0.005 / (once > 1e-7 ? once : 1e-7)) + 1;
     }
-    for (int r = 0; r < reps; r++) /* each round starts one contender later: none always follows the same one */
-        for (int i = 0; i < n; i++) {
-            int c = (i + r) % n;
-            usleep(10000); /* let the previous library's spinning threads go to sleep */
-            cs[c].rates[r] = sample(&cs[c], s, b);
+    /* Each round runs the contenders in a new order, drawn at random: a contender finds
+     * the caches and the machine as the one before it left them (its packed copies, its
+     * threads), and a rotation, each round starting one contender later, keeps that
+     * predecessor the same in every round but one. */
+    uint32_t seed = 12345;
+    for (int r = 0; r < reps; r++) {
+        int order[MAX_PEERS + 2];
+        for (int i = 0; i < n; i++) order[i] = i;
+        for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            seed = seed * 1664525u + 1013904223u;
+            int k = (int)((seed >> 8) % (uint32_t)(i + 1)), t = order[i];
+            order[i] = order[k];
+            order[k] = t;
         }
+        for (int i = 0; i < n; i++) {
+            usleep(10000); /* let the previous library's spinning threads go to sleep */
+            cs[order[i]].rates[r] = sample(&cs[order[i]], s, b);
+        }
+    }
     for (int c = 0; c < n; c++) { /* before sorting: rates[r] of every contender share round r */
         double ratios[MAX_REPS];
         ours_won[c] = 0;
