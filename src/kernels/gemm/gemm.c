@@ -253,7 +253,8 @@ static bool small_product(small_job j) {
     if (tasks > most) tasks = most;
     if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
     if (j.trans_b && j.K * j.kern->small_cols * (long)sizeof(float) > SMALL_MAX_PANEL_BYTES) return false;
-    if (j.split_rows && tasks > 1) tasks = tasks * SMALL_TASKS_PER_THREAD < most ? tasks * SMALL_TASKS_PER_THREAD : most;
+    if (j.split_rows && tasks > 1)
+        tasks = tasks * SMALL_TASKS_PER_THREAD < most ? tasks * SMALL_TASKS_PER_THREAD : most;
     j.tasks = (int)tasks;
     unsigned fp_mode = cf_denormals_off(); /* the pool's workers take it from here */
     cf_parallel_for(j.tasks, small_task, &j);

@@ -297,9 +297,9 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
  * block, as in its static cell; the columns of each (M block, K block) are claimed in
  * units, each packed by its claimer and run against every A panel of the block, with a
  * barrier after each block. A thread's home columns go in units of a quarter of its share
- * (at most a B block), but the last quarter's worth in eighths of that (home_units):
- * stealing takes the other thread's last units, and a slowed core then keeps the other
- * waiting at the barrier for at most a short unit. Quarters alone, against the static N
+ * (at most a B block), the last unit's worth cut into eighths (home_units): stealing takes
+ * the other thread's last units, so a slowed core keeps the other waiting at the barrier
+ * for at most a short unit. Quarters alone, against the static N
  * split, 2 threads, 15 rounds, two sets: -0.1% to +20%, 512 x 2048 x 2048 NT +19% / +20%,
  * NN +1% / +16%; yet timed by phase (rdtsc) in a spell where one core ran 28% slower, the
  * faster thread waited 7-9M of its 41M TSC cycles at the barriers of 512 x 2048 x 2048 NN.
