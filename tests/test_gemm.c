@@ -256,9 +256,9 @@ static void check_small_bounds(void) {
         for (long j = 0; j < M * N; j++) C[j] = ref[j] = rng_float();
         cf_sgemm(ta, tb, M, N, K, -0.5f, A, lda, B, ldb, 0.75f, C, N);
         cf_sgemm_reference(ta, tb, M, N, K, -0.5f, A, lda, B, ldb, 0.75f, ref, N);
-        CHECK_MSG(worst_difference(C, ref, M * N) <= 1e-5,
-                  "%ld x %ld x %ld, ta %d tb %d, next to unmapped pages: off by %g", M, N, K, ta, tb,
-                  worst_difference(C, ref, M * N));
+        double worst = worst_difference(C, ref, M * N);
+        CHECK_MSG(worst <= 1e-5, "%ld x %ld x %ld, ta %d tb %d, next to unmapped pages: off by %g", M, N, K, ta, tb,
+                  worst);
         for (int m = 0; m < 3; m++) munmap(maps[m], bytes[m]);
         free(ref);
     }

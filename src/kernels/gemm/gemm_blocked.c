@@ -304,10 +304,10 @@ static void run_rows_claimed(const blocked_job *j, int thread, int n_threads) {
  * barrier after each block. A thread's home columns go in units of a quarter of its share
  * (at most a B block), the last unit's worth cut into eighths (home_units): stealing takes
  * the other thread's last units, so a slowed core keeps the other waiting at the barrier
- * for at most a short unit. Quarters alone, against the static N
- * split, 2 threads, 15 rounds, two sets: -0.1% to +20%, 512 x 2048 x 2048 NT +19% / +20%,
- * NN +1% / +16%; yet timed by phase (rdtsc) in a spell where one core ran 28% slower, the
- * faster thread waited 7-9M of its 41M TSC cycles at the barriers of 512 x 2048 x 2048 NN.
+ * for at most a short unit. Quarters alone, against the static N split, 2 threads, 15
+ * rounds, two sets: -0.1% to +20%, 512 x 2048 x 2048 NT +19% / +20%, NN +1% / +16%; yet
+ * timed by phase (rdtsc) in a spell where one core ran 28% slower, the faster thread
+ * waited 7-9M of its 41M TSC cycles at the barriers of 512 x 2048 x 2048 NN.
  * With the short tail, against quarters alone, 2 threads, 21-25 rounds after a 10 ms sleep
  * each, two sets: 512 x 2048 x 2048 NN +7.7 / +2.4%, NT +6.5 / +6.0%, 128 x 2048 x 768 NT
  * +6.3%, 512 x 8192 x 2048 NT +2.2 / +2.9%, 512 x 2048 x 8192 NN +2.2 / -1.9%, 512 x 32000
@@ -390,12 +390,14 @@ static void run_cols_claimed(const blocked_job *j, int thread, int n_threads) {
  * 256 NT +3%, 512 x 2048 x 2048 NT -1%; samples of 5 ms of back-to-back products +1..+1.5%
  * on 256^3, 512^3, 512 x 2048 x 2048 NN and NT, and 2048 x 2048 x 512 TN. */
 static void post_first_claims(const blocked_job *j, int n_threads) {
-    long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
+    const bool rows = j->tn == 1; /* as run_cells chooses */
+    const long m_tiles = ceil_div(j->M, j->kern->mr), n_tiles = ceil_div(j->N, j->kern->nr);
+    const long step = rows ? rows_chunk(j, n_threads) : cols_big(j, n_threads);
     for (int t = 0; t < n_threads; t++) {
-        if (j->tn == 1) {
-            post_round(j->claims, 0, m_tiles, n_threads, t, rows_chunk(j, n_threads), 0);
+        if (rows) {
+            post_round(j->claims, 0, m_tiles, n_threads, t, step, 0);
         } else {
-            home_units h = home_units_of(n_tiles, n_threads, t, cols_big(j, n_threads));
+            home_units h = home_units_of(n_tiles, n_threads, t, step);
             post_tiles(j->claims, 0, t, 0, unit_count(&h));
         }
     }

@@ -78,8 +78,9 @@ typedef struct gemm_kernel {
 typedef void (*gemm_small_fn)(long m, long n, long k, float alpha, const float *a, long a_rs, long a_ks,
                               const float *b, long ldb, bool trans_b, float beta, float *c, long ldc);
 
-/* One tile of the small path (gemm_small.h): k steps of an m x n corner of C (m and n
- * at most the tile's), A(i, k) = a[i*a_rs + k*a_ks], B(k, j) = b[k*ldb + j]. */
+/* One tile of the small path (gemm_small.h): k steps of an m x n corner of C, m fixed by
+ * the function (one per row count) and n at most the tile's width, A(i, k) =
+ * a[i*a_rs + k*a_ks], B(k, j) = b[k*ldb + j]. */
 typedef void (*gemm_small_tile_fn)(long k, const float *a, long a_rs, long a_ks, const float *b, long ldb, float *c,
                                    long ldc, int n, float alpha, float beta);
 
