@@ -96,6 +96,8 @@ typedef struct cf_parallel_config {
     cf_tristate hierarchical_allreduce; /* auto: when more than one process per node */
     cf_compression gradient_compression;
     bool optimizer_shard;               /* ZeRO-1: shard AdamW state across processes */
+    int64_t freeze_step;                /* uncompressed steps before 1-bit compression starts */
+    double comm_timeout;                /* seconds a bucket may take before the run fails */
 } cf_parallel_config;
 
 /* `context`: graph compilation switches (MindFormers' context section). */

@@ -35,6 +35,15 @@ char *cf_xstrdup(const char *s);
 void *cf_aligned_alloc(size_t size);
 void cf_aligned_free(void *ptr);
 
+/* An internal invariant, checked in every build (as GGML_ASSERT): on failure prints the
+ * file, line and expression and aborts. Only for bugs in cformers, never for bad input,
+ * which gets a cf_error. */
+#define CF_ASSERT(x)                                                                                                   \
+    do {                                                                                                               \
+        if (!(x)) cf_assert_fail(__FILE__, __LINE__, #x);                                                              \
+    } while (0)
+_Noreturn void cf_assert_fail(const char *file, int line, const char *expr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "cformers/config.h"
+#include "cformers/dist.h"
 #include "cformers/error.h"
 
 #ifdef __cplusplus
@@ -58,6 +59,11 @@ typedef struct cf_train_options {
      * step to this checkpoint. NULL: not written. */
     const char *dump_batches;
     const char *save_initial;
+    /* The data-parallel group (cf_dist_open); NULL or a world of one trains alone. With
+     * several ranks every rank builds the same graph and reads its own share of each
+     * global batch; gradients are summed while backward runs (docs/distributed.md);
+     * rank 0 alone prints, writes metrics and saves checkpoints. */
+    cf_dist *dist;
 } cf_train_options;
 
 typedef struct cf_trainer cf_trainer;

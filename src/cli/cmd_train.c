@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cformers/config.h"
+#include "cformers/dist.h"
 #include "cformers/threads.h"
 #include "cformers/train.h"
 
@@ -36,7 +37,12 @@ static void print_help(void) {
            "\n"
            "Profiling: --callbacks.profile_monitor.enable=true times every op of steps start_step..\n"
            "stop_step, then prints a per-op table and writes output_dir/profile.json and a Chrome\n"
-           "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n");
+           "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n"
+           "\n"
+           "Data parallel: run under mpirun or `cformers launch -n N -- train ...`; every rank\n"
+           "reads its share of each global batch (ranks x batch_size x accumulation rows),\n"
+           "gradients are summed while backward runs, rank 0 prints and saves\n"
+           "(parallel_config.*, docs/distributed.md).\n");
 }
 
 typedef struct train_args {
@@ -94,12 +100,24 @@ int cmd_train(int argc, char **argv) {
     free(a.overrides);
     if (rc != 0) return rc;
     if (cfg.context.num_threads > 0) cf_set_num_threads((int)cfg.context.num_threads);
+    cf_dist *dist = cf_dist_open(&err);
+    if (!dist) {
+        fprintf(stderr, "cformers train: %s\n", err.msg);
+        return 1;
+    }
+    a.opts.dist = dist;
     cf_trainer *t = cf_trainer_create(&cfg, &a.opts, &err);
     if (!t || cf_trainer_run(t, &err) != 0) {
-        fprintf(stderr, "cformers train: %s\n", err.msg);
+        if (cf_dist_size(dist) > 1)
+            fprintf(stderr, "cformers train: rank %d of %d: %s\n", cf_dist_rank(dist), cf_dist_size(dist), err.msg);
+        else
+            fprintf(stderr, "cformers train: %s\n", err.msg);
         cf_trainer_free(t);
+        cf_dist_abort(dist, 1); /* the other ranks would wait for this one */
+        cf_dist_close(dist);
         return 1;
     }
     cf_trainer_free(t);
+    cf_dist_close(dist);
     return 0;
 }

@@ -57,3 +57,8 @@ void *cf_aligned_alloc(size_t size) {
 }
 
 void cf_aligned_free(void *ptr) { free(ptr); }
+
+void cf_assert_fail(const char *file, int line, const char *expr) {
+    fprintf(stderr, "cformers: internal error at %s:%d: assertion '%s' failed\n", file, line, expr);
+    abort();
+}

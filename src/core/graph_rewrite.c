@@ -84,3 +84,14 @@ void cf_graph_remove_node(cf_graph *g, cf_node *n) {
     g->n_nodes = kept;
     free(n);
 }
+
+void cf_graph_move_node(cf_graph *g, cf_node *n, int index) {
+    CF_ASSERT(index >= 0 && index < g->n_nodes && g->nodes[n->index] == n);
+    int from = n->index, step = index > from ? 1 : -1;
+    for (int i = from; i != index; i += step) {
+        g->nodes[i] = g->nodes[i + step];
+        g->nodes[i]->index = i;
+    }
+    g->nodes[index] = n;
+    n->index = index;
+}

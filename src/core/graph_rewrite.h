@@ -22,4 +22,10 @@ int cf_graph_retarget_node(cf_graph *g, cf_node *n, const cf_op_def *op, cf_tens
  * remaining nodes and tensors. */
 void cf_graph_remove_node(cf_graph *g, cf_node *n);
 
+/* Moves node n to execution position `index` (0 .. n_nodes-1), shifting the nodes
+ * between and renumbering them; for passes that insert a node after a given one (the
+ * gradient all-reduce starts). The caller keeps the order valid: n after its inputs'
+ * producers and before its outputs' readers. */
+void cf_graph_move_node(cf_graph *g, cf_node *n, int index);
+
 #endif

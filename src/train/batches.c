@@ -17,6 +17,7 @@ struct cf_batches {
     cf_dataset *ds;   /* record directory, or NULL */
     text_split text;  /* text file otherwise */
     int64_t batch, seq;
+    int rank, world; /* this rank's share of each global batch */
     uint64_t seed;
     char path[CF_CONFIG_PATH_MAX];
 };
@@ -78,6 +79,8 @@ static int open_records(cf_batches *b, const cf_config *cfg, const char *split, 
     opt.batch_size = (int)b->batch;
     opt.seq_len = (int)b->seq;
     opt.seed = b->seed;
+    opt.rank = b->rank;
+    opt.world_size = b->world;
     opt.shuffle = cfg->train_dataset.shuffle && strcmp(split, "train") == 0;
     opt.num_workers = (int)cfg->train_dataset.num_parallel_workers;
     opt.queue_depth = (int)cfg->train_dataset.prefetch_size;
@@ -90,8 +93,10 @@ static int open_records(cf_batches *b, const cf_config *cfg, const char *split, 
     return 0;
 }
 
-cf_batches *cf_batches_open(const cf_config *cfg, const char *split, cf_error *err) {
+cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int rank, int world, cf_error *err) {
     cf_batches *b = cf_xcalloc(1, sizeof *b);
+    b->rank = rank;
+    b->world = world;
     b->batch = cfg->runner_config.batch_size;
     b->seq = cfg->runner_config.seq_length;
     b->seed = (uint64_t)cfg->seed;
@@ -115,6 +120,7 @@ int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err) {
     if (b->ds) return cf_dataset_next(b->ds, tokens, err);
     cf_rng rng;
     cf_rng_seed_stream(&rng, b->seed, (uint64_t)b->text.next++);
+    for (int64_t r = 0; r < b->batch * b->rank; r++) cf_rng_below(&rng, (uint64_t)(b->text.len - b->seq)); /* lower ranks' rows */
     for (int64_t r = 0; r < b->batch; r++) {
         const unsigned char *src = b->text.bytes + cf_rng_below(&rng, (uint64_t)(b->text.len - b->seq));
         for (int64_t i = 0; i <= b->seq; i++) tokens[r * (b->seq + 1) + i] = src[i];

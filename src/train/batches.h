@@ -22,8 +22,8 @@ typedef struct cf_batches cf_batches;
 bool cf_batches_is_text(const char *data_dir);
 
 /* Opens `split` ("train" or "valid") of cfg->train_dataset at the runner's batch size and
- * sequence length. */
-cf_batches *cf_batches_open(const cf_config *cfg, const char *split, cf_error *err);
+ * sequence length, as rank `rank` of `world` data-parallel ranks. */
+cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int rank, int world, cf_error *err);
 void cf_batches_close(cf_batches *b);
 
 int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err);

@@ -33,7 +33,11 @@ static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
     cf_progress_print(&r->progress, "%s", line);
 }
 
+/* Rank 0 alone writes the run's files. */
+static bool writes_files(const cf_trainer *t) { return t->rank == 0; }
+
 static int open_outputs(cf_trainer *t, cf_error *err) {
+    if (!writes_files(t)) return 0;
     const char *dir = t->cfg.output_dir;
     if (cf_make_dirs(dir, err) != 0) return -1;
     char path[2 * CF_CONFIG_PATH_MAX];
@@ -101,6 +105,7 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
 }
 
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
+    if (!writes_files(t)) return 0; /* every rank holds the same weights and moments */
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
@@ -120,6 +125,7 @@ static int evaluate(cf_trainer *t, run_state *r, cf_error *err) {
 }
 
 static int sample(cf_trainer *t, run_state *r, cf_error *err) {
+    if (!writes_files(t)) return 0;
     char *text = cf_trainer_sample_text(t, err);
     if (!text) return -1;
     say(t, r, "step %lld: sample:\n%s\n", (long long)t->pos.step, text);
@@ -140,14 +146,22 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
     r->train_seconds += dt;
-    double tokens_per_s = (double)(t->accum * t->batch * t->seq) / r->step_seconds;
+    double tokens_per_s = (double)(t->world * t->accum * t->batch * t->seq) / r->step_seconds;
     int64_t step = t->pos.step;
     double lr = cf_lr_schedule_at(&t->schedule, step - 1);
     if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s);
-    if (every(step, t->cfg.runner_config.log_interval) || step == r->stop)
-        cf_metrics_write(t->metrics, "train",
-                         json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
-                                   "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt));
+    if (every(step, t->cfg.runner_config.log_interval) || step == r->stop) {
+        json_t *rec = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                                "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt);
+        if (t->sync) {
+            const cf_grad_sync_stats *c = cf_grad_sync_last(t->sync);
+            json_object_update_new(rec, json_pack("{s:i, s:f, s:f, s:f, s:f, s:i}", "ranks", t->world, "comm_seconds",
+                                                  c->comm_seconds, "comm_wait_seconds", c->wait_seconds,
+                                                  "comm_bytes_sent", c->bytes_sent, "comm_raw_bytes", c->raw_bytes,
+                                                  "compressed_buckets", c->compressed_buckets));
+        }
+        cf_metrics_write(t->metrics, "train", rec);
+    }
     if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;
     const cf_runner_config *rc = &t->cfg.runner_config;
     if (every(step, rc->eval_interval) && evaluate(t, r, err) != 0) return -1;
@@ -156,7 +170,8 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     return 0;
 }
 
-/* Ctrl-C ends the run at the next step boundary, with a checkpoint to resume from. */
+/* Ctrl-C ends the run at the next step boundary, with a checkpoint to resume from. With
+ * several ranks the request rides on the step's loss sum, so all stop after one step. */
 static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig) { interrupted = 1; }
 
@@ -164,12 +179,18 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
     struct sigaction action = {.sa_handler = on_interrupt}, previous;
     sigemptyset(&action.sa_mask);
     interrupted = 0;
+    t->stop_requested = false;
     sigaction(SIGINT, &action, &previous);
     int rc = 0;
-    while (rc == 0 && t->pos.step < r->stop && !interrupted) rc = train_one(t, r, err);
+    while (rc == 0 && t->pos.step < r->stop && !t->stop_requested) {
+        t->stop_requested = interrupted; /* alone: stop now; else agreed by the step */
+        if (t->world == 1 && t->stop_requested) break;
+        rc = train_one(t, r, err);
+    }
+    if (rc == 0 && interrupted && t->world == 1) t->stop_requested = true;
     sigaction(SIGINT, &previous, NULL);
     if (rc == 0) rc = cf_train_profile_report(t, true, &r->progress, err);
-    if (rc == 0 && interrupted) {
+    if (rc == 0 && t->stop_requested) {
         if (!t->opts.quiet) cf_progress_finish(&r->progress);
         if (save_checkpoint(t, r, err) != 0) return -1;
         return cf_fail(err, "interrupted at step %lld; --resume continues from the checkpoint just saved",

@@ -42,16 +42,17 @@ static int build_graph(cf_trainer *t, cf_error *err) {
                              .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
     t->grad_norm = cf_graph_adamw(g, &adamw, t->lr);
     if (cf_graph_error(g, err) != 0) return -1;
+    if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
     t->plan = cf_plan_create(g, err);
     return t->plan ? 0 : -1;
 }
 
 static int open_data(cf_trainer *t, cf_error *err) {
     if (!t->cfg.train_dataset.data_dir[0]) return 0;
-    t->train = cf_batches_open(&t->cfg, "train", err);
+    t->train = cf_batches_open(&t->cfg, "train", t->rank, t->world, err);
     if (!t->train) return -1;
     if (t->cfg.runner_config.eval_interval > 0) {
-        t->valid = cf_batches_open(&t->cfg, "valid", err);
+        t->valid = cf_batches_open(&t->cfg, "valid", t->rank, t->world, err);
         if (!t->valid) return -1;
     }
     return 0;
@@ -80,12 +81,40 @@ static int init_state(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
+/* The data-parallel world: parallel_config.data_parallel must match it (0 takes it), and
+ * every rank must run the same config (a different one would deadlock or diverge). */
+static int join_world(cf_trainer *t, cf_error *err) {
+    t->dist = t->opts.dist;
+    t->rank = cf_dist_rank(t->dist);
+    t->world = cf_dist_size(t->dist);
+    int64_t want = t->cfg.parallel_config.data_parallel;
+    if (want != 0 && want != t->world)
+        return cf_fail(err, "parallel_config.data_parallel is %lld but the job has %d process%s (mpirun -n / cformers "
+                            "launch -n); set it to %d or 0", (long long)want, t->world, t->world == 1 ? "" : "es",
+                       t->world);
+    t->cfg.parallel_config.data_parallel = t->world;
+    if (t->rank != 0) t->opts.quiet = true;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *yaml = open_memstream(&text, &len);
+    cf_config_print_yaml(&t->cfg, yaml);
+    fclose(yaml);
+    uint64_t hash = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = text; *c; c++) hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
+    free(text);
+    return cf_dist_check_same(t->dist, hash, "config (every rank must train the same config)", err);
+}
+
 cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts, cf_error *err) {
     cf_trainer *t = cf_xcalloc(1, sizeof *t);
     t->baseline_rss = cf_current_rss_bytes();
     t->cfg = *cfg;
     if (opts) t->opts = *opts;
     t->out = t->opts.out ? t->opts.out : stdout;
+    if (join_world(t, err) != 0) {
+        free(t);
+        return NULL;
+    }
     const cf_runner_config *rc = &cfg->runner_config;
     t->batch = rc->batch_size;
     t->seq = rc->seq_length;
@@ -107,6 +136,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_metrics_close(t->metrics);
     cf_train_profile_close(&t->profile);
     if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
+    cf_grad_sync_free(t->sync);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
     free(t->tokens);
@@ -134,18 +164,24 @@ static int check_ids(const cf_trainer *t, const int32_t *tokens, int64_t n, cf_e
 int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
     int64_t rows = t->batch * (t->seq + 1);
     if (check_ids(t, tokens, t->accum * rows, err) != 0) return -1;
-    *cf_tensor_f32(t->loss_scale) = 1.0f / (float)t->accum;
+    /* The gradient of the mean loss over the global batch: ranks sum their gradients. */
+    *cf_tensor_f32(t->loss_scale) = 1.0f / (float)(t->accum * t->world);
     double sum = 0.0;
     for (int64_t k = 0; k < t->accum; k++) {
+        if (t->sync && k == t->accum - 1) cf_grad_sync_arm(t->sync, t->pos.step);
         cf_trainer_load_batch(t, tokens + k * rows);
         cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
         sum += *cf_tensor_f32(t->model.loss);
     }
     *cf_tensor_f32(t->lr) = (float)cf_lr_schedule_at(&t->schedule, t->pos.step);
     cf_plan_run(t->plan, CF_PHASE_UPDATE);
+    if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
     t->pos.step++;
-    t->pos.loss = sum / (double)t->accum;
+    double mean[2] = {sum / (double)t->accum, t->stop_requested};
+    if (cf_dist_sum_f64(t->dist, mean, 2, err) != 0) return -1;
+    t->stop_requested = mean[1] > 0;
+    t->pos.loss = mean[0] / t->world;
     *loss = t->pos.loss;
     return 0;
 }
@@ -174,7 +210,8 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
         cf_plan_run(t->plan, CF_PHASE_FORWARD);
         sum += *cf_tensor_f32(t->model.loss);
     }
-    *loss = sum / (double)n;
+    if (cf_dist_sum_f64(t->dist, &sum, 1, err) != 0) return -1; /* each rank held its share of the batches */
+    *loss = sum / (double)(n * t->world);
     return 0;
 }
 

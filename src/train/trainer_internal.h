@@ -6,6 +6,7 @@
 #include "cformers/model_graph.h"
 #include "cformers/plan.h"
 #include "cformers/train.h"
+#include "dist/grad_sync.h"
 #include "obs/metrics.h"
 #include "train/batch_dump.h"
 #include "train/batches.h"
@@ -21,6 +22,12 @@ struct cf_trainer {
     cf_tensor *loss_scale; /* input scalar: d(objective)/d(loss) = 1 / accumulation steps */
     cf_tensor *grad_norm;  /* global gradient norm before clipping, from the update */
     cf_plan *plan;
+    cf_dist *dist;      /* opts.dist; NULL alone */
+    int rank, world;    /* data-parallel rank and world size */
+    cf_grad_sync *sync; /* NULL alone */
+    /* A stop asked on any rank (a signal): agreed with the step's loss, so all ranks stop
+     * after the same step. */
+    bool stop_requested;
     cf_lr_schedule schedule;
     int64_t batch, seq, accum, train_steps;
     cf_train_position pos;

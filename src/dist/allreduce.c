@@ -1,0 +1,197 @@
+/* The all-reduce algorithms, run on the communication thread: MPI's own, hierarchical,
+ * and 1-bit compression with error feedback. Each waits by polling MPI_Testall with
+ * short sleeps, which progresses the non-blocking operation without spinning a core
+ * that backward needs, and gives up after the timeout instead of hanging. */
+#include "dist/allreduce.h"
+
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "obs/clock.h"
+
+static int wait_all(cf_allreduce *a, MPI_Request *reqs, int n, const char *call, cf_error *err) {
+    double start = cf_clock_seconds();
+    for (int polls = 0;; polls++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return cf_dist_check(rc, call, err);
+        if (done) return 0;
+        if (polls < 64) {
+            sched_yield();
+            continue;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
+        if (cf_clock_seconds() - start > a->timeout)
+            return cf_fail(err, "%s did not complete in %.0f s (parallel_config.comm_timeout): a rank has died or "
+                                "stopped", call, a->timeout);
+    }
+}
+
+static MPI_Comm exchange_comm(const cf_allreduce *a) { return a->hierarchical ? a->d->leader_comm : a->d->world; }
+
+int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebit, double timeout, int64_t elems,
+                      int64_t max_bucket, cf_error *err) {
+    memset(a, 0, sizeof *a);
+    a->d = d;
+    a->hierarchical = hierarchical;
+    a->onebit = onebit;
+    a->timeout = timeout;
+    if (max_bucket > INT_MAX / 4) return cf_fail(err, "a gradient bucket of %lld values exceeds MPI's counts", (long long)max_bucket);
+    if (!onebit) return 0;
+    int64_t chunks = (max_bucket + CF_ONEBIT_CHUNK - 1) / CF_ONEBIT_CHUNK;
+    size_t bytes = (size_t)chunks * CF_ONEBIT_CHUNK_BYTES;
+    a->residual = cf_xcalloc((size_t)elems, sizeof(float));
+    a->server_residual = cf_xcalloc((size_t)elems, sizeof(float));
+    a->send = cf_xmalloc(bytes);
+    a->gather = cf_xmalloc(bytes);
+    /* The reducer of a share receives every rank's copy of it: at most ranks x share. */
+    a->recv = cf_xmalloc(bytes + (size_t)d->size * CF_ONEBIT_CHUNK_BYTES);
+    a->counts = cf_xmalloc(sizeof(int) * 4 * (size_t)d->size);
+    return 0;
+}
+
+void cf_allreduce_free(cf_allreduce *a) {
+    free(a->residual);
+    free(a->server_residual);
+    free(a->send);
+    free(a->recv);
+    free(a->gather);
+    free(a->counts);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- 1-bit compression ---- */
+
+/* Packs x + e (n <= CF_ONEBIT_CHUNK values) as the scale mean|x + e| and the signs, and
+ * leaves in e what the packed form lost: the error fed back into the next step. */
+static void compress_chunk(const float *x, float *e, int64_t n, unsigned char *out) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += fabsf(x[i] + e[i]);
+    float scale = (float)(sum / (double)n);
+    memcpy(out, &scale, sizeof scale);
+    unsigned char *bits = out + sizeof scale;
+    memset(bits, 0, CF_ONEBIT_CHUNK / 8);
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] + e[i];
+        bool positive = v >= 0.0f;
+        bits[i >> 3] |= (unsigned char)(positive << (i & 7));
+        e[i] = v - (positive ? scale : -scale);
+    }
+}
+
+/* y[i] (+)= +-scale of a packed chunk. */
+static void decompress_chunk(const unsigned char *in, int64_t n, float *y, bool add) {
+    float scale;
+    memcpy(&scale, in, sizeof scale);
+    const unsigned char *bits = in + sizeof scale;
+    for (int64_t i = 0; i < n; i++) {
+        float v = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
+        y[i] = add ? y[i] + v : v;
+    }
+}
+
+static int64_t chunk_len(int64_t c, int64_t n) {
+    int64_t left = n - c * CF_ONEBIT_CHUNK;
+    return left < CF_ONEBIT_CHUNK ? left : CF_ONEBIT_CHUNK;
+}
+
+/* Rank p reduces chunks [first(p), first(p + 1)) of the bucket. */
+static int64_t first_chunk(int p, int ranks, int64_t chunks) { return chunks * p / ranks; }
+
+/* The compressed sum over `comm` (two stages, as 1-bit Adam's): every rank packs its
+ * gradient plus its error and sends share p to rank p (all-to-all); rank p unpacks the
+ * copies of its share in rank order, sums them, adds its own reducer error, packs the sum
+ * again, and every rank gathers and unpacks all the packed sums. All ranks unpack the
+ * same bytes, so they end with identical gradients. */
+static int onebit_sum(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int64_t offset, cf_grad_sync_stats *st,
+                      cf_error *err) {
+    int rank, ranks;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    int64_t chunks = (n + CF_ONEBIT_CHUNK - 1) / CF_ONEBIT_CHUNK;
+    for (int64_t c = 0; c < chunks; c++)
+        compress_chunk(buf + c * CF_ONEBIT_CHUNK, a->residual + offset + c * CF_ONEBIT_CHUNK, chunk_len(c, n),
+                       a->send + c * CF_ONEBIT_CHUNK_BYTES);
+    int64_t mine0 = first_chunk(rank, ranks, chunks), mine1 = first_chunk(rank + 1, ranks, chunks);
+    int *scount = a->counts, *sdispl = scount + ranks, *rcount = sdispl + ranks, *rdispl = rcount + ranks;
+    int sent = 0;
+    for (int p = 0; p < ranks; p++) {
+        int64_t c0 = first_chunk(p, ranks, chunks), c1 = first_chunk(p + 1, ranks, chunks);
+        scount[p] = (int)((c1 - c0) * CF_ONEBIT_CHUNK_BYTES);
+        sdispl[p] = (int)(c0 * CF_ONEBIT_CHUNK_BYTES);
+        rcount[p] = (int)((mine1 - mine0) * CF_ONEBIT_CHUNK_BYTES);
+        rdispl[p] = p * rcount[p];
+        if (p != rank) sent += scount[p];
+    }
+    MPI_Request req;
+    int rc = MPI_Ialltoallv(a->send, scount, sdispl, MPI_BYTE, a->recv, rcount, rdispl, MPI_BYTE, comm, &req);
+    if (cf_dist_check(rc, "MPI_Ialltoallv", err) != 0 || wait_all(a, &req, 1, "MPI_Ialltoallv", err) != 0) return -1;
+    for (int64_t c = mine0; c < mine1; c++) {
+        float *y = buf + c * CF_ONEBIT_CHUNK;
+        int64_t len = chunk_len(c, n);
+        for (int q = 0; q < ranks; q++)
+            decompress_chunk(a->recv + rdispl[q] + (c - mine0) * CF_ONEBIT_CHUNK_BYTES, len, y, q > 0);
+        compress_chunk(y, a->server_residual + offset + c * CF_ONEBIT_CHUNK, len, a->gather + c * CF_ONEBIT_CHUNK_BYTES);
+    }
+    for (int p = 0; p < ranks; p++) {
+        rcount[p] = scount[p];
+        rdispl[p] = sdispl[p];
+    }
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, a->gather, rcount, rdispl, MPI_BYTE, comm, &req);
+    if (cf_dist_check(rc, "MPI_Iallgatherv", err) != 0 || wait_all(a, &req, 1, "MPI_Iallgatherv", err) != 0) return -1;
+    for (int64_t c = 0; c < chunks; c++)
+        decompress_chunk(a->gather + c * CF_ONEBIT_CHUNK_BYTES, chunk_len(c, n), buf + c * CF_ONEBIT_CHUNK, false);
+    st->bytes_sent += (double)sent + (double)scount[rank] * (ranks - 1);
+    st->raw_bytes += 2.0 * (ranks - 1) / ranks * (double)n * sizeof(float);
+    st->compressed_buckets++;
+    return 0;
+}
+
+/* MPI's own all-reduce, which counts (as a bandwidth-optimal ring would) 2 (p - 1) / p
+ * of the buffer sent by each rank. */
+static int plain_sum(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, cf_grad_sync_stats *st, cf_error *err) {
+    int ranks;
+    MPI_Comm_size(comm, &ranks);
+    if (ranks == 1) return 0;
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &req);
+    if (cf_dist_check(rc, "MPI_Iallreduce", err) != 0 || wait_all(a, &req, 1, "MPI_Iallreduce", err) != 0) return -1;
+    double bytes = 2.0 * (ranks - 1) / ranks * (double)n * sizeof(float);
+    st->bytes_sent += bytes;
+    st->raw_bytes += bytes;
+    return 0;
+}
+
+static int exchange(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int64_t offset, bool compress,
+                    cf_grad_sync_stats *st, cf_error *err) {
+    int ranks;
+    MPI_Comm_size(comm, &ranks);
+    if (compress && ranks > 1) return onebit_sum(a, comm, buf, n, offset, st, err);
+    return plain_sum(a, comm, buf, n, st, err);
+}
+
+int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, bool compress, cf_grad_sync_stats *st,
+                        cf_error *err) {
+    compress = compress && a->onebit;
+    if (!a->hierarchical) return exchange(a, a->d->world, buf, n, offset, compress, st, err);
+    /* Inside the node the ranks share memory: the leader (local rank 0) gathers the sum,
+     * the leaders exchange among the nodes, and the leader sends the result back. */
+    MPI_Comm node = a->d->node_comm;
+    MPI_Request req;
+    if (a->d->local_size > 1) {
+        bool leader = a->d->local_rank == 0;
+        int rc = MPI_Ireduce(leader ? MPI_IN_PLACE : buf, leader ? buf : NULL, (int)n, MPI_FLOAT, MPI_SUM, 0, node, &req);
+        if (cf_dist_check(rc, "MPI_Ireduce", err) != 0 || wait_all(a, &req, 1, "MPI_Ireduce", err) != 0) return -1;
+    }
+    if (exchange_comm(a) != MPI_COMM_NULL && exchange(a, exchange_comm(a), buf, n, offset, compress, st, err) != 0)
+        return -1;
+    if (a->d->local_size > 1) {
+        int rc = MPI_Ibcast(buf, (int)n, MPI_FLOAT, 0, node, &req);
+        if (cf_dist_check(rc, "MPI_Ibcast", err) != 0 || wait_all(a, &req, 1, "MPI_Ibcast", err) != 0) return -1;
+    }
+    return 0;
+}

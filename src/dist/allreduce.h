@@ -1,0 +1,41 @@
+/* Internal: the all-reduce algorithms of the gradient synchronisation, run on its
+ * communication thread over one bucket (a contiguous range of the gradient block,
+ * reduced in place). See docs/distributed.md for what each costs in bytes per rank. */
+#ifndef CFORMERS_DIST_ALLREDUCE_H
+#define CFORMERS_DIST_ALLREDUCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dist/dist_internal.h"
+#include "dist/grad_sync.h"
+
+/* 1-bit compression: a chunk of CF_ONEBIT_CHUNK values travels as one f32 scale (their
+ * mean magnitude) and one sign bit each: 68 bytes for 2 KiB, 30x fewer. */
+enum { CF_ONEBIT_CHUNK = 512, CF_ONEBIT_CHUNK_BYTES = 4 + CF_ONEBIT_CHUNK / 8 };
+
+typedef struct cf_allreduce {
+    cf_dist *d;
+    bool hierarchical;     /* reduce in the node, all-reduce among leaders, broadcast */
+    bool onebit;           /* compress the exchange among leaders (or all ranks) */
+    double timeout;        /* seconds one bucket may take */
+    /* 1-bit state, allocated once for the whole gradient block (NULL without onebit):
+     * this rank's error feedback as a sender, and as the reducer of its share. */
+    float *residual, *server_residual;
+    unsigned char *send, *recv, *gather; /* compressed staging for the largest bucket */
+    int *counts;                         /* 4 x ranks of the compressed exchange's comm */
+} cf_allreduce;
+
+/* Sets up the algorithm for a gradient block of `elems` floats whose largest bucket has
+ * `max_bucket` elements. */
+int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebit, double timeout, int64_t elems,
+                      int64_t max_bucket, cf_error *err);
+void cf_allreduce_free(cf_allreduce *a);
+
+/* Sums buf[0 .. n) over the ranks in place. `offset` is buf's position in the gradient
+ * block (where its error feedback lives); `compress` picks the 1-bit exchange (after the
+ * warm-up). Adds what it sent to st->bytes_sent and st->raw_bytes. */
+int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, bool compress, cf_grad_sync_stats *st,
+                        cf_error *err);
+
+#endif

@@ -1,0 +1,310 @@
+/* The gradient synchronisation pass, its two ops and the communication thread. */
+#include "dist/grad_sync.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/graph_internal.h"
+#include "core/graph_rewrite.h"
+#include "dist/allreduce.h"
+#include "obs/clock.h"
+
+typedef struct bucket {
+    int64_t begin, end; /* elements of the gradient block */
+    int trigger;        /* index of the last backward node that writes into it */
+} bucket;
+
+struct cf_grad_sync {
+    cf_dist *dist;
+    cf_parallel_config pc;
+    cf_allreduce algo;
+    bucket *buckets;
+    int n_buckets;
+    float *grads; /* the gradient block, read from the nodes' input when they run */
+
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done_cond;
+    int *queue; /* bucket indices handed over this step, in order */
+    int queued, taken, done;
+    bool stop, armed, failed;
+    int64_t step;
+    cf_error error;
+    cf_grad_sync_stats stats;
+    cf_grad_sync_span *spans;
+};
+
+/* ---- the communication thread ---- */
+
+static void run_bucket(cf_grad_sync *s, int b) {
+    const bucket *k = &s->buckets[b];
+    bool compress = s->pc.gradient_compression == CF_COMPRESSION_ONEBIT && s->step >= s->pc.freeze_step;
+    double start = cf_clock_seconds();
+    cf_error err = {{0}};
+    int before = s->stats.compressed_buckets;
+    int rc = cf_allreduce_bucket(&s->algo, s->grads + k->begin, k->end - k->begin, k->begin, compress, &s->stats, &err);
+    double end = cf_clock_seconds();
+    s->spans[b] = (cf_grad_sync_span){.start = start, .end = end, .elems = k->end - k->begin,
+                                      .compressed = s->stats.compressed_buckets > before};
+    s->stats.comm_seconds += end - start;
+    if (rc != 0) {
+        pthread_mutex_lock(&s->lock);
+        if (!s->failed) {
+            s->failed = true;
+            s->error = err;
+            cf_fail_prefix(&s->error, "rank %d, step %lld, gradient bucket %d: ", cf_dist_rank(s->dist),
+                           (long long)s->step + 1, b);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+static void *comm_thread(void *arg) {
+    cf_grad_sync *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->stop && s->taken == s->queued) pthread_cond_wait(&s->work, &s->lock);
+        if (s->stop) break;
+        int b = s->queue[s->taken++];
+        bool skip = s->failed; /* after an error the rest would only time out too */
+        pthread_mutex_unlock(&s->lock);
+        if (!skip) run_bucket(s, b);
+        pthread_mutex_lock(&s->lock);
+        s->stats.last_done = cf_clock_seconds();
+        s->done++;
+        pthread_cond_broadcast(&s->done_cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Called from the executor (the main thread): no allocation, a lock and a signal. */
+static void hand_over(cf_grad_sync *s, int b) {
+    pthread_mutex_lock(&s->lock);
+    if (s->queued == 0) s->stats.first_start = cf_clock_seconds();
+    s->queue[s->queued++] = b;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the ops ---- */
+
+static int infer_nothing(cf_node *n, cf_error *err) { return 0; }
+
+/* grad_sync_start: input the gradient block, attrs.p the sync, attrs.i[0] the bucket. */
+static void start_forward(const cf_node *n) {
+    cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
+    if (!s->armed || !s->pc.overlap_comm) return;
+    s->grads = cf_tensor_f32(n->inputs[0]);
+    hand_over(s, (int)n->attrs.i[0]);
+}
+
+static const cf_op_def op_grad_sync_start = {.name = "grad_sync_start", .n_outputs = 0, .infer = infer_nothing,
+                                             .forward = start_forward, .mutates = 1u};
+
+/* grad_sync_wait: input the gradient block. Without overlap the buckets are handed over
+ * here, all at once; either way the update starts when the last one is summed. A failed
+ * exchange leaves the gradients a NaN, so the update skips the step (the trainer then
+ * reports the error). */
+static void wait_forward(const cf_node *n) {
+    cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
+    if (!s->armed) return;
+    s->grads = cf_tensor_f32(n->inputs[0]);
+    if (!s->pc.overlap_comm)
+        for (int b = 0; b < s->n_buckets; b++) hand_over(s, b);
+    double start = cf_clock_seconds();
+    pthread_mutex_lock(&s->lock);
+    while (s->done < s->n_buckets) pthread_cond_wait(&s->done_cond, &s->lock);
+    s->armed = false;
+    bool failed = s->failed;
+    pthread_mutex_unlock(&s->lock);
+    s->stats.wait_seconds = cf_clock_seconds() - start;
+    if (failed) s->grads[0] = NAN;
+}
+
+static const cf_op_def op_grad_sync_wait = {.name = "grad_sync_wait", .n_outputs = 0, .infer = infer_nothing,
+                                            .forward = wait_forward, .mutates = 1u};
+
+/* ---- the pass ---- */
+
+/* Where tensor t lies in the gradient block, when it is (a view of) a gradient. */
+static bool grad_region(const cf_tensor *t, int64_t *begin, int64_t *end) {
+    const cf_tensor *root = t->view_of ? t->view_of : t;
+    if (root->role != CF_ROLE_GRAD || root->param_offset < 0) return false;
+    *begin = root->param_offset + (t != root ? t->view_offset : 0);
+    *end = *begin + cf_tensor_numel(t);
+    return true;
+}
+
+static int64_t span_end(const cf_graph *g, int p) {
+    return p + 1 < g->n_params ? g->params[p + 1]->param_offset : g->param_elems;
+}
+
+/* ready[p]: the last backward node that writes parameter p's gradient. */
+static void find_last_writers(const cf_graph *g, int *ready) {
+    int first_backward = g->n_nodes;
+    for (int k = 0; k < g->n_nodes; k++)
+        if (g->nodes[k]->phase == CF_PHASE_BACKWARD && k < first_backward) first_backward = k;
+    for (int p = 0; p < g->n_params; p++) ready[p] = first_backward;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const cf_node *n = g->nodes[k];
+        if (n->phase != CF_PHASE_BACKWARD) continue;
+        for (int j = 0; j < n->n_outputs + n->n_inputs; j++) {
+            bool output = j < n->n_outputs;
+            if (!output && !(n->op->mutates >> (j - n->n_outputs) & 1u)) continue;
+            int64_t begin, end;
+            if (!grad_region(output ? n->outputs[j] : n->inputs[j - n->n_outputs], &begin, &end)) continue;
+            for (int p = 0; p < g->n_params; p++)
+                if (g->params[p]->param_offset < end && span_end(g, p) > begin && ready[p] < k) ready[p] = k;
+        }
+    }
+}
+
+static int by_trigger(const void *a, const void *b) {
+    const bucket *x = a, *y = b;
+    if (x->trigger != y->trigger) return x->trigger < y->trigger ? -1 : 1;
+    return x->begin > y->begin ? -1 : x->begin < y->begin; /* later in the block first */
+}
+
+/* Buckets of about `target` elements, walking the parameters from the end of the block
+ * (the last layers, whose gradients backward finishes first) to its start. */
+static int make_buckets(cf_grad_sync *s, const cf_graph *g, int64_t target, cf_error *err) {
+    int *ready = cf_xmalloc(sizeof *ready * (size_t)g->n_params);
+    find_last_writers(g, ready);
+    s->buckets = cf_xmalloc(sizeof *s->buckets * (size_t)g->n_params);
+    int n = 0;
+    for (int p = g->n_params - 1; p >= 0;) {
+        bucket b = {.end = span_end(g, p), .trigger = -1};
+        do {
+            b.begin = g->params[p]->param_offset;
+            if (ready[p] > b.trigger) b.trigger = ready[p];
+            p--;
+        } while (p >= 0 && b.end - b.begin < target);
+        s->buckets[n++] = b;
+    }
+    free(ready);
+    if (n > CF_GRAD_SYNC_MAX_BUCKETS)
+        return cf_fail(err, "parallel_config.bucket_size_mb=%g makes %d gradient buckets (at most %d)",
+                       s->pc.bucket_size_mb, n, CF_GRAD_SYNC_MAX_BUCKETS);
+    qsort(s->buckets, (size_t)n, sizeof *s->buckets, by_trigger);
+    s->n_buckets = n;
+    return 0;
+}
+
+/* A start node after each bucket's last writer (inserted from the back, so earlier
+ * positions do not move), and the wait node before the first update node. */
+static int insert_nodes(cf_grad_sync *s, cf_graph *g, cf_error *err) {
+    cf_param_blocks blocks = cf_graph_blocks(g);
+    cf_phase saved = g->phase;
+    g->phase = CF_PHASE_BACKWARD;
+    for (int b = s->n_buckets - 1; b >= 0; b--) {
+        cf_attrs attrs = {.p = s, .i = {b}};
+        cf_node *n = cf_graph_node_add(g, &op_grad_sync_start, (cf_tensor *[]){blocks.grads}, 1, &attrs);
+        if (!n) break;
+        cf_graph_move_node(g, n, s->buckets[b].trigger + 1);
+    }
+    int first_update = g->n_nodes;
+    for (int k = g->n_nodes - 1; k >= 0; k--)
+        if (g->nodes[k]->phase == CF_PHASE_UPDATE) first_update = k;
+    g->phase = CF_PHASE_UPDATE;
+    cf_node *wait = cf_graph_node_add(g, &op_grad_sync_wait, (cf_tensor *[]){blocks.grads}, 1,
+                                      &(cf_attrs){.p = s});
+    if (wait && first_update < g->n_nodes - 1) cf_graph_move_node(g, wait, first_update);
+    g->phase = saved;
+    return cf_graph_error(g, err);
+}
+
+static bool use_hierarchical(const cf_dist *d, cf_tristate mode) {
+    if (mode == CF_OFF) return false;
+    if (mode == CF_ON) return true;
+    return cf_dist_nodes(d) > 1 && cf_dist_local_size(d) > 1 && cf_dist_uniform_nodes(d);
+}
+
+cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_config *pc, cf_error *err) {
+    if (!g->differentiated || g->planned) {
+        cf_fail(err, "gradient sync: the graph needs its backward and must not be planned yet");
+        return NULL;
+    }
+    cf_grad_sync *s = cf_xcalloc(1, sizeof *s);
+    s->dist = d;
+    s->pc = *pc;
+    int64_t target = (int64_t)(pc->bucket_size_mb * 1024.0 * 1024.0 / sizeof(float));
+    if (target < 1) target = 1;
+    if (make_buckets(s, g, target, err) != 0) {
+        free(s->buckets);
+        free(s);
+        return NULL;
+    }
+    int64_t largest = 0;
+    for (int b = 0; b < s->n_buckets; b++)
+        if (s->buckets[b].end - s->buckets[b].begin > largest) largest = s->buckets[b].end - s->buckets[b].begin;
+    bool hier = use_hierarchical(d, pc->hierarchical_allreduce);
+    if (cf_allreduce_init(&s->algo, d, hier, pc->gradient_compression == CF_COMPRESSION_ONEBIT, pc->comm_timeout,
+                          g->param_elems, largest, err) != 0 ||
+        insert_nodes(s, g, err) != 0) {
+        cf_allreduce_free(&s->algo);
+        free(s->buckets);
+        free(s);
+        return NULL;
+    }
+    s->queue = cf_xcalloc((size_t)s->n_buckets, sizeof *s->queue);
+    s->spans = cf_xcalloc((size_t)s->n_buckets, sizeof *s->spans);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done_cond, NULL);
+    pthread_create(&s->thread, NULL, comm_thread, s);
+    return s;
+}
+
+void cf_grad_sync_free(cf_grad_sync *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->done_cond);
+    cf_allreduce_free(&s->algo);
+    free(s->queue);
+    free(s->spans);
+    free(s->buckets);
+    free(s);
+}
+
+void cf_grad_sync_arm(cf_grad_sync *s, int64_t step) {
+    pthread_mutex_lock(&s->lock);
+    s->armed = true;
+    s->step = step;
+    s->queued = s->taken = s->done = 0;
+    s->failed = false;
+    s->stats = (cf_grad_sync_stats){.buckets = s->n_buckets};
+    pthread_mutex_unlock(&s->lock);
+}
+
+int cf_grad_sync_status(const cf_grad_sync *s, cf_error *err) {
+    if (!s->failed) return 0;
+    return cf_fail(err, "%s", s->error.msg);
+}
+
+const cf_grad_sync_stats *cf_grad_sync_last(const cf_grad_sync *s) { return &s->stats; }
+
+const cf_grad_sync_span *cf_grad_sync_spans(const cf_grad_sync *s, int *n) {
+    *n = s->n_buckets;
+    return s->spans;
+}
+
+void cf_grad_sync_describe(const cf_grad_sync *s, char *buf, size_t size) {
+    const cf_dist *d = s->dist;
+    int len = snprintf(buf, size, "%d ranks, %d gradient buckets of about %.1f MiB, %s", cf_dist_size(d), s->n_buckets,
+                       s->pc.bucket_size_mb, s->pc.overlap_comm ? "overlapped with backward" : "after backward");
+    if (len > 0 && (size_t)len < size && s->algo.hierarchical)
+        len += snprintf(buf + len, size - (size_t)len, ", hierarchical over %d nodes x %d", cf_dist_nodes(d),
+                        cf_dist_local_size(d));
+    if (len > 0 && (size_t)len < size && s->algo.onebit)
+        snprintf(buf + len, size - (size_t)len, ", 1-bit compressed after step %lld", (long long)s->pc.freeze_step);
+}
