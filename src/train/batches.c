@@ -93,11 +93,12 @@ static int open_records(cf_batches *b, const cf_config *cfg, const char *split, 
     return 0;
 }
 
-cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int rank, int world, cf_error *err) {
+cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t batch, int rank, int world,
+                            cf_error *err) {
     cf_batches *b = cf_xcalloc(1, sizeof *b);
     b->rank = rank;
     b->world = world;
-    b->batch = cfg->runner_config.batch_size;
+    b->batch = batch;
     b->seq = cfg->runner_config.seq_length;
     b->seed = (uint64_t)cfg->seed;
     snprintf(b->path, sizeof b->path, "%s", cfg->train_dataset.data_dir);

@@ -21,9 +21,10 @@ typedef struct cf_batches cf_batches;
 /* True when data_dir names a text file rather than a record directory. */
 bool cf_batches_is_text(const char *data_dir);
 
-/* Opens `split` ("train" or "valid") of cfg->train_dataset at the runner's batch size and
- * sequence length, as rank `rank` of `world` data-parallel ranks. */
-cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int rank, int world, cf_error *err);
+/* Opens `split` ("train" or "valid") of cfg->train_dataset with `batch` rows of the
+ * runner's sequence length per batch, as rank `rank` of `world` data-parallel ranks. */
+cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t batch, int rank, int world,
+                            cf_error *err);
 void cf_batches_close(cf_batches *b);
 
 int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err);

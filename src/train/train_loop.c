@@ -92,15 +92,14 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
                                "estimate_bytes", est->total_bytes, "relative_difference", off));
 }
 
+/* One batch of accum x batch_size rows: the step's micro-batches, back to back. */
 static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     int64_t rows = t->batch * (t->seq + 1);
-    for (int64_t k = 0; k < t->accum; k++) {
-        int32_t *micro = t->tokens + k * rows;
-        if (cf_batches_next(t->train, micro, err) != 0) return -1;
-        if (t->batch_dump.f &&
-            cf_batch_dump_write(&t->batch_dump, CF_BATCH_TRAIN, t->pos.step + 1, t->batch, t->seq + 1, micro, err) != 0)
+    if (cf_batches_next(t->train, t->tokens, err) != 0) return -1;
+    for (int64_t k = 0; t->batch_dump.f && k < t->accum; k++)
+        if (cf_batch_dump_write(&t->batch_dump, CF_BATCH_TRAIN, t->pos.step + 1, t->batch, t->seq + 1,
+                                t->tokens + k * rows, err) != 0)
             return -1;
-    }
     return 0;
 }
 

@@ -49,10 +49,10 @@ static int build_graph(cf_trainer *t, cf_error *err) {
 
 static int open_data(cf_trainer *t, cf_error *err) {
     if (!t->cfg.train_dataset.data_dir[0]) return 0;
-    t->train = cf_batches_open(&t->cfg, "train", t->rank, t->world, err);
+    t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, err);
     if (!t->train) return -1;
     if (t->cfg.runner_config.eval_interval > 0) {
-        t->valid = cf_batches_open(&t->cfg, "valid", t->rank, t->world, err);
+        t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err);
         if (!t->valid) return -1;
     }
     return 0;
