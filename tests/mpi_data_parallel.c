@@ -6,6 +6,10 @@
  *            with and without overlap the results are the same bits.
  *   hier     (4 ranks, CFORMERS_RANKS_PER_NODE=2, so 2 "nodes" x 2): the hierarchical
  *            all-reduce equals the flat one within 1e-6, and matches 1 process x 4b.
+ *   zero     (4 ranks): ZeRO-1 (optimizer sharded) equals plain data parallel within 1e-6;
+ *            a ZeRO-1 checkpoint resumed by one process (another world size) continues
+ *            with the uninterrupted run's losses, and so does a one-process checkpoint
+ *            resumed by 4 sharded ranks.
  *   onebit   (2 ranks): after freeze_step the buckets travel 1-bit compressed, each rank
  *            sends >= 28x fewer bytes than uncompressed, and training still learns.
  * The data is a small byte-level text that rank 0 writes here (every rank must run the
@@ -76,17 +80,21 @@ static void make_config(cf_config *cfg, int64_t batch, int64_t accum) {
     cfg->parallel_config.bucket_size_mb = 0.01;
 }
 
-/* Trains STEPS steps on `dist` (NULL: alone) and keeps the losses and final weights. */
-static void train(cf_config *cfg, cf_dist *dist, run_result *out) {
+/* Trains on `dist` (NULL: alone) from `resume` (NULL: the start) until step `stop`,
+ * saves a checkpoint to `save` when given, and keeps the losses (by step) and the final
+ * weights. Collective when dist has several ranks. */
+static void train_from(cf_config *cfg, cf_dist *dist, const char *resume, int stop, const char *save, run_result *out) {
     cf_error err = {{0}};
-    cf_train_options opts = {.quiet = true, .dist = dist};
+    cf_train_options opts = {.quiet = true, .dist = dist, .resume = resume};
     cf_trainer *t = cf_trainer_create(cfg, &opts, &err);
     CHECK_MSG(t != NULL, "trainer: %s", err.msg);
     if (!t) exit(test_finish());
-    for (int s = 0; s < STEPS; s++) {
+    memset(out, 0, sizeof *out);
+    for (int s = (int)t->pos.step; s < stop; s++) {
         CHECK(cf_batches_next(t->train, t->tokens, &err) == 0);
         CHECK_MSG(cf_trainer_step(t, t->tokens, &out->loss[s], &err) == 0, "step %d: %s", s + 1, err.msg);
     }
+    if (save) CHECK_MSG(cf_trainer_save(t, save, &err) == 0, "save %s: %s", save, err.msg);
     cf_param_blocks b = cf_graph_blocks(t->model.graph);
     out->n = cf_tensor_numel(b.params);
     out->weights = cf_xmalloc(sizeof(float) * (size_t)out->n);
@@ -98,11 +106,13 @@ static void train(cf_config *cfg, cf_dist *dist, run_result *out) {
     cf_trainer_free(t);
 }
 
-/* The larger of the losses' largest relative difference and the weights' (as vectors:
- * |a - b| / |b|). */
-static double rel_diff(const run_result *a, const run_result *b) {
+static void train(cf_config *cfg, cf_dist *dist, run_result *out) { train_from(cfg, dist, NULL, STEPS, NULL, out); }
+
+/* The largest relative difference of the losses of steps [from, STEPS) and of the final
+ * weights (as vectors). */
+static double rel_diff_from(const run_result *a, const run_result *b, int from) {
     double worst = 0.0, diff = 0.0, norm = 0.0;
-    for (int s = 0; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
+    for (int s = from; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
     for (int64_t i = 0; i < a->n; i++) {
         double d = (double)a->weights[i] - b->weights[i];
         diff += d * d;
@@ -110,6 +120,10 @@ static double rel_diff(const run_result *a, const run_result *b) {
     }
     return fmax(worst, sqrt(diff / norm));
 }
+
+/* The larger of the losses' largest relative difference and the weights' (as vectors:
+ * |a - b| / |b|). */
+static double rel_diff(const run_result *a, const run_result *b) { return rel_diff_from(a, b, 0); }
 
 static bool identical(const run_result *a, const run_result *b) {
     return memcmp(a->loss, b->loss, sizeof a->loss) == 0 &&
@@ -168,6 +182,48 @@ static void test_hierarchical(cf_dist *d) {
     release(&hier);
 }
 
+static void test_zero(cf_dist *d) {
+    int world = cf_dist_size(d), rank = cf_dist_rank(d);
+    cf_error err = {{0}};
+    cf_config cfg;
+    run_result plain, zero, resumed;
+    char sharded_ckpt[300], alone_ckpt[300];
+    snprintf(sharded_ckpt, sizeof sharded_ckpt, "%s/zero.ckpt", dir);
+    snprintf(alone_ckpt, sizeof alone_ckpt, "%s/alone.ckpt", dir);
+    make_config(&cfg, 2, 1);
+    train(&cfg, d, &plain);
+    cfg.parallel_config.optimizer_shard = true;
+    train(&cfg, d, &zero);
+    CHECK_CONTAINS(zero.sync, "optimizer sharded (ZeRO-1)");
+    double diff = rel_diff(&zero, &plain);
+    CHECK_MSG(diff <= 1e-6, "ZeRO-1 vs plain data parallel: relative difference %.3g", diff);
+    /* Stop a sharded run at step 4; one process of the same global batch resumes it. */
+    train_from(&cfg, d, NULL, 4, sharded_ckpt, &resumed);
+    release(&resumed);
+    make_config(&cfg, 2 * world, 1);
+    if (rank == 0) {
+        train_from(&cfg, NULL, sharded_ckpt, STEPS, NULL, &resumed);
+        double d_resume = rel_diff_from(&resumed, &zero, 4);
+        printf("ZeRO-1 vs plain on %d ranks: within %.3g; a ZeRO-1 checkpoint resumed alone: within %.3g\n", world,
+               diff, d_resume);
+        CHECK_MSG(d_resume <= 1e-6, "ZeRO-1 checkpoint resumed by 1 process: relative difference %.3g", d_resume);
+        release(&resumed);
+        train_from(&cfg, NULL, NULL, 4, alone_ckpt, &resumed);
+        release(&resumed);
+    }
+    CHECK(cf_dist_barrier(d, &err) == 0);
+    /* And the other way: a one-process checkpoint, resumed sharded over all ranks. */
+    make_config(&cfg, 2, 1);
+    cfg.parallel_config.optimizer_shard = true;
+    train_from(&cfg, d, alone_ckpt, STEPS, NULL, &resumed);
+    double d_reshard = rel_diff_from(&resumed, &zero, 4);
+    if (rank == 0) printf("a one-process checkpoint resumed by %d ZeRO-1 ranks: within %.3g\n", world, d_reshard);
+    CHECK_MSG(d_reshard <= 1e-6, "1-process checkpoint resumed with ZeRO-1: relative difference %.3g", d_reshard);
+    release(&resumed);
+    release(&plain);
+    release(&zero);
+}
+
 static void test_onebit(cf_dist *d) {
     cf_config cfg;
     run_result plain, packed;
@@ -215,8 +271,10 @@ int main(int argc, char **argv) {
         test_hierarchical(d);
     else if (strcmp(mode, "onebit") == 0)
         test_onebit(d);
+    else if (strcmp(mode, "zero") == 0)
+        test_zero(d);
     else
-        CHECK_MSG(false, "unknown mode %s (flat, hier, onebit)", mode);
+        CHECK_MSG(false, "unknown mode %s (flat, hier, zero, onebit)", mode);
     cf_dist_barrier(d, &err);
     if (cf_dist_rank(d) == 0) {
         char cmd[300];

@@ -89,6 +89,14 @@ cf_tensor *cf_graph_param_at(const cf_graph *g, int i);
 cf_init cf_graph_param_init(const cf_graph *g, int i);
 /* Total elements in the parameter block (= each of the gradient / moment blocks). */
 int64_t cf_graph_param_elems(const cf_graph *g);
+/* The part [lo, hi) of the parameter block whose optimizer state this process holds and
+ * updates: all of it, unless the optimizer is sharded over data-parallel ranks (ZeRO-1,
+ * cf_graph_shard_optimizer); the Adam moment blocks then hold hi - lo elements. */
+void cf_graph_optimizer_range(const cf_graph *g, int64_t *lo, int64_t *hi);
+/* Shards the optimizer: this process keeps the moments of [lo, hi) only and AdamW
+ * updates that range (the caller reduce-scatters the gradients into it and all-gathers
+ * the weights after). Before planning; the moment blocks shrink to hi - lo. */
+int cf_graph_shard_optimizer(cf_graph *g, int64_t lo, int64_t hi, cf_error *err);
 
 /* The whole blocks as 1-D tensors (shape [param_elems]) and the optimizer step count
  * (i32 scalar). Creating the first parameter after one of these is requested is an error. */

@@ -26,7 +26,8 @@ typedef struct cf_memory_report {
     size_t arena_bytes;       /* the planned arena */
     size_t lower_bound_bytes; /* peak of bytes live at the same time: no plan can do better */
     double fragmentation;     /* arena / lower bound - 1 */
-    size_t param_bytes;       /* parameter block; the gradient and each moment block are as big */
+    size_t param_bytes;       /* parameter block; the gradient block is as big */
+    size_t moment_bytes;      /* both Adam moment blocks: 2 x param_bytes, less when sharded (ZeRO-1) */
     size_t io_bytes;          /* inputs, constants and kept outputs */
     int arena_tensors;        /* tensors (and workspaces) placed in the arena */
 } cf_memory_report;

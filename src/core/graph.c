@@ -210,6 +210,23 @@ cf_tensor *cf_graph_param_at(const cf_graph *g, int i) { return g->params[i]; }
 cf_init cf_graph_param_init(const cf_graph *g, int i) { return g->inits[i]; }
 int64_t cf_graph_param_elems(const cf_graph *g) { return g->param_elems; }
 
+void cf_graph_optimizer_range(const cf_graph *g, int64_t *lo, int64_t *hi) {
+    *lo = g->opt_hi ? g->opt_lo : 0;
+    *hi = g->opt_hi ? g->opt_hi : g->param_elems;
+}
+
+int cf_graph_shard_optimizer(cf_graph *g, int64_t lo, int64_t hi, cf_error *err) {
+    if (g->planned) return cf_fail(err, "optimizer shard: the graph is already planned");
+    if (lo < 0 || hi <= lo || hi > g->param_elems)
+        return cf_fail(err, "optimizer shard [%lld, %lld) is not inside the %lld parameters", (long long)lo,
+                       (long long)hi, (long long)g->param_elems);
+    cf_param_blocks b = cf_graph_blocks(g);
+    g->opt_lo = lo;
+    g->opt_hi = hi;
+    b.adam_m->shape[0] = b.adam_v->shape[0] = hi - lo;
+    return 0;
+}
+
 cf_param_blocks cf_graph_blocks(cf_graph *g) {
     if (!g->blocks.params && !g->failed) {
         int64_t n[1] = {g->param_elems ? g->param_elems : 1};

@@ -20,6 +20,7 @@ struct cf_graph {
     cf_init *inits;
     int n_params, cap_params;
     int64_t param_elems;
+    int64_t opt_lo, opt_hi; /* optimizer shard (ZeRO-1); opt_hi 0: the whole block */
     cf_param_blocks blocks; /* created on first request */
 
     cf_const_data *consts;

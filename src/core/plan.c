@@ -74,8 +74,11 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     p->io = alloc_zeroed(l.report.io_bytes);
     p->params = alloc_zeroed(block);
     p->grads = alloc_zeroed(block);
-    p->adam_m = alloc_zeroed(block);
-    p->adam_v = alloc_zeroed(block);
+    int64_t lo, hi;
+    cf_graph_optimizer_range(g, &lo, &hi);
+    size_t moments = sizeof(float) * (size_t)(hi - lo > 0 ? hi - lo : 1);
+    p->adam_m = alloc_zeroed(moments);
+    p->adam_v = alloc_zeroed(moments);
     p->step = alloc_zeroed(sizeof(int32_t));
     bind_storage(p, &l);
     cf_arena_layout_free(&l);

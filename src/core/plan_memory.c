@@ -230,6 +230,9 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     free(m.shift);
 
     r->param_bytes = sizeof(float) * (size_t)g->param_elems;
+    int64_t lo, hi;
+    cf_graph_optimizer_range(g, &lo, &hi);
+    r->moment_bytes = 2 * sizeof(float) * (size_t)(hi - lo);
     for (int i = 0; i < g->n_tensors; i++)
         if (cf_tensor_storage(g->tensors[i]) == CF_STORE_IO) r->io_bytes += cf_align_up(cf_tensor_bytes(g->tensors[i]));
     return 0;

@@ -54,7 +54,17 @@ int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebi
     return 0;
 }
 
+void cf_allreduce_shard(cf_allreduce *a, int64_t *bounds, int64_t max_bucket) {
+    a->bounds = bounds;
+    int64_t part = 0;
+    for (int r = 0; r < a->d->size; r++)
+        if (bounds[r + 1] - bounds[r] > part) part = bounds[r + 1] - bounds[r];
+    a->scratch = cf_xmalloc(sizeof(float) * (size_t)(part < max_bucket ? part : max_bucket) + 64);
+    a->counts = a->counts ? a->counts : cf_xmalloc(sizeof(int) * 4 * (size_t)a->d->size);
+}
+
 void cf_allreduce_free(cf_allreduce *a) {
+    free(a->scratch);
     free(a->residual);
     free(a->server_residual);
     free(a->send);
@@ -174,8 +184,55 @@ static int exchange(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int64
     return plain_sum(a, comm, buf, n, st, err);
 }
 
+/* Rank r's part of bucket [begin, begin + n): its shard's overlap with the bucket. */
+static void shard_part(const cf_allreduce *a, int r, int64_t begin, int64_t n, int64_t *lo, int64_t *hi) {
+    *lo = a->bounds[r] > begin ? a->bounds[r] : begin;
+    *hi = a->bounds[r + 1] < begin + n ? a->bounds[r + 1] : begin + n;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* The bucket's sum lands only in this rank's shard (MPI_Ireduce_scatter into scratch,
+ * then copied into place); the rest of the bucket keeps this rank's own gradient, which
+ * the wait node clears. (p - 1) / p of the bucket sent per rank: half an all-reduce. */
+static int reduce_scatter(cf_allreduce *a, float *buf, int64_t n, int64_t offset, cf_grad_sync_stats *st,
+                          cf_error *err) {
+    int ranks = a->d->size;
+    int *counts = a->counts;
+    for (int r = 0; r < ranks; r++) {
+        int64_t lo, hi;
+        shard_part(a, r, offset, n, &lo, &hi);
+        counts[r] = (int)(hi - lo);
+    }
+    MPI_Request req;
+    int rc = MPI_Ireduce_scatter(buf, a->scratch, counts, MPI_FLOAT, MPI_SUM, a->d->world, &req);
+    if (cf_dist_check(rc, "MPI_Ireduce_scatter", err) != 0 || wait_all(a, &req, 1, "MPI_Ireduce_scatter", err) != 0)
+        return -1;
+    int64_t lo, hi;
+    shard_part(a, a->d->rank, offset, n, &lo, &hi);
+    memcpy(buf + (lo - offset), a->scratch, sizeof(float) * (size_t)(hi - lo));
+    double bytes = (double)(ranks - 1) / ranks * (double)n * sizeof(float);
+    st->bytes_sent += bytes;
+    st->raw_bytes += bytes;
+    return 0;
+}
+
+int cf_allreduce_gather(cf_allreduce *a, float *params, cf_grad_sync_stats *st, cf_error *err) {
+    int ranks = a->d->size, *counts = a->counts, *displs = counts + ranks;
+    for (int r = 0; r < ranks; r++) {
+        counts[r] = (int)(a->bounds[r + 1] - a->bounds[r]);
+        displs[r] = (int)a->bounds[r];
+    }
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params, counts, displs, MPI_FLOAT, a->d->world);
+    if (cf_dist_check(rc, "MPI_Allgatherv", err) != 0) return -1;
+    double bytes = (double)counts[a->d->rank] * sizeof(float) * (ranks - 1);
+    st->bytes_sent += bytes;
+    st->raw_bytes += bytes;
+    return 0;
+}
+
 int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, bool compress, cf_grad_sync_stats *st,
                         cf_error *err) {
+    if (a->bounds) return reduce_scatter(a, buf, n, offset, st, err);
     compress = compress && a->onebit;
     if (!a->hierarchical) return exchange(a, a->d->world, buf, n, offset, compress, st, err);
     /* Inside the node the ranks share memory: the leader (local rank 0) gathers the sum,

@@ -24,12 +24,21 @@ typedef struct cf_allreduce {
     float *residual, *server_residual;
     unsigned char *send, *recv, *gather; /* compressed staging for the largest bucket */
     int *counts;                         /* 4 x ranks of the compressed exchange's comm */
+    /* ZeRO-1 (NULL otherwise): rank r owns elements [bounds[r], bounds[r + 1]) of the
+     * block; each bucket is reduce-scattered, every rank keeping the sum of its part. */
+    int64_t *bounds;
+    float *scratch; /* this rank's part of the largest bucket */
 } cf_allreduce;
 
 /* Sets up the algorithm for a gradient block of `elems` floats whose largest bucket has
  * `max_bucket` elements. */
 int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebit, double timeout, int64_t elems,
                       int64_t max_bucket, cf_error *err);
+/* Makes cf_allreduce_bucket reduce-scatter into the shards `bounds` (ranks + 1 entries,
+ * kept by the caller) instead of all-reducing. */
+void cf_allreduce_shard(cf_allreduce *a, int64_t *bounds, int64_t max_bucket);
+/* ZeRO-1's all-gather of the updated weights: each rank sends its shard of `params`. */
+int cf_allreduce_gather(cf_allreduce *a, float *params, cf_grad_sync_stats *st, cf_error *err);
 void cf_allreduce_free(cf_allreduce *a);
 
 /* Sums buf[0 .. n) over the ranks in place. `offset` is buf's position in the gradient

@@ -1,6 +1,7 @@
 /* The gradient synchronisation pass, its two ops and the communication thread. */
 #include "dist/grad_sync.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,8 @@
 #include "core/graph_internal.h"
 #include "core/graph_rewrite.h"
 #include "dist/allreduce.h"
+#include "dist/dist_internal.h"
+#include "kernels/graph_ops.h"
 #include "obs/clock.h"
 
 typedef struct bucket {
@@ -24,6 +27,7 @@ struct cf_grad_sync {
     bucket *buckets;
     int n_buckets;
     float *grads; /* the gradient block, read from the nodes' input when they run */
+    int64_t *bounds; /* ZeRO-1: rank r's optimizer shard is [bounds[r], bounds[r + 1]); else NULL */
 
     pthread_t thread;
     pthread_mutex_t lock;
@@ -121,12 +125,67 @@ static void wait_forward(const cf_node *n) {
     s->armed = false;
     bool failed = s->failed;
     pthread_mutex_unlock(&s->lock);
+    if (s->bounds && !failed) { /* outside its shard a rank holds only its own gradient */
+        int64_t lo = s->bounds[cf_dist_rank(s->dist)], hi = s->bounds[cf_dist_rank(s->dist) + 1];
+        int64_t all = cf_tensor_numel(n->inputs[0]);
+        memset(s->grads, 0, sizeof(float) * (size_t)lo);
+        memset(s->grads + hi, 0, sizeof(float) * (size_t)(all - hi));
+    }
     s->stats.wait_seconds = cf_clock_seconds() - start;
     if (failed) s->grads[0] = NAN;
 }
 
 static const cf_op_def op_grad_sync_wait = {.name = "grad_sync_wait", .n_outputs = 0, .infer = infer_nothing,
                                             .forward = wait_forward, .mutates = 1u};
+
+static void fail_update(cf_grad_sync *s, const char *what, const cf_error *err) {
+    s->failed = true;
+    s->error = *err;
+    cf_fail_prefix(&s->error, "rank %d, step %lld, %s: ", cf_dist_rank(s->dist), (long long)s->step + 1, what);
+}
+
+/* grad_sync_norm (ZeRO-1): input the gradient norm of this rank's shard, made the norm
+ * of the whole gradient: sqrt of the sum of the ranks' squares. */
+static void norm_forward(const cf_node *n) {
+    cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
+    float *norm = cf_tensor_f32(n->inputs[0]);
+    double sq = (double)*norm * *norm;
+    cf_error err = {{0}};
+    if (!s->failed && cf_dist_sum_f64(s->dist, &sq, 1, &err) != 0) fail_update(s, "gradient norm", &err);
+    *norm = s->failed ? NAN : (float)sqrt(sq);
+}
+
+static const cf_op_def op_grad_sync_norm = {.name = "grad_sync_norm", .n_outputs = 0, .infer = infer_nothing,
+                                            .forward = norm_forward, .mutates = 1u};
+
+/* grad_sync_gather (ZeRO-1): input the parameter block; every rank's updated shard is
+ * sent to all. Not overlapped: the next forward needs every weight. */
+static void gather_forward(const cf_node *n) {
+    cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
+    if (s->failed) return;
+    double start = cf_clock_seconds();
+    cf_error err = {{0}};
+    if (cf_allreduce_gather(&s->algo, cf_tensor_f32(n->inputs[0]), &s->stats, &err) != 0)
+        fail_update(s, "weights all-gather", &err);
+    double seconds = cf_clock_seconds() - start;
+    s->stats.comm_seconds += seconds;
+    s->stats.wait_seconds += seconds;
+}
+
+static const cf_op_def op_grad_sync_gather = {.name = "grad_sync_gather", .n_outputs = 0, .infer = infer_nothing,
+                                              .forward = gather_forward, .mutates = 1u};
+
+/* Adds a node of `op` right after the first node of `after` (UPDATE phase), over
+ * `input`, or over that node's output when input is NULL. */
+static void add_after(cf_grad_sync *s, cf_graph *g, const cf_op_def *after, const cf_op_def *op, cf_tensor *input) {
+    int at = -1;
+    for (int k = 0; k < g->n_nodes && at < 0; k++)
+        if (g->nodes[k]->op == after) at = k;
+    CF_ASSERT(at >= 0);
+    if (!input) input = g->nodes[at]->outputs[0];
+    cf_node *n = cf_graph_node_add(g, op, (cf_tensor *[]){input}, 1, &(cf_attrs){.p = s});
+    if (n) cf_graph_move_node(g, n, at + 1);
+}
 
 /* ---- the pass ---- */
 
@@ -213,8 +272,23 @@ static int insert_nodes(cf_grad_sync *s, cf_graph *g, cf_error *err) {
     cf_node *wait = cf_graph_node_add(g, &op_grad_sync_wait, (cf_tensor *[]){blocks.grads}, 1,
                                       &(cf_attrs){.p = s});
     if (wait && first_update < g->n_nodes - 1) cf_graph_move_node(g, wait, first_update);
+    if (s->bounds) {
+        add_after(s, g, &cf_op_grad_norm, &op_grad_sync_norm, NULL);
+        add_after(s, g, &cf_op_adamw, &op_grad_sync_gather, blocks.params);
+    }
     g->phase = saved;
     return cf_graph_error(g, err);
+}
+
+/* ZeRO-1: rank r keeps the optimizer state of an equal, 64-byte aligned part of the block. */
+static int shard_optimizer(cf_grad_sync *s, cf_graph *g, int64_t largest, cf_error *err) {
+    int ranks = cf_dist_size(s->dist), rank = cf_dist_rank(s->dist);
+    if (g->param_elems > INT_MAX) return cf_fail(err, "ZeRO-1: %lld parameters exceed MPI's counts", (long long)g->param_elems);
+    s->bounds = cf_xmalloc(sizeof *s->bounds * (size_t)(ranks + 1));
+    for (int r = 0; r <= ranks; r++) s->bounds[r] = r == ranks ? g->param_elems : (g->param_elems * r / ranks) & ~(int64_t)15;
+    if (cf_graph_shard_optimizer(g, s->bounds[rank], s->bounds[rank + 1], err) != 0) return -1;
+    cf_allreduce_shard(&s->algo, s->bounds, largest);
+    return 0;
 }
 
 static bool use_hierarchical(const cf_dist *d, cf_tristate mode) {
@@ -241,11 +315,18 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
     int64_t largest = 0;
     for (int b = 0; b < s->n_buckets; b++)
         if (s->buckets[b].end - s->buckets[b].begin > largest) largest = s->buckets[b].end - s->buckets[b].begin;
-    bool hier = use_hierarchical(d, pc->hierarchical_allreduce);
+    bool zero = pc->optimizer_shard, hier = !zero && use_hierarchical(d, pc->hierarchical_allreduce);
+    if (zero && pc->gradient_compression != CF_COMPRESSION_NONE) {
+        cf_fail(err, "parallel_config.optimizer_shard with gradient_compression=onebit is not supported: choose one");
+        free(s->buckets);
+        free(s);
+        return NULL;
+    }
     if (cf_allreduce_init(&s->algo, d, hier, pc->gradient_compression == CF_COMPRESSION_ONEBIT, pc->comm_timeout,
                           g->param_elems, largest, err) != 0 ||
-        insert_nodes(s, g, err) != 0) {
+        (zero && shard_optimizer(s, g, largest, err) != 0) || insert_nodes(s, g, err) != 0) {
         cf_allreduce_free(&s->algo);
+        free(s->bounds);
         free(s->buckets);
         free(s);
         return NULL;
@@ -272,6 +353,7 @@ void cf_grad_sync_free(cf_grad_sync *s) {
     cf_allreduce_free(&s->algo);
     free(s->queue);
     free(s->spans);
+    free(s->bounds);
     free(s->buckets);
     free(s);
 }
@@ -305,6 +387,32 @@ void cf_grad_sync_describe(const cf_grad_sync *s, char *buf, size_t size) {
     if (len > 0 && (size_t)len < size && s->algo.hierarchical)
         len += snprintf(buf + len, size - (size_t)len, ", hierarchical over %d nodes x %d", cf_dist_nodes(d),
                         cf_dist_local_size(d));
+    if (len > 0 && (size_t)len < size && s->bounds)
+        len += snprintf(buf + len, size - (size_t)len, ", optimizer sharded (ZeRO-1)");
     if (len > 0 && (size_t)len < size && s->algo.onebit)
         snprintf(buf + len, size - (size_t)len, ", 1-bit compressed after step %lld", (long long)s->pc.freeze_step);
+}
+
+bool cf_grad_sync_sharded(const cf_grad_sync *s) { return s && s->bounds; }
+
+int cf_grad_sync_gather_moments(cf_grad_sync *s, const float *shard_m, const float *shard_v, float **m, float **v,
+                                cf_error *err) {
+    int ranks = cf_dist_size(s->dist), rank = cf_dist_rank(s->dist);
+    int *counts = cf_xmalloc(sizeof(int) * 2 * (size_t)ranks), *displs = counts + ranks;
+    for (int r = 0; r < ranks; r++) {
+        counts[r] = (int)(s->bounds[r + 1] - s->bounds[r]);
+        displs[r] = (int)s->bounds[r];
+    }
+    size_t all = sizeof(float) * (size_t)s->bounds[ranks];
+    *m = rank == 0 ? cf_xmalloc(all) : NULL;
+    *v = rank == 0 ? cf_xmalloc(all) : NULL;
+    MPI_Comm world = s->dist->world;
+    int rc = MPI_Gatherv(shard_m, counts[rank], MPI_FLOAT, *m, counts, displs, MPI_FLOAT, 0, world);
+    if (rc == MPI_SUCCESS) rc = MPI_Gatherv(shard_v, counts[rank], MPI_FLOAT, *v, counts, displs, MPI_FLOAT, 0, world);
+    free(counts);
+    if (cf_dist_check(rc, "MPI_Gatherv (optimizer moments)", err) == 0) return 0;
+    free(*m);
+    free(*v);
+    *m = *v = NULL;
+    return -1;
 }

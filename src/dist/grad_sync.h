@@ -65,6 +65,12 @@ int cf_grad_sync_status(const cf_grad_sync *s, cf_error *err);
 const cf_grad_sync_stats *cf_grad_sync_last(const cf_grad_sync *s);
 /* The last step's bucket spans; *n gets their count. */
 const cf_grad_sync_span *cf_grad_sync_spans(const cf_grad_sync *s, int *n);
+/* ZeRO-1: whether this rank holds only a shard of the optimizer state, and the
+ * collective that gathers the moments' shards into whole blocks on rank 0 (malloc'd
+ * into *m and *v there, NULL on the other ranks), for a checkpoint. */
+bool cf_grad_sync_sharded(const cf_grad_sync *s);
+int cf_grad_sync_gather_moments(cf_grad_sync *s, const float *shard_m, const float *shard_v, float **m, float **v,
+                                cf_error *err);
 /* A one-line description: "3 buckets (4.0 MiB), hierarchical over 2 nodes x 2, 1-bit after step 100". */
 void cf_grad_sync_describe(const cf_grad_sync *s, char *buf, size_t size);
 

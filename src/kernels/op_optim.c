@@ -93,20 +93,24 @@ typedef struct adamw_job {
     const cf_graph *graph;
     cf_adamw_span_fn span;
     cf_adamw_step step;
-    float *p, *grad, *m, *v;
+    float *p, *grad, *m, *v; /* m and v hold elements [lo, lo + n) of the block */
     float lr, wd;
-    long n;
+    long lo, n;
 } adamw_job;
 
+/* Elements [begin, end) of the optimizer's range, parameter by parameter (the decay
+ * differs between them). */
 static void adamw_range(void *arg, long begin, long end) {
     adamw_job *j = arg;
     const cf_graph *g = j->graph;
+    begin += j->lo;
+    end += j->lo;
     for (int p = param_holding(g, begin); p < g->n_params && g->params[p]->param_offset < end; p++) {
-        long span_end = p + 1 < g->n_params ? (long)g->params[p + 1]->param_offset : j->n;
+        long span_end = p + 1 < g->n_params ? (long)g->params[p + 1]->param_offset : (long)g->param_elems;
         long lo = begin > g->params[p]->param_offset ? begin : (long)g->params[p]->param_offset;
         long hi = end < span_end ? end : span_end;
         float decay = g->params[p]->weight_decay ? 1.0f - j->lr * j->wd : 1.0f;
-        j->span(&j->step, decay, j->p + lo, j->grad + lo, j->m + lo, j->v + lo, hi - lo);
+        j->span(&j->step, decay, j->p + lo, j->grad + lo, j->m + (lo - j->lo), j->v + (lo - j->lo), hi - lo);
     }
 }
 
@@ -122,6 +126,8 @@ static void adamw_forward(const cf_node *n) {
     const double *f = n->attrs.f;
     float norm = *cf_in(n, 6), max_norm = (float)f[4];
     long elems = (long)cf_tensor_numel(n->inputs[0]);
+    int64_t lo, hi;
+    cf_graph_optimizer_range(n->attrs.p, &lo, &hi);
     if (!isfinite(norm)) { /* overflowed (loss scaling) or diverged: skip the step, as GradScaler does */
         memset(cf_tensor_f32(n->inputs[1]), 0, sizeof(float) * (size_t)elems);
         return;
@@ -136,7 +142,7 @@ static void adamw_forward(const cf_node *n) {
                             .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(f[1], t))), .eps = (float)f[2]},
                    .p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
                    .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]), .lr = lr, .wd = (float)f[3],
-                   .n = elems};
+                   .lo = (long)lo, .n = (long)(hi - lo)};
     cf_parallel_rows(j.n, 12, adamw_range, &j);
 }
 

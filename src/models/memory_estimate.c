@@ -129,8 +129,14 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
     }
     snprintf(label, sizeof label, "gradients (%s)", param_type);
     print_row(out, label, est->grads_bytes, NULL);
-    print_row(out, "optimizer state (AdamW m, v; f32)", est->optimizer_bytes,
-              cfg->parallel_config.optimizer_shard && cfg->parallel_config.data_parallel > 1 ? "sharded (ZeRO-1)" : NULL);
+    const cf_parallel_config *par = &cfg->parallel_config;
+    if (par->data_parallel > 1 && par->optimizer_shard)
+        snprintf(note, sizeof note, "per rank, sharded over %" PRId64 " ranks (ZeRO-1); %.1f MiB unsharded",
+                 par->data_parallel, 8.0 * (double)est->params / (1024.0 * 1024.0));
+    else if (par->data_parallel > 1)
+        snprintf(note, sizeof note, "per rank; %.1f MiB with parallel_config.optimizer_shard",
+                 est->optimizer_bytes / (double)par->data_parallel / (1024.0 * 1024.0));
+    print_row(out, "optimizer state (AdamW m, v; f32)", est->optimizer_bytes, par->data_parallel > 1 ? note : NULL);
     snprintf(note, sizeof note, "%s%s", cfg->recompute_config.recompute ? "full recompute" : "",
              !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
     print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);

@@ -90,7 +90,8 @@ int cf_memory_plan_rows(const cf_memory_report *m, cf_memory_row *rows, char *no
     snprintf(note, note_size, "lower bound %.1f MiB, fragmentation %.2f%%", (double)m->lower_bound_bytes / mib,
              100.0 * m->fragmentation);
     rows[0] = (cf_memory_row){"planned activation arena", (double)m->arena_bytes, note};
-    rows[1] = (cf_memory_row){"planned parameter blocks", 4.0 * (double)m->param_bytes,
-                              "weights, gradients, two Adam moments"};
+    rows[1] = (cf_memory_row){"planned parameter blocks", 2.0 * (double)m->param_bytes + (double)m->moment_bytes,
+                              m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"
+                                                                   : "weights, gradients, two Adam moments"};
     return 2;
 }

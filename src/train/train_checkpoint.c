@@ -51,8 +51,18 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
 
 int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err) {
+    return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, err);
+}
+
+int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
+                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     cf_error *err) {
     cf_graph *g = cf_plan_graph(plan);
     cf_param_blocks blocks = cf_graph_blocks(g);
+    int64_t lo, hi;
+    cf_graph_optimizer_range(g, &lo, &hi);
+    if (!adam_m && (lo != 0 || hi != cf_graph_param_elems(g)))
+        return cf_fail(err, "%s: the optimizer is sharded: gather the moments to save them", path);
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
     int64_t elems = cf_graph_param_elems(g);
@@ -61,8 +71,9 @@ int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_con
         const cf_tensor *t = cf_graph_param_at(g, i);
         rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, t->data, err);
     }
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, blocks.adam_m->data, err);
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, blocks.adam_v->data, err);
+    const void *m = adam_m ? (const void *)adam_m : blocks.adam_m->data, *v = adam_v ? (const void *)adam_v : blocks.adam_v->data;
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, m, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, v, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err);
     json_t *meta = metadata(g, model, pos);
     if (rc == 0 && tokenizer && *tokenizer) rc = ckpt_embed_tokenizer(w, tokenizer, meta, err);
@@ -83,6 +94,14 @@ static int copy_tensor(cf_ckpt *c, const char *name, cf_dtype dtype, int ndim, c
     const cf_ckpt_tensor *t = cf_ckpt_get(c, name, dtype, ndim, shape, err);
     if (!t) return -1;
     memcpy(dst, t->data, t->nbytes);
+    return 0;
+}
+
+/* Elements [lo, hi) of a flat f32 tensor of `elems` (a moment block's shard). */
+static int copy_slice(cf_ckpt *c, const char *name, int64_t elems, int64_t lo, int64_t hi, float *dst, cf_error *err) {
+    const cf_ckpt_tensor *t = cf_ckpt_get(c, name, CF_F32, 1, &elems, err);
+    if (!t) return -1;
+    memcpy(dst, (const float *)t->data + lo, sizeof(float) * (size_t)(hi - lo));
     return 0;
 }
 
@@ -127,8 +146,10 @@ static int load_optimizer(cf_ckpt *c, json_t *meta, cf_graph *g, cf_train_positi
     if (check_layout(path, meta, g, err) != 0 || read_position(path, meta, pos, err) != 0) return -1;
     cf_param_blocks blocks = cf_graph_blocks(g);
     int64_t elems = cf_graph_param_elems(g);
-    if (copy_tensor(c, "optimizer.adam_m", CF_F32, 1, &elems, blocks.adam_m->data, err) != 0 ||
-        copy_tensor(c, "optimizer.adam_v", CF_F32, 1, &elems, blocks.adam_v->data, err) != 0 ||
+    int64_t lo, hi;
+    cf_graph_optimizer_range(g, &lo, &hi);
+    if (copy_slice(c, "optimizer.adam_m", elems, lo, hi, blocks.adam_m->data, err) != 0 ||
+        copy_slice(c, "optimizer.adam_v", elems, lo, hi, blocks.adam_v->data, err) != 0 ||
         copy_tensor(c, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err) != 0)
         return -1;
     return 0;

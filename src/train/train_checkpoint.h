@@ -31,10 +31,17 @@ typedef struct cf_train_position {
  * `cformers generate --model` needs nothing else. */
 int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err);
+/* The same with the Adam moments of the whole block given by the caller (a sharded
+ * optimizer's moments gathered from every rank); NULL: the plan's own. */
+int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
+                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     cf_error *err);
 
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the
  * optimizer step and *pos; the checkpoint must then hold the full training state in this
- * graph's layout. Fails naming the file and tensor on any mismatch or corruption. */
+ * graph's layout. A sharded optimizer (ZeRO-1) takes its shard of the moments, so a run
+ * resumes on any number of ranks. Fails naming the file and tensor on any mismatch or
+ * corruption. */
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err);
 
 #endif

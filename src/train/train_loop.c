@@ -103,12 +103,13 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
+/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes. */
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
-    if (!writes_files(t)) return 0; /* every rank holds the same weights and moments */
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
     if (cf_trainer_save(t, path, err) != 0) return -1;
+    if (!writes_files(t)) return 0;
     cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
     say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
     cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));

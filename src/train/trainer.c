@@ -215,10 +215,25 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
     return 0;
 }
 
+/* With several ranks every rank calls this (a sharded optimizer's moments are gathered
+ * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    return cf_train_checkpoint_save(path, t->plan, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t), &t->pos,
-                                    err);
+    float *m = NULL, *v = NULL;
+    if (cf_grad_sync_sharded(t->sync)) {
+        cf_param_blocks b = cf_graph_blocks(t->model.graph);
+        if (cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), &m, &v, err) != 0)
+            return -1;
+    }
+    int rc = t->rank != 0 ? 0
+                          : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
+                                                             cf_trainer_tokenizer_file(t), &t->pos, err);
+    free(m);
+    free(v);
+    double failed = rc != 0;
+    if (t->world > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
+    if (failed && rc == 0) return cf_fail(err, "rank 0 could not save checkpoint %s", path);
+    return rc;
 }
 
 int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }
