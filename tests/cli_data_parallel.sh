@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
+# checkpoints (the metrics carry the communication figures); a resume on 2 ranks
+# continues; parallel_config.data_parallel that is not the job's size is a one-line error;
+# a rank killed with SIGKILL makes the whole job exit with an error within seconds
+# instead of hanging.
+source "$(dirname "$0")/lib_cli.sh"
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
+
+for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --output_dir="$tmp/run"
+      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
+      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6
+      --runner_config.log_interval=1 --runner_config.eval_interval=3 --runner_config.eval_steps=1
+      --runner_config.sample_interval=6 --runner_config.sample_tokens=8 --runner_config.save_interval=3
+      --parallel_config.bucket_size_mb=0.01)
+
+check "2 ranks, stopped at step 3" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --steps 3
+stdout_has "validation loss printed once" "step 3: validation loss"
+[ "$(grep -c 'step 3: validation loss' "$tmp/out")" = 1 ] || fail_because "the validation loss was printed by both ranks"
+[ -f "$tmp/run/checkpoint_step3.ckpt" ] || fail_because "no checkpoint at step 3"
+grep -q '"ranks":2' "$tmp/run/metrics.jsonl" || fail_because "metrics lack the ranks"
+grep -q '"comm_bytes_sent":[1-9]' "$tmp/run/metrics.jsonl" || fail_because "metrics lack the bytes sent"
+check "2 ranks resume to the end" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --resume
+stdout_has "resume reported" "resumed at step 3"
+[ "$(grep -c '"event":"train"' "$tmp/run/metrics.jsonl")" = 6 ] || fail_because "metrics lack 6 train lines"
+
+check "data_parallel is not the job's size" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" --parallel_config.data_parallel=4
+stderr_has "the mismatch is named" "parallel_config.data_parallel is 4 but the job has 2 processes"
+
+# A rank killed mid-run: mpirun ends the job; it must not hang (timeout would say 124).
+long=("${tiny[@]}" --output_dir="$tmp/long" --runner_config.train_steps=100000 --runner_config.eval_interval=0
+      --runner_config.sample_interval=0 --runner_config.save_interval=0 --quiet)
+timeout 60 "${mpi[@]}" "$bin" train "${long[@]}" >"$tmp/out" 2>"$tmp/err" &
+job=$!
+victim=""
+for _ in $(seq 100); do
+    victim=$(pgrep -f -n -- "--output_dir=$tmp/long" | head -1)
+    [ -n "$victim" ] && [ "$(pgrep -f -c -- "--output_dir=$tmp/long")" -ge 4 ] && break
+    sleep 0.1
+done
+sleep 2
+[ -n "$victim" ] && kill -9 "$victim"
+start=$(date +%s)
+wait $job
+got=$?
+took=$(($(date +%s) - start))
+[ "$got" != 0 ] && [ "$got" != 124 ] || fail_because "a killed rank: job exit $got (124 = hung until the timeout)"
+[ "$took" -le 20 ] || fail_because "a killed rank: the job took $took s to end"
+grep -qi "signal 9\|killed\|exited on signal" "$tmp/err" "$tmp/out" || { fail_because "no message names the killed rank"; cat "$tmp/err"; }
+finish "cli data parallel"
