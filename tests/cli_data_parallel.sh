@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
-# checkpoints (the metrics carry the communication figures); a resume on 2 ranks
+# checkpoints (the metrics carry the communication figures, the Chrome trace a
+# communication lane); a resume on 2 ranks
 # continues; parallel_config.data_parallel that is not the job's size is a one-line error;
-# a rank killed with SIGKILL makes the whole job exit with an error within seconds
+# the trace has a communication lane; a rank killed with SIGKILL makes the whole job exit with an error within seconds
 # instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -17,7 +18,9 @@ tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --outpu
       --runner_config.sample_interval=6 --runner_config.sample_tokens=8 --runner_config.save_interval=3
       --parallel_config.bucket_size_mb=0.01)
 
-check "2 ranks, stopped at step 3" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --steps 3
+check "2 ranks, stopped at step 3" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --steps 3 \
+    --callbacks.profile_monitor.enable=true --callbacks.profile_monitor.start_step=2 --callbacks.profile_monitor.stop_step=3
+grep -q '"cat":"comm"' "$tmp/run/timeline.json" || fail_because "the trace has no communication lane"
 stdout_has "validation loss printed once" "step 3: validation loss"
 [ "$(grep -c 'step 3: validation loss' "$tmp/out")" = 1 ] || fail_because "the validation loss was printed by both ranks"
 [ -f "$tmp/run/checkpoint_step3.ckpt" ] || fail_because "no checkpoint at step 3"

@@ -57,7 +57,7 @@ static void check_full_timeline(void) {
     cf_plan *plan = cf_plan_create(g, &err);
     CHECK_MSG(plan != NULL, "%s", err.msg);
     if (!plan) return;
-    cf_profiler *p = cf_profiler_create(g, 1, 1);
+    cf_profiler *p = cf_profiler_create(g, 1, 1, 0);
     for (int64_t step = 1; step <= 2; step++) {
         cf_profiler_step_begin(p, step);
         cf_profiler_data_done(p);

@@ -19,10 +19,10 @@ static int64_t events_per_step(const cf_graph *g, int64_t micro_batches) {
     return n;
 }
 
-cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_batches) {
+cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_batches, int64_t comm_spans) {
     cf_profiler *p = cf_xcalloc(1, sizeof *p);
     p->graph = g;
-    int64_t per_step = events_per_step(g, micro_batches);
+    int64_t per_step = events_per_step(g, micro_batches) + comm_spans;
     p->cap_events = steps < CF_PROFILE_MAX_EVENTS / per_step ? steps * per_step : CF_PROFILE_MAX_EVENTS;
     p->events = cf_xmalloc(sizeof *p->events * (size_t)p->cap_events);
     p->node_seconds = cf_xcalloc((size_t)cf_graph_num_nodes(g), sizeof *p->node_seconds);
@@ -38,12 +38,22 @@ void cf_profiler_free(cf_profiler *p) {
     free(p);
 }
 
-static void record(cf_profiler *p, const cf_node *node, bool whole_step, double start, double seconds) {
+/* The new event, or NULL when the timeline is full. */
+static cf_profile_event *record(cf_profiler *p, const cf_node *node, bool whole_step, double start, double seconds) {
     if (p->n_events == p->cap_events) {
         p->dropped_events++;
-        return;
+        return NULL;
     }
-    p->events[p->n_events++] = (cf_profile_event){node, start, seconds, p->step, whole_step};
+    cf_profile_event *e = &p->events[p->n_events++];
+    *e = (cf_profile_event){node, start, seconds, p->step, whole_step, 0, false};
+    return e;
+}
+
+void cf_profiler_comm(cf_profiler *p, double start, double seconds, int64_t elems, bool compressed) {
+    cf_profile_event *e = record(p, NULL, false, start, seconds);
+    if (!e) return;
+    e->comm_elems = elems > 0 ? elems : 1;
+    e->compressed = compressed;
 }
 
 void cf_profiler_step_begin(cf_profiler *p, int64_t step) {

@@ -41,6 +41,8 @@ typedef struct cf_profile_event {
     double start, seconds;
     int64_t step;
     bool whole_step; /* the step's span (node NULL) */
+    int64_t comm_elems; /* > 0: a gradient bucket's all-reduce (node NULL), of this many values */
+    bool compressed;    /* that all-reduce went 1-bit compressed */
 } cf_profile_event;
 
 typedef struct cf_profiler {
@@ -55,8 +57,9 @@ typedef struct cf_profiler {
     double step_start, step_seconds, data_seconds; /* totals over the profiled steps */
 } cf_profiler;
 
-/* A profiler for up to `steps` steps of `micro_batches` forward/backward passes each. */
-cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_batches);
+/* A profiler for up to `steps` steps of `micro_batches` forward/backward passes each,
+ * and `comm_spans` communication spans per step (the gradient buckets). */
+cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_batches, int64_t comm_spans);
 void cf_profiler_free(cf_profiler *p);
 
 /* Around one training step (1-based `step`): begin, data_done after its batches are in,
@@ -65,6 +68,9 @@ void cf_profiler_step_begin(cf_profiler *p, int64_t step);
 void cf_profiler_data_done(cf_profiler *p);
 void cf_profiler_step_end(cf_profiler *p);
 void cf_profiler_node_done(void *p, const cf_node *node, double seconds);
+/* A gradient bucket's all-reduce of the step being profiled, for the trace's
+ * communication lane (it ran on the communication thread, beside the ops). */
+void cf_profiler_comm(cf_profiler *p, double start, double seconds, int64_t elems, bool compressed);
 
 /* ---- The report ---- */
 

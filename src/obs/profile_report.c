@@ -131,10 +131,12 @@ json_t *cf_profile_json(const cf_profile_summary *s) {
                      (json_int_t)s->dropped_events);
 }
 
-/* Trace lanes: the steps on top, then one per phase. */
+/* Trace lanes: the steps on top, then one per phase, then the communication thread. */
 #define STEP_LANE 1
+#define COMM_LANE (STEP_LANE + 1 + CF_PROFILE_OTHER)
 static int lane_of(const cf_profile_event *e) {
     if (e->whole_step) return STEP_LANE;
+    if (e->comm_elems) return COMM_LANE;
     return STEP_LANE + 1 + (int)(e->node ? cf_profile_phase_of(e->node) : CF_PROFILE_DATA);
 }
 
@@ -145,6 +147,10 @@ static void write_event(cf_trace *t, const cf_profile_event *e) {
         cf_trace_span(t, lane_of(e), out ? out->name : e->node->op->name, "op", e->start, e->seconds,
                       json_pack("{s:s, s:o, s:I}", "op", e->node->op->name, "shape", json_shape_or_null(out),
                                 "step", (json_int_t)e->step));
+    } else if (e->comm_elems) {
+        cf_trace_span(t, COMM_LANE, e->compressed ? "all-reduce (1-bit)" : "all-reduce", "comm", e->start, e->seconds,
+                      json_pack("{s:I, s:f, s:I}", "values", (json_int_t)e->comm_elems, "MiB",
+                                (double)e->comm_elems * 4.0 / (1024.0 * 1024.0), "step", (json_int_t)e->step));
     } else if (e->whole_step) {
         snprintf(name, sizeof name, "step %lld", (long long)e->step);
         cf_trace_span(t, lane_of(e), name, "step", e->start, e->seconds, NULL);
@@ -162,6 +168,7 @@ void cf_profile_write_trace(const cf_profiler *p, FILE *f) {
     cf_trace_begin(&t, f, origin, "cformers train");
     cf_trace_lane(&t, STEP_LANE, "step");
     for (int k = 0; k < CF_PROFILE_OTHER; k++) cf_trace_lane(&t, STEP_LANE + 1 + k, phase_names[k]);
+    cf_trace_lane(&t, COMM_LANE, "communication");
     for (int64_t i = 0; i < p->n_events; i++) write_event(&t, &p->events[i]);
     cf_trace_end(&t);
 }

@@ -19,8 +19,8 @@ static int open_file(atomic_file *f, const char *dir, const char *name, const ch
 int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *err) {
     const cf_profile_monitor_config *c = &t->cfg.callbacks.profile_monitor;
     cf_train_profile *p = &t->profile;
-    p->enabled = c->enable;
-    if (!c->enable) return 0;
+    p->enabled = c->enable && t->rank == 0; /* with several ranks, rank 0's steps stand for all */
+    if (!p->enabled) return 0;
     p->first = c->start_step > done + 1 ? c->start_step : done + 1;
     p->last = c->stop_step < stop ? c->stop_step : stop;
     if (p->first > p->last) return 0;
@@ -28,7 +28,9 @@ int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *e
     if (open_file(&p->json, dir, CF_PROFILE_JSON_FILE, "callbacks.profile_monitor", err) != 0) return -1;
     if (c->timeline[0] && open_file(&p->trace, dir, c->timeline, "callbacks.profile_monitor.timeline", err) != 0)
         return -1;
-    p->profiler = cf_profiler_create(t->model.graph, p->last - p->first + 1, t->accum);
+    int buckets = 0;
+    if (t->sync) cf_grad_sync_spans(t->sync, &buckets);
+    p->profiler = cf_profiler_create(t->model.graph, p->last - p->first + 1, t->accum, buckets);
     return 0;
 }
 
@@ -97,6 +99,11 @@ static int report(cf_trainer *t, cf_progress *progress, cf_error *err) {
 
 void cf_train_profile_step_end(cf_trainer *t) {
     cf_plan_set_hook(t->plan, NULL, NULL);
+    int n = 0;
+    const cf_grad_sync_span *spans = t->sync ? cf_grad_sync_spans(t->sync, &n) : NULL;
+    for (int i = 0; i < n; i++)
+        cf_profiler_comm(t->profile.profiler, spans[i].start, spans[i].end - spans[i].start, spans[i].elems,
+                         spans[i].compressed);
     cf_profiler_step_end(t->profile.profiler);
 }
 
