@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
 # checkpoints (the metrics carry the communication figures, the Chrome trace a
-# communication lane); a resume on 2 ranks
-# continues; parallel_config.data_parallel that is not the job's size is a one-line error;
-# the trace has a communication lane; a rank killed with SIGKILL makes the whole job exit with an error within seconds
-# instead of hanging.
+# communication lane); a resume on 2 ranks continues; parallel_config.data_parallel that
+# is not the job's size is a one-line error; a rank killed with SIGKILL makes the whole
+# job exit with an error within seconds instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
@@ -39,13 +38,14 @@ long=("${tiny[@]}" --output_dir="$tmp/long" --runner_config.train_steps=100000 -
 timeout 60 "${mpi[@]}" "$bin" train "${long[@]}" >"$tmp/out" 2>"$tmp/err" &
 job=$!
 victim=""
-for _ in $(seq 100); do
-    victim=$(pgrep -f -n -- "--output_dir=$tmp/long" | head -1)
-    [ -n "$victim" ] && [ "$(pgrep -f -c -- "--output_dir=$tmp/long")" -ge 4 ] && break
+for _ in $(seq 100); do # the ranks are mpirun's children
+    launcher=$(pgrep -f -- "^mpirun .*--output_dir=$tmp/long" | head -1)
+    ranks=$([ -n "$launcher" ] && pgrep -P "$launcher")
+    [ "$(echo "$ranks" | grep -c .)" = 2 ] && victim=$(echo "$ranks" | tail -1) && break
     sleep 0.1
 done
 sleep 2
-[ -n "$victim" ] && kill -9 "$victim"
+[ -n "$victim" ] && kill -9 "$victim" || fail_because "found no rank to kill"
 start=$(date +%s)
 wait $job
 got=$?
