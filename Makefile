@@ -4,13 +4,13 @@
 #   make test       install missing packages, build, run the test suite
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals
+.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp
 
 all: build
 
@@ -54,6 +54,9 @@ bench-generate: build
 
 bench-denormals: build
 	@$(BUILD)/bench/bench_denormals
+
+bench-dp: build
+	@python3 bench/bench_dp.py --build $(BUILD)
 
 clean:
 	rm -rf build build-gcc build-asan
