@@ -5,17 +5,18 @@
 #   scripts/netsim.sh down                                   remove it
 #   scripts/netsim.sh status                                 say whether it is up, and how
 #
-# Two network namespaces, cfn0 and cfn1 (the "nodes"), joined by a veth pair named cfv at
-# both ends, 10.218.0.1 and 10.218.0.2 (/24, addresses that exist only inside the two
-# namespaces: nothing is routed anywhere else), each end shaped to the rate with a token
-# bucket (tc tbf). `up` writes into $CFORMERS_NETSIM_DIR (default /tmp/cformers-netsim):
+# Two network namespaces, cfn0 and cfn1 (the "nodes"; $CFORMERS_NETSIM_NAME, default cfn,
+# names them, so that a test's cluster leaves another one alone), joined by a veth pair
+# named cfv at both ends, 10.218.0.1 and 10.218.0.2 (/24, addresses that exist only inside
+# the two namespaces: nothing is routed anywhere else), each end shaped to the rate with a
+# token bucket (tc tbf). `up` writes into $CFORMERS_NETSIM_DIR (default /tmp/cformers-netsim):
 #   hosts      the nodes' addresses and names, /etc/hosts style
 #   hostfile   Open MPI's: "cfn0 slots=S" and "cfn1 slots=S" (S default 1)
 #   agent      Open MPI's launch agent (plm_rsh_agent): `agent HOST COMMAND...` runs
 #              COMMAND in HOST's namespace instead of over ssh
-#   mpirun.args  the flags mpirun needs, one a line
-# mpirun itself runs inside cfn0, where the link is: `cformers launch --netsim` does it
-# all; by hand:
+#   mpirun.args    the flags mpirun needs, one a line
+#   mpirun.prefix  what runs mpirun inside cfn0, where the link is (ip netns exec cfn0)
+# `cformers launch --netsim` puts it all together; by hand:
 #   ip netns exec cfn0 mpirun $(cat /tmp/cformers-netsim/mpirun.args) -n 2 PROGRAM
 # Ranks on one node share memory (vader); ranks on different nodes talk TCP over cfv.
 # The nodes share this machine's cores, so ranks are not bound and yield while they wait
@@ -24,7 +25,8 @@
 set -euo pipefail
 
 dir="${CFORMERS_NETSIM_DIR:-/tmp/cformers-netsim}"
-nodes=(cfn0 cfn1)
+name="${CFORMERS_NETSIM_NAME:-cfn}"
+nodes=("${name}0" "${name}1")
 addrs=(10.218.0.1 10.218.0.2)
 subnet=10.218.0.0/24
 link=cfv
@@ -38,7 +40,8 @@ down() {
     for ns in "${nodes[@]}"; do
         if ip netns list 2>/dev/null | grep -qw "$ns"; then ip netns del "$ns"; fi
     done
-    rm -rf "$dir"
+    rm -f "$dir"/{hosts,hostfile,agent,mpirun.args,mpirun.prefix,rate}
+    rmdir "$dir" 2>/dev/null || true
 }
 
 # Burst of the token bucket: a millisecond at the rate, and no less than 64 KiB (a veth
@@ -52,8 +55,7 @@ burst_for() {
 }
 
 write_files() {
-    local slots="$1" rate="$2" here
-    here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+    local slots="$1" rate="$2"
     mkdir -p "$dir"
     : >"$dir/hosts"
     : >"$dir/hostfile"
@@ -79,8 +81,9 @@ EOF
     printf '%s\n' --hostfile "$dir/hostfile" --mca plm_rsh_agent "$dir/agent" --mca btl tcp,self,vader \
         --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
         --mca mpi_yield_when_idle 1 --bind-to none >"$dir/mpirun.args"
+    printf '%s\n' ip netns exec "${nodes[0]}" >"$dir/mpirun.prefix"
     echo "$rate" >"$dir/rate"
-    echo "netsim: up at $rate: ${nodes[0]} ${addrs[0]} <-> ${nodes[1]} ${addrs[1]} over $link; files in $dir (sources: $here)"
+    echo "netsim: up at $rate: ${nodes[0]} ${addrs[0]} <-> ${nodes[1]} ${addrs[1]} over $link; files in $dir"
 }
 
 up() {
@@ -100,6 +103,7 @@ up() {
         echo "netsim: cannot make network namespaces here (needs root / CAP_NET_ADMIN)" >&2
         exit 77
     fi
+    trap 'echo "netsim: setting up failed, removing what was made" >&2; down' ERR
     ip netns add "${nodes[1]}"
     ip link add "${link}0" netns "${nodes[0]}" type veth peer name "${link}1" netns "${nodes[1]}"
     for i in 0 1; do
@@ -113,6 +117,7 @@ up() {
         ip netns exec "$ns" tc qdisc add dev "$link" root tbf rate "$rate" burst "$burst" latency 20ms
     done
     write_files "$slots" "$rate"
+    trap - ERR
 }
 
 status() {
