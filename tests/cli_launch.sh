@@ -83,6 +83,8 @@ check "-n 0" 2 "$bin" launch -n 0 -- config list
 check "no command" 2 "$bin" launch -n 2
 stderr_has "no command message" "the command to run goes after --"
 check "nothing after --" 2 "$bin" launch -n 2 --
+check "no --" 2 "$bin" launch -n 2 config list
+stderr_has "no -- message" "'config': the command to run goes after --"
 check "unknown option" 2 "$bin" launch -n 2 --frobnicate -- config list
 stderr_has "unknown option message" "unknown option '--frobnicate'"
 check "bad threads" 2 "$bin" launch -n 2 --threads-per-rank x -- config list

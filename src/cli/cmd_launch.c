@@ -139,6 +139,8 @@ static int parse_args(int argc, char **argv, launch_args *a) {
             a->netsim = true;
         } else if (strcmp(o, "--dry-run") == 0) {
             a->dry_run = true;
+        } else if (o[0] != '-') {
+            return cli_usage_error("launch", "'%s': the command to run goes after --", o);
         } else {
             return cli_usage_error("launch", "unknown option '%s'", o);
         }
@@ -177,7 +179,7 @@ static int read_hostfile(const char *path, long cores, long *slots) {
             break;
         }
         slots[n] = cores;
-        for (char *word; (word = strtok_r(NULL, " \t\r\n", &save));)
+        for (char *word; !bad && (word = strtok_r(NULL, " \t\r\n", &save));)
             if (strncmp(word, "slots=", 6) == 0 &&
                 cli_parse_long("launch", "--hostfile slots=", word + 6, 1, MAX_RANKS, &slots[n]) != 0)
                 bad = 2;
