@@ -4,6 +4,7 @@
 #   scripts/netsim.sh up [--rate 1gbit|10gbit] [--slots S]   make (or re-make) it
 #   scripts/netsim.sh down                                   remove it
 #   scripts/netsim.sh status                                 say whether it is up, and how
+#   scripts/netsim.sh mpirun-prefix | mpirun-args            print mpirun.prefix / .args on a line
 #
 # Two network namespaces, cfn0 and cfn1 (the "nodes"; $CFORMERS_NETSIM_NAME, default cfn,
 # names them, so that a test's cluster leaves another one alone), joined by a veth pair
@@ -17,7 +18,8 @@
 #   mpirun.args    the flags mpirun needs, one a line
 #   mpirun.prefix  what runs mpirun inside cfn0, where the link is (ip netns exec cfn0)
 # `cformers launch --netsim` puts it all together; by hand:
-#   ip netns exec cfn0 mpirun $(cat /tmp/cformers-netsim/mpirun.args) -n 2 PROGRAM
+#   $(scripts/netsim.sh mpirun-prefix) mpirun $(scripts/netsim.sh mpirun-args) -n 2 PROGRAM
+# that is: ip netns exec cfn0 mpirun --hostfile /tmp/cformers-netsim/hostfile ... -n 2 PROGRAM
 # Ranks on one node share memory (vader); ranks on different nodes talk TCP over cfv.
 # The nodes share this machine's cores, so ranks are not bound and yield while they wait
 # (a rank spinning in MPI would starve the kernel's side of the link).
@@ -32,7 +34,7 @@ subnet=10.218.0.0/24
 link=cfv
 
 usage() {
-    echo "usage: scripts/netsim.sh up [--rate 1gbit|10gbit] [--slots S] | down | status" >&2
+    echo "usage: scripts/netsim.sh up [--rate 1gbit|10gbit] [--slots S] | down | status | mpirun-prefix | mpirun-args" >&2
     exit 2
 }
 
@@ -139,5 +141,10 @@ case "${1:-}" in
 up) shift; up "$@" ;;
 down) down; echo "netsim: down" ;;
 status) status ;;
+mpirun-prefix | mpirun-args)
+    file="$dir/mpirun.${1#mpirun-}"
+    [ -r "$file" ] || { echo "netsim: no $file: run scripts/netsim.sh up first" >&2; exit 1; }
+    echo $(cat "$file") # the words on one line, for $(...) or .split()
+    ;;
 *) usage ;;
 esac

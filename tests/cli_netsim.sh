@@ -23,8 +23,8 @@ stderr_has "launch --netsim runs mpirun in the first node" "ip netns exec ${CFOR
 # The probe: rank 0 on one node, rank 1 on the other, no faster than the link allows.
 probe="$(dirname "$bin")/bench/mpi_bw"
 if [ -x "$probe" ]; then
-    check "mpi_bw over the link" 0 env ASAN_OPTIONS=detect_leaks=0 $(cat "$CFORMERS_NETSIM_DIR/mpirun.prefix") \
-        mpirun $(cat "$CFORMERS_NETSIM_DIR/mpirun.args") --allow-run-as-root -n 2 "$probe" --reps 3
+    check "mpi_bw over the link" 0 env ASAN_OPTIONS=detect_leaks=0 $(bash "$netsim" mpirun-prefix) \
+        mpirun $(bash "$netsim" mpirun-args) --allow-run-as-root -n 2 "$probe" --reps 3
     stdout_has "ranks on two nodes" "(${CFORMERS_NETSIM_NAME}0) -> rank 1 (${CFORMERS_NETSIM_NAME}1)"
     gbits=$(sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p' "$tmp/out")
     awk -v g="$gbits" 'BEGIN { exit !(g > 0 && g < 1.2) }' || fail_because "1 Gbit/s link measured '$gbits' Gbit/s"
