@@ -1,7 +1,7 @@
-/* The engine's thread pool. One pool per process, sized to the machine's cores
- * (sched_getaffinity) or to CFORMERS_THREADS. Every multithreaded kernel runs on it,
- * so nothing oversubscribes: a parallel call made from inside a pool task runs
- * serially on the calling thread.
+/* The engine's thread pool. One pool per process, sized to CFORMERS_THREADS or else to
+ * the cores this process may use (cf_default_num_threads). Every multithreaded kernel
+ * runs on it, so nothing oversubscribes: a parallel call made from inside a pool task
+ * runs serially on the calling thread.
  *
  * The calling thread takes part in the work, so a pool of N threads starts N-1 workers.
  * Several threads of a program may call in at once: their jobs take turns, each caller
@@ -41,6 +41,14 @@ void cf_team_barrier(void);
 void cf_split_range(long n, int parts, int i, long *begin, long *end);
 
 int cf_num_threads(void);
+/* The CPUs this process may run on (its affinity mask: a cpuset, taskset or an MPI
+ * launcher's binding), at least 1. */
+int cf_usable_cores(void);
+/* The pool's size unless told otherwise: CFORMERS_THREADS when it holds a count in
+ * 1..1024 (another value is ignored with a warning on stderr); else cf_usable_cores(),
+ * divided among the node's ranks (OMPI_COMM_WORLD_LOCAL_SIZE) of an Open MPI job that
+ * mpirun started without binding them to cores, at least 1. */
+int cf_default_num_threads(void);
 /* Resizes the pool (n < 1 means the default), once any job running on it has finished.
  * Called from inside a pool task, it says so on stderr and aborts. */
 void cf_set_num_threads(int n);

@@ -32,7 +32,7 @@ static void usage(FILE *out) {
             "  --ta, --tb        transpose A / B\n"
             "  --bf16            bf16 inputs, f32 accumulation (cf_gemm_bf16)\n"
             "  --reps R          timed repetitions, 1..%d\n"
-            "  --threads N       thread count (default: CFORMERS_THREADS or all cores)\n"
+            "  --threads N       thread count (default: CFORMERS_THREADS or the usable cores)\n"
             "\n"
             "The comparison with OpenBLAS, BLIS and oneDNN is `make bench-gemm`.\n",
             MAX_REPS);

@@ -23,7 +23,7 @@ static const char usage[] =
     "  --top-k K            sample from the K most likely tokens (default 0 = all)\n"
     "  --top-p P            nucleus sampling mass (default 0.9; 1 = off)\n"
     "  --seed S             random seed (default: from the clock)\n"
-    "  --threads N          compute threads (default: all cores or CFORMERS_THREADS)\n"
+    "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
     "  --dtype f32|bf16     dtype of the weights matmuls read (default f32)\n"
     "  --kv-cache f32|bf16  dtype of the KV cache (default: the weights' dtype); bf16 halves its\n"
     "                       memory and the bytes each decode step reads from it\n"

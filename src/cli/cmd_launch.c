@@ -1,11 +1,355 @@
+/* cformers launch: runs a cformers subcommand as an MPI job, under mpirun or, inside a
+ * Slurm allocation, srun, each rank with its share of the cores (docs/distributed.md). */
 #include "cli.h"
+#include "cli_parse.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cformers/error.h"
+#include "cformers/threads.h"
+
+extern char **environ;
+
+enum { MAX_RANKS = 1 << 20, MAX_THREADS = 1024, MAX_HOSTS = 4096 };
+
+/* Where scripts/netsim.sh writes its files unless CFORMERS_NETSIM_DIR says otherwise. */
+static const char NETSIM_DIR[] = "/tmp/cformers-netsim";
+
+/* Passed to every rank as they are here (mpirun -x NAME), besides every CFORMERS_*. */
+static const char *const PASSED_ENV[] = {"PATH", "LD_LIBRARY_PATH", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                         "LSAN_OPTIONS"};
+
+static void print_help(void) {
+    printf("usage: cformers launch -n RANKS [--threads-per-rank T] [--hostfile FILE | --netsim]\n"
+           "                       [--launcher auto|mpirun|srun] [--mpirun PATH] [--dry-run] -- COMMAND [ARGS...]\n"
+           "\n"
+           "Runs `cformers COMMAND ARGS...` (e.g. train --config ...) as an MPI job of RANKS ranks,\n"
+           "this cformers binary on every rank, each rank with T compute threads (CFORMERS_THREADS=T).\n"
+           "Prints the command it runs on one line (shell-quoted) to stderr, then runs it; exits with\n"
+           "the job's status.\n"
+           "\n"
+           "options:\n"
+           "  -n RANKS                the number of ranks (MPI processes), 1..%d\n"
+           "  --threads-per-rank T    compute threads of each rank, 1..%d (default: the cores of the\n"
+           "                          busiest host divided by its ranks, at least 1)\n"
+           "  --hostfile FILE         Open MPI hostfile, one host a line: `NAME [slots=S]` (S ranks\n"
+           "                          go there; without slots=, the host's core count)\n"
+           "  --netsim                the two-node cluster of scripts/netsim.sh (files in\n"
+           "                          $CFORMERS_NETSIM_DIR, default %s): mpirun runs\n"
+           "                          inside its first node (mpirun.prefix) with its flags (mpirun.args)\n"
+           "  --launcher L            auto (default): srun inside a Slurm allocation (SLURM_JOB_ID set)\n"
+           "                          unless --hostfile or --netsim is given, else mpirun\n"
+           "  --mpirun PATH           the mpirun to run (default: mpirun from PATH)\n"
+           "  --dry-run               print the command to stdout instead of running it\n"
+           "\n"
+           "mpirun gets: -n RANKS; --allow-run-as-root when run as root; when the ranks fit (no more\n"
+           "ranks than slots, and each host's ranks x T no more than the cores of this machine, taken\n"
+           "as every host's) `--map-by slot:PE=T --bind-to core`, so each rank owns T cores; else\n"
+           "`--bind-to none --oversubscribe` (with --netsim always, its nodes sharing these cores);\n"
+           "-x CFORMERS_THREADS=T, and -x NAME for every CFORMERS_* variable and PATH,\n"
+           "LD_LIBRARY_PATH, TMPDIR, ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS where set.\n"
+           "srun gets: --ntasks RANKS --cpus-per-task T --export=ALL,CFORMERS_THREADS=T (T default:\n"
+           "SLURM_CPUS_PER_TASK, else this node's cores divided by the ranks per node).\n"
+           "\n"
+           "`mpirun -n 2 cformers train ...` works as well; the ranks' thread pools then share the\n"
+           "cores of a node among its unbound ranks by themselves.\n",
+           MAX_RANKS, MAX_THREADS, NETSIM_DIR);
+}
+
+typedef struct launch_args {
+    long ranks, threads; /* threads 0: the default share */
+    const char *hostfile, *mpirun, *launcher; /* mpirun NULL: the one on PATH */
+    bool dry_run, netsim;
+    char **command; /* COMMAND ARGS..., NULL-terminated (argv's tail) */
+} launch_args;
+
+/* A growing NULL-terminated argument vector; every word is its own copy. */
+typedef struct words {
+    char **v;
+    int n, cap;
+} words;
+
+static void push(words *w, const char *word) {
+    if (w->n + 2 > w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        w->v = cf_xrealloc(w->v, (size_t)w->cap * sizeof *w->v);
+    }
+    w->v[w->n++] = cf_xstrdup(word);
+    w->v[w->n] = NULL;
+}
+
+static void pushf(words *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pushf(words *w, const char *fmt, ...) {
+    char buf[PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    push(w, buf);
+}
+
+static void free_words(words *w) {
+    for (int i = 0; i < w->n; i++) free(w->v[i]);
+    free(w->v);
+}
+
+/* Pushes one word per non-empty line of `path`; false (errno set) when it cannot be read. */
+static bool push_lines(words *w, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (len > 0) push(w, line);
+    }
+    free(line);
+    fclose(f);
+    return true;
+}
+
+static int parse_args(int argc, char **argv, launch_args *a) {
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *o = argv[i], *v = NULL;
+        bool takes_value = strcmp(o, "-n") == 0 || strcmp(o, "--threads-per-rank") == 0 ||
+                           strcmp(o, "--hostfile") == 0 || strcmp(o, "--launcher") == 0 || strcmp(o, "--mpirun") == 0;
+        if (takes_value && cli_flag_value("launch", argc, argv, &i, &v) != 0) return 2;
+        if (strcmp(o, "-n") == 0) {
+            if (cli_parse_long("launch", o, v, 1, MAX_RANKS, &a->ranks) != 0) return 2;
+        } else if (strcmp(o, "--threads-per-rank") == 0) {
+            if (cli_parse_long("launch", o, v, 1, MAX_THREADS, &a->threads) != 0) return 2;
+        } else if (strcmp(o, "--hostfile") == 0) {
+            a->hostfile = v;
+        } else if (strcmp(o, "--launcher") == 0) {
+            if (strcmp(v, "auto") != 0 && strcmp(v, "mpirun") != 0 && strcmp(v, "srun") != 0)
+                return cli_usage_error("launch", "--launcher: '%s' is not auto, mpirun or srun", v);
+            a->launcher = v;
+        } else if (strcmp(o, "--mpirun") == 0) {
+            a->mpirun = v;
+        } else if (strcmp(o, "--netsim") == 0) {
+            a->netsim = true;
+        } else if (strcmp(o, "--dry-run") == 0) {
+            a->dry_run = true;
+        } else if (o[0] != '-') {
+            return cli_usage_error("launch", "'%s': the command to run goes after --", o);
+        } else {
+            return cli_usage_error("launch", "unknown option '%s'", o);
+        }
+    }
+    if (a->ranks == 0) return cli_usage_error("launch", "-n RANKS is required");
+    if (i + 1 >= argc)
+        return cli_usage_error("launch", "the command to run goes after --, e.g. -- train --config FILE");
+    a->command = argv + i + 1;
+    if (strcmp(a->command[0], "launch") == 0) return cli_usage_error("launch", "cannot launch launch");
+    if (a->hostfile && a->netsim) return cli_usage_error("launch", "--hostfile and --netsim do not go together");
+    const char *slurm = getenv("SLURM_JOB_ID");
+    if (strcmp(a->launcher, "auto") == 0)
+        a->launcher = slurm && *slurm && !a->hostfile && !a->netsim ? "srun" : "mpirun";
+    if (strcmp(a->launcher, "srun") == 0 && (a->hostfile || a->netsim || a->mpirun))
+        return cli_usage_error("launch", "--hostfile, --netsim and --mpirun go with mpirun, not srun");
+    return 0;
+}
+
+/* Reads an Open MPI hostfile into slots[] (per host: its slots=, or `cores` where the line
+ * has none); # starts a comment. Returns the host count, or -1 after the usage error. */
+static int read_hostfile(const char *path, long cores, long *slots) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_usage_error("launch", "--hostfile: cannot read '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, bad = 0;
+    while (!bad && getline(&line, &cap, f) >= 0) {
+        line[strcspn(line, "#")] = '\0';
+        char *save, *host = strtok_r(line, " \t\r\n", &save);
+        if (!host) continue;
+        if (n == MAX_HOSTS) {
+            bad = cli_usage_error("launch", "--hostfile: more than %d hosts in '%s'", MAX_HOSTS, path);
+            break;
+        }
+        slots[n] = cores;
+        for (char *word; !bad && (word = strtok_r(NULL, " \t\r\n", &save));)
+            if (strncmp(word, "slots=", 6) == 0 &&
+                cli_parse_long("launch", "--hostfile slots=", word + 6, 1, MAX_RANKS, &slots[n]) != 0)
+                bad = 2;
+        n++;
+    }
+    free(line);
+    fclose(f);
+    if (!bad && n == 0) bad = cli_usage_error("launch", "--hostfile: no hosts in '%s'", path);
+    return bad ? -1 : n;
+}
+
+/* Ranks on the busiest host when `ranks` fill the hosts' slots in order (mpirun's
+ * --map-by slot), or 0 when there are more ranks than slots. */
+static long busiest_host(const long *slots, int n_hosts, long ranks) {
+    long most = 0;
+    for (int i = 0; i < n_hosts && ranks > 0; i++) {
+        long here = ranks < slots[i] ? ranks : slots[i];
+        if (here > most) most = here;
+        ranks -= here;
+    }
+    return ranks > 0 ? 0 : most;
+}
+
+static long share(long cores, long ranks) { return cores / ranks > 0 ? cores / ranks : 1; }
+
+/* Appends what every mpirun command gets after the hosts: the binding, root permission,
+ * the threads and the environment. shared_cores: the hosts are this machine's cores. */
+static void push_mpirun_tail(words *w, const launch_args *a, const long *slots, int n_hosts, bool shared_cores) {
+    long cores = cf_usable_cores(), busiest = busiest_host(slots, n_hosts, a->ranks);
+    long per_host = shared_cores ? a->ranks : busiest ? busiest : (a->ranks + n_hosts - 1) / n_hosts;
+    long threads = a->threads ? a->threads : share(cores, per_host);
+    if (geteuid() == 0) push(w, "--allow-run-as-root");
+    if (!shared_cores && busiest && busiest * threads <= cores) {
+        push(w, "--map-by");
+        pushf(w, "slot:PE=%ld", threads);
+        push(w, "--bind-to");
+        push(w, "core");
+    } else {
+        if (!shared_cores) { /* netsim's own flags say it */
+            push(w, "--bind-to");
+            push(w, "none");
+        }
+        push(w, "--oversubscribe");
+    }
+    push(w, "-x");
+    pushf(w, "CFORMERS_THREADS=%ld", threads);
+    for (char **e = environ; *e; e++) {
+        size_t name_len = strcspn(*e, "=");
+        if (strncmp(*e, "CFORMERS_", 9) == 0 && strncmp(*e, "CFORMERS_THREADS=", 17) != 0) {
+            push(w, "-x");
+            pushf(w, "%.*s", (int)name_len, *e);
+        }
+    }
+    for (size_t i = 0; i < sizeof PASSED_ENV / sizeof PASSED_ENV[0]; i++)
+        if (getenv(PASSED_ENV[i])) {
+            push(w, "-x");
+            push(w, PASSED_ENV[i]);
+        }
+}
+
+static int netsim_missing(const char *path) {
+    fprintf(stderr, "cformers launch: --netsim: cannot read %s (%s): run scripts/netsim.sh up first\n", path,
+            strerror(errno));
+    return 1;
+}
+
+/* The mpirun command before the program; returns 0, or 1/2 after saying why not. */
+static int push_mpirun(words *w, const launch_args *a) {
+    static long slots[MAX_HOSTS];
+    long local = cf_usable_cores();
+    int n_hosts = 1;
+    slots[0] = local;
+    const char *dir = getenv("CFORMERS_NETSIM_DIR"), *hostfile = a->hostfile;
+    if (!dir || !*dir) dir = NETSIM_DIR;
+    char prefix[PATH_MAX], args[PATH_MAX], netsim_hosts[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "%s/mpirun.prefix", dir);
+    snprintf(args, sizeof args, "%s/mpirun.args", dir);
+    snprintf(netsim_hosts, sizeof netsim_hosts, "%s/hostfile", dir);
+    if (a->netsim && !push_lines(w, prefix)) return netsim_missing(prefix);
+    push(w, a->mpirun ? a->mpirun : "mpirun");
+    push(w, "-n");
+    pushf(w, "%ld", a->ranks);
+    if (a->netsim) {
+        if (!push_lines(w, args)) return netsim_missing(args);
+        hostfile = netsim_hosts; /* mpirun.args names it */
+    } else if (hostfile) {
+        push(w, "--hostfile");
+        push(w, hostfile);
+    }
+    if (hostfile && (n_hosts = read_hostfile(hostfile, local, slots)) < 0) return 2;
+    push_mpirun_tail(w, a, slots, n_hosts, a->netsim);
+    return 0;
+}
+
+/* A positive count in environment variable `name`, or 0. */
+static long env_count(const char *name) {
+    const char *v = getenv(name);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    return v && *v && !*end && n > 0 ? n : 0;
+}
+
+/* The srun command before the program: srun places and binds the ranks itself. */
+static void push_srun(words *w, const launch_args *a) {
+    long nodes = env_count("SLURM_JOB_NUM_NODES"), per_task = env_count("SLURM_CPUS_PER_TASK");
+    long per_node = (a->ranks + (nodes ? nodes : 1) - 1) / (nodes ? nodes : 1);
+    long threads = a->threads                                  ? a->threads
+                   : per_task > 0 && per_task <= MAX_THREADS ? per_task
+                                                             : share(cf_usable_cores(), per_node);
+    push(w, "srun");
+    push(w, "--ntasks");
+    pushf(w, "%ld", a->ranks);
+    push(w, "--cpus-per-task");
+    pushf(w, "%ld", threads);
+    pushf(w, "--export=ALL,CFORMERS_THREADS=%ld", threads);
+}
+
+static const char SHELL_PLAIN[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-";
+
+/* Writes the command as one shell line: words with characters a shell treats specially
+ * in single quotes. */
+static void print_command(FILE *out, char *const *argv) {
+    for (int i = 0; argv[i]; i++) {
+        const char *s = argv[i];
+        bool plain = *s && s[strspn(s, SHELL_PLAIN)] == '\0';
+        fputs(i ? " " : "", out);
+        if (plain) {
+            fputs(s, out);
+            continue;
+        }
+        fputc('\'', out);
+        for (; *s; s++) {
+            if (*s == '\'') fputs("'\\''", out); /* close, an escaped quote, reopen */
+            else fputc(*s, out);
+        }
+        fputc('\'', out);
+    }
+    fputc('\n', out);
+}
 
 int cmd_launch(int argc, char **argv) {
-    if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers launch [options]\n\nrun a job on several MPI processes with restarts from the newest checkpoint.\nNot implemented yet: it arrives with a later issue (elastic training).\n");
-        return 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            print_help();
+            return 0;
+        }
+    launch_args a = {.launcher = "auto"};
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0) return rc;
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "cformers launch: cannot find this program (/proc/self/exe): %s\n", strerror(errno));
+        return 1;
     }
-    return cli_not_yet("launch", "run a job on several MPI processes with restarts from the newest checkpoint", "a later issue (elastic training)");
+    exe[len] = '\0';
+    words w = {0};
+    if (strcmp(a.launcher, "srun") == 0) push_srun(&w, &a);
+    else rc = push_mpirun(&w, &a);
+    if (rc == 0) {
+        push(&w, exe);
+        for (char **c = a.command; *c; c++) push(&w, *c);
+        print_command(a.dry_run ? stdout : stderr, w.v);
+        fflush(NULL);
+        if (!a.dry_run) {
+            execvp(w.v[0], w.v);
+            fprintf(stderr, "cformers launch: cannot run %s: %s\n", w.v[0], strerror(errno));
+            rc = 1;
+        }
+    }
+    free_words(&w);
+    return rc;
 }

@@ -22,7 +22,7 @@ static const subcommand subcommands[] = {
     {"tokenizer", cmd_tokenizer, "train, encode with and decode with tokenizers"},
     {"config", cmd_config, "show resolved configs, parameter counts and memory estimates"},
     {"bench", cmd_bench, "measure kernels and machine peaks"},
-    {"launch", cmd_launch, "run a job on several processes with restarts"},
+    {"launch", cmd_launch, "run a command as an MPI job (mpirun, or srun under Slurm)"},
     {"serve", cmd_serve, "serve a model over HTTP"},
 };
 

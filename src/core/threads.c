@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 enum { SPIN_ITERATIONS = 20000 };
@@ -92,21 +93,32 @@ static void *worker_main(void *arg) {
     }
 }
 
-static int default_threads(void) {
+int cf_usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The ranks of an Open MPI job on this node, when mpirun started them without binding
+ * (each may then run on every core, so they share them); 1 otherwise. */
+static int unbound_local_ranks(void) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *bound = getenv("OMPI_MCA_orte_bound_at_launch");
+    if (!local || (bound && strcmp(bound, "1") == 0)) return 1;
+    long n = strtol(local, NULL, 10);
+    return n > 1 && n <= 1 << 20 ? (int)n : 1;
+}
+
+int cf_default_num_threads(void) {
     const char *env = getenv("CFORMERS_THREADS");
     if (env && *env) {
         char *end;
         long n = strtol(env, &end, 10);
-        if (*end || n < 1 || n > 1024) {
-            fprintf(stderr, "cformers: CFORMERS_THREADS=%s is not a thread count in 1..1024\n", env);
-            exit(2);
-        }
-        return (int)n;
+        if (!*end && n >= 1 && n <= 1024) return (int)n;
+        fprintf(stderr, "cformers: ignoring CFORMERS_THREADS=%s: not a thread count in 1..1024\n", env);
     }
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    int n = cf_usable_cores() / unbound_local_ranks();
+    return n > 0 ? n : 1;
 }
 
 static void stop_workers(void) {
@@ -152,7 +164,7 @@ static void forget_workers_after_fork(void) {
 }
 
 static void init_pool(void) {
-    start_workers(default_threads());
+    start_workers(cf_default_num_threads());
     atexit(stop_workers);
     pthread_atfork(NULL, NULL, forget_workers_after_fork);
 }
@@ -168,7 +180,7 @@ void cf_set_num_threads(int n) {
         abort();
     }
     pthread_once(&init_once, init_pool);
-    if (n < 1) n = default_threads();
+    if (n < 1) n = cf_default_num_threads();
     pthread_mutex_lock(&pool.dispatch_lock);
     if (n != pool.n_threads) {
         stop_workers();
