@@ -89,7 +89,9 @@ def main():
                 if up.returncode != 0:
                     print(f"bench-dp: skipping the {link} link: scripts/netsim.sh up failed: {up.stdout.strip()[-300:]}")
                     continue
-                launch += netsim("mpirun-args").stdout.split()
+                # mpirun starts inside the first node's namespace; the agent enters the second.
+                launch = (netsim("mpirun-prefix").stdout.split() + launch[:1] + netsim("mpirun-args").stdout.split()
+                          + launch[1:])
             for model in args.models.split(","):
                 preset, batch, seq = model.split(":")
                 common = ["train", "--config", preset, f"--train_dataset.data_dir={os.path.abspath(args.text)}",

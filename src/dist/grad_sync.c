@@ -272,6 +272,8 @@ static int insert_nodes(cf_grad_sync *s, cf_graph *g, cf_error *err) {
     cf_node *wait = cf_graph_node_add(g, &op_grad_sync_wait, (cf_tensor *[]){blocks.grads}, 1,
                                       &(cf_attrs){.p = s});
     if (wait && first_update < g->n_nodes - 1) cf_graph_move_node(g, wait, first_update);
+    for (int k = 0; k < g->n_nodes && s->algo.onebit; k++)
+        if (g->nodes[k]->op == &cf_op_adamw) g->nodes[k]->attrs.i[0] = s->pc.freeze_step > 0 ? s->pc.freeze_step : 1;
     if (s->bounds) {
         add_after(s, g, &cf_op_grad_norm, &op_grad_sync_norm, NULL);
         add_after(s, g, &cf_op_adamw, &op_grad_sync_gather, blocks.params);

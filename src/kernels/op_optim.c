@@ -74,7 +74,10 @@ const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 1, .infer =
                                    .forward = grad_norm_forward, .workspace = grad_norm_workspace};
 
 /* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm), attrs.f = {beta1, beta2,
- * eps, weight_decay, max_grad_norm}, attrs.p = the graph (for the decay mask) ---- */
+ * eps, weight_decay, max_grad_norm}, attrs.p = the graph (for the decay mask), attrs.i[0]
+ * = the step after which the second moment is frozen (0: never; 1-bit compression sets
+ * it, as 1-bit Adam does: sign-compressed gradients carry one magnitude per chunk, so
+ * their squares would flatten v, Adam's per-element step size) ---- */
 
 /* Index of the parameter whose (aligned) span holds flat element i. */
 static int param_holding(const cf_graph *g, long i) {
@@ -134,12 +137,18 @@ static void adamw_forward(const cf_node *n) {
     }
     int32_t *step = cf_tensor_i32(n->inputs[4]);
     int t = ++*step;
+    int64_t freeze = n->attrs.i[0];
+    double beta2 = f[1], bc2 = 1.0 - pow(f[1], t);
+    if (freeze > 0 && t > freeze) { /* v stays as it was after step `freeze`, bias correction too */
+        beta2 = 1.0;
+        bc2 = 1.0 - pow(f[1], (double)freeze);
+    }
     /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
     float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f, lr = *cf_in(n, 5);
     adamw_job j = {.graph = n->attrs.p, .span = adamw_span_for_isa(),
-                   .step = {.beta1 = (float)f[0], .beta2 = (float)f[1], .clip = clip < 1.0f ? clip : 1.0f,
-                            .step_size = (float)(lr / (1.0 - pow(f[0], t))),
-                            .inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(f[1], t))), .eps = (float)f[2]},
+                   .step = {.beta1 = (float)f[0], .beta2 = (float)beta2, .clip = clip < 1.0f ? clip : 1.0f,
+                            .step_size = (float)(lr / (1.0 - pow(f[0], t))), .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
+                            .eps = (float)f[2]},
                    .p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
                    .m = cf_tensor_f32(n->inputs[2]), .v = cf_tensor_f32(n->inputs[3]), .lr = lr, .wd = (float)f[3],
                    .lo = (long)lo, .n = (long)(hi - lo)};
