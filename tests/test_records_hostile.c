@@ -136,12 +136,8 @@ static void test_index_inside_header(void) {
     expect_refused("index_offset");
 }
 
-/* With an argument, runs only the case of that name (to watch one crash on an old build). */
 int main(int argc, char **argv) {
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } cases[] = {
+    static const test_case cases[] = {
         {"chunk_size_wraps", test_chunk_size_wraps},
         {"index_size_wraps", test_index_size_wraps},
         {"token_count_allocates", test_token_count_allocates},
@@ -150,8 +146,7 @@ int main(int argc, char **argv) {
         {"index_inside_header", test_index_inside_header},
     };
     CHECK(mkdtemp(dir) != NULL);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (argc < 2 || strcmp(argv[1], cases[i].name) == 0) cases[i].run();
+    test_run_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
     CHECK(rmdir(dir) == 0);
     return test_finish();
 }
