@@ -80,9 +80,9 @@ static int check_chunks(cf_record_shard *s, const cf_record_header *h, const uns
                     (unsigned long long)h->n_tokens, (unsigned long long)tokens);
     if (end + cf_record_index_padding(end) != h->index_offset)
         return fail(s, err, h->index_offset, "chunks do not cover the token data");
-    size_t raw_total = (size_t)tokens * h->token_bytes; /* at most 32 Ki times the data area */
-    unsigned char *out = zstd ? malloc(raw_total ? raw_total : 1) : NULL;
-    if (zstd && !out)
+    size_t raw_total = 0; /* at most 32 KiB per byte of the data area, by the checks above */
+    unsigned char *out = NULL;
+    if (zstd && (!cf_mul_size(tokens, h->token_bytes, &raw_total) || !(out = malloc(raw_total ? raw_total : 1))))
         return fail(s, err, offsetof(cf_record_header, n_tokens), "cannot allocate %zu bytes for n_tokens %llu",
                     raw_total, (unsigned long long)tokens);
     s->owned = out;

@@ -85,9 +85,10 @@ char *cf_model_config_to_json(const cf_model_config *m) {
 /* A number must lie in the range the config schema gives its YAML key: a file's rope_theta
  * of -1 or num_layers of 2^40 is refused before anything is built from it. */
 static int check_range(const config_key *k, double v, cf_error *err) {
+    if (!k->ranged) return 0;
     char path[96];
     snprintf(path, sizeof path, "model.model_config.%s", k->name);
-    int i = k->ranged ? cf_config_key_find(path) : -1;
+    int i = cf_config_key_find(path);
     if (i < 0 || cf_config_key_check_range(&cf_config_keys[i], v, err) == 0) return 0;
     return cf_fail_prefix(err, "model_config.%s: ", k->name);
 }
