@@ -139,7 +139,10 @@ int cf_record_shard_open(cf_record_shard *s, const char *path, cf_error *err) {
         return -1;
     }
     struct stat st;
-    fstat(fd, &st);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail(s, err, 0, "cannot stat the file: %s", strerror(errno));
+    }
     s->map_size = (size_t)st.st_size;
     s->map = s->map_size ? mmap(NULL, s->map_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);
