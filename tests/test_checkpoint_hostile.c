@@ -108,6 +108,11 @@ static void test_num_layers_allocates(void) {
     claimed.num_layers = 100000;
     write_model(&m, &claimed);
     expect_load_refused("model.layers.5.input_layernorm.weight is missing");
+    /* no tensor bounds the context: the schema's range does (2^40 sized the RoPE table and KV cache) */
+    claimed = m;
+    claimed.max_position_embeddings = (int64_t)1 << 40;
+    write_model(&m, &claimed);
+    expect_load_refused("model_config.max_position_embeddings: 1099511627776 is out of range");
 }
 
 /* rope_theta and rms_norm_eps of -1 loaded and generated garbage. */
