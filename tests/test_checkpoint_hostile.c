@@ -60,10 +60,7 @@ static void expect_load_refused(const char *what) {
     cf_infer_model *m = cf_infer_load(path, &opt, &err);
     CHECK_MSG(m == NULL, "loaded a checkpoint that should be refused for %s", what);
     cf_infer_free(m);
-    CHECK_CONTAINS(err.msg, path);
-    CHECK_CONTAINS(err.msg, what);
-    CHECK(strchr(err.msg, '\n') == NULL);
-    printf("refused: %s\n", err.msg);
+    check_refusal(err.msg, path, what);
 }
 
 /* The consistent model loads (optimizer state beside the weights is fine). */
@@ -93,9 +90,7 @@ static void test_header_offsets_wrap(void) {
     fclose(f);
     cf_error err = {{0}};
     CHECK(cf_ckpt_open(path, false, &err) == NULL);
-    CHECK_CONTAINS(err.msg, path);
-    CHECK_CONTAINS(err.msg, "index_offset");
-    printf("refused: %s\n", err.msg);
+    check_refusal(err.msg, path, "index_offset");
 }
 
 /* model_config.num_layers of 2^40 sized the layer table first: "out of memory", exit 134. */

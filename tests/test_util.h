@@ -58,6 +58,15 @@ static inline int test_finish(void) {
     return 0;
 }
 
+/* A refusal of a hostile file: one line naming the file and `what` (the field, offset or
+ * tensor at fault); printed, so the test log shows every message. */
+static inline void check_refusal(const char *msg, const char *file, const char *what) {
+    CHECK_CONTAINS(msg, file);
+    CHECK_CONTAINS(msg, what);
+    CHECK(strchr(msg, '\n') == NULL);
+    printf("refused: %s\n", msg);
+}
+
 typedef struct test_case {
     const char *name;
     void (*run)(void);
