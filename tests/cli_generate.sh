@@ -13,6 +13,10 @@ stderr_has "kv-cache reason" "--kv-cache must be f32 or bf16, not 'f16'"
 check "convert without format" 2 "$bin" convert --output x
 check "convert unknown format" 2 "$bin" convert --from onnx x --output y
 check "validate missing args" 2 "$bin" validate --model x
+# A reference whose counts claim 64 TiB in a 24-byte file: exit 1 naming the fields, not an abort.
+printf 'CFLOGITS\001\000\000\000\000\000\020\000\000\000\000\001\000\000\000\000' >"$tmp/huge.logits"
+check "validate a reference claiming 64 TiB" 1 "$bin" validate --model x --reference "$tmp/huge.logits"
+stderr_has "huge reference" "huge.logits: offset 12: n_tokens 1048576 x vocab 16777216"
 check "generate missing file" 1 "$bin" generate --model "$tmp/none.ckpt"
 stderr_has "missing checkpoint" "none.ckpt: cannot open"
 

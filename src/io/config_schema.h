@@ -59,6 +59,9 @@ int cf_edit_distance(const char *a, const char *b);
  * YAML quoted scalar (which is always a string). On failure the message is the reason
  * alone ("expected an integer, got 'x'"); the caller prefixes the place. */
 int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err);
+/* Fails with "V is out of range (must be ...)" when the number v lies outside the key's range:
+ * the schema's ranges applied to values that come from elsewhere than YAML (a checkpoint). */
+int cf_config_key_check_range(const cf_config_key *key, double v, cf_error *err);
 /* Writes the key's current value as YAML scalar text. */
 void cf_config_key_format(const cf_config_key *key, const cf_config *cfg, char *buf, size_t cap);
 /* Stores the key's default. */

@@ -96,6 +96,12 @@ static int out_of_range(const cf_config_key *key, const char *text, cf_error *er
     return cf_fail(err, "%s is out of range (%s)", text, range);
 }
 
+int cf_config_key_check_range(const cf_config_key *key, double v, cf_error *err) {
+    char text[32];
+    snprintf(text, sizeof text, "%.15g", v);
+    return in_range(key, v) ? 0 : out_of_range(key, text, err);
+}
+
 int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err) {
     char *end = NULL;
     errno = 0;
