@@ -33,6 +33,16 @@ void cf_tok_set_piece(cf_tokenizer *t, int id, const char *text, size_t len) {
     t->piece_len[id] = (uint32_t)len;
 }
 
+const char *cf_tok_quote(const char *s, size_t len, char out[CF_TOK_QUOTE_SIZE]) {
+    size_t n = len < 40 ? len : 40;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = c < 0x20 || c == 0x7f || c == '"' || c == '\\' ? '?' : (char)c;
+    }
+    strcpy(out + n, len > n ? "..." : "");
+    return out;
+}
+
 void cf_tokenizer_free(cf_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->vocab_size; i++) free(t->pieces[i]);
