@@ -138,6 +138,20 @@ static buf sp_model_file(const char *byte_piece) {
     return b;
 }
 
+/* trainer_spec.unk_id outside the pieces made the encoder emit id -1 for unknown text. */
+static void sp_model_unk_id(void) {
+    buf b = sp_model_file("<0x41>");
+    put(&b, "\x12\x03\xc0\x02\x63", 5); /* trainer_spec { unk_id (field 40, key 0xc0 0x02): 99 } */
+    REFUSED(write_file("unk.model", b.data, b.len), "trainer_spec.unk_id", "99");
+}
+
+/* A malformed piece message set the error but the load went on and returned a tokenizer. */
+static void sp_model_truncated_piece(void) {
+    buf b = sp_model_file("<0x41>");
+    put(&b, "\x0a\x05\x0a\x01" "a" "\x18\x80", 7); /* piece { piece: "a", type: <varint cut short> } */
+    REFUSED(write_file("cut.model", b.data, b.len), "offset", "truncated varint");
+}
+
 static void sp_model_signed_byte_piece(void) {
     const char *const bad[] = {"<0x-1>", "<0x+1>", "<0x1g>", "<0x 1>", "<0x1>", "<0x411>"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -231,6 +245,8 @@ int main(void) {
     RUN(llama2c_empty_pieces);
     RUN(llama2c_bad_length);
     RUN(sp_model_signed_byte_piece);
+    RUN(sp_model_unk_id);
+    RUN(sp_model_truncated_piece);
     RUN(hf_added_token_ids);
     RUN(hf_vocab_ids);
     RUN(gpt2_encoder_ids);

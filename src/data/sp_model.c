@@ -79,7 +79,7 @@ static float pb_float(pb *r) {
 typedef struct sp_spec {
     int model_type; /* 1 unigram, 2 bpe, 3 word, 4 char */
     bool byte_fallback;
-    int unk_id, bos_id, eos_id;
+    int64_t unk_id, bos_id, eos_id; /* varints, checked against the piece count */
     bool add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     bool has_charsmap;
 } sp_spec;
@@ -96,9 +96,9 @@ static bool parse_trainer_spec(pb r, sp_spec *s) {
         switch (f) {
         case 3: s->model_type = (int)v; break;
         case 35: s->byte_fallback = v != 0; break;
-        case 40: s->unk_id = (int)v; break;
-        case 41: s->bos_id = (int)v; break;
-        case 42: s->eos_id = (int)v; break;
+        case 40: s->unk_id = v; break;
+        case 41: s->bos_id = v; break;
+        case 42: s->eos_id = v; break;
         default: break;
         }
     }
@@ -236,9 +236,16 @@ cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size
     t->remove_extra_whitespaces = spec.remove_extra_whitespaces;
     t->escape_whitespaces = spec.escape_whitespaces;
     t->byte_fallback = spec.byte_fallback;
-    t->unk = spec.unk_id >= 0 && spec.unk_id < n ? spec.unk_id : -1;
-    t->bos = spec.bos_id >= 0 && spec.bos_id < n ? spec.bos_id : -1;
-    t->eos = spec.eos_id >= 0 && spec.eos_id < n ? spec.eos_id : -1;
+    /* The encoder emits <unk> for what it cannot spell, so it must be a piece; BOS and EOS
+     * are optional (-1 disables them, as out-of-range ids do). */
+    if (spec.unk_id < 0 || spec.unk_id >= n) {
+        cf_tokenizer_free(t);
+        cf_fail(err, "%s: trainer_spec.unk_id %lld is not one of the %d pieces", path, (long long)spec.unk_id, n);
+        return NULL;
+    }
+    t->unk = (int)spec.unk_id;
+    t->bos = spec.bos_id >= 0 && spec.bos_id < n ? (int)spec.bos_id : -1;
+    t->eos = spec.eos_id >= 0 && spec.eos_id < n ? (int)spec.eos_id : -1;
     if (index_pieces(t, path, err) != 0) {
         cf_tokenizer_free(t);
         return NULL;
