@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cformers/tokenizer.h"
+#include "data/tokenizer_internal.h"
 #include "test_util.h"
 
 static char dir[] = "/tmp/cformers_tok_hostile.XXXXXX";
@@ -221,6 +222,29 @@ static void gpt2_encoder_ids(void) {
     REFUSED(sub, "encoder.json", "300");
 }
 
+/* A merge whose join is not a token names the merge on one line, even when its halves
+ * are the newline and tab tokens (GPT-2 spells them U+010A and U+0109). */
+static void gpt2_merge_not_in_vocab(void) {
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/gpt2m", dir);
+    mkdir(sub, 0700);
+    char enc[8192];
+    size_t n = (size_t)snprintf(enc, sizeof enc, "{");
+    uint32_t table[256];
+    cf_bpe_byte_to_unicode(table);
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = table[b];
+        if (cp == '"' || cp == '\\') n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"\\%c\": %d", b ? ", " : "", (char)cp, b);
+        else if (cp < 0x80) n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"%c\": %d", b ? ", " : "", (char)cp, b);
+        else n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"%c%c\": %d", b ? ", " : "", (char)(0xc0 | cp >> 6),
+                                   (char)(0x80 | (cp & 0x3f)), b);
+    }
+    snprintf(enc + n, sizeof enc - n, "}");
+    write_text("gpt2m/encoder.json", enc);
+    write_text("gpt2m/vocab.bpe", "#version: 0.2\n\xc4\x8a \xc4\x89\n");
+    REFUSED(sub, "merge 0", "makes a token missing");
+}
+
 /* Runs `fn` in a child: a crash or abort fails the case by name instead of the program. */
 static void run_case(const char *name, void (*fn)(void)) {
     fflush(stdout);
@@ -250,6 +274,7 @@ int main(void) {
     RUN(hf_added_token_ids);
     RUN(hf_vocab_ids);
     RUN(gpt2_encoder_ids);
+    RUN(gpt2_merge_not_in_vocab);
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
