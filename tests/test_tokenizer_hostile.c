@@ -5,8 +5,12 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
+#include "cformers/checkpoint.h"
 #include "cformers/tokenizer.h"
 #include "data/tokenizer_internal.h"
+#include "io/ckpt_tokenizer.h"
 #include "test_util.h"
 
 static char dir[] = "/tmp/cformers_tok_hostile.XXXXXX";
@@ -245,6 +249,47 @@ static void gpt2_merge_not_in_vocab(void) {
     REFUSED(sub, "merge 0", "makes a token missing");
 }
 
+/* ---- a tokenizer embedded in a checkpoint ---- */
+
+/* A checkpoint whose embedded tokenizer is `bytes`, recorded under the file name `file`. */
+static const char *embedding_checkpoint(const char *bytes, const char *file) {
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/embedded.ckpt", dir);
+    cf_error err = {{0}};
+    cf_ckpt_writer *w = cf_ckpt_writer_open(path, &err);
+    int64_t shape[1] = {(int64_t)strlen(bytes)};
+    CHECK_MSG(w && cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, bytes, &err) == 0, "%s", err.msg);
+    json_t *meta = json_pack("{s:{s:s, s:s}}", "tokenizer", "tensor", "tokenizer.file", "file", file);
+    char *text = json_dumps(meta, 0);
+    CHECK_MSG(cf_ckpt_writer_finish(w, text, &err) == 0, "%s", err.msg);
+    free(text);
+    json_decref(meta);
+    return path;
+}
+
+/* The error names the checkpoint and the embedded file, on one line even when the
+ * recorded file name holds a newline. */
+static void checkpoint_embedded(void) {
+    const char *hostile = "{\"added_tokens\": [{\"id\": 4294967295, \"content\": \"<s>\"}], "
+                          "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, "
+                          "\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}";
+    const char *names[] = {"tok.json", "tok\n.json"}, *want[] = {"embedded tok.json: added_tokens[0]",
+                                                                 "embedded tokenizer: added_tokens[0]"};
+    for (int i = 0; i < 2; i++) {
+        const char *path = embedding_checkpoint(hostile, names[i]);
+        cf_error err = {{0}};
+        cf_ckpt *c = cf_ckpt_open(path, true, &err);
+        CHECK_MSG(c != NULL, "%s", err.msg);
+        if (!c) return;
+        bool present = false;
+        CHECK(ckpt_load_tokenizer(c, &present, &err) == NULL && present);
+        CHECK_MSG(strchr(err.msg, '\n') == NULL, "not one line: %s", err.msg);
+        CHECK_CONTAINS(err.msg, path);
+        CHECK_CONTAINS(err.msg, want[i]);
+        cf_ckpt_close(c);
+    }
+}
+
 /* Runs `fn` in a child: a crash or abort fails the case by name instead of the program. */
 static void run_case(const char *name, void (*fn)(void)) {
     fflush(stdout);
@@ -275,6 +320,7 @@ int main(void) {
     RUN(hf_vocab_ids);
     RUN(gpt2_encoder_ids);
     RUN(gpt2_merge_not_in_vocab);
+    RUN(checkpoint_embedded);
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
