@@ -52,7 +52,8 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "non-UTF-8 prompt" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' --temperature 0 -n 3
     stderr_has "non-UTF-8 prompt tokens" "prefill: 14 tokens"
     stderr_has "non-UTF-8 prompt continued" "decode: 3 tokens"
-    check "non-UTF-8 prompt, longer" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' --temperature 0 -n 30
+    check "non-UTF-8 prompt, longer" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' \
+        --temperature 0 -n 30
     stderr_has "non-UTF-8 prompt not cut short" "decode: 30 tokens"
     check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }

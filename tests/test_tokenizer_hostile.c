@@ -238,10 +238,10 @@ static void gpt2_merge_not_in_vocab(void) {
     cf_bpe_byte_to_unicode(table);
     for (int b = 0; b < 256; b++) {
         uint32_t cp = table[b];
-        if (cp == '"' || cp == '\\') n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"\\%c\": %d", b ? ", " : "", (char)cp, b);
-        else if (cp < 0x80) n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"%c\": %d", b ? ", " : "", (char)cp, b);
-        else n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"%c%c\": %d", b ? ", " : "", (char)(0xc0 | cp >> 6),
-                                   (char)(0x80 | (cp & 0x3f)), b);
+        char spelled[4] = {(char)cp, 0}; /* code points below 0x800: one or two UTF-8 bytes */
+        if (cp == '"' || cp == '\\') spelled[0] = '\\', spelled[1] = (char)cp;
+        if (cp >= 0x80) spelled[0] = (char)(0xc0 | cp >> 6), spelled[1] = (char)(0x80 | (cp & 0x3f));
+        n += (size_t)snprintf(enc + n, sizeof enc - n, "%s\"%s\": %d", b ? ", " : "", spelled, b);
     }
     snprintf(enc + n, sizeof enc - n, "}");
     write_text("gpt2m/encoder.json", enc);

@@ -110,10 +110,15 @@ static void find_specials(cf_tokenizer *t) {
     t->eos = special_id(t, eos);
 }
 
-/* Whether v is an integer id in 0 .. entries - 1; *id holds the integer (or -1). */
-static bool valid_id(json_t *v, size_t entries, json_int_t *id) {
-    *id = json_is_integer(v) ? json_integer_value(v) : -1;
-    return json_is_integer(v) && *id >= 0 && (uint64_t)*id < entries;
+/* Checks that v is an integer id below `entries`, storing it in *id; else fails naming
+ * `where` (a vocab key or an added_tokens index) and the id. */
+static int check_id(json_t *v, size_t entries, json_int_t *id, const char *path, const char *where, cf_error *err) {
+    if (!json_is_integer(v)) return cf_fail(err, "%s: %s: the id is not an integer", path, where);
+    *id = json_integer_value(v);
+    if (*id < 0 || (uint64_t)*id >= entries)
+        return cf_fail(err, "%s: %s: id %lld is not below %zu, the number of tokens the file lists", path, where,
+                       (long long)*id, entries);
+    return 0;
 }
 
 /* The vocabulary size the ids of `vocab` (an object, token -> id; `field` names it in
@@ -124,26 +129,21 @@ static bool valid_id(json_t *v, size_t entries, json_int_t *id) {
 static int vocabulary_size(json_t *vocab, const char *field, json_t *added, const char *path, cf_error *err) {
     size_t entries = json_object_size(vocab) + json_array_size(added);
     if (entries > INT32_MAX) return cf_fail(err, "%s: %zu tokens are too many", path, entries);
-    json_int_t max = -1, id;
+    json_int_t max = -1, id = -1;
+    char where[CF_TOK_QUOTE_SIZE + 64], q[CF_TOK_QUOTE_SIZE];
     const char *key;
     json_t *v;
-    char q[CF_TOK_QUOTE_SIZE];
     json_object_foreach(vocab, key, v) {
-        if (!valid_id(v, entries, &id)) {
-            cf_tok_quote(key, strlen(key), q);
-            if (!json_is_integer(v)) return cf_fail(err, "%s: %s \"%s\": the id is not an integer", path, field, q);
-            return cf_fail(err, "%s: %s \"%s\": id %lld is not below %zu, the number of tokens the file lists", path, field, q,
-                           (long long)id, entries);
-        }
+        snprintf(where, sizeof where, "%s \"%s\"", field, cf_tok_quote(key, strlen(key), q));
+        if (check_id(v, entries, &id, path, where, err) != 0) return -1;
         if (id > max) max = id;
     }
     for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *a = json_array_get(added, i), *v = json_object_get(a, "id");
-        if (!json_is_integer(v) || !json_is_string(json_object_get(a, "content")))
-            return cf_fail(err, "%s: added_tokens[%zu]: needs an integer id and a string content", path, i);
-        if (!valid_id(v, entries, &id))
-            return cf_fail(err, "%s: added_tokens[%zu]: id %lld is not below %zu, the number of tokens the file lists", path, i,
-                           (long long)id, entries);
+        json_t *a = json_array_get(added, i);
+        snprintf(where, sizeof where, "added_tokens[%zu]", i);
+        if (!json_is_string(json_object_get(a, "content")))
+            return cf_fail(err, "%s: %s: needs a string content", path, where);
+        if (check_id(json_object_get(a, "id"), entries, &id, path, where, err) != 0) return -1;
         if (id > max) max = id;
     }
     return (int)(max + 1);
