@@ -50,6 +50,15 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     cp "$tmp/out" "$tmp/first"
     check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cmp -s "$tmp/out" "$tmp/first" || { echo "FAIL: same seed gave different text"; fail=1; }
+    # Malformed UTF-8 falls back to byte tokens (here 14 tokens for 4 bytes): the KV cache is
+    # sized from the prompt's tokens, not its bytes (it was refused: "does not fit the context
+    # of 9"; with -n 30 the story was cut at 23 tokens).
+    check "non-UTF-8 prompt" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' --temperature 0 -n 3
+    stderr_has "non-UTF-8 prompt tokens" "prefill: 14 tokens"
+    stderr_has "non-UTF-8 prompt continued" "decode: 3 tokens"
+    check "non-UTF-8 prompt, longer" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' \
+        --temperature 0 -n 30
+    stderr_has "non-UTF-8 prompt not cut short" "decode: 30 tokens"
     check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }
 else
