@@ -23,6 +23,7 @@
 #include "cformers/dist.h"
 #include "cformers/train.h"
 #include "test_util.h"
+#include "train_test_util.h"
 #include "train/trainer_internal.h"
 
 enum { STEPS = 10 };
@@ -37,44 +38,15 @@ typedef struct run_result {
 
 static char dir[256];
 
-static void write_text(const char *path) {
-    static const char *words[] = {"the", "king", "shall", "speak", "of", "love", "and", "war", "to", "thee",
-                                  "my", "lord", "what", "news", "from", "rome", "\n", ", ", ". "};
-    FILE *f = fopen(path, "w");
-    uint32_t x = 12345;
-    for (int i = 0; i < 6000; i++) {
-        x = x * 1103515245u + 12345u;
-        fprintf(f, "%s ", words[(x >> 16) % (sizeof words / sizeof words[0])]);
-    }
-    fclose(f);
-}
-
 static void make_config(cf_config *cfg, int64_t batch, int64_t accum) {
-    cf_config_defaults(cfg);
-    cf_model_config *m = &cfg->model.model_config;
-    m->arch = CF_ARCH_LLAMA;
-    m->vocab_size = 256;
-    m->hidden_size = 32;
-    m->num_layers = 2;
-    m->num_heads = 4;
-    m->num_kv_heads = 2;
-    m->intermediate_size = 64;
-    m->max_position_embeddings = 32;
-    m->rope_theta = 10000.0;
-    m->rms_norm_eps = 1e-5;
-    m->initializer_range = 0.02;
+    char text[300];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    train_test_config(cfg, CF_ARCH_LLAMA, text);
     cf_runner_config *r = &cfg->runner_config;
     r->batch_size = batch;
-    r->seq_length = 32;
     r->train_steps = STEPS;
     r->gradient_accumulation_steps = accum;
     r->eval_interval = 0;
-    cfg->optimizer.clip_grad_norm = 1.0;
-    cfg->lr_schedule = (cf_lr_schedule_config){.type = CF_LR_COSINE, .learning_rate = 1e-2, .lr_end = 1e-3,
-                                               .warmup_steps = 2};
-    cfg->seed = 7;
-    snprintf(cfg->train_dataset.data_dir, sizeof cfg->train_dataset.data_dir, "%s/text.txt", dir);
-    cfg->train_dataset.eval_split = 0.1;
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "%s/run", dir);
     /* Small buckets, so the tiny model still makes several. */
     cfg->parallel_config.bucket_size_mb = 0.01;
@@ -262,7 +234,7 @@ int main(int argc, char **argv) {
         CHECK(mkdir(dir, 0700) == 0);
         char path[300];
         snprintf(path, sizeof path, "%s/text.txt", dir);
-        write_text(path);
+        train_test_write_text(path);
     }
     CHECK(cf_dist_barrier(d, &err) == 0);
     if (strcmp(mode, "flat") == 0)

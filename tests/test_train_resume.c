@@ -13,6 +13,7 @@
 
 #include "cformers/train.h"
 #include "test_util.h"
+#include "train_test_util.h"
 
 enum { STEPS = 8, HALF = 4 };
 
@@ -24,36 +25,12 @@ typedef struct run_log {
 
 static char tmp_dir[] = "/tmp/cformers_train_XXXXXX";
 
-static void write_text(const char *path) {
-    static const char *words[] = {"the", "king", "shall", "speak", "of", "love", "and", "war", "to", "thee",
-                                  "my", "lord", "what", "news", "from", "rome", "\n", ", ", ". "};
-    FILE *f = fopen(path, "w");
-    uint32_t x = 12345;
-    for (int i = 0; i < 6000; i++) {
-        x = x * 1103515245u + 12345u;
-        fprintf(f, "%s ", words[(x >> 16) % (sizeof words / sizeof words[0])]);
-    }
-    fclose(f);
-}
-
 static void make_config(cf_config *cfg, const char *run, cf_arch arch) {
-    cf_config_defaults(cfg);
-    cf_model_config *m = &cfg->model.model_config;
-    m->arch = arch;
-    m->tie_word_embeddings = arch == CF_ARCH_GPT2;
-    m->vocab_size = 256;
-    m->hidden_size = 32;
-    m->num_layers = 2;
-    m->num_heads = 4;
-    m->num_kv_heads = arch == CF_ARCH_GPT2 ? 4 : 2;
-    m->intermediate_size = 64;
-    m->max_position_embeddings = 32;
-    m->rope_theta = 10000.0;
-    m->rms_norm_eps = 1e-5;
-    m->initializer_range = 0.02;
+    char text[300];
+    snprintf(text, sizeof text, "%s/text.txt", tmp_dir);
+    train_test_config(cfg, arch, text);
     cf_runner_config *r = &cfg->runner_config;
     r->batch_size = 2;
-    r->seq_length = 32;
     r->train_steps = STEPS;
     r->gradient_accumulation_steps = 2;
     r->log_interval = 1;
@@ -62,12 +39,6 @@ static void make_config(cf_config *cfg, const char *run, cf_arch arch) {
     r->sample_interval = HALF;
     r->sample_tokens = 12;
     r->save_interval = HALF;
-    cfg->optimizer.clip_grad_norm = 1.0;
-    cfg->lr_schedule = (cf_lr_schedule_config){.type = CF_LR_COSINE, .learning_rate = 1e-2, .lr_end = 1e-3,
-                                               .warmup_steps = 2};
-    cfg->seed = 7;
-    snprintf(cfg->train_dataset.data_dir, sizeof cfg->train_dataset.data_dir, "%s/text.txt", tmp_dir);
-    cfg->train_dataset.eval_split = 0.1;
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "%s/%s", tmp_dir, run);
     snprintf(cfg->callbacks.metrics_monitor.file, sizeof cfg->callbacks.metrics_monitor.file, "metrics.jsonl");
     snprintf(cfg->callbacks.checkpoint_monitor.prefix, sizeof cfg->callbacks.checkpoint_monitor.prefix, "ckpt");
@@ -142,7 +113,7 @@ int main(void) {
     CHECK(mkdtemp(tmp_dir) != NULL);
     char text[512];
     snprintf(text, sizeof text, "%s/text.txt", tmp_dir);
-    write_text(text);
+    train_test_write_text(text);
     cf_error err;
     run_log full, again, resumed;
 
