@@ -15,8 +15,12 @@ thread), the seconds the update waited for it (exposed), and the fraction of the
 communication hidden behind backward: (t_no_overlap - t_overlap) / t_comm, with t_comm the
 exposed communication of the run without overlap.
 
+With --quality it instead trains the demo config (tiny_shakespeare, 400 steps, the
+stories260K tokenizer) on 2 ranks uncompressed and 1-bit compressed and compares the
+validation losses (target: the last within 2%).
+
 usage: bench/bench_dp.py [--build DIR] [--models llama_15m:8:256,llama_42m:2:512]
-                         [--links shm,10gbit,1gbit] [--steps N] [--rounds R]
+                         [--links shm,10gbit,1gbit] [--steps N] [--rounds R] [--quality]
 """
 import argparse
 import json
@@ -72,8 +76,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--text", default=os.path.join(os.environ.get("CFORMERS_DATA_DIR", "../shared/data"),
                                                    "tinyshakespeare/input.txt"))
+    ap.add_argument("--quality", action="store_true", help="1-bit against uncompressed on the demo config")
     args = ap.parse_args()
     binary = os.path.abspath(os.path.join(args.build, "cformers"))
+    if args.quality:
+        return quality(binary, os.path.dirname(os.path.dirname(args.text)))
     if not os.path.exists(args.text):
         sys.exit(f"bench-dp: no {args.text} (set CFORMERS_DATA_DIR)")
     work = tempfile.mkdtemp(prefix="cformers_bench_dp_")
@@ -145,6 +152,29 @@ def report(results, link, preset):
               f"{1000 * med(name, 'comm'):8.1f} {1000 * med(name, 'wait'):10.1f} "
               f"{'' if hidden != hidden else f'{100 * hidden:6.0f}%':>7} {med(name, 'bytes') / 1e6:8.2f}")
     sys.stdout.flush()
+
+
+def quality(binary, data):
+    work = tempfile.mkdtemp(prefix="cformers_bench_dp_quality_")
+    try:
+        tok = os.path.join(data, "stories260K/tok512.model")
+        run([binary, "preprocess", "--input", os.path.join(data, "tinyshakespeare/input.txt"), "--tokenizer", tok,
+             "--output", os.path.join(work, "data"), "--valid-fraction", "0.05", "--quiet"])
+        evals = {}
+        for mode in ("none", "onebit"):
+            out = os.path.join(work, mode)
+            run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "CFORMERS_THREADS=1", binary,
+                 "train", "--config", "tiny_shakespeare", f"--output_dir={out}",
+                 f"--train_dataset.data_dir={os.path.join(work, 'data')}", f"--train_dataset.tokenizer={tok}",
+                 "--runner_config.sample_interval=0", f"--parallel_config.gradient_compression={mode}", "--quiet"])
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                evals[mode] = [json.loads(l) for l in f if '"event":"eval"' in l]
+        print("demo config on 2 ranks, validation loss (1-bit after parallel_config.freeze_step):")
+        for a, b in zip(evals["none"], evals["onebit"]):
+            print(f"  step {a['step']:>4}  uncompressed {a['val_loss']:.4f}  1-bit {b['val_loss']:.4f}  "
+                  f"({100 * (b['val_loss'] / a['val_loss'] - 1):+.1f}%)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
