@@ -135,6 +135,10 @@ typedef struct cf_metrics_monitor_config {
     char file[CF_CONFIG_PATH_MAX]; /* JSON lines, relative to output_dir; "" = none */
 } cf_metrics_monitor_config;
 
+typedef struct cf_summary_monitor_config {
+    char summary_dir[CF_CONFIG_PATH_MAX]; /* TensorBoard event files, relative to output_dir; "" = none */
+} cf_summary_monitor_config;
+
 typedef struct cf_profile_monitor_config {
     bool enable;
     int64_t start_step, stop_step;       /* profiled step window */
@@ -144,6 +148,7 @@ typedef struct cf_profile_monitor_config {
 typedef struct cf_callbacks_config {
     cf_checkpoint_monitor_config checkpoint_monitor;
     cf_metrics_monitor_config metrics_monitor;
+    cf_summary_monitor_config summary_monitor;
     cf_profile_monitor_config profile_monitor;
 } cf_callbacks_config;
 

@@ -4,15 +4,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/time.h>
 
+#include "obs/tensorboard.h"
+
 struct cf_metrics {
-    FILE *file;
+    FILE *file;          /* NULL: no JSON lines */
+    cf_tb_writer *tb;    /* NULL: no TensorBoard */
+    int64_t last_step;
+    bool tb_failed;      /* reported once */
 };
 
 cf_metrics *cf_metrics_open(const char *path, cf_error *err) {
-    FILE *f = fopen(path, "a");
-    if (!f) {
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (path && !f) {
         cf_fail(err, "%s: cannot open metrics file: %s", path, strerror(errno));
         return NULL;
     }
@@ -23,8 +30,31 @@ cf_metrics *cf_metrics_open(const char *path, cf_error *err) {
 
 void cf_metrics_close(cf_metrics *m) {
     if (!m) return;
-    fclose(m->file);
+    if (m->file) fclose(m->file);
+    cf_tb_close(m->tb, NULL);
     free(m);
+}
+
+int cf_metrics_add_tensorboard(cf_metrics *m, const char *dir, cf_error *err) {
+    m->tb = cf_tb_open(dir, err);
+    return m->tb ? 0 : -1;
+}
+
+static void mirror(cf_metrics *m, const char *event, json_t *line, double time) {
+    json_t *step = json_object_get(line, "step");
+    if (json_is_integer(step)) m->last_step = json_integer_value(step);
+    const char *key;
+    json_t *value;
+    json_object_foreach(line, key, value) {
+        if (!json_is_number(value) || strcmp(key, "step") == 0 || strcmp(key, "time") == 0) continue;
+        char tag[128];
+        snprintf(tag, sizeof tag, "%s/%s", event, key);
+        cf_error err = {{0}};
+        if (cf_tb_scalar(m->tb, tag, m->last_step, time, (float)json_number_value(value), &err) != 0 && !m->tb_failed) {
+            m->tb_failed = true;
+            fprintf(stderr, "cformers: TensorBoard events stop: %s\n", err.msg);
+        }
+    }
 }
 
 void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
@@ -34,9 +64,15 @@ void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
     }
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    json_t *line = json_pack("{s:s, s:f}", "event", event, "time", (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec);
+    double time = (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+    json_t *line = json_pack("{s:s, s:f}", "event", event, "time", time);
     json_object_update(line, fields);
     json_decref(fields);
+    if (m->tb && !m->tb_failed) mirror(m, event, line, time);
+    if (!m->file) {
+        json_decref(line);
+        return;
+    }
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(line);
     if (text) {

@@ -10,9 +10,15 @@
 
 typedef struct cf_metrics cf_metrics;
 
-/* Opens `path` for appending (a resumed run continues the same file). */
+/* Opens `path` for appending (a resumed run continues the same file); NULL: no JSON file
+ * (the events may still go to TensorBoard). */
 cf_metrics *cf_metrics_open(const char *path, cf_error *err);
 void cf_metrics_close(cf_metrics *m);
+
+/* From now on every number of every event is also a TensorBoard scalar "<event>/<field>"
+ * (train/loss, eval/val_loss, ...) at the event's "step" (the last step seen for events
+ * without one) in a new event file in `dir`, which must exist. */
+int cf_metrics_add_tensorboard(cf_metrics *m, const char *dir, cf_error *err);
 
 /* Writes `fields` (an object; stolen, i.e. freed here) as one line, with "event" and
  * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped. */

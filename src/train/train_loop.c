@@ -47,11 +47,15 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     cf_config_print_yaml(&t->cfg, config.f);
     if (atomic_file_commit(&config, err) != 0) return -1;
     if (t->opts.dump_batches && atomic_file_open(&t->batch_dump, t->opts.dump_batches, err) != 0) return -1;
-    const char *metrics = t->cfg.callbacks.metrics_monitor.file;
-    if (!*metrics) return 0;
+    const char *metrics = t->cfg.callbacks.metrics_monitor.file, *summary = t->cfg.callbacks.summary_monitor.summary_dir;
+    if (!*metrics && !*summary) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, metrics);
-    t->metrics = cf_metrics_open(path, err);
-    return t->metrics ? 0 : -1;
+    t->metrics = cf_metrics_open(*metrics ? path : NULL, err);
+    if (!t->metrics || !*summary) return t->metrics ? 0 : -1;
+    snprintf(path, sizeof path, "%s/%s", dir, summary);
+    if (cf_make_dirs(path, err) != 0 || cf_metrics_add_tensorboard(t->metrics, path, err) != 0)
+        return cf_fail_prefix(err, "callbacks.summary_monitor.summary_dir: ");
+    return 0;
 }
 
 static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
