@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/checked.h"
+
 static const char *suffix[LW_COUNT] = {
     [LW_EMBED] = "model.embed_tokens.weight",
     [LW_ATTN_NORM] = "input_layernorm.weight",
@@ -47,6 +49,13 @@ int llama_weight_shape(const cf_model_config *m, llama_weight kind, int64_t shap
     return 0;
 }
 
+bool llama_weight_numel(const cf_model_config *m, llama_weight kind, size_t *n) {
+    int64_t shape[2] = {0, 0};
+    int ndim = llama_weight_shape(m, kind, shape);
+    if (shape[0] < 0 || (ndim == 2 && shape[1] < 0)) return *n = 0, false;
+    return cf_mul_size((uint64_t)shape[0], ndim == 2 ? (uint64_t)shape[1] : 1, n);
+}
+
 int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ctx) {
     int rc = fn(ctx, LW_EMBED, 0);
     for (long l = 0; l < m->num_layers && rc == 0; l++)
@@ -70,6 +79,17 @@ int llama_config_check(const cf_model_config *m, const char *source, cf_error *e
                        source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
     if (m->max_position_embeddings < 1)
         return cf_fail(err, "%s: max_position_embeddings must be positive", source);
+    for (int k = 0; k < LW_COUNT; k++) {
+        size_t n, bytes;
+        if (!llama_weight_numel(m, (llama_weight)k, &n) || !cf_mul_size(n, sizeof(float), &bytes)) {
+            char name[128];
+            llama_weight_name((llama_weight)k, 0, name, sizeof name);
+            return cf_fail(err, "%s: tensor %s: the shape implied by vocab_size %lld, hidden_size %lld, "
+                                "intermediate_size %lld overflows the address space",
+                           source, name, (long long)m->vocab_size, (long long)m->hidden_size,
+                           (long long)m->intermediate_size);
+        }
+    }
     return 0;
 }
 
