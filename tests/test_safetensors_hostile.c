@@ -90,6 +90,8 @@ static void hostile_config_json(void) {
          "model.layers.0.mlp.gate_proj.weight has shape [48, 16], config.json implies [1099511627776, 16]"},
         {"\"vocab_size\": 48", "\"vocab_size\": 4611686018427387904", "overflows the address space"},
         {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000", "model.layers.2.input_layernorm.weight is missing"},
+        {"\"rope_theta\": 10000.0", "\"rope_theta\": -1", "rope_theta -1 must be positive and finite"},
+        {"\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0", "rms_norm_eps 0 must be in (0, 1]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[2048];

@@ -50,6 +50,11 @@ int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ct
  * byte size representable without overflow); err names `source` and the field. */
 int llama_config_check(const cf_model_config *m, const char *source, cf_error *err);
 
+/* Fails unless checkpoint c holds at least the tensors m implies (embedding, final norm,
+ * 9 per layer, lm_head when untied), so arrays sized from num_layers are bounded by the
+ * file; err names the checkpoint and num_layers. *count gets the number implied. */
+int llama_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *count, cf_error *err);
+
 /* The checkpoint tensor `name` with this shape in a float dtype (f32, bf16, f16),
  * checksum verified; NULL with err naming the file and tensor otherwise. */
 const cf_ckpt_tensor *llama_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
