@@ -3,9 +3,11 @@
  * alignment), and config.json sizes are checked against the tensors before the import
  * allocates anything sized from them (vocab_size 2^40 aborted with "out of memory"). */
 #include <stdint.h>
+#include <time.h>
 
 #include "cformers/convert.h"
 #include "infer_test_util.h"
+#include "io/llama_weights.h"
 #include "io/safetensors.h"
 
 static void write_bytes(const char *path, const void *data, size_t n) {
@@ -111,8 +113,57 @@ static void hostile_config_json(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* 20,000 tiny layers (180,000 tensors) with the final norm missing: every tensor is
+ * looked up before the refusal, by binary search; the linear st_find made this about
+ * 10^10 name comparisons. */
+static void many_tensors(void) {
+    enum { LAYERS = 20000 };
+    const char *dir = temp_path("many_hf"), *out = temp_path("many.ckpt");
+    char path[512];
+    snprintf(path, sizeof path, "mkdir -p %s", dir);
+    CHECK(system(path) == 0);
+    cf_model_config m;
+    cf_model_config_init_llama(&m);
+    m.vocab_size = 1, m.hidden_size = 2, m.num_heads = m.num_kv_heads = 1, m.intermediate_size = 1;
+    m.num_layers = LAYERS, m.tie_word_embeddings = true;
+    st_tensor *t = calloc(9 * LAYERS + 1, sizeof *t);
+    char (*names)[64] = calloc(9 * LAYERS + 1, sizeof *names);
+    static const float zeros[4];
+    long n = 0;
+    for (int k = 0; k < LW_FINAL_NORM; k++)
+        for (long l = 0; l < (llama_weight_per_layer((llama_weight)k) ? LAYERS : 1); l++, n++) {
+            llama_weight_name((llama_weight)k, l, names[n], sizeof names[n]);
+            t[n] = (st_tensor){.name = names[n], .dtype = CF_F32, .data = zeros};
+            t[n].ndim = llama_weight_shape(&m, (llama_weight)k, t[n].shape);
+            t[n].nbytes = sizeof(float) * (size_t)(t[n].shape[0] * (t[n].ndim == 2 ? t[n].shape[1] : 1));
+        }
+    cf_error err = {{0}};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK_MSG(st_write(path, t, n, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 1, \"hidden_size\": 2, \"intermediate_size\": 1, "
+               "\"num_hidden_layers\": %d, \"num_attention_heads\": 1, \"tie_word_embeddings\": true}",
+            LAYERS);
+    fclose(f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cf_convert_options opt = {.dtype = CF_F32};
+    CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_CONTAINS(err.msg, "model.norm.weight is missing");
+    CHECK_MSG(seconds < 60, "%.1f s to look through %ld tensors", seconds, n);
+    printf("%ld tensors looked through in %.2f s\n", n, seconds);
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    CHECK(system(path) == 0);
+    free(names);
+    free(t);
+}
+
 int main(void) {
     hostile_headers();
     hostile_config_json();
+    many_tensors();
     return test_finish();
 }

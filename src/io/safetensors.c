@@ -72,6 +72,10 @@ static int parse_tensor(st_file *f, const char *name, json_t *e, uint64_t data_s
     return 0;
 }
 
+static int compare_names(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
 int st_open(st_file *f, const char *path, cf_error *err) {
     *f = (st_file){.path = cf_xstrdup(path)};
     int fd = open(path, O_RDONLY);
@@ -115,6 +119,9 @@ int st_open(st_file *f, const char *path, cf_error *err) {
             }
             f->n++;
         }
+        f->by_name = cf_xcalloc((size_t)f->n + 1, sizeof *f->by_name);
+        for (long i = 0; i < f->n; i++) f->by_name[i] = &f->tensors[i];
+        qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
         return 0;
     }
     st_close(f);
@@ -122,15 +129,16 @@ int st_open(st_file *f, const char *path, cf_error *err) {
 }
 
 const st_tensor *st_find(const st_file *f, const char *name) {
-    for (long i = 0; i < f->n; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
-    return NULL;
+    st_tensor key = {.name = name};
+    const st_tensor *k = &key, **hit = bsearch(&k, f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
+    return hit ? *hit : NULL;
 }
 
 void st_close(st_file *f) {
     if (f->map) munmap((void *)f->map, f->size);
     json_decref(f->header);
     free(f->tensors);
+    free(f->by_name);
     free(f->path);
     *f = (st_file){0};
 }
