@@ -80,8 +80,16 @@ static void strings_round_trip(void) {
         CHECK_MSG(strcmp(back.output_dir, values[i]) == 0, "value %zu read back as '%s'", i, back.output_dir);
         free(text);
     }
-    cf_config cfg;
+    /* set through the API, a stray byte still prints as loadable YAML (as U+00FF) */
+    cf_config cfg, back;
     cf_error err = {{0}};
+    CHECK(cf_config_load("tiny_shakespeare", &cfg, &err) == 0);
+    snprintf(cfg.output_dir, sizeof cfg.output_dir, "a\xff");
+    char *text = config_yaml_text(&cfg);
+    cf_config_defaults(&back);
+    CHECK_MSG(cf_config_parse_string(text, "printed", &back, &err) == 0, "%s", err.msg);
+    CHECK(strcmp(back.output_dir, "a\xc3\xbf") == 0);
+    free(text);
     cf_config_defaults(&cfg);
     CHECK(cf_config_apply_override(&cfg, "output_dir=bad\xff\xfe", &err) == -1);
     CHECK_CONTAINS(err.msg, "output_dir: byte 3 is not UTF-8");

@@ -174,8 +174,8 @@ static bool yaml_raw_ok(uint32_t cp) {
     return (cp >= 0x20 && cp <= 0x7e) || (cp >= 0xa0 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) || cp >= 0x10000;
 }
 
-/* s (valid UTF-8: cf_config_key_set refuses other strings) as a double-quoted YAML scalar
- * that reads back to the same bytes: quotes, backslashes and every character YAML cannot
+/* s as a double-quoted YAML scalar that reads back to the same bytes when s is UTF-8 (as
+ * cf_config_key_set makes sure): quotes, backslashes and every character YAML cannot
  * hold raw (controls, DEL, C1, U+FFFE/U+FFFF) are escaped. Needs CF_CONFIG_VALUE_MAX for
  * the longest string field. */
 static void format_string(const char *s, char *buf, size_t cap) {
@@ -188,7 +188,7 @@ static void format_string(const char *s, char *buf, size_t cap) {
             used += (size_t)snprintf(buf + used, cap - used, "\\%c", (char)cp);
         else if (cp == '\n' || cp == '\t' || cp == '\r')
             used += (size_t)snprintf(buf + used, cap - used, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
-        else if (!yaml_raw_ok(cp))
+        else if (!yaml_raw_ok(cp) || (n == 1 && cp >= 0x80)) /* a stray non-UTF-8 byte: loadable, as U+00NN */
             used += (size_t)snprintf(buf + used, cap - used, cp < 0x100 ? "\\x%02X" : "\\u%04X", (unsigned)cp);
         else
             memcpy(buf + used, s + i, (size_t)n), used += (size_t)n;
