@@ -9,6 +9,8 @@ packages=(
   build-essential cmake pkg-config clang
   # engine libraries
   libyaml-dev libjansson-dev libzstd-dev zstd libopenmpi-dev openmpi-bin
+  # the dashboard: an HTTP server library and Chart.js (served from where the package puts it)
+  libmicrohttpd-dev libjs-chart.js
   # reference fixtures (tools/) and peers for benchmarks (bench/)
   python3 python3-numpy python3-torch python3-sentencepiece
   libopenblas-dev libblis-dev libdnnl-dev

@@ -16,6 +16,7 @@ int cmd_config(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_dashboard(int argc, char **argv);
 
 /* True when argv holds -h or --help. */
 bool cli_wants_help(int argc, char **argv);

@@ -9,6 +9,8 @@
 #include "cformers/dist.h"
 #include "cformers/threads.h"
 #include "cformers/train.h"
+#include "obs/dashboard.h"
+#include "train/checkpoint_files.h"
 
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
@@ -31,6 +33,8 @@ static void print_help(void) {
            "  --dump-batches FILE    write every training and evaluation batch (token ids) to FILE,\n"
            "                         for replaying the run in PyTorch (docs/training.md)\n"
            "  --save-initial CKPT    write the weights before the first step to checkpoint CKPT\n"
+           "  --dashboard [PORT]     serve the live dashboard of output_dir on 127.0.0.1:PORT (default\n"
+           "                         8080) while training (cformers dashboard --help)\n"
            "\n"
            "On a terminal the progress line is rewritten in place; otherwise a line is printed\n"
            "every runner_config.log_interval steps.\n"
@@ -49,6 +53,7 @@ typedef struct train_args {
     const char *config;
     const char **overrides;
     int n_overrides;
+    int dashboard_port; /* -1: no dashboard */
     cf_train_options opts;
 } train_args;
 
@@ -72,6 +77,15 @@ static int parse_args(int argc, char **argv, train_args *a) {
                 return cli_usage_error("train", "%s needs a file name", arg);
             const char **file = strcmp(arg, "--dump-batches") == 0 ? &a->opts.dump_batches : &a->opts.save_initial;
             *file = argv[++i];
+        } else if (strcmp(arg, "--dashboard") == 0) {
+            a->dashboard_port = 8080;
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                char *end = NULL;
+                long port = strtol(argv[++i], &end, 10);
+                if (*end || port < 0 || port > 65535)
+                    return cli_usage_error("train", "--dashboard %s is not a port number in 0..65535", argv[i]);
+                a->dashboard_port = (int)port;
+            }
         } else if (strcmp(arg, "--quiet") == 0) {
             a->opts.quiet = true;
         } else if (cf_config_is_override_arg(arg)) {
@@ -89,7 +103,7 @@ int cmd_train(int argc, char **argv) {
         print_help();
         return 0;
     }
-    train_args a = {.overrides = calloc((size_t)argc, sizeof(char *))};
+    train_args a = {.overrides = calloc((size_t)argc, sizeof(char *)), .dashboard_port = -1};
     int rc = parse_args(argc, argv, &a);
     cf_config cfg;
     cf_error err = {{0}};
@@ -106,6 +120,18 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     a.opts.dist = dist;
+    cf_dashboard *dashboard = NULL;
+    if (a.dashboard_port >= 0 && cf_dist_rank(dist) == 0) {
+        cf_dashboard_options o = {.logdir = cfg.output_dir, .port = a.dashboard_port};
+        if (cf_make_dirs(cfg.output_dir, &err) != 0 || !(dashboard = cf_dashboard_start(&o, &err))) {
+            fprintf(stderr, "cformers train: --dashboard: %s\n", err.msg);
+            cf_dist_abort(dist, 1);
+            cf_dist_close(dist);
+            return 1;
+        }
+        printf("dashboard: http://127.0.0.1:%d/\n", cf_dashboard_port(dashboard));
+        fflush(stdout);
+    }
     cf_trainer *t = cf_trainer_create(&cfg, &a.opts, &err);
     if (!t || cf_trainer_run(t, &err) != 0) {
         if (cf_dist_size(dist) > 1)
@@ -113,11 +139,13 @@ int cmd_train(int argc, char **argv) {
         else
             fprintf(stderr, "cformers train: %s\n", err.msg);
         cf_trainer_free(t);
+        cf_dashboard_stop(dashboard);
         cf_dist_abort(dist, 1); /* the other ranks would wait for this one */
         cf_dist_close(dist);
         return 1;
     }
     cf_trainer_free(t);
+    cf_dashboard_stop(dashboard);
     cf_dist_close(dist);
     return 0;
 }

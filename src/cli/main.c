@@ -24,6 +24,7 @@ static const subcommand subcommands[] = {
     {"bench", cmd_bench, "measure kernels and machine peaks"},
     {"launch", cmd_launch, "run a command as an MPI job (mpirun, or srun under Slurm)"},
     {"serve", cmd_serve, "serve a model over HTTP"},
+    {"dashboard", cmd_dashboard, "a live web page of training runs (loss, throughput, memory, communication)"},
 };
 
 static void print_help(FILE *out) {

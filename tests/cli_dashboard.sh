@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `cformers dashboard`: misuse exits 2, a missing log directory or Chart.js exits 1 naming
+# it; served over two runs, /api/runs lists them, /api/metrics gives a run's lines, an
+# unknown run is 404 and a POST 405; in a real browser (headless Chromium, where
+# installed) the page loads Chart.js from the server and draws every run's points.
+source "$(dirname "$0")/lib_cli.sh"
+chart=/usr/share/javascript/chart.js/chart.min.js
+[ -f "$chart" ] || { echo "SKIP: no $chart (Debian's libjs-chart.js)"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
+
+check "no --logdir" 2 "$bin" dashboard
+check "bad --port" 2 "$bin" dashboard --logdir "$tmp" --port http
+check "missing log directory" 1 "$bin" dashboard --logdir "$tmp/none" --port 0
+stderr_has "the directory is named" "$tmp/none"
+check "missing Chart.js" 1 "$bin" dashboard --logdir "$tmp" --port 0 --chart-js "$tmp/chart.js"
+stderr_has "Chart.js is named" "$tmp/chart.js"
+
+mkdir -p "$tmp/logs/a" "$tmp/logs/sweep/b"
+for run in a sweep/b; do
+    for s in 1 2 3 4 5 6; do
+        echo "{\"event\":\"train\",\"time\":1.0,\"step\":$s,\"loss\":$((10 - s)).5,\"lr\":0.001,\"grad_norm\":1.0,\"tokens_per_s\":1000.0,\"step_seconds\":0.5}"
+    done >"$tmp/logs/$run/metrics.jsonl"
+    echo '{"event":"eval","time":2.0,"step":6,"val_loss":4.0}' >>"$tmp/logs/$run/metrics.jsonl"
+done
+
+"$bin" dashboard --logdir "$tmp/logs" --port 0 >"$tmp/server.out" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
+url=""
+for _ in $(seq 50); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$tmp/server.out" 2>/dev/null) && break
+    sleep 0.1
+done
+[ -n "$url" ] || { fail_because "the server printed no address"; cat "$tmp/server.out"; finish "cli dashboard"; }
+
+check "runs" 0 curl -sf "${url}api/runs"
+stdout_has "both runs listed" '"runs":\["a","sweep/b"\]'
+check "a run's metrics" 0 curl -sf "${url}api/metrics?run=sweep/b"
+[ "$(grep -c '"event"' "$tmp/out")" = 7 ] || fail_because "/api/metrics did not give the run's 7 lines"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "${url}api/metrics?run=../a")" = 404 ] || fail_because "an unknown run is not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")" = 405 ] || fail_because "POST is not 405"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "${url}chart.js")" = 200 ] || fail_because "Chart.js is not served"
+
+browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -z "$browser" ]; then
+    echo "SKIP (part): no Chromium for the browser check (apt-get install chromium)"
+else
+    # ?once: one poll, no timers, so the virtual time budget can run out.
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
+        --dump-dom "${url}?once" >"$tmp/dom.html" 2>/dev/null
+    # 2 runs x (6 losses + 1 validation loss + 6 lr + 6 tokens/s + 6 grad norms + 6 step times)
+    grep -q 'data-points="62"' "$tmp/dom.html" && grep -q 'data-runs="2"' "$tmp/dom.html" ||
+        { fail_because "the page did not draw both runs' points"; grep -o '<body[^>]*>' "$tmp/dom.html"; grep -o 'id="status">[^<]*' "$tmp/dom.html"; }
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
+        --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "${url}?once" >/dev/null 2>&1
+    [ -s "$tmp/dashboard.png" ] || fail_because "no screenshot"
+fi
+finish "cli dashboard"
