@@ -9,8 +9,13 @@
 
 #include "cformers/checkpoint.h"
 #include "cformers/train.h"
+#include "train/trainer_internal.h"
 #include "fixture_io.h"
 #include "test_util.h"
+
+/* Step 1 ran on the fixture's first batch from its initial weights, so its gradient
+ * statistics are the norms of PyTorch's gradients (grad/NAME), parameter by parameter. */
+static void check_grad_stats(const char *file, const cf_trainer *t, const fixture *fx, json_t *params);
 
 static const fixture_record *need(const fixture *fx, const char *fmt, const char *arg) {
     char name[300];
@@ -36,6 +41,7 @@ static int fixture_config(json_t *meta, cf_config *cfg) {
     cfg->runner_config.train_steps = json_integer_value(json_object_get(meta, "steps"));
     cfg->runner_config.gradient_accumulation_steps = 1;
     cfg->runner_config.eval_interval = 0;
+    cfg->callbacks.summary_monitor.gradient_stats_interval = 1; /* checked at step 1 */
     cfg->optimizer.beta1 = num(json_object_get(o, "beta1"));
     cfg->optimizer.beta2 = num(json_object_get(o, "beta2"));
     cfg->optimizer.eps = num(json_object_get(o, "eps"));
@@ -113,6 +119,7 @@ static void check_fixture(const char *file) {
         CHECK(cf_trainer_step(t, batches + s * row, &loss, &err) == 0);
         CHECK_MSG(fabs(loss - want_losses[s]) <= 1e-5 * fabs(want_losses[s]), "%s: step %lld loss %.9g, reference %.9g",
                   file, (long long)s, loss, want_losses[s]);
+        if (s == 0) check_grad_stats(file, t, &fx, params);
     }
     json_array_foreach(params, i, jname) {
         const char *name = json_string_value(jname);
@@ -131,6 +138,27 @@ done:
     cf_trainer_free(t);
     json_decref(meta);
     fixture_free(&fx);
+}
+
+static void check_grad_stats(const char *file, const cf_trainer *t, const fixture *fx, json_t *params) {
+    const double *norms, *ratios;
+    CHECK_MSG(cf_trainer_grad_stats(t, &norms, &ratios) == 1, "%s: no gradient statistics at step 1", file);
+    if (!norms) return;
+    size_t i;
+    json_t *jname;
+    json_array_foreach(params, i, jname) {
+        const char *name = json_string_value(jname);
+        const fixture_record *g = need(fx, "grad/%s", name);
+        double want = 0.0;
+        for (int64_t e = 0; g && e < g->numel; e++) want += (double)((const float *)g->data)[e] * ((const float *)g->data)[e];
+        want = sqrt(want);
+        int k = -1; /* the engine's index of this parameter */
+        for (int p = 0; p < cf_graph_num_params(t->model.graph); p++)
+            if (strcmp(cf_graph_param_at(t->model.graph, p)->name, name) == 0) k = p;
+        CHECK_MSG(k >= 0 && fabs(norms[k] - want) <= 1e-4 * fmax(want, 1e-6), "%s: %s gradient norm %.9g, PyTorch %.9g",
+                  file, name, k >= 0 ? norms[k] : -1.0, want);
+        CHECK_MSG(k >= 0 && ratios[k] >= 0 && ratios[k] < 1, "%s: %s update ratio %g", file, name, k >= 0 ? ratios[k] : -1.0);
+    }
 }
 
 int main(void) {

@@ -137,6 +137,7 @@ typedef struct cf_metrics_monitor_config {
 
 typedef struct cf_summary_monitor_config {
     char summary_dir[CF_CONFIG_PATH_MAX]; /* TensorBoard event files, relative to output_dir; "" = none */
+    int64_t gradient_stats_interval;      /* per-parameter gradient norms and update ratios; 0 = off */
 } cf_summary_monitor_config;
 
 typedef struct cf_profile_monitor_config {

@@ -182,8 +182,19 @@ typedef struct cf_adamw_config {
  * parameter block, the learning rate read from the f32 scalar `lr` at run time (so a
  * schedule needs no rebuild), and the gradient block zeroed for the next step. When the
  * norm is not finite (an overflow under loss scaling) the step is skipped: weights,
- * moments and the step count stay, the gradients are cleared. */
+ * moments and the step count stay, the gradients are cleared. The norm's producer also
+ * has the gradient-flow statistics: its input 1 is an i32 scalar input "grad_stats"
+ * (default 0) and, on steps run with it set, its output 1 ([n_params] f32, kept) holds
+ * each parameter's sum of squared gradients (cf_graph_grad_stats). */
 cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr);
+
+/* From the norm cf_graph_adamw returned: the switch to set before a step whose per-
+ * parameter gradient statistics are wanted, and where they land (in parameter order). */
+typedef struct cf_grad_stats_tensors {
+    cf_tensor *enable;     /* i32 scalar input */
+    cf_tensor *param_sq;   /* f32 [n_params]: sum of squares of each parameter's gradient */
+} cf_grad_stats_tensors;
+cf_grad_stats_tensors cf_graph_grad_stats(const cf_tensor *grad_norm);
 
 #ifdef __cplusplus
 }

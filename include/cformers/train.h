@@ -98,6 +98,11 @@ int64_t cf_trainer_steps_done(const cf_trainer *t);
  * element count in *numel. */
 float *cf_trainer_param(cf_trainer *t, const char *name, int64_t *numel);
 float *cf_trainer_grad(cf_trainer *t, const char *name, int64_t *numel);
+/* The last gradient-flow statistics (callbacks.summary_monitor.gradient_stats_interval):
+ * per parameter, in cf_graph_param_at order, the L2 norm of its gradient before clipping
+ * and |weights after - before| / |weights before| of the update. Returns the step they
+ * were taken at, 0 when none yet (the pointers are then NULL). */
+int64_t cf_trainer_grad_stats(const cf_trainer *t, const double **grad_norm, const double **update_ratio);
 /* [batch_size, seq_length, vocab_size] logits of the last micro-batch; needs keep_logits. */
 const float *cf_trainer_logits(const cf_trainer *t);
 

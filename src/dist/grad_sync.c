@@ -28,6 +28,7 @@ struct cf_grad_sync {
     int n_buckets;
     float *grads; /* the gradient block, read from the nodes' input when they run */
     int64_t *bounds; /* ZeRO-1: rank r's optimizer shard is [bounds[r], bounds[r + 1]); else NULL */
+    double *stats_sq; /* ZeRO-1: the per-parameter gradient statistics being summed over ranks */
 
     pthread_t thread;
     pthread_mutex_t lock;
@@ -153,6 +154,14 @@ static void norm_forward(const cf_node *n) {
     cf_error err = {{0}};
     if (!s->failed && cf_dist_sum_f64(s->dist, &sq, 1, &err) != 0) fail_update(s, "gradient norm", &err);
     *norm = s->failed ? NAN : (float)sqrt(sq);
+    cf_grad_stats_tensors stats = cf_graph_grad_stats(n->inputs[0]);
+    if (*cf_tensor_i32(stats.enable) && !s->failed) { /* each rank summed its shard's part */
+        float *per = cf_tensor_f32(stats.param_sq);
+        int64_t count = cf_tensor_numel(stats.param_sq);
+        for (int64_t i = 0; i < count; i++) s->stats_sq[i] = per[i];
+        if (cf_dist_sum_f64(s->dist, s->stats_sq, (int)count, &err) != 0) fail_update(s, "gradient statistics", &err);
+        for (int64_t i = 0; i < count; i++) per[i] = (float)s->stats_sq[i];
+    }
 }
 
 static const cf_op_def op_grad_sync_norm = {.name = "grad_sync_norm", .n_outputs = 0, .infer = infer_nothing,
@@ -289,6 +298,7 @@ static int shard_optimizer(cf_grad_sync *s, cf_graph *g, int64_t largest, cf_err
     s->bounds = cf_xmalloc(sizeof *s->bounds * (size_t)(ranks + 1));
     for (int r = 0; r <= ranks; r++) s->bounds[r] = r == ranks ? g->param_elems : (g->param_elems * r / ranks) & ~(int64_t)15;
     if (cf_graph_shard_optimizer(g, s->bounds[rank], s->bounds[rank + 1], err) != 0) return -1;
+    s->stats_sq = cf_xcalloc((size_t)(g->n_params > 0 ? g->n_params : 1), sizeof *s->stats_sq);
     cf_allreduce_shard(&s->algo, s->bounds, largest);
     return 0;
 }
@@ -328,6 +338,7 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
                           g->param_elems, largest, err) != 0 ||
         (zero && shard_optimizer(s, g, largest, err) != 0) || insert_nodes(s, g, err) != 0) {
         cf_allreduce_free(&s->algo);
+        free(s->stats_sq);
         free(s->bounds);
         free(s->buckets);
         free(s);
@@ -355,6 +366,7 @@ void cf_grad_sync_free(cf_grad_sync *s) {
     cf_allreduce_free(&s->algo);
     free(s->queue);
     free(s->spans);
+    free(s->stats_sq);
     free(s->bounds);
     free(s->buckets);
     free(s);

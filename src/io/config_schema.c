@@ -145,6 +145,7 @@ const cf_config_key cf_config_keys[] = {
     K_BOOL(callbacks.checkpoint_monitor.async_save, true, "write checkpoints in the background"),
     K_STRING(callbacks.metrics_monitor.file, "metrics.jsonl", "JSON-lines metrics in output_dir; empty = none"),
     K_STRING(callbacks.summary_monitor.summary_dir, "tensorboard", "TensorBoard event files: a directory in output_dir; empty = none"),
+    K_INT(callbacks.summary_monitor.gradient_stats_interval, 100, 0, BIG, "steps between per-parameter gradient norms and update/weight ratios; 0 = off"),
     K_BOOL(callbacks.profile_monitor.enable, false, "per-op profile of the window: table, profile.json, timeline"),
     K_INT(callbacks.profile_monitor.start_step, 1, 0, BIG, "first profiled step (1-based)"),
     K_INT(callbacks.profile_monitor.stop_step, 10, 0, BIG, "last profiled step (inclusive)"),

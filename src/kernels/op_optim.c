@@ -35,11 +35,31 @@ static void grad_accumulate_forward(const cf_node *n) {
 const cf_op_def cf_op_grad_accumulate = {.name = "grad_accumulate", .n_outputs = 0, .infer = infer_nothing,
                                          .forward = grad_accumulate_forward, .mutates = 1u};
 
-/* ---- grad_norm: input the gradient block, output sqrt(sum g^2) ---- */
+/* ---- grad_norm: inputs the gradient block and the statistics switch (i32 scalar), attrs.p
+ * the graph; outputs sqrt(sum g^2) and, on steps whose switch is set, each parameter's
+ * sum of squares [n_params] (the gradient flow: docs/training.md). A second pass over the
+ * block, only then, so the statistics cost nothing on other steps. ---- */
 
 static int infer_grad_norm(cf_node *n, cf_error *err) {
+    const cf_graph *g = n->attrs.p;
     cf_node_output(n, 0, CF_F32, 0, NULL);
+    cf_node_output(n, 1, CF_F32, 1, (int64_t[]){g->n_params > 0 ? g->n_params : 1});
     return 0;
+}
+
+typedef struct param_sq_job {
+    const cf_graph *graph;
+    const float *g;
+    float *out;
+} param_sq_job;
+
+static void param_squares(void *arg, int p, int thread) {
+    param_sq_job *j = arg;
+    const cf_tensor *t = j->graph->params[p];
+    const float *g = j->g + t->param_offset;
+    double s = 0.0;
+    for (int64_t i = 0, n = cf_tensor_numel(t); i < n; i++) s += (double)g[i] * g[i];
+    j->out[p] = (float)s;
 }
 
 /* Eight running sums, so the additions do not wait on each other (one chain of double
@@ -66,11 +86,15 @@ static void grad_norm_forward(const cf_node *n) {
     double total = 0.0;
     for (long c = 0; c < j.chunks; c++) total += j.partial[c];
     *cf_out(n, 0) = (float)sqrt(total);
+    if (*cf_tensor_i32(n->inputs[1])) {
+        param_sq_job pj = {.graph = n->attrs.p, .g = j.g, .out = cf_out(n, 1)};
+        cf_parallel_for(pj.graph->n_params, param_squares, &pj);
+    }
 }
 
 static size_t grad_norm_workspace(const cf_node *n) { return sizeof(double) * CF_REDUCE_CHUNKS; }
 
-const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 1, .infer = infer_grad_norm,
+const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 2, .infer = infer_grad_norm,
                                    .forward = grad_norm_forward, .workspace = grad_norm_workspace};
 
 /* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm), attrs.f = {beta1, beta2,
@@ -167,12 +191,22 @@ cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr
     cf_param_blocks b = cf_graph_blocks(g);
     cf_phase saved = g->phase;
     g->phase = CF_PHASE_UPDATE;
-    cf_tensor *norm = cf_op_apply(g, &cf_op_grad_norm, (cf_tensor *[]){b.grads}, 1, NULL);
+    cf_tensor *stats = cf_graph_input(g, "grad_stats", CF_I32, 0, NULL);
+    cf_tensor *norm = cf_op_apply(g, &cf_op_grad_norm, (cf_tensor *[]){b.grads, stats}, 2, &(cf_attrs){.p = g});
+    if (!norm) return NULL;
     cf_tensor_set_name(norm, "grad_norm");
     cf_graph_keep(g, norm);
+    cf_tensor_set_name(norm->producer->outputs[1], "grad_norm.per_param_sq");
+    cf_graph_keep(g, norm->producer->outputs[1]);
     cf_attrs attrs = {.f = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->max_grad_norm}, .p = g};
     cf_tensor *in[7] = {b.params, b.grads, b.adam_m, b.adam_v, b.step, lr, norm};
     cf_graph_node_add(g, &cf_op_adamw, in, 7, &attrs);
     g->phase = saved;
     return g->failed ? NULL : norm;
+}
+
+cf_grad_stats_tensors cf_graph_grad_stats(const cf_tensor *grad_norm) {
+    const cf_node *n = grad_norm->producer;
+    CF_ASSERT(n && n->op == &cf_op_grad_norm);
+    return (cf_grad_stats_tensors){.enable = n->inputs[1], .param_sq = n->outputs[1]};
 }

@@ -6,6 +6,7 @@
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ static int build_graph(cf_trainer *t, cf_error *err) {
                              .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
     t->grad_norm = cf_graph_adamw(g, &adamw, t->lr);
     if (cf_graph_error(g, err) != 0) return -1;
+    t->stats = cf_graph_grad_stats(t->grad_norm);
     if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
     t->plan = cf_plan_create(g, err);
     return t->plan ? 0 : -1;
@@ -122,6 +124,7 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
     t->train_steps = rc->train_steps;
     t->schedule = cf_lr_schedule_resolve(&cfg->lr_schedule, t->train_steps);
     t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
+    t->stats_interval = cfg->callbacks.summary_monitor.gradient_stats_interval;
     if (build_graph(t, err) != 0 || open_data(t, err) != 0 || init_state(t, err) != 0) {
         cf_trainer_free(t);
         return NULL;
@@ -137,6 +140,9 @@ void cf_trainer_free(cf_trainer *t) {
     cf_train_profile_close(&t->profile);
     if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
     cf_grad_sync_free(t->sync);
+    free(t->stats_before);
+    free(t->stats_grad_norm);
+    free(t->stats_update_ratio);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
     free(t->tokens);
@@ -161,6 +167,46 @@ static int check_ids(const cf_trainer *t, const int32_t *tokens, int64_t n, cf_e
     return 0;
 }
 
+/* Gradient flow: the update phase sums each parameter's squared gradient when the switch
+ * is set; the weights are copied first so the update's size can be measured after. */
+static void stats_begin(cf_trainer *t) {
+    cf_param_blocks b = cf_graph_blocks(t->model.graph);
+    size_t bytes = cf_tensor_bytes(b.params);
+    int n = cf_graph_num_params(t->model.graph);
+    if (!t->stats_before) {
+        t->stats_before = cf_xmalloc(bytes);
+        t->stats_grad_norm = cf_xcalloc((size_t)n, sizeof(double));
+        t->stats_update_ratio = cf_xcalloc((size_t)n, sizeof(double));
+    }
+    memcpy(t->stats_before, cf_tensor_f32(b.params), bytes);
+    *cf_tensor_i32(t->stats.enable) = 1;
+}
+
+static void stats_end(cf_trainer *t, int64_t step) {
+    *cf_tensor_i32(t->stats.enable) = 0;
+    cf_graph *g = t->model.graph;
+    const float *sq = cf_tensor_f32(t->stats.param_sq);
+    json_t *rec = json_pack("{s:I}", "step", (json_int_t)step);
+    for (int i = 0; i < cf_graph_num_params(g); i++) {
+        const cf_tensor *p = cf_graph_param_at(g, i);
+        const float *w = cf_tensor_f32(p), *w0 = t->stats_before + p->param_offset;
+        double delta = 0.0, norm = 0.0;
+        for (int64_t k = 0, n = cf_tensor_numel(p); k < n; k++) {
+            delta += ((double)w[k] - w0[k]) * ((double)w[k] - w0[k]);
+            norm += (double)w0[k] * w0[k];
+        }
+        t->stats_grad_norm[i] = sqrt((double)sq[i]);
+        t->stats_update_ratio[i] = norm > 0 ? sqrt(delta / norm) : 0.0;
+        char key[CF_NAME_MAX + 16];
+        snprintf(key, sizeof key, "grad_norm/%s", p->name);
+        json_object_set_new(rec, key, json_real(t->stats_grad_norm[i]));
+        snprintf(key, sizeof key, "update_ratio/%s", p->name);
+        json_object_set_new(rec, key, json_real(t->stats_update_ratio[i]));
+    }
+    t->stats_step = step;
+    cf_metrics_write(t->metrics, "grad_stats", rec);
+}
+
 int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
     int64_t rows = t->batch * (t->seq + 1);
     if (check_ids(t, tokens, t->accum * rows, err) != 0) return -1;
@@ -174,8 +220,11 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
         sum += *cf_tensor_f32(t->model.loss);
     }
     *cf_tensor_f32(t->lr) = (float)cf_lr_schedule_at(&t->schedule, t->pos.step);
+    bool stats = t->stats_interval > 0 && (t->pos.step + 1) % t->stats_interval == 0;
+    if (stats) stats_begin(t);
     cf_plan_run(t->plan, CF_PHASE_UPDATE);
     if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
+    if (stats) stats_end(t, t->pos.step + 1);
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
     t->pos.step++;
     double mean[2] = {sum / (double)t->accum, t->stop_requested};
@@ -260,4 +309,10 @@ float *cf_trainer_grad(cf_trainer *t, const char *name, int64_t *numel) {
 
 const float *cf_trainer_logits(const cf_trainer *t) {
     return t->model.logits ? cf_tensor_f32(t->model.logits) : NULL;
+}
+
+int64_t cf_trainer_grad_stats(const cf_trainer *t, const double **grad_norm, const double **update_ratio) {
+    *grad_norm = t->stats_step ? t->stats_grad_norm : NULL;
+    *update_ratio = t->stats_step ? t->stats_update_ratio : NULL;
+    return t->stats_step;
 }

@@ -28,6 +28,14 @@ struct cf_trainer {
     /* A stop asked on any rank (a signal): agreed with the step's loss, so all ranks stop
      * after the same step. */
     bool stop_requested;
+    /* Gradient flow (callbacks.summary_monitor.gradient_stats_interval): the switch and
+     * sums the update phase fills, the weights before the update (allocated once when on),
+     * and the last statistics: per parameter, gradient L2 norm and |update| / |weights|. */
+    cf_grad_stats_tensors stats;
+    int64_t stats_interval;
+    float *stats_before;
+    double *stats_grad_norm, *stats_update_ratio;
+    int64_t stats_step; /* the step they belong to; 0: none yet */
     cf_lr_schedule schedule;
     int64_t batch, seq, accum, train_steps;
     cf_train_position pos;
