@@ -2,7 +2,8 @@
 # `cformers dashboard`: misuse exits 2, a missing log directory or Chart.js exits 1 naming
 # it; served over two runs, /api/runs lists them, /api/metrics gives a run's lines, an
 # unknown run is 404 and a POST 405; in a real browser (headless Chromium, where
-# installed) the page loads Chart.js from the server and draws every run's points.
+# installed) the page loads Chart.js from the server, logs nothing to the console and draws
+# every run's points; `train --dashboard` serves a run while it trains, and new steps show.
 source "$(dirname "$0")/lib_cli.sh"
 chart=/usr/share/javascript/chart.js/chart.min.js
 [ -f "$chart" ] || { echo "SKIP: no $chart (Debian's libjs-chart.js)"; exit 77; }
@@ -47,7 +48,8 @@ if [ -z "$browser" ]; then
 else
     # ?once: one poll, no timers, so the virtual time budget can run out.
     timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
-        --dump-dom "${url}?once" >"$tmp/dom.html" 2>/dev/null
+        --enable-logging=stderr --v=0 --dump-dom "${url}?once" >"$tmp/dom.html" 2>"$tmp/browser.log"
+    grep -q ':CONSOLE' "$tmp/browser.log" && { fail_because "the page logged to the console"; grep ':CONSOLE' "$tmp/browser.log"; }
     # 2 runs x (6 losses + 1 validation loss + 6 lr + 6 tokens/s + 6 grad norms + 6 step times)
     grep -q 'data-points="62"' "$tmp/dom.html" && grep -q 'data-runs="2"' "$tmp/dom.html" ||
         { fail_because "the page did not draw both runs' points"; grep -o '<body[^>]*>' "$tmp/dom.html"; grep -o 'id="status">[^<]*' "$tmp/dom.html"; }
@@ -55,4 +57,32 @@ else
         --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "${url}?once" >/dev/null 2>&1
     [ -s "$tmp/dashboard.png" ] || fail_because "no screenshot"
 fi
+
+# train --dashboard: the run's own page, live.
+for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+CFORMERS_THREADS=1 "$bin" train --config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" \
+    --output_dir="$tmp/live" --model.model_config.hidden_size=32 --model.model_config.num_layers=1 \
+    --model.model_config.num_heads=2 --model.model_config.intermediate_size=64 \
+    --model.model_config.max_position_embeddings=32 --runner_config.seq_length=32 --runner_config.batch_size=2 \
+    --runner_config.train_steps=100000 --runner_config.log_interval=1 --runner_config.eval_interval=0 \
+    --runner_config.sample_interval=0 --runner_config.save_interval=0 --dashboard 0 --quiet >"$tmp/train.out" 2>&1 &
+trainer=$!
+trap 'kill $server $trainer 2>/dev/null; rm -rf "$tmp"' EXIT
+live=""
+for _ in $(seq 100); do
+    live=$(grep -o 'http://127.0.0.1:[0-9]*/' "$tmp/train.out" 2>/dev/null) && break
+    sleep 0.1
+done
+steps() { curl -sf "${live}api/metrics?run=." | grep -c '"event":"train"'; }
+if [ -z "$live" ]; then
+    fail_because "train --dashboard printed no address"; cat "$tmp/train.out"
+else
+    sleep 2
+    first=$(steps)
+    sleep 2
+    second=$(steps)
+    [ "${second:-0}" -gt "${first:-0}" ] || fail_because "no new steps while training ($first, then $second)"
+fi
+kill -INT $trainer 2>/dev/null
+wait $trainer 2>/dev/null
 finish "cli dashboard"
