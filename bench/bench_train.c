@@ -24,10 +24,7 @@
 #include "bench_util.h"
 
 static double flops_per_token(const cf_config *cfg) {
-    const cf_model_config *m = &cfg->model.model_config;
-    double n = (double)cf_model_param_count(m) - (double)(m->vocab_size * m->hidden_size);
-    if (m->tie_word_embeddings) n += (double)(m->vocab_size * m->hidden_size); /* the head still multiplies */
-    return 6.0 * n + 12.0 * (double)(m->num_layers * m->hidden_size * cfg->runner_config.seq_length);
+    return cf_model_train_flops_per_token(&cfg->model.model_config, cfg->runner_config.seq_length);
 }
 
 static int bench_one(const char *spec, int warmup, int steps, double peak) {

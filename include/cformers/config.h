@@ -222,6 +222,10 @@ const char *cf_config_preset_description(int index);
 /* Exact number of trainable parameters of the architecture (embeddings, every layer's
  * weights and biases, final norm, and the output head unless tied). */
 int64_t cf_model_param_count(const cf_model_config *m);
+/* Floating-point operations of one training step per token at sequence length `seq`, as
+ * MFU counts them (PaLM's appendix B): 6 per weight a token multiplies (the head included,
+ * tied or not; the embedding lookup excluded) plus 12 x layers x hidden x seq for attention. */
+double cf_model_train_flops_per_token(const cf_model_config *m, int64_t seq);
 
 /* Memory a training step needs, analytically (see docs/config.md for the activation
  * count). Bytes are doubles: 70B models overflow nothing and print the same. */

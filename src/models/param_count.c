@@ -25,3 +25,9 @@ int64_t cf_model_param_count(const cf_model_config *m) {
     int64_t body = m->arch == CF_ARCH_GPT2 ? gpt2_param_count(m) : llama_param_count(m);
     return body + (m->tie_word_embeddings ? 0 : m->vocab_size * m->hidden_size /* output head */);
 }
+
+double cf_model_train_flops_per_token(const cf_model_config *m, int64_t seq) {
+    double n = (double)cf_model_param_count(m) - (double)(m->vocab_size * m->hidden_size);
+    if (m->tie_word_embeddings) n += (double)(m->vocab_size * m->hidden_size); /* the head still multiplies */
+    return 6.0 * n + 12.0 * (double)(m->num_layers * m->hidden_size * seq);
+}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cformers/gemm.h"
+#include "cformers/threads.h"
 #include "io/atomic_file.h"
 #include "obs/clock.h"
 #include "obs/progress.h"
@@ -17,6 +19,7 @@
 
 typedef struct run_state {
     cf_progress progress;
+    double peak_flops, flops_per_token; /* this rank's measured f32 FMA peak, for MFU */
     int64_t stop;
     double step_seconds;  /* moving average, for tokens/s */
     double train_seconds; /* all training steps of this run, batch fetching included */
@@ -155,8 +158,10 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     double lr = cf_lr_schedule_at(&t->schedule, step - 1);
     if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s);
     if (every(step, t->cfg.runner_config.log_interval) || step == r->stop) {
-        json_t *rec = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
-                                "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt);
+        double mfu = r->peak_flops > 0 ? tokens_per_s / t->world * r->flops_per_token / r->peak_flops : 0.0;
+        json_t *rec = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                                "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "mfu", mfu,
+                                "step_seconds", dt);
         if (t->sync) {
             const cf_grad_sync_stats *c = cf_grad_sync_last(t->sync);
             json_object_update_new(rec, json_pack("{s:i, s:f, s:f, s:f, s:f, s:i}", "ranks", t->world, "comm_seconds",
@@ -205,7 +210,9 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
 
 int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
-    run_state r = {.stop = t->train_steps};
+    run_state r = {.stop = t->train_steps,
+                   .peak_flops = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads()),
+                   .flops_per_token = cf_model_train_flops_per_token(&t->cfg.model.model_config, t->seq)};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
     if (open_outputs(t, err) != 0 || cf_train_profile_open(t, t->pos.step, r.stop, err) != 0) return -1;
     cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
