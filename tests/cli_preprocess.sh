@@ -25,4 +25,7 @@ for f in "$tmp/out1"/*.cfrec; do
     cmp -s "$f" "$tmp/out2/$(basename "$f")" || { echo "FAIL: $(basename "$f") differs between 1 and 2 workers"; fail=1; }
 done
 check "existing records" 1 "$bin" preprocess --input "$tmp/corpus.txt" --tokenizer "$tok" --output "$tmp/out1"
+check "output in a directory not made yet" 0 "$bin" preprocess --input "$tmp/corpus.txt" --tokenizer "$tok" \
+    --output "$tmp/new/nested/data" --quiet
+ls "$tmp/new/nested/data"/train-*.cfrec >/dev/null 2>&1 || { echo "FAIL: no shards under the new nested directory"; fail=1; }
 finish "cli preprocess"

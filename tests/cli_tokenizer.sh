@@ -37,4 +37,7 @@ grep -q "tokenizer train:" "$tmp/err" || { echo "FAIL: train shows no progress";
 echo "To be, or not to be" | "$bin" tokenizer encode --tokenizer "$tmp/tok.json" >"$tmp/ids" || fail=1
 "$bin" tokenizer decode --tokenizer "$tmp/tok.json" <"$tmp/ids" >"$tmp/back" || fail=1
 [ "$(cat "$tmp/back")" = "To be, or not to be" ] || { echo "FAIL: trained round trip: $(cat "$tmp/back")"; fail=1; }
+head -c 20000 "$tmp/corpus.txt" >"$tmp/small.txt"
+"$bin" tokenizer train --input "$tmp/small.txt" --vocab-size 280 --output "$tmp/new/nested/tok.json" --quiet >/dev/null 2>&1
+[ -f "$tmp/new/nested/tok.json" ] || { echo "FAIL: tokenizer train did not create the output's directory"; fail=1; }
 finish "cli tokenizer"

@@ -8,6 +8,7 @@
 
 #include "cformers/tokenizer.h"
 #include "cli_parse.h"
+#include "core/file_util.h"
 #include "data/bpe_train.h"
 
 /* The largest --vocab-size: ids are int32, and each token costs the trainer memory up
@@ -75,7 +76,7 @@ static int train(int argc, char **argv) {
     if (rc == 0) {
         opt.inputs = inputs;
         cf_error err = {{0}};
-        int got = cf_bpe_train(&opt, &err);
+        int got = cf_make_parent_dirs(opt.output, &err) == 0 ? cf_bpe_train(&opt, &err) : -1;
         if (got < 0) {
             fprintf(stderr, "cformers tokenizer: %s\n", err.msg);
             rc = 1;

@@ -59,3 +59,26 @@ char *cf_map_file(const char *path, size_t *size, cf_error *err) {
 void cf_unmap_file(char *data, size_t size) {
     if (size) munmap(data, size);
 }
+
+int cf_make_dirs(const char *path, cf_error *err) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        bool last = *p == '\0';
+        if (*p == '/' || last) {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", buf, strerror(errno));
+            if (last) return 0;
+            *p = '/';
+        }
+    }
+}
+
+int cf_make_parent_dirs(const char *path, cf_error *err) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = '\0';
+    return cf_make_dirs(dir, err);
+}

@@ -15,4 +15,9 @@ unsigned char *cf_read_file(const char *path, size_t *size, cf_error *err);
 char *cf_map_file(const char *path, size_t *size, cf_error *err);
 void cf_unmap_file(char *data, size_t size);
 
+/* mkdir -p: creates path and its missing parents. */
+int cf_make_dirs(const char *path, cf_error *err);
+/* Creates the directory a file is to be written in (path's parents), when it has one. */
+int cf_make_parent_dirs(const char *path, cf_error *err);
+
 #endif

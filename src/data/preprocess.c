@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cformers/records.h"
+#include "core/file_util.h"
 #include "cformers/threads.h"
 #include "cformers/tokenizer.h"
 #include "core/file_util.h"
@@ -155,7 +156,7 @@ static bool is_jsonl(const char *path) {
 }
 
 static int prepare_output(const char *dir, cf_error *err) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", dir, strerror(errno));
+    if (cf_make_dirs(dir, err) != 0) return -1;
     static const char *const splits[] = {"train", "valid"};
     for (int s = 0; s < 2; s++) {
         char **paths;

@@ -67,16 +67,3 @@ void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep) {
     free(steps);
 }
 
-int cf_make_dirs(const char *path, cf_error *err) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        bool last = *p == '\0';
-        if (*p == '/' || last) {
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", buf, strerror(errno));
-            if (last) return 0;
-            *p = '/';
-        }
-    }
-}

@@ -23,7 +23,7 @@ int cf_checkpoint_newest(const char *dir, const char *prefix, char *buf, size_t 
 /* Deletes all but the newest `keep` checkpoints (keep <= 0: deletes nothing). */
 void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep);
 
-/* mkdir -p */
-int cf_make_dirs(const char *path, cf_error *err);
+
+#include "core/file_util.h" /* cf_make_dirs */
 
 #endif
