@@ -89,5 +89,11 @@ run 1 "$bin" config show "$src/tests/fixtures/config/indivisible_heads.yaml"
 expect "$err" "indivisible_heads.yaml:6: model.model_config.num_heads: hidden_size 100 is not divisible by num_heads 3"
 one_line_error
 
+# Presets name the shared assets through CFORMERS_DATA_DIR (../shared/data when unset).
+CFORMERS_DATA_DIR=/elsewhere/data run 0 "$bin" config show tiny_shakespeare
+expect "$out" '/elsewhere/data/stories260K/tok512.model'
+(unset CFORMERS_DATA_DIR; "$bin" config show tiny_shakespeare) | grep -q '"../shared/data/stories260K/tok512.model"' ||
+    { echo "FAIL: without CFORMERS_DATA_DIR the preset does not use ../shared/data"; fail=1; }
+
 [ $fail = 0 ] && echo "cli config: all passed"
 exit $fail

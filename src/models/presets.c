@@ -87,7 +87,7 @@ static const char *const tiny_shakespeare[] = {
     "optimizer.weight_decay=0.1",
     "output_dir=output/tiny_shakespeare",
     "train_dataset.data_dir=output/tiny_shakespeare/data",
-    "train_dataset.tokenizer=../shared/data/stories260K/tok512.model",
+    "train_dataset.tokenizer=" CF_PRESET_DATA "/stories260K/tok512.model",
     "train_dataset.eval_split=0.05",
     NULL};
 

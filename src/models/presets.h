@@ -7,6 +7,9 @@
 #define CFORMERS_PRESETS_H
 
 enum { CF_PRESET_MAX_PARTS = 4 };
+/* Stands for the shared assets' directory in a preset's values: CFORMERS_DATA_DIR, or
+ * ../shared/data when it is unset (expanded as the preset is applied). */
+#define CF_PRESET_DATA "${CFORMERS_DATA_DIR}"
 
 typedef struct cf_preset {
     const char *name;
