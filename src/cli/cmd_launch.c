@@ -9,7 +9,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cformers/error.h"
@@ -28,7 +31,8 @@ static const char *const PASSED_ENV[] = {"PATH", "LD_LIBRARY_PATH", "TMPDIR", "A
 
 static void print_help(void) {
     printf("usage: cformers launch -n RANKS [--threads-per-rank T] [--hostfile FILE | --netsim]\n"
-           "                       [--launcher auto|mpirun|srun] [--mpirun PATH] [--dry-run] -- COMMAND [ARGS...]\n"
+           "                       [--launcher auto|mpirun|srun] [--mpirun PATH] [--max-restarts K]\n"
+           "                       [--dry-run] -- COMMAND [ARGS...]\n"
            "\n"
            "Runs `cformers COMMAND ARGS...` (e.g. train --config ...) as an MPI job of RANKS ranks,\n"
            "this cformers binary on every rank, each rank with T compute threads (CFORMERS_THREADS=T).\n"
@@ -47,6 +51,12 @@ static void print_help(void) {
            "  --launcher L            auto (default): srun inside a Slurm allocation (SLURM_JOB_ID set)\n"
            "                          unless --hostfile or --netsim is given, else mpirun\n"
            "  --mpirun PATH           the mpirun to run (default: mpirun from PATH)\n"
+           "  --max-restarts K        supervise the job: when it fails (a rank crashed or was killed,\n"
+           "                          mpirun ended it), run it again, up to K times; a `train` job\n"
+           "                          resumes from the newest valid checkpoint of its output_dir (or\n"
+           "                          starts over when it had saved none). A status of 2 (the\n"
+           "                          command was refused) is not retried; SIGINT / SIGTERM go to\n"
+           "                          the job and end the supervision. Default 0: run it once.\n"
            "  --dry-run               print the command to stdout instead of running it\n"
            "\n"
            "mpirun gets: -n RANKS; --allow-run-as-root when run as root; when the ranks fit (no more\n"
@@ -65,6 +75,7 @@ static void print_help(void) {
 
 typedef struct launch_args {
     long ranks, threads; /* threads 0: the default share */
+    long max_restarts;   /* 0: exec the launcher, no supervision */
     const char *hostfile, *mpirun, *launcher; /* mpirun NULL: the one on PATH */
     bool dry_run, netsim;
     char **command; /* COMMAND ARGS..., NULL-terminated (argv's tail) */
@@ -121,12 +132,15 @@ static int parse_args(int argc, char **argv, launch_args *a) {
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *o = argv[i], *v = NULL;
         bool takes_value = strcmp(o, "-n") == 0 || strcmp(o, "--threads-per-rank") == 0 ||
+                           strcmp(o, "--max-restarts") == 0 ||
                            strcmp(o, "--hostfile") == 0 || strcmp(o, "--launcher") == 0 || strcmp(o, "--mpirun") == 0;
         if (takes_value && cli_flag_value("launch", argc, argv, &i, &v) != 0) return 2;
         if (strcmp(o, "-n") == 0) {
             if (cli_parse_long("launch", o, v, 1, MAX_RANKS, &a->ranks) != 0) return 2;
         } else if (strcmp(o, "--threads-per-rank") == 0) {
             if (cli_parse_long("launch", o, v, 1, MAX_THREADS, &a->threads) != 0) return 2;
+        } else if (strcmp(o, "--max-restarts") == 0) {
+            if (cli_parse_long("launch", o, v, 0, 1000, &a->max_restarts) != 0) return 2;
         } else if (strcmp(o, "--hostfile") == 0) {
             a->hostfile = v;
         } else if (strcmp(o, "--launcher") == 0) {
@@ -320,6 +334,86 @@ static void print_command(FILE *out, char *const *argv) {
     fputc('\n', out);
 }
 
+/* ---- supervision (--max-restarts) ---- */
+
+static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM received: forwarded, no restart */
+static volatile pid_t job_pid;
+
+static void forward_signal(int sig) {
+    stop_signal = sig;
+    if (job_pid > 0) kill(job_pid, sig);
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs argv to its end; returns its exit status as a shell reports it (128 + signal). */
+static int run_job(char *const *argv) {
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "cformers launch: cannot start the job: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cformers launch: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    job_pid = pid;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    job_pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static bool has_arg(char *const *argv, const char *arg) {
+    for (; *argv; argv++)
+        if (strcmp(*argv, arg) == 0) return true;
+    return false;
+}
+
+/* Runs the job, and again after each failure, up to a->max_restarts times. A `train`
+ * job is rerun with --resume; CFORMERS_LAUNCH_RESTART (0 on the first run, set before the
+ * launcher's words were made, so mpirun passes it on like every CFORMERS_* variable) tells
+ * it which restart this is and lets it start over when the failed run saved no checkpoint. */
+static int supervise(words *w, const launch_args *a, int command_at) {
+    struct sigaction on = {.sa_handler = forward_signal};
+    sigemptyset(&on.sa_mask);
+    sigaction(SIGINT, &on, NULL);
+    sigaction(SIGTERM, &on, NULL);
+    bool train = strcmp(w->v[command_at], "train") == 0;
+    double started = seconds_now();
+    for (long restart = 0;; restart++) {
+        int rc = run_job(w->v);
+        double ran = seconds_now() - started;
+        if (rc == 0 || stop_signal) return rc;
+        if (rc == 2) { /* misuse: the same words would fail the same way */
+            fprintf(stderr, "cformers launch: the job's command was refused (status 2); not restarting it\n");
+            return rc;
+        }
+        if (restart == a->max_restarts) {
+            fprintf(stderr, "cformers launch: the job failed (status %d) after %.1f s; no restarts left (%ld made)\n",
+                    rc, ran, restart);
+            return rc;
+        }
+        fprintf(stderr, "cformers launch: the job failed (status %d) after %.1f s; restart %ld of %ld%s\n", rc, ran,
+                restart + 1, a->max_restarts, train ? ", resuming from the newest valid checkpoint" : "");
+        char count[32];
+        snprintf(count, sizeof count, "%ld", restart + 1);
+        setenv("CFORMERS_LAUNCH_RESTART", count, 1);
+        if (train && !has_arg(w->v + command_at, "--resume")) push(w, "--resume");
+        print_command(stderr, w->v);
+        fflush(NULL);
+        started = seconds_now();
+    }
+}
+
 int cmd_launch(int argc, char **argv) {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -336,15 +430,19 @@ int cmd_launch(int argc, char **argv) {
         return 1;
     }
     exe[len] = '\0';
+    if (a.max_restarts > 0 && !a.dry_run) setenv("CFORMERS_LAUNCH_RESTART", "0", 1);
     words w = {0};
     if (strcmp(a.launcher, "srun") == 0) push_srun(&w, &a);
     else rc = push_mpirun(&w, &a);
     if (rc == 0) {
         push(&w, exe);
+        int command_at = w.n;
         for (char **c = a.command; *c; c++) push(&w, *c);
         print_command(a.dry_run ? stdout : stderr, w.v);
         fflush(NULL);
-        if (!a.dry_run) {
+        if (!a.dry_run && a.max_restarts > 0) {
+            rc = supervise(&w, &a, command_at);
+        } else if (!a.dry_run) {
             execvp(w.v[0], w.v);
             fprintf(stderr, "cformers launch: cannot run %s: %s\n", w.v[0], strerror(errno));
             rc = 1;
