@@ -6,6 +6,9 @@
 #   stdout_has / stderr_has DESC TEXT   the last check's output holds TEXT
 #   fail_because MESSAGE     records a failure
 #   require_asset PATH       exits 77 (skipped) when a shared asset is missing
+#   mpirun_ranks PATTERN     the pids of the ranks of the mpirun whose command line matches
+#                            the extended regular expression PATTERN (after "mpirun "),
+#                            once both of 2 are running; empty after 10 s without them
 #   finish NAME              prints the verdict and exits 0 or 1
 set -u
 bin="$1"
@@ -31,6 +34,16 @@ stdout_has() { grep -q -- "$2" "$tmp/out" || { fail_because "$1: stdout lacks '$
 stderr_has() { grep -q -- "$2" "$tmp/err" || { fail_because "$1: stderr lacks '$2'"; cat "$tmp/err"; }; }
 
 require_asset() { [ -e "$data/$1" ] || { echo "SKIP: no $data/$1"; exit 77; }; }
+
+mpirun_ranks() {
+    local launcher ranks
+    for _ in $(seq 100); do # the ranks are mpirun's children
+        launcher=$(pgrep -f -- "^mpirun .*$1" | head -1)
+        ranks=$([ -n "$launcher" ] && pgrep -P "$launcher")
+        [ "$(echo "$ranks" | grep -c .)" = 2 ] && echo "$ranks" && return 0
+        sleep 0.1
+    done
+}
 
 finish() {
     [ $fail = 0 ] && echo "$1: all passed"

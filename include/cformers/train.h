@@ -75,8 +75,15 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
 void cf_trainer_free(cf_trainer *t);
 
 /* Trains until the stop step: evaluation, samples, checkpoints and metrics on their
- * intervals, a checkpoint at the end, then the memory report (peak RSS vs estimate). */
+ * intervals, a checkpoint at the end, then the memory report (peak RSS vs estimate).
+ * While it runs, SIGTERM or SIGINT ends the run at the next step boundary with a
+ * checkpoint and returns 0 (cf_trainer_stop_signal says which signal); a second one
+ * takes the default action (the process dies at once). SIGUSR1 saves a checkpoint at the
+ * next step boundary and training goes on. With several ranks a signal to any rank
+ * acts on all of them after the same step. The previous handlers are restored after. */
 int cf_trainer_run(cf_trainer *t, cf_error *err);
+/* The signal (SIGTERM, SIGINT) that ended the last cf_trainer_run early, or 0. */
+int cf_trainer_stop_signal(const cf_trainer *t);
 
 /* One optimizer step on caller-supplied data: gradient_accumulation_steps micro-batches,
  * each batch_size rows of seq_length + 1 token ids, back to back. The mean loss over the

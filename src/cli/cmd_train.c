@@ -1,6 +1,7 @@
 /* cformers train: resolve the config, build the trainer, run it. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ static void print_help(void) {
            "Profiling: --callbacks.profile_monitor.enable=true times every op of steps start_step..\n"
            "stop_step, then prints a per-op table and writes output_dir/profile.json and a Chrome\n"
            "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n"
+           "\n"
+           "Signals: SIGTERM or SIGINT saves a checkpoint at the next step boundary and exits 0\n"
+           "(a second one exits at once); SIGUSR1 saves a checkpoint and training goes on. With\n"
+           "several ranks a signal to any rank acts on all of them after the same step.\n"
            "\n"
            "Data parallel: run under mpirun or `cformers launch -n N -- train ...`; every rank\n"
            "reads its share of each global batch (ranks x batch_size x accumulation rows),\n"
@@ -84,6 +89,18 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return 0;
 }
 
+/* A run ended early by a signal still succeeded: say where it stopped, on every rank (so
+ * a multi-rank job shows they agreed on the step). */
+static void report_stop(const cf_trainer *t, cf_dist *dist) {
+    int sig = cf_trainer_stop_signal(t);
+    if (!sig) return;
+    char who[64] = "";
+    if (cf_dist_size(dist) > 1) snprintf(who, sizeof who, "rank %d of %d: ", cf_dist_rank(dist), cf_dist_size(dist));
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal to another rank";
+    fprintf(stderr, "cformers train: %sstopped by %s at step %lld with a checkpoint; --resume continues from it\n",
+            who, name, (long long)cf_trainer_steps_done(t));
+}
+
 int cmd_train(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         print_help();
@@ -117,6 +134,7 @@ int cmd_train(int argc, char **argv) {
         cf_dist_close(dist);
         return 1;
     }
+    report_stop(t, dist);
     cf_trainer_free(t);
     cf_dist_close(dist);
     return 0;

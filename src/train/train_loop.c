@@ -1,6 +1,7 @@
 /* The training run: batches in, steps, and around them the progress display, metrics,
  * evaluations, samples, checkpoints and the memory report. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 typedef struct run_state {
     cf_progress progress;
     int64_t stop;
+    int64_t saved_step;   /* of the last checkpoint this run wrote, -1 before the first */
     double step_seconds;  /* moving average, for tokens/s */
     double train_seconds; /* all training steps of this run, batch fetching included */
 } run_state;
@@ -103,8 +105,11 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes. */
+/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes. A step already
+ * saved (an interval and a signal at the same step) is not saved twice. */
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
+    if (r->saved_step == t->pos.step) return 0;
+    r->saved_step = t->pos.step;
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
@@ -170,38 +175,60 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     return 0;
 }
 
-/* Ctrl-C ends the run at the next step boundary, with a checkpoint to resume from. With
- * several ranks the request rides on the step's loss sum, so all stop after one step. */
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig) { interrupted = 1; }
+/* Signals act at the next step boundary: the handlers only record them. A second SIGTERM
+ * or SIGINT takes the default action at once (status 143 / 130 from the shell); the
+ * exchange decides which is first when two threads take one each. */
+static atomic_int stop_signal, save_signal;
+static void on_stop(int sig) {
+    if (atomic_exchange(&stop_signal, sig) == 0) return;
+    signal(sig, SIG_DFL);
+    raise(sig); /* blocked until this handler returns, then fatal */
+}
+static void on_save(int sig) { atomic_store(&save_signal, sig); }
 
+static const int handled[] = {SIGINT, SIGTERM, SIGUSR1};
+#define N_HANDLED (int)(sizeof handled / sizeof *handled)
+
+static void install_handlers(struct sigaction previous[N_HANDLED]) {
+    atomic_store(&stop_signal, 0);
+    atomic_store(&save_signal, 0);
+    for (int i = 0; i < N_HANDLED; i++) {
+        struct sigaction a = {.sa_handler = handled[i] == SIGUSR1 ? on_save : on_stop, .sa_flags = SA_RESTART};
+        sigemptyset(&a.sa_mask);
+        sigaction(handled[i], &a, &previous[i]);
+    }
+}
+
+static void restore_handlers(const struct sigaction previous[N_HANDLED]) {
+    for (int i = 0; i < N_HANDLED; i++) sigaction(handled[i], &previous[i], NULL);
+}
+
+/* Steps until the stop step or a stop signal. A request rides on the step's loss sum, so
+ * with several ranks all of them stop (or save) after the same step; alone a stop takes
+ * effect before the next step. */
 static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
-    struct sigaction action = {.sa_handler = on_interrupt}, previous;
-    sigemptyset(&action.sa_mask);
-    interrupted = 0;
-    t->stop_requested = false;
-    sigaction(SIGINT, &action, &previous);
+    struct sigaction previous[N_HANDLED];
+    install_handlers(previous);
+    t->stop_requested = t->save_requested = false;
     int rc = 0;
     while (rc == 0 && t->pos.step < r->stop && !t->stop_requested) {
-        t->stop_requested = interrupted; /* alone: stop now; else agreed by the step */
+        t->stop_requested = atomic_load(&stop_signal) != 0;
+        t->save_requested = atomic_exchange(&save_signal, 0) != 0;
         if (t->world == 1 && t->stop_requested) break;
         rc = train_one(t, r, err);
+        if (rc == 0 && t->save_requested && !t->stop_requested) rc = save_checkpoint(t, r, err);
     }
-    if (rc == 0 && interrupted && t->world == 1) t->stop_requested = true;
-    sigaction(SIGINT, &previous, NULL);
+    int sig = atomic_load(&stop_signal);
+    if (t->world == 1 && sig && t->pos.step < r->stop) t->stop_requested = true;
+    restore_handlers(previous);
+    t->stop_signal = !t->stop_requested ? 0 : sig ? sig : -1;
     if (rc == 0) rc = cf_train_profile_report(t, true, &r->progress, err);
-    if (rc == 0 && t->stop_requested) {
-        if (!t->opts.quiet) cf_progress_finish(&r->progress);
-        if (save_checkpoint(t, r, err) != 0) return -1;
-        return cf_fail(err, "interrupted at step %lld; --resume continues from the checkpoint just saved",
-                       (long long)t->pos.step);
-    }
     return rc;
 }
 
 int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
-    run_state r = {.stop = t->train_steps};
+    run_state r = {.stop = t->train_steps, .saved_step = -1};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
     if (open_outputs(t, err) != 0 || cf_train_profile_open(t, t->pos.step, r.stop, err) != 0) return -1;
     cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
@@ -212,7 +239,10 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
-    if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
+    if (t->stop_signal)
+        cf_metrics_write(t->metrics, "stopped",
+                         json_pack("{s:I, s:i}", "step", (json_int_t)t->pos.step, "signal", t->stop_signal));
+    else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
     if (save_checkpoint(t, &r, err) != 0) return -1;
     if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_loader_wait(t, &r);

@@ -178,9 +178,10 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
     t->pos.step++;
-    double mean[2] = {sum / (double)t->accum, t->stop_requested};
-    if (cf_dist_sum_f64(t->dist, mean, 2, err) != 0) return -1;
+    double mean[3] = {sum / (double)t->accum, t->stop_requested, t->save_requested};
+    if (cf_dist_sum_f64(t->dist, mean, 3, err) != 0) return -1;
     t->stop_requested = mean[1] > 0;
+    t->save_requested = mean[2] > 0;
     t->pos.loss = mean[0] / t->world;
     *loss = t->pos.loss;
     return 0;
@@ -237,6 +238,8 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
 }
 
 int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }
+
+int cf_trainer_stop_signal(const cf_trainer *t) { return t->stop_signal; }
 
 static cf_tensor *find_param(const cf_trainer *t, const char *name) {
     cf_graph *g = t->model.graph;

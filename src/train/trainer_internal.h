@@ -25,9 +25,10 @@ struct cf_trainer {
     cf_dist *dist;      /* opts.dist; NULL alone */
     int rank, world;    /* data-parallel rank and world size */
     cf_grad_sync *sync; /* NULL alone */
-    /* A stop asked on any rank (a signal): agreed with the step's loss, so all ranks stop
-     * after the same step. */
-    bool stop_requested;
+    /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
+     * before a step, agreed with the step's loss, so all ranks act after the same step. */
+    bool stop_requested, save_requested;
+    int stop_signal; /* the signal that stopped the run, 0 when none did */
     cf_lr_schedule schedule;
     int64_t batch, seq, accum, train_steps;
     cf_train_position pos;
