@@ -16,7 +16,7 @@ tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
       --runner_config.save_interval=0 --quiet)
 
 # "step loss" of every train record of run directory $1.
-losses() { sed -n 's/.*"event":"train","time":[^,]*,"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
+losses() { sed -n 's/.*"event":"train","time":[^,]*,"run":"[^"]*","step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
 # Waits (60 s at most) until run directory $1 has recorded step $2.
 wait_step() {
     for _ in $(seq 600); do

@@ -45,9 +45,14 @@ double cf_lr_schedule_at(const cf_lr_schedule *s, int64_t step);
 /* ---------------------------------------------------------------- the trainer */
 
 typedef struct cf_train_options {
-    /* NULL: start fresh (or from cfg->load_checkpoint). "": the newest checkpoint in
-     * output_dir. Otherwise that checkpoint file. Resuming restores the full state. */
+    /* NULL: start fresh (or from cfg->load_checkpoint). "": the newest valid checkpoint
+     * in output_dir (a corrupt newer one is passed over with a warning). Otherwise that
+     * checkpoint file. Resuming restores the full state and keeps the run id; it refuses
+     * a config whose model_config or seq_length differs from the checkpoint's. */
     const char *resume;
+    /* A fresh run refuses an output_dir holding checkpoints (another run's) unless this
+     * is set; then it deletes them. */
+    bool overwrite;
     /* Stop once this many optimizer steps are done (0: runner_config.train_steps). The
      * schedule still spans train_steps, so a stopped run resumes where it left off. */
     int64_t stop_after;

@@ -13,7 +13,7 @@
 
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
-           "                      [--steps N] [--quiet] [--dump-batches FILE] [--save-initial CKPT]\n"
+           "                      [--overwrite] [--steps N] [--quiet] [--dump-batches FILE] [--save-initial CKPT]\n"
            "\n"
            "Trains a model from a YAML config or a named preset (`cformers config list`): random\n"
            "init from `seed` (or `load_checkpoint`), AdamW with the lr_schedule, evaluation on the\n"
@@ -24,8 +24,11 @@ static void print_help(void) {
            "options:\n"
            "  --config FILE|PRESET   the run configuration\n"
            "  --section.key=value    override one config key (e.g. --runner_config.batch_size=8)\n"
-           "  --resume [CKPT]        continue from CKPT, or from the newest checkpoint in output_dir;\n"
-           "                         the losses that follow are bit-identical to an uninterrupted run\n"
+           "  --resume [CKPT]        continue from CKPT, or from the newest valid checkpoint in\n"
+           "                         output_dir; the losses that follow are bit-identical to an\n"
+           "                         uninterrupted run; the model and seq_length must not change\n"
+           "  --overwrite            start a new run in an output_dir that holds another run's\n"
+           "                         checkpoints, deleting them (without it that is refused)\n"
            "  --steps N              stop after N optimizer steps in total (the schedule still spans\n"
            "                         runner_config.train_steps, so a later --resume carries on)\n"
            "  --quiet                no progress display, reports or samples\n"
@@ -77,6 +80,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
                 return cli_usage_error("train", "%s needs a file name", arg);
             const char **file = strcmp(arg, "--dump-batches") == 0 ? &a->opts.dump_batches : &a->opts.save_initial;
             *file = argv[++i];
+        } else if (strcmp(arg, "--overwrite") == 0) {
+            a->opts.overwrite = true;
         } else if (strcmp(arg, "--quiet") == 0) {
             a->opts.quiet = true;
         } else if (cf_config_is_override_arg(arg)) {

@@ -14,6 +14,9 @@ typedef struct cf_metrics cf_metrics;
 cf_metrics *cf_metrics_open(const char *path, cf_error *err);
 void cf_metrics_close(cf_metrics *m);
 
+/* From now on every line carries "run": id (after "event" and "time"). */
+void cf_metrics_set_run(cf_metrics *m, const char *id);
+
 /* Writes `fields` (an object; stolen, i.e. freed here) as one line, with "event" and
  * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped. */
 void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields);

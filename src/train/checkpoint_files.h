@@ -5,6 +5,7 @@
 #define CFORMERS_TRAIN_CHECKPOINT_FILES_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "cformers/error.h"
@@ -17,11 +18,20 @@ const char *cf_checkpoint_prefix(const cf_config *cfg);
 /* dir/PREFIX_stepN.ckpt into buf. */
 void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
 
-/* The checkpoint with the highest step in dir (into buf); -1 with err when there is none. */
-int cf_checkpoint_newest(const char *dir, const char *prefix, char *buf, size_t size, cf_error *err);
+/* The checkpoint with the highest step in dir whose checksums all verify (into buf). A
+ * newer one that does not (corrupt, truncated) is passed over with a one-line warning
+ * on `warnings` (NULL: none). -1 with err when no checkpoint is valid. */
+int cf_checkpoint_newest_valid(const char *dir, const char *prefix, char *buf, size_t size, FILE *warnings,
+                               cf_error *err);
+
+/* How many PREFIX_stepN.ckpt files dir holds (0 when it does not exist). */
+size_t cf_checkpoint_count(const char *dir, const char *prefix);
 
 /* Deletes all but the newest `keep` checkpoints (keep <= 0: deletes nothing). */
 void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep);
+
+/* Deletes every checkpoint of dir (--overwrite: a new run replaces the old one). */
+void cf_checkpoint_remove_all(const char *dir, const char *prefix);
 
 /* mkdir -p */
 int cf_make_dirs(const char *path, cf_error *err);

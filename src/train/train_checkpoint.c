@@ -46,6 +46,12 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
                              "loss", pos->loss, "rng", "state", rng, "spare", pos->rng.spare, "has_spare",
                              pos->rng.has_spare, "data_position", "epoch", u64_hex(pos->data.epoch), "step",
                              u64_hex(pos->data.step), "seed", u64_hex(pos->data.seed));
+    const cf_run_settings *r = &pos->settings;
+    json_object_set_new(meta, "run",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "id", pos->run_id, "seq_length",
+                                  (json_int_t)r->seq_length, "batch_size", (json_int_t)r->batch_size,
+                                  "gradient_accumulation_steps", (json_int_t)r->accumulation, "ranks",
+                                  (json_int_t)r->ranks, "learning_rate", r->learning_rate));
     return meta;
 }
 
@@ -118,6 +124,19 @@ static int check_layout(const char *path, json_t *meta, cf_graph *g, cf_error *e
     return 0;
 }
 
+/* The optional "run" object: absent in checkpoints older than run ids. */
+static void read_run(json_t *meta, cf_train_position *pos) {
+    json_t *run = json_object_get(meta, "run");
+    const char *id = json_string_value(json_object_get(run, "id"));
+    snprintf(pos->run_id, sizeof pos->run_id, "%s", id ? id : "");
+    cf_run_settings *r = &pos->settings;
+    r->seq_length = json_integer_value(json_object_get(run, "seq_length"));
+    r->batch_size = json_integer_value(json_object_get(run, "batch_size"));
+    r->accumulation = json_integer_value(json_object_get(run, "gradient_accumulation_steps"));
+    r->ranks = json_integer_value(json_object_get(run, "ranks"));
+    r->learning_rate = json_number_value(json_object_get(run, "learning_rate"));
+}
+
 static int read_position(const char *path, json_t *meta, cf_train_position *pos, cf_error *err) {
     json_t *rng = json_object_get(meta, "rng"), *state = json_object_get(rng, "state");
     json_t *data = json_object_get(meta, "data_position");
@@ -135,6 +154,7 @@ static int read_position(const char *path, json_t *meta, cf_train_position *pos,
         parse_u64_hex(json_object_get(data, "step"), &pos->data.step) != 0 ||
         parse_u64_hex(json_object_get(data, "seed"), &pos->data.seed) != 0)
         return cf_fail(err, "%s: metadata data_position is malformed", path);
+    read_run(meta, pos);
     return 0;
 }
 

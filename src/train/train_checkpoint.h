@@ -18,12 +18,24 @@
 #include "cformers/plan.h"
 #include "cformers/rng.h"
 
+#define CF_RUN_ID_MAX 48
+
+/* The run's settings a resume compares against the config it is given: seq_length must
+ * not change; the others may, and a change is logged. Zero: not recorded (a checkpoint
+ * older than these fields). */
+typedef struct cf_run_settings {
+    int64_t seq_length, batch_size, accumulation, ranks;
+    double learning_rate;
+} cf_run_settings;
+
 /* Everything besides tensors that a resumed run needs to continue identically. */
 typedef struct cf_train_position {
     int64_t step;             /* optimizer steps done */
     cf_rng rng;               /* the trainer's generator (sampling) */
     cf_dataset_position data; /* next training batch */
     double loss;              /* loss of the last step, for the log */
+    char run_id[CF_RUN_ID_MAX]; /* the run the state belongs to; "" when not recorded */
+    cf_run_settings settings;
 } cf_train_position;
 
 /* Writes the plan's parameters, moments and `pos` to `path` (atomically), with the

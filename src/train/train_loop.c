@@ -11,6 +11,7 @@
 #include "obs/progress.h"
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
+#include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
 
@@ -42,6 +43,7 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;
     const char *dir = t->cfg.output_dir;
     if (cf_make_dirs(dir, err) != 0) return -1;
+    if (t->opts.overwrite && !t->resumed_from[0]) cf_checkpoint_remove_all(dir, cf_checkpoint_prefix(&t->cfg));
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     atomic_file config;
@@ -92,6 +94,19 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
     cf_metrics_write(t->metrics, "memory_peak",
                      json_pack("{s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
                                "estimate_bytes", est->total_bytes, "relative_difference", off));
+}
+
+/* The resumed step, and the settings the resume changed. */
+static void report_resume(cf_trainer *t, run_state *r) {
+    say(t, r, "run %s resumed at step %lld (loss %.4f) from %s", t->pos.run_id, (long long)t->pos.step, t->pos.loss,
+        t->resumed_from);
+    const char *key;
+    json_t *v;
+    json_object_foreach(t->resume_changes, key, v) {
+        char *text = json_dumps(v, JSON_COMPACT);
+        say(t, r, "the resume changes %s: [before, now] = %s", key, text);
+        free(text);
+    }
 }
 
 /* One batch of accum x batch_size rows: the step's micro-batches, back to back. */
@@ -234,15 +249,18 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
     cf_memory_estimate est;
     cf_config_memory_estimate(&t->cfg, &est);
+    cf_metrics_set_run(t->metrics, t->pos.run_id);
+    cf_metrics_write(t->metrics, "start", cf_run_dir_start_record(t));
     report_memory_plan(t, &est);
-    if (t->pos.step > 0) say(t, &r, "resumed at step %lld (loss %.4f)", (long long)t->pos.step, t->pos.loss);
+    if (t->resumed_from[0]) report_resume(t, &r);
     if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
     if (t->stop_signal)
         cf_metrics_write(t->metrics, "stopped",
                          json_pack("{s:I, s:i}", "step", (json_int_t)t->pos.step, "signal", t->stop_signal));
-    else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
+    else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0)
+        return -1;
     if (save_checkpoint(t, &r, err) != 0) return -1;
     if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_loader_wait(t, &r);

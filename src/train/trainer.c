@@ -4,7 +4,7 @@
 
 #include "core/passes.h"
 #include "obs/rss.h"
-#include "train/checkpoint_files.h"
+#include "train/run_dir.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +64,10 @@ static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    char newest[2 * CF_CONFIG_PATH_MAX];
     const char *resume = t->opts.resume;
     if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
-    if (resume && !*resume) {
-        if (cf_checkpoint_newest(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), newest, sizeof newest, err) != 0)
-            return -1;
-        resume = newest;
-    }
-    if (resume) {
-        if (cf_train_checkpoint_load(resume, t->plan, true, &t->pos, err) != 0) return -1;
-        return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
-    }
+    if (cf_run_dir_begin(t, resume, err) != 0) return -1;
+    if (resume) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
     if (t->cfg.load_checkpoint[0])
         return cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err);
     return 0;
@@ -139,6 +131,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_grad_sync_free(t->sync);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
+    json_decref(t->resume_changes);
     free(t->tokens);
     free(t);
 }

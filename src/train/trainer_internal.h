@@ -32,6 +32,8 @@ struct cf_trainer {
     cf_lr_schedule schedule;
     int64_t batch, seq, accum, train_steps;
     cf_train_position pos;
+    char resumed_from[2 * CF_CONFIG_PATH_MAX]; /* the checkpoint resumed; "" for a fresh run */
+    json_t *resume_changes; /* {"key": [before, now]} the resume changed, or NULL */
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
