@@ -6,16 +6,8 @@
 # the model or seq_length is refused naming the key, one that changes the batch size or
 # learning rate is logged.
 source "$(dirname "$0")/lib_cli.sh"
-export CFORMERS_THREADS=1
-
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
 run="$tmp/run"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --output_dir="$run"
-      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
-      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=20
-      --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
-      --runner_config.save_interval=1)
+tiny_run --output_dir="$run" --runner_config.train_steps=20 --runner_config.save_interval=1
 metrics="$run/metrics.jsonl"
 # The run id of the last "start" record.
 last_run() { sed -n 's/.*"event":"start","time":[^,]*,"run":"\([^"]*\)".*/\1/p' "$metrics" | tail -1; }

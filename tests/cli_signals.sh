@@ -4,23 +4,12 @@
 # uninterrupted run, alone and on 2 ranks (a signal to one rank stops both at the same
 # step); a second signal ends the process at once; SIGUSR1 saves and training goes on.
 source "$(dirname "$0")/lib_cli.sh"
-export CFORMERS_THREADS=1
-
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
 # train_steps spans far more steps than the runs take: a signal ends them.
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
-      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
-      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=1000000
-      --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
-      --runner_config.save_interval=0 --quiet)
-
-# "step loss" of every train record of run directory $1.
-losses() { sed -n 's/.*"event":"train","time":[^,]*,"run":"[^"]*","step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"; }
+tiny_run --runner_config.train_steps=1000000 --runner_config.save_interval=0 --quiet
 # Waits (60 s at most) until run directory $1 has recorded step $2.
 wait_step() {
     for _ in $(seq 600); do
-        [ "$(losses "$1" 2>/dev/null | tail -1 | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null && return 0
+        [ "$(train_losses "$1" 2>/dev/null | tail -1 | cut -d' ' -f1)" -ge "$2" ] 2>/dev/null && return 0
         sleep 0.1
     done
     fail_because "$1 did not reach step $2"
@@ -28,12 +17,6 @@ wait_step() {
 }
 # The steps named by the "stopped ... at step N" lines of $tmp/err, one per line.
 stop_steps() { sed -n 's/.*stopped by .* at step \([0-9]*\) with a checkpoint.*/\1/p' "$tmp/err"; }
-# Runs $1 and $2 must have recorded the same loss, bit for bit, at every step.
-same_losses() {
-    losses "$1" >"$tmp/l1"
-    losses "$2" >"$tmp/l2"
-    [ -s "$tmp/l1" ] && cmp -s "$tmp/l1" "$tmp/l2" || { fail_because "$3: losses differ"; diff "$tmp/l1" "$tmp/l2" | head; }
-}
 # Waits for background job $1 and checks its exit status is $2.
 wait_exit() {
     wait "$1"

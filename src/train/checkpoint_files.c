@@ -76,23 +76,25 @@ size_t cf_checkpoint_count(const char *dir, const char *prefix) {
     return n;
 }
 
-/* Deletes the checkpoints of dir but the newest `keep`. */
-static void remove_older(const char *dir, const char *prefix, size_t keep) {
+/* Deletes the checkpoints of dir but the newest `keep` and those whose step is a
+ * multiple of `every` (0: none is). */
+static void remove_older(const char *dir, const char *prefix, size_t keep, int64_t every) {
     int64_t *steps;
     size_t n = list_steps(dir, prefix, &steps);
     char path[4096];
     for (size_t i = 0; i + keep < n; i++) {
+        if (every > 0 && steps[i] % every == 0) continue;
         cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
         unlink(path);
     }
     free(steps);
 }
 
-void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep) {
-    if (keep > 0) remove_older(dir, prefix, (size_t)keep);
+void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep, int64_t every) {
+    if (keep > 0) remove_older(dir, prefix, (size_t)keep, every);
 }
 
-void cf_checkpoint_remove_all(const char *dir, const char *prefix) { remove_older(dir, prefix, 0); }
+void cf_checkpoint_remove_all(const char *dir, const char *prefix) { remove_older(dir, prefix, 0, 0); }
 
 int cf_make_dirs(const char *path, cf_error *err) {
     char buf[4096];

@@ -1,6 +1,6 @@
 /* Checkpoint files of a run in its output directory: PREFIX_stepN.ckpt, the newest one
  * (for --resume without a path) and pruning to callbacks.checkpoint_monitor's
- * keep_checkpoint_max. */
+ * keep_checkpoint_max and keep_every_n_steps. */
 #ifndef CFORMERS_TRAIN_CHECKPOINT_FILES_H
 #define CFORMERS_TRAIN_CHECKPOINT_FILES_H
 
@@ -27,8 +27,9 @@ int cf_checkpoint_newest_valid(const char *dir, const char *prefix, char *buf, s
 /* How many PREFIX_stepN.ckpt files dir holds (0 when it does not exist). */
 size_t cf_checkpoint_count(const char *dir, const char *prefix);
 
-/* Deletes all but the newest `keep` checkpoints (keep <= 0: deletes nothing). */
-void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep);
+/* Deletes all but the newest `keep` checkpoints and those whose step is a multiple of
+ * `every` (keep <= 0: deletes nothing; every <= 0: no step is kept for being one). */
+void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep, int64_t every);
 
 /* Deletes every checkpoint of dir (--overwrite: a new run replaces the old one). */
 void cf_checkpoint_remove_all(const char *dir, const char *prefix);

@@ -60,27 +60,41 @@ int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_con
     return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, err);
 }
 
-int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
-                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
-                                     cf_error *err) {
+int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v, cf_train_tensors *s, cf_error *err) {
     cf_graph *g = cf_plan_graph(plan);
     cf_param_blocks blocks = cf_graph_blocks(g);
     int64_t lo, hi;
     cf_graph_optimizer_range(g, &lo, &hi);
     if (!adam_m && (lo != 0 || hi != cf_graph_param_elems(g)))
-        return cf_fail(err, "%s: the optimizer is sharded: gather the moments to save them", path);
+        return cf_fail(err, "the optimizer is sharded: gather the moments to save them");
+    *s = (cf_train_tensors){.params = blocks.params->data,
+                            .adam_m = adam_m ? adam_m : blocks.adam_m->data,
+                            .adam_v = adam_v ? adam_v : blocks.adam_v->data,
+                            .step = blocks.step->data};
+    return 0;
+}
+
+int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
+                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     cf_error *err) {
+    cf_train_tensors s;
+    if (cf_train_tensors_of(plan, adam_m, adam_v, &s, err) != 0) return -1;
+    return cf_train_checkpoint_write(path, cf_plan_graph(plan), &s, model, tokenizer, pos, err);
+}
+
+int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
+                              const char *tokenizer, const cf_train_position *pos, cf_error *err) {
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
     int64_t elems = cf_graph_param_elems(g);
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
         const cf_tensor *t = cf_graph_param_at(g, i);
-        rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, t->data, err);
+        rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, s->params + t->param_offset, err);
     }
-    const void *m = adam_m ? (const void *)adam_m : blocks.adam_m->data, *v = adam_v ? (const void *)adam_v : blocks.adam_v->data;
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, m, err);
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, v, err);
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, s->adam_m, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, s->step, err);
     json_t *meta = metadata(g, model, pos);
     if (rc == 0 && tokenizer && *tokenizer) rc = ckpt_embed_tokenizer(w, tokenizer, meta, err);
     if (rc != 0) {

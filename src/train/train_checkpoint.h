@@ -49,6 +49,24 @@ int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const floa
                                      const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
                                      cf_error *err);
 
+/* The tensors of a training state, in the graph's flat layouts: the parameter block, both
+ * moment blocks (whole, not a shard) and the optimizer step. */
+typedef struct cf_train_tensors {
+    const float *params, *adam_m, *adam_v;
+    const int32_t *step;
+} cf_train_tensors;
+
+/* The plan's own state, with the moments given by the caller when not NULL (a sharded
+ * optimizer's, gathered from every rank); -1 with err when they are needed (the
+ * optimizer is sharded) and not given. */
+int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v, cf_train_tensors *s, cf_error *err);
+
+/* Writes a training checkpoint of graph `g` (names, shapes, layout) from `s`, which need
+ * not be the graph's own memory (a background save writes a copy while the graph trains
+ * on); reads nothing of the graph but its structure. */
+int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
+                              const char *tokenizer, const cf_train_position *pos, cf_error *err);
+
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the
  * optimizer step and *pos; the checkpoint must then hold the full training state in this
  * graph's layout. A sharded optimizer (ZeRO-1) takes its shard of the moments, so a run

@@ -21,6 +21,8 @@ typedef struct run_state {
     cf_progress progress;
     int64_t stop;
     int64_t saved_step;   /* of the last checkpoint this run wrote, -1 before the first */
+    double stall_seconds; /* the last save's time at the step boundary */
+    double wait_seconds;  /* ... of which waiting for the previous background write */
     double step_seconds;  /* moving average, for tokens/s */
     double train_seconds; /* all training steps of this run, batch fetching included */
 } run_state;
@@ -120,19 +122,63 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes. A step already
- * saved (an interval and a signal at the same step) is not saved twice. */
+static void prune_checkpoints(const cf_trainer *t) {
+    const cf_checkpoint_monitor_config *c = &t->cfg.callbacks.checkpoint_monitor;
+    cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), c->keep_checkpoint_max,
+                        c->keep_every_n_steps);
+}
+
+/* The outcome of rank 0's background write: with `wait` the one in flight, without only
+ * one that has finished. A success is printed, logged and pruned to the retention policy;
+ * a failure is reported in one line naming the file and returns -1 (the earlier
+ * checkpoints are untouched; training may go on and the next save retries). */
+static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
+    cf_bg_result res;
+    if (!t->bg || !cf_bg_save_collect(t->bg, wait, &res)) return 0;
+    if (!res.ok) {
+        fprintf(stderr, "cformers train: warning: the checkpoint of step %lld was not saved: %s (earlier checkpoints "
+                        "are kept; the next save retries)\n", (long long)res.step, res.err.msg);
+        cf_metrics_write(t->metrics, "checkpoint_failed", json_pack("{s:I, s:s, s:s}", "step", (json_int_t)res.step,
+                                                                     "path", res.path, "error", res.err.msg));
+        *err = res.err;
+        return -1;
+    }
+    prune_checkpoints(t);
+    say(t, r, "step %lld: saved %s (%.2f s at the step boundary, %.2f s of it waiting for the previous write; "
+              "%.2f s writing in the background)",
+        (long long)res.step, res.path, r->stall_seconds, r->wait_seconds, res.write_seconds);
+    cf_metrics_write(t->metrics, "checkpoint",
+                     json_pack("{s:I, s:s, s:b, s:f, s:f, s:f}", "step", (json_int_t)res.step, "path", res.path,
+                               "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
+                               r->wait_seconds, "write_seconds", res.write_seconds));
+    return 0;
+}
+
+/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes, in the background
+ * with async_save (after waiting for the write in flight). A step already saved (an
+ * interval and a signal at the same step) is not saved twice. */
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     if (r->saved_step == t->pos.step) return 0;
     r->saved_step = t->pos.step;
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
+    if (t->cfg.callbacks.checkpoint_monitor.async_save) {
+        cf_error ignored;
+        collect_save(t, r, true, &ignored); /* a failure is reported; this save retries */
+        r->wait_seconds = cf_clock_seconds() - t0;
+        if (cf_trainer_save_background(t, path, err) != 0) return -1;
+        r->stall_seconds = cf_clock_seconds() - t0;
+        return 0;
+    }
     if (cf_trainer_save(t, path, err) != 0) return -1;
+    r->stall_seconds = cf_clock_seconds() - t0;
     if (!writes_files(t)) return 0;
-    cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
-    say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
-    cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
+    prune_checkpoints(t);
+    say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, r->stall_seconds);
+    cf_metrics_write(t->metrics, "checkpoint",
+                     json_pack("{s:I, s:s, s:b, s:f}", "step", (json_int_t)t->pos.step, "path", path, "background",
+                               false, "stall_seconds", r->stall_seconds));
     return 0;
 }
 
@@ -232,6 +278,8 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
         if (t->world == 1 && t->stop_requested) break;
         rc = train_one(t, r, err);
         if (rc == 0 && t->save_requested && !t->stop_requested) rc = save_checkpoint(t, r, err);
+        cf_error ignored;
+        collect_save(t, r, false, &ignored); /* a failure is reported; training goes on */
     }
     int sig = atomic_load(&stop_signal);
     if (t->world == 1 && sig && t->pos.step < r->stop) t->stop_requested = true;
@@ -261,7 +309,7 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
                          json_pack("{s:I, s:i}", "step", (json_int_t)t->pos.step, "signal", t->stop_signal));
     else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0)
         return -1;
-    if (save_checkpoint(t, &r, err) != 0) return -1;
+    if (save_checkpoint(t, &r, err) != 0 || collect_save(t, &r, true, err) != 0) return -1;
     if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_loader_wait(t, &r);
     report_peak_memory(t, &r, &est);

@@ -131,6 +131,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_grad_sync_free(t->sync);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
+    cf_bg_save_free(t->bg);
     json_decref(t->resume_changes);
     free(t->tokens);
     free(t);
@@ -209,16 +210,21 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
     return 0;
 }
 
+/* The whole moments when the optimizer is sharded (ZeRO-1): gathered from every rank (a
+ * collective: all ranks call it) into *m, *v for the caller to free; else NULLs. */
+static int gather_moments(cf_trainer *t, float **m, float **v, cf_error *err) {
+    *m = *v = NULL;
+    if (!cf_grad_sync_sharded(t->sync)) return 0;
+    cf_param_blocks b = cf_graph_blocks(t->model.graph);
+    return cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), m, v, err);
+}
+
 /* With several ranks every rank calls this (a sharded optimizer's moments are gathered
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    float *m = NULL, *v = NULL;
-    if (cf_grad_sync_sharded(t->sync)) {
-        cf_param_blocks b = cf_graph_blocks(t->model.graph);
-        if (cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), &m, &v, err) != 0)
-            return -1;
-    }
+    float *m, *v;
+    if (gather_moments(t, &m, &v, err) != 0) return -1;
     int rc = t->rank != 0 ? 0
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
                                                              cf_trainer_tokenizer_file(t), &t->pos, err);
@@ -227,6 +233,21 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     double failed = rc != 0;
     if (t->world > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
     if (failed && rc == 0) return cf_fail(err, "rank 0 could not save checkpoint %s", path);
+    return rc;
+}
+
+int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
+    if (t->train) t->pos.data = cf_batches_position(t->train);
+    float *m, *v;
+    if (gather_moments(t, &m, &v, err) != 0) return -1;
+    cf_train_tensors s;
+    int rc = t->rank != 0 ? 0 : cf_train_tensors_of(t->plan, m, v, &s, err);
+    if (t->rank == 0 && rc == 0) {
+        if (!t->bg) t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
+        cf_bg_save_start(t->bg, path, &s, &t->pos);
+    }
+    free(m);
+    free(v);
     return rc;
 }
 
