@@ -13,7 +13,8 @@
 
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
-           "                      [--overwrite] [--steps N] [--quiet] [--dump-batches FILE] [--save-initial CKPT]\n"
+           "                      [--overwrite] [--steps N] [--quiet] [--dump-batches FILE]\n"
+           "                      [--save-initial CKPT]\n"
            "\n"
            "Trains a model from a YAML config or a named preset (`cformers config list`): random\n"
            "init from `seed` (or `load_checkpoint`), AdamW with the lr_schedule, evaluation on the\n"

@@ -8,6 +8,7 @@
 
 #include "cformers/checkpoint.h"
 #include "io/ckpt_tokenizer.h"
+#include "train/crash_inject.h"
 
 #define FORMAT_NAME "cformers-train-state"
 
@@ -92,6 +93,7 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
         const cf_tensor *t = cf_graph_param_at(g, i);
         rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, s->params + t->param_offset, err);
     }
+    if (rc == 0) cf_crash_in_save(); /* fault injection: the weights are in the temporary file, the moments not */
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, s->adam_m, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, s->step, err);

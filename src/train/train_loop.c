@@ -11,6 +11,7 @@
 #include "obs/progress.h"
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
+#include "train/crash_inject.h"
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
@@ -208,6 +209,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
