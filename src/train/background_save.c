@@ -49,6 +49,10 @@ static void lower_priority(void) {
 #endif
 }
 
+size_t cf_bg_save_staging_bytes(const cf_bg_save *b) {
+    return b && b->staging ? 3 * (size_t)cf_graph_param_elems(b->graph) * sizeof(float) : 0;
+}
+
 static void *write_staged(void *arg) {
     cf_bg_save *b = arg;
     int64_t n = cf_graph_param_elems(b->graph);

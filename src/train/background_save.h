@@ -27,6 +27,9 @@ cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const c
 /* Waits for the write in flight, if any. */
 void cf_bg_save_free(cf_bg_save *b);
 
+/* Bytes of the staging buffer (0 before the first save, or for NULL). */
+size_t cf_bg_save_staging_bytes(const cf_bg_save *b);
+
 /* Copies `s` and `pos` to the staging buffer and starts writing them to `path`. The
  * previous write must have been collected (cf_bg_save_collect with wait). */
 void cf_bg_save_start(cf_bg_save *b, const char *path, const cf_train_tensors *s, const cf_train_position *pos);
