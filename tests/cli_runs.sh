@@ -59,6 +59,11 @@ grep -q '"event":"start",.*"changed":{"runner_config.batch_size":\[2,4\]' "$metr
 check "a fresh run with --overwrite" 0 "$bin" train "${tiny[@]}" --steps 1 --overwrite
 [ "$(last_run)" != "$id" ] || fail_because "--overwrite kept the old run id"
 [ "$(ls "$run" | grep -c '\.ckpt$')" = 1 ] || fail_because "--overwrite left the old checkpoints: $(ls "$run")"
+if command -v mpirun >/dev/null; then
+    check "2 ranks: a fresh run over another run's checkpoints" 1 mpirun --oversubscribe --allow-run-as-root -n 2 \
+        "$bin" train "${tiny[@]}" --steps 1
+    stderr_has "rank 0 refuses, naming the directory" "rank 0 of 2: $run holds the checkpoints of another run"
+fi
 check "resume with nothing valid" 1 "$bin" train "${tiny[@]}" --output_dir="$tmp/empty" --resume
 stderr_has "no checkpoint is named" "$tmp/empty: no checkpoint_step\*.ckpt checkpoint to resume from"
 finish "cli runs"

@@ -83,13 +83,23 @@ static json_t *changes(const cf_run_settings *was, const cf_run_settings *now) {
     return out;
 }
 
+int cf_run_dir_claim(const cf_trainer *t, cf_error *err) {
+    const char *dir = t->cfg.output_dir, *prefix = cf_checkpoint_prefix(&t->cfg);
+    if (t->resumed_from[0]) return 0;
+    if (t->opts.overwrite) {
+        cf_checkpoint_remove_all(dir, prefix);
+        return 0;
+    }
+    if (cf_checkpoint_count(dir, prefix) > 0)
+        return cf_fail(err, "%s holds the checkpoints of another run: --resume continues it, --overwrite starts over "
+                            "(deleting them)", dir);
+    return 0;
+}
+
 int cf_run_dir_begin(cf_trainer *t, const char *resume, cf_error *err) {
     const char *dir = t->cfg.output_dir, *prefix = cf_checkpoint_prefix(&t->cfg);
     cf_run_settings now = settings_of(t);
     if (!resume) {
-        if (!t->opts.overwrite && cf_checkpoint_count(dir, prefix) > 0)
-            return cf_fail(err, "%s holds the checkpoints of another run: --resume continues it, --overwrite starts "
-                                "over (deleting them)", dir);
         new_run_id(t->pos.run_id, sizeof t->pos.run_id);
         t->pos.settings = now;
         return 0;

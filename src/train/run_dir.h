@@ -12,9 +12,13 @@
 
 /* Picks the checkpoint to resume from (opts.resume, or the newest valid one of output_dir
  * when it is ""), refuses one whose model_config or seq_length differs from the config
- * (naming the key) and loads it; a fresh run checks output_dir holds no checkpoints
- * (unless opts.overwrite). Either way t->pos gets the run id and settings. */
+ * (naming the key) and loads it. Either way t->pos gets the run id and settings. */
 int cf_run_dir_begin(cf_trainer *t, const char *resume, cf_error *err);
+
+/* Before a run writes to output_dir (rank 0): a fresh run refuses a directory holding
+ * checkpoints (another run's), or with opts.overwrite deletes them. A trainer that is
+ * only stepped (tests, benchmarks) never claims the directory. */
+int cf_run_dir_claim(const cf_trainer *t, cf_error *err);
 
 /* The run's "start" metrics record: run id, step, whether and from where it resumed, and
  * the settings the resume changed (also printed). */

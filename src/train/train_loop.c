@@ -45,8 +45,7 @@ static bool writes_files(const cf_trainer *t) { return t->rank == 0; }
 static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;
     const char *dir = t->cfg.output_dir;
-    if (cf_make_dirs(dir, err) != 0) return -1;
-    if (t->opts.overwrite && !t->resumed_from[0]) cf_checkpoint_remove_all(dir, cf_checkpoint_prefix(&t->cfg));
+    if (cf_make_dirs(dir, err) != 0 || cf_run_dir_claim(t, err) != 0) return -1;
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     atomic_file config;
