@@ -273,8 +273,6 @@ static void restore_handlers(const struct sigaction previous[N_HANDLED]) {
  * with several ranks all of them stop (or save) after the same step; alone a stop takes
  * effect before the next step. */
 static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
-    struct sigaction previous[N_HANDLED];
-    install_handlers(previous);
     t->stop_requested = t->save_requested = false;
     int rc = 0;
     while (rc == 0 && t->pos.step < r->stop && !t->stop_requested) {
@@ -288,13 +286,12 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
     }
     int sig = atomic_load(&stop_signal);
     if (t->world == 1 && sig && t->pos.step < r->stop) t->stop_requested = true;
-    restore_handlers(previous);
     t->stop_signal = !t->stop_requested ? 0 : sig ? sig : -1;
     if (rc == 0) rc = cf_train_profile_report(t, true, &r->progress, err);
     return rc;
 }
 
-int cf_trainer_run(cf_trainer *t, cf_error *err) {
+static int run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
     run_state r = {.stop = t->train_steps, .saved_step = -1};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
@@ -319,4 +316,14 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     report_loader_wait(t, &r);
     report_peak_memory(t, &r, &est);
     return 0;
+}
+
+/* The handlers stay installed through the last checkpoint: a first SIGTERM during it
+ * (`timeout` at the end of a run) lets it finish. */
+int cf_trainer_run(cf_trainer *t, cf_error *err) {
+    struct sigaction previous[N_HANDLED];
+    install_handlers(previous);
+    int rc = run(t, err);
+    restore_handlers(previous);
+    return rc;
 }
