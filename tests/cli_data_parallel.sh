@@ -39,13 +39,7 @@ long=("${tiny[@]}" --output_dir="$tmp/long" --runner_config.train_steps=100000 -
       --runner_config.sample_interval=0 --runner_config.save_interval=0 --quiet)
 timeout 60 "${mpi[@]}" "$bin" train "${long[@]}" >"$tmp/out" 2>"$tmp/err" &
 job=$!
-victim=""
-for _ in $(seq 100); do # the ranks are mpirun's children
-    launcher=$(pgrep -f -- "^mpirun .*--output_dir=$tmp/long" | head -1)
-    ranks=$([ -n "$launcher" ] && pgrep -P "$launcher")
-    [ "$(echo "$ranks" | grep -c .)" = 2 ] && victim=$(echo "$ranks" | tail -1) && break
-    sleep 0.1
-done
+victim=$(mpirun_ranks "--output_dir=$tmp/long" | tail -1)
 sleep 2
 [ -n "$victim" ] && kill -9 "$victim" || fail_because "found no rank to kill"
 start=$(date +%s)

@@ -6,6 +6,16 @@
 #   stdout_has / stderr_has DESC TEXT   the last check's output holds TEXT
 #   fail_because MESSAGE     records a failure
 #   require_asset PATH       exits 77 (skipped) when a shared asset is missing
+#   mpirun_ranks PATTERN     the pids of the ranks of the mpirun whose command line matches
+#                            the extended regular expression PATTERN (after "mpirun "),
+#                            once both of 2 are running; empty after 10 s without them
+#   tiny_run ARGS...         writes $tmp/text.txt and sets the array tiny: `train` arguments
+#                            for a tiny model trained on it, one thread, logging every step,
+#                            no evaluation or samples, then ARGS
+#   train_losses DIR         "step loss" of every train record of DIR/metrics.jsonl
+#   same_losses A B WHAT [FROM]  runs A and B recorded the same loss, bit for bit, at every
+#                            step (from step FROM on); the last record of a step counts (a
+#                            crashed run trains some steps again after its resume)
 #   finish NAME              prints the verdict and exits 0 or 1
 set -u
 bin="$1"
@@ -31,6 +41,39 @@ stdout_has() { grep -q -- "$2" "$tmp/out" || { fail_because "$1: stdout lacks '$
 stderr_has() { grep -q -- "$2" "$tmp/err" || { fail_because "$1: stderr lacks '$2'"; cat "$tmp/err"; }; }
 
 require_asset() { [ -e "$data/$1" ] || { echo "SKIP: no $data/$1"; exit 77; }; }
+
+mpirun_ranks() {
+    local launcher ranks
+    for _ in $(seq 100); do # the ranks are mpirun's children
+        launcher=$(pgrep -f -- "^mpirun .*$1" | head -1)
+        ranks=$([ -n "$launcher" ] && pgrep -P "$launcher")
+        [ "$(echo "$ranks" | grep -c .)" = 2 ] && echo "$ranks" && return 0
+        sleep 0.1
+    done
+}
+
+tiny_run() {
+    export CFORMERS_THREADS=1
+    for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+    tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
+          --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
+          --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
+          --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.log_interval=1
+          --runner_config.eval_interval=0 --runner_config.sample_interval=0 "$@")
+}
+
+train_losses() {
+    sed -n 's/.*"event":"train","time":[^,]*,"run":"[^"]*","step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1/metrics.jsonl"
+}
+
+same_losses() {
+    local from="${4:-1}" d
+    for d in 1 2; do
+        train_losses "${!d}" | tac | awk -v from="$from" '$1 >= from && !seen[$1]++' | sort -n >"$tmp/losses$d"
+    done
+    [ -s "$tmp/losses1" ] && cmp -s "$tmp/losses1" "$tmp/losses2" ||
+        { fail_because "$3: losses differ"; diff "$tmp/losses1" "$tmp/losses2" | head; }
+}
 
 finish() {
     [ $fail = 0 ] && echo "$1: all passed"

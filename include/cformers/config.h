@@ -128,6 +128,7 @@ typedef struct cf_dataset_config {
 typedef struct cf_checkpoint_monitor_config {
     char prefix[256];             /* checkpoint file name prefix */
     int64_t keep_checkpoint_max;  /* newest N kept; 0 = keep all */
+    int64_t keep_every_n_steps;   /* also kept: steps that are multiples of M; 0 = off */
     bool async_save;              /* write in the background */
 } cf_checkpoint_monitor_config;
 

@@ -45,9 +45,14 @@ double cf_lr_schedule_at(const cf_lr_schedule *s, int64_t step);
 /* ---------------------------------------------------------------- the trainer */
 
 typedef struct cf_train_options {
-    /* NULL: start fresh (or from cfg->load_checkpoint). "": the newest checkpoint in
-     * output_dir. Otherwise that checkpoint file. Resuming restores the full state. */
+    /* NULL: start fresh (or from cfg->load_checkpoint). "": the newest valid checkpoint
+     * in output_dir (a corrupt newer one is passed over with a warning). Otherwise that
+     * checkpoint file. Resuming restores the full state and keeps the run id; it refuses
+     * a config whose model_config or seq_length differs from the checkpoint's. */
     const char *resume;
+    /* A fresh run refuses an output_dir holding checkpoints (another run's) unless this
+     * is set; then it deletes them. */
+    bool overwrite;
     /* Stop once this many optimizer steps are done (0: runner_config.train_steps). The
      * schedule still spans train_steps, so a stopped run resumes where it left off. */
     int64_t stop_after;
@@ -75,8 +80,15 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
 void cf_trainer_free(cf_trainer *t);
 
 /* Trains until the stop step: evaluation, samples, checkpoints and metrics on their
- * intervals, a checkpoint at the end, then the memory report (peak RSS vs estimate). */
+ * intervals, a checkpoint at the end, then the memory report (peak RSS vs estimate).
+ * While it runs, SIGTERM or SIGINT ends the run at the next step boundary with a
+ * checkpoint and returns 0 (cf_trainer_stop_signal says which signal); a second one
+ * takes the default action (the process dies at once). SIGUSR1 saves a checkpoint at the
+ * next step boundary and training goes on. With several ranks a signal to any rank
+ * acts on all of them after the same step. The previous handlers are restored after. */
 int cf_trainer_run(cf_trainer *t, cf_error *err);
+/* The signal (SIGTERM, SIGINT) that ended the last cf_trainer_run early, or 0. */
+int cf_trainer_stop_signal(const cf_trainer *t);
 
 /* One optimizer step on caller-supplied data: gradient_accumulation_steps micro-batches,
  * each batch_size rows of seq_length + 1 token ids, back to back. The mean loss over the

@@ -1,6 +1,7 @@
 /* cformers train: resolve the config, build the trainer, run it. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
-           "                      [--steps N] [--quiet] [--dump-batches FILE] [--save-initial CKPT]\n"
+           "                      [--overwrite] [--steps N] [--quiet] [--dump-batches FILE]\n"
+           "                      [--save-initial CKPT]\n"
            "\n"
            "Trains a model from a YAML config or a named preset (`cformers config list`): random\n"
            "init from `seed` (or `load_checkpoint`), AdamW with the lr_schedule, evaluation on the\n"
@@ -25,8 +27,11 @@ static void print_help(void) {
            "options:\n"
            "  --config FILE|PRESET   the run configuration\n"
            "  --section.key=value    override one config key (e.g. --runner_config.batch_size=8)\n"
-           "  --resume [CKPT]        continue from CKPT, or from the newest checkpoint in output_dir;\n"
-           "                         the losses that follow are bit-identical to an uninterrupted run\n"
+           "  --resume [CKPT]        continue from CKPT, or from the newest valid checkpoint in\n"
+           "                         output_dir; the losses that follow are bit-identical to an\n"
+           "                         uninterrupted run; the model and seq_length must not change\n"
+           "  --overwrite            start a new run in an output_dir that holds another run's\n"
+           "                         checkpoints, deleting them (without it that is refused)\n"
            "  --steps N              stop after N optimizer steps in total (the schedule still spans\n"
            "                         runner_config.train_steps, so a later --resume carries on)\n"
            "  --quiet                no progress display, reports or samples\n"
@@ -42,6 +47,10 @@ static void print_help(void) {
            "Profiling: --callbacks.profile_monitor.enable=true times every op of steps start_step..\n"
            "stop_step, then prints a per-op table and writes output_dir/profile.json and a Chrome\n"
            "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n"
+           "\n"
+           "Signals: SIGTERM or SIGINT saves a checkpoint at the next step boundary and exits 0\n"
+           "(a second one exits at once); SIGUSR1 saves a checkpoint and training goes on. With\n"
+           "several ranks a signal to any rank acts on all of them after the same step.\n"
            "\n"
            "Data parallel: run under mpirun or `cformers launch -n N -- train ...`; every rank\n"
            "reads its share of each global batch (ranks x batch_size x accumulation rows),\n"
@@ -86,6 +95,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
                     return cli_usage_error("train", "--dashboard %s is not a port number in 0..65535", argv[i]);
                 a->dashboard_port = (int)port;
             }
+        } else if (strcmp(arg, "--overwrite") == 0) {
+            a->opts.overwrite = true;
         } else if (strcmp(arg, "--quiet") == 0) {
             a->opts.quiet = true;
         } else if (cf_config_is_override_arg(arg)) {
@@ -96,6 +107,18 @@ static int parse_args(int argc, char **argv, train_args *a) {
     }
     if (!a->config) return cli_usage_error("train", "--config FILE|PRESET is required");
     return 0;
+}
+
+/* A run ended early by a signal still succeeded: say where it stopped, on every rank (so
+ * a multi-rank job shows they agreed on the step). */
+static void report_stop(const cf_trainer *t, cf_dist *dist) {
+    int sig = cf_trainer_stop_signal(t);
+    if (!sig) return;
+    char who[64] = "";
+    if (cf_dist_size(dist) > 1) snprintf(who, sizeof who, "rank %d of %d: ", cf_dist_rank(dist), cf_dist_size(dist));
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal to another rank";
+    fprintf(stderr, "cformers train: %sstopped by %s at step %lld with a checkpoint; --resume continues from it\n",
+            who, name, (long long)cf_trainer_steps_done(t));
 }
 
 int cmd_train(int argc, char **argv) {
@@ -144,6 +167,7 @@ int cmd_train(int argc, char **argv) {
         cf_dist_close(dist);
         return 1;
     }
+    report_stop(t, dist);
     cf_trainer_free(t);
     cf_dashboard_stop(dashboard);
     cf_dist_close(dist);

@@ -142,6 +142,8 @@ const cf_config_key cf_config_keys[] = {
 
     K_STRING(callbacks.checkpoint_monitor.prefix, "checkpoint", "checkpoint file name prefix"),
     K_INT(callbacks.checkpoint_monitor.keep_checkpoint_max, 3, 0, BIG, "newest checkpoints kept; 0 = all"),
+    K_INT(callbacks.checkpoint_monitor.keep_every_n_steps, 0, 0, BIG,
+          "also keep every checkpoint whose step is a multiple of this; 0 = off"),
     K_BOOL(callbacks.checkpoint_monitor.async_save, true, "write checkpoints in the background"),
     K_STRING(callbacks.metrics_monitor.file, "metrics.jsonl", "JSON-lines metrics in output_dir; empty = none"),
     K_STRING(callbacks.summary_monitor.summary_dir, "tensorboard", "TensorBoard event files: a directory in output_dir; empty = none"),

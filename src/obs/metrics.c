@@ -15,6 +15,7 @@ struct cf_metrics {
     cf_tb_writer *tb;    /* NULL: no TensorBoard */
     int64_t last_step;
     bool tb_failed;      /* reported once */
+    char run[64];
 };
 
 cf_metrics *cf_metrics_open(const char *path, cf_error *err) {
@@ -57,6 +58,10 @@ static void mirror(cf_metrics *m, const char *event, json_t *line, double time) 
     }
 }
 
+void cf_metrics_set_run(cf_metrics *m, const char *id) {
+    if (m) snprintf(m->run, sizeof m->run, "%s", id);
+}
+
 void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
     if (!m) {
         json_decref(fields);
@@ -66,6 +71,7 @@ void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
     gettimeofday(&tv, NULL);
     double time = (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
     json_t *line = json_pack("{s:s, s:f}", "event", event, "time", time);
+    if (m->run[0]) json_object_set_new(line, "run", json_string(m->run));
     json_object_update(line, fields);
     json_decref(fields);
     if (m->tb && !m->tb_failed) mirror(m, event, line, time);

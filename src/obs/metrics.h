@@ -20,6 +20,9 @@ void cf_metrics_close(cf_metrics *m);
  * without one) in a new event file in `dir`, which must exist. */
 int cf_metrics_add_tensorboard(cf_metrics *m, const char *dir, cf_error *err);
 
+/* From now on every line carries "run": id (after "event" and "time"). */
+void cf_metrics_set_run(cf_metrics *m, const char *id);
+
 /* Writes `fields` (an object; stolen, i.e. freed here) as one line, with "event" and
  * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped. */
 void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields);

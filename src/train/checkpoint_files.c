@@ -1,5 +1,7 @@
 #include "train/checkpoint_files.h"
 
+#include "cformers/checkpoint.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -47,23 +49,50 @@ static size_t list_steps(const char *dir, const char *prefix, int64_t **steps) {
     return n;
 }
 
-int cf_checkpoint_newest(const char *dir, const char *prefix, char *buf, size_t size, cf_error *err) {
+int cf_checkpoint_newest_valid(const char *dir, const char *prefix, char *buf, size_t size, FILE *warnings,
+                               cf_error *err) {
     int64_t *steps;
-    size_t n = list_steps(dir, prefix, &steps);
-    if (n) cf_checkpoint_file_name(buf, size, dir, prefix, steps[n - 1]);
+    size_t n = list_steps(dir, prefix, &steps), skipped = 0;
+    for (; skipped < n; skipped++) {
+        cf_checkpoint_file_name(buf, size, dir, prefix, steps[n - 1 - skipped]);
+        cf_error why = {{0}};
+        cf_ckpt *c = cf_ckpt_open(buf, true, &why);
+        if (c) {
+            cf_ckpt_close(c);
+            break;
+        }
+        if (warnings) fprintf(warnings, "cformers: warning: passing over a checkpoint that does not load: %s\n", why.msg);
+    }
     free(steps);
-    return n ? 0 : cf_fail(err, "%s: no %s_step*.ckpt checkpoint to resume from", dir, prefix);
+    if (skipped < n) return 0;
+    if (n) return cf_fail(err, "%s: none of its %zu %s_step*.ckpt checkpoints is valid: nothing to resume from", dir, n, prefix);
+    return cf_fail(err, "%s: no %s_step*.ckpt checkpoint to resume from", dir, prefix);
 }
 
-void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep) {
-    if (keep <= 0) return;
+size_t cf_checkpoint_count(const char *dir, const char *prefix) {
+    int64_t *steps;
+    size_t n = list_steps(dir, prefix, &steps);
+    free(steps);
+    return n;
+}
+
+/* Deletes the checkpoints of dir but the newest `keep` and those whose step is a
+ * multiple of `every` (0: none is). */
+static void remove_older(const char *dir, const char *prefix, size_t keep, int64_t every) {
     int64_t *steps;
     size_t n = list_steps(dir, prefix, &steps);
     char path[4096];
-    for (size_t i = 0; i + (size_t)keep < n; i++) {
+    for (size_t i = 0; i + keep < n; i++) {
+        if (every > 0 && steps[i] % every == 0) continue;
         cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
         unlink(path);
     }
     free(steps);
 }
+
+void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep, int64_t every) {
+    if (keep > 0) remove_older(dir, prefix, (size_t)keep, every);
+}
+
+void cf_checkpoint_remove_all(const char *dir, const char *prefix) { remove_older(dir, prefix, 0, 0); }
 

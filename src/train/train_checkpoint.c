@@ -8,6 +8,7 @@
 
 #include "cformers/checkpoint.h"
 #include "io/ckpt_tokenizer.h"
+#include "train/crash_inject.h"
 
 #define FORMAT_NAME "cformers-train-state"
 
@@ -46,6 +47,12 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
                              "loss", pos->loss, "rng", "state", rng, "spare", pos->rng.spare, "has_spare",
                              pos->rng.has_spare, "data_position", "epoch", u64_hex(pos->data.epoch), "step",
                              u64_hex(pos->data.step), "seed", u64_hex(pos->data.seed));
+    const cf_run_settings *r = &pos->settings;
+    json_object_set_new(meta, "run",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "id", pos->run_id, "seq_length",
+                                  (json_int_t)r->seq_length, "batch_size", (json_int_t)r->batch_size,
+                                  "gradient_accumulation_steps", (json_int_t)r->accumulation, "ranks",
+                                  (json_int_t)r->ranks, "learning_rate", r->learning_rate));
     return meta;
 }
 
@@ -54,27 +61,42 @@ int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_con
     return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, err);
 }
 
-int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
-                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
-                                     cf_error *err) {
+int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v, cf_train_tensors *s, cf_error *err) {
     cf_graph *g = cf_plan_graph(plan);
     cf_param_blocks blocks = cf_graph_blocks(g);
     int64_t lo, hi;
     cf_graph_optimizer_range(g, &lo, &hi);
     if (!adam_m && (lo != 0 || hi != cf_graph_param_elems(g)))
-        return cf_fail(err, "%s: the optimizer is sharded: gather the moments to save them", path);
+        return cf_fail(err, "the optimizer is sharded: gather the moments to save them");
+    *s = (cf_train_tensors){.params = blocks.params->data,
+                            .adam_m = adam_m ? adam_m : blocks.adam_m->data,
+                            .adam_v = adam_v ? adam_v : blocks.adam_v->data,
+                            .step = blocks.step->data};
+    return 0;
+}
+
+int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
+                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     cf_error *err) {
+    cf_train_tensors s;
+    if (cf_train_tensors_of(plan, adam_m, adam_v, &s, err) != 0) return -1;
+    return cf_train_checkpoint_write(path, cf_plan_graph(plan), &s, model, tokenizer, pos, err);
+}
+
+int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
+                              const char *tokenizer, const cf_train_position *pos, cf_error *err) {
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
     int64_t elems = cf_graph_param_elems(g);
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
         const cf_tensor *t = cf_graph_param_at(g, i);
-        rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, t->data, err);
+        rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, s->params + t->param_offset, err);
     }
-    const void *m = adam_m ? (const void *)adam_m : blocks.adam_m->data, *v = adam_v ? (const void *)adam_v : blocks.adam_v->data;
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, m, err);
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, v, err);
-    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err);
+    if (rc == 0) cf_crash_in_save(); /* fault injection: the weights are in the temporary file, the moments not */
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, s->adam_m, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
+    if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, s->step, err);
     json_t *meta = metadata(g, model, pos);
     if (rc == 0 && tokenizer && *tokenizer) rc = ckpt_embed_tokenizer(w, tokenizer, meta, err);
     if (rc != 0) {
@@ -118,6 +140,19 @@ static int check_layout(const char *path, json_t *meta, cf_graph *g, cf_error *e
     return 0;
 }
 
+/* The optional "run" object: absent in checkpoints older than run ids. */
+static void read_run(json_t *meta, cf_train_position *pos) {
+    json_t *run = json_object_get(meta, "run");
+    const char *id = json_string_value(json_object_get(run, "id"));
+    snprintf(pos->run_id, sizeof pos->run_id, "%s", id ? id : "");
+    cf_run_settings *r = &pos->settings;
+    r->seq_length = json_integer_value(json_object_get(run, "seq_length"));
+    r->batch_size = json_integer_value(json_object_get(run, "batch_size"));
+    r->accumulation = json_integer_value(json_object_get(run, "gradient_accumulation_steps"));
+    r->ranks = json_integer_value(json_object_get(run, "ranks"));
+    r->learning_rate = json_number_value(json_object_get(run, "learning_rate"));
+}
+
 static int read_position(const char *path, json_t *meta, cf_train_position *pos, cf_error *err) {
     json_t *rng = json_object_get(meta, "rng"), *state = json_object_get(rng, "state");
     json_t *data = json_object_get(meta, "data_position");
@@ -135,6 +170,7 @@ static int read_position(const char *path, json_t *meta, cf_train_position *pos,
         parse_u64_hex(json_object_get(data, "step"), &pos->data.step) != 0 ||
         parse_u64_hex(json_object_get(data, "seed"), &pos->data.seed) != 0)
         return cf_fail(err, "%s: metadata data_position is malformed", path);
+    read_run(meta, pos);
     return 0;
 }
 

@@ -18,12 +18,24 @@
 #include "cformers/plan.h"
 #include "cformers/rng.h"
 
+#define CF_RUN_ID_MAX 48
+
+/* The run's settings a resume compares against the config it is given: seq_length must
+ * not change; the others may, and a change is logged. Zero: not recorded (a checkpoint
+ * older than these fields). */
+typedef struct cf_run_settings {
+    int64_t seq_length, batch_size, accumulation, ranks;
+    double learning_rate;
+} cf_run_settings;
+
 /* Everything besides tensors that a resumed run needs to continue identically. */
 typedef struct cf_train_position {
     int64_t step;             /* optimizer steps done */
     cf_rng rng;               /* the trainer's generator (sampling) */
     cf_dataset_position data; /* next training batch */
     double loss;              /* loss of the last step, for the log */
+    char run_id[CF_RUN_ID_MAX]; /* the run the state belongs to; "" when not recorded */
+    cf_run_settings settings;
 } cf_train_position;
 
 /* Writes the plan's parameters, moments and `pos` to `path` (atomically), with the
@@ -36,6 +48,24 @@ int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_con
 int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
                                      const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
                                      cf_error *err);
+
+/* The tensors of a training state, in the graph's flat layouts: the parameter block, both
+ * moment blocks (whole, not a shard) and the optimizer step. */
+typedef struct cf_train_tensors {
+    const float *params, *adam_m, *adam_v;
+    const int32_t *step;
+} cf_train_tensors;
+
+/* The plan's own state, with the moments given by the caller when not NULL (a sharded
+ * optimizer's, gathered from every rank); -1 with err when they are needed (the
+ * optimizer is sharded) and not given. */
+int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v, cf_train_tensors *s, cf_error *err);
+
+/* Writes a training checkpoint of graph `g` (names, shapes, layout) from `s`, which need
+ * not be the graph's own memory (a background save writes a copy while the graph trains
+ * on); reads nothing of the graph but its structure. */
+int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
+                              const char *tokenizer, const cf_train_position *pos, cf_error *err);
 
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the
  * optimizer step and *pos; the checkpoint must then hold the full training state in this

@@ -1,6 +1,7 @@
 /* The training run: batches in, steps, and around them the progress display, metrics,
  * evaluations, samples, checkpoints and the memory report. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include "obs/progress.h"
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
+#include "train/crash_inject.h"
+#include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
 
@@ -21,6 +24,9 @@ typedef struct run_state {
     cf_progress progress;
     double peak_flops, flops_per_token; /* this rank's measured f32 FMA peak, for MFU */
     int64_t stop;
+    int64_t saved_step;   /* of the last checkpoint this run wrote, -1 before the first */
+    double stall_seconds; /* the last save's time at the step boundary */
+    double wait_seconds;  /* ... of which waiting for the previous background write */
     double step_seconds;  /* moving average, for tokens/s */
     double train_seconds; /* all training steps of this run, batch fetching included */
 } run_state;
@@ -42,7 +48,7 @@ static bool writes_files(const cf_trainer *t) { return t->rank == 0; }
 static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;
     const char *dir = t->cfg.output_dir;
-    if (cf_make_dirs(dir, err) != 0) return -1;
+    if (cf_make_dirs(dir, err) != 0 || cf_run_dir_claim(t, err) != 0) return -1;
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     atomic_file config;
@@ -89,14 +95,31 @@ static void report_loader_wait(cf_trainer *t, run_state *r) {
  * the process already had (code, libraries, thread stacks) off the peak. */
 static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_estimate *est) {
     double peak = (double)cf_peak_rss_bytes(), base = (double)t->baseline_rss, used = peak - base;
-    double off = used / est->total_bytes - 1.0;
+    double staging = (double)cf_bg_save_staging_bytes(t->bg), expected = est->total_bytes + staging;
+    double off = used / expected - 1.0;
+    char extra[96] = "";
+    if (staging > 0) snprintf(extra, sizeof extra, " + %.1f MiB staging for background checkpoints", staging / MIB);
     say(t, r, "peak resident memory %.1f MiB: %.1f MiB for training above the %.1f MiB held before; estimate "
-              "%.1f MiB (%+.1f%%, %s 10%%)",
-        peak / MIB, used / MIB, base / MIB, est->total_bytes / MIB, 100.0 * off,
+              "%.1f MiB%s (%+.1f%%, %s 10%%)",
+        peak / MIB, used / MIB, base / MIB, est->total_bytes / MIB, extra, 100.0 * off,
         off > -0.1 && off < 0.1 ? "within" : "NOT within");
     cf_metrics_write(t->metrics, "memory_peak",
-                     json_pack("{s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
-                               "estimate_bytes", est->total_bytes, "relative_difference", off));
+                     json_pack("{s:f, s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
+                               "estimate_bytes", est->total_bytes, "staging_bytes", staging, "relative_difference",
+                               off));
+}
+
+/* The resumed step, and the settings the resume changed. */
+static void report_resume(cf_trainer *t, run_state *r) {
+    say(t, r, "run %s resumed at step %lld (loss %.4f) from %s", t->pos.run_id, (long long)t->pos.step, t->pos.loss,
+        t->resumed_from);
+    const char *key;
+    json_t *v;
+    json_object_foreach(t->resume_changes, key, v) {
+        char *text = json_dumps(v, JSON_COMPACT);
+        say(t, r, "the resume changes %s: [before, now] = %s", key, text);
+        free(text);
+    }
 }
 
 /* One batch of accum x batch_size rows: the step's micro-batches, back to back. */
@@ -110,16 +133,63 @@ static int fetch_step_batches(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes. */
+static void prune_checkpoints(const cf_trainer *t) {
+    const cf_checkpoint_monitor_config *c = &t->cfg.callbacks.checkpoint_monitor;
+    cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), c->keep_checkpoint_max,
+                        c->keep_every_n_steps);
+}
+
+/* The outcome of rank 0's background write: with `wait` the one in flight, without only
+ * one that has finished. A success is printed, logged and pruned to the retention policy;
+ * a failure is reported in one line naming the file and returns -1 (the earlier
+ * checkpoints are untouched; training may go on and the next save retries). */
+static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
+    cf_bg_result res;
+    if (!t->bg || !cf_bg_save_collect(t->bg, wait, &res)) return 0;
+    if (!res.ok) {
+        fprintf(stderr, "cformers train: warning: the checkpoint of step %lld was not saved: %s (earlier checkpoints "
+                        "are kept; the next save retries)\n", (long long)res.step, res.err.msg);
+        cf_metrics_write(t->metrics, "checkpoint_failed", json_pack("{s:I, s:s, s:s}", "step", (json_int_t)res.step,
+                                                                     "path", res.path, "error", res.err.msg));
+        *err = res.err;
+        return -1;
+    }
+    prune_checkpoints(t);
+    say(t, r, "step %lld: saved %s (%.2f s at the step boundary, %.2f s of it waiting for the previous write; "
+              "%.2f s writing in the background)",
+        (long long)res.step, res.path, r->stall_seconds, r->wait_seconds, res.write_seconds);
+    cf_metrics_write(t->metrics, "checkpoint",
+                     json_pack("{s:I, s:s, s:b, s:f, s:f, s:f}", "step", (json_int_t)res.step, "path", res.path,
+                               "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
+                               r->wait_seconds, "write_seconds", res.write_seconds));
+    return 0;
+}
+
+/* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes, in the background
+ * with async_save (after waiting for the write in flight). A step already saved (an
+ * interval and a signal at the same step) is not saved twice. */
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
+    if (r->saved_step == t->pos.step) return 0;
+    r->saved_step = t->pos.step;
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     double t0 = cf_clock_seconds();
+    if (t->cfg.callbacks.checkpoint_monitor.async_save) {
+        cf_error ignored;
+        collect_save(t, r, true, &ignored); /* a failure is reported; this save retries */
+        r->wait_seconds = cf_clock_seconds() - t0;
+        if (cf_trainer_save_background(t, path, err) != 0) return -1;
+        r->stall_seconds = cf_clock_seconds() - t0;
+        return 0;
+    }
     if (cf_trainer_save(t, path, err) != 0) return -1;
+    r->stall_seconds = cf_clock_seconds() - t0;
     if (!writes_files(t)) return 0;
-    cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
-    say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
-    cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
+    prune_checkpoints(t);
+    say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, r->stall_seconds);
+    cf_metrics_write(t->metrics, "checkpoint",
+                     json_pack("{s:I, s:s, s:b, s:f}", "step", (json_int_t)t->pos.step, "path", path, "background",
+                               false, "stall_seconds", r->stall_seconds));
     return 0;
 }
 
@@ -149,6 +219,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
@@ -179,38 +250,59 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     return 0;
 }
 
-/* Ctrl-C ends the run at the next step boundary, with a checkpoint to resume from. With
- * several ranks the request rides on the step's loss sum, so all stop after one step. */
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig) { interrupted = 1; }
+/* Signals act at the next step boundary: the handlers only record them. A second SIGTERM
+ * or SIGINT takes the default action at once (status 143 / 130 from the shell); the
+ * exchange decides which is first when two threads take one each. */
+static atomic_int stop_signal, save_signal;
+static void on_stop(int sig) {
+    if (atomic_exchange(&stop_signal, sig) == 0) return;
+    signal(sig, SIG_DFL);
+    raise(sig); /* blocked until this handler returns, then fatal */
+}
+static void on_save(int sig) { atomic_store(&save_signal, sig); }
 
+static const int handled[] = {SIGINT, SIGTERM, SIGUSR1};
+#define N_HANDLED (int)(sizeof handled / sizeof *handled)
+
+static void install_handlers(struct sigaction previous[N_HANDLED]) {
+    atomic_store(&stop_signal, 0);
+    atomic_store(&save_signal, 0);
+    for (int i = 0; i < N_HANDLED; i++) {
+        struct sigaction a = {.sa_handler = handled[i] == SIGUSR1 ? on_save : on_stop, .sa_flags = SA_RESTART};
+        sigemptyset(&a.sa_mask);
+        sigaction(handled[i], &a, &previous[i]);
+    }
+}
+
+static void restore_handlers(const struct sigaction previous[N_HANDLED]) {
+    for (int i = 0; i < N_HANDLED; i++) sigaction(handled[i], &previous[i], NULL);
+}
+
+/* Steps until the stop step or a stop signal. A request rides on the step's loss sum, so
+ * with several ranks all of them stop (or save) after the same step; alone a stop takes
+ * effect before the next step. */
 static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
-    struct sigaction action = {.sa_handler = on_interrupt}, previous;
-    sigemptyset(&action.sa_mask);
-    interrupted = 0;
-    t->stop_requested = false;
-    sigaction(SIGINT, &action, &previous);
+    t->stop_requested = t->save_requested = false;
     int rc = 0;
     while (rc == 0 && t->pos.step < r->stop && !t->stop_requested) {
-        t->stop_requested = interrupted; /* alone: stop now; else agreed by the step */
+        t->stop_requested = atomic_load(&stop_signal) != 0;
+        t->save_requested = atomic_exchange(&save_signal, 0) != 0;
         if (t->world == 1 && t->stop_requested) break;
         rc = train_one(t, r, err);
+        if (rc == 0 && t->save_requested && !t->stop_requested) rc = save_checkpoint(t, r, err);
+        cf_error ignored;
+        collect_save(t, r, false, &ignored); /* a failure is reported; training goes on */
     }
-    if (rc == 0 && interrupted && t->world == 1) t->stop_requested = true;
-    sigaction(SIGINT, &previous, NULL);
+    int sig = atomic_load(&stop_signal);
+    if (t->world == 1 && sig && t->pos.step < r->stop) t->stop_requested = true;
+    t->stop_signal = !t->stop_requested ? 0 : sig ? sig : -1;
     if (rc == 0) rc = cf_train_profile_report(t, true, &r->progress, err);
-    if (rc == 0 && t->stop_requested) {
-        if (!t->opts.quiet) cf_progress_finish(&r->progress);
-        if (save_checkpoint(t, r, err) != 0) return -1;
-        return cf_fail(err, "interrupted at step %lld; --resume continues from the checkpoint just saved",
-                       (long long)t->pos.step);
-    }
     return rc;
 }
 
-int cf_trainer_run(cf_trainer *t, cf_error *err) {
+static int run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
-    run_state r = {.stop = t->train_steps,
+    run_state r = {.stop = t->train_steps, .saved_step = -1,
                    .peak_flops = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads()),
                    .flops_per_token = cf_model_train_flops_per_token(&t->cfg.model.model_config, t->seq)};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
@@ -218,15 +310,31 @@ int cf_trainer_run(cf_trainer *t, cf_error *err) {
     cf_progress_init(&r.progress, t->out, t->pos.step, r.stop, t->cfg.runner_config.log_interval);
     cf_memory_estimate est;
     cf_config_memory_estimate(&t->cfg, &est);
+    cf_metrics_set_run(t->metrics, t->pos.run_id);
+    cf_metrics_write(t->metrics, "start", cf_run_dir_start_record(t));
     report_memory_plan(t, &est);
-    if (t->pos.step > 0) say(t, &r, "resumed at step %lld (loss %.4f)", (long long)t->pos.step, t->pos.loss);
+    if (t->resumed_from[0]) report_resume(t, &r);
     if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
-    if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0) return -1;
-    if (save_checkpoint(t, &r, err) != 0) return -1;
+    if (t->stop_signal)
+        cf_metrics_write(t->metrics, "stopped",
+                         json_pack("{s:I, s:i}", "step", (json_int_t)t->pos.step, "signal", t->stop_signal));
+    else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0)
+        return -1;
+    if (save_checkpoint(t, &r, err) != 0 || collect_save(t, &r, true, err) != 0) return -1;
     if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_loader_wait(t, &r);
     report_peak_memory(t, &r, &est);
     return 0;
+}
+
+/* The handlers stay installed through the last checkpoint: a first SIGTERM during it
+ * (`timeout` at the end of a run) lets it finish. */
+int cf_trainer_run(cf_trainer *t, cf_error *err) {
+    struct sigaction previous[N_HANDLED];
+    install_handlers(previous);
+    int rc = run(t, err);
+    restore_handlers(previous);
+    return rc;
 }

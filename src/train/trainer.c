@@ -4,7 +4,7 @@
 
 #include "core/passes.h"
 #include "obs/rss.h"
-#include "train/checkpoint_files.h"
+#include "train/run_dir.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,18 +66,10 @@ static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    char newest[2 * CF_CONFIG_PATH_MAX];
     const char *resume = t->opts.resume;
     if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
-    if (resume && !*resume) {
-        if (cf_checkpoint_newest(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), newest, sizeof newest, err) != 0)
-            return -1;
-        resume = newest;
-    }
-    if (resume) {
-        if (cf_train_checkpoint_load(resume, t->plan, true, &t->pos, err) != 0) return -1;
-        return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
-    }
+    if (cf_run_dir_begin(t, resume, err) != 0) return -1;
+    if (resume) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
     if (t->cfg.load_checkpoint[0])
         return cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err);
     return 0;
@@ -145,6 +137,8 @@ void cf_trainer_free(cf_trainer *t) {
     free(t->stats_update_ratio);
     cf_plan_free(t->plan);
     cf_graph_free(t->model.graph);
+    cf_bg_save_free(t->bg);
+    json_decref(t->resume_changes);
     free(t->tokens);
     free(t);
 }
@@ -227,9 +221,10 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     if (stats) stats_end(t, t->pos.step + 1);
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
     t->pos.step++;
-    double mean[2] = {sum / (double)t->accum, t->stop_requested};
-    if (cf_dist_sum_f64(t->dist, mean, 2, err) != 0) return -1;
+    double mean[3] = {sum / (double)t->accum, t->stop_requested, t->save_requested};
+    if (cf_dist_sum_f64(t->dist, mean, 3, err) != 0) return -1;
     t->stop_requested = mean[1] > 0;
+    t->save_requested = mean[2] > 0;
     t->pos.loss = mean[0] / t->world;
     *loss = t->pos.loss;
     return 0;
@@ -264,16 +259,21 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
     return 0;
 }
 
+/* The whole moments when the optimizer is sharded (ZeRO-1): gathered from every rank (a
+ * collective: all ranks call it) into *m, *v for the caller to free; else NULLs. */
+static int gather_moments(cf_trainer *t, float **m, float **v, cf_error *err) {
+    *m = *v = NULL;
+    if (!cf_grad_sync_sharded(t->sync)) return 0;
+    cf_param_blocks b = cf_graph_blocks(t->model.graph);
+    return cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), m, v, err);
+}
+
 /* With several ranks every rank calls this (a sharded optimizer's moments are gathered
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    float *m = NULL, *v = NULL;
-    if (cf_grad_sync_sharded(t->sync)) {
-        cf_param_blocks b = cf_graph_blocks(t->model.graph);
-        if (cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), &m, &v, err) != 0)
-            return -1;
-    }
+    float *m, *v;
+    if (gather_moments(t, &m, &v, err) != 0) return -1;
     int rc = t->rank != 0 ? 0
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
                                                              cf_trainer_tokenizer_file(t), &t->pos, err);
@@ -285,7 +285,24 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     return rc;
 }
 
+int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
+    if (t->train) t->pos.data = cf_batches_position(t->train);
+    float *m, *v;
+    if (gather_moments(t, &m, &v, err) != 0) return -1;
+    cf_train_tensors s;
+    int rc = t->rank != 0 ? 0 : cf_train_tensors_of(t->plan, m, v, &s, err);
+    if (t->rank == 0 && rc == 0) {
+        if (!t->bg) t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
+        cf_bg_save_start(t->bg, path, &s, &t->pos);
+    }
+    free(m);
+    free(v);
+    return rc;
+}
+
 int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }
+
+int cf_trainer_stop_signal(const cf_trainer *t) { return t->stop_signal; }
 
 static cf_tensor *find_param(const cf_trainer *t, const char *name) {
     cf_graph *g = t->model.graph;

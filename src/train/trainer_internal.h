@@ -9,6 +9,7 @@
 #include "dist/grad_sync.h"
 #include "obs/metrics.h"
 #include "train/batch_dump.h"
+#include "train/background_save.h"
 #include "train/batches.h"
 #include "train/train_checkpoint.h"
 #include "train/train_profile.h"
@@ -25,9 +26,10 @@ struct cf_trainer {
     cf_dist *dist;      /* opts.dist; NULL alone */
     int rank, world;    /* data-parallel rank and world size */
     cf_grad_sync *sync; /* NULL alone */
-    /* A stop asked on any rank (a signal): agreed with the step's loss, so all ranks stop
-     * after the same step. */
-    bool stop_requested;
+    /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
+     * before a step, agreed with the step's loss, so all ranks act after the same step. */
+    bool stop_requested, save_requested;
+    int stop_signal; /* the signal that stopped the run, 0 when none did */
     /* Gradient flow (callbacks.summary_monitor.gradient_stats_interval): the switch and
      * sums the update phase fills, the weights before the update (allocated once when on),
      * and the last statistics: per parameter, gradient L2 norm and |update| / |weights|. */
@@ -39,14 +41,23 @@ struct cf_trainer {
     cf_lr_schedule schedule;
     int64_t batch, seq, accum, train_steps;
     cf_train_position pos;
+    char resumed_from[2 * CF_CONFIG_PATH_MAX]; /* the checkpoint resumed; "" for a fresh run */
+    json_t *resume_changes; /* {"key": [before, now]} the resume changed, or NULL */
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
+    cf_bg_save *bg;  /* rank 0's background checkpoint writer; NULL until the first save */
     cf_train_profile profile; /* callbacks.profile_monitor */
     atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
     size_t baseline_rss; /* resident bytes before the trainer allocated anything */
 };
+
+/* Starts a background save of the state to `path` (callbacks.checkpoint_monitor.
+ * async_save): every rank calls it (ZeRO-1 gathers the moments to rank 0 here, at the
+ * step boundary); rank 0 copies the state to t->bg's staging buffer and its writer thread
+ * writes it. The previous background write must have been collected. */
+int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err);
 
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
