@@ -50,6 +50,12 @@ typedef struct cf_train_options {
      * checkpoint file. Resuming restores the full state and keeps the run id; it refuses
      * a config whose model_config or seq_length differs from the checkpoint's. */
     const char *resume;
+    /* With resume "": when output_dir holds no checkpoint at all, start fresh instead of
+     * failing (a run restarted by `cformers launch --max-restarts` before its first save). */
+    bool resume_if_any;
+    /* Which restart of a supervised job this is (CFORMERS_LAUNCH_RESTART), 0 for none; in
+     * the run's start record. */
+    int restart;
     /* A fresh run refuses an output_dir holding checkpoints (another run's) unless this
      * is set; then it deletes them. */
     bool overwrite;

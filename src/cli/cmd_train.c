@@ -143,6 +143,11 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     a.opts.dist = dist;
+    /* Run again by `cformers launch --max-restarts`: resume what the failed run saved, or
+     * start over when it saved nothing. */
+    const char *restart = getenv("CFORMERS_LAUNCH_RESTART");
+    a.opts.restart = restart ? atoi(restart) : 0;
+    a.opts.resume_if_any = a.opts.restart > 0;
     cf_dashboard *dashboard = NULL;
     if (a.dashboard_port >= 0 && cf_dist_rank(dist) == 0) {
         cf_dashboard_options o = {.logdir = cfg.output_dir, .port = a.dashboard_port};

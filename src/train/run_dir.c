@@ -99,6 +99,7 @@ int cf_run_dir_claim(const cf_trainer *t, cf_error *err) {
 int cf_run_dir_begin(cf_trainer *t, const char *resume, cf_error *err) {
     const char *dir = t->cfg.output_dir, *prefix = cf_checkpoint_prefix(&t->cfg);
     cf_run_settings now = settings_of(t);
+    if (resume && !*resume && t->opts.resume_if_any && cf_checkpoint_count(dir, prefix) == 0) resume = NULL;
     if (!resume) {
         new_run_id(t->pos.run_id, sizeof t->pos.run_id);
         t->pos.settings = now;
@@ -124,5 +125,6 @@ json_t *cf_run_dir_start_record(const cf_trainer *t) {
     json_t *rec = json_pack("{s:I, s:b}", "step", (json_int_t)t->pos.step, "resumed", t->resumed_from[0] != 0);
     if (t->resumed_from[0]) json_object_set_new(rec, "from", json_string(t->resumed_from));
     if (t->resume_changes) json_object_set(rec, "changed", t->resume_changes);
+    if (t->opts.restart > 0) json_object_set_new(rec, "restart", json_integer(t->opts.restart));
     return rec;
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `cformers launch --max-restarts`: a rank killed with SIGKILL at some step of a 2-rank
+# training job; the launcher runs the job again by itself, the run resumes from its newest
+# checkpoint (a `start` record with "restart": 1), and its final weights and Adam moments
+# are bit-identical to an uninterrupted run's. A run whose command is refused (status 2)
+# is not retried. Prints the recovery time (the kill to the first step after the restart).
+source "$(dirname "$0")/lib_cli.sh"
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+PYTHON=/usr/bin/python3 # Debian's, with python3-numpy (scripts/install-deps.sh)
+"$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for tools/ckpt_reader.py"; exit 77; }
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" # Open MPI's leaks
+
+for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
+      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
+      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=300
+      --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
+      --runner_config.save_interval=20 --callbacks.checkpoint_monitor.async_save=false --quiet)
+
+check "refused command is not retried" 2 "$bin" launch -n 2 --max-restarts 3 -- train --config tiny_shakespeare --frob
+stderr_has "not retried" "not restarting"
+
+check "uninterrupted run" 0 "$bin" launch -n 2 -- train "${tiny[@]}" --output_dir="$tmp/ref"
+
+"$bin" launch -n 2 --max-restarts 2 -- train "${tiny[@]}" --output_dir="$tmp/sup" >"$tmp/sup.out" 2>"$tmp/sup.err" &
+job=$!
+killed=""
+for _ in $(seq 300); do # kill rank 1 once the run is past its first checkpoint
+    if [ -f "$tmp/sup/checkpoint_step40.ckpt" ]; then
+        launcher=$(pgrep -f -- "^mpirun .*--output_dir=$tmp/sup" | head -1)
+        victim=$([ -n "$launcher" ] && pgrep -P "$launcher" | tail -1)
+        [ -n "$victim" ] && kill -9 "$victim" && killed=$(date +%s.%N) && break
+    fi
+    sleep 0.1
+done
+[ -n "$killed" ] || fail_because "found no rank to kill"
+timeout 300 tail --pid=$job -f /dev/null
+wait $job
+got=$?
+[ "$got" = 0 ] || { fail_because "the supervised job ended with status $got"; cat "$tmp/sup.err"; }
+grep -q "restart 1 of 2, resuming" "$tmp/sup.err" || { fail_because "the launcher did not restart the job"; cat "$tmp/sup.err"; }
+grep -q '"restart":1' "$tmp/sup/metrics.jsonl" || fail_because "the metrics lack the restart's start record"
+
+"$PYTHON" - "$src/tools" "$tmp/ref/checkpoint_step300.ckpt" "$tmp/sup/checkpoint_step300.ckpt" "$tmp/sup/metrics.jsonl" \
+    "$killed" <<'PY' || fail_because "the restarted run's final state differs from the uninterrupted run's"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import ckpt_reader
+a, _ = ckpt_reader.read(sys.argv[2])
+b, _ = ckpt_reader.read(sys.argv[3])
+names = [n for n in a if not n.startswith("tokenizer")]
+bad = [n for n in names if n not in b or a[n].shape != b[n].shape or a[n].tobytes() != b[n].tobytes()]
+if bad:
+    print("differ:", bad[:5])
+    sys.exit(1)
+lines = [json.loads(l) for l in open(sys.argv[4])]
+start = next(i for i, l in enumerate(lines) if l["event"] == "start" and l.get("restart") == 1)
+first = next(l for l in lines[start:] if l["event"] == "train")
+print(f"restart: {len(names)} tensors bit-identical to the uninterrupted run; "
+      f"kill -9 to the first step after the restart: {first['time'] - float(sys.argv[5]):.1f} s")
+PY
+finish "cli supervise"
