@@ -35,7 +35,7 @@ check "retention" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/keep" --runner_
     fail_because "keep 2 and every 3rd of 7: $(ls "$tmp/keep")"
 
 if command -v mpirun >/dev/null; then
-    mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
+    mpi=(env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
     zero=(--parallel_config.optimizer_shard=true --parallel_config.bucket_size_mb=0.01)
     check "2 ranks, ZeRO-1, background saves" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" "${zero[@]}" --output_dir="$tmp/z"
     check "2 ranks resume from step 4" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" "${zero[@]}" --output_dir="$tmp/z2" \

@@ -31,7 +31,7 @@ stdout_has "the newest checkpoint is taken" "resumed at step 4"
 same_losses "$tmp/ref" "$tmp/step" "resumed after a crash at step 5"
 
 if command -v mpirun >/dev/null; then
-    mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
+    mpi=(env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
     check "2 ranks uninterrupted" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --output_dir="$tmp/ref2" --quiet
     "${mpi[@]}" -x CFORMERS_CRASH_AT_STEP=3:1 "$bin" train "${tiny[@]}" "${sync[@]}" --output_dir="$tmp/two" --quiet >"$tmp/out" 2>"$tmp/err"
     [ $? != 0 ] || fail_because "2 ranks, rank 1 crashing at step 3: the job exited 0"

@@ -6,9 +6,7 @@
 # job exit with an error within seconds instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
-# Open MPI's leaks at exit are in components it has unloaded: no leak check under mpirun.
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
-mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
+mpi=(env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
 
 for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
 tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --output_dir="$tmp/run"

@@ -59,7 +59,7 @@ grep -q "\"event\":\"checkpoint\",.*\"step\":$u," "$tmp/u/metrics.jsonl" || fail
 
 # Two ranks, SIGTERM to one of them: both stop after the same step with one checkpoint.
 if command -v mpirun >/dev/null; then
-    mpi=(mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
+    mpi=(env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
     "${mpi[@]}" "$bin" train "${tiny[@]}" --output_dir="$tmp/d" >"$tmp/out" 2>"$tmp/err" &
     job=$!
     victim=$(mpirun_ranks "--output_dir=$tmp/d" | tail -1)

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 PYTHON=/usr/bin/python3 # Debian's, with python3-numpy (scripts/install-deps.sh)
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for tools/ckpt_reader.py"; exit 77; }
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" # Open MPI's leaks
+export ASAN_OPTIONS="$mpi_asan_options" # every command here is an MPI job
 
 for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
 tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
