@@ -14,7 +14,7 @@ for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; do
 tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
       --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=300
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=1000
       --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
       --runner_config.save_interval=20 --callbacks.checkpoint_monitor.async_save=false --quiet)
 
@@ -26,13 +26,13 @@ check "uninterrupted run" 0 "$bin" launch -n 2 -- train "${tiny[@]}" --output_di
 "$bin" launch -n 2 --max-restarts 2 -- train "${tiny[@]}" --output_dir="$tmp/sup" >"$tmp/sup.out" 2>"$tmp/sup.err" &
 job=$!
 killed=""
-for _ in $(seq 300); do # kill rank 1 once the run is past its first checkpoint
-    if [ -f "$tmp/sup/checkpoint_step40.ckpt" ]; then
+for _ in $(seq 3000); do # kill rank 1 once the run is past its first checkpoint
+    if ls "$tmp/sup"/checkpoint_step*.ckpt >/dev/null 2>&1; then
         launcher=$(pgrep -f -- "^mpirun .*--output_dir=$tmp/sup" | head -1)
         victim=$([ -n "$launcher" ] && pgrep -P "$launcher" | tail -1)
         [ -n "$victim" ] && kill -9 "$victim" && killed=$(date +%s.%N) && break
     fi
-    sleep 0.1
+    sleep 0.02
 done
 [ -n "$killed" ] || fail_because "found no rank to kill"
 timeout 300 tail --pid=$job -f /dev/null
@@ -42,7 +42,7 @@ got=$?
 grep -q "restart 1 of 2, resuming" "$tmp/sup.err" || { fail_because "the launcher did not restart the job"; cat "$tmp/sup.err"; }
 grep -q '"restart":1' "$tmp/sup/metrics.jsonl" || fail_because "the metrics lack the restart's start record"
 
-"$PYTHON" - "$src/tools" "$tmp/ref/checkpoint_step300.ckpt" "$tmp/sup/checkpoint_step300.ckpt" "$tmp/sup/metrics.jsonl" \
+"$PYTHON" - "$src/tools" "$tmp/ref/checkpoint_step1000.ckpt" "$tmp/sup/checkpoint_step1000.ckpt" "$tmp/sup/metrics.jsonl" \
     "$killed" <<'PY' || fail_because "the restarted run's final state differs from the uninterrupted run's"
 import json, sys
 sys.path.insert(0, sys.argv[1])
