@@ -15,7 +15,9 @@ cf_metrics *cf_metrics_open(const char *path, cf_error *err);
 void cf_metrics_close(cf_metrics *m);
 
 /* Writes `fields` (an object; stolen, i.e. freed here) as one line, with "event" and
- * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped. */
-void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields);
+ * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped.
+ * Returns -1 with err naming the file when the line was not written; after a failed
+ * write the file may end in a partial line, so every later line is dropped (and fails). */
+int cf_metrics_write(cf_metrics *m, const char *event, json_t *fields, cf_error *err);
 
 #endif

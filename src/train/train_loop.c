@@ -50,13 +50,20 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     return t->metrics ? 0 : -1;
 }
 
+void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields) {
+    cf_error err;
+    if (cf_metrics_write(t->metrics, event, fields, &err) == 0 || t->metrics_failed) return;
+    t->metrics_failed = true;
+    fprintf(stderr, "cformers: warning: %s; training goes on without metrics\n", err.msg);
+}
+
 static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     const cf_memory_report *m = cf_plan_memory(t->plan);
     cf_memory_row rows[2];
     char note[128];
     cf_memory_plan_rows(m, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
-    cf_metrics_write(t->metrics, "memory_plan",
+    cf_trainer_metrics(t, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
                                est->total_bytes, "arena_bytes", (json_int_t)m->arena_bytes, "param_block_bytes",
                                (json_int_t)m->param_bytes, "fragmentation", m->fragmentation, "lower_bound_bytes",
@@ -69,7 +76,7 @@ static void report_loader_wait(cf_trainer *t, run_state *r) {
     double wait = cf_batches_wait_seconds(t->train);
     double share = r->train_seconds > 0 ? wait / r->train_seconds : 0.0;
     say(t, r, "data loader: steps waited %.3f s of %.1f s (%.2f%%)", wait, r->train_seconds, 100.0 * share);
-    cf_metrics_write(t->metrics, "loader",
+    cf_trainer_metrics(t, "loader",
                      json_pack("{s:f, s:f, s:f}", "wait_seconds", wait, "train_seconds", r->train_seconds, "share",
                                share));
 }
@@ -83,7 +90,7 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
               "%.1f MiB (%+.1f%%, %s 10%%)",
         peak / MIB, used / MIB, base / MIB, est->total_bytes / MIB, 100.0 * off,
         off > -0.1 && off < 0.1 ? "within" : "NOT within");
-    cf_metrics_write(t->metrics, "memory_peak",
+    cf_trainer_metrics(t, "memory_peak",
                      json_pack("{s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
                                "estimate_bytes", est->total_bytes, "relative_difference", off));
 }
@@ -107,7 +114,7 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     if (cf_trainer_save(t, path, err) != 0) return -1;
     cf_checkpoint_prune(t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->cfg.callbacks.checkpoint_monitor.keep_checkpoint_max);
     say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, cf_clock_seconds() - t0);
-    cf_metrics_write(t->metrics, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
+    cf_trainer_metrics(t, "checkpoint", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "path", path));
     return 0;
 }
 
@@ -115,7 +122,7 @@ static int evaluate(cf_trainer *t, run_state *r, cf_error *err) {
     double loss;
     if (cf_trainer_evaluate(t, &loss, err) != 0) return -1;
     say(t, r, "step %lld: validation loss %.4f", (long long)t->pos.step, loss);
-    cf_metrics_write(t->metrics, "eval", json_pack("{s:I, s:f}", "step", (json_int_t)t->pos.step, "val_loss", loss));
+    cf_trainer_metrics(t, "eval", json_pack("{s:I, s:f}", "step", (json_int_t)t->pos.step, "val_loss", loss));
     return 0;
 }
 
@@ -123,7 +130,7 @@ static int sample(cf_trainer *t, run_state *r, cf_error *err) {
     char *text = cf_trainer_sample_text(t, err);
     if (!text) return -1;
     say(t, r, "step %lld: sample:\n%s\n", (long long)t->pos.step, text);
-    cf_metrics_write(t->metrics, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
+    cf_trainer_metrics(t, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
     free(text);
     return 0;
 }
@@ -145,7 +152,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     double lr = cf_lr_schedule_at(&t->schedule, step - 1);
     if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s);
     if (every(step, t->cfg.runner_config.log_interval) || step == r->stop)
-        cf_metrics_write(t->metrics, "train",
+        cf_trainer_metrics(t, "train",
                          json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
                                    "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "step_seconds", dt));
     if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;

@@ -27,11 +27,16 @@ struct cf_trainer {
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
+    bool metrics_failed; /* the failure was reported; later metrics lines are dropped */
     cf_train_profile profile; /* callbacks.profile_monitor */
     atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
     size_t baseline_rss; /* resident bytes before the trainer allocated anything */
 };
+
+/* Writes one metrics line (see cf_metrics_write). A failed write does not stop training:
+ * the first one is reported on stderr, naming the file and the reason. */
+void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields);
 
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
