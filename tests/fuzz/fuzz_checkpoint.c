@@ -4,8 +4,8 @@
  *
  * The fuzzer cannot forge CRC32C values, so before loading, the harness rewrites them:
  * each index entry's crc32c (when its data range lies in the file), then the trailer and
- * header checksums and file_bytes, re-laying out index and metadata if the index changed.
- * Inputs whose header offsets do not describe the file are loaded as they are. */
+ * header checksums and file_bytes, re-laying out index and metadata around the new index.
+ * When the header's offsets do not describe the file, only the header checksum is redone. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -37,7 +37,8 @@ static char *fix_index(const uint8_t *data, size_t size, const ckpt_header *h, s
     return text;
 }
 
-/* The input with its checksums made right; the caller frees it. */
+/* The input with its checksums made right; the caller frees it. The header checksum is
+ * always recomputed, so headers whose offsets do not describe the file reach the checks. */
 static uint8_t *fix_checksums(const uint8_t *data, size_t size, size_t *out_size) {
     uint8_t *out = malloc(size ? size : 1);
     memcpy(out, data, size);
@@ -45,30 +46,27 @@ static uint8_t *fix_checksums(const uint8_t *data, size_t size, size_t *out_size
     ckpt_header h;
     if (size < sizeof h) return out;
     memcpy(&h, data, sizeof h);
-    if (h.index_offset < sizeof h || !in_file(h.index_offset, h.index_bytes, size) ||
-        !in_file(h.index_offset + h.index_bytes, h.metadata_bytes, size))
-        return out;
     size_t index_len;
-    char *index = fix_index(data, size, &h, &index_len);
-    if (index) {
+    char *index = NULL;
+    if (h.index_offset >= sizeof h && in_file(h.index_offset, h.index_bytes, size) &&
+        in_file(h.index_offset + h.index_bytes, h.metadata_bytes, size) &&
+        (index = fix_index(data, size, &h, &index_len))) {
         size_t meta_at = h.index_offset + h.index_bytes;
-        size_t new_size = h.index_offset + index_len + h.metadata_bytes;
-        uint8_t *grown = malloc(new_size);
-        memcpy(grown, data, h.index_offset);
-        memcpy(grown + h.index_offset, index, index_len);
-        memcpy(grown + h.index_offset + index_len, data + meta_at, h.metadata_bytes);
+        *out_size = h.index_offset + index_len + h.metadata_bytes;
+        uint8_t *laid_out = malloc(*out_size);
+        memcpy(laid_out, data, h.index_offset);
+        memcpy(laid_out + h.index_offset, index, index_len);
+        memcpy(laid_out + h.index_offset + index_len, data + meta_at, h.metadata_bytes);
         free(index);
         free(out);
-        out = grown;
-        size = new_size;
+        out = laid_out;
         h.index_bytes = index_len;
+        h.metadata_offset = h.index_offset + h.index_bytes;
+        h.file_bytes = *out_size;
+        h.trailer_crc32c = cf_crc32c(0, out + h.index_offset, h.index_bytes + h.metadata_bytes);
     }
-    h.metadata_offset = h.index_offset + h.index_bytes;
-    h.file_bytes = size;
-    h.trailer_crc32c = cf_crc32c(0, out + h.index_offset, h.index_bytes + h.metadata_bytes);
     h.header_crc32c = cf_crc32c(0, &h, offsetof(ckpt_header, header_crc32c));
     memcpy(out, &h, sizeof h);
-    *out_size = size;
     return out;
 }
 
