@@ -47,7 +47,8 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     continue
   fi
-  "$bin" "${args[@]}" "$corpus" "$src/corpus/$t" >"$log" 2>&1
+  # In a subshell that outlives it, so bash's "Aborted" notice goes to the log too.
+  ("$bin" "${args[@]}" "$corpus" "$src/corpus/$t"; exit $?) >"$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
