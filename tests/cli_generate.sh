@@ -13,6 +13,10 @@ stderr_has "kv-cache reason" "--kv-cache must be f32 or bf16, not 'f16'"
 check "convert without format" 2 "$bin" convert --output x
 check "convert unknown format" 2 "$bin" convert --from onnx x --output y
 check "validate missing args" 2 "$bin" validate --model x
+# A reference whose counts claim 64 TiB in a 24-byte file: exit 1 naming the fields, not an abort.
+printf 'CFLOGITS\001\000\000\000\000\000\020\000\000\000\000\001\000\000\000\000' >"$tmp/huge.logits"
+check "validate a reference claiming 64 TiB" 1 "$bin" validate --model x --reference "$tmp/huge.logits"
+stderr_has "huge reference" "huge.logits: offset 12: n_tokens 1048576 x vocab 16777216"
 check "generate missing file" 1 "$bin" generate --model "$tmp/none.ckpt"
 stderr_has "missing checkpoint" "none.ckpt: cannot open"
 
@@ -46,6 +50,15 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     cp "$tmp/out" "$tmp/first"
     check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cmp -s "$tmp/out" "$tmp/first" || { echo "FAIL: same seed gave different text"; fail=1; }
+    # Malformed UTF-8 falls back to byte tokens (here 14 tokens for 4 bytes): the KV cache is
+    # sized from the prompt's tokens, not its bytes (it was refused: "does not fit the context
+    # of 9"; with -n 30 the story was cut at 23 tokens).
+    check "non-UTF-8 prompt" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' --temperature 0 -n 3
+    stderr_has "non-UTF-8 prompt tokens" "prefill: 14 tokens"
+    stderr_has "non-UTF-8 prompt continued" "decode: 3 tokens"
+    check "non-UTF-8 prompt, longer" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt $'\xff\xff\xff\xff' \
+        --temperature 0 -n 30
+    stderr_has "non-UTF-8 prompt not cut short" "decode: 30 tokens"
     check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }
 else

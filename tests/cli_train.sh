@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `cformers train`: misuse exits 2 with a one-line reason; a tiny run on a text file trains,
 # evaluates, samples, writes metrics and a checkpoint; --resume continues it; a corrupt
-# checkpoint is refused with exit 1; --dump-batches and --save-initial (the inputs
+# checkpoint, or one of a model with more layers, is refused with exit 1; --dump-batches and --save-initial (the inputs
 # tools/torch_train.py replays) write every micro-batch and a step-0 checkpoint that
 # resumes into the same run.
 set -u
@@ -41,6 +41,13 @@ grep -q "resumed at step 3" "$work/out" || { echo "FAIL: resume not reported"; c
 grep -q "step 6: sample:" "$work/out" || { echo "FAIL: no sample"; fail=1; }
 grep -q "peak resident memory" "$work/out" || { echo "FAIL: no memory report"; fail=1; }
 [ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" = 6 ] || { echo "FAIL: metrics lack 6 train lines"; fail=1; }
+
+# A checkpoint of a 2-layer model does not load into a 1-layer one (its layer 1 used to be ignored).
+check "2-layer run" 0 "$bin" train "${tiny[@]}" --model.model_config.num_layers=2 --output_dir="$work/two" --steps 1 --quiet
+check "2-layer checkpoint into a 1-layer model" 1 "$bin" train "${tiny[@]}" --output_dir="$work/one" --steps 1 \
+    --load_checkpoint="$work/two/checkpoint_step1.ckpt"
+grep -q "checkpoint_step1.ckpt: tensor model.layers.1.* is stored, but this model has no such parameter" "$work/out" ||
+    { echo "FAIL: extra layer not named"; cat "$work/out"; fail=1; }
 
 head -c 1000 "$work/run/checkpoint_step6.ckpt" >"$work/bad.ckpt"
 check "truncated checkpoint" 1 "$bin" train "${tiny[@]}" --resume "$work/bad.ckpt"

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cformers/config.h"
+#include "config_test_util.h"
 #include "cformers/fused.h"
 #include "io/config_schema.h"
 #include "test_util.h"
@@ -257,11 +258,7 @@ static void test_presets_round_trip(void) {
         cf_config cfg, back;
         cf_error err = {{0}};
         CHECK_MSG(cf_config_load(name, &cfg, &err) == 0, "%s: %s", name, err.msg);
-        char *text = NULL;
-        size_t len = 0;
-        FILE *out = open_memstream(&text, &len);
-        cf_config_print_yaml(&cfg, out);
-        fclose(out);
+        char *text = config_yaml_text(&cfg);
         cf_config_defaults(&back);
         CHECK_MSG(cf_config_parse_string(text, name, &back, &err) == 0, "%s: %s", name, err.msg);
         for (int k = 0; k < cf_config_key_count; k++) {

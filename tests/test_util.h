@@ -58,6 +58,27 @@ static inline int test_finish(void) {
     return 0;
 }
 
+/* A refusal of a hostile file: one line naming the file and `what` (the field, offset or
+ * tensor at fault); printed, so the test log shows every message. */
+static inline void check_refusal(const char *msg, const char *file, const char *what) {
+    CHECK_CONTAINS(msg, file);
+    CHECK_CONTAINS(msg, what);
+    CHECK(strchr(msg, '\n') == NULL);
+    printf("refused: %s\n", msg);
+}
+
+typedef struct test_case {
+    const char *name;
+    void (*run)(void);
+} test_case;
+
+/* Runs every case, or with an argument only the case of that name (to watch one crash on
+ * an old build). */
+static inline void test_run_cases(int argc, char **argv, const test_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (argc < 2 || strcmp(argv[1], cases[i].name) == 0) cases[i].run();
+}
+
 /* Runs call() in a child process and checks that it stops with SIGABRT after writing
  * `expect` to stderr: how a broken API contract ends (as BLAS's xerbla does). */
 static inline void check_aborts(void (*call)(void), const char *expect) {

@@ -84,6 +84,12 @@ const cf_ckpt_tensor *cf_ckpt_find(const cf_ckpt *c, const char *name);
 const cf_ckpt_tensor *cf_ckpt_get(cf_ckpt *c, const char *name, cf_dtype dtype, int ndim, const int64_t *shape,
                                   cf_error *err);
 
+/* The first tensor (name order) that cf_ckpt_get has not returned, not counting optimizer
+ * state and an embedded tokenizer (names under "optimizer." and "tokenizer."); NULL when
+ * there is none. A loader that has fetched every tensor its config implies calls it to
+ * refuse a file that stores more (a num_layers that disagrees with the stored layers). */
+const cf_ckpt_tensor *cf_ckpt_first_unused(const cf_ckpt *c);
+
 /* CRC32C (Castagnoli), hardware crc32 instruction where present. Start with crc = 0. */
 uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n);
 

@@ -24,6 +24,9 @@ extern "C" {
 typedef struct cf_tokenizer cf_tokenizer;
 
 cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err);
+/* The same from a file's bytes (any format but the GPT-2 directory); `name` stands for
+ * the file in error messages, and a name ending in ".bin" marks llama2.c's format. */
+cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size_t size, cf_error *err);
 cf_tokenizer *cf_tokenizer_bytes(void);
 void cf_tokenizer_free(cf_tokenizer *tok);
 

@@ -7,6 +7,7 @@
 #include "cformers/threads.h"
 #include "cli.h"
 #include "cli_parse.h"
+#include "io/ckpt_tokenizer.h"
 
 static const char usage[] =
     "usage: cformers generate --model CKPT [options]\n"
@@ -73,6 +74,20 @@ static int parse_args(int argc, char **argv, generate_args *a) {
     return 0;
 }
 
+/* The tokenizer generate uses: the --tokenizer file, else the one embedded in the
+ * checkpoint, read before the model so that the cache can be sized from the prompt's
+ * token count. NULL with err set when there is none. */
+static cf_tokenizer *load_tokenizer(const generate_args *a, cf_error *err) {
+    if (a->tokenizer) return cf_tokenizer_load(a->tokenizer, err);
+    cf_ckpt *c = cf_ckpt_open(a->model, false, err);
+    if (!c) return NULL;
+    bool present;
+    cf_tokenizer *tok = ckpt_load_tokenizer(c, &present, err);
+    if (!present) cf_fail(err, "%s: no tokenizer embedded; pass --tokenizer FILE", a->model);
+    cf_ckpt_close(c);
+    return tok;
+}
+
 static void print_piece(void *ctx, int32_t token, const char *piece, size_t len) {
     (void)ctx, (void)token;
     fwrite(piece, 1, len, stdout);
@@ -89,20 +104,18 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc;
     if (a.threads) cf_set_num_threads((int)a.threads);
     cf_error err;
-    /* The cache only needs the prompt (at most one token per byte, plus BOS and a SentencePiece
-     * dummy prefix) and the new tokens, not the model's whole context. */
-    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = (long)strlen(a.prompt) + 2 + a.n,
-                            .kv_cache = a.kv_cache};
-    cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
-    cf_tokenizer *own_tok = NULL;
-    if (m && a.tokenizer && !(own_tok = cf_tokenizer_load(a.tokenizer, &err))) cf_infer_free(m), m = NULL;
-    const cf_tokenizer *tok = own_tok ? own_tok : m ? cf_infer_tokenizer(m) : NULL;
-    if (m && !tok) {
-        snprintf(err.msg, sizeof err.msg, "%s: no tokenizer embedded; pass --tokenizer FILE", a.model);
-        cf_infer_free(m), m = NULL;
-    }
+    /* The cache holds the prompt and the new tokens, not the model's whole context; the
+     * prompt is counted in tokens, which may be several per byte (a malformed UTF-8 byte
+     * falls back to the three byte tokens of U+FFFD). */
+    cf_tokenizer *tok = load_tokenizer(&a, &err);
+    int32_t *ids = NULL;
+    long prompt_tokens = tok ? cf_tokenizer_encode(tok, a.prompt, strlen(a.prompt), true, &ids, &err) : -1;
+    free(ids);
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache};
+    cf_infer_model *m = prompt_tokens >= 0 ? cf_infer_load(a.model, &opt, &err) : NULL;
     if (!m) {
         fprintf(stderr, "cformers generate: %s\n", err.msg);
+        cf_tokenizer_free(tok);
         return 1;
     }
     cf_generate_params p = {.max_new_tokens = a.n,
@@ -123,7 +136,7 @@ int cmd_generate(int argc, char **argv) {
                 (double)cf_infer_kv_cache_bytes(m) / (1 << 20));
     else
         fprintf(stderr, "cformers generate: %s\n", err.msg);
-    if (own_tok) cf_tokenizer_free(own_tok);
+    cf_tokenizer_free(tok);
     cf_infer_free(m);
     return rc == 0 ? 0 : 1;
 }

@@ -7,7 +7,12 @@
 #include <string.h>
 
 #include "cformers/tokenizer.h"
+#include "cli_parse.h"
 #include "data/bpe_train.h"
+
+/* The largest --vocab-size: ids are int32, and each token costs the trainer memory up
+ * front, so a typo must not ask for billions. */
+enum { MAX_VOCAB = 1 << 24 };
 
 static const char USAGE[] =
     "usage: cformers tokenizer train --input FILE... --vocab-size N --output FILE [--threads N] [--quiet]\n"
@@ -25,14 +30,21 @@ static const char USAGE[] =
 
 static char *read_stdin(size_t *len) {
     size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap + 1);
+    char *buf = cf_xmalloc(cap + 1);
     while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
         n += got;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+        if (n == cap) buf = cf_xrealloc(buf, (cap *= 2) + 1);
     }
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+static int parse_int(const char *flag, const char *text, int min, int max, int *out) {
+    long v;
+    int rc = cli_parse_long("tokenizer", flag, text, min, max, &v);
+    if (rc == 0) *out = (int)v;
+    return rc;
 }
 
 static int train(int argc, char **argv) {
@@ -47,11 +59,11 @@ static int train(int argc, char **argv) {
         } else if (i + 1 >= argc) {
             rc = cli_usage_error("tokenizer", "%s needs a value", argv[i]);
         } else if (strcmp(argv[i], "--vocab-size") == 0) {
-            opt.vocab_size = atoi(argv[++i]);
-            if (opt.vocab_size < 258) rc = cli_usage_error("tokenizer", "--vocab-size must be at least 258");
+            rc = parse_int(argv[i], argv[i + 1], 258, MAX_VOCAB, &opt.vocab_size);
+            i++;
         } else if (strcmp(argv[i], "--threads") == 0) {
-            opt.threads = atoi(argv[++i]);
-            if (opt.threads < 1) rc = cli_usage_error("tokenizer", "--threads must be at least 1");
+            rc = parse_int(argv[i], argv[i + 1], 1, 1024, &opt.threads);
+            i++;
         } else if (strcmp(argv[i], "--output") == 0) {
             opt.output = argv[++i];
         } else {
@@ -100,17 +112,22 @@ static int inspect(int argc, char **argv, bool encode) {
         return 1;
     }
     size_t len = arg ? strlen(arg) : 0;
-    char *input = arg ? strdup(arg) : read_stdin(&len);
+    char *input = arg ? cf_xstrdup(arg) : read_stdin(&len);
     int rc = 0;
     if (encode) {
         int32_t *ids;
         long n = cf_tokenizer_encode(tok, input, len, bos, &ids, &err);
         for (long i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-        printf("\n");
+        if (n >= 0) {
+            printf("\n");
+        } else {
+            fprintf(stderr, "cformers tokenizer: %s\n", err.msg);
+            rc = 1;
+        }
         free(ids);
     } else {
         size_t n = 0;
-        int32_t *ids = malloc((len / 2 + 1) * sizeof *ids);
+        int32_t *ids = cf_xmalloc((len / 2 + 1) * sizeof *ids);
         char *p = input, *end;
         for (long v = strtol(p, &end, 10); end != p; p = end, v = strtol(p, &end, 10)) {
             if (v < 0 || v >= cf_tokenizer_vocab_size(tok)) {

@@ -25,8 +25,10 @@ static bool rank_pair(const void *ctx, const char *text, const cf_merge_sym *l, 
 int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err) {
     size_t llen = t->piece_len[left], rlen = t->piece_len[right];
     int32_t joined = cf_strmap_get2(&t->piece_ids, t->pieces[left], llen, t->pieces[right], rlen);
-    if (joined < 0) return cf_fail(err, "merge %d (\"%s\" + \"%s\") makes a token missing from the vocabulary",
-                                   t->n_merges, t->pieces[left], t->pieces[right]);
+    char ql[CF_TOK_QUOTE_SIZE], qr[CF_TOK_QUOTE_SIZE];
+    if (joined < 0)
+        return cf_fail(err, "merge %d (\"%s\" + \"%s\") makes a token missing from the vocabulary", t->n_merges,
+                       cf_tok_quote(t->pieces[left], llen, ql), cf_tok_quote(t->pieces[right], rlen, qr));
     int32_t key[2] = {left, right};
     if (cf_strmap_get(&t->merges, key, sizeof key) >= 0) return 0; /* a repeated merge keeps its first rank */
     t->merge_result = cf_xrealloc(t->merge_result, (size_t)(t->n_merges + 1) * sizeof *t->merge_result);

@@ -55,7 +55,9 @@ static int set_spelled(cf_tokenizer *t, int id, const char *spelled, bool specia
     if (special) memcpy(raw, spelled, len);
     if (n < 0) {
         free(raw);
-        return cf_fail(err, "%s: token %d \"%s\" has a character outside the byte-level alphabet", path, id, spelled);
+        char q[CF_TOK_QUOTE_SIZE];
+        return cf_fail(err, "%s: token %d \"%s\" has a character outside the byte-level alphabet", path, id,
+                       cf_tok_quote(spelled, len, q));
     }
     cf_tok_set_piece(t, id, raw, (size_t)n);
     free(raw);
@@ -76,7 +78,10 @@ static int add_spelled_merge(cf_tokenizer *t, const char *a, const char *b, cons
     long na = la < sizeof ra ? unspell(a, la, ra) : -1, nb = lb < sizeof rb ? unspell(b, lb, rb) : -1;
     int32_t left = na < 0 ? -1 : cf_strmap_get(&t->piece_ids, ra, (size_t)na);
     int32_t right = nb < 0 ? -1 : cf_strmap_get(&t->piece_ids, rb, (size_t)nb);
-    if (left < 0 || right < 0) return cf_fail(err, "%s: merge %ld (\"%s %s\"): token not in the vocabulary", path, line, a, b);
+    char qa[CF_TOK_QUOTE_SIZE], qb[CF_TOK_QUOTE_SIZE];
+    if (left < 0 || right < 0)
+        return cf_fail(err, "%s: merge %ld (\"%s %s\"): token not in the vocabulary", path, line,
+                       cf_tok_quote(a, la, qa), cf_tok_quote(b, lb, qb));
     if (cf_bpe_add_merge(t, left, right, err) != 0) return cf_fail_prefix(err, "%s: ", path);
     return 0;
 }
@@ -105,24 +110,52 @@ static void find_specials(cf_tokenizer *t) {
     t->eos = special_id(t, eos);
 }
 
-static int max_id(json_t *vocab) {
-    const char *key;
-    json_t *v;
-    int max = -1;
-    json_object_foreach(vocab, key, v) {
-        if (json_is_integer(v) && json_integer_value(v) > max) max = (int)json_integer_value(v);
-    }
-    return max;
+/* Checks that v is an integer id below `entries`, storing it in *id; else fails naming
+ * `where` (a vocab key or an added_tokens index) and the id. */
+static int check_id(json_t *v, size_t entries, json_int_t *id, const char *path, const char *where, cf_error *err) {
+    if (!json_is_integer(v)) return cf_fail(err, "%s: %s: the id is not an integer", path, where);
+    *id = json_integer_value(v);
+    if (*id < 0 || (uint64_t)*id >= entries)
+        return cf_fail(err, "%s: %s: id %lld is not below %zu, the number of tokens the file lists", path, where,
+                       (long long)*id, entries);
+    return 0;
 }
 
+/* The vocabulary size the ids of `vocab` (an object, token -> id; `field` names it in
+ * errors) and of `added` (tokenizer.json's added_tokens, or NULL) imply, checked before
+ * anything is sized from them. Ids are dense (finish() wants every one), so each must be
+ * below the number of tokens the file lists, which bounds the tables by the file's size.
+ * -1 with err naming the file, the field and the id. */
+static int vocabulary_size(json_t *vocab, const char *field, json_t *added, const char *path, cf_error *err) {
+    size_t entries = json_object_size(vocab) + json_array_size(added);
+    if (entries > INT32_MAX) return cf_fail(err, "%s: %zu tokens are too many", path, entries);
+    json_int_t max = -1, id = -1;
+    char where[CF_TOK_QUOTE_SIZE + 64], q[CF_TOK_QUOTE_SIZE];
+    const char *key;
+    json_t *v;
+    json_object_foreach(vocab, key, v) {
+        snprintf(where, sizeof where, "%s \"%s\"", field, cf_tok_quote(key, strlen(key), q));
+        if (check_id(v, entries, &id, path, where, err) != 0) return -1;
+        if (id > max) max = id;
+    }
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *a = json_array_get(added, i);
+        snprintf(where, sizeof where, "added_tokens[%zu]", i);
+        if (!json_is_string(json_object_get(a, "content")))
+            return cf_fail(err, "%s: %s: needs a string content", path, where);
+        if (check_id(json_object_get(a, "id"), entries, &id, path, where, err) != 0) return -1;
+        if (id > max) max = id;
+    }
+    return (int)(max + 1);
+}
+
+/* Sets every token of `vocab`, whose ids vocabulary_size() has checked. */
 static int load_vocab(cf_tokenizer *t, json_t *vocab, const char *path, cf_error *err) {
     const char *key;
     json_t *v;
     json_object_foreach(vocab, key, v) {
-        json_int_t id = json_integer_value(v);
-        if (!json_is_integer(v) || id < 0 || id >= t->vocab_size) return cf_fail(err, "%s: token \"%s\": bad id", path, key);
         bool special = key[0] == '<' && key[1] == '|' && strstr(key, "|>") != NULL;
-        if (set_spelled(t, (int)id, key, special, path, err) != 0) return -1;
+        if (set_spelled(t, (int)json_integer_value(v), key, special, path, err) != 0) return -1;
     }
     return 0;
 }
@@ -137,7 +170,12 @@ cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err) {
         cf_fail(err, "%s: line %d: %s", path, jerr.line, vocab ? "not a JSON object" : jerr.text);
         return NULL;
     }
-    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, max_id(vocab) + 1);
+    int n = vocabulary_size(vocab, "token", NULL, path, err);
+    if (n < 0) {
+        json_decref(vocab);
+        return NULL;
+    }
+    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, n);
     int rc = load_vocab(t, vocab, path, err);
     json_decref(vocab);
     if (rc == 0) {
@@ -229,20 +267,16 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
     } else if (!hf_pretokenizer(json_object_get(root, "pre_tokenizer"))) {
         cf_fail(err, "%s: key pre_tokenizer: only ByteLevel, or a Split on the GPT-2 or LLaMA-3 pattern followed by "
                 "ByteLevel, is supported", path);
+    } else if (added && !json_is_array(added) && !json_is_null(added)) {
+        cf_fail(err, "%s: key added_tokens: not an array", path);
     } else {
-        int n = max_id(vocab);
-        for (size_t i = 0; i < json_array_size(added); i++) {
-            json_int_t id = json_integer_value(json_object_get(json_array_get(added, i), "id"));
-            if (id > n) n = (int)id;
-        }
-        t = cf_tok_new(CF_TOK_BYTE_LEVEL, n + 1);
-        int rc = load_vocab(t, vocab, path, err);
+        int n = vocabulary_size(vocab, "model.vocab", added, path, err);
+        t = n < 0 ? NULL : cf_tok_new(CF_TOK_BYTE_LEVEL, n);
+        int rc = t ? load_vocab(t, vocab, path, err) : -1;
         for (size_t i = 0; rc == 0 && i < json_array_size(added); i++) {
             json_t *a = json_array_get(added, i);
-            const char *content = json_string_value(json_object_get(a, "content"));
-            json_int_t id = json_integer_value(json_object_get(a, "id"));
-            if (!content || id < 0) rc = cf_fail(err, "%s: added_tokens[%zu]: needs id and content", path, i);
-            else rc = set_spelled(t, (int)id, content, true, path, err);
+            rc = set_spelled(t, (int)json_integer_value(json_object_get(a, "id")),
+                             json_string_value(json_object_get(a, "content")), true, path, err);
         }
         if (rc == 0) rc = load_hf_merges(t, json_object_get(model, "merges"), path, err);
         if (rc == 0) rc = finish(t, path, err);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cformers/records.h"
+#include "core/checked.h"
 
 enum { PLAN_SLOTS = 4 };
 
@@ -225,8 +226,12 @@ static int open_shards(cf_dataset *ds, cf_error *err) {
     }
     free(paths);
     if (rc != 0) return -1;
+    size_t docs_bytes = 0; /* each shard's n_docs is bounded by its file; their sum still goes through the checks */
     for (int i = 0; i < ds->n_shards; i++) ds->n_docs += ds->shards[i].n_docs;
-    ds->docs = cf_xmalloc((ds->n_docs + 1) * sizeof *ds->docs);
+    if (!cf_add_size(ds->n_docs, 1, &docs_bytes) || !cf_mul_size(docs_bytes, sizeof *ds->docs, &docs_bytes))
+        return cf_fail(err, "%s: split %s: %llu documents overflow the document table", ds->dir, ds->split,
+                       (unsigned long long)ds->n_docs);
+    ds->docs = cf_xmalloc(docs_bytes);
     uint64_t k = 0;
     for (int i = 0; i < ds->n_shards; i++) {
         const cf_record_shard *s = &ds->shards[i];

@@ -2,7 +2,10 @@
 #ifndef CFORMERS_DATA_RECORD_FORMAT_H
 #define CFORMERS_DATA_RECORD_FORMAT_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "core/checked.h"
 
 #define CF_RECORD_MAGIC "CFRECORD"
 #define CF_RECORD_SUFFIX ".cfrec"
@@ -39,9 +42,17 @@ _Static_assert(sizeof(cf_record_chunk) == 24, "chunk entry is 24 bytes on disk")
 static inline uint64_t cf_record_index_padding(uint64_t data_end) { return (8 - data_end % 8) % 8; }
 
 /* Index at header.index_offset (a multiple of 8): n_chunks cf_record_chunk, then n_docs + 1 uint64 document
- * token offsets, then a uint32 CRC32C of both; the file ends right after it. */
-static inline uint64_t cf_record_index_bytes(uint64_t n_chunks, uint64_t n_docs) {
-    return n_chunks * sizeof(cf_record_chunk) + (n_docs + 1) * 8 + 4;
+ * token offsets, then a uint32 CRC32C of both; the file ends right after it. The size in *out; false when it
+ * does not fit in size_t (a hostile header). */
+static inline bool cf_record_index_bytes(uint64_t n_chunks, uint64_t n_docs, size_t *out) {
+    size_t chunks, offsets, both;
+    return cf_mul_size(n_chunks, sizeof(cf_record_chunk), &chunks) && cf_add_size(n_docs, 1, &offsets) &&
+           cf_mul_size(offsets, 8, &offsets) && cf_add_size(chunks, offsets, &both) && cf_add_size(both, 4, out);
 }
+
+/* Most raw bytes one zstd frame of `stored` bytes can decode to: every block takes at least
+ * 4 bytes (3 of header, 1 of RLE data) and yields at most 128 KiB. Bounds what a chunk can
+ * claim by its size on disk, before its claim sizes the decompression buffer. */
+static inline uint64_t cf_record_zstd_max_raw(uint32_t stored) { return (uint64_t)stored * ((1u << 17) / 4); }
 
 #endif

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,67 +17,92 @@
 #include "cformers/records.h"
 #include "data/record_format.h"
 
-static int fail(cf_record_shard *s, cf_error *err, uint64_t off, const char *what) {
+/* Fails naming the file and the byte offset at fault; closes the shard. */
+__attribute__((format(printf, 4, 5))) static int fail(cf_record_shard *s, cf_error *err, uint64_t off, const char *fmt,
+                                                      ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     cf_fail(err, "%s: offset %llu: %s", s->path, (unsigned long long)off, what);
     cf_record_shard_close(s);
     return -1;
 }
 
+/* Refuses a header whose counts and offsets cannot describe a file of `size` bytes, before
+ * any of them forms a pointer or sizes an allocation. */
 static int check_header(cf_record_shard *s, const cf_record_header *h, size_t size, cf_error *err) {
     if (size < sizeof *h) return fail(s, err, size, "truncated: file shorter than the record header");
     if (memcmp(h->magic, CF_RECORD_MAGIC, 8) != 0) return fail(s, err, 0, "not a cformers record shard (bad magic)");
     if (h->header_crc != cf_crc32c(0, h, offsetof(cf_record_header, header_crc)))
         return fail(s, err, offsetof(cf_record_header, header_crc), "header checksum mismatch");
-    if (h->version != CF_RECORD_VERSION) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "record format version %u, this build reads version %d", h->version,
-                 CF_RECORD_VERSION);
-        return fail(s, err, offsetof(cf_record_header, version), msg);
-    }
+    if (h->version != CF_RECORD_VERSION)
+        return fail(s, err, offsetof(cf_record_header, version), "record format version %u, this build reads version %d",
+                    h->version, CF_RECORD_VERSION);
     if ((h->token_bytes != 2 && h->token_bytes != 4) || h->vocab_size == 0 || h->eos_id < 0 ||
         (uint32_t)h->eos_id >= h->vocab_size)
         return fail(s, err, offsetof(cf_record_header, token_bytes), "bad token width, vocabulary size or EOS id");
-    if (h->index_offset > size || size - h->index_offset != cf_record_index_bytes(h->n_chunks, h->n_docs))
-        return fail(s, err, h->index_offset > size ? size : h->index_offset,
-                    "truncated or oversized: the index does not end at the end of the file");
+    if (h->index_offset < sizeof *h || h->index_offset % 8 != 0)
+        return fail(s, err, offsetof(cf_record_header, index_offset),
+                    "header index_offset %llu: the index must start at a multiple of 8 after the header",
+                    (unsigned long long)h->index_offset);
+    size_t index_bytes;
+    if (!cf_record_index_bytes(h->n_chunks, h->n_docs, &index_bytes) || !cf_fits(h->index_offset, index_bytes, size) ||
+        size - h->index_offset != index_bytes)
+        return fail(s, err, offsetof(cf_record_header, n_chunks),
+                    "truncated or oversized: an index of n_chunks %u and n_docs %llu at index_offset %llu does not end "
+                    "at the end of the file (%zu bytes)",
+                    h->n_chunks, (unsigned long long)h->n_docs, (unsigned long long)h->index_offset, size);
     return 0;
 }
 
-/* Verifies the chunks against their checksums and against the header's token count;
- * decompresses them when zstd is on. */
+/* Checks the chunk entries against the data area, their token counts against what their
+ * stored bytes can hold and their sum against the header, all before the token count sizes
+ * the zstd buffer; then every chunk's checksum, decompressing zstd chunks. */
 static int check_chunks(cf_record_shard *s, const cf_record_header *h, const unsigned char *base, cf_error *err) {
-    const cf_record_chunk *chunks = (const cf_record_chunk *)(base + h->index_offset);
-    uint64_t tokens = 0, expect_off = sizeof *h;
+    const cf_record_chunk *chunks = (const cf_record_chunk *)(base + h->index_offset); /* 8-aligned: check_header */
+    uint64_t tokens = 0, end = sizeof *h;
     bool zstd = h->flags & CF_RECORD_FLAG_ZSTD;
-    unsigned char *out = zstd ? cf_xmalloc(h->n_tokens * h->token_bytes + 1) : NULL;
-    s->owned = out;
     for (uint32_t c = 0; c < h->n_chunks; c++) {
         const cf_record_chunk *ch = &chunks[c];
-        if (ch->offset != expect_off || ch->offset + ch->stored_bytes > h->index_offset)
-            return fail(s, err, h->index_offset + c * sizeof *ch, "chunk entry points outside the data area");
+        uint64_t entry = h->index_offset + (uint64_t)c * sizeof *ch, raw = (uint64_t)ch->n_tokens * h->token_bytes;
+        if (ch->offset != end || !cf_fits(ch->offset, ch->stored_bytes, h->index_offset))
+            return fail(s, err, entry, "chunk %u points outside the data area", c);
+        if (zstd ? raw > cf_record_zstd_max_raw(ch->stored_bytes) : raw != ch->stored_bytes)
+            return fail(s, err, entry, "chunk %u: n_tokens %u do not fit in its %u stored bytes", c, ch->n_tokens,
+                        ch->stored_bytes);
+        tokens += ch->n_tokens;
+        end += ch->stored_bytes;
+    }
+    if (tokens != h->n_tokens)
+        return fail(s, err, offsetof(cf_record_header, n_tokens), "header n_tokens %llu, but the chunks hold %llu",
+                    (unsigned long long)h->n_tokens, (unsigned long long)tokens);
+    if (end + cf_record_index_padding(end) != h->index_offset)
+        return fail(s, err, h->index_offset, "chunks do not cover the token data");
+    size_t raw_total = 0; /* at most 32 KiB per byte of the data area, by the checks above */
+    unsigned char *out = NULL;
+    if (zstd && (!cf_mul_size(tokens, h->token_bytes, &raw_total) || !(out = malloc(raw_total ? raw_total : 1))))
+        return fail(s, err, offsetof(cf_record_header, n_tokens), "cannot allocate %zu bytes for n_tokens %llu",
+                    raw_total, (unsigned long long)tokens);
+    s->owned = out;
+    for (uint32_t c = 0, first = 0; c < h->n_chunks; first += chunks[c].n_tokens, c++) {
+        const cf_record_chunk *ch = &chunks[c];
         if (cf_crc32c(0, base + ch->offset, ch->stored_bytes) != ch->crc)
             return fail(s, err, ch->offset, "chunk checksum mismatch (corrupt data)");
         size_t raw = (size_t)ch->n_tokens * h->token_bytes;
-        if (tokens + ch->n_tokens > h->n_tokens)
-            return fail(s, err, h->index_offset + c * sizeof *ch, "chunks hold more tokens than the header says");
         if (zstd) {
-            size_t got = ZSTD_decompress(out + tokens * h->token_bytes, raw, base + ch->offset, ch->stored_bytes);
+            size_t got = ZSTD_decompress(out + (size_t)first * h->token_bytes, raw, base + ch->offset, ch->stored_bytes);
             if (ZSTD_isError(got) || got != raw) return fail(s, err, ch->offset, "chunk does not decompress");
-        } else if (ch->stored_bytes != raw) {
-            return fail(s, err, h->index_offset + c * sizeof *ch, "chunk size does not match its token count");
         }
-        tokens += ch->n_tokens;
-        expect_off = ch->offset + ch->stored_bytes;
     }
-    if (tokens != h->n_tokens || expect_off + cf_record_index_padding(expect_off) != h->index_offset)
-        return fail(s, err, h->index_offset, "chunks do not cover the token data");
     s->tokens = zstd ? (const void *)out : (const void *)(base + sizeof *h);
     return 0;
 }
 
 static int check_index(cf_record_shard *s, const cf_record_header *h, const unsigned char *base, cf_error *err) {
     const unsigned char *index = base + h->index_offset;
-    size_t body = cf_record_index_bytes(h->n_chunks, h->n_docs) - 4;
+    size_t body = s->map_size - h->index_offset - 4; /* the index ends the file: check_header */
     uint32_t crc;
     memcpy(&crc, index + body, 4);
     if (cf_crc32c(0, index, body) != crc) return fail(s, err, h->index_offset, "index checksum mismatch");
@@ -96,12 +122,9 @@ static int check_ids(cf_record_shard *s, cf_error *err) {
         size_t n = s->n_tokens - i < 4096 ? (size_t)(s->n_tokens - i) : 4096;
         cf_record_shard_read(s, i, n, buf);
         for (size_t k = 0; k < n; k++)
-            if (buf[k] < 0 || buf[k] >= s->vocab_size) {
-                char msg[96];
-                snprintf(msg, sizeof msg, "token %llu has id %d outside the vocabulary of %d",
-                         (unsigned long long)(i + k), buf[k], s->vocab_size);
-                return fail(s, err, sizeof(cf_record_header), msg);
-            }
+            if (buf[k] < 0 || buf[k] >= s->vocab_size)
+                return fail(s, err, sizeof(cf_record_header), "token %llu has id %d outside the vocabulary of %d",
+                            (unsigned long long)(i + k), buf[k], s->vocab_size);
     }
     return 0;
 }
@@ -116,7 +139,10 @@ int cf_record_shard_open(cf_record_shard *s, const char *path, cf_error *err) {
         return -1;
     }
     struct stat st;
-    fstat(fd, &st);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail(s, err, 0, "cannot stat the file: %s", strerror(errno));
+    }
     s->map_size = (size_t)st.st_size;
     s->map = s->map_size ? mmap(NULL, s->map_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);

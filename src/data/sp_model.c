@@ -1,9 +1,10 @@
 /* Loading SentencePiece BPE models: the `tokenizer.model` protobuf (parsed by hand) and
  * llama2.c's `tokenizer.bin`. */
-#include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "data/tokenizer_internal.h"
 
 /* --- protobuf wire format: just what ModelProto needs --- */
@@ -78,12 +79,13 @@ static float pb_float(pb *r) {
 typedef struct sp_spec {
     int model_type; /* 1 unigram, 2 bpe, 3 word, 4 char */
     bool byte_fallback;
-    int unk_id, bos_id, eos_id;
+    int64_t unk_id, bos_id, eos_id; /* varints, checked against the piece count */
     bool add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     bool has_charsmap;
 } sp_spec;
 
-static void parse_trainer_spec(pb r, sp_spec *s) {
+/* The sub-message parsers return false when it is malformed (err names the offset). */
+static bool parse_trainer_spec(pb r, sp_spec *s) {
     uint32_t f, w;
     while (pb_key(&r, &f, &w)) {
         if (w != 0) {
@@ -94,15 +96,16 @@ static void parse_trainer_spec(pb r, sp_spec *s) {
         switch (f) {
         case 3: s->model_type = (int)v; break;
         case 35: s->byte_fallback = v != 0; break;
-        case 40: s->unk_id = (int)v; break;
-        case 41: s->bos_id = (int)v; break;
-        case 42: s->eos_id = (int)v; break;
+        case 40: s->unk_id = v; break;
+        case 41: s->bos_id = v; break;
+        case 42: s->eos_id = v; break;
         default: break;
         }
     }
+    return !r.failed;
 }
 
-static void parse_normalizer_spec(pb r, sp_spec *s) {
+static bool parse_normalizer_spec(pb r, sp_spec *s) {
     uint32_t f, w;
     while (pb_key(&r, &f, &w)) {
         if (f == 2 && w == 2) {
@@ -117,6 +120,7 @@ static void parse_normalizer_spec(pb r, sp_spec *s) {
             pb_skip(&r, w);
         }
     }
+    return !r.failed;
 }
 
 /* Counts the pieces first so the tokenizer is allocated once. */
@@ -124,19 +128,20 @@ static int count_pieces(pb r) {
     int n = 0;
     uint32_t f, w;
     while (pb_key(&r, &f, &w)) {
-        if (f == 1 && w == 2) n++;
+        if (f == 1 && w == 2 && ++n == INT_MAX) return pb_fail(&r, "too many pieces"), -1;
         pb_skip(&r, w);
     }
     return r.failed ? -1 : n;
 }
 
-static void parse_piece(pb r, cf_tokenizer *t, int id) {
+static bool parse_piece(pb r, cf_tokenizer *t, int id) {
     uint32_t f, w;
     t->types[id] = SP_NORMAL;
     cf_tok_set_piece(t, id, "", 0);
     while (pb_key(&r, &f, &w)) {
         if (f == 1 && w == 2) {
             pb s = pb_sub(&r);
+            if (s.end - s.p >= UINT32_MAX) return pb_fail(&r, "piece longer than 4 GiB");
             cf_tok_set_piece(t, id, (const char *)s.p, (size_t)(s.end - s.p));
         } else if (f == 2 && w == 5) {
             t->scores[id] = pb_float(&r);
@@ -146,17 +151,38 @@ static void parse_piece(pb r, cf_tokenizer *t, int id) {
             pb_skip(&r, w);
         }
     }
+    return !r.failed;
 }
 
-/* Shared tail of both loaders: piece lookup table, byte pieces, specials. */
-static void index_pieces(cf_tokenizer *t) {
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* The byte a piece spelled exactly "<0xHH>" (two hex digits, no sign or space) stands
+ * for, or -1. */
+static int byte_piece(const char *p, size_t len) {
+    if (len != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+    int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/* Shared tail of both loaders: piece lookup table, byte pieces, specials. A BYTE piece
+ * that is not spelled "<0xHH>" is an error naming it. */
+static int index_pieces(cf_tokenizer *t, const char *path, cf_error *err) {
     for (int id = 0; id < t->vocab_size; id++) {
         uint8_t type = t->types[id];
         const char *p = t->pieces[id];
-        unsigned byte;
-        char tail;
-        if (type == SP_BYTE && t->piece_len[id] == 6 && sscanf(p, "<0x%2X>%c", &byte, &tail) == 1)
+        if (type == SP_BYTE) {
+            int byte = byte_piece(p, t->piece_len[id]);
+            char q[CF_TOK_QUOTE_SIZE];
+            if (byte < 0)
+                return cf_fail(err, "%s: piece %d: byte piece \"%s\" is not spelled <0xHH>", path, id,
+                               cf_tok_quote(p, t->piece_len[id], q));
             t->byte_ids[byte] = id;
+        }
         /* Only these may be produced by merging; control, unknown and byte pieces are
          * reached by id alone. */
         if ((type == SP_NORMAL || type == SP_USER_DEFINED || type == SP_UNUSED) &&
@@ -164,6 +190,7 @@ static void index_pieces(cf_tokenizer *t) {
             cf_strmap_put(&t->piece_ids, p, t->piece_len[id], id);
     }
     cf_tok_finish(t);
+    return 0;
 }
 
 cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size_t size, cf_error *err) {
@@ -179,15 +206,20 @@ cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size
     cf_tokenizer *t = cf_tok_new(CF_TOK_SENTENCEPIECE, n);
     int id = 0;
     uint32_t f, w;
-    while (pb_key(&r, &f, &w)) {
+    bool ok = true;
+    while (ok && pb_key(&r, &f, &w)) {
         if (f == 1 && w == 2)
-            parse_piece(pb_sub(&r), t, id++);
+            ok = parse_piece(pb_sub(&r), t, id++);
         else if (f == 2 && w == 2)
-            parse_trainer_spec(pb_sub(&r), &spec);
+            ok = parse_trainer_spec(pb_sub(&r), &spec);
         else if (f == 3 && w == 2)
-            parse_normalizer_spec(pb_sub(&r), &spec);
+            ok = parse_normalizer_spec(pb_sub(&r), &spec);
         else
             pb_skip(&r, w);
+    }
+    if (!ok) {
+        cf_tokenizer_free(t);
+        return NULL; /* the sub-message parser has set err, naming the offset */
     }
     if (spec.model_type != 2) {
         cf_tokenizer_free(t);
@@ -204,10 +236,20 @@ cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size
     t->remove_extra_whitespaces = spec.remove_extra_whitespaces;
     t->escape_whitespaces = spec.escape_whitespaces;
     t->byte_fallback = spec.byte_fallback;
-    t->unk = spec.unk_id >= 0 && spec.unk_id < n ? spec.unk_id : -1;
-    t->bos = spec.bos_id >= 0 && spec.bos_id < n ? spec.bos_id : -1;
-    t->eos = spec.eos_id >= 0 && spec.eos_id < n ? spec.eos_id : -1;
-    index_pieces(t);
+    /* The encoder emits <unk> for what it cannot spell, so it must be a piece; BOS and EOS
+     * are optional (-1 disables them, as out-of-range ids do). */
+    if (spec.unk_id < 0 || spec.unk_id >= n) {
+        cf_tokenizer_free(t);
+        cf_fail(err, "%s: trainer_spec.unk_id %lld is not one of the %d pieces", path, (long long)spec.unk_id, n);
+        return NULL;
+    }
+    t->unk = (int)spec.unk_id;
+    t->bos = spec.bos_id >= 0 && spec.bos_id < n ? (int)spec.bos_id : -1;
+    t->eos = spec.eos_id >= 0 && spec.eos_id < n ? (int)spec.eos_id : -1;
+    if (index_pieces(t, path, err) != 0) {
+        cf_tokenizer_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -220,12 +262,13 @@ cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, si
         return NULL;
     }
     int n = 0;
-    size_t off = 4;
+    size_t off = 4, longest = 0, room = 0;
     while (off < size) {
         int32_t len;
         if (size - off < 8) break;
         memcpy(&len, data + off + 4, 4);
-        if (len < 0 || (size_t)len > size - off - 8) break;
+        if (len < 0 || (size_t)len > size - off - 8 || n == INT_MAX) break;
+        if ((size_t)len > longest) longest = (size_t)len;
         off += 8 + (size_t)len;
         n++;
     }
@@ -234,7 +277,13 @@ cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, si
                 path, off);
         return NULL;
     }
+    /* Each space becomes U+2581 (3 bytes) in the SentencePiece spelling. */
+    if (!cf_mul_size(longest, 3, &room) || room >= UINT32_MAX || !cf_add_size(room, 1, &room)) {
+        cf_fail(err, "%s: a piece of %zu bytes is too long", path, longest);
+        return NULL;
+    }
     cf_tokenizer *t = cf_tok_new(CF_TOK_SENTENCEPIECE, n);
+    char *piece = cf_xmalloc(room);
     off = 4;
     for (int id = 0; id < n; id++) {
         int32_t len;
@@ -243,7 +292,6 @@ cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, si
         const char *p = (const char *)data + off + 8;
         off += 8 + (size_t)len;
         /* Back to SentencePiece spelling, so both formats share one encoder. */
-        char *piece = cf_xmalloc((size_t)len * 3 + 1);
         size_t m = 0;
         for (int32_t i = 0; i < len; i++) {
             if (p[i] == ' ') {
@@ -254,19 +302,20 @@ cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, si
             }
         }
         cf_tok_set_piece(t, id, piece, m);
-        free(piece);
-        unsigned byte;
-        char tail;
         t->types[id] = id < 3 ? (id == 0 ? SP_UNKNOWN : SP_CONTROL)
-                       : (len == 6 && sscanf(t->pieces[id], "<0x%2X>%c", &byte, &tail) == 1) ? SP_BYTE
-                                                                                           : SP_NORMAL;
+                       : byte_piece(t->pieces[id], t->piece_len[id]) >= 0 ? SP_BYTE
+                                                                          : SP_NORMAL;
     }
+    free(piece);
     t->unk = 0;
     t->bos = 1;
     t->eos = 2;
     t->add_dummy_prefix = true;
     t->escape_whitespaces = true;
     t->byte_fallback = true;
-    index_pieces(t);
+    if (index_pieces(t, path, err) != 0) { /* cannot fail: types come from byte_piece */
+        cf_tokenizer_free(t);
+        return NULL;
+    }
     return t;
 }

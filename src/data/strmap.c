@@ -57,7 +57,9 @@ static cf_strmap_slot *find(const cf_strmap *m, uint64_t h, const void *a, size_
     for (;;) {
         cf_strmap_slot *s = &m->slots[j];
         if (s->key_len == EMPTY) return s;
+        /* An empty key may be stored while the arena is still NULL: no pointer into it then. */
         if (s->hash == h && s->key_len == alen + blen) {
+            if (s->key_len == 0) return s;
             const char *k = m->arena + s->key_off;
             if ((alen == 0 || memcmp(k, a, alen) == 0) && (blen == 0 || memcmp(k + alen, b, blen) == 0)) return s;
         }

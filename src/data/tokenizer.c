@@ -33,6 +33,16 @@ void cf_tok_set_piece(cf_tokenizer *t, int id, const char *text, size_t len) {
     t->piece_len[id] = (uint32_t)len;
 }
 
+const char *cf_tok_quote(const char *s, size_t len, char out[CF_TOK_QUOTE_SIZE]) {
+    size_t n = len < 40 ? len : 40;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = c < 0x20 || c == 0x7f || c == '"' || c == '\\' ? '?' : (char)c;
+    }
+    strcpy(out + n, len > n ? "..." : "");
+    return out;
+}
+
 void cf_tokenizer_free(cf_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->vocab_size; i++) free(t->pieces[i]);
@@ -80,19 +90,20 @@ cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err) {
     size_t size;
     unsigned char *data = cf_read_file(path, &size, err);
     if (!data) return NULL;
-    cf_tokenizer *t;
+    cf_tokenizer *t = cf_tokenizer_load_memory(path, data, size, err);
+    free(data);
+    return t;
+}
+
+cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size_t size, cf_error *err) {
+    const unsigned char *data = bytes;
     /* tokenizer.json starts with '{'; a ModelProto with field 1 (pieces) starts with 0x0a;
      * anything else is tried as llama2.c's tokenizer.bin, which validates its own layout. */
     size_t skip = 0;
     while (skip < size && (data[skip] == ' ' || data[skip] == '\n' || data[skip] == '\t' || data[skip] == '\r')) skip++;
-    if (skip < size && data[skip] == '{')
-        t = cf_bpe_load_hf_json(path, (const char *)data, size, err);
-    else if (size > 0 && data[0] == 0x0a && !has_suffix(path, ".bin"))
-        t = cf_sp_load_model(path, data, size, err);
-    else
-        t = cf_sp_load_llama2c(path, data, size, err);
-    free(data);
-    return t;
+    if (skip < size && data[skip] == '{') return cf_bpe_load_hf_json(name, (const char *)data, size, err);
+    if (size > 0 && data[0] == 0x0a && !has_suffix(name, ".bin")) return cf_sp_load_model(name, data, size, err);
+    return cf_sp_load_llama2c(name, data, size, err);
 }
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }

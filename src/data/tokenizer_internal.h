@@ -50,6 +50,11 @@ cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n);
 /* Sets token id's text (copied). */
 void cf_tok_set_piece(cf_tokenizer *t, int id, const char *text, size_t len);
 
+/* Token text from a file, made fit for a one-line error message: at most 40 bytes, with
+ * control bytes, '"' and '\\' shown as '?' and "..." when cut. Returns out. */
+enum { CF_TOK_QUOTE_SIZE = 48 };
+const char *cf_tok_quote(const char *s, size_t len, char out[CF_TOK_QUOTE_SIZE]);
+
 /* Derives the decoded text of every token; loaders call it last. */
 void cf_tok_finish(cf_tokenizer *t);
 

@@ -121,6 +121,39 @@ static const void *ckpt_source(void *ctx, const char *name, int ndim, const int6
     return t->data;
 }
 
+typedef struct tensor_set {
+    cf_ckpt *c;
+    const cf_model_config *cfg;
+    cf_error *err;
+} tensor_set;
+
+static int fetch_implied(void *arg, llama_weight kind, long layer) {
+    tensor_set *t = arg;
+    char name[128];
+    llama_weight_name(kind, layer, name, sizeof name);
+    if (!cf_ckpt_find(t->c, name))
+        return cf_fail(t->err, "%s: tensor %s is missing, though model_config (num_layers %lld, tie_word_embeddings %s) "
+                               "implies it",
+                       cf_ckpt_path(t->c), name, (long long)t->cfg->num_layers,
+                       t->cfg->tie_word_embeddings ? "true" : "false");
+    return llama_ckpt_float_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
+}
+
+/* The stored tensors must be the ones cfg implies (plus optimizer state and an embedded
+ * tokenizer), each named when missing or extra; checked before cfg sizes anything, so a
+ * num_layers the file does not hold allocates nothing. Shapes are checked as the weights load. */
+static int check_tensor_set(cf_ckpt *c, const cf_model_config *cfg, cf_error *err) {
+    tensor_set t = {.c = c, .cfg = cfg, .err = err};
+    if (llama_config_check(cfg, cf_ckpt_path(c), err) != 0 || llama_weights_foreach(cfg, fetch_implied, &t) != 0)
+        return -1;
+    const cf_ckpt_tensor *extra = cf_ckpt_first_unused(c);
+    if (extra)
+        return cf_fail(err, "%s: tensor %s is stored, but model_config (num_layers %lld, tie_word_embeddings %s) has no "
+                            "such weight",
+                       cf_ckpt_path(c), extra->name, (long long)cfg->num_layers, cfg->tie_word_embeddings ? "true" : "false");
+    return 0;
+}
+
 cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, false, err);
     if (!c) return NULL;
@@ -128,7 +161,7 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
     cf_infer_model *m = NULL;
     cf_tokenizer *tok = NULL;
     bool has_tokenizer = false;
-    if (cf_ckpt_model_config(c, &cfg, err) == 0) {
+    if (cf_ckpt_model_config(c, &cfg, err) == 0 && check_tensor_set(c, &cfg, err) == 0) {
         tok = ckpt_load_tokenizer(c, &has_tokenizer, err);
         if (tok || !has_tokenizer) m = build(&cfg, path, ckpt_source, c, opt, c, err);
     }

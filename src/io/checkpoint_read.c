@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cformers/threads.h"
+#include "core/checked.h"
 #include "io/checkpoint_format.h"
 
 struct cf_ckpt {
@@ -24,6 +25,7 @@ struct cf_ckpt {
     json_t *index;          /* owns the tensor name strings */
     cf_ckpt_tensor *tensors; /* sorted by name */
     bool *verified;
+    bool *used;             /* returned by cf_ckpt_get */
     long n;
 };
 
@@ -56,7 +58,7 @@ static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_c
     if ((uint64_t)nbytes != (uint64_t)t->numel * cf_dtype_size(t->dtype))
         return cf_fail(err, "%s: tensor %s: %lld bytes do not match shape and dtype %s", c->path, name,
                        (long long)nbytes, dtype);
-    if (offset < CKPT_HEADER_BYTES || offset % CF_CKPT_ALIGN || (uint64_t)offset + (uint64_t)nbytes > h->index_offset)
+    if (offset < CKPT_HEADER_BYTES || offset % CF_CKPT_ALIGN || !cf_fits((uint64_t)offset, (uint64_t)nbytes, h->index_offset))
         return cf_fail(err, "%s: tensor %s: data at offset %lld (+%lld bytes) lies outside the data region", c->path,
                        name, (long long)offset, (long long)nbytes);
     if (crc < 0 || crc > 0xffffffffLL) return cf_fail(err, "%s: tensor %s: bad crc32c", c->path, name);
@@ -80,9 +82,14 @@ static int parse_header(cf_ckpt *c, ckpt_header *h, cf_error *err) {
     if (h->file_bytes != c->map_bytes)
         return cf_fail(err, "%s: file is %zu bytes, header says %llu (truncated?)", c->path, c->map_bytes,
                        (unsigned long long)h->file_bytes);
-    if (h->index_offset < CKPT_HEADER_BYTES || h->index_offset + h->index_bytes != h->metadata_offset ||
-        h->metadata_offset + h->metadata_bytes != h->file_bytes)
-        return cf_fail(err, "%s: header offsets of index/metadata are inconsistent", c->path);
+    if (h->index_offset < CKPT_HEADER_BYTES || !cf_fits(h->index_offset, h->index_bytes, h->file_bytes) ||
+        !cf_fits(h->metadata_offset, h->metadata_bytes, h->file_bytes) ||
+        h->index_offset + h->index_bytes != h->metadata_offset || h->metadata_offset + h->metadata_bytes != h->file_bytes)
+        return cf_fail(err, "%s: offset %zu: header index_offset %llu + index_bytes %llu, metadata_offset %llu + "
+                            "metadata_bytes %llu do not tile the end of the %llu-byte file",
+                       c->path, offsetof(ckpt_header, index_offset), (unsigned long long)h->index_offset,
+                       (unsigned long long)h->index_bytes, (unsigned long long)h->metadata_offset,
+                       (unsigned long long)h->metadata_bytes, (unsigned long long)h->file_bytes);
     uint32_t crc = cf_crc32c(0, c->map + h->index_offset, h->index_bytes + h->metadata_bytes);
     if (crc != h->trailer_crc32c)
         return cf_fail(err, "%s: offset %llu: index/metadata checksum mismatch", c->path,
@@ -102,6 +109,7 @@ static int parse_trailer(cf_ckpt *c, const ckpt_header *h, cf_error *err) {
     c->n = (long)json_array_size(c->index);
     c->tensors = cf_xcalloc((size_t)c->n + 1, sizeof *c->tensors);
     c->verified = cf_xcalloc((size_t)c->n + 1, sizeof *c->verified);
+    c->used = cf_xcalloc((size_t)c->n + 1, sizeof *c->used);
     for (long i = 0; i < c->n; i++)
         if (parse_entry(c, json_array_get(c->index, (size_t)i), i, h, &c->tensors[i], err) != 0) return -1;
     qsort(c->tensors, (size_t)c->n, sizeof *c->tensors, by_name);
@@ -181,6 +189,7 @@ void cf_ckpt_close(cf_ckpt *c) {
     json_decref(c->index);
     free(c->tensors);
     free(c->verified);
+    free(c->used);
     free(c->metadata);
     free(c->path);
     free(c);
@@ -230,5 +239,15 @@ const cf_ckpt_tensor *cf_ckpt_get(cf_ckpt *c, const char *name, cf_dtype dtype, 
         if (verify_tensor(c, t, err) != 0) return NULL;
         c->verified[i] = true;
     }
+    c->used[i] = true;
     return t;
+}
+
+const cf_ckpt_tensor *cf_ckpt_first_unused(const cf_ckpt *c) {
+    for (long i = 0; i < c->n; i++) {
+        const char *name = c->tensors[i].name;
+        if (!c->used[i] && strncmp(name, "optimizer.", 10) != 0 && strncmp(name, "tokenizer.", 10) != 0)
+            return &c->tensors[i];
+    }
+    return NULL;
 }

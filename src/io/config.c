@@ -39,7 +39,7 @@ static int assign(cf_config *cfg, const char *assignment, const char *preset, cf
     path[n] = '\0';
     int index = cf_config_key_find(path);
     if (index < 0) {
-        const char *hint = cf_config_key_suggest(path);
+        const char *hint = err ? cf_config_key_suggest(path) : NULL; /* only for a message someone reads */
         return cf_fail(err, "%s: %s: %s%s%s%s", where, path,
                        cf_config_is_section(path) ? "is a section, not a key" : "unknown key",
                        hint ? " (did you mean " : "", hint ? hint : "", hint ? "?)" : "");
@@ -65,7 +65,7 @@ static const char *closest_preset(const char *name) {
     const char *best = NULL;
     int best_distance = (int)strlen(name) / 3 + 2;
     for (int i = 0; i < cf_config_preset_count(); i++) {
-        int d = cf_edit_distance(name, cf_config_preset_name(i));
+        int d = cf_edit_distance(name, cf_config_preset_name(i), best_distance - 1);
         if (d < best_distance) {
             best_distance = d;
             best = cf_config_preset_name(i);
@@ -93,7 +93,7 @@ static int load_source(const char *path_or_preset, cf_config *cfg, cf_config_ori
         snprintf(source_buf, source_cap, "%s (preset)", path_or_preset);
         return apply_preset(preset, source_buf, cfg, origins, err);
     }
-    const char *hint = closest_preset(path_or_preset);
+    const char *hint = err ? closest_preset(path_or_preset) : NULL;
     return cf_fail(err, "%s: no such file and no such preset%s%s%s (`cformers config list` shows the presets)",
                    path_or_preset, hint ? " (did you mean " : "", hint ? hint : "", hint ? "?)" : "");
 }

@@ -55,7 +55,7 @@ void cf_config_print_yaml(const cf_config *cfg, FILE *out) {
         int depth = section_depth(key->path);
         const char *leaf = strrchr(key->path, '.');
         leaf = leaf ? leaf + 1 : key->path;
-        char value[CF_CONFIG_PATH_MAX + 8], line[CF_CONFIG_PATH_MAX + 128];
+        char value[CF_CONFIG_VALUE_MAX], line[CF_CONFIG_VALUE_MAX + 128];
         cf_config_key_format(key, cfg, value, sizeof value);
         int n = snprintf(line, sizeof line, "%*s%s: %s", 2 * depth, "", leaf, value);
         fprintf(out, "%s%*s# %s", line, n < 48 ? 48 - n : 1, "", key->doc);

@@ -167,16 +167,17 @@ bool cf_config_is_section(const char *path) {
     return false;
 }
 
-/* Levenshtein distance, capped: strings longer than the buffer are simply far apart. */
-int cf_edit_distance(const char *a, const char *b) {
+int cf_edit_distance(const char *a, const char *b, int bound) {
     enum { MAX = 128 };
     size_t na = strlen(a), nb = strlen(b);
-    if (na >= MAX || nb >= MAX) return MAX;
+    if (bound >= MAX) bound = MAX - 1;
+    if (bound < 0) return 0; /* every distance is above a negative bound */
+    if (na >= MAX || nb >= MAX || (na > nb ? na - nb : nb - na) > (size_t)bound) return bound + 1;
     int row[MAX];
     for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
     for (size_t i = 1; i <= na; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
+        int diag = row[0], row_min;
+        row_min = row[0] = (int)i;
         for (size_t j = 1; j <= nb; j++) {
             int up = row[j];
             int best = diag + (a[i - 1] != b[j - 1]);
@@ -184,9 +185,11 @@ int cf_edit_distance(const char *a, const char *b) {
             if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
             row[j] = best;
             diag = up;
+            if (best < row_min) row_min = best;
         }
+        if (row_min > bound) return bound + 1; /* rows never decrease their minimum */
     }
-    return row[nb];
+    return row[nb] <= bound ? row[nb] : bound + 1;
 }
 
 static const char *last_component(const char *path) {
@@ -194,16 +197,18 @@ static const char *last_component(const char *path) {
     return dot ? dot + 1 : path;
 }
 
-static int suggestion_score(const char *unknown, const char *known) {
-    int score = cf_edit_distance(unknown, known);
-    /* The right key name in the wrong section ("model_config.batch_size") is a near miss too. */
-    int leaf = cf_edit_distance(last_component(unknown), last_component(known));
+/* How far `known` is from `unknown`, when at most `bound` (else bound + 1): the edit
+ * distance, or the right key name in the wrong section ("model_config.batch_size") as
+ * 2 + the leaf names' distance when that is below 2. */
+static int suggestion_score(const char *unknown, const char *known, int bound) {
+    int score = cf_edit_distance(unknown, known, bound);
+    int leaf = cf_edit_distance(last_component(unknown), last_component(known), 1);
     return leaf < 2 && leaf + 2 < score ? leaf + 2 : score;
 }
 
 const char *cf_config_key_suggest(const char *unknown) {
     static _Thread_local char best[128];
-    int best_score = 1 << 30;
+    int allowed = (int)strlen(last_component(unknown)) / 3 + 2, best_score = allowed + 1;
     for (int i = 0; i < cf_config_key_count; i++) {
         /* Candidates: the key and each section above it ("callbacks", "callbacks.profile_monitor"). */
         const char *known = cf_config_keys[i].path;
@@ -213,7 +218,7 @@ const char *cf_config_key_suggest(const char *unknown) {
             if (n >= sizeof candidate) break;
             memcpy(candidate, known, n);
             candidate[n] = '\0';
-            int score = suggestion_score(unknown, candidate);
+            int score = suggestion_score(unknown, candidate, best_score - 1); /* only a better one counts */
             if (score < best_score) {
                 best_score = score;
                 memcpy(best, candidate, n + 1);
@@ -221,6 +226,5 @@ const char *cf_config_key_suggest(const char *unknown) {
             if (!end) break;
         }
     }
-    int allowed = (int)strlen(last_component(unknown)) / 3 + 2;
     return best_score <= allowed ? best : NULL;
 }

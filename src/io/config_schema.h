@@ -52,14 +52,22 @@ bool cf_config_is_section(const char *path);
 /* The known key or section path closest to an unknown one, or NULL when none is close. */
 const char *cf_config_key_suggest(const char *unknown_path);
 
-/* Levenshtein distance (strings of 128 bytes or more are simply far from everything). */
-int cf_edit_distance(const char *a, const char *b);
+/* Levenshtein distance between a and b when it is at most `bound`, else bound + 1, computed
+ * only as far as that needs (a length gap above the bound, or a row all above it, ends the
+ * work), so scanning every key for a suggestion stays cheap on hostile input. Strings of
+ * 128 bytes or more are simply far from everything. */
+int cf_edit_distance(const char *a, const char *b, int bound);
 
 /* Parses `text` as the key's type and range and stores it in cfg. `quoted` is true for a
  * YAML quoted scalar (which is always a string). On failure the message is the reason
  * alone ("expected an integer, got 'x'"); the caller prefixes the place. */
 int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err);
-/* Writes the key's current value as YAML scalar text. */
+/* Fails with "V is out of range (must be ...)" when the number v lies outside the key's range:
+ * the schema's ranges applied to values that come from elsewhere than YAML (a checkpoint). */
+int cf_config_key_check_range(const cf_config_key *key, double v, cf_error *err);
+/* Writes the key's current value as YAML scalar text; a buffer of CF_CONFIG_VALUE_MAX
+ * holds any value (a string field with every byte escaped). */
+#define CF_CONFIG_VALUE_MAX (4 * CF_CONFIG_PATH_MAX + 8)
 void cf_config_key_format(const cf_config_key *key, const cf_config *cfg, char *buf, size_t cap);
 /* Stores the key's default. */
 void cf_config_key_set_default(const cf_config_key *key, cf_config *cfg);

@@ -3,8 +3,10 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "io/config_internal.h"
 
 static int64_t llama_intermediate_size(int64_t hidden) {
@@ -96,6 +98,72 @@ static int check_model(const checker *c, const cf_config *cfg) {
     return 0;
 }
 
+/* The largest single tensor a config may imply (a weight, an activation, the RoPE table):
+ * CFORMERS_MAX_TENSOR_BYTES when set to a positive integer, else 1 TiB. */
+static uint64_t max_tensor_bytes(void) {
+    const char *env = getenv("CFORMERS_MAX_TENSOR_BYTES");
+    char *end;
+    unsigned long long v = env ? strtoull(env, &end, 10) : 0;
+    return env && *env && !*end && v > 0 ? v : (uint64_t)1 << 40;
+}
+
+/* a * b * c * e elements of elem_bytes each: one tensor `what` of the model or of a
+ * training step, which must be representable and within max_tensor_bytes; blamed on the
+ * key `path`. Its byte size goes to *bytes_out when not NULL. */
+static int check_tensor(const checker *c, const char *path, const char *what, const uint64_t dims[4], size_t elem_bytes,
+                        size_t *bytes_out) {
+    size_t elems, bytes;
+    uint64_t limit = max_tensor_bytes();
+    if (!cf_mul3_size(dims[0], dims[1], dims[2], &elems) || !cf_mul3_size(elems, dims[3], elem_bytes, &bytes))
+        return fail_at(c, path, "%s (%" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64 " elements) overflows 64 bits",
+                       what, dims[0], dims[1], dims[2], dims[3]);
+    if (bytes > limit)
+        return fail_at(c, path, "%s would take %zu bytes, above the %" PRIu64 "-byte limit on one tensor "
+                                "(CFORMERS_MAX_TENSOR_BYTES)",
+                       what, bytes, limit);
+    if (bytes_out) *bytes_out = bytes;
+    return 0;
+}
+
+/* The products of sizes each pass their own range but may not fit the machine: every
+ * weight and the activations of one step at batch_size x seq_length are checked with
+ * checked arithmetic, and so is a bound on the whole parameter set with its gradients and
+ * two AdamW moments, so later size computations from this config cannot overflow. */
+static int check_sizes(const checker *c, const cf_config *cfg) {
+    const cf_model_config *m = &cfg->model.model_config;
+    uint64_t d = (uint64_t)m->hidden_size, ffn = (uint64_t)m->intermediate_size, vocab = (uint64_t)m->vocab_size;
+    uint64_t batch = (uint64_t)cfg->runner_config.batch_size, seq = (uint64_t)cfg->runner_config.seq_length;
+    size_t wsize = cf_dtype_size(m->param_init_type), csize = cf_dtype_size(m->compute_dtype);
+    size_t embed, mlp, attn, positions;
+    if (check_tensor(c, MC "vocab_size", "the token embedding", (const uint64_t[4]){vocab, d, 1, 1}, wsize, &embed) ||
+        check_tensor(c, MC "intermediate_size", "one MLP weight", (const uint64_t[4]){ffn, d, 1, 1}, wsize, &mlp) ||
+        check_tensor(c, MC "hidden_size", "one attention weight", (const uint64_t[4]){d, d, 1, 1}, wsize, &attn) ||
+        check_tensor(c, MC "max_position_embeddings", "the position table",
+                     (const uint64_t[4]){(uint64_t)m->max_position_embeddings, d, 1, 1}, sizeof(float), &positions) ||
+        check_tensor(c, "runner_config.batch_size", "one step's MLP activations",
+                     (const uint64_t[4]){batch, seq, ffn > d ? ffn : d, 1}, csize, NULL) ||
+        check_tensor(c, "runner_config.batch_size", "one step's logits", (const uint64_t[4]){batch, seq, vocab, 1},
+                     sizeof(float), NULL))
+        return -1;
+    if (!m->use_flash_attention &&
+        check_tensor(c, "runner_config.seq_length", "one step's attention scores",
+                     (const uint64_t[4]){batch, (uint64_t)m->num_heads, seq, seq}, sizeof(float), NULL))
+        return -1;
+    /* Per layer at most 4 attention and 3 MLP matrices; the embedding and output head; the
+     * positions; then 4 copies (weights, gradients, two moments). */
+    size_t attn4, mlp3, layer, total, heads2;
+    bool ok = cf_mul_size(attn, 4, &attn4) && cf_mul_size(mlp, 3, &mlp3) && cf_add_size(attn4, mlp3, &layer) &&
+              cf_mul_size(layer, (uint64_t)m->num_layers, &total) && cf_mul_size(embed, 2, &heads2) &&
+              cf_add_size(total, heads2, &total) && cf_add_size(total, positions, &total) &&
+              cf_mul_size(total, 4, &total) && total <= (uint64_t)INT64_MAX;
+    if (!ok)
+        return fail_at(c, MC "num_layers",
+                       "%" PRId64 " layers of width %" PRIu64 " and MLP %" PRIu64
+                       ": the parameters with their gradients and optimizer state overflow 64 bits",
+                       m->num_layers, d, ffn);
+    return 0;
+}
+
 static int check_training(const checker *c, const cf_config *cfg) {
     const cf_runner_config *r = &cfg->runner_config;
     bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
@@ -123,5 +191,6 @@ int cf_config_check(const cf_config *cfg, const cf_config_origins *origins, cf_e
     if (check_required(&c, cfg) < 0) return -1;
     cf_config resolved = *cfg;
     cf_config_fill_derived(&resolved);
-    return check_model(&c, &resolved) < 0 || check_training(&c, &resolved) < 0 ? -1 : 0;
+    if (check_model(&c, &resolved) < 0 || check_sizes(&c, &resolved) < 0) return -1;
+    return check_training(&c, &resolved);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "data/utf8.h"
 #include "io/config_schema.h"
 
 static void *field(const cf_config_key *key, cf_config *cfg) { return (char *)cfg + key->offset; }
@@ -96,12 +97,21 @@ static int out_of_range(const cf_config_key *key, const char *text, cf_error *er
     return cf_fail(err, "%s is out of range (%s)", text, range);
 }
 
+int cf_config_key_check_range(const cf_config_key *key, double v, cf_error *err) {
+    char text[32];
+    snprintf(text, sizeof text, "%.15g", v);
+    return in_range(key, v) ? 0 : out_of_range(key, text, err);
+}
+
 int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text, bool quoted, cf_error *err) {
     char *end = NULL;
     errno = 0;
     switch (key->type) {
     case CF_KEY_STRING:
         if (strlen(text) >= key->size) return cf_fail(err, "string longer than %zu bytes", key->size - 1);
+        for (size_t i = 0, len = strlen(text), n; i < len; i += n)
+            if (!(n = (size_t)cf_utf8_valid_len((const unsigned char *)text + i, len - i)))
+                return cf_fail(err, "byte %zu is not UTF-8 (YAML holds only text)", i);
         memcpy(field(key, cfg), text, strlen(text) + 1);
         return 0;
     case CF_KEY_INT: {
@@ -162,12 +172,33 @@ static void format_double(double v, char *buf, size_t cap) {
     snprintf(buf + n, cap - n, ".0%s", tail);
 }
 
+/* Whether code point cp may stand raw in a double-quoted YAML scalar: YAML's printable set,
+ * less the characters YAML 1.1 reads as line breaks (NEL, U+2028, U+2029, folded into
+ * spaces) and the byte order mark. */
+static bool yaml_raw_ok(uint32_t cp) {
+    if (cp == 0x2028 || cp == 0x2029 || cp == 0xfeff) return false;
+    return (cp >= 0x20 && cp <= 0x7e) || (cp >= 0xa0 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) || cp >= 0x10000;
+}
+
+/* s as a double-quoted YAML scalar that reads back to the same bytes when s is UTF-8 (as
+ * cf_config_key_set makes sure): quotes, backslashes and every character YAML cannot
+ * hold raw (controls, DEL, C1, U+FFFE/U+FFFF) are escaped. Needs CF_CONFIG_VALUE_MAX for
+ * the longest string field. */
 static void format_string(const char *s, char *buf, size_t cap) {
-    size_t used = 0;
+    size_t used = 0, len = strlen(s);
     buf[used++] = '"';
-    for (; *s && used + 3 < cap; s++) {
-        if (*s == '"' || *s == '\\') buf[used++] = '\\';
-        buf[used++] = *s;
+    for (size_t i = 0; i < len && used + 8 < cap;) {
+        int n;
+        uint32_t cp = cf_utf8_decode((const unsigned char *)s + i, len - i, &n);
+        if (cp == '"' || cp == '\\')
+            used += (size_t)snprintf(buf + used, cap - used, "\\%c", (char)cp);
+        else if (cp == '\n' || cp == '\t' || cp == '\r')
+            used += (size_t)snprintf(buf + used, cap - used, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
+        else if (!yaml_raw_ok(cp) || (n == 1 && cp >= 0x80)) /* a stray non-UTF-8 byte: loadable, as U+00NN */
+            used += (size_t)snprintf(buf + used, cap - used, cp < 0x100 ? "\\x%02X" : "\\u%04X", (unsigned)cp);
+        else
+            memcpy(buf + used, s + i, (size_t)n), used += (size_t)n;
+        i += (size_t)n;
     }
     buf[used++] = '"';
     buf[used] = '\0';

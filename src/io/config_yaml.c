@@ -86,7 +86,7 @@ static int walk_mapping(walker *w, yaml_node_t *map, const char *prefix, int lin
                                path, node_kind(value));
             if (walk_mapping(w, value, path, line_of(key)) < 0) return -1;
         } else {
-            const char *hint = cf_config_key_suggest(path);
+            const char *hint = w->err ? cf_config_key_suggest(path) : NULL; /* only for a message someone reads */
             return cf_fail(w->err, "%s:%d: %s: unknown key%s%s%s", w->source, line_of(key), path,
                            hint ? " (did you mean " : "", hint ? hint : "", hint ? "?)" : "");
         }

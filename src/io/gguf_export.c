@@ -69,6 +69,16 @@ static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type
     kv_u32(g, "llama.vocab_size", (uint32_t)m->vocab_size);
 }
 
+/* GGUF stores the sizes as uint32. */
+static int check_gguf_sizes(const cf_model_config *m, const char *path, cf_error *err) {
+    const int64_t sizes[] = {m->max_position_embeddings, m->hidden_size, m->num_layers, m->intermediate_size,
+                             m->num_heads, m->num_kv_heads, m->vocab_size};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] > (int64_t)UINT32_MAX)
+            return cf_fail(err, "%s: model_config size %lld does not fit GGUF's 32-bit fields", path, (long long)sizes[i]);
+    return 0;
+}
+
 /* SentencePiece vocabularies only (tokenizer.ggml.model = "llama"); control tokens lose
  * llama2.c's "\n<s>\n" decoration. */
 static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, cf_error *err) {
@@ -163,9 +173,12 @@ int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *
     bool has_tok = false;
     cf_tokenizer *tok = NULL;
     int rc = cf_ckpt_model_config(c, &cfg, err);
+    size_t count = 0;
     if (rc == 0) rc = llama_config_check(&cfg, checkpoint_path, err);
+    if (rc == 0) rc = llama_ckpt_check_count(c, &cfg, &count, err);
+    if (rc == 0) rc = check_gguf_sizes(&cfg, checkpoint_path, err);
     if (rc == 0) {
-        x.tensors = cf_xcalloc((size_t)(3 + 9 * cfg.num_layers), sizeof *x.tensors);
+        x.tensors = cf_xcalloc(count, sizeof *x.tensors);
         rc = llama_weights_foreach(&cfg, add_tensor, &x);
     }
     if (rc == 0) {

@@ -98,14 +98,15 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
     if (!c) return -1;
     cf_model_config cfg;
     int rc = cf_ckpt_model_config(c, &cfg, err);
+    size_t max_tensors = 0;
     if (rc == 0) rc = llama_config_check(&cfg, checkpoint_path, err);
+    if (rc == 0) rc = llama_ckpt_check_count(c, &cfg, &max_tensors, err);
     if (rc != 0) {
         cf_ckpt_close(c);
         return -1;
     }
-    long max_tensors = 3 + 9 * (long)cfg.num_layers;
-    export_ctx x = {.c = c, .cfg = &cfg, .err = err, .tensors = cf_xcalloc((size_t)max_tensors, sizeof(st_tensor)),
-                    .copies = cf_xcalloc((size_t)max_tensors, sizeof(void *))};
+    export_ctx x = {.c = c, .cfg = &cfg, .err = err, .tensors = cf_xcalloc(max_tensors, sizeof(st_tensor)),
+                    .copies = cf_xcalloc(max_tensors, sizeof(void *))};
     rc = llama_weights_foreach(&cfg, add_tensor, &x);
     char path[4096];
     if (rc == 0) {

@@ -124,32 +124,52 @@ static const st_tensor *find(const hf_source *s, const char *name, const st_file
     return NULL;
 }
 
-static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
-    const hf_source *s = arg;
+/* The tensor for kind/layer, present with the shape config.json implies and a float
+ * dtype; NULL with err naming the file and tensor otherwise. */
+static const st_tensor *lookup(const hf_source *s, llama_weight kind, long layer, const st_file **file, cf_error *err) {
     char name[128];
     int64_t shape[2];
     llama_weight_name(kind, layer, name, sizeof name);
     int ndim = llama_weight_shape(&s->cfg, kind, shape);
-    const st_file *file;
-    const st_tensor *t = find(s, name, &file);
-    if (!t) return cf_fail(err, "%s: tensor %s is missing", s->dir, name);
+    const st_tensor *t = find(s, name, file);
+    if (!t) return cf_fail(err, "%s: tensor %s is missing", s->dir, name), NULL;
     if (t->ndim != ndim || t->shape[0] != shape[0] || (ndim == 2 && t->shape[1] != shape[1]))
-        return cf_fail(err, "%s: tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", file->path,
+        return cf_fail(err, "%s: tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", (*file)->path,
                        name, (long long)t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
-                       (long long)shape[0], ndim > 1 ? ", " : "", ndim > 1 ? (long long)shape[1] : 0LL);
+                       (long long)shape[0], ndim > 1 ? ", " : "", ndim > 1 ? (long long)shape[1] : 0LL),
+               NULL;
+    if (t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16)
+        return cf_fail(err, "%s: tensor %s: dtype %s is not a float type", (*file)->path, name, cf_dtype_name(t->dtype)),
+               NULL;
+    return t;
+}
+
+typedef struct check_ctx {
+    const hf_source *s;
+    cf_error *err;
+} check_ctx;
+
+static int check_one(void *arg, llama_weight kind, long layer) {
+    const check_ctx *c = arg;
+    const st_file *file;
+    return lookup(c->s, kind, layer, &file, c->err) ? 0 : -1;
+}
+
+static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
+    const hf_source *s = arg;
+    const st_file *file;
+    const st_tensor *t = lookup(s, kind, layer, &file, err);
+    if (!t) return -1;
     bool permute = kind == LW_WQ || kind == LW_WK;
     float *f32 = permute ? cf_xmalloc(n * sizeof(float)) : dst;
     switch (t->dtype) {
-    case CF_F32: memcpy(f32, t->data, n * sizeof(float)); break;
     case CF_BF16: cf_convert_bf16_to_f32(t->data, f32, n); break;
     case CF_F16: cf_convert_f16_to_f32(t->data, f32, n); break;
-    default:
-        if (permute) free(f32);
-        return cf_fail(err, "%s: tensor %s: dtype %s is not a float type", file->path, name, cf_dtype_name(t->dtype));
+    default: memcpy(f32, t->data, n * sizeof(float)); break;
     }
     if (permute) {
         long heads = kind == LW_WQ ? (long)s->cfg.num_heads : (long)s->cfg.num_kv_heads;
-        llama_rows_from_hf(f32, dst, heads, (long)cf_model_head_dim(&s->cfg), sizeof(float) * (size_t)shape[1]);
+        llama_rows_from_hf(f32, dst, heads, (long)cf_model_head_dim(&s->cfg), sizeof(float) * (size_t)s->cfg.hidden_size);
         free(f32);
     }
     return 0;
@@ -159,6 +179,10 @@ int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options
     hf_source s = {.dir = dir};
     if (read_config(dir, &s.cfg, err) != 0) return -1;
     int rc = open_files(&s, err);
+    /* Every tensor present with the shape config.json implies before the import allocates
+     * buffers sized from config.json: the files, not the config, bound the sizes. */
+    check_ctx check = {.s = &s, .err = err};
+    if (rc == 0) rc = llama_weights_foreach(&s.cfg, check_one, &check);
     if (rc == 0) {
         cf_convert_options o = *opt;
         char tok[4096];

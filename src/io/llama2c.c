@@ -18,10 +18,11 @@
 #include <unistd.h>
 
 #include "cformers/checkpoint.h"
+#include "core/checked.h"
 #include "io/llama_import.h"
 
 #define LLAMA2C_MAGIC 0x616b3432u
-enum { V1_HEADER_BYTES = 256, MAX_SECTIONS = 16 };
+enum { V1_HEADER_BYTES = 256 };
 
 typedef struct llama2c_file {
     const char *path;
@@ -33,33 +34,56 @@ typedef struct llama2c_file {
     long seq_len;
     cf_model_config cfg;
     uint64_t offset[LW_COUNT];   /* start of each section (per-layer tensors are consecutive) */
+    uint64_t bytes[LW_COUNT];    /* bytes of one tensor of the kind */
     bool quantized[LW_COUNT];
 } llama2c_file;
 
+/* llama2.c's names for the sections, for errors; LW_COUNT is v0's RoPE tables. */
+static const char *const section_names[LW_COUNT + 1] = {
+    [LW_EMBED] = "token_embedding_table", [LW_ATTN_NORM] = "rms_att_weight", [LW_WQ] = "wq", [LW_WK] = "wk",
+    [LW_WV] = "wv", [LW_WO] = "wo", [LW_FFN_NORM] = "rms_ffn_weight", [LW_GATE] = "w1", [LW_DOWN] = "w2",
+    [LW_UP] = "w3", [LW_FINAL_NORM] = "rms_final_weight", [LW_LM_HEAD] = "wcls", [LW_COUNT] = "freq_cis",
+};
+
+/* Elements of a tensor; llama_config_check has made sure the product fits. */
 static size_t numel_of(const cf_model_config *m, llama_weight kind) {
-    int64_t shape[2];
-    int ndim = llama_weight_shape(m, kind, shape);
-    return (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    size_t n;
+    return llama_weight_numel(m, kind, &n) ? n : 0;
 }
 
-static uint64_t tensor_bytes(const llama2c_file *f, llama_weight kind) {
-    size_t n = numel_of(&f->cfg, kind);
-    return f->quantized[kind] ? n + n / (size_t)f->group_size * sizeof(float) : n * sizeof(float);
+/* Bytes of one tensor as stored (f32, or int8 plus one f32 scale per group), and of the
+ * whole section (per-layer kinds once per layer); false on overflow. */
+static bool section_bytes(const llama2c_file *f, int section, uint64_t *tensor, size_t *total) {
+    *tensor = 0;
+    if (section == LW_COUNT) /* v0: two RoPE tables of seq_len x head_dim / 2 */
+        return cf_mul3_size((uint64_t)f->seq_len, (uint64_t)cf_model_head_dim(&f->cfg), sizeof(float), total);
+    size_t n = numel_of(&f->cfg, (llama_weight)section), scales = 0, one = 0;
+    bool ok = f->quantized[section] ? cf_mul_size(n / (size_t)f->group_size, sizeof(float), &scales) &&
+                                          cf_add_size(n, scales, &one)
+                                    : cf_mul_size(n, sizeof(float), &one);
+    *tensor = one;
+    uint64_t count = llama_weight_per_layer((llama_weight)section) ? (uint64_t)f->cfg.num_layers : 1;
+    return ok && cf_mul_size(one, count, total);
 }
 
-/* Lays the sections out in file order; returns the end offset. LW_COUNT marks v0's RoPE tables. */
-static uint64_t lay_out(llama2c_file *f, uint64_t start, const int *order, int n_sections) {
+/* Lays the sections out in file order from `start`, each checked to lie inside the file
+ * before the next offset is formed. LW_COUNT marks v0's RoPE tables. */
+static int lay_out(llama2c_file *f, uint64_t start, const int *order, int n_sections, cf_error *err) {
     uint64_t off = start;
     for (int i = 0; i < n_sections; i++) {
-        if (order[i] == LW_COUNT) {
-            off += (uint64_t)f->seq_len * (uint64_t)cf_model_head_dim(&f->cfg) * sizeof(float);
-            continue;
-        }
-        llama_weight kind = (llama_weight)order[i];
-        f->offset[kind] = off;
-        off += tensor_bytes(f, kind) * (llama_weight_per_layer(kind) ? (uint64_t)f->cfg.num_layers : 1);
+        uint64_t tensor;
+        size_t total;
+        bool ok = section_bytes(f, order[i], &tensor, &total);
+        if (!ok || !cf_fits(off, total, f->size))
+            return cf_fail(err, "%s: offset %llu: section %s (%s%llu bytes for dim %lld, %lld layers, vocab %lld) runs "
+                                "past the end of the %zu-byte file: truncated or a bad header",
+                           f->path, (unsigned long long)off, section_names[order[i]], ok ? "" : "more than ",
+                           (unsigned long long)(ok ? total : SIZE_MAX), (long long)f->cfg.hidden_size,
+                           (long long)f->cfg.num_layers, (long long)f->cfg.vocab_size, f->size);
+        if (order[i] != LW_COUNT) f->offset[order[i]] = off, f->bytes[order[i]] = tensor;
+        off += total;
     }
-    return off;
+    return 0;
 }
 
 static int parse_header(llama2c_file *f, cf_error *err) {
@@ -109,19 +133,13 @@ static int lay_out_file(llama2c_file *f, cf_error *err) {
                              LW_WO, LW_GATE, LW_DOWN, LW_UP, LW_LM_HEAD};
     int n = f->version == 0 ? (int)(sizeof v0 / sizeof v0[0]) : (int)(sizeof v1 / sizeof v1[0]);
     if (f->shared) n--; /* the classifier is last and absent when shared */
-    uint64_t end = f->version == 0 ? lay_out(f, 28, v0, n) : lay_out(f, V1_HEADER_BYTES, v1, n);
-    if (end > f->size)
-        return cf_fail(err, "%s: file is %zu bytes but its header (dim %lld, %lld layers, vocab %lld) needs %llu: "
-                            "truncated",
-                       f->path, f->size, (long long)f->cfg.hidden_size, (long long)f->cfg.num_layers,
-                       (long long)f->cfg.vocab_size, (unsigned long long)end);
-    return 0;
+    return f->version == 0 ? lay_out(f, 28, v0, n, err) : lay_out(f, V1_HEADER_BYTES, v1, n, err);
 }
 
 static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
     const llama2c_file *f = arg;
     if (kind == LW_LM_HEAD && f->shared) kind = LW_EMBED;
-    const unsigned char *p = f->map + f->offset[kind] + (uint64_t)layer * tensor_bytes(f, kind);
+    const unsigned char *p = f->map + f->offset[kind] + (uint64_t)layer * f->bytes[kind]; /* inside the file: lay_out */
     if (!f->quantized[kind]) {
         memcpy(dst, p, n * sizeof(float));
         return 0;

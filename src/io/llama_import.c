@@ -27,7 +27,8 @@ static int import_one(void *arg, llama_weight kind, long layer) {
     int64_t shape[2];
     llama_weight_name(kind, layer, name, sizeof name);
     int ndim = llama_weight_shape(c->cfg, kind, shape);
-    size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    size_t n;
+    llama_weight_numel(c->cfg, kind, &n); /* fits: llama_config_check */
     if (c->opt->progress && kind == LW_ATTN_NORM)
         fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
     if (c->fill(c->fill_ctx, kind, layer, c->f32, n, c->err) != 0) return -1;
@@ -39,13 +40,13 @@ static int import_one(void *arg, llama_weight kind, long layer) {
     return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
 }
 
+/* Elements of the largest tensor; the caller's source has checked every tensor's shape
+ * against its file, so buffers of this size are bounded by the file. */
 static size_t largest_tensor(const cf_model_config *m) {
     size_t best = 0;
     for (int k = 0; k < LW_COUNT; k++) {
-        int64_t shape[2];
-        int ndim = llama_weight_shape(m, (llama_weight)k, shape);
-        size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
-        best = n > best ? n : best;
+        size_t n;
+        if (llama_weight_numel(m, (llama_weight)k, &n) && n > best) best = n;
     }
     return best;
 }

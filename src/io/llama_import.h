@@ -11,6 +11,9 @@
 /* Fills dst (n floats, the tensor's shape in [out, in] order) with weight kind/layer. */
 typedef int (*llama_fill_fn)(void *ctx, llama_weight kind, long layer, float *dst, size_t n, cf_error *err);
 
+/* Writes the checkpoint. cfg must pass llama_config_check, and the source must have
+ * checked that every tensor it will fill exists with cfg's shape: buffers for the largest
+ * tensor are allocated from cfg before the first fill. */
 int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, llama_fill_fn fill, void *ctx, cf_error *err);
 

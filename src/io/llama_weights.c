@@ -1,7 +1,10 @@
 #include "io/llama_weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "core/checked.h"
 
 static const char *suffix[LW_COUNT] = {
     [LW_EMBED] = "model.embed_tokens.weight",
@@ -47,6 +50,13 @@ int llama_weight_shape(const cf_model_config *m, llama_weight kind, int64_t shap
     return 0;
 }
 
+bool llama_weight_numel(const cf_model_config *m, llama_weight kind, size_t *n) {
+    int64_t shape[2] = {0, 0};
+    int ndim = llama_weight_shape(m, kind, shape);
+    if (shape[0] < 0 || (ndim == 2 && shape[1] < 0)) return *n = 0, false;
+    return cf_mul_size((uint64_t)shape[0], ndim == 2 ? (uint64_t)shape[1] : 1, n);
+}
+
 int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ctx) {
     int rc = fn(ctx, LW_EMBED, 0);
     for (long l = 0; l < m->num_layers && rc == 0; l++)
@@ -70,6 +80,29 @@ int llama_config_check(const cf_model_config *m, const char *source, cf_error *e
                        source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
     if (m->max_position_embeddings < 1)
         return cf_fail(err, "%s: max_position_embeddings must be positive", source);
+    if (!(m->rope_theta > 0 && isfinite(m->rope_theta)))
+        return cf_fail(err, "%s: rope_theta %g must be positive and finite", source, m->rope_theta);
+    if (!(m->rms_norm_eps > 0 && m->rms_norm_eps <= 1))
+        return cf_fail(err, "%s: rms_norm_eps %g must be in (0, 1]", source, m->rms_norm_eps);
+    bool scaled = m->rope_scaling_factor != 0 && m->rope_scaling_factor != 1;
+    if (scaled && !(m->rope_scaling_factor > 0 && isfinite(m->rope_scaling_factor) && m->rope_original_max_position > 0 &&
+                    m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
+                    isfinite(m->rope_high_freq_factor)))
+        return cf_fail(err, "%s: rope_scaling factor %g needs original_max_position_embeddings > 0 and "
+                            "0 < low_freq_factor < high_freq_factor (got %lld, %g, %g)",
+                       source, m->rope_scaling_factor, (long long)m->rope_original_max_position,
+                       m->rope_low_freq_factor, m->rope_high_freq_factor);
+    for (int k = 0; k < LW_COUNT; k++) {
+        size_t n, bytes;
+        if (!llama_weight_numel(m, (llama_weight)k, &n) || !cf_mul_size(n, sizeof(float), &bytes)) {
+            char name[128];
+            llama_weight_name((llama_weight)k, 0, name, sizeof name);
+            return cf_fail(err, "%s: tensor %s: the shape implied by vocab_size %lld, hidden_size %lld, "
+                                "intermediate_size %lld overflows the address space",
+                           source, name, (long long)m->vocab_size, (long long)m->hidden_size,
+                           (long long)m->intermediate_size);
+        }
+    }
     return 0;
 }
 
@@ -93,6 +126,16 @@ void llama_rows_to_hf(const void *src, void *dst, long heads, long head_dim, siz
 
 void llama_rows_from_hf(const void *src, void *dst, long heads, long head_dim, size_t row_bytes) {
     permute_rows(src, dst, heads, head_dim, row_bytes, false);
+}
+
+int llama_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *count, cf_error *err) {
+    size_t per_layer = LW_DOWN - LW_ATTN_NORM + 1, layers;
+    bool ok = m->num_layers >= 0 && cf_mul_size((uint64_t)m->num_layers, per_layer, &layers) &&
+              cf_add_size(layers, m->tie_word_embeddings ? 2 : 3, count);
+    if (!ok || *count > (size_t)cf_ckpt_num_tensors(c))
+        return cf_fail(err, "%s: model_config.num_layers %lld implies more tensors than the checkpoint's %ld",
+                       cf_ckpt_path(c), (long long)m->num_layers, cf_ckpt_num_tensors(c));
+    return 0;
 }
 
 const cf_ckpt_tensor *llama_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,

@@ -37,13 +37,23 @@ void llama_weight_name(llama_weight kind, long layer, char *buf, size_t size);
 /* Shape of the tensor; returns ndim (1 or 2). */
 int llama_weight_shape(const cf_model_config *m, llama_weight kind, int64_t shape[2]);
 
+/* Element count of the tensor (the shape's product, checked); false when it does not fit
+ * in size_t. Every tensor of a config that passed llama_config_check fits, as f32 too. */
+bool llama_weight_numel(const cf_model_config *m, llama_weight kind, size_t *n);
+
 /* Calls fn for every tensor of the model in file order (embedding, layer by layer,
  * final norm, lm_head when untied); stops at and returns the first nonzero result. */
 typedef int (*llama_weight_fn)(void *ctx, llama_weight kind, long layer);
 int llama_weights_foreach(const cf_model_config *m, llama_weight_fn fn, void *ctx);
 
-/* Basic consistency of a LLaMA config (positive sizes, divisibility); err names `source`. */
+/* Basic consistency of a LLaMA config (positive sizes, divisibility, every tensor's f32
+ * byte size representable without overflow); err names `source` and the field. */
 int llama_config_check(const cf_model_config *m, const char *source, cf_error *err);
+
+/* Fails unless checkpoint c holds at least the tensors m implies (embedding, final norm,
+ * 9 per layer, lm_head when untied), so arrays sized from num_layers are bounded by the
+ * file; err names the checkpoint and num_layers. *count gets the number implied. */
+int llama_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *count, cf_error *err);
 
 /* The checkpoint tensor `name` with this shape in a float dtype (f32, bf16, f16),
  * checksum verified; NULL with err naming the file and tensor otherwise. */

@@ -4,8 +4,11 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "io/config_schema.h"
 
 typedef enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_DTYPE, KEY_ARCH } key_kind;
 
@@ -13,9 +16,13 @@ typedef struct config_key {
     const char *name;
     key_kind kind;
     size_t offset;
+    bool ranged; /* a number checked against its YAML key's range */
 } config_key;
 
-#define KEY(field, kind) {#field, kind, offsetof(cf_model_config, field)}
+#define KEY(field, kind) {#field, kind, offsetof(cf_model_config, field), true}
+/* 0 in configs from cf_model_config_init_llama, where YAML requires > 0; the RoPE table
+ * checks them when scaling is on. */
+#define UNRANGED(field, kind) {#field, kind, offsetof(cf_model_config, field), false}
 static const config_key keys[] = {
     KEY(arch, KEY_ARCH),
     KEY(vocab_size, KEY_INT),
@@ -27,8 +34,8 @@ static const config_key keys[] = {
     KEY(max_position_embeddings, KEY_INT),
     KEY(rope_theta, KEY_REAL),
     KEY(rope_scaling_factor, KEY_REAL),
-    KEY(rope_low_freq_factor, KEY_REAL),
-    KEY(rope_high_freq_factor, KEY_REAL),
+    UNRANGED(rope_low_freq_factor, KEY_REAL),
+    UNRANGED(rope_high_freq_factor, KEY_REAL),
     KEY(rope_original_max_position, KEY_INT),
     KEY(rms_norm_eps, KEY_REAL),
     KEY(tie_word_embeddings, KEY_BOOL),
@@ -42,6 +49,7 @@ static const config_key keys[] = {
     KEY(pad_token_id, KEY_INT),
 };
 #undef KEY
+#undef UNRANGED
 
 static const char *arch_names[] = {[CF_ARCH_LLAMA] = "llama", [CF_ARCH_GPT2] = "gpt2"};
 
@@ -74,17 +82,28 @@ char *cf_model_config_to_json(const cf_model_config *m) {
     return s;
 }
 
+/* A number must lie in the range the config schema gives its YAML key: a file's rope_theta
+ * of -1 or num_layers of 2^40 is refused before anything is built from it. */
+static int check_range(const config_key *k, double v, cf_error *err) {
+    if (!k->ranged) return 0;
+    char path[96];
+    snprintf(path, sizeof path, "model.model_config.%s", k->name);
+    int i = cf_config_key_find(path);
+    if (i < 0 || cf_config_key_check_range(&cf_config_keys[i], v, err) == 0) return 0;
+    return cf_fail_prefix(err, "model_config.%s: ", k->name);
+}
+
 static int set_key(const config_key *k, json_t *v, cf_model_config *m, cf_error *err) {
     void *p = (char *)m + k->offset;
     switch (k->kind) {
     case KEY_INT:
         if (!json_is_integer(v)) return cf_fail(err, "model_config.%s: expected an integer", k->name);
         *(int64_t *)p = json_integer_value(v);
-        return 0;
+        return check_range(k, (double)json_integer_value(v), err);
     case KEY_REAL:
         if (!json_is_number(v)) return cf_fail(err, "model_config.%s: expected a number", k->name);
         *(double *)p = json_number_value(v);
-        return 0;
+        return check_range(k, json_number_value(v), err);
     case KEY_BOOL:
         if (!json_is_boolean(v)) return cf_fail(err, "model_config.%s: expected true or false", k->name);
         *(bool *)p = json_is_true(v);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/checked.h"
 #include "io/atomic_file.h"
 
 static const struct {
@@ -27,6 +28,10 @@ static const char *dtype_name(cf_dtype t) {
     return "?";
 }
 
+/* One header entry, checked against the data section [data_start, f->size): every dim a
+ * non-negative integer, the element count and byte size computed without overflow, the
+ * offsets integers inside the section, their span exactly the shape times the dtype size,
+ * and the start aligned to the element size (the data is read in place). */
 static int parse_tensor(st_file *f, const char *name, json_t *e, uint64_t data_start, st_tensor *t, cf_error *err) {
     const char *dtype;
     json_t *shape, *offsets;
@@ -38,23 +43,37 @@ static int parse_tensor(st_file *f, const char *name, json_t *e, uint64_t data_s
         return cf_fail(err, "%s: tensor %s: dtype %s is not supported (F32, BF16, F16, I8, I32)", f->path, name, dtype);
     if (json_array_size(shape) > 8) return cf_fail(err, "%s: tensor %s: more than 8 dims", f->path, name);
     t->ndim = (int)json_array_size(shape);
-    uint64_t numel = 1;
+    size_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
-        json_int_t v = json_integer_value(json_array_get(shape, (size_t)d));
-        if (!json_is_integer(json_array_get(shape, (size_t)d)) || v < 0 || v > ((json_int_t)1 << 40))
-            return cf_fail(err, "%s: tensor %s: bad dim %d", f->path, name, d);
+        json_t *dim = json_array_get(shape, (size_t)d);
+        json_int_t v = json_integer_value(dim);
+        if (!json_is_integer(dim) || v < 0) return cf_fail(err, "%s: tensor %s: shape[%d] is not a size", f->path, name, d);
+        if (!cf_mul_size(numel, (uint64_t)v, &numel))
+            return cf_fail(err, "%s: tensor %s: shape[%d] = %lld overflows the element count", f->path, name, d,
+                           (long long)v);
         t->shape[d] = v;
-        numel *= (uint64_t)v;
     }
-    json_int_t begin = json_integer_value(json_array_get(offsets, 0)), end = json_integer_value(json_array_get(offsets, 1));
-    if (begin < 0 || end < begin || data_start + (uint64_t)end > f->size)
-        return cf_fail(err, "%s: tensor %s: data_offsets [%lld, %lld] lie outside the file", f->path, name,
-                       (long long)begin, (long long)end);
+    json_t *jb = json_array_get(offsets, 0), *je = json_array_get(offsets, 1);
+    json_int_t begin = json_integer_value(jb), end = json_integer_value(je);
+    uint64_t data_size = f->size - data_start;
+    if (!json_is_integer(jb) || !json_is_integer(je) || begin < 0 || end < begin ||
+        !cf_fits((uint64_t)begin, (uint64_t)(end - begin), data_size))
+        return cf_fail(err, "%s: tensor %s: data_offsets [%lld, %lld] lie outside the file's %llu-byte data section",
+                       f->path, name, (long long)begin, (long long)end, (unsigned long long)data_size);
     t->nbytes = (size_t)(end - begin);
-    if (t->nbytes != numel * cf_dtype_size(t->dtype))
-        return cf_fail(err, "%s: tensor %s: %zu bytes do not match its shape and dtype", f->path, name, t->nbytes);
+    size_t expect;
+    if (!cf_mul_size(numel, cf_dtype_size(t->dtype), &expect) || t->nbytes != expect)
+        return cf_fail(err, "%s: tensor %s: data_offsets span %zu bytes, but shape and dtype %s need %zu elements of %zu",
+                       f->path, name, t->nbytes, dtype, numel, cf_dtype_size(t->dtype));
+    if ((data_start + (uint64_t)begin) % cf_dtype_size(t->dtype))
+        return cf_fail(err, "%s: tensor %s: data at file offset %llu is not aligned to its %zu-byte %s elements", f->path,
+                       name, (unsigned long long)(data_start + (uint64_t)begin), cf_dtype_size(t->dtype), dtype);
     t->data = f->map + data_start + begin;
     return 0;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
 }
 
 int st_open(st_file *f, const char *path, cf_error *err) {
@@ -80,9 +99,12 @@ int st_open(st_file *f, const char *path, cf_error *err) {
     uint64_t header_len = 0;
     if (f->size >= 8) memcpy(&header_len, f->map, 8);
     json_error_t jerr;
-    if (f->size < 8 || header_len > f->size - 8) {
-        cf_fail(err, "%s: offset 0: header length %llu exceeds the file (truncated or not safetensors)", path,
-                (unsigned long long)header_len);
+    if (f->size < 8) {
+        cf_fail(err, "%s: %zu bytes, too short to hold the 8-byte header length (truncated or not safetensors)", path,
+                f->size);
+    } else if (header_len > f->size - 8) {
+        cf_fail(err, "%s: offset 0: header length %llu exceeds the %zu-byte file (truncated or not safetensors)", path,
+                (unsigned long long)header_len, f->size);
     } else if (!(f->header = json_loadb((const char *)f->map + 8, header_len, 0, &jerr)) || !json_is_object(f->header)) {
         cf_fail(err, "%s: offset 8: header is not a JSON object", path);
     } else {
@@ -97,6 +119,9 @@ int st_open(st_file *f, const char *path, cf_error *err) {
             }
             f->n++;
         }
+        f->by_name = cf_xcalloc((size_t)f->n + 1, sizeof *f->by_name);
+        for (long i = 0; i < f->n; i++) f->by_name[i] = &f->tensors[i];
+        qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
         return 0;
     }
     st_close(f);
@@ -104,15 +129,16 @@ int st_open(st_file *f, const char *path, cf_error *err) {
 }
 
 const st_tensor *st_find(const st_file *f, const char *name) {
-    for (long i = 0; i < f->n; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
-    return NULL;
+    st_tensor key = {.name = name};
+    const st_tensor *k = &key, **hit = bsearch(&k, f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
+    return hit ? *hit : NULL;
 }
 
 void st_close(st_file *f) {
     if (f->map) munmap((void *)f->map, f->size);
     json_decref(f->header);
     free(f->tensors);
+    free(f->by_name);
     free(f->path);
     *f = (st_file){0};
 }

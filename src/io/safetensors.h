@@ -25,12 +25,15 @@ typedef struct st_file {
     const unsigned char *map;
     size_t size;
     json_t *header;    /* owns the names */
-    st_tensor *tensors;
+    st_tensor *tensors; /* in header order */
     long n;
+    const st_tensor **by_name; /* the same, sorted by name, for st_find */
 } st_file;
 
 /* Maps and validates the file (header JSON, dtypes, offsets inside the file, sizes). */
 int st_open(st_file *f, const char *path, cf_error *err);
+/* The tensor called `name`, or NULL (a binary search: a header of many tensors costs
+ * n log n to look through, not n^2). */
 const st_tensor *st_find(const st_file *f, const char *name);
 void st_close(st_file *f);
 

@@ -44,7 +44,8 @@ typedef struct cf_rope_table {
 } cf_rope_table;
 
 /* Fills the table for positions 0 .. max_positions-1. scaling may be NULL.
- * Fails (head_dim odd or not positive, max_positions < 1) with err set. */
+ * Fails with err set (and nothing allocated) when head_dim is odd or not positive,
+ * max_positions < 1, the table size overflows or its memory is not available. */
 int cf_rope_table_init(cf_rope_table *t, long head_dim, double theta, long max_positions, const cf_rope_scaling *scaling,
                        cf_error *err);
 void cf_rope_table_free(cf_rope_table *t);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
 
@@ -21,9 +22,14 @@ cf_tensor *cf_nn_rope_table(cf_graph *g, const cf_rope_config *cfg) {
     cf_error err;
     if (cf_rope_table_init(&table, (long)cfg->head_dim, cfg->theta, (long)cfg->max_positions, &scaling, &err) != 0)
         return cf_graph_fail(g, "%s", err.msg);
-    int64_t half = cfg->head_dim / 2, plane = cfg->max_positions * half;
+    int64_t half = cfg->head_dim / 2;
+    size_t plane = (size_t)table.max_positions * (size_t)half, bytes; /* the table's size: checked by init */
     int64_t shape[3] = {2, cfg->max_positions, half};
-    float *data = cf_xmalloc(sizeof(float) * (size_t)(2 * plane));
+    float *data = cf_mul3_size(2, plane, sizeof(float), &bytes) ? malloc(bytes) : NULL;
+    if (!data) {
+        cf_rope_table_free(&table);
+        return cf_graph_fail(g, "rope: no memory for the %lld-position table", (long long)cfg->max_positions);
+    }
     memcpy(data, table.cos, sizeof(float) * (size_t)plane);
     memcpy(data + plane, table.sin, sizeof(float) * (size_t)plane);
     cf_rope_table_free(&table);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cformers/error.h"
+#include "core/checked.h"
 
 /* LLaMA-3.1 frequency rescaling: long wavelengths are slowed by `factor`, short ones
  * kept, and the band in between interpolated smoothly. */
@@ -27,10 +28,15 @@ int cf_rope_table_init(cf_rope_table *t, long head_dim, double theta, long max_p
         (scaling->original_max_position < 1 || scaling->high_freq_factor <= scaling->low_freq_factor))
         return cf_fail(err, "rope: scaling needs original_max_position >= 1 and high_freq_factor > low_freq_factor");
     long half = head_dim / 2;
-    t->head_dim = head_dim;
-    t->max_positions = max_positions;
-    t->cos = cf_xmalloc(sizeof(float) * (size_t)(max_positions * half));
-    t->sin = cf_xmalloc(sizeof(float) * (size_t)(max_positions * half));
+    size_t bytes;
+    if (!cf_mul3_size((uint64_t)max_positions, (uint64_t)half, sizeof(float), &bytes))
+        return cf_fail(err, "rope: max_positions %ld x head_dim %ld overflows the table size", max_positions, head_dim);
+    *t = (cf_rope_table){.head_dim = head_dim, .max_positions = max_positions, .cos = malloc(bytes), .sin = malloc(bytes)};
+    if (!t->cos || !t->sin) {
+        cf_rope_table_free(t);
+        return cf_fail(err, "rope: no memory for two %zu-byte tables (max_positions %ld, head_dim %ld)", bytes,
+                       max_positions, head_dim);
+    }
     for (long i = 0; i < half; i++) {
         /* f32 exponent as llama2.c computes it, so greedy outputs match token for token. */
         float freq32 = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);

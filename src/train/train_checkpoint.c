@@ -149,6 +149,11 @@ int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_tr
         rc = meta ? load_optimizer(c, meta, g, pos, err) : cf_fail(err, "%s: metadata: %s", path, jerr.text);
         json_decref(meta);
     }
+    const cf_ckpt_tensor *extra = rc == 0 ? cf_ckpt_first_unused(c) : NULL;
+    if (extra) /* a checkpoint of a bigger model would otherwise load its first layers silently */
+        rc = cf_fail(err, "%s: tensor %s is stored, but this model has no such parameter (the checkpoint is of "
+                          "another model_config: num_layers?)",
+                     path, extra->name);
     cf_ckpt_close(c);
     return rc;
 }

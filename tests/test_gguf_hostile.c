@@ -1,0 +1,61 @@
+/* Exporting a hostile checkpoint (GGUF and safetensors): a model_config whose num_layers
+ * implies more tensors than the file holds is refused before the per-tensor arrays are
+ * sized from it (num_layers 2^40 aborted allocating 79 TB), and sizes GGUF cannot store are
+ * refused rather than truncated to 32 bits. */
+#include <stdint.h>
+
+#include "cformers/checkpoint.h"
+#include "cformers/convert.h"
+#include "infer_test_util.h"
+
+/* A checkpoint with `n_tensors` small tensors and the model_config of a tiny llama with
+ * `layers` layers and `vocab` tokens. */
+static const char *write_ckpt(int64_t layers, int64_t vocab, int n_tensors) {
+    const char *path = temp_path("hostile_export.ckpt");
+    cf_model_config m;
+    cf_model_config_init_llama(&m);
+    m.vocab_size = vocab, m.hidden_size = 4, m.num_heads = m.num_kv_heads = 2, m.intermediate_size = 8;
+    m.num_layers = layers, m.max_position_embeddings = 16;
+    char *config = cf_model_config_to_json(&m);
+    char meta[4096];
+    snprintf(meta, sizeof meta, "{\"model_config\": %s}", config);
+    free(config);
+    cf_error err;
+    cf_ckpt_writer *w = cf_ckpt_writer_open(path, &err);
+    float data[8 * 4] = {0};
+    for (int i = 0; i < n_tensors; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        CHECK(w && cf_ckpt_write_tensor(w, name, CF_F32, 2, (const int64_t[]){8, 4}, data, &err) == 0);
+    }
+    CHECK_MSG(cf_ckpt_writer_finish(w, meta, &err) == 0, "%s", err.msg);
+    return path;
+}
+
+static void expect_refused(int rc, const cf_error *err, const char *ckpt, const char *needle) {
+    CHECK(rc == -1);
+    CHECK_CONTAINS(err->msg, ckpt);
+    CHECK_CONTAINS(err->msg, needle);
+}
+
+int main(void) {
+    const char *gguf = temp_path("hostile.gguf"), *st_dir = temp_path("hostile_st");
+    cf_error err = {{0}};
+    const char *ckpt = write_ckpt((int64_t)1 << 40, 8, 1);
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt,
+                   "model_config.num_layers 1099511627776 implies more tensors than the checkpoint's 1");
+    expect_refused(cf_export_safetensors(ckpt, st_dir, &err), &err, ckpt,
+                   "model_config.num_layers 1099511627776 implies more tensors than the checkpoint's 1");
+    ckpt = write_ckpt(INT64_MAX / 2, 8, 1); /* 9 x num_layers overflows */
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "implies more tensors than the checkpoint's 1");
+    ckpt = write_ckpt(0, 8, 1);
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model sizes must be positive");
+    /* vocab 2^32 + 8 would be written as 8: the 12 tensors of one layer pass the count */
+    ckpt = write_ckpt(1, ((int64_t)1 << 32) + 8, 12);
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt,
+                   "model_config size 4294967304 does not fit GGUF's 32-bit fields");
+    CHECK(access(gguf, F_OK) != 0);
+    unlink(ckpt);
+    rmdir(st_dir);
+    return test_finish();
+}

@@ -1,0 +1,169 @@
+/* Hostile safetensors files and Hugging Face directories, crafted here: every header field
+ * is checked (length, shape, dtype size x shape = span, offsets inside the data section,
+ * alignment), and config.json sizes are checked against the tensors before the import
+ * allocates anything sized from them (vocab_size 2^40 aborted with "out of memory"). */
+#include <stdint.h>
+#include <time.h>
+
+#include "cformers/convert.h"
+#include "infer_test_util.h"
+#include "io/llama_weights.h"
+#include "io/safetensors.h"
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+/* A safetensors file with this JSON header followed by `data_bytes` zero bytes. */
+static void write_st(const char *path, const char *header, size_t data_bytes) {
+    uint64_t len = strlen(header);
+    size_t total = 8 + len + data_bytes;
+    unsigned char *buf = calloc(1, total);
+    memcpy(buf, &len, 8);
+    memcpy(buf + 8, header, len);
+    write_bytes(path, buf, total);
+    free(buf);
+}
+
+/* st_open must fail with one line holding the path and `needle`. */
+static void expect_refused(const char *path, const char *needle) {
+    st_file f;
+    cf_error err = {{0}};
+    CHECK(st_open(&f, path, &err) == -1);
+    CHECK_CONTAINS(err.msg, path);
+    CHECK_CONTAINS(err.msg, needle);
+    CHECK_MSG(strchr(err.msg, '\n') == NULL, "not one line: %s", err.msg);
+}
+
+static void hostile_headers(void) {
+    const char *path = temp_path("hostile.safetensors");
+    write_bytes(path, "\x02\x00", 2);
+    expect_refused(path, "2 bytes, too short to hold the 8-byte header length");
+    write_st(path, "{}", 0);
+    uint64_t huge = UINT64_MAX - 4;
+    FILE *f = fopen(path, "r+b");
+    fwrite(&huge, 8, 1, f);
+    fclose(f);
+    expect_refused(path, "offset 0: header length 18446744073709551611 exceeds the 10-byte file");
+
+    static const struct {
+        const char *header;
+        size_t data;
+        const char *needle;
+    } cases[] = {
+        /* 2^40 x 2^40 elements: the product wraps 64 bits */
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776,1099511627776],\"data_offsets\":[0,0]}}", 0,
+         "tensor t: shape[1] = 1099511627776 overflows the element count"},
+        /* 2^62 elements of 4 bytes: the byte size wraps to 0, which the empty span matched */
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", 0,
+         "need 4611686018427387904 elements of 4"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "tensor t: shape[0] is not a size"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,4]}}", 4, "tensor t: shape[0] is not a size"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",4]}}", 4, "data_offsets [0, 4] lie outside"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, "data_offsets [4, 0] lie outside"},
+        /* offsets near 2^63, far past the file */
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,9223372036854775804]}}", 4,
+         "lie outside the file's 4-byte data section"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8, "span 4 bytes, but shape and dtype F32"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[1,5]}}", 8, "is not aligned to its 4-byte F32"},
+        {"{\"t\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, "dtype U64 is not supported"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "header entry needs dtype, shape and data_offsets"},
+        {"[1, 2]", 0, "offset 8: header is not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_st(path, cases[i].header, cases[i].data);
+        expect_refused(path, cases[i].needle);
+    }
+    unlink(path);
+}
+
+/* config.json sizes far beyond what the tensors hold: refused by shape, before any buffer
+ * sized from config.json is allocated. */
+static void hostile_config_json(void) {
+    const char *dir = temp_path("hostile_hf"), *out = temp_path("hostile_hf.ckpt");
+    static const struct {
+        const char *from, *to, *needle;
+    } cases[] = {
+        {"\"vocab_size\": 48", "\"vocab_size\": 1099511627776",
+         "model.embed_tokens.weight has shape [48, 16], config.json implies [1099511627776, 16]"},
+        {"\"intermediate_size\": 48", "\"intermediate_size\": 1099511627776",
+         "model.layers.0.mlp.gate_proj.weight has shape [48, 16], config.json implies [1099511627776, 16]"},
+        {"\"vocab_size\": 48", "\"vocab_size\": 4611686018427387904", "overflows the address space"},
+        {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000", "model.layers.2.input_layernorm.weight is missing"},
+        {"\"rope_theta\": 10000.0", "\"rope_theta\": -1", "rope_theta -1 must be positive and finite"},
+        {"\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0", "rms_norm_eps 0 must be in (0, 1]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp %s %s %s/ && sed -i 's/%s/%s/' %s/config.json", dir,
+                 dir, fixture("tests/fixtures/infer/tiny_hf/config.json"),
+                 fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), dir, cases[i].from, cases[i].to, dir);
+        CHECK(system(cmd) == 0);
+        cf_error err = {{0}};
+        cf_convert_options opt = {.dtype = CF_F32};
+        CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
+        CHECK_CONTAINS(err.msg, cases[i].needle);
+        CHECK_CONTAINS(err.msg, dir);
+        CHECK(access(out, F_OK) != 0);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* 20,000 tiny layers (180,000 tensors) with the final norm missing: every tensor is
+ * looked up before the refusal, by binary search; the linear st_find made this about
+ * 10^10 name comparisons. */
+static void many_tensors(void) {
+    enum { LAYERS = 20000 };
+    const char *dir = temp_path("many_hf"), *out = temp_path("many.ckpt");
+    char path[512];
+    snprintf(path, sizeof path, "mkdir -p %s", dir);
+    CHECK(system(path) == 0);
+    cf_model_config m;
+    cf_model_config_init_llama(&m);
+    m.vocab_size = 1, m.hidden_size = 2, m.num_heads = m.num_kv_heads = 1, m.intermediate_size = 1;
+    m.num_layers = LAYERS, m.tie_word_embeddings = true;
+    st_tensor *t = calloc(9 * LAYERS + 1, sizeof *t);
+    char (*names)[64] = calloc(9 * LAYERS + 1, sizeof *names);
+    static const float zeros[4];
+    long n = 0;
+    for (int k = 0; k < LW_FINAL_NORM; k++)
+        for (long l = 0; l < (llama_weight_per_layer((llama_weight)k) ? LAYERS : 1); l++, n++) {
+            llama_weight_name((llama_weight)k, l, names[n], sizeof names[n]);
+            t[n] = (st_tensor){.name = names[n], .dtype = CF_F32, .data = zeros};
+            t[n].ndim = llama_weight_shape(&m, (llama_weight)k, t[n].shape);
+            t[n].nbytes = sizeof(float) * (size_t)(t[n].shape[0] * (t[n].ndim == 2 ? t[n].shape[1] : 1));
+        }
+    cf_error err = {{0}};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK_MSG(st_write(path, t, n, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 1, \"hidden_size\": 2, \"intermediate_size\": 1, "
+               "\"num_hidden_layers\": %d, \"num_attention_heads\": 1, \"tie_word_embeddings\": true}",
+            LAYERS);
+    fclose(f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cf_convert_options opt = {.dtype = CF_F32};
+    CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_CONTAINS(err.msg, "model.norm.weight is missing");
+    CHECK_MSG(seconds < 60, "%.1f s to look through %ld tensors", seconds, n);
+    printf("%ld tensors looked through in %.2f s\n", n, seconds);
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    CHECK(system(path) == 0);
+    free(names);
+    free(t);
+}
+
+int main(void) {
+    hostile_headers();
+    hostile_config_json();
+    many_tensors();
+    return test_finish();
+}
