@@ -41,19 +41,25 @@ static void expect_refused(int rc, const cf_error *err, const char *ckpt, const 
 int main(void) {
     const char *gguf = temp_path("hostile.gguf"), *st_dir = temp_path("hostile_st");
     cf_error err = {{0}};
+    /* Sizes outside the config schema's ranges are refused as the model_config is read. */
     const char *ckpt = write_ckpt((int64_t)1 << 40, 8, 1);
-    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt,
-                   "model_config.num_layers 1099511627776 implies more tensors than the checkpoint's 1");
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers: 1099511627776 is out of range");
     expect_refused(cf_export_safetensors(ckpt, st_dir, &err), &err, ckpt,
-                   "model_config.num_layers 1099511627776 implies more tensors than the checkpoint's 1");
-    ckpt = write_ckpt(INT64_MAX / 2, 8, 1); /* 9 x num_layers overflows */
-    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "implies more tensors than the checkpoint's 1");
+                   "model_config.num_layers: 1099511627776 is out of range");
+    ckpt = write_ckpt(INT64_MAX / 2, 8, 1); /* 9 x num_layers would overflow */
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers");
     ckpt = write_ckpt(0, 8, 1);
-    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model sizes must be positive");
-    /* vocab 2^32 + 8 would be written as 8: the 12 tensors of one layer pass the count */
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers: 0 is out of range");
+    /* vocab 2^32 + 8 would be written to GGUF as 8 */
     ckpt = write_ckpt(1, ((int64_t)1 << 32) + 8, 12);
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.vocab_size: 4294967304 is out of range");
+    /* In range, but more layers than the file has tensors for: refused before the
+     * per-tensor arrays are sized from num_layers. */
+    ckpt = write_ckpt(100000, 8, 1);
     expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt,
-                   "model_config size 4294967304 does not fit GGUF's 32-bit fields");
+                   "model_config.num_layers 100000 implies more tensors than the checkpoint's 1");
+    expect_refused(cf_export_safetensors(ckpt, st_dir, &err), &err, ckpt,
+                   "model_config.num_layers 100000 implies more tensors than the checkpoint's 1");
     CHECK(access(gguf, F_OK) != 0);
     unlink(ckpt);
     rmdir(st_dir);
