@@ -25,7 +25,7 @@ fi
 
 # Files the harnesses stage go to a directory of this run, removed even after a crash.
 export CFORMERS_FUZZ_TMPDIR
-CFORMERS_FUZZ_TMPDIR=$(mktemp -d "${TMPDIR_FUZZ:-/dev/shm}/cformers-fuzz-run-XXXXXX")
+CFORMERS_FUZZ_TMPDIR=$(mktemp -d /dev/shm/cformers-fuzz-run-XXXXXX)
 trap 'rm -rf "$CFORMERS_FUZZ_TMPDIR"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
