@@ -207,7 +207,8 @@ static void test_alloc_and_spec(void) {
     cf_fault_arm(CF_FAULT_NONE, 0, 0);
     CHECK(cf_fault_arm_spec("alloc:5", &err) == 0);
     cf_fault_arm(CF_FAULT_NONE, 0, 0);
-    const char *bad[] = {"write:0:eio", "write:2", "write:2:full", "alloc:x", "read:1:eio", ""};
+    const char *bad[] = {"write:0:eio", "write:2", "write:2:full", "write:2:eio:", "alloc:x",
+                         "alloc:3x",    "alloc:3:eio", "read:1:eio", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_MSG(cf_fault_arm_spec(bad[i], &err) != 0, "accepted '%s'", bad[i]);
         CHECK_CONTAINS(err.msg, "CFORMERS_FAULT");

@@ -21,14 +21,15 @@ static void arm(cf_fault_kind kind, long n, cf_fault_mode mode) {
 }
 
 static int arm_spec(const char *spec, cf_error *err) {
-    char kind[8], mode[8] = "enospc", tail;
-    long n;
-    int got = sscanf(spec, "%7[a-z]:%ld:%7[a-z]%c", kind, &n, mode, &tail);
+    char kind[8] = "", mode[8] = "enospc";
+    long n = 0;
+    int end = 0; /* bytes matched: the whole spec must be */
+    int got = sscanf(spec, "%7[a-z]:%ld%n:%7[a-z]%n", kind, &n, &end, mode, &end);
     static const char *const modes[] = {"enospc", "eio", "short"};
     int m = 0;
     while (m < 3 && strcmp(mode, modes[m]) != 0) m++;
     bool write = strcmp(kind, "write") == 0 && got == 3, alloc = strcmp(kind, "alloc") == 0 && got == 2;
-    if (got < 2 || n < 1 || m == 3 || !(write || alloc))
+    if (got < 2 || spec[end] || n < 1 || m == 3 || !(write || alloc))
         return cf_fail(err, "CFORMERS_FAULT=%s: expected write:N:enospc|eio|short or alloc:N (N >= 1)", spec);
     arm(write ? CF_FAULT_WRITE : CF_FAULT_ALLOC, n, (cf_fault_mode)m);
     return 0;
