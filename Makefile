@@ -3,14 +3,18 @@
 #   make check      what CI runs: the suite with gcc, then under ASan+UBSan with clang, warnings as errors
 #   make test       install missing packages, build, run the test suite
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
 #   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 60
+# What CI gives each harness inside `make check`.
+CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp
 
 all: build
 
@@ -24,6 +28,7 @@ build: deps
 check:
 	@$(MAKE) --no-print-directory test CC=gcc BUILD=build-gcc CMAKE_FLAGS=-DCFORMERS_WERROR=ON
 	@$(MAKE) --no-print-directory test-sanitize CC=clang CMAKE_FLAGS=-DCFORMERS_WERROR=ON
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) CMAKE_FLAGS=-DCFORMERS_WERROR=ON
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -33,6 +38,12 @@ test-sanitize: deps
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && CFORMERS_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS)
+
+# Crash inputs stay in build-fuzz/fuzz/crashes/<target>/; commit them under tests/fuzz/regressions/.
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFORMERS_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 demo: build
 	@bash scripts/demo.sh
@@ -59,4 +70,4 @@ bench-dp: build
 	@python3 bench/bench_dp.py --build $(BUILD)
 
 clean:
-	rm -rf build build-gcc build-asan
+	rm -rf build build-gcc build-asan build-fuzz

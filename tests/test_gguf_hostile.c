@@ -41,17 +41,20 @@ static void expect_refused(int rc, const cf_error *err, const char *ckpt, const 
 int main(void) {
     const char *gguf = temp_path("hostile.gguf"), *st_dir = temp_path("hostile_st");
     cf_error err = {{0}};
-    /* Sizes outside the config schema's ranges are refused as the checkpoint loads. */
+    /* Sizes outside the config schema's ranges are refused as the model_config is read. */
     const char *ckpt = write_ckpt((int64_t)1 << 40, 8, 1);
     expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers: 1099511627776 is out of range");
     expect_refused(cf_export_safetensors(ckpt, st_dir, &err), &err, ckpt,
                    "model_config.num_layers: 1099511627776 is out of range");
+    ckpt = write_ckpt(INT64_MAX / 2, 8, 1); /* 9 x num_layers would overflow */
+    expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers");
     ckpt = write_ckpt(0, 8, 1);
     expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.num_layers: 0 is out of range");
-    ckpt = write_ckpt(1, ((int64_t)1 << 32) + 8, 12); /* would be written as 8 in GGUF's 32-bit fields */
+    /* vocab 2^32 + 8 would be written to GGUF as 8 */
+    ckpt = write_ckpt(1, ((int64_t)1 << 32) + 8, 12);
     expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt, "model_config.vocab_size: 4294967304 is out of range");
     /* In range, but more layers than the file has tensors for: refused before the
-     * per-tensor arrays are sized from it. */
+     * per-tensor arrays are sized from num_layers. */
     ckpt = write_ckpt(100000, 8, 1);
     expect_refused(cf_export_gguf(ckpt, gguf, &err), &err, ckpt,
                    "model_config.num_layers 100000 implies more tensors than the checkpoint's 1");

@@ -1,5 +1,7 @@
 #include "cformers/error.h"
 
+#include "core/fault.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +37,19 @@ int cf_fail_prefix(cf_error *err, const char *fmt, ...) {
 }
 
 static void *check_alloc(void *p, size_t size) {
-    if (!p && size) {
+    if (!p) {
         fprintf(stderr, "cformers: out of memory allocating %zu bytes\n", size);
         abort();
     }
     return p;
 }
 
-void *cf_xmalloc(size_t size) { return check_alloc(malloc(size ? size : 1), size); }
-void *cf_xcalloc(size_t count, size_t size) { return check_alloc(calloc(count ? count : 1, size ? size : 1), count * size); }
-void *cf_xrealloc(void *ptr, size_t size) { return check_alloc(realloc(ptr, size ? size : 1), size); }
+/* Each helper asks the fault hook first, so a test can make the Nth allocation fail. */
+void *cf_xmalloc(size_t size) { return check_alloc(cf_fault_alloc() ? NULL : malloc(size ? size : 1), size); }
+void *cf_xcalloc(size_t count, size_t size) {
+    return check_alloc(cf_fault_alloc() ? NULL : calloc(count ? count : 1, size ? size : 1), count * size);
+}
+void *cf_xrealloc(void *ptr, size_t size) { return check_alloc(cf_fault_alloc() ? NULL : realloc(ptr, size ? size : 1), size); }
 
 char *cf_xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -53,7 +58,7 @@ char *cf_xstrdup(const char *s) {
 
 void *cf_aligned_alloc(size_t size) {
     size_t rounded = (size + 63) & ~(size_t)63;
-    return check_alloc(aligned_alloc(64, rounded ? rounded : 64), size);
+    return check_alloc(cf_fault_alloc() ? NULL : aligned_alloc(64, rounded ? rounded : 64), size);
 }
 
 void cf_aligned_free(void *ptr) { free(ptr); }

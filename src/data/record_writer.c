@@ -10,6 +10,7 @@
 
 #include "cformers/checkpoint.h"
 #include "cformers/records.h"
+#include "core/fault.h"
 #include "data/record_format.h"
 
 struct cf_record_writer {
@@ -34,7 +35,7 @@ struct cf_record_writer {
 };
 
 static int write_bytes(cf_record_writer *w, const void *p, size_t n, cf_error *err) {
-    if (n && fwrite(p, 1, n, w->f) != n) return w->failed = true, cf_fail(err, "%s: write failed at offset %llu: %s", w->path,
+    if (n && cf_fwrite(p, n, w->f) != n) return w->failed = true, cf_fail(err, "%s: write failed at offset %llu: %s", w->path,
                                                       (unsigned long long)w->offset, strerror(errno));
     w->offset += n;
     return 0;
@@ -96,11 +97,14 @@ static int end_shard(cf_record_writer *w, cf_error *err) {
     if (write_bytes(w, w->chunks, w->n_chunks * sizeof *w->chunks, err) != 0 ||
         write_bytes(w, w->doc_offsets, (w->n_docs + 1) * 8, err) != 0 || write_bytes(w, &crc, 4, err) != 0)
         return -1;
-    if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(&h, sizeof h, 1, w->f) != 1 || fclose(w->f) != 0) {
-        w->f = NULL;
-        return cf_fail(err, "%s: cannot finish the shard: %s", w->path, strerror(errno));
-    }
+    bool ok = fseek(w->f, 0, SEEK_SET) == 0 && cf_fwrite(&h, sizeof h, w->f) == sizeof h;
+    int error = errno;
+    if (fclose(w->f) != 0 && ok) ok = false, error = errno;
     w->f = NULL;
+    if (!ok) {
+        remove(w->path);
+        return w->failed = true, cf_fail(err, "%s: cannot finish the shard: %s", w->path, strerror(error));
+    }
     w->written = cf_xrealloc(w->written, (size_t)(w->n_written + 1) * sizeof *w->written);
     w->written[w->n_written++] = cf_xstrdup(w->path);
     return 0;

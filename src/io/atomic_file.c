@@ -1,5 +1,7 @@
 #include "io/atomic_file.h"
 
+#include "core/fault.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -27,7 +29,7 @@ int atomic_file_open(atomic_file *a, const char *path, cf_error *err) {
 }
 
 int atomic_file_write(atomic_file *a, const void *data, size_t n, cf_error *err) {
-    if (n && fwrite(data, 1, n, a->f) != n)
+    if (n && cf_fwrite(data, n, a->f) != n)
         return cf_fail(err, "%s: write failed at offset %llu: %s", a->tmp_path, (unsigned long long)a->offset,
                        strerror(errno));
     a->offset += n;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint_format.h"
 
@@ -98,7 +99,7 @@ static int write_trailer(cf_ckpt_writer *w, const char *metadata_json, cf_error 
     h.header_crc32c = cf_crc32c(0, &h, offsetof(ckpt_header, header_crc32c));
     free(index);
     if (rc != 0) return rc;
-    if (fseek(w->file.f, 0, SEEK_SET) != 0 || fwrite(&h, sizeof h, 1, w->file.f) != 1)
+    if (fseek(w->file.f, 0, SEEK_SET) != 0 || cf_fwrite(&h, sizeof h, w->file.f) != sizeof h)
         return cf_fail(err, "%s: cannot write the header: %s", w->file.tmp_path, strerror(errno));
     return 0;
 }

@@ -1,20 +1,24 @@
 #include "obs/metrics.h"
 
+#include "core/fault.h"
+
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <sys/time.h>
 
 #include "obs/tensorboard.h"
 
 struct cf_metrics {
-    FILE *file;          /* NULL: no JSON lines */
-    cf_tb_writer *tb;    /* NULL: no TensorBoard */
+    FILE *file;       /* NULL: no JSON lines */
+    char *path;
+    bool failed;      /* a line could not be written: later lines are dropped */
+    cf_tb_writer *tb; /* NULL: no TensorBoard */
     int64_t last_step;
-    bool tb_failed;      /* reported once */
+    bool tb_failed;   /* reported once */
     char run[64];
 };
 
@@ -26,6 +30,7 @@ cf_metrics *cf_metrics_open(const char *path, cf_error *err) {
     }
     cf_metrics *m = cf_xcalloc(1, sizeof *m);
     m->file = f;
+    m->path = cf_xstrdup(path ? path : "(no metrics file)");
     return m;
 }
 
@@ -33,6 +38,7 @@ void cf_metrics_close(cf_metrics *m) {
     if (!m) return;
     if (m->file) fclose(m->file);
     cf_tb_close(m->tb, NULL);
+    free(m->path);
     free(m);
 }
 
@@ -62,10 +68,10 @@ void cf_metrics_set_run(cf_metrics *m, const char *id) {
     if (m) snprintf(m->run, sizeof m->run, "%s", id);
 }
 
-void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
-    if (!m) {
+int cf_metrics_write(cf_metrics *m, const char *event, json_t *fields, cf_error *err) {
+    if (!m || m->failed) {
         json_decref(fields);
-        return;
+        return m ? cf_fail(err, "%s: metrics not written since an earlier write failed", m->path) : 0;
     }
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -77,13 +83,16 @@ void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields) {
     if (m->tb && !m->tb_failed) mirror(m, event, line, time);
     if (!m->file) {
         json_decref(line);
-        return;
+        return 0;
     }
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(line);
-    if (text) {
-        fprintf(m->file, "%s\n", text);
-        fflush(m->file);
-        free(text);
-    }
+    if (!text) return cf_fail(err, "%s: event %s cannot be written as JSON", m->path, event);
+    size_t len = strlen(text);
+    text[len] = '\n'; /* replaces the NUL: the line is written with its newline in one call */
+    bool ok = cf_fwrite(text, len + 1, m->file) == len + 1 && fflush(m->file) == 0;
+    free(text);
+    if (ok) return 0;
+    m->failed = true;
+    return cf_fail(err, "%s: cannot write metrics: %s", m->path, strerror(errno));
 }

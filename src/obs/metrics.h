@@ -24,7 +24,9 @@ int cf_metrics_add_tensorboard(cf_metrics *m, const char *dir, cf_error *err);
 void cf_metrics_set_run(cf_metrics *m, const char *id);
 
 /* Writes `fields` (an object; stolen, i.e. freed here) as one line, with "event" and
- * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped. */
-void cf_metrics_write(cf_metrics *m, const char *event, json_t *fields);
+ * "time" (seconds since the Unix epoch) added. m may be NULL: the fields are dropped.
+ * Returns -1 with err naming the file when the line was not written; after a failed
+ * write the file may end in a partial line, so every later line is dropped (and fails). */
+int cf_metrics_write(cf_metrics *m, const char *event, json_t *fields, cf_error *err);
 
 #endif

@@ -67,13 +67,20 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
+void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields) {
+    cf_error err;
+    if (cf_metrics_write(t->metrics, event, fields, &err) == 0 || t->metrics_failed) return;
+    t->metrics_failed = true;
+    fprintf(stderr, "cformers: warning: %s; training goes on without metrics\n", err.msg);
+}
+
 static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     const cf_memory_report *m = cf_plan_memory(t->plan);
     cf_memory_row rows[2];
     char note[128];
     cf_memory_plan_rows(m, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
-    cf_metrics_write(t->metrics, "memory_plan",
+    cf_trainer_metrics(t, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
                                est->total_bytes, "arena_bytes", (json_int_t)m->arena_bytes, "param_block_bytes",
                                (json_int_t)m->param_bytes, "fragmentation", m->fragmentation, "lower_bound_bytes",
@@ -86,7 +93,7 @@ static void report_loader_wait(cf_trainer *t, run_state *r) {
     double wait = cf_batches_wait_seconds(t->train);
     double share = r->train_seconds > 0 ? wait / r->train_seconds : 0.0;
     say(t, r, "data loader: steps waited %.3f s of %.1f s (%.2f%%)", wait, r->train_seconds, 100.0 * share);
-    cf_metrics_write(t->metrics, "loader",
+    cf_trainer_metrics(t, "loader",
                      json_pack("{s:f, s:f, s:f}", "wait_seconds", wait, "train_seconds", r->train_seconds, "share",
                                share));
 }
@@ -103,7 +110,7 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
               "%.1f MiB%s (%+.1f%%, %s 10%%)",
         peak / MIB, used / MIB, base / MIB, est->total_bytes / MIB, extra, 100.0 * off,
         off > -0.1 && off < 0.1 ? "within" : "NOT within");
-    cf_metrics_write(t->metrics, "memory_peak",
+    cf_trainer_metrics(t, "memory_peak",
                      json_pack("{s:f, s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
                                "estimate_bytes", est->total_bytes, "staging_bytes", staging, "relative_difference",
                                off));
@@ -149,7 +156,7 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
     if (!res.ok) {
         fprintf(stderr, "cformers train: warning: the checkpoint of step %lld was not saved: %s (earlier checkpoints "
                         "are kept; the next save retries)\n", (long long)res.step, res.err.msg);
-        cf_metrics_write(t->metrics, "checkpoint_failed", json_pack("{s:I, s:s, s:s}", "step", (json_int_t)res.step,
+        cf_trainer_metrics(t, "checkpoint_failed", json_pack("{s:I, s:s, s:s}", "step", (json_int_t)res.step,
                                                                      "path", res.path, "error", res.err.msg));
         *err = res.err;
         return -1;
@@ -158,7 +165,7 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
     say(t, r, "step %lld: saved %s (%.2f s at the step boundary, %.2f s of it waiting for the previous write; "
               "%.2f s writing in the background)",
         (long long)res.step, res.path, r->stall_seconds, r->wait_seconds, res.write_seconds);
-    cf_metrics_write(t->metrics, "checkpoint",
+    cf_trainer_metrics(t, "checkpoint",
                      json_pack("{s:I, s:s, s:b, s:f, s:f, s:f}", "step", (json_int_t)res.step, "path", res.path,
                                "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
                                r->wait_seconds, "write_seconds", res.write_seconds));
@@ -187,7 +194,7 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     if (!writes_files(t)) return 0;
     prune_checkpoints(t);
     say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, r->stall_seconds);
-    cf_metrics_write(t->metrics, "checkpoint",
+    cf_trainer_metrics(t, "checkpoint",
                      json_pack("{s:I, s:s, s:b, s:f}", "step", (json_int_t)t->pos.step, "path", path, "background",
                                false, "stall_seconds", r->stall_seconds));
     return 0;
@@ -197,7 +204,7 @@ static int evaluate(cf_trainer *t, run_state *r, cf_error *err) {
     double loss;
     if (cf_trainer_evaluate(t, &loss, err) != 0) return -1;
     say(t, r, "step %lld: validation loss %.4f", (long long)t->pos.step, loss);
-    cf_metrics_write(t->metrics, "eval", json_pack("{s:I, s:f}", "step", (json_int_t)t->pos.step, "val_loss", loss));
+    cf_trainer_metrics(t, "eval", json_pack("{s:I, s:f}", "step", (json_int_t)t->pos.step, "val_loss", loss));
     return 0;
 }
 
@@ -206,7 +213,7 @@ static int sample(cf_trainer *t, run_state *r, cf_error *err) {
     char *text = cf_trainer_sample_text(t, err);
     if (!text) return -1;
     say(t, r, "step %lld: sample:\n%s\n", (long long)t->pos.step, text);
-    cf_metrics_write(t->metrics, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
+    cf_trainer_metrics(t, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
     free(text);
     return 0;
 }
@@ -240,7 +247,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
                                                   "comm_bytes_sent", c->bytes_sent, "comm_raw_bytes", c->raw_bytes,
                                                   "compressed_buckets", c->compressed_buckets));
         }
-        cf_metrics_write(t->metrics, "train", rec);
+        cf_trainer_metrics(t, "train", rec);
     }
     if (profiled && cf_train_profile_report(t, false, &r->progress, err) != 0) return -1;
     const cf_runner_config *rc = &t->cfg.runner_config;
@@ -311,14 +318,14 @@ static int run(cf_trainer *t, cf_error *err) {
     cf_memory_estimate est;
     cf_config_memory_estimate(&t->cfg, &est);
     cf_metrics_set_run(t->metrics, t->pos.run_id);
-    cf_metrics_write(t->metrics, "start", cf_run_dir_start_record(t));
+    cf_trainer_metrics(t, "start", cf_run_dir_start_record(t));
     report_memory_plan(t, &est);
     if (t->resumed_from[0]) report_resume(t, &r);
     if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
     if (t->stop_signal)
-        cf_metrics_write(t->metrics, "stopped",
+        cf_trainer_metrics(t, "stopped",
                          json_pack("{s:I, s:i}", "step", (json_int_t)t->pos.step, "signal", t->stop_signal));
     else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0)
         return -1;

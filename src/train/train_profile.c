@@ -88,7 +88,7 @@ static int report(cf_trainer *t, cf_progress *progress, cf_error *err) {
         cf_progress_print(progress, "profile: wrote %s/%s%s", t->cfg.output_dir, CF_PROFILE_JSON_FILE, trace_note);
     }
     if (rc == 0)
-        cf_metrics_write(t->metrics, "profile",
+        cf_trainer_metrics(t, "profile",
                          json_pack("{s:I, s:I, s:f, s:s, s:s}", "first_step", (json_int_t)s.first_step, "last_step",
                                    (json_int_t)s.last_step, "step_ms", s.step_ms, "profile", CF_PROFILE_JSON_FILE,
                                    "timeline", timeline));

@@ -198,7 +198,7 @@ static void stats_end(cf_trainer *t, int64_t step) {
         json_object_set_new(rec, key, json_real(t->stats_update_ratio[i]));
     }
     t->stats_step = step;
-    cf_metrics_write(t->metrics, "grad_stats", rec);
+    cf_trainer_metrics(t, "grad_stats", rec);
 }
 
 int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {

@@ -47,6 +47,7 @@ struct cf_trainer {
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
     cf_bg_save *bg;  /* rank 0's background checkpoint writer; NULL until the first save */
+    bool metrics_failed; /* the failure was reported; later metrics lines are dropped */
     cf_train_profile profile; /* callbacks.profile_monitor */
     atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
@@ -58,6 +59,10 @@ struct cf_trainer {
  * step boundary); rank 0 copies the state to t->bg's staging buffer and its writer thread
  * writes it. The previous background write must have been collected. */
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err);
+
+/* Writes one metrics line (see cf_metrics_write). A failed write does not stop training:
+ * the first one is reported on stderr, naming the file and the reason. */
+void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields);
 
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);

@@ -1,0 +1,15 @@
+/* llama2.c model file: imported into a cformers checkpoint in the scratch directory. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cformers/convert.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz_scratch();
+    char model[1024];
+    snprintf(model, sizeof model, "%s", fuzz_write("model.bin", data, size));
+    cf_convert_options opt = {.dtype = CF_F32};
+    cf_import_llama2c(model, fuzz_path("out.ckpt"), &opt, NULL);
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* Shared by the libFuzzer harnesses (one tests/fuzz/fuzz_<target>.c per parser).
+ *
+ * Every harness defines LLVMFuzzerTestOneInput; built with CFORMERS_FUZZ=ON it is linked
+ * with libFuzzer, and in every build it is also linked with replay_main.c, which feeds it
+ * the committed regression inputs and seeds (CTest fuzz_replay_<target>).
+ *
+ * Inputs that stand for several files (a directory) are the files' bytes joined by
+ * FUZZ_SEPARATOR. Files a loader must open by path go to a private scratch directory under
+ * $CFORMERS_FUZZ_TMPDIR (default /dev/shm), emptied before each input and removed at exit. */
+#ifndef CFORMERS_FUZZ_UTIL_H
+#define CFORMERS_FUZZ_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/tokenizer.h"
+
+#define FUZZ_SEPARATOR "\n--cf-fuzz-file--\n"
+#define FUZZ_MAX_PARTS 8
+
+typedef struct fuzz_part {
+    const uint8_t *data;
+    size_t size;
+} fuzz_part;
+
+/* Splits the input at each FUZZ_SEPARATOR into at most max parts (the last takes the
+ * rest); returns how many. */
+int fuzz_split(const uint8_t *data, size_t size, fuzz_part *parts, int max);
+
+/* The scratch directory, created on first use and emptied by each call. */
+const char *fuzz_scratch(void);
+/* Writes bytes to `name` inside the scratch directory and returns its path (a static
+ * buffer, valid until the next call). Aborts when the scratch disk fails: that is the
+ * harness's environment, not a finding. */
+const char *fuzz_write(const char *name, const void *data, size_t size);
+/* The path `name` inside the scratch directory (the same static buffer as fuzz_write). */
+const char *fuzz_path(const char *name);
+
+/* Runs a loaded tokenizer over a fixed text plus `text` (at most 256 bytes of it), decodes
+ * the ids back and asks for the pieces of every id near the ends of the vocabulary. */
+void fuzz_exercise_tokenizer(const cf_tokenizer *tok, const uint8_t *text, size_t size);
+
+#endif
