@@ -5,7 +5,6 @@
 #include "dist/allreduce.h"
 
 #include <limits.h>
-#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +41,7 @@ int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebi
     a->timeout = timeout;
     if (max_bucket > INT_MAX / 4) return cf_fail(err, "a gradient bucket of %lld values exceeds MPI's counts", (long long)max_bucket);
     if (!onebit) return 0;
+    a->onebit_kernels = cf_onebit_kernels_for_cpu();
     int64_t chunks = (max_bucket + CF_ONEBIT_CHUNK - 1) / CF_ONEBIT_CHUNK;
     size_t bytes = (size_t)chunks * CF_ONEBIT_CHUNK_BYTES;
     a->residual = cf_xcalloc((size_t)elems, sizeof(float));
@@ -74,35 +74,7 @@ void cf_allreduce_free(cf_allreduce *a) {
     memset(a, 0, sizeof *a);
 }
 
-/* ---- 1-bit compression ---- */
-
-/* Packs x + e (n <= CF_ONEBIT_CHUNK values) as the scale mean|x + e| and the signs, and
- * leaves in e what the packed form lost: the error fed back into the next step. */
-static void compress_chunk(const float *x, float *e, int64_t n, unsigned char *out) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += fabsf(x[i] + e[i]);
-    float scale = (float)(sum / (double)n);
-    memcpy(out, &scale, sizeof scale);
-    unsigned char *bits = out + sizeof scale;
-    memset(bits, 0, CF_ONEBIT_CHUNK / 8);
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i] + e[i];
-        bool positive = v >= 0.0f;
-        bits[i >> 3] |= (unsigned char)(positive << (i & 7));
-        e[i] = v - (positive ? scale : -scale);
-    }
-}
-
-/* y[i] (+)= +-scale of a packed chunk. */
-static void decompress_chunk(const unsigned char *in, int64_t n, float *y, bool add) {
-    float scale;
-    memcpy(&scale, in, sizeof scale);
-    const unsigned char *bits = in + sizeof scale;
-    for (int64_t i = 0; i < n; i++) {
-        float v = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
-        y[i] = add ? y[i] + v : v;
-    }
-}
+/* ---- 1-bit compression (the packing kernels are in onebit.c) ---- */
 
 static int64_t chunk_len(int64_t c, int64_t n) {
     int64_t left = n - c * CF_ONEBIT_CHUNK;
@@ -124,7 +96,7 @@ static int onebit_sum(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int
     MPI_Comm_size(comm, &ranks);
     int64_t chunks = (n + CF_ONEBIT_CHUNK - 1) / CF_ONEBIT_CHUNK;
     for (int64_t c = 0; c < chunks; c++)
-        compress_chunk(buf + c * CF_ONEBIT_CHUNK, a->residual + offset + c * CF_ONEBIT_CHUNK, chunk_len(c, n),
+        a->onebit_kernels.pack(buf + c * CF_ONEBIT_CHUNK, a->residual + offset + c * CF_ONEBIT_CHUNK, chunk_len(c, n),
                        a->send + c * CF_ONEBIT_CHUNK_BYTES);
     int64_t mine0 = first_chunk(rank, ranks, chunks), mine1 = first_chunk(rank + 1, ranks, chunks);
     int *scount = a->counts, *sdispl = scount + ranks, *rcount = sdispl + ranks, *rdispl = rcount + ranks;
@@ -144,8 +116,8 @@ static int onebit_sum(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int
         float *y = buf + c * CF_ONEBIT_CHUNK;
         int64_t len = chunk_len(c, n);
         for (int q = 0; q < ranks; q++)
-            decompress_chunk(a->recv + rdispl[q] + (c - mine0) * CF_ONEBIT_CHUNK_BYTES, len, y, q > 0);
-        compress_chunk(y, a->server_residual + offset + c * CF_ONEBIT_CHUNK, len, a->gather + c * CF_ONEBIT_CHUNK_BYTES);
+            a->onebit_kernels.unpack(a->recv + rdispl[q] + (c - mine0) * CF_ONEBIT_CHUNK_BYTES, len, y, q > 0);
+        a->onebit_kernels.pack(y, a->server_residual + offset + c * CF_ONEBIT_CHUNK, len, a->gather + c * CF_ONEBIT_CHUNK_BYTES);
     }
     for (int p = 0; p < ranks; p++) {
         rcount[p] = scount[p];
@@ -154,7 +126,7 @@ static int onebit_sum(cf_allreduce *a, MPI_Comm comm, float *buf, int64_t n, int
     rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, a->gather, rcount, rdispl, MPI_BYTE, comm, &req);
     if (cf_dist_check(rc, "MPI_Iallgatherv", err) != 0 || wait_all(a, &req, 1, "MPI_Iallgatherv", err) != 0) return -1;
     for (int64_t c = 0; c < chunks; c++)
-        decompress_chunk(a->gather + c * CF_ONEBIT_CHUNK_BYTES, chunk_len(c, n), buf + c * CF_ONEBIT_CHUNK, false);
+        a->onebit_kernels.unpack(a->gather + c * CF_ONEBIT_CHUNK_BYTES, chunk_len(c, n), buf + c * CF_ONEBIT_CHUNK, false);
     st->bytes_sent += (double)sent + (double)scount[rank] * (ranks - 1);
     st->raw_bytes += 2.0 * (ranks - 1) / ranks * (double)n * sizeof(float);
     st->compressed_buckets++;

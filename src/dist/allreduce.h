@@ -9,10 +9,8 @@
 
 #include "dist/dist_internal.h"
 #include "dist/grad_sync.h"
+#include "dist/onebit.h"
 
-/* 1-bit compression: a chunk of CF_ONEBIT_CHUNK values travels as one f32 scale (their
- * mean magnitude) and one sign bit each: 68 bytes for 2 KiB, 30x fewer. */
-enum { CF_ONEBIT_CHUNK = 512, CF_ONEBIT_CHUNK_BYTES = 4 + CF_ONEBIT_CHUNK / 8 };
 
 typedef struct cf_allreduce {
     cf_dist *d;
@@ -23,6 +21,7 @@ typedef struct cf_allreduce {
      * this rank's error feedback as a sender, and as the reducer of its share. */
     float *residual, *server_residual;
     unsigned char *send, *recv, *gather; /* compressed staging for the largest bucket */
+    cf_onebit_kernels onebit_kernels;    /* packing for this machine's instruction set */
     int *counts;                         /* 4 x ranks of the compressed exchange's comm */
     /* ZeRO-1 (NULL otherwise): rank r owns elements [bounds[r], bounds[r + 1]) of the
      * block; each bucket is reduce-scattered, every rank keeping the sum of its part. */
