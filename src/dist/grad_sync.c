@@ -330,7 +330,9 @@ static bool rows_only(const cf_grad_sync *s, const cf_graph *g, int p, const int
 
 /* Buckets of about `target` elements, walking the parameters from the end of the block
  * (the last layers, whose gradients backward finishes first) to its start. A parameter
- * whose gradient only travels as rows (an untied embedding) is in no bucket. */
+ * ready earlier than the bucket being filled starts a new one (a tied embedding, first in
+ * the block, whose dense part is ready when backward starts); one whose gradient only
+ * travels as rows (an untied embedding) is in no bucket. */
 static int make_buckets(cf_grad_sync *s, const cf_graph *g, int64_t target, cf_error *err) {
     int *ready = cf_xmalloc(sizeof *ready * (size_t)g->n_params);
     find_last_writers(g, ready);
@@ -349,7 +351,8 @@ static int make_buckets(cf_grad_sync *s, const cf_graph *g, int64_t target, cf_e
             b.begin = g->params[p]->param_offset;
             if (ready[p] > b.trigger) b.trigger = ready[p];
             p--;
-        } while (p >= 0 && !rows_only(s, g, p, ready) && b.end - b.begin < target);
+        } while (p >= 0 && !rows_only(s, g, p, ready) && b.end - b.begin < target &&
+                 ready[p] >= b.trigger); /* one ready earlier (a tied embedding) does not wait for this bucket */
         s->buckets[n++] = b;
     }
     free(ready);
