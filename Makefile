@@ -6,7 +6,7 @@
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
 #   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp /
-#        bench-ckpt-delta
+#        bench-ckpt-delta / bench-recovery
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-ckpt-delta
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-ckpt-delta bench-recovery
 
 all: build
 
@@ -72,6 +72,9 @@ bench-dp: build
 
 bench-ckpt-delta: build
 	@bash bench/bench_ckpt_delta.sh
+
+bench-recovery: build
+	@bash bench/bench_recovery.sh
 
 clean:
 	rm -rf build build-gcc build-asan build-fuzz

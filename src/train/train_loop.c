@@ -14,6 +14,7 @@
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
 #include "train/crash_inject.h"
+#include "train/heartbeat.h"
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
@@ -230,7 +231,9 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    cf_heartbeat(t->rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
     cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
+    cf_hang_at_step(t->pos.step, t->rank);
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
