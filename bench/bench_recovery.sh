@@ -22,7 +22,7 @@ trap '[ -n "$job" ] && kill $job 2>/dev/null; rm -rf "$OUT"' EXIT
     --runner_config.train_steps=1000000 --runner_config.save_interval=20 --runner_config.eval_interval=0 \
     --runner_config.sample_interval=0 --quiet >"$OUT/launch.out" 2>"$OUT/launch.err" &
 job=$!
-steps() { grep -c '"event":"train"' "$OUT/run/metrics.jsonl" 2>/dev/null || echo 0; }
+steps() { local n; n=$(grep -c '"event":"train"' "$OUT/run/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
 kills=()
 for k in $(seq "$KILLS"); do
     before=$(steps)
