@@ -179,6 +179,14 @@ typedef struct cf_config {
     cf_recompute_config recompute_config;
 } cf_config;
 
+/* Warnings of the config loader (a MindFormers key accepted that has no effect here) go
+ * to this handler, one line each without a newline; the default (fn NULL) writes
+ * "cformers: warning: LINE" to stderr. Process-wide. */
+typedef void (*cf_config_warning_fn)(const char *line, void *ctx);
+void cf_config_set_warning_handler(cf_config_warning_fn fn, void *ctx);
+/* Sends one warning line to the handler. */
+void cf_config_warn(const char *line);
+
 /* Built-in defaults for every key (a small LLaMA-shaped model is NOT implied: the model
  * section's required keys start unset and a config must provide them). */
 void cf_config_defaults(cf_config *cfg);

@@ -11,6 +11,21 @@
 #include "io/config_internal.h"
 #include "models/presets.h"
 
+static cf_config_warning_fn warning_fn;
+static void *warning_ctx;
+
+void cf_config_set_warning_handler(cf_config_warning_fn fn, void *ctx) {
+    warning_fn = fn;
+    warning_ctx = ctx;
+}
+
+void cf_config_warn(const char *line) {
+    if (warning_fn)
+        warning_fn(line, warning_ctx);
+    else
+        fprintf(stderr, "cformers: warning: %s\n", line);
+}
+
 void cf_config_defaults(cf_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0; i < cf_config_key_count; i++) cf_config_key_set_default(&cf_config_keys[i], cfg);

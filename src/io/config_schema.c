@@ -39,10 +39,14 @@ static const cf_enum_name float_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32}
 static const cf_enum_name optimizers[] = {{"adamw", CF_OPTIMIZER_ADAMW},
                                           {"AdamWeightDecay", CF_OPTIMIZER_ADAMW},
                                           {"FP32StateAdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {"FusedAdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {"AdamW", CF_OPTIMIZER_ADAMW},
                                           {NULL, 0}};
 static const cf_enum_name lr_schedules[] = {
     {"cosine", CF_LR_COSINE},         {"linear", CF_LR_LINEAR},         {"constant", CF_LR_CONSTANT},
     {"CosineWithWarmUpLR", CF_LR_COSINE}, {"LinearWithWarmUpLR", CF_LR_LINEAR}, {"ConstantWarmUpLR", CF_LR_CONSTANT},
+    /* MindFormers' polynomial decay at its default power 1 is the linear one. */
+    {"polynomial", CF_LR_LINEAR}, {"PolynomialWithWarmUpLR", CF_LR_LINEAR},
     {NULL, 0}};
 static const cf_enum_name tristates[] = {{"auto", CF_AUTO}, {"off", CF_OFF}, {"on", CF_ON},
                                          {"false", CF_OFF}, {"true", CF_ON}, {NULL, 0}};
@@ -62,7 +66,9 @@ const cf_config_key cf_config_keys[] = {
     K_REQUIRED(model.model_config.num_heads, 1, 65536, "attention heads"),
     K_INT(model.model_config.num_kv_heads, 0, 0, 65536, "key/value heads (grouped-query attention); 0 = num_heads"),
     K_INT(model.model_config.intermediate_size, 0, 0, 16777216,
-          "MLP width; 0 = llama: 8/3 hidden rounded up to 256, gpt2: 4 hidden"),
+          "MLP width; 0 = llama: from multiple_of and ffn_dim_multiplier, gpt2: 4 hidden"),
+    K_INT(model.model_config.multiple_of, 256, 1, 16777216, "llama MLP width (when intermediate_size is 0): 8/3 hidden rounded up to a multiple of this"),
+    K_FLOAT(model.model_config.ffn_dim_multiplier, 0.0, 0, 1000, 0, "llama MLP width (when intermediate_size is 0): 8/3 hidden times this before rounding; 0 = 1"),
     K_INT(model.model_config.max_position_embeddings, 0, 0, 16777216,
           "longest sequence (GPT-2's position table); 0 = runner_config.seq_length"),
     K_FLOAT(model.model_config.rope_theta, 10000.0, 0, INF, CF_RANGE_LO_OPEN, "RoPE base frequency"),

@@ -9,16 +9,19 @@
 #include "core/checked.h"
 #include "io/config_internal.h"
 
-static int64_t llama_intermediate_size(int64_t hidden) {
-    int64_t ffn = 2 * (4 * hidden) / 3;
-    return (ffn + 255) / 256 * 256;
+/* LLaMA's rule (Meta's reference model.py): int(2 * 4d / 3), times ffn_dim_multiplier,
+ * rounded up to a multiple of multiple_of. */
+static int64_t llama_intermediate_size(const cf_model_config *m) {
+    int64_t ffn = 2 * (4 * m->hidden_size) / 3, multiple = m->multiple_of > 0 ? m->multiple_of : 256;
+    if (m->ffn_dim_multiplier > 0) ffn = (int64_t)(m->ffn_dim_multiplier * (double)ffn);
+    return (ffn + multiple - 1) / multiple * multiple;
 }
 
 void cf_config_fill_derived(cf_config *cfg) {
     cf_model_config *m = &cfg->model.model_config;
     if (m->num_kv_heads == 0) m->num_kv_heads = m->num_heads;
     if (m->intermediate_size == 0)
-        m->intermediate_size = m->arch == CF_ARCH_GPT2 ? 4 * m->hidden_size : llama_intermediate_size(m->hidden_size);
+        m->intermediate_size = m->arch == CF_ARCH_GPT2 ? 4 * m->hidden_size : llama_intermediate_size(m);
     if (m->max_position_embeddings == 0) m->max_position_embeddings = cfg->runner_config.seq_length;
 }
 
