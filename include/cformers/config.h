@@ -102,7 +102,7 @@ typedef struct cf_parallel_config {
 
 /* `context`: graph compilation switches (MindFormers' context section). */
 typedef struct cf_context_config {
-    bool enable_graph_kernel;         /* master switch for the fusion passes below */
+    bool enable_graph_kernel;         /* MindFormers' element-wise fusion: gates fuse_residual_norm only */
     bool enable_matrix_combine;       /* one matmul for Q/K/V and for gate/up */
     int64_t matrix_combine_threshold; /* combine only when out_features*in_features >= this */
     bool fuse_residual_norm;          /* residual add + RMSNorm/LayerNorm */

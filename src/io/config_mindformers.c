@@ -304,6 +304,10 @@ static void set_family(cf_walker *w, const char *path, yaml_node_t *value, const
     for (int i = 0; names[i][0]; i++)
         if (strcmp(text, names[i][0]) == 0) {
             cf_walk_set_text(w, native(MC "arch"), path, names[i][1], cf_walk_line(value));
+            /* GPT2LMHeadModel's head is the token embedding. */
+            int tie = native(MC "tie_word_embeddings");
+            if (strcmp(names[i][1], "gpt2") == 0 && !w->set_line[tie])
+                cf_walk_set_text(w, tie, path, "true", cf_walk_line(value));
             return;
         }
     char accepted[256] = "";

@@ -128,10 +128,10 @@ const cf_config_key cf_config_keys[] = {
     K_INT(parallel_config.freeze_step, 100, 0, BIG, "uncompressed warm-up steps before 1-bit compression"),
     K_FLOAT(parallel_config.comm_timeout, 300.0, 0, 1e6, CF_RANGE_LO_OPEN, "seconds a gradient all-reduce may take before the run fails"),
 
-    K_BOOL(context.enable_graph_kernel, true, "run the fusion passes"),
+    K_BOOL(context.enable_graph_kernel, true, "MindFormers' element-wise fusion: here residual add + norm (with fuse_residual_norm); the other fusions have their own switches"),
     K_BOOL(context.enable_matrix_combine, false, "one matmul for Q/K/V and for gate/up"),
     K_INT(context.matrix_combine_threshold, 0, 0, BIG, "combine only when out x in features >= this"),
-    K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel"),
+    K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel (when enable_graph_kernel)"),
     K_BOOL(context.fuse_swiglu, true, "SwiGLU as one kernel"),
     K_BOOL(context.fuse_rope, true, "RoPE rotates Q and K in place (no copy)"),
     K_BOOL(context.fuse_cross_entropy, true, "logits softmax + cross-entropy as one kernel"),
