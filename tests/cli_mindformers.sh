@@ -1,0 +1,53 @@
+#!/bin/bash
+# MindFormers YAML as it is: `config import` prints the native config with a warning line per
+# key that has no effect; the LLaMA-2 7B pretrain fixture scaled down by overrides trains 20
+# steps; epochs: 1 with train_steps unset runs one pass over the data; a warmup longer than
+# the run is refused.
+source "$(dirname "$0")/lib_cli.sh"
+fx="$src/tests/fixtures/mindformers"
+
+check "import pretrain_llama2_7b" 0 "$bin" config import "$fx/pretrain_llama2_7b.yaml"
+stdout_has "intermediate_size from multiple_of" "intermediate_size: 11008"
+stdout_has "seq_length from model_config" "seq_length: 4096"
+stdout_has "dataset_dir" 'data_dir: "/data/wiki4096"'
+stderr_has "one line per inert key" "pretrain_llama2_7b.yaml:120: context.mode: has no effect here"
+[ "$(grep -c 'has no effect here' "$tmp/err")" = "$(wc -l <"$tmp/err")" ] || fail_because "stderr holds more than warnings"
+"$bin" config import "$fx/pretrain_llama2_7b.yaml" >"$tmp/native.yaml" 2>/dev/null
+check "the imported config loads back, silently" 0 "$bin" config import "$tmp/native.yaml"
+[ -s "$tmp/err" ] && fail_because "native config warned: $(cat "$tmp/err")"
+cmp -s "$tmp/out" "$tmp/native.yaml" || fail_because "import of the imported config differs"
+for f in finetune_llama2_7b finetune_llama3_8b run_gpt2; do
+    check "import $f" 0 "$bin" config import "$fx/$f.yaml"
+done
+printf 'model:\n  model_config:\n    pet_config: {pet_type: lora}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
+check "all problems in one pass" 2 "$bin" train --config "$tmp/bad.yaml"
+stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config: LoRA"
+stderr_has "second problem" "bad.yaml:4: model.model_config.type: 'Nope'"
+stderr_has "third problem" "bad.yaml:6: runner_config.batch: unknown key"
+
+export CFORMERS_THREADS=1
+for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+small=(--config "$fx/pretrain_llama2_7b.yaml" --train_dataset.data_dir="$tmp/text.txt" --train_dataset.tokenizer=
+       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
+       --model.model_config.vocab_size=256 --model.model_config.compute_dtype=float32 --model.model_config.bos_token_id=-1
+       --model.model_config.eos_token_id=-1 --model.model_config.pad_token_id=-1
+       --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.gradient_accumulation_steps=1
+       --parallel_config.data_parallel=0 --runner_config.log_interval=1 --callbacks.summary_monitor.summary_dir=
+       --quiet)
+check "scaled-down LLaMA-2 7B file trains 20 steps" 0 "$bin" train "${small[@]}" --output_dir="$tmp/run20" \
+    --runner_config.train_steps=20
+[ "$(train_losses "$tmp/run20" | wc -l)" = 20 ] || fail_because "want 20 train records, got $(train_losses "$tmp/run20" | wc -l)"
+[ -f "$tmp/run20/llama2_7b_step20.ckpt" ] || ls "$tmp/run20" | grep -q 'llama2_7b.*20' ||
+    fail_because "no checkpoint with CheckpointMonitor's prefix: $(ls "$tmp/run20")"
+
+# epochs: 1 with train_steps unset is one pass over the text: bytes / (batch x seq) steps.
+steps=$(( $(wc -c <"$tmp/text.txt") / (2 * 32) ))
+check "epochs 1" 0 "$bin" train "${small[@]}" --output_dir="$tmp/epoch" --runner_config.epochs=1 \
+    --runner_config.save_interval=0
+[ "$(train_losses "$tmp/epoch" | wc -l)" = "$steps" ] ||
+    fail_because "epochs 1: want $steps steps, got $(train_losses "$tmp/epoch" | wc -l)"
+
+check "warmup longer than the run" 1 "$bin" train "${small[@]}" --output_dir="$tmp/warm" \
+    --runner_config.train_steps=5 --lr_schedule.warmup_ratio=0 --lr_schedule.warmup_steps=6
+stderr_has "warmup error" "lr_schedule.warmup_steps: a warmup of 6 steps is longer than the 5-step run"
+finish cli_mindformers
