@@ -50,4 +50,19 @@ check "epochs 1" 0 "$bin" train "${small[@]}" --output_dir="$tmp/epoch" --runner
 check "warmup longer than the run" 1 "$bin" train "${small[@]}" --output_dir="$tmp/warm" \
     --runner_config.train_steps=5 --lr_schedule.warmup_ratio=0 --lr_schedule.warmup_steps=6
 stderr_has "warmup error" "lr_schedule.warmup_steps: a warmup of 6 steps is longer than the 5-step run"
+# run_mode eval on a checkpoint prints the validation loss the training run reported at that step.
+loud=("${small[@]:0:${#small[@]}-1}") # without --quiet, which is last
+check "train with evaluation" 0 "$bin" train "${loud[@]}" --output_dir="$tmp/evalrun" --runner_config.train_steps=20 \
+    --runner_config.eval_interval=10 --runner_config.eval_steps=2 --train_dataset.eval_split=0.1 \
+    --runner_config.save_interval=10 --callbacks.checkpoint_monitor.keep_checkpoint_max=0
+want=$(sed -n 's/.*step 10: validation loss \([0-9.]*\).*/\1/p' "$tmp/out" | head -1)
+ckpt=$(ls "$tmp/evalrun"/*step10*.ckpt 2>/dev/null | head -1)
+check "run_mode eval" 0 "$bin" train "${small[@]}" --output_dir="$tmp/evalonly" --run_mode=eval \
+    --load_checkpoint="$ckpt" --runner_config.eval_steps=2 --train_dataset.eval_split=0.1
+[ -n "$want" ] && grep -q "validation loss $want," "$tmp/out" ||
+    fail_because "run_mode eval: want validation loss '$want', got: $(cat "$tmp/out" "$tmp/err")"
+check "run_mode eval without a checkpoint" 2 "$bin" train "${small[@]}" --run_mode=eval --train_dataset.eval_split=0.1
+stderr_has "eval needs a checkpoint" "load_checkpoint: run_mode eval needs the checkpoint"
+check "run_mode predict is not training" 2 "$bin" train "${small[@]}" --run_mode=predict
+stderr_has "predict points at generate" "cformers generate"
 finish cli_mindformers

@@ -1,6 +1,7 @@
 /* cformers train: resolve the config, build the trainer, run it. */
 #include "cli.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,29 @@ int cmd_train(int argc, char **argv) {
         printf("dashboard: http://127.0.0.1:%d/\n", cf_dashboard_port(dashboard));
         fflush(stdout);
     }
+    if (cfg.run_mode == CF_RUN_PREDICT) {
+        fprintf(stderr, "cformers train: run_mode predict: generation is `cformers generate --model CKPT --prompt TEXT` "
+                        "(cformers train only trains and evaluates)\n");
+        cf_dashboard_stop(dashboard);
+        cf_dist_close(dist);
+        return 2;
+    }
     cf_trainer *t = cf_trainer_create(&cfg, &a.opts, &err);
+    if (t && cfg.run_mode == CF_RUN_EVAL) {
+        /* The validation loss and perplexity of load_checkpoint on the held-out split: the
+         * same batches, so the same figure, as the training run's evaluation at that step. */
+        double loss = 0;
+        int ok = cf_trainer_evaluate(t, &loss, &err) == 0;
+        if (ok && cf_dist_rank(dist) == 0)
+            printf("%s: validation loss %.4f, perplexity %.4f (%lld batches of %lld x %lld)\n", cfg.load_checkpoint, loss,
+                   exp(loss), (long long)cfg.runner_config.eval_steps, (long long)cfg.runner_config.batch_size,
+                   (long long)cfg.runner_config.seq_length);
+        if (!ok) fprintf(stderr, "cformers train: run_mode eval: %s\n", err.msg);
+        cf_trainer_free(t);
+        cf_dashboard_stop(dashboard);
+        cf_dist_close(dist);
+        return ok ? 0 : 1;
+    }
     if (!t || cf_trainer_run(t, &err) != 0) {
         if (cf_dist_size(dist) > 1)
             fprintf(stderr, "cformers train: rank %d of %d: %s\n", cf_dist_rank(dist), cf_dist_size(dist), err.msg);

@@ -54,7 +54,7 @@ static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"one
 
 const cf_config_key cf_config_keys[] = {
     K_INT(seed, 0, 0, BIG, "seed of parameter init, data order and sampling"),
-    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "what the job does; finetune starts from load_checkpoint"),
+    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "what the job does; finetune starts from load_checkpoint, eval evaluates it (docs/mindformers.md)"),
     K_STRING(output_dir, "./output", "checkpoints, metrics and traces go here"),
     K_STRING(load_checkpoint, "", "checkpoint to start from; empty = fresh init"),
     K_BOOL(resume_training, false, "also restore optimizer state, step and data position"),

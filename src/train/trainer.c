@@ -53,7 +53,7 @@ static int open_data(cf_trainer *t, cf_error *err) {
     if (!t->cfg.train_dataset.data_dir[0]) return 0;
     t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, err);
     if (!t->train) return -1;
-    if (t->cfg.runner_config.eval_interval > 0) {
+    if (t->cfg.runner_config.eval_interval > 0 || t->cfg.run_mode == CF_RUN_EVAL) {
         t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err);
         if (!t->valid) return -1;
     }
