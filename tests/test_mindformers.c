@@ -148,6 +148,14 @@ static void problems(void) {
     CHECK_MSG(cf_config_parse_string("callbacks:\n  checkpoint_monitor:\n    prefix: native\n", "n.yaml", &c, &err) == 0,
               "%s", err.msg);
     CHECK(strcmp(c.callbacks.checkpoint_monitor.prefix, "native") == 0);
+    /* consistency problems come together too */
+    cf_config_defaults(&c);
+    CHECK(cf_config_parse_string("model:\n  model_config:\n    hidden_size: 100\n    num_heads: 3\n    vocab_size: 10\n"
+                                 "    num_layers: 1\nrunner_config:\n  seq_length: 8\nrun_mode: finetune\n",
+                                 "v.yaml", &c, &err) == 0);
+    CHECK(cf_config_validate(&c, &err) < 0);
+    CHECK_CONTAINS(err.msg, "model.model_config.num_heads: hidden_size 100 is not divisible by num_heads 3\n");
+    CHECK_CONTAINS(err.msg, "load_checkpoint: run_mode finetune needs a checkpoint");
     /* MindFormers' clipping is off unless use_clip_grad says so */
     cf_config_defaults(&c);
     CHECK(cf_config_parse_string("runner_wrapper:\n  type: MFTrainOneStepCell\n", "w.yaml", &c, &err) == 0);

@@ -45,29 +45,36 @@ static void describe_origin(const cf_config_origins *o, int index, char *buf, si
 typedef struct checker {
     const cf_config_origins *origins;
     cf_error *err;
+    int n_problems; /* lines in err->msg so far: every problem is reported, one line each */
 } checker;
 
 /* Fails with "<where key was set>: <key>: <message>". */
-__attribute__((format(printf, 3, 4))) static int fail_at(const checker *c, const char *path, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail_at(checker *c, const char *path, const char *fmt, ...) {
     char where[512], msg[CF_ERROR_MSG_MAX];
     describe_origin(c->origins, cf_config_key_find(path), where, sizeof where);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return cf_fail(c->err, "%s: %s", where, msg);
+    if (c->n_problems++ == 0 || !c->err) return cf_fail(c->err, "%s: %s", where, msg);
+    cf_error line;
+    cf_fail(&line, "\n%s: %s", where, msg);
+    size_t used = strlen(c->err->msg), n = strlen(line.msg);
+    if (used + n < sizeof c->err->msg) memcpy(c->err->msg + used, line.msg, n + 1); /* else dropped: no room */
+    return -1;
 }
 
-static int check_required(const checker *c, const cf_config *cfg) {
+static int check_required(checker *c, const cf_config *cfg) {
+    int rc = 0;
     for (int i = 0; i < cf_config_key_count; i++)
         if (cf_config_keys[i].required && cf_config_key_number(&cf_config_keys[i], cfg) == 0)
-            return fail_at(c, cf_config_keys[i].path, "missing required value");
-    return 0;
+            rc = fail_at(c, cf_config_keys[i].path, "missing required value");
+    return rc;
 }
 
 #define MC "model.model_config."
 
-static int check_model(const checker *c, const cf_config *cfg) {
+static int check_model(checker *c, const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
     if (m->hidden_size % m->num_heads)
         return fail_at(c, MC "num_heads", "hidden_size %" PRId64 " is not divisible by num_heads %" PRId64, m->hidden_size,
@@ -113,7 +120,7 @@ static uint64_t max_tensor_bytes(void) {
 /* a * b * c * e elements of elem_bytes each: one tensor `what` of the model or of a
  * training step, which must be representable and within max_tensor_bytes; blamed on the
  * key `path`. Its byte size goes to *bytes_out when not NULL. */
-static int check_tensor(const checker *c, const char *path, const char *what, const uint64_t dims[4], size_t elem_bytes,
+static int check_tensor(checker *c, const char *path, const char *what, const uint64_t dims[4], size_t elem_bytes,
                         size_t *bytes_out) {
     size_t elems, bytes;
     uint64_t limit = max_tensor_bytes();
@@ -132,7 +139,7 @@ static int check_tensor(const checker *c, const char *path, const char *what, co
  * weight and the activations of one step at batch_size x seq_length are checked with
  * checked arithmetic, and so is a bound on the whole parameter set with its gradients and
  * two AdamW moments, so later size computations from this config cannot overflow. */
-static int check_sizes(const checker *c, const cf_config *cfg) {
+static int check_sizes(checker *c, const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
     uint64_t d = (uint64_t)m->hidden_size, ffn = (uint64_t)m->intermediate_size, vocab = (uint64_t)m->vocab_size;
     uint64_t batch = (uint64_t)cfg->runner_config.batch_size, seq = (uint64_t)cfg->runner_config.seq_length;
@@ -167,7 +174,7 @@ static int check_sizes(const checker *c, const cf_config *cfg) {
     return 0;
 }
 
-static int check_training(const checker *c, const cf_config *cfg) {
+static int check_training(checker *c, const cf_config *cfg) {
     const cf_runner_config *r = &cfg->runner_config;
     bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
     if (trains && r->train_steps == 0 && r->epochs == 0)
@@ -195,9 +202,12 @@ static int check_training(const checker *c, const cf_config *cfg) {
 
 int cf_config_check(const cf_config *cfg, const cf_config_origins *origins, cf_error *err) {
     checker c = {.origins = origins, .err = err};
+    /* Every problem in one pass: all missing keys; then the model's shape, its sizes (only
+     * for a consistent shape) and the training settings, each reporting its first. */
     if (check_required(&c, cfg) < 0) return -1;
     cf_config resolved = *cfg;
     cf_config_fill_derived(&resolved);
-    if (check_model(&c, &resolved) < 0 || check_sizes(&c, &resolved) < 0) return -1;
-    return check_training(&c, &resolved);
+    if (check_model(&c, &resolved) == 0) check_sizes(&c, &resolved);
+    check_training(&c, &resolved);
+    return c.n_problems ? -1 : 0;
 }
