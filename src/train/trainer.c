@@ -264,7 +264,10 @@ double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens) {
 void cf_trainer_zero_grads(cf_trainer *t) { cf_plan_zero_grads(t->plan); }
 
 int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
-    if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_interval)");
+    if (!t->valid && t->cfg.train_dataset.data_dir[0] && t->cfg.train_dataset.eval_split > 0 &&
+        !(t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err)))
+        return -1;
+    if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_split)");
     cf_dataset_position start = {.seed = (uint64_t)t->cfg.seed};
     if (cf_batches_seek(t->valid, &start, err) != 0) return -1;
     int64_t n = t->cfg.runner_config.eval_steps > 0 ? t->cfg.runner_config.eval_steps : 1;
