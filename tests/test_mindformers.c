@@ -162,6 +162,24 @@ static void problems(void) {
     CHECK(c.optimizer.clip_grad_norm == 0);
 }
 
+/* Newer templates: the shape from a Hugging Face config.json, model_config's own keys win. */
+static void pretrained_dir(void) {
+    char yaml[8192];
+    snprintf(yaml, sizeof yaml,
+             "pretrained_model_dir: %s\nmodel:\n  model_config:\n    type: LlamaConfig\n    seq_length: 16\n"
+             "    num_layers: 1\n    params_dtype: bfloat16\n    softmax_compute_dtype: float32\n",
+             test_source_path("tests/fixtures/infer/tiny_hf"));
+    cf_config c;
+    cf_error err = {{0}};
+    cf_config_defaults(&c);
+    CHECK_MSG(cf_config_parse_string(yaml, "new.yaml", &c, &err) == 0, "%s", err.msg);
+    const cf_model_config *m = &c.model.model_config;
+    CHECK(m->hidden_size == 16 && m->num_heads == 4 && m->num_kv_heads == 2 && m->vocab_size == 48);
+    CHECK(m->intermediate_size == 48 && m->max_position_embeddings == 32 && !m->tie_word_embeddings);
+    CHECK(m->num_layers == 1 && m->param_init_type == CF_BF16 && c.runner_config.seq_length == 16);
+    EXPECT_ERROR("pretrained_model_dir: /nonexistent/dir\n", "mf.yaml:1: pretrained_model_dir: /nonexistent/dir/config.json");
+}
+
 int main(void) {
     cf_config_set_warning_handler(collect, NULL);
     llama2_pretrain();
@@ -169,5 +187,6 @@ int main(void) {
     llama3_8b();
     gpt2();
     problems();
+    pretrained_dir();
     return test_finish();
 }

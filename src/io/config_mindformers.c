@@ -6,6 +6,8 @@
  * with the reason. docs/mindformers.md is the table for people; this is the one for the
  * loader. */
 #include <ctype.h>
+#include <jansson.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,7 @@ static void runner_wrapper(cf_walker *w, const char *path, yaml_node_t *key, yam
 static void tokenizer_section(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void moe_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 
 #define MC "model.model_config."
 #define ASCEND "Ascend / MindSpore graph-mode setting"
@@ -81,6 +84,7 @@ static const mf_rule rules[] = {
     {"moe_config", MF_CALL, NULL, NULL, moe_config},
     {"trust_remote_code", MF_IGNORE, "no code is loaded from a model directory", NULL, NULL},
     {"use_legacy", MF_IGNORE, "MindFormers' model-code generation switch", NULL, NULL},
+    {"pretrained_model_dir", MF_CALL, NULL, NULL, pretrained_model_dir},
     {"load_ckpt_format", MF_IGNORE, "the checkpoint format is read from the file", NULL, NULL},
     {"runner_wrapper", MF_CALL, NULL, NULL, runner_wrapper},
     {"processor.tokenizer", MF_CALL, NULL, NULL, tokenizer_section},
@@ -486,4 +490,95 @@ static void moe_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_no
     }
     cf_walk_error(w, "%s:%d: %s: mixture of experts is not supported (only expert_num: 1, a dense model)", w->source,
                   cf_walk_line(key), path);
+}
+
+/* Newer MindFormers templates take the model's shape from a Hugging Face config.json in
+ * pretrained_model_dir; what model_config itself sets wins (read after the walk). */
+static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
+    if (!scalar_or_error(w, path, value)) return;
+    if (strlen(cf_walk_text(value)) >= sizeof w->pretrained_dir) {
+        cf_walk_error(w, "%s:%d: %s: path too long", w->source, cf_walk_line(value), path);
+        return;
+    }
+    snprintf(w->pretrained_dir, sizeof w->pretrained_dir, "%s", cf_walk_text(value));
+    w->pretrained_line = cf_walk_line(value);
+}
+
+static void set_from_json(cf_walker *w, const char *config_path, const char *native_key, json_t *v) {
+    int index = native(native_key);
+    if (!v || json_is_null(v) || w->set_line[index]) return; /* the YAML's own value wins */
+    if (json_is_array(v)) v = json_array_get(v, 0);             /* eos_token_id: [a, b] */
+    char text[64];
+    if (json_is_integer(v))
+        snprintf(text, sizeof text, "%" PRId64, (int64_t)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(text, sizeof text, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(text, sizeof text, "%s", json_is_true(v) ? "true" : "false");
+    else
+        return;
+    char shown[CF_CONFIG_PATH_MAX + 64];
+    snprintf(shown, sizeof shown, "pretrained_model_dir (%s)", config_path);
+    cf_walk_set_text(w, index, shown, text, w->pretrained_line);
+}
+
+void cf_mf_finish(cf_walker *w) {
+    if (!w->pretrained_dir[0]) return;
+    char config_path[CF_CONFIG_PATH_MAX + 16];
+    snprintf(config_path, sizeof config_path, "%s/config.json", w->pretrained_dir);
+    json_error_t jerr;
+    json_t *hf = json_load_file(config_path, 0, &jerr);
+    if (!hf || !json_is_object(hf)) {
+        cf_walk_error(w, "%s:%d: pretrained_model_dir: %s: %s", w->source, w->pretrained_line, config_path,
+                      hf ? "not a JSON object" : jerr.text);
+        json_decref(hf);
+        return;
+    }
+    const char *type = json_string_value(json_object_get(hf, "model_type"));
+    if (type && strcmp(type, "llama") != 0 && strcmp(type, "gpt2") != 0) {
+        cf_walk_error(w, "%s:%d: pretrained_model_dir: %s: model_type '%s' is not a model cformers has (llama, gpt2)",
+                      w->source, w->pretrained_line, config_path, type);
+        json_decref(hf);
+        return;
+    }
+    int arch = native(MC "arch");
+    if (type && !w->set_line[arch]) {
+        char shown[CF_CONFIG_PATH_MAX + 64];
+        snprintf(shown, sizeof shown, "pretrained_model_dir (%s)", config_path);
+        cf_walk_set_text(w, arch, shown, type, w->pretrained_line);
+    }
+    /* Hugging Face names (LLaMA's, then GPT-2's) of each model key. */
+    static const char *const names[][2] = {
+        {"vocab_size", MC "vocab_size"},
+        {"hidden_size", MC "hidden_size"},
+        {"n_embd", MC "hidden_size"},
+        {"num_hidden_layers", MC "num_layers"},
+        {"n_layer", MC "num_layers"},
+        {"num_attention_heads", MC "num_heads"},
+        {"n_head", MC "num_heads"},
+        {"num_key_value_heads", MC "num_kv_heads"},
+        {"intermediate_size", MC "intermediate_size"},
+        {"n_inner", MC "intermediate_size"},
+        {"max_position_embeddings", MC "max_position_embeddings"},
+        {"n_positions", MC "max_position_embeddings"},
+        {"rope_theta", MC "rope_theta"},
+        {"rms_norm_eps", MC "rms_norm_eps"},
+        {"layer_norm_epsilon", MC "rms_norm_eps"},
+        {"tie_word_embeddings", MC "tie_word_embeddings"},
+        {"bos_token_id", MC "bos_token_id"},
+        {"eos_token_id", MC "eos_token_id"},
+        {"pad_token_id", MC "pad_token_id"},
+        {"initializer_range", MC "initializer_range"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        set_from_json(w, config_path, names[i][1], json_object_get(hf, names[i][0]));
+    json_t *scaling = json_object_get(hf, "rope_scaling");
+    if (json_is_object(scaling)) {
+        set_from_json(w, config_path, MC "rope_scaling_factor", json_object_get(scaling, "factor"));
+        set_from_json(w, config_path, MC "rope_low_freq_factor", json_object_get(scaling, "low_freq_factor"));
+        set_from_json(w, config_path, MC "rope_high_freq_factor", json_object_get(scaling, "high_freq_factor"));
+        set_from_json(w, config_path, MC "rope_original_max_position",
+                      json_object_get(scaling, "original_max_position_embeddings"));
+    }
+    json_decref(hf);
 }

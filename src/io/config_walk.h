@@ -32,6 +32,8 @@ typedef struct cf_walker {
     char set_by[CF_CONFIG_MAX_KEYS][96]; /* the key as the file spelled it */
     cf_walk_weak weak[CF_WALK_MAX_WEAK];
     int n_weak;
+    char pretrained_dir[CF_CONFIG_PATH_MAX]; /* MindFormers' pretrained_model_dir, "" = none */
+    int pretrained_line;
 } cf_walker;
 
 int cf_walk_line(const yaml_node_t *node);
@@ -57,6 +59,9 @@ void cf_walk_mapping(cf_walker *w, yaml_node_t *map, const char *prefix, int lin
  * another shape, such as `callbacks` as a list). Returns 1 when it knew the key (problems
  * recorded in w), 0 when it did not. */
 int cf_mf_handle(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+/* After the walk: what the MindFormers layer fills in where the file set nothing (the
+ * model shape of pretrained_model_dir's config.json). */
+void cf_mf_finish(cf_walker *w);
 /* True when MindFormers keys live under `path.` (so a mapping there is walked). */
 bool cf_mf_is_section(const char *path);
 /* The closest MindFormers spelling of an unknown path, or NULL. */

@@ -181,6 +181,7 @@ int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_co
     else if (root && !cf_walk_is_null(root))
         cf_walk_error(w, "%s:%d: expected a mapping of config sections, got %s", source, cf_walk_line(root),
                       cf_walk_kind(root));
+    cf_mf_finish(w);
     /* Stand-ins apply where the file set nothing else. */
     for (int i = 0; i < w->n_weak; i++)
         if (!w->set_line[w->weak[i].index]) cf_walk_set(w, w->weak[i].index, w->weak[i].path, w->weak[i].value);
