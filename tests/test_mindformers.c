@@ -63,6 +63,8 @@ static void llama2_pretrain(void) {
     /* enable_graph_kernel: False is MindFormers' element-wise fusion only */
     CHECK(!c.context.enable_graph_kernel && c.context.fuse_cross_entropy && c.context.fuse_rope);
     CHECK(!c.callbacks.profile_monitor.enable && c.callbacks.profile_monitor.stop_step == 10);
+    /* the generation keys are run_mode predict's */
+    CHECK(!c.predict.do_sample && c.predict.top_k == 3 && c.predict.top_p == 1 && c.predict.max_length == 512);
     /* one line per key that has no effect, each naming the file, line and key */
     CHECK_MSG(n_warnings > 30, "%d warnings", n_warnings);
     CHECK_CONTAINS(warnings, "pretrain_llama2_7b.yaml:121: context.device_target: has no effect here");

@@ -160,6 +160,17 @@ typedef struct cf_recompute_config {
     bool select_recompute; /* recompute only cheap, large activations (attention probs, MLP) */
 } cf_recompute_config;
 
+/* `predict`: what run_mode predict generates (MindFormers' generation keys map here). */
+typedef struct cf_predict_config {
+    char input_data[CF_CONFIG_PATH_MAX]; /* a prompt, or a file of prompts (one per line) */
+    int64_t max_new_tokens;              /* tokens generated per prompt */
+    int64_t max_length;                  /* prompt + generated tokens at most; 0 = the context */
+    bool do_sample;                      /* false: greedy */
+    double temperature;
+    int64_t top_k;                       /* 0 = all */
+    double top_p;                        /* 1 = all */
+} cf_predict_config;
+
 typedef struct cf_config {
     int64_t seed;
     cf_run_mode run_mode;
@@ -177,6 +188,7 @@ typedef struct cf_config {
     cf_dataset_config train_dataset;
     cf_callbacks_config callbacks;
     cf_recompute_config recompute_config;
+    cf_predict_config predict;
 } cf_config;
 
 /* Warnings of the config loader (a MindFormers key accepted that has no effect here) go

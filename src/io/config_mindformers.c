@@ -43,11 +43,11 @@ static void tokenizer_section(cf_walker *w, const char *path, yaml_node_t *key, 
 static void moe_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static void top_p(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 
 #define MC "model.model_config."
 #define ASCEND "Ascend / MindSpore graph-mode setting"
 #define NO_SHARDS "checkpoints are whole files here, never sharded by strategy"
-#define GEN "a generation setting: `cformers generate` and run_mode predict take it as an option"
 #define EVAL_SPLIT "evaluation reads the held-out train_dataset.eval_split"
 
 static const mf_rule rules[] = {
@@ -159,11 +159,13 @@ static const mf_rule rules[] = {
     {MC "offset", MF_IGNORE, "pipeline stage layer offsets; there is one stage here", NULL, NULL},
     {MC "fine_grain_interleave", MF_NEUTRAL, "1", "fine-grained interleaving needs model parallelism", NULL},
     {MC "checkpoint_name_or_path", MF_IGNORE, "weights come from the top-level load_checkpoint", NULL, NULL},
-    {MC "repetition_penalty", MF_IGNORE, GEN, NULL, NULL},
-    {MC "max_decode_length", MF_IGNORE, GEN, NULL, NULL},
-    {MC "top_k", MF_IGNORE, GEN, NULL, NULL},
-    {MC "top_p", MF_IGNORE, GEN, NULL, NULL},
-    {MC "do_sample", MF_IGNORE, GEN, NULL, NULL},
+    {MC "repetition_penalty", MF_NEUTRAL, "1|1.0", "repetition penalties are not supported", NULL},
+    {MC "max_decode_length", MF_ALIAS, "predict.max_length", NULL, NULL},
+    {MC "top_k", MF_ALIAS, "predict.top_k", NULL, NULL},
+    {MC "top_p", MF_CALL, NULL, NULL, top_p},
+    {MC "do_sample", MF_ALIAS, "predict.do_sample", NULL, NULL},
+    {"input_data", MF_ALIAS, "predict.input_data", NULL, NULL},
+    {"predict_data", MF_ALIAS, "predict.input_data", NULL, NULL},
     {MC "block_size", MF_IGNORE, "the KV cache block size is the server's", NULL, NULL},
     {MC "num_blocks", MF_IGNORE, "the KV cache size is the server's", NULL, NULL},
     {MC "is_dynamic", MF_IGNORE, "shapes are always dynamic in generation here", NULL, NULL},
@@ -490,6 +492,13 @@ static void moe_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_no
     }
     cf_walk_error(w, "%s:%d: %s: mixture of experts is not supported (only expert_num: 1, a dense model)", w->source,
                   cf_walk_line(key), path);
+}
+
+/* MindFormers' top_p 0 (or 1) means no nucleus cut, cformers' 1. */
+static void top_p(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
+    if (!scalar_or_error(w, path, value)) return;
+    const char *text = one_of(value, "0|0.0") ? "1" : cf_walk_text(value);
+    cf_walk_set_text(w, native("predict.top_p"), path, text, cf_walk_line(value));
 }
 
 /* Newer MindFormers templates take the model's shape from a Hugging Face config.json in

@@ -161,6 +161,14 @@ const cf_config_key cf_config_keys[] = {
 
     K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward"),
     K_BOOL(recompute_config.select_recompute, false, "recompute only attention scores and MLP activations"),
+
+    K_STRING(predict.input_data, "", "run_mode predict: a prompt, or a file of prompts one per line"),
+    K_INT(predict.max_new_tokens, 256, 1, 16777216, "run_mode predict: tokens generated per prompt"),
+    K_INT(predict.max_length, 0, 0, 16777216, "run_mode predict: prompt + generated tokens at most; 0 = the context"),
+    K_BOOL(predict.do_sample, false, "run_mode predict: sample (else greedy)"),
+    K_FLOAT(predict.temperature, 1.0, 0, 100, CF_RANGE_LO_OPEN, "run_mode predict: sampling temperature"),
+    K_INT(predict.top_k, 0, 0, 2147483647.0, "run_mode predict: sample from the k likeliest; 0 = all"),
+    K_FLOAT(predict.top_p, 1.0, 0, 1, CF_RANGE_LO_OPEN, "run_mode predict: sample from this much probability; 1 = all"),
 };
 
 const int cf_config_key_count = (int)(sizeof cf_config_keys / sizeof cf_config_keys[0]);

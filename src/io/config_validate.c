@@ -181,8 +181,10 @@ static int check_training(checker *c, const cf_config *cfg) {
         return fail_at(c, "runner_config.train_steps", "one of train_steps and epochs must be > 0");
     if (cfg->run_mode == CF_RUN_FINETUNE && !cfg->load_checkpoint[0])
         return fail_at(c, "load_checkpoint", "run_mode finetune needs a checkpoint to start from");
-    if (cfg->run_mode == CF_RUN_EVAL && !cfg->load_checkpoint[0])
-        return fail_at(c, "load_checkpoint", "run_mode eval needs the checkpoint to evaluate");
+    if ((cfg->run_mode == CF_RUN_EVAL || cfg->run_mode == CF_RUN_PREDICT) && !cfg->load_checkpoint[0])
+        return fail_at(c, "load_checkpoint", "run_mode %s needs the checkpoint to %s",
+                       cfg->run_mode == CF_RUN_EVAL ? "eval" : "predict",
+                       cfg->run_mode == CF_RUN_EVAL ? "evaluate" : "generate with");
     if (cfg->run_mode == CF_RUN_EVAL && cfg->train_dataset.eval_split <= 0)
         return fail_at(c, "train_dataset.eval_split", "must be > 0 for run_mode eval (the held-out split it evaluates on)");
     if (cfg->lr_schedule.lr_end > cfg->lr_schedule.learning_rate)
