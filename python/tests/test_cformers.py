@@ -148,6 +148,15 @@ def test_logits_match_the_committed_reference(tmp_path):
     assert np.max(np.abs(logits - ref)) / np.max(np.abs(ref)) <= 1e-4  # validate's default tolerance
 
 
+def test_hugging_face_directory():
+    hf = os.path.join(SRC, "tests/fixtures/infer/tiny_hf")
+    cfg = cformers.AutoConfig.from_pretrained(hf)
+    assert (cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.num_kv_heads, cfg.vocab_size) == (16, 2, 4, 2, 48)
+    model = cformers.AutoModel.from_pretrained(hf)  # converted on load
+    assert model.config.param_count == cfg.param_count and model.tokenizer is None
+    assert model([1, 2, 3]).shape == (3, 48)
+
+
 def test_generate_greedy_equals_cli(stories):
     model = cformers.AutoModel.from_pretrained(stories)
     text = model.generate("", max_new_tokens=256, temperature=0)
