@@ -47,6 +47,29 @@ check "epochs 1" 0 "$bin" train "${small[@]}" --output_dir="$tmp/epoch" --runner
 [ "$(train_losses "$tmp/epoch" | wc -l)" = "$steps" ] ||
     fail_because "epochs 1: want $steps steps, got $(train_losses "$tmp/epoch" | wc -l)"
 
+# On records, epochs: 1 is the split's steps per epoch: (tokens + one EOS per document - 1)
+# / seq_length / batch; the schedule spans them (the last step's lr is near lr_end).
+if [ -f "$data/stories260K/tok512.model" ]; then
+    head -c 60000 "$data/tinyshakespeare/input.txt" >"$tmp/small.txt" 2>/dev/null ||
+        for i in $(seq 2000); do echo "To be, or not to be, that is the question $i."; echo; done >"$tmp/small.txt"
+    "$bin" preprocess --input "$tmp/small.txt" --tokenizer "$data/stories260K/tok512.model" --output "$tmp/rec" \
+        --workers 1 >"$tmp/pre.out" 2>&1 || fail_because "preprocess: $(cat "$tmp/pre.out")"
+    sed -n 's/.*train \([0-9]*\) docs \/ \([0-9]*\) tokens.*/\1 \2/p' "$tmp/pre.out" | tail -1 >"$tmp/counts"
+    read -r docs tokens <"$tmp/counts"
+    want=$(( (tokens + docs - 1) / 32 / 2 ))
+    check "epochs 1 over records" 0 "$bin" train --config stories260k --train_dataset.data_dir="$tmp/rec" \
+        --train_dataset.tokenizer="$data/stories260K/tok512.model" --runner_config.seq_length=32 \
+        --runner_config.batch_size=2 --runner_config.train_steps=0 --runner_config.epochs=1 \
+        --runner_config.eval_interval=0 --runner_config.sample_interval=0 --runner_config.log_interval=1 \
+        --lr_schedule.warmup_steps=1 --lr_schedule.lr_end=0 --output_dir="$tmp/recrun" --quiet
+    got=$(train_losses "$tmp/recrun" | wc -l)
+    [ "$got" = "$want" ] && [ "$want" -gt 0 ] || fail_because "epochs 1 over records: want $want steps, got $got"
+    grep '"event":"train"' "$tmp/recrun/metrics.jsonl" | tail -1 | grep -q '"lr":[0-9.]*e-' ||
+        fail_because "the schedule does not end at the last step of the epoch"
+else
+    echo "SKIP (part): no $data/stories260K/tok512.model for epochs over records"
+fi
+
 check "warmup longer than the run" 1 "$bin" train "${small[@]}" --output_dir="$tmp/warm" \
     --runner_config.train_steps=5 --lr_schedule.warmup_ratio=0 --lr_schedule.warmup_steps=6
 stderr_has "warmup error" "lr_schedule.warmup_steps: a warmup of 6 steps is longer than the 5-step run"
