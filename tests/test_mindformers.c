@@ -179,6 +179,11 @@ static void pretrained_dir(void) {
     CHECK(m->hidden_size == 16 && m->num_heads == 4 && m->num_kv_heads == 2 && m->vocab_size == 48);
     CHECK(m->intermediate_size == 48 && m->max_position_embeddings == 32 && !m->tie_word_embeddings);
     CHECK(m->num_layers == 1 && m->param_init_type == CF_BF16 && c.runner_config.seq_length == 16);
+    /* a Hugging Face directory as the config itself */
+    CHECK_MSG(cf_config_load(test_source_path("tests/fixtures/infer/tiny_hf"), &c, &err) == 0, "%s", err.msg);
+    CHECK(c.model.model_config.num_layers == 2 && c.runner_config.seq_length == 32 && c.model.model_config.num_kv_heads == 2);
+    CHECK(cf_config_load(test_source_path("tests/fixtures/infer"), &c, &err) < 0);
+    CHECK_CONTAINS(err.msg, "is a directory without a config.json");
     EXPECT_ERROR("pretrained_model_dir: /nonexistent/dir\n", "mf.yaml:1: pretrained_model_dir: /nonexistent/dir/config.json");
 }
 

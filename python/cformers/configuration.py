@@ -1,6 +1,5 @@
 """AutoConfig: a resolved cformers config (a preset, a native or MindFormers YAML file, or
 a Hugging Face model directory), with its keys as attributes and the exact parameter count."""
-import json
 import os
 import warnings
 
@@ -36,33 +35,6 @@ def _value(text):
     return text
 
 
-# Hugging Face config.json names of the model keys.
-_HF_KEYS = {
-    "vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads", "num_key_value_heads": "num_kv_heads",
-    "intermediate_size": "intermediate_size", "max_position_embeddings": "max_position_embeddings",
-    "rope_theta": "rope_theta", "rms_norm_eps": "rms_norm_eps", "tie_word_embeddings": "tie_word_embeddings",
-    "bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "pad_token_id",
-}
-
-
-def _hf_overrides(directory):
-    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
-        hf = json.load(f)
-    out = []
-    for name, key in _HF_KEYS.items():
-        v = hf.get(name)
-        if isinstance(v, list):
-            v = v[0] if v else None
-        if v is None:
-            continue
-        text = ("true" if v else "false") if isinstance(v, bool) else repr(v)
-        out.append(f"model.model_config.{key}={text}")
-    seq = hf.get("max_position_embeddings", 2048)
-    out.append(f"runner_config.seq_length={seq}")
-    return out
-
-
 class AutoConfig:
     """A cformers config. Keys read as attributes by their last name (`config.hidden_size`,
     `config.batch_size`) or by their full path (`config["runner_config.batch_size"]`)."""
@@ -78,14 +50,12 @@ class AutoConfig:
     @classmethod
     def from_pretrained(cls, name_or_path, **overrides):
         """A preset ("llama2_7b"), a YAML file (native or MindFormers) or a Hugging Face
-        directory with config.json; keyword overrides by full path with '.' as '__'
-        (runner_config__batch_size=8) or a dict under `overrides`."""
+        directory with config.json (its model shape; seq_length its context); keyword
+        overrides by full path with '.' as '__' (runner_config__batch_size=8) or a dict
+        under `overrides`."""
         extra = [f"{k.replace('__', '.')}={_text(v)}" for k, v in overrides.pop("overrides", {}).items()]
         extra += [f"{k.replace('__', '.')}={_text(v)}" for k, v in overrides.items()]
-        source = os.fspath(name_or_path)
-        if os.path.isdir(source) and os.path.exists(os.path.join(source, "config.json")):
-            extra = _hf_overrides(source) + extra
-            source = None
+        source = os.fspath(name_or_path)  # (a Hugging Face directory is read by the C loader)
         return cls(_load(source, extra), source, extra)
 
     @classmethod

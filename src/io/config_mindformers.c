@@ -581,6 +581,9 @@ void cf_mf_finish(cf_walker *w) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         set_from_json(w, config_path, names[i][1], json_object_get(hf, names[i][0]));
+    /* Train at the model's context unless the file says otherwise. */
+    json_t *context = json_object_get(hf, "max_position_embeddings");
+    set_from_json(w, config_path, "runner_config.seq_length", context ? context : json_object_get(hf, "n_positions"));
     json_t *scaling = json_object_get(hf, "rope_scaling");
     if (json_is_object(scaling)) {
         set_from_json(w, config_path, MC "rope_scaling_factor", json_object_get(scaling, "factor"));
