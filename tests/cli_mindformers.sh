@@ -16,6 +16,9 @@ stderr_has "one line per inert key" "pretrain_llama2_7b.yaml:120: context.mode: 
 check "the imported config loads back, silently" 0 "$bin" config import "$tmp/native.yaml"
 [ -s "$tmp/err" ] && fail_because "native config warned: $(cat "$tmp/err")"
 cmp -s "$tmp/out" "$tmp/native.yaml" || fail_because "import of the imported config differs"
+check "mindformers-keys" 0 "$bin" config mindformers-keys
+sed -n '/^<!-- mindformers-keys -->$/,/^<!-- \/mindformers-keys -->$/p' "$src/docs/mindformers.md" | sed '1d;$d' |
+    diff - "$tmp/out" >/dev/null || fail_because "docs/mindformers.md's table differs from \`cformers config mindformers-keys\`"
 for f in finetune_llama2_7b finetune_llama3_8b run_gpt2; do
     check "import $f" 0 "$bin" config import "$fx/$f.yaml"
 done

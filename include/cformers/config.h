@@ -235,6 +235,10 @@ void cf_config_print_yaml(const cf_config *cfg, FILE *out);
  * as docs/config.md shows it. */
 void cf_config_print_reference(FILE *out);
 
+/* Writes how each MindFormers key is taken (mapped, accepted, warned about or refused) as
+ * a Markdown table, as docs/mindformers.md shows it. */
+void cf_config_print_mindformers_reference(FILE *out);
+
 /* Named presets, in listing order; NULL past the end. */
 int cf_config_preset_count(void);
 const char *cf_config_preset_name(int index);

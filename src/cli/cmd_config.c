@@ -13,6 +13,7 @@ static void print_help(void) {
            "       cformers config show NAME|FILE [--section.key=value ...]\n"
            "       cformers config keys\n"
            "       cformers config import FILE [--section.key=value ...]\n"
+           "       cformers config mindformers-keys\n"
            "\n"
            "list   the built-in presets with their parameter counts\n"
            "show   resolve a preset or YAML file plus overrides, and print the config as YAML,\n"
@@ -22,6 +23,7 @@ static void print_help(void) {
            "import read a MindFormers YAML file (its own keys are mapped, Ascend-only keys are\n"
            "       accepted with a warning each) and print the equivalent native config\n"
            "       (docs/mindformers.md has the mapping)\n"
+           "mindformers-keys  how each MindFormers key is taken (a Markdown table)\n"
            "\n"
            "examples:\n"
            "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
@@ -107,10 +109,15 @@ int cmd_config(int argc, char **argv) {
     }
     if (strcmp(argv[1], "show") == 0) return show(argc - 2, argv + 2, false);
     if (strcmp(argv[1], "import") == 0) return show(argc - 2, argv + 2, true);
+    if (strcmp(argv[1], "mindformers-keys") == 0) {
+        if (argc > 2) return cli_usage_error("config", "mindformers-keys takes no arguments, got '%s'", argv[2]);
+        cf_config_print_mindformers_reference(stdout);
+        return 0;
+    }
     if (strcmp(argv[1], "keys") == 0) {
         if (argc > 2) return cli_usage_error("config", "keys takes no arguments, got '%s'", argv[2]);
         cf_config_print_reference(stdout);
         return 0;
     }
-    return cli_usage_error("config", "unknown action '%s' (expected list, show, keys or import)", argv[1]);
+    return cli_usage_error("config", "unknown action '%s' (expected list, show, keys, import or mindformers-keys)", argv[1]);
 }

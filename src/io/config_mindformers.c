@@ -594,3 +594,36 @@ void cf_mf_finish(cf_walker *w) {
     }
     json_decref(hf);
 }
+
+/* One row per rule, as docs/mindformers.md shows them. */
+void cf_config_print_mindformers_reference(FILE *out) {
+    fprintf(out, "| key | here |\n| --- | --- |\n");
+    for (int i = 0; i < n_rules; i++) {
+        const mf_rule *r = &rules[i];
+        char key[160];
+        size_t n = strlen(r->path);
+        if (n > 2 && strcmp(r->path + n - 2, ".*") == 0)
+            snprintf(key, sizeof key, "`%.*s.<any other key>`", (int)(n - 2), r->path);
+        else
+            snprintf(key, sizeof key, "`%s`", r->path);
+        fprintf(out, "| %s | ", key);
+        switch (r->kind) {
+        case MF_ALIAS: fprintf(out, "mapped to `%s`", r->arg); break;
+        case MF_WEAK: fprintf(out, "mapped to `%s` when the file does not set that", r->arg); break;
+        case MF_IGNORE: fprintf(out, "warning, no effect: %s", r->arg); break;
+        case MF_NEUTRAL:
+            fprintf(out, "accepted at ");
+            for (const char *p = r->arg; *p;) {
+                const char *bar = strchr(p, '|');
+                int len = bar ? (int)(bar - p) : (int)strlen(p);
+                fprintf(out, "%s`%.*s`", p == r->arg ? "" : " / ", len, p);
+                p = bar ? bar + 1 : p + len;
+            }
+            fprintf(out, " (what cformers does); other values refused: %s", r->note);
+            break;
+        case MF_REFUSE: fprintf(out, "refused: %s", r->arg); break;
+        case MF_CALL: fprintf(out, "translated (the table above)"); break;
+        }
+        fprintf(out, " |\n");
+    }
+}
