@@ -29,7 +29,7 @@ stderr_has "second problem" "bad.yaml:4: model.model_config.type: 'Nope'"
 stderr_has "third problem" "bad.yaml:6: runner_config.batch: unknown key"
 
 export CFORMERS_THREADS=1
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
+for i in $(seq 120); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
 small=(--config "$fx/pretrain_llama2_7b.yaml" --train_dataset.data_dir="$tmp/text.txt" --train_dataset.tokenizer=
        --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
        --model.model_config.vocab_size=256 --model.model_config.compute_dtype=float32 --model.model_config.bos_token_id=-1
@@ -53,16 +53,16 @@ check "epochs 1" 0 "$bin" train "${small[@]}" --output_dir="$tmp/epoch" --runner
 # On records, epochs: 1 is the split's steps per epoch: (tokens + one EOS per document - 1)
 # / seq_length / batch; the schedule spans them (the last step's lr is near lr_end).
 if [ -f "$data/stories260K/tok512.model" ]; then
-    head -c 60000 "$data/tinyshakespeare/input.txt" >"$tmp/small.txt" 2>/dev/null ||
-        for i in $(seq 2000); do echo "To be, or not to be, that is the question $i."; echo; done >"$tmp/small.txt"
+    head -c 12000 "$data/tinyshakespeare/input.txt" >"$tmp/small.txt" 2>/dev/null ||
+        for i in $(seq 400); do echo "To be, or not to be, that is the question $i."; echo; done >"$tmp/small.txt"
     "$bin" preprocess --input "$tmp/small.txt" --tokenizer "$data/stories260K/tok512.model" --output "$tmp/rec" \
         --workers 1 >"$tmp/pre.out" 2>&1 || fail_because "preprocess: $(cat "$tmp/pre.out")"
     sed -n 's/.*train \([0-9]*\) docs \/ \([0-9]*\) tokens.*/\1 \2/p' "$tmp/pre.out" | tail -1 >"$tmp/counts"
     read -r docs tokens <"$tmp/counts"
-    want=$(( (tokens + docs - 1) / 32 / 2 ))
+    want=$(( (tokens + docs - 1) / 32 / 4 ))
     check "epochs 1 over records" 0 "$bin" train --config stories260k --train_dataset.data_dir="$tmp/rec" \
         --train_dataset.tokenizer="$data/stories260K/tok512.model" --runner_config.seq_length=32 \
-        --runner_config.batch_size=2 --runner_config.train_steps=0 --runner_config.epochs=1 \
+        --runner_config.batch_size=4 --runner_config.train_steps=0 --runner_config.epochs=1 \
         --runner_config.eval_interval=0 --runner_config.sample_interval=0 --runner_config.log_interval=1 \
         --lr_schedule.warmup_steps=1 --lr_schedule.lr_end=0 --output_dir="$tmp/recrun" --quiet
     got=$(train_losses "$tmp/recrun" | wc -l)
@@ -98,11 +98,11 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
         --output "$tmp/s.ckpt" >/dev/null 2>&1 || fail_because "convert stories260K"
     printf 'Once upon a time\nLily\n' >"$tmp/prompts.txt"
     check "run_mode predict" 0 "$bin" train --config stories260k --run_mode=predict --load_checkpoint="$tmp/s.ckpt" \
-        --predict.input_data="$tmp/prompts.txt" --model.model_config.max_position_embeddings=512
+        --predict.input_data="$tmp/prompts.txt" --predict.max_new_tokens=60
     cp "$tmp/out" "$tmp/predicted"
     : >"$tmp/want"
     while read -r p; do
-        "$bin" generate --model "$tmp/s.ckpt" --prompt "$p" --temperature 0 -n 256 2>/dev/null >>"$tmp/want"
+        "$bin" generate --model "$tmp/s.ckpt" --prompt "$p" --temperature 0 -n 60 2>/dev/null >>"$tmp/want"
     done <"$tmp/prompts.txt"
     cmp -s "$tmp/predicted" "$tmp/want" || { fail_because "predict differs from generate"; diff "$tmp/predicted" "$tmp/want" | head; }
 else
