@@ -10,13 +10,8 @@ PYTHON=/usr/bin/python3 # Debian's, with python3-numpy (scripts/install-deps.sh)
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for tools/ckpt_reader.py"; exit 77; }
 export ASAN_OPTIONS="$mpi_asan_options" # every command here is an MPI job
 
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
-      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
-      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=1000
-      --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
-      --runner_config.save_interval=20 --callbacks.checkpoint_monitor.async_save=false --quiet)
+tiny_run --runner_config.train_steps=1000 --runner_config.save_interval=20 \
+         --callbacks.checkpoint_monitor.async_save=false --quiet
 
 check "refused command is not retried" 2 "$bin" launch -n 2 --max-restarts 3 -- train --config tiny_shakespeare --frob
 stderr_has "not retried" "not restarting"
