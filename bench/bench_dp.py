@@ -108,7 +108,8 @@ def main():
                 preset, batch, seq = model.split(":")
                 common = ["train", "--config", preset, f"--train_dataset.data_dir={os.path.abspath(args.text)}",
                           f"--runner_config.batch_size={batch}", f"--runner_config.seq_length={seq}",
-                          f"--runner_config.train_steps={args.steps}", "--runner_config.log_interval=1",
+                          f"--runner_config.train_steps={args.steps}", "--lr_schedule.warmup_steps=0",
+                          "--runner_config.log_interval=1",
                           "--runner_config.eval_interval=0", "--runner_config.sample_interval=0",
                           "--runner_config.save_interval=0", "--callbacks.checkpoint_monitor.keep_checkpoint_max=1",
                           "--quiet"]

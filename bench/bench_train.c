@@ -39,12 +39,13 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
     snprintf(o_seq, sizeof o_seq, "runner_config.seq_length=%ld", seq);
     snprintf(o_steps, sizeof o_steps, "runner_config.train_steps=%d", warmup + steps);
     const char *overrides[] = {o_batch, o_seq, o_steps, "runner_config.gradient_accumulation_steps=1",
-                               "train_dataset.data_dir=", "model.model_config.compute_dtype=float32"};
+                               "train_dataset.data_dir=", "model.model_config.compute_dtype=float32",
+                               "lr_schedule.warmup_steps=0"}; /* a preset's warmup is longer than a bench run */
     cf_config cfg;
     cf_error err;
     cf_train_options opts = {.quiet = true};
     cf_trainer *t = NULL;
-    if (cf_config_load_with_overrides(preset, overrides, 6, &cfg, &err) != 0 ||
+    if (cf_config_load_with_overrides(preset, overrides, 7, &cfg, &err) != 0 ||
         !(t = cf_trainer_create(&cfg, &opts, &err))) {
         fprintf(stderr, "bench_train: %s: %s\n", preset, err.msg);
         return 1;

@@ -22,7 +22,7 @@ for spec in $SIZES; do
     IFS=: read -r preset batch seq <<<"$spec"
     mine=$(CFORMERS_THREADS=$THREADS "$BUILD/bench/bench_train" --steps "$STEPS" --warmup "$WARMUP" "$spec")
     "$BUILD/cformers" config show "$preset" --runner_config.batch_size="$batch" \
-        --runner_config.seq_length="$seq" --runner_config.train_steps=$((STEPS + WARMUP)) \
+        --runner_config.seq_length="$seq" --runner_config.train_steps=$((STEPS + WARMUP)) --lr_schedule.warmup_steps=0 \
         --runner_config.gradient_accumulation_steps=1 >"$work/$preset.yaml"
     peer=$(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="$THREADS" "$PYTHON" tools/torch_train.py bench \
         "$work/$preset.yaml" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS")

@@ -13,6 +13,8 @@ packages=(
   libmicrohttpd-dev libjs-chart.js
   # reference fixtures (tools/) and peers for benchmarks (bench/)
   python3 python3-numpy python3-torch python3-sentencepiece
+  # the Python package's tests (python/tests, run by CTest) and `pip install --no-build-isolation ./python`
+  python3-pytest python3-setuptools python3-wheel python3-venv
   libopenblas-dev libblis-dev libdnnl-dev
 )
 

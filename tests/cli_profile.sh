@@ -10,7 +10,7 @@ for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; do
 tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
       --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=4
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=4 --lr_schedule.warmup_steps=2
       --runner_config.log_interval=1 --callbacks.profile_monitor.enable=true
       --callbacks.profile_monitor.start_step=2 --callbacks.profile_monitor.stop_step=3)
 

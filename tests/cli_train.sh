@@ -30,7 +30,7 @@ for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; do
 tiny=(--config tiny_shakespeare --train_dataset.data_dir="$work/text.txt" --output_dir="$work/run"
       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
       --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6
+      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6 --lr_schedule.warmup_steps=2
       --runner_config.log_interval=1 --runner_config.eval_interval=3 --runner_config.eval_steps=1
       --runner_config.sample_interval=6 --runner_config.sample_tokens=8 --runner_config.save_interval=3)
 check "tiny run, stopped at step 3" 0 "$bin" train "${tiny[@]}" --steps 3

@@ -62,7 +62,7 @@ tiny_run() {
           --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
           --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
           --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.log_interval=1
-          --runner_config.eval_interval=0 --runner_config.sample_interval=0 "$@")
+          --runner_config.eval_interval=0 --runner_config.sample_interval=0 --lr_schedule.warmup_steps=2 "$@")
 }
 
 train_losses() {

@@ -148,7 +148,8 @@ static void check_rope_in_place(const cf_model_config *cfg, const char *what) {
 /* Switches off: the graph is left exactly as built. */
 static void check_switches_off(void) {
     cf_model_config cfg = tiny(CF_ARCH_LLAMA);
-    cf_context_config master_off = {.enable_graph_kernel = false, .fuse_cross_entropy = true};
+    /* enable_graph_kernel off (MindFormers' usual setting) turns off residual + norm only. */
+    cf_context_config master_off = {.enable_graph_kernel = false, .fuse_residual_norm = true};
     cf_model_graph m;
     cf_error err = {{0}};
     CHECK(cf_model_graph_build(&cfg, BATCH, SEQ, NULL, &m, &err) == 0);

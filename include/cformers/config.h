@@ -102,7 +102,7 @@ typedef struct cf_parallel_config {
 
 /* `context`: graph compilation switches (MindFormers' context section). */
 typedef struct cf_context_config {
-    bool enable_graph_kernel;         /* master switch for the fusion passes below */
+    bool enable_graph_kernel;         /* MindFormers' element-wise fusion: gates fuse_residual_norm only */
     bool enable_matrix_combine;       /* one matmul for Q/K/V and for gate/up */
     int64_t matrix_combine_threshold; /* combine only when out_features*in_features >= this */
     bool fuse_residual_norm;          /* residual add + RMSNorm/LayerNorm */
@@ -161,6 +161,17 @@ typedef struct cf_recompute_config {
     bool select_recompute; /* recompute only cheap, large activations (attention probs, MLP) */
 } cf_recompute_config;
 
+/* `predict`: what run_mode predict generates (MindFormers' generation keys map here). */
+typedef struct cf_predict_config {
+    char input_data[CF_CONFIG_PATH_MAX]; /* a prompt, or a file of prompts (one per line) */
+    int64_t max_new_tokens;              /* tokens generated per prompt */
+    int64_t max_length;                  /* prompt + generated tokens at most; 0 = the context */
+    bool do_sample;                      /* false: greedy */
+    double temperature;
+    int64_t top_k;                       /* 0 = all */
+    double top_p;                        /* 1 = all */
+} cf_predict_config;
+
 typedef struct cf_config {
     int64_t seed;
     cf_run_mode run_mode;
@@ -178,7 +189,16 @@ typedef struct cf_config {
     cf_dataset_config train_dataset;
     cf_callbacks_config callbacks;
     cf_recompute_config recompute_config;
+    cf_predict_config predict;
 } cf_config;
+
+/* Warnings of the config loader (a MindFormers key accepted that has no effect here) go
+ * to this handler, one line each without a newline; the default (fn NULL) writes
+ * "cformers: warning: LINE" to stderr. Process-wide. */
+typedef void (*cf_config_warning_fn)(const char *line, void *ctx);
+void cf_config_set_warning_handler(cf_config_warning_fn fn, void *ctx);
+/* Sends one warning line to the handler. */
+void cf_config_warn(const char *line);
 
 /* Built-in defaults for every key (a small LLaMA-shaped model is NOT implied: the model
  * section's required keys start unset and a config must provide them). */
@@ -215,6 +235,10 @@ void cf_config_print_yaml(const cf_config *cfg, FILE *out);
 /* Writes the reference of every key (path, type, default, meaning) as a Markdown table,
  * as docs/config.md shows it. */
 void cf_config_print_reference(FILE *out);
+
+/* Writes how each MindFormers key is taken (mapped, accepted, warned about or refused) as
+ * a Markdown table, as docs/mindformers.md shows it. */
+void cf_config_print_mindformers_reference(FILE *out);
 
 /* Named presets, in listing order; NULL past the end. */
 int cf_config_preset_count(void);

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define CF_ERROR_MSG_MAX 1024
+#define CF_ERROR_MSG_MAX 4096 /* room for several one-line problems (a config file reports all of them) */
 
 typedef struct cf_error {
     char msg[CF_ERROR_MSG_MAX];

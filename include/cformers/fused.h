@@ -1,7 +1,7 @@
 /* Fused ops: single kernels that replace a chain of built-in ops (graph.h) with the same
  * result and less memory traffic. Model builders use them directly when the config asks
- * (model_config.use_flash_attention); the fusion passes (context.enable_graph_kernel)
- * put them in place of the unfused chains. */
+ * (model_config.use_flash_attention); the fusion passes (context.fuse_* and
+ * enable_matrix_combine; docs/fusion.md) put them in place of the unfused chains. */
 #ifndef CFORMERS_FUSED_H
 #define CFORMERS_FUSED_H
 

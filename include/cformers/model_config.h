@@ -40,6 +40,11 @@ typedef struct cf_model_config {
     cf_dtype softmax_compute_type;     /* norms / softmax / loss, normally f32 */
     double initializer_range;          /* std of the normal init */
     int64_t bos_token_id, eos_token_id, pad_token_id; /* -1 when absent */
+    /* LLaMA's MLP width rule when intermediate_size is 0: 2/3 of 4 hidden, times
+     * ffn_dim_multiplier when > 0, rounded up to a multiple of multiple_of (config only:
+     * not stored in checkpoints, which hold the resolved intermediate_size). */
+    int64_t multiple_of;
+    double ffn_dim_multiplier;
 } cf_model_config;
 
 /* head_dim = hidden_size / num_heads */

@@ -75,6 +75,10 @@ typedef struct cf_train_options {
      * global batch; gradients are summed while backward runs (docs/distributed.md);
      * rank 0 alone prints, writes metrics and saves checkpoints. */
     cf_dist *dist;
+    /* Called with every metrics record (one JSON object, as metrics.jsonl holds it, without
+     * the time and run fields) while the run goes: how bindings see the losses live. */
+    void (*on_record)(void *ctx, const char *json);
+    void *record_ctx;
 } cf_train_options;
 
 typedef struct cf_trainer cf_trainer;

@@ -1,5 +1,6 @@
 /* `cformers config`: list the presets, or show a resolved config with its parameter count
  * and the memory a training step needs. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,12 +12,18 @@ static void print_help(void) {
     printf("usage: cformers config list\n"
            "       cformers config show NAME|FILE [--section.key=value ...]\n"
            "       cformers config keys\n"
+           "       cformers config import FILE [--section.key=value ...]\n"
+           "       cformers config mindformers-keys\n"
            "\n"
            "list   the built-in presets with their parameter counts\n"
            "show   resolve a preset or YAML file plus overrides, and print the config as YAML,\n"
            "       the exact parameter count and the memory one training step needs (weights,\n"
            "       gradients, AdamW state, activations at runner_config.batch_size x seq_length)\n"
            "keys   every key with its type, default and meaning (a Markdown table)\n"
+           "import read a MindFormers YAML file (its own keys are mapped, Ascend-only keys are\n"
+           "       accepted with a warning each) and print the equivalent native config\n"
+           "       (docs/mindformers.md has the mapping)\n"
+           "mindformers-keys  how each MindFormers key is taken (a Markdown table)\n"
            "\n"
            "examples:\n"
            "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
@@ -46,7 +53,7 @@ static int list_presets(void) {
     return 0;
 }
 
-static int show(int argc, char **argv) {
+static int show(int argc, char **argv, bool import) {
     const char *source = NULL;
     const char *overrides[256];
     int n_overrides = 0;
@@ -71,6 +78,7 @@ static int show(int argc, char **argv) {
         return 1;
     }
     cf_config_print_yaml(&cfg, stdout);
+    if (import) return 0;
     cf_memory_estimate est;
     cf_config_memory_estimate(&cfg, &est);
     /* What the engine's static plan of that step reserves, with the fusion passes the
@@ -94,16 +102,22 @@ int cmd_config(int argc, char **argv) {
         print_help();
         return 0;
     }
-    if (argc < 2) return cli_usage_error("config", "missing action: list, show or keys");
+    if (argc < 2) return cli_usage_error("config", "missing action: list, show, keys or import");
     if (strcmp(argv[1], "list") == 0) {
         if (argc > 2) return cli_usage_error("config", "list takes no arguments, got '%s'", argv[2]);
         return list_presets();
     }
-    if (strcmp(argv[1], "show") == 0) return show(argc - 2, argv + 2);
+    if (strcmp(argv[1], "show") == 0) return show(argc - 2, argv + 2, false);
+    if (strcmp(argv[1], "import") == 0) return show(argc - 2, argv + 2, true);
+    if (strcmp(argv[1], "mindformers-keys") == 0) {
+        if (argc > 2) return cli_usage_error("config", "mindformers-keys takes no arguments, got '%s'", argv[2]);
+        cf_config_print_mindformers_reference(stdout);
+        return 0;
+    }
     if (strcmp(argv[1], "keys") == 0) {
         if (argc > 2) return cli_usage_error("config", "keys takes no arguments, got '%s'", argv[2]);
         cf_config_print_reference(stdout);
         return 0;
     }
-    return cli_usage_error("config", "unknown action '%s' (expected list, show or keys)", argv[1]);
+    return cli_usage_error("config", "unknown action '%s' (expected list, show, keys, import or mindformers-keys)", argv[1]);
 }

@@ -1,15 +1,19 @@
 /* cformers train: resolve the config, build the trainer, run it. */
 #include "cli.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/config.h"
+#include "cformers/infer.h"
 #include "cformers/dist.h"
 #include "cformers/threads.h"
 #include "cformers/train.h"
+#include "io/ckpt_tokenizer.h"
 #include "obs/dashboard.h"
 #include "train/checkpoint_files.h"
 
@@ -40,6 +44,11 @@ static void print_help(void) {
            "  --save-initial CKPT    write the weights before the first step to checkpoint CKPT\n"
            "  --dashboard [PORT]     serve the live dashboard of output_dir on 127.0.0.1:PORT (default\n"
            "                         8080) while training (cformers dashboard --help)\n"
+           "\n"
+           "run_mode eval prints the validation loss and perplexity of load_checkpoint on the\n"
+           "held-out split; run_mode predict generates from load_checkpoint for predict.input_data\n"
+           "(a prompt or a file of prompts). MindFormers YAML files load as they are\n"
+           "(docs/mindformers.md).\n"
            "\n"
            "On a terminal the progress line is rewritten in place; otherwise a line is printed\n"
            "every runner_config.log_interval steps.\n"
@@ -121,6 +130,99 @@ static void report_stop(const cf_trainer *t, cf_dist *dist) {
             who, name, (long long)cf_trainer_steps_done(t));
 }
 
+static void print_piece(void *ctx, int32_t token, const char *piece, size_t len) {
+    (void)ctx, (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
+
+/* The prompts of predict.input_data: the lines of a file, or the text itself. */
+static char **predict_prompts(const char *input, int *n) {
+    char **prompts = NULL;
+    *n = 0;
+    FILE *f = *input ? fopen(input, "r") : NULL;
+    if (!f) {
+        prompts = cf_xmalloc(sizeof *prompts);
+        prompts[(*n)++] = cf_xstrdup(input);
+        return prompts;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (!len) continue;
+        prompts = cf_xrealloc(prompts, sizeof *prompts * (size_t)(*n + 1));
+        prompts[(*n)++] = cf_xstrdup(line);
+    }
+    free(line);
+    fclose(f);
+    return prompts;
+}
+
+/* run_mode predict: generation from load_checkpoint for each prompt of predict.input_data,
+ * one "prompt + continuation" line each (what `cformers generate` prints). */
+static int run_predict(const cf_config *cfg) {
+    const cf_predict_config *p = &cfg->predict;
+    cf_error err = {{0}};
+    if (!cfg->load_checkpoint[0]) {
+        fprintf(stderr, "cformers train: run_mode predict needs load_checkpoint (the model to generate with)\n");
+        return 2;
+    }
+    cf_tokenizer *tok = NULL;
+    if (cfg->train_dataset.tokenizer[0]) {
+        tok = cf_tokenizer_load(cfg->train_dataset.tokenizer, &err);
+    } else {
+        cf_ckpt *c = cf_ckpt_open(cfg->load_checkpoint, false, &err);
+        bool present = false;
+        if (c) {
+            tok = ckpt_load_tokenizer(c, &present, &err);
+            if (!present) cf_fail(&err, "%s: no tokenizer embedded; set train_dataset.tokenizer", cfg->load_checkpoint);
+            cf_ckpt_close(c);
+        }
+    }
+    cf_infer_options opt = {.weight_dtype = CF_F32};
+    cf_infer_model *m = tok ? cf_infer_load(cfg->load_checkpoint, &opt, &err) : NULL;
+    if (!m) {
+        fprintf(stderr, "cformers train: run_mode predict: %s\n", err.msg);
+        cf_tokenizer_free(tok);
+        return 1;
+    }
+    int n = 0, rc = 0;
+    char **prompts = predict_prompts(p->input_data, &n);
+    for (int i = 0; i < n && rc == 0; i++) {
+        int32_t *ids = NULL;
+        long prompt_tokens = cf_tokenizer_encode(tok, prompts[i], strlen(prompts[i]), true, &ids, &err);
+        free(ids);
+        long budget = p->max_new_tokens;
+        if (p->max_length > 0 && prompt_tokens >= 0) budget = p->max_length - prompt_tokens;
+        if (p->max_length > 0 && budget > p->max_new_tokens) budget = p->max_new_tokens;
+        if (prompt_tokens < 0 || budget < 1) {
+            fprintf(stderr, "cformers train: run_mode predict: prompt %d: %s\n", i + 1,
+                    prompt_tokens < 0 ? err.msg : "longer than predict.max_length");
+            rc = 1;
+            break;
+        }
+        cf_generate_params gp = {.max_new_tokens = budget,
+                                 .sampling = {.temperature = p->do_sample ? (float)p->temperature : 0.0f,
+                                              .top_k = (int)p->top_k, .top_p = (float)p->top_p,
+                                              .seed = (uint64_t)cfg->seed}};
+        cf_generate_stats st;
+        fputs(prompts[i], stdout);
+        if (cf_generate(m, tok, prompts[i], &gp, print_piece, NULL, NULL, &st, &err) != 0) {
+            fprintf(stderr, "\ncformers train: run_mode predict: %s\n", err.msg);
+            rc = 1;
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < n; i++) free(prompts[i]);
+    free(prompts);
+    cf_infer_free(m);
+    cf_tokenizer_free(tok);
+    return rc;
+}
+
 int cmd_train(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         print_help();
@@ -160,7 +262,28 @@ int cmd_train(int argc, char **argv) {
         printf("dashboard: http://127.0.0.1:%d/\n", cf_dashboard_port(dashboard));
         fflush(stdout);
     }
+    if (cfg.run_mode == CF_RUN_PREDICT) {
+        int prc = cf_dist_rank(dist) == 0 ? run_predict(&cfg) : 0;
+        cf_dashboard_stop(dashboard);
+        cf_dist_close(dist);
+        return prc;
+    }
     cf_trainer *t = cf_trainer_create(&cfg, &a.opts, &err);
+    if (t && cfg.run_mode == CF_RUN_EVAL) {
+        /* The validation loss and perplexity of load_checkpoint on the held-out split: the
+         * same batches, so the same figure, as the training run's evaluation at that step. */
+        double loss = 0;
+        int ok = cf_trainer_evaluate(t, &loss, &err) == 0;
+        if (ok && cf_dist_rank(dist) == 0)
+            printf("%s: validation loss %.4f, perplexity %.4f (%lld batches of %lld x %lld)\n", cfg.load_checkpoint, loss,
+                   exp(loss), (long long)cfg.runner_config.eval_steps, (long long)cfg.runner_config.batch_size,
+                   (long long)cfg.runner_config.seq_length);
+        if (!ok) fprintf(stderr, "cformers train: run_mode eval: %s\n", err.msg);
+        cf_trainer_free(t);
+        cf_dashboard_stop(dashboard);
+        cf_dist_close(dist);
+        return ok ? 0 : 1;
+    }
     if (!t || cf_trainer_run(t, &err) != 0) {
         if (cf_dist_size(dist) > 1)
             fprintf(stderr, "cformers train: rank %d of %d: %s\n", cf_dist_rank(dist), cf_dist_size(dist), err.msg);

@@ -8,7 +8,7 @@
 #include "cformers/config.h"
 #include "cformers/graph.h"
 
-/* Runs the passes ctx enables (none unless ctx->enable_graph_kernel). */
+/* Runs the passes ctx enables (residual + norm only with ctx->enable_graph_kernel). */
 int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err);
 
 /* matmul(x, W^T) -> cross_entropy, the logits read by nothing else and not kept,

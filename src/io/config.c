@@ -11,6 +11,21 @@
 #include "io/config_internal.h"
 #include "models/presets.h"
 
+static cf_config_warning_fn warning_fn;
+static void *warning_ctx;
+
+void cf_config_set_warning_handler(cf_config_warning_fn fn, void *ctx) {
+    warning_fn = fn;
+    warning_ctx = ctx;
+}
+
+void cf_config_warn(const char *line) {
+    if (warning_fn)
+        warning_fn(line, warning_ctx);
+    else
+        fprintf(stderr, "cformers: warning: %s\n", line);
+}
+
 void cf_config_defaults(cf_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0; i < cf_config_key_count; i++) cf_config_key_set_default(&cf_config_keys[i], cfg);
@@ -93,7 +108,22 @@ static const char *closest_preset(const char *name) {
 static int load_source(const char *path_or_preset, cf_config *cfg, cf_config_origins *origins, char *source_buf,
                        size_t source_cap, cf_error *err) {
     origins->source = source_buf;
-    if (is_directory(path_or_preset)) return cf_fail(err, "%s: is a directory, not a config file", path_or_preset);
+    if (is_directory(path_or_preset)) {
+        /* A Hugging Face model directory: its config.json, as MindFormers' pretrained_model_dir. */
+        char json[CF_CONFIG_PATH_MAX + 16], text[2 * CF_CONFIG_PATH_MAX + 64];
+        snprintf(json, sizeof json, "%s/config.json", path_or_preset);
+        if (access(json, F_OK) != 0)
+            return cf_fail(err, "%s: is a directory without a config.json, not a config file", path_or_preset);
+        size_t n = 0;
+        n += (size_t)snprintf(text, sizeof text, "pretrained_model_dir: '");
+        for (const char *c = path_or_preset; *c && n + 3 < sizeof text; c++) {
+            if (*c == '\'') text[n++] = '\'';
+            text[n++] = *c;
+        }
+        snprintf(text + n, sizeof text - n, "'\n");
+        snprintf(source_buf, source_cap, "%s", json);
+        return cf_config_parse_yaml(text, strlen(text), source_buf, cfg, origins, err);
+    }
     if (access(path_or_preset, F_OK) == 0) {
         size_t len;
         char *text = (char *)cf_read_file(path_or_preset, &len, err);

@@ -39,10 +39,14 @@ static const cf_enum_name float_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32}
 static const cf_enum_name optimizers[] = {{"adamw", CF_OPTIMIZER_ADAMW},
                                           {"AdamWeightDecay", CF_OPTIMIZER_ADAMW},
                                           {"FP32StateAdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {"FusedAdamWeightDecay", CF_OPTIMIZER_ADAMW},
+                                          {"AdamW", CF_OPTIMIZER_ADAMW},
                                           {NULL, 0}};
 static const cf_enum_name lr_schedules[] = {
     {"cosine", CF_LR_COSINE},         {"linear", CF_LR_LINEAR},         {"constant", CF_LR_CONSTANT},
     {"CosineWithWarmUpLR", CF_LR_COSINE}, {"LinearWithWarmUpLR", CF_LR_LINEAR}, {"ConstantWarmUpLR", CF_LR_CONSTANT},
+    /* MindFormers' polynomial decay at its default power 1 is the linear one. */
+    {"polynomial", CF_LR_LINEAR}, {"PolynomialWithWarmUpLR", CF_LR_LINEAR},
     {NULL, 0}};
 static const cf_enum_name tristates[] = {{"auto", CF_AUTO}, {"off", CF_OFF}, {"on", CF_ON},
                                          {"false", CF_OFF}, {"true", CF_ON}, {NULL, 0}};
@@ -50,7 +54,7 @@ static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"one
 
 const cf_config_key cf_config_keys[] = {
     K_INT(seed, 0, 0, BIG, "seed of parameter init, data order and sampling"),
-    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "what the job does; finetune starts from load_checkpoint"),
+    K_ENUM(run_mode, run_modes, CF_RUN_TRAIN, "what the job does; finetune starts from load_checkpoint, eval evaluates it (docs/mindformers.md)"),
     K_STRING(output_dir, "./output", "checkpoints, metrics and traces go here"),
     K_STRING(load_checkpoint, "", "checkpoint to start from; empty = fresh init"),
     K_BOOL(resume_training, false, "also restore optimizer state, step and data position"),
@@ -62,7 +66,9 @@ const cf_config_key cf_config_keys[] = {
     K_REQUIRED(model.model_config.num_heads, 1, 65536, "attention heads"),
     K_INT(model.model_config.num_kv_heads, 0, 0, 65536, "key/value heads (grouped-query attention); 0 = num_heads"),
     K_INT(model.model_config.intermediate_size, 0, 0, 16777216,
-          "MLP width; 0 = llama: 8/3 hidden rounded up to 256, gpt2: 4 hidden"),
+          "MLP width; 0 = llama: from multiple_of and ffn_dim_multiplier, gpt2: 4 hidden"),
+    K_INT(model.model_config.multiple_of, 256, 1, 16777216, "llama MLP width (when intermediate_size is 0): 8/3 hidden rounded up to a multiple of this"),
+    K_FLOAT(model.model_config.ffn_dim_multiplier, 0.0, 0, 1000, 0, "llama MLP width (when intermediate_size is 0): 8/3 hidden times this before rounding; 0 = 1"),
     K_INT(model.model_config.max_position_embeddings, 0, 0, 16777216,
           "longest sequence (GPT-2's position table); 0 = runner_config.seq_length"),
     K_FLOAT(model.model_config.rope_theta, 10000.0, 0, INF, CF_RANGE_LO_OPEN, "RoPE base frequency"),
@@ -122,10 +128,10 @@ const cf_config_key cf_config_keys[] = {
     K_INT(parallel_config.freeze_step, 100, 0, BIG, "uncompressed warm-up steps before 1-bit compression"),
     K_FLOAT(parallel_config.comm_timeout, 300.0, 0, 1e6, CF_RANGE_LO_OPEN, "seconds a gradient all-reduce may take before the run fails"),
 
-    K_BOOL(context.enable_graph_kernel, true, "run the fusion passes"),
+    K_BOOL(context.enable_graph_kernel, true, "MindFormers' element-wise fusion: here residual add + norm (with fuse_residual_norm); the other fusions have their own switches"),
     K_BOOL(context.enable_matrix_combine, false, "one matmul for Q/K/V and for gate/up"),
     K_INT(context.matrix_combine_threshold, 0, 0, BIG, "combine only when out x in features >= this"),
-    K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel"),
+    K_BOOL(context.fuse_residual_norm, true, "residual add + norm as one kernel (when enable_graph_kernel)"),
     K_BOOL(context.fuse_swiglu, true, "SwiGLU as one kernel"),
     K_BOOL(context.fuse_rope, true, "RoPE rotates Q and K in place (no copy)"),
     K_BOOL(context.fuse_cross_entropy, true, "logits softmax + cross-entropy as one kernel"),
@@ -157,6 +163,14 @@ const cf_config_key cf_config_keys[] = {
 
     K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward"),
     K_BOOL(recompute_config.select_recompute, false, "recompute only attention scores and MLP activations"),
+
+    K_STRING(predict.input_data, "", "run_mode predict: a prompt, or a file of prompts one per line"),
+    K_INT(predict.max_new_tokens, 256, 1, 16777216, "run_mode predict: tokens generated per prompt"),
+    K_INT(predict.max_length, 0, 0, 16777216, "run_mode predict: prompt + generated tokens at most; 0 = the context"),
+    K_BOOL(predict.do_sample, false, "run_mode predict: sample (else greedy)"),
+    K_FLOAT(predict.temperature, 1.0, 0, 100, CF_RANGE_LO_OPEN, "run_mode predict: sampling temperature"),
+    K_INT(predict.top_k, 0, 0, 2147483647.0, "run_mode predict: sample from the k likeliest; 0 = all"),
+    K_FLOAT(predict.top_p, 1.0, 0, 1, CF_RANGE_LO_OPEN, "run_mode predict: sample from this much probability; 1 = all"),
 };
 
 const int cf_config_key_count = (int)(sizeof cf_config_keys / sizeof cf_config_keys[0]);

@@ -9,16 +9,19 @@
 #include "core/checked.h"
 #include "io/config_internal.h"
 
-static int64_t llama_intermediate_size(int64_t hidden) {
-    int64_t ffn = 2 * (4 * hidden) / 3;
-    return (ffn + 255) / 256 * 256;
+/* LLaMA's rule (Meta's reference model.py): int(2 * 4d / 3), times ffn_dim_multiplier,
+ * rounded up to a multiple of multiple_of. */
+static int64_t llama_intermediate_size(const cf_model_config *m) {
+    int64_t ffn = 2 * (4 * m->hidden_size) / 3, multiple = m->multiple_of > 0 ? m->multiple_of : 256;
+    if (m->ffn_dim_multiplier > 0) ffn = (int64_t)(m->ffn_dim_multiplier * (double)ffn);
+    return (ffn + multiple - 1) / multiple * multiple;
 }
 
 void cf_config_fill_derived(cf_config *cfg) {
     cf_model_config *m = &cfg->model.model_config;
     if (m->num_kv_heads == 0) m->num_kv_heads = m->num_heads;
     if (m->intermediate_size == 0)
-        m->intermediate_size = m->arch == CF_ARCH_GPT2 ? 4 * m->hidden_size : llama_intermediate_size(m->hidden_size);
+        m->intermediate_size = m->arch == CF_ARCH_GPT2 ? 4 * m->hidden_size : llama_intermediate_size(m);
     if (m->max_position_embeddings == 0) m->max_position_embeddings = cfg->runner_config.seq_length;
 }
 
@@ -42,29 +45,36 @@ static void describe_origin(const cf_config_origins *o, int index, char *buf, si
 typedef struct checker {
     const cf_config_origins *origins;
     cf_error *err;
+    int n_problems; /* lines in err->msg so far: every problem is reported, one line each */
 } checker;
 
 /* Fails with "<where key was set>: <key>: <message>". */
-__attribute__((format(printf, 3, 4))) static int fail_at(const checker *c, const char *path, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail_at(checker *c, const char *path, const char *fmt, ...) {
     char where[512], msg[CF_ERROR_MSG_MAX];
     describe_origin(c->origins, cf_config_key_find(path), where, sizeof where);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return cf_fail(c->err, "%s: %s", where, msg);
+    if (c->n_problems++ == 0 || !c->err) return cf_fail(c->err, "%s: %s", where, msg);
+    cf_error line;
+    cf_fail(&line, "\n%s: %s", where, msg);
+    size_t used = strlen(c->err->msg), n = strlen(line.msg);
+    if (used + n < sizeof c->err->msg) memcpy(c->err->msg + used, line.msg, n + 1); /* else dropped: no room */
+    return -1;
 }
 
-static int check_required(const checker *c, const cf_config *cfg) {
+static int check_required(checker *c, const cf_config *cfg) {
+    int rc = 0;
     for (int i = 0; i < cf_config_key_count; i++)
         if (cf_config_keys[i].required && cf_config_key_number(&cf_config_keys[i], cfg) == 0)
-            return fail_at(c, cf_config_keys[i].path, "missing required value");
-    return 0;
+            rc = fail_at(c, cf_config_keys[i].path, "missing required value");
+    return rc;
 }
 
 #define MC "model.model_config."
 
-static int check_model(const checker *c, const cf_config *cfg) {
+static int check_model(checker *c, const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
     if (m->hidden_size % m->num_heads)
         return fail_at(c, MC "num_heads", "hidden_size %" PRId64 " is not divisible by num_heads %" PRId64, m->hidden_size,
@@ -110,7 +120,7 @@ static uint64_t max_tensor_bytes(void) {
 /* a * b * c * e elements of elem_bytes each: one tensor `what` of the model or of a
  * training step, which must be representable and within max_tensor_bytes; blamed on the
  * key `path`. Its byte size goes to *bytes_out when not NULL. */
-static int check_tensor(const checker *c, const char *path, const char *what, const uint64_t dims[4], size_t elem_bytes,
+static int check_tensor(checker *c, const char *path, const char *what, const uint64_t dims[4], size_t elem_bytes,
                         size_t *bytes_out) {
     size_t elems, bytes;
     uint64_t limit = max_tensor_bytes();
@@ -129,7 +139,7 @@ static int check_tensor(const checker *c, const char *path, const char *what, co
  * weight and the activations of one step at batch_size x seq_length are checked with
  * checked arithmetic, and so is a bound on the whole parameter set with its gradients and
  * two AdamW moments, so later size computations from this config cannot overflow. */
-static int check_sizes(const checker *c, const cf_config *cfg) {
+static int check_sizes(checker *c, const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
     uint64_t d = (uint64_t)m->hidden_size, ffn = (uint64_t)m->intermediate_size, vocab = (uint64_t)m->vocab_size;
     uint64_t batch = (uint64_t)cfg->runner_config.batch_size, seq = (uint64_t)cfg->runner_config.seq_length;
@@ -164,13 +174,19 @@ static int check_sizes(const checker *c, const cf_config *cfg) {
     return 0;
 }
 
-static int check_training(const checker *c, const cf_config *cfg) {
+static int check_training(checker *c, const cf_config *cfg) {
     const cf_runner_config *r = &cfg->runner_config;
     bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
     if (trains && r->train_steps == 0 && r->epochs == 0)
         return fail_at(c, "runner_config.train_steps", "one of train_steps and epochs must be > 0");
     if (cfg->run_mode == CF_RUN_FINETUNE && !cfg->load_checkpoint[0])
         return fail_at(c, "load_checkpoint", "run_mode finetune needs a checkpoint to start from");
+    if ((cfg->run_mode == CF_RUN_EVAL || cfg->run_mode == CF_RUN_PREDICT) && !cfg->load_checkpoint[0])
+        return fail_at(c, "load_checkpoint", "run_mode %s needs the checkpoint to %s",
+                       cfg->run_mode == CF_RUN_EVAL ? "eval" : "predict",
+                       cfg->run_mode == CF_RUN_EVAL ? "evaluate" : "generate with");
+    if (cfg->run_mode == CF_RUN_EVAL && cfg->train_dataset.eval_split <= 0)
+        return fail_at(c, "train_dataset.eval_split", "must be > 0 for run_mode eval (the held-out split it evaluates on)");
     if (cfg->lr_schedule.lr_end > cfg->lr_schedule.learning_rate)
         return fail_at(c, "lr_schedule.lr_end", "%g is above learning_rate %g", cfg->lr_schedule.lr_end,
                        cfg->lr_schedule.learning_rate);
@@ -188,9 +204,12 @@ static int check_training(const checker *c, const cf_config *cfg) {
 
 int cf_config_check(const cf_config *cfg, const cf_config_origins *origins, cf_error *err) {
     checker c = {.origins = origins, .err = err};
+    /* Every problem in one pass: all missing keys; then the model's shape, its sizes (only
+     * for a consistent shape) and the training settings, each reporting its first. */
     if (check_required(&c, cfg) < 0) return -1;
     cf_config resolved = *cfg;
     cf_config_fill_derived(&resolved);
-    if (check_model(&c, &resolved) < 0 || check_sizes(&c, &resolved) < 0) return -1;
-    return check_training(&c, &resolved);
+    if (check_model(&c, &resolved) == 0) check_sizes(&c, &resolved);
+    check_training(&c, &resolved);
+    return c.n_problems ? -1 : 0;
 }

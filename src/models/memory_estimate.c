@@ -65,7 +65,7 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     /* final norm input and output */
     per_token += 2 * (double)m->hidden_size * csize;
     double vocab = (double)m->vocab_size, d = (double)m->hidden_size;
-    if (cfg->context.enable_graph_kernel && cfg->context.fuse_cross_entropy) {
+    if (cfg->context.fuse_cross_entropy) {
         /* The fused head keeps the gradients it computed in the forward (for x per token,
          * for the output weights once) and works on one chunk of logits at a time. */
         per_token += d * fsize;

@@ -129,6 +129,14 @@ int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err) {
     return 0;
 }
 
+int64_t cf_batches_per_epoch(const cf_batches *b) {
+    if (b->ds) return (int64_t)cf_dataset_get_info(b->ds).steps_per_epoch;
+    /* Text windows are drawn at random offsets: an epoch is as many batches as cover the
+     * split's tokens once (every rank's rows together). */
+    int64_t per_batch = b->batch * b->world * b->seq;
+    return per_batch > 0 ? b->text.len / per_batch : 0;
+}
+
 cf_dataset_position cf_batches_position(const cf_batches *b) {
     if (b->ds) return cf_dataset_get_position(b->ds);
     return (cf_dataset_position){.epoch = 0, .step = (uint64_t)b->text.next, .seed = b->seed};

@@ -29,6 +29,9 @@ void cf_batches_close(cf_batches *b);
 
 int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err);
 cf_dataset_position cf_batches_position(const cf_batches *b);
+/* Batches in one pass over the split (a record split's steps_per_epoch; a text split's
+ * length over the tokens one global batch reads). */
+int64_t cf_batches_per_epoch(const cf_batches *b);
 int cf_batches_seek(cf_batches *b, const cf_dataset_position *pos, cf_error *err);
 /* Seconds cf_batches_next spent waiting for data (prefetch misses). */
 double cf_batches_wait_seconds(const cf_batches *b);

@@ -70,6 +70,14 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
 
 void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields) {
     cf_error err;
+    if (t->opts.on_record) {
+        json_t *rec = json_pack("{s:s}", "event", event);
+        json_object_update(rec, fields);
+        char *text = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        json_decref(rec);
+        if (text) t->opts.on_record(t->opts.record_ctx, text);
+        free(text);
+    }
     if (cf_metrics_write(t->metrics, event, fields, &err) == 0 || t->metrics_failed) return;
     t->metrics_failed = true;
     fprintf(stderr, "cformers: warning: %s; training goes on without metrics\n", err.msg);

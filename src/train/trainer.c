@@ -54,10 +54,35 @@ static int open_data(cf_trainer *t, cf_error *err) {
     if (!t->cfg.train_dataset.data_dir[0]) return 0;
     t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, err);
     if (!t->train) return -1;
-    if (t->cfg.runner_config.eval_interval > 0) {
+    if (t->cfg.runner_config.eval_interval > 0 || t->cfg.run_mode == CF_RUN_EVAL) {
         t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err);
         if (!t->valid) return -1;
     }
+    return 0;
+}
+
+/* The run's length: runner_config.train_steps, or epochs passes over the training data
+ * when it is 0; then the schedule over it, whose warmup must fit in it. */
+static int resolve_steps(cf_trainer *t, cf_error *err) {
+    const cf_config *cfg = &t->cfg;
+    bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
+    if (t->train_steps == 0 && trains) {
+        if (!t->train)
+            return cf_fail(err, "runner_config.train_steps is 0 (train by epochs) but there is no train_dataset.data_dir "
+                                "to count the epochs over");
+        int64_t per_epoch = cf_batches_per_epoch(t->train);
+        t->train_steps = cfg->runner_config.epochs * per_epoch;
+        if (t->train_steps <= 0)
+            return cf_fail(err, "runner_config.epochs: %s holds less than one step's data (%lld x %lld rows of %lld "
+                                "tokens)",
+                           cfg->train_dataset.data_dir, (long long)t->accum, (long long)t->batch, (long long)t->seq);
+        t->cfg.runner_config.train_steps = t->train_steps;
+    }
+    t->schedule = cf_lr_schedule_resolve(&cfg->lr_schedule, t->train_steps);
+    if (trains && t->schedule.warmup_steps > t->schedule.total_steps)
+        return cf_fail(err, "lr_schedule.warmup_steps: a warmup of %lld steps is longer than the %lld-step %s",
+                       (long long)t->schedule.warmup_steps, (long long)t->schedule.total_steps,
+                       cfg->lr_schedule.total_steps > 0 ? "schedule (lr_schedule.total_steps)" : "run");
     return 0;
 }
 
@@ -115,10 +140,9 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
     t->seq = rc->seq_length;
     t->accum = rc->gradient_accumulation_steps > 0 ? rc->gradient_accumulation_steps : 1;
     t->train_steps = rc->train_steps;
-    t->schedule = cf_lr_schedule_resolve(&cfg->lr_schedule, t->train_steps);
     t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
     t->stats_interval = cfg->callbacks.summary_monitor.gradient_stats_interval;
-    if (build_graph(t, err) != 0 || open_data(t, err) != 0 || init_state(t, err) != 0) {
+    if (build_graph(t, err) != 0 || open_data(t, err) != 0 || resolve_steps(t, err) != 0 || init_state(t, err) != 0) {
         cf_trainer_free(t);
         return NULL;
     }
@@ -241,7 +265,10 @@ double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens) {
 void cf_trainer_zero_grads(cf_trainer *t) { cf_plan_zero_grads(t->plan); }
 
 int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
-    if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_interval)");
+    if (!t->valid && t->cfg.train_dataset.data_dir[0] && t->cfg.train_dataset.eval_split > 0 &&
+        !(t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err)))
+        return -1;
+    if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_split)");
     cf_dataset_position start = {.seed = (uint64_t)t->cfg.seed};
     if (cf_batches_seek(t->valid, &start, err) != 0) return -1;
     int64_t n = t->cfg.runner_config.eval_steps > 0 ? t->cfg.runner_config.eval_steps : 1;
