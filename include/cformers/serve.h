@@ -98,6 +98,23 @@ typedef struct cf_serve_stats {
 } cf_serve_stats;
 void cf_serve_stats_get(cf_serve_engine *e, cf_serve_stats *s);
 
+/* ---- the HTTP server ---- */
+
+typedef struct cf_server_options {
+    const char *host;          /* IPv4 address to listen on; NULL = 127.0.0.1 */
+    int port;                  /* 0: any free port (cf_server_port says which) */
+    const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
+    const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
+    size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
+} cf_server_options;
+
+typedef struct cf_server cf_server;
+/* Serves the engine over HTTP (threads of its own) until stopped; the engine must
+ * outlive the server. */
+cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err);
+int cf_server_port(const cf_server *s);
+void cf_server_stop(cf_server *s);
+
 #ifdef __cplusplus
 }
 #endif
