@@ -5,7 +5,7 @@
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp / bench-serve
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -14,7 +14,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-serve
 
 all: build
 
@@ -68,6 +68,10 @@ bench-denormals: build
 
 bench-dp: build
 	@python3 bench/bench_dp.py --build $(BUILD)
+
+# BENCH_SERVE_ARGS, e.g. "--requests 32 --concurrency 1,16": see bench/bench_serve.py --help.
+bench-serve: build
+	@python3 bench/bench_serve.py --bin $(BUILD)/cformers $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf build build-gcc build-asan build-fuzz

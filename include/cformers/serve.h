@@ -43,6 +43,7 @@ typedef struct cf_serve_params {
     const char *stop[CF_SERVE_MAX_STOP];       /* generation ends before the first of these strings */
     int n_stop;
     int n;                    /* samples of the prompt (default 1) */
+    bool ignore_eos;          /* generate past EOS (benchmarks: a fixed number of tokens) */
 } cf_serve_params;
 
 typedef struct cf_serve_engine cf_serve_engine;

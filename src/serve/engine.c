@@ -467,7 +467,7 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
             if (s->counts[t]) s->logits[t] -= r->p.presence_penalty + r->p.frequency_penalty * (float)s->counts[t];
     int32_t next = cf_sampler_sample(s->sampler, s->logits);
     double now = cf_clock_seconds();
-    if (ends_document(e->tok, next)) {
+    if (!r->p.ignore_eos && ends_document(e->tok, next)) {
         finish_seq(e, s, "stop");
         return false;
     }

@@ -126,10 +126,14 @@ static int parse_params(cf_server *s, json_t *body, bool chat, parsed *q, cf_err
     if (stream && !json_is_null(stream) && !json_is_boolean(stream))
         return q->param = "stream", cf_fail(err, "'stream' must be true or false");
     q->stream = json_is_true(stream);
+    json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
+    if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
+        return q->param = "ignore_eos", cf_fail(err, "'ignore_eos' must be true or false");
     q->p = (cf_serve_params){.max_tokens = max_tokens, .n = (int)n, .presence_penalty = (float)presence,
                              .frequency_penalty = (float)frequency,
                              .sampling = {.temperature = (float)temperature, .top_p = (float)top_p, .top_k = (int)top_k,
-                                          .seed = (uint64_t)seed}};
+                                          .seed = (uint64_t)seed},
+                             .ignore_eos = json_is_true(ignore_eos)};
     json_t *stop = json_object_get(body, "stop");
     q->param = "stop";
     if (json_is_string(stop)) {
