@@ -27,12 +27,8 @@ done
 "$bin" dashboard --logdir "$tmp/logs" --port 0 >"$tmp/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-url=""
-for _ in $(seq 50); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$tmp/server.out" 2>/dev/null) && break
-    sleep 0.1
-done
-[ -n "$url" ] || { fail_because "the server printed no address"; cat "$tmp/server.out"; finish "cli dashboard"; }
+server_url "$tmp/server.out" "cli dashboard"
+url="$url/"
 
 check "runs" 0 curl -sf "${url}api/runs"
 stdout_has "both runs listed" '"runs":\["a","sweep/b"\]'

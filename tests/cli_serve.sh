@@ -34,12 +34,7 @@ start_server() { # start_server LOG ARGS...: sets url
     local log="$1"; shift
     "$bin" serve --model "$tmp/s.ckpt" --port 0 --threads 1 "$@" >"$log" 2>&1 &
     servers+=($!)
-    url=""
-    for _ in $(seq 100); do
-        url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" 2>/dev/null) && break
-        sleep 0.1
-    done
-    [ -n "$url" ] || { fail_because "the server printed no address"; cat "$log"; finish "cli serve"; }
+    server_url "$log" "cli serve"
 }
 start_server "$tmp/server.out" --max-batch 4 --model-name stories
 main="$url"

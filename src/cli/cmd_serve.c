@@ -1,6 +1,4 @@
 #include <ctype.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,11 +108,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
     if (a.threads) cf_set_num_threads((int)a.threads);
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL); /* the server's threads inherit the mask */
+    cli_block_stop_signals(); /* the server's threads inherit the mask */
     cf_error err = {{0}};
     cf_kv_cache_dtype kv = !a.kv_cache ? CF_KV_AUTO : strcmp(a.kv_cache, "bf16") == 0 ? CF_KV_BF16 : CF_KV_F32;
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = a.max_seq, .kv_cache = kv};
@@ -136,8 +130,7 @@ int cmd_serve(int argc, char **argv) {
            a.server.host ? a.server.host : "127.0.0.1", cf_server_port(s), a.server.model_name, cf_infer_max_seq(m),
            st.kv_blocks_total, cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads());
     fflush(stdout);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    cli_wait_stop_signal();
     cf_server_stop(s);
     cf_serve_engine_free(e);
     return 0;

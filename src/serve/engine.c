@@ -363,7 +363,7 @@ static void admit(cf_serve_engine *e) {
     for (long i = 0; i < e->n_seqs && running < e->o.max_batch; i++) {
         seq *s = e->seqs[i];
         if (s->state == SEQ_SWAPPED) {
-            if (e->pool->n_free < s->n_blocks + 1) return;
+            if (e->pool->n_free < s->n_blocks + (running > 0)) return; /* room to grow, unless alone */
             swap_in(e, s);
             running++;
         }
