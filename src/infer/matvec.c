@@ -46,6 +46,7 @@ typedef struct matvec_job {
     cf_dtype dtype;
     long chunk_rows, rows;
     long batch, x_stride; /* inputs x + b * x_stride, outputs part.y + b * part.rows, b < batch */
+    bool pair_kernels;    /* AVX-512: two inputs per pass (matvec_batch_avx512.c) */
 } matvec_job;
 
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
@@ -65,7 +66,16 @@ static void matvec_rows(void *arg, long r0, long r1) {
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
         if (lo >= hi) continue;
         /* every input takes the same rows while they are in cache: the weights are read once */
-        for (long b = 0; b < j->batch; b++) {
+        long b = 0;
+        for (; j->pair_kernels && b + 1 < j->batch; b += 2) {
+            const float *x = j->x + b * j->x_stride;
+            float *y = part->y + b * part->rows;
+            if (j->dtype == CF_BF16)
+                matvec_bf16_rows2_avx512(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
+            else
+                matvec_f32_rows2_avx512(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
+        }
+        for (; b < j->batch; b++) {
             const float *x = j->x + b * j->x_stride;
             float *y = part->y + b * part->rows;
             if (j->dtype == CF_BF16)
@@ -96,6 +106,7 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     case CF_ISA_AVX512:
         job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512;
         pair_block = MATVEC_PAIR_BLOCK_AVX512;
+        job.pair_kernels = true;
         break;
     case CF_ISA_AVX2:
         job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2;

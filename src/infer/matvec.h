@@ -60,4 +60,11 @@ void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, l
 void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in);
 void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
 
+/* The AVX-512 kernels for two inputs at once (matvec_batch_avx512.c), bit-identical to two
+ * calls of the one-input kernels. */
+void matvec_f32_rows2_avx512(const float *w, const float *x0, const float *x1, float *y0, float *y1, long r0, long r1,
+                             long in);
+void matvec_bf16_rows2_avx512(const cf_bf16 *w, const float *p0, const float *p1, float *y0, float *y1, long r0, long r1,
+                              long in);
+
 #endif
