@@ -169,6 +169,10 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         cf_fail(err, "n must be between 1 and the server's --max-batch %ld, not %d", e->o.max_batch, p->n);
         return NULL;
     }
+    if (p->n_stop < 0 || p->n_stop > CF_SERVE_MAX_STOP) {
+        cf_fail(err, "at most %d stop strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
+        return NULL;
+    }
     if ((n + 1 + KV_BLOCK - 1) / KV_BLOCK > e->pool->n_blocks) {
         cf_fail(err, "the prompt's %ld tokens need more than the %ld blocks of the KV cache", n, e->pool->n_blocks);
         return NULL;
