@@ -106,7 +106,7 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     case CF_ISA_AVX512:
         job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512;
         pair_block = MATVEC_PAIR_BLOCK_AVX512;
-        job.pair_kernels = true;
+        job.pair_kernels = dtype == CF_F32 || dtype == CF_BF16; /* the dtypes matvec_batch_avx512.c has */
         break;
     case CF_ISA_AVX2:
         job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2;
