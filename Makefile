@@ -6,7 +6,7 @@
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
 #   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp /
-#        bench-ckpt-delta / bench-recovery
+#        bench-serve / bench-ckpt-delta / bench-recovery
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-ckpt-delta bench-recovery
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery
 
 all: build
 
@@ -75,6 +75,10 @@ bench-ckpt-delta: build
 
 bench-recovery: build
 	@bash bench/bench_recovery.sh
+
+# BENCH_SERVE_ARGS, e.g. "--requests 32 --concurrency 1,16": see bench/bench_serve.py --help.
+bench-serve: build
+	@python3 bench/bench_serve.py --bin $(BUILD)/cformers $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf build build-gcc build-asan build-fuzz

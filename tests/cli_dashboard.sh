@@ -27,15 +27,8 @@ done
 "$bin" dashboard --logdir "$tmp/logs" --port 0 >"$tmp/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-# The address FILE's server printed, waiting up to 10 s for it.
-address_in() {
-    for _ in $(seq 100); do
-        grep -o 'http://127.0.0.1:[0-9]*/' "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-}
-url=$(address_in "$tmp/server.out")
-[ -n "$url" ] || { fail_because "the server printed no address"; cat "$tmp/server.out"; finish "cli dashboard"; }
+server_url "$tmp/server.out" "cli dashboard"
+url="$url/"
 
 check "runs" 0 curl -sf "${url}api/runs"
 stdout_has "both runs listed" '"runs":\["a","sweep/b"\]'
@@ -66,7 +59,8 @@ tiny_run --output_dir="$tmp/live" --runner_config.train_steps=100000 --runner_co
 "$bin" train "${tiny[@]}" --dashboard 0 --quiet >"$tmp/train.out" 2>&1 &
 trainer=$!
 trap 'kill $server $trainer 2>/dev/null; rm -rf "$tmp"' EXIT
-live=$(address_in "$tmp/train.out")
+server_url "$tmp/train.out" "cli dashboard"
+live="$url/"
 steps() { curl -sf "${live}api/metrics?run=." | grep -c '"event":"train"'; }
 if [ -z "$live" ]; then
     fail_because "train --dashboard printed no address"; cat "$tmp/train.out"

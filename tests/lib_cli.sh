@@ -16,6 +16,8 @@
 #   same_losses A B WHAT [FROM]  runs A and B recorded the same loss, bit for bit, at every
 #                            step (from step FROM on); the last record of a step counts (a
 #                            crashed run trains some steps again after its resume)
+#   server_url LOG NAME      the http://127.0.0.1:PORT a server started in the background printed
+#                            into LOG (sets url), waiting up to 10 s; else fails and finishes NAME
 #   finish NAME              prints the verdict and exits 0 or 1
 set -u
 bin="$1"
@@ -76,6 +78,17 @@ same_losses() {
     done
     [ -s "$tmp/losses1" ] && cmp -s "$tmp/losses1" "$tmp/losses2" ||
         { fail_because "$3: losses differ"; diff "$tmp/losses1" "$tmp/losses2" | head; }
+}
+
+server_url() {
+    url=""
+    for _ in $(seq 100); do
+        url=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" 2>/dev/null) && return 0
+        sleep 0.1
+    done
+    fail_because "the server printed no address"
+    cat "$1"
+    finish "$2"
 }
 
 finish() {

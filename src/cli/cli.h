@@ -21,6 +21,12 @@ int cmd_dashboard(int argc, char **argv);
 /* True when argv holds -h or --help. */
 bool cli_wants_help(int argc, char **argv);
 
+/* For servers that run until Ctrl-C: cli_block_stop_signals blocks SIGINT and SIGTERM in
+ * the calling thread (call it before starting threads, which inherit the mask) and
+ * cli_wait_stop_signal returns once one arrives. */
+void cli_block_stop_signals(void);
+void cli_wait_stop_signal(void);
+
 /* For subcommands whose implementation lands with a later issue: prints what it will
  * do and which issue brings it, and returns 1. */
 int cli_not_yet(const char *name, const char *what, const char *issue);

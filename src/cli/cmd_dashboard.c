@@ -1,8 +1,6 @@
 /* cformers dashboard: serve the live training dashboard over a log directory. */
 #include "cli.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +57,7 @@ int cmd_dashboard(int argc, char **argv) {
         }
     }
     if (!o.logdir) return cli_usage_error("dashboard", "--logdir DIR is required");
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL); /* the server's thread inherits the mask */
+    cli_block_stop_signals(); /* the server's threads inherit the mask */
     cf_error err = {{0}};
     cf_dashboard *d = cf_dashboard_start(&o, &err);
     if (!d) {
@@ -73,8 +67,7 @@ int cmd_dashboard(int argc, char **argv) {
     printf("dashboard: http://%s:%d/ (runs under %s); Ctrl-C to stop\n", o.host ? o.host : "127.0.0.1",
            cf_dashboard_port(d), o.logdir);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    cli_wait_stop_signal();
     cf_dashboard_stop(d);
     return 0;
 }

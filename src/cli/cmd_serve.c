@@ -1,11 +1,137 @@
-#include "cli.h"
-
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cformers/serve.h"
+#include "cformers/threads.h"
+#include "cli.h"
+#include "cli_parse.h"
+
+static const char usage[] =
+    "usage: cformers serve --model CKPT [options]\n"
+    "\n"
+    "Serves a checkpoint over HTTP with an OpenAI-compatible API (docs/serving.md):\n"
+    "  POST /v1/completions, /v1/chat/completions   (\"stream\": true for server-sent events)\n"
+    "  GET  /v1/models, /health, /metrics (Prometheus text)\n"
+    "Requests are batched continuously over a paged KV cache: every step decodes one token\n"
+    "of each running sequence and prefills waiting prompts in chunks, in one batch.\n"
+    "\n"
+    "options:\n"
+    "  --model CKPT            cformers checkpoint with its tokenizer embedded\n"
+    "  --host ADDR             IPv4 address to listen on (default 127.0.0.1)\n"
+    "  --port N                port (default 8080; 0 = any free port, printed at start)\n"
+    "  --model-name NAME       the model id clients name (default: the checkpoint's file name)\n"
+    "  --max-batch N           sequences decoded together at most (default 16)\n"
+    "  --kv-blocks N           KV cache blocks of 16 tokens (default: --max-batch full contexts)\n"
+    "  --kv-memory SIZE        the KV cache's size instead, e.g. 512M or 2G\n"
+    "  --kv-cache f32|bf16     dtype of the KV cache (default: the weights' dtype)\n"
+    "  --swap-space SIZE       host memory for preempted sequences' blocks (default 0: they are\n"
+    "                          recomputed when they resume)\n"
+    "  --max-seq N             context length served (default: the model's)\n"
+    "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
+    "  --chat-template T       llama2, llama3 or chatml (default: from the tokenizer)\n"
+    "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
+    "  --dtype f32|bf16        dtype of the weights matmuls read (default f32)\n"
+    "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n";
+
+/* "1048576", "512K", "64M", "2G", "1.5GiB" -> bytes. */
+static int parse_size(const char *flag, const char *text, size_t *out) {
+    char *end;
+    double v = strtod(text, &end);
+    double scale = 1;
+    char unit = (char)toupper((unsigned char)*end);
+    if (unit == 'K') scale = 1024.0, end++;
+    else if (unit == 'M') scale = 1024.0 * 1024, end++;
+    else if (unit == 'G') scale = 1024.0 * 1024 * 1024, end++;
+    if (scale > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
+    if (end == text || *end || !(v >= 0) || v * scale > 1e15)
+        return cli_usage_error("serve", "%s must be a size such as 512M or 2G, not '%s'", flag, text);
+    *out = (size_t)(v * scale);
+    return 0;
+}
+
+typedef struct serve_args {
+    const char *model, *name, *chat_template, *kv_cache;
+    cf_serve_options engine;
+    cf_server_options server;
+    cf_dtype dtype;
+    long threads, max_seq;
+} serve_args;
+
+static int parse_args(int argc, char **argv, serve_args *a) {
+    const char *cmd = "serve";
+    *a = (serve_args){.dtype = CF_F32, .server = {.port = 8080}};
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *v = NULL;
+        long x = 0;
+        int rc = 0;
+        if (strcmp(flag, "--no-prefix-sharing") == 0) {
+            a->engine.no_prefix_sharing = true;
+            continue;
+        }
+        if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
+        if (strcmp(flag, "--model") == 0) a->model = v;
+        else if (strcmp(flag, "--host") == 0) a->server.host = v;
+        else if (strcmp(flag, "--port") == 0) rc = cli_parse_long(cmd, flag, v, 0, 65535, &x), a->server.port = (int)x;
+        else if (strcmp(flag, "--model-name") == 0) a->server.model_name = v;
+        else if (strcmp(flag, "--max-batch") == 0) rc = cli_parse_long(cmd, flag, v, 1, 128, &a->engine.max_batch);
+        else if (strcmp(flag, "--kv-blocks") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->engine.kv_blocks);
+        else if (strcmp(flag, "--kv-memory") == 0) rc = parse_size(flag, v, &a->engine.kv_memory);
+        else if (strcmp(flag, "--kv-cache") == 0) a->kv_cache = v;
+        else if (strcmp(flag, "--swap-space") == 0) rc = parse_size(flag, v, &a->engine.swap_space);
+        else if (strcmp(flag, "--max-seq") == 0) rc = cli_parse_long(cmd, flag, v, 2, 1L << 24, &a->max_seq);
+        else if (strcmp(flag, "--max-waiting") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 20, &a->engine.max_waiting);
+        else if (strcmp(flag, "--chat-template") == 0) a->server.chat_template = v;
+        else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
+        else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
+        else return cli_usage_error(cmd, "unknown option '%s'", flag);
+        if (rc) return rc;
+    }
+    if (!a->model) return cli_usage_error(cmd, "--model is required");
+    if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
+    if (a->dtype != CF_F32 && a->dtype != CF_BF16) return cli_usage_error(cmd, "--dtype must be f32 or bf16");
+    if (a->kv_cache && strcmp(a->kv_cache, "f32") && strcmp(a->kv_cache, "bf16"))
+        return cli_usage_error(cmd, "--kv-cache must be f32 or bf16, not '%s'", a->kv_cache);
+    const char *t = a->server.chat_template;
+    if (t && strcmp(t, "llama2") && strcmp(t, "llama3") && strcmp(t, "chatml"))
+        return cli_usage_error(cmd, "--chat-template must be llama2, llama3 or chatml, not '%s'", t);
+    return 0;
+}
 
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
-        printf("usage: cformers serve [options]\n\nserve a model over HTTP with a paged KV cache.\nNot implemented yet: it arrives with a later issue (serving).\n");
+        fputs(usage, stdout);
         return 0;
     }
-    return cli_not_yet("serve", "serve a model over HTTP with a paged KV cache", "a later issue (serving)");
+    serve_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc;
+    if (a.threads) cf_set_num_threads((int)a.threads);
+    cli_block_stop_signals(); /* the server's threads inherit the mask */
+    cf_error err = {{0}};
+    cf_kv_cache_dtype kv = !a.kv_cache ? CF_KV_AUTO : strcmp(a.kv_cache, "bf16") == 0 ? CF_KV_BF16 : CF_KV_F32;
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = a.max_seq, .kv_cache = kv};
+    cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
+    cf_serve_engine *e = m ? cf_serve_engine_new(m, &a.engine, &err) : NULL;
+    if (!e) cf_infer_free(m);
+    const char *base = strrchr(a.model, '/') ? strrchr(a.model, '/') + 1 : a.model;
+    if (!a.server.model_name) a.server.model_name = base;
+    cf_server *s = e ? cf_server_start(e, &a.server, &err) : NULL;
+    if (!s) {
+        fprintf(stderr, "cformers serve: %s\n", err.msg);
+        cf_serve_engine_free(e);
+        return 1;
+    }
+    cf_serve_stats st;
+    cf_serve_stats_get(e, &st);
+    printf("serve: http://%s:%d/v1 (model '%s', context %ld, %ld KV blocks of 16 tokens in %s, %d threads); "
+           "Ctrl-C to stop\n",
+           a.server.host ? a.server.host : "127.0.0.1", cf_server_port(s), a.server.model_name, cf_infer_max_seq(m),
+           st.kv_blocks_total, cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads());
+    fflush(stdout);
+    cli_wait_stop_signal();
+    cf_server_stop(s);
+    cf_serve_engine_free(e);
+    return 0;
 }

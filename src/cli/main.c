@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +43,25 @@ static void print_help(FILE *out) {
             "Run `cformers <command> --help` for a command's options.\n"
             "environment: CFORMERS_THREADS (thread count), CFORMERS_ISA (avx512|avx2|scalar),\n"
             "             CFORMERS_DATA_DIR (shared assets, default ../shared/data)\n");
+}
+
+static void stop_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+}
+
+void cli_block_stop_signals(void) {
+    sigset_t stop;
+    stop_signals(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+}
+
+void cli_wait_stop_signal(void) {
+    sigset_t stop;
+    stop_signals(&stop);
+    int sig = 0;
+    sigwait(&stop, &sig);
 }
 
 bool cli_wants_help(int argc, char **argv) {

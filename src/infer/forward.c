@@ -196,3 +196,8 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
     cf_fp_mode_restore(fp_mode);
     return 0;
 }
+
+/* For the paged, batched forward (forward_paged.c), which must compute exactly what this
+ * path does token by token. */
+float infer_dot(const float *a, const float *b, long n) { return dot(a, b, n); }
+void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n) { embed(m, tokens, n); }

@@ -30,6 +30,14 @@ static inline long matvec_pairs_floats(long in) {
  * scratch of matvec_pairs_floats(in) floats, used for bf16 weights. */
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
 
+/* The same for `batch` inputs x[batch, in] at once (a batched decode step): part i's
+ * products for input b go to parts[i].y + b * parts[i].rows. Each weight chunk is taken
+ * by every input while it is in cache, so the weights are read from memory once, and each
+ * output equals infer_matvec's for that input alone, bit for bit (the batch changes no
+ * summation order). `pairs` holds batch * matvec_pairs_floats(in) floats. */
+void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long batch, long in,
+                        float *pairs);
+
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
@@ -51,5 +59,12 @@ void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, l
 void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
 void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in);
 void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
+
+/* The AVX-512 kernels for two inputs at once (matvec_batch_avx512.c), bit-identical to two
+ * calls of the one-input kernels. */
+void matvec_f32_rows2_avx512(const float *w, const float *x0, const float *x1, float *y0, float *y1, long r0, long r1,
+                             long in);
+void matvec_bf16_rows2_avx512(const cf_bf16 *w, const float *p0, const float *p1, float *y0, float *y1, long r0, long r1,
+                              long in);
 
 #endif

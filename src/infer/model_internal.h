@@ -54,4 +54,8 @@ int infer_model_finish(cf_infer_model *m, cf_error *err);
 /* (Re)allocates the per-thread scratch (scores, kv_f32) for the pool's current size. */
 void infer_alloc_thread_scratch(cf_infer_model *m);
 
+/* forward.c's dot product (8 partial sums) and embedding lookup into m->x[n, dim]. */
+float infer_dot(const float *a, const float *b, long n);
+void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n);
+
 #endif

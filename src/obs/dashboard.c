@@ -2,7 +2,6 @@
  * embedded at build time as cf_dashboard_html (CMakeLists.txt). */
 #include "obs/dashboard.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -14,6 +13,7 @@
 
 #include "core/file_util.h"
 #include "obs/dashboard_html.h"
+#include "obs/http.h"
 
 struct cf_dashboard {
     struct MHD_Daemon *daemon;
@@ -77,53 +77,38 @@ static bool known_run(const char *logdir, const char *name) {
     return found;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, void *body, size_t n,
-                             enum MHD_ResponseMemoryMode mode) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(n, body, mode);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result rc = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text) {
-    return reply(c, status, "text/plain; charset=utf-8", (void *)text, strlen(text), MHD_RESPMEM_MUST_COPY);
-}
-
 static enum MHD_Result serve_metrics(cf_dashboard *d, struct MHD_Connection *c) {
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
-    if (!run || !*run) return reply_text(c, MHD_HTTP_BAD_REQUEST, "missing ?run=NAME (see /api/runs)\n");
-    if (!known_run(d->logdir, run)) return reply_text(c, MHD_HTTP_NOT_FOUND, "no such run (see /api/runs)\n");
+    if (!run || !*run) return cf_http_reply_text(c, MHD_HTTP_BAD_REQUEST, "missing ?run=NAME (see /api/runs)\n");
+    if (!known_run(d->logdir, run)) return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such run (see /api/runs)\n");
     char dir[PATH_CAP], path[PATH_CAP];
     if (!join(dir, sizeof dir, d->logdir, strcmp(run, ".") ? run : "") || !join(path, sizeof path, dir, "metrics.jsonl"))
-        return reply_text(c, MHD_HTTP_NOT_FOUND, "path too long\n");
+        return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "path too long\n");
     size_t n;
     cf_error err = {{0}};
     unsigned char *text = cf_read_file(path, &n, &err);
-    if (!text) return reply_text(c, MHD_HTTP_NOT_FOUND, err.msg);
-    return reply(c, MHD_HTTP_OK, "application/x-ndjson", text, n, MHD_RESPMEM_MUST_FREE);
+    if (!text) return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, err.msg);
+    return cf_http_reply(c, MHD_HTTP_OK, "application/x-ndjson", text, n, MHD_RESPMEM_MUST_FREE);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state) {
     cf_dashboard *d = cls;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
+        return cf_http_reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
     if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
-        return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", (void *)cf_dashboard_html, cf_dashboard_html_size,
+        return cf_http_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", (void *)cf_dashboard_html, cf_dashboard_html_size,
                      MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/chart.js") == 0)
-        return reply(c, MHD_HTTP_OK, "text/javascript", d->chart_js, d->chart_js_size, MHD_RESPMEM_PERSISTENT);
+        return cf_http_reply(c, MHD_HTTP_OK, "text/javascript", d->chart_js, d->chart_js_size, MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/api/runs") == 0) {
         json_t *runs = json_array();
         find_runs(d->logdir, "", 0, runs);
         char *body = json_dumps(json_pack("{s:s, s:o}", "logdir", d->logdir, "runs", runs), JSON_COMPACT);
-        return reply(c, MHD_HTTP_OK, "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE);
+        return cf_http_reply(c, MHD_HTTP_OK, "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE);
     }
     if (strcmp(url, "/api/metrics") == 0) return serve_metrics(d, c);
-    return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
 cf_dashboard *cf_dashboard_start(const cf_dashboard_options *o, cf_error *err) {
@@ -141,22 +126,12 @@ cf_dashboard *cf_dashboard_start(const cf_dashboard_options *o, cf_error *err) {
         free(d);
         return NULL;
     }
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-    const char *host = o->host ? o->host : "127.0.0.1";
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        cf_fail(err, "--host %s: not an IPv4 address", host);
-        cf_dashboard_stop(d);
-        return NULL;
-    }
-    d->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, (uint16_t)o->port, NULL, NULL, handle,
-                                 d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_END);
+    d->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, handle, d, NULL,
+                               &d->port, err);
     if (!d->daemon) {
-        cf_fail(err, "cannot listen on %s:%d (in use, or not an address of this machine)", host, o->port);
         cf_dashboard_stop(d);
         return NULL;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    d->port = info ? info->port : o->port;
     return d;
 }
 

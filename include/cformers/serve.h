@@ -1,0 +1,122 @@
+/* Serving: a continuous-batching engine over a paged KV cache, and the OpenAI-compatible
+ * HTTP server in front of it (`cformers serve`, docs/serving.md).
+ *
+ * The engine owns a model and runs on its own thread. Requests are submitted from any
+ * thread; each step the scheduler runs one batched forward over every running sequence's
+ * next token plus chunks of waiting prompts within a token budget (new requests join at
+ * the next step, finished ones leave at once). KV rows live in a pool of 16-token blocks:
+ * full prompt blocks are shared between sequences with the same prefix (and between the
+ * `n` samples of a request), copied on write; when the pool runs out the newest sequence
+ * is preempted, its blocks swapped to host memory (bounded) or dropped and recomputed.
+ * Every token's logits are those the single-sequence path computes (paged_kv.h), so a
+ * greedy request gives the same text whatever else is running. */
+#ifndef CFORMERS_SERVE_H
+#define CFORMERS_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/error.h"
+#include "cformers/infer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cf_serve_options {
+    long max_batch;     /* sequences running at once (default 16) */
+    long kv_blocks;     /* blocks in the KV pool; 0: from kv_memory, else max_batch full contexts */
+    size_t kv_memory;   /* bytes for the KV pool when kv_blocks is 0 */
+    size_t swap_space;  /* host memory for swapped-out blocks; 0: preempted sequences are recomputed */
+    long step_tokens;   /* tokens per batched step, decode and prefill together (default and at most 128) */
+    long max_waiting;   /* requests queued beyond the running ones before submit refuses (default 256) */
+    bool no_prefix_sharing;
+} cf_serve_options;
+
+enum { CF_SERVE_MAX_STOP = 4 };
+
+typedef struct cf_serve_params {
+    long max_tokens;          /* new tokens at most; 0: to the end of the context */
+    cf_sampler_params sampling; /* the seed of sample i is seed + i */
+    float presence_penalty, frequency_penalty; /* OpenAI's: subtracted from the logits of tokens generated so far */
+    const char *stop[CF_SERVE_MAX_STOP];       /* generation ends before the first of these strings */
+    int n_stop;
+    int n;                    /* samples of the prompt (default 1) */
+    bool ignore_eos;          /* generate past EOS (benchmarks: a fixed number of tokens) */
+} cf_serve_params;
+
+typedef struct cf_serve_engine cf_serve_engine;
+typedef struct cf_serve_request cf_serve_request;
+
+/* Takes the model (freed with the engine) and starts the engine thread. */
+cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *opt, cf_error *err);
+void cf_serve_engine_free(cf_serve_engine *e);
+const cf_infer_model *cf_serve_model(const cf_serve_engine *e);
+
+/* Why a submit failed: the HTTP status it maps to. */
+typedef enum cf_serve_refusal { CF_SERVE_BAD_REQUEST = 400, CF_SERVE_BUSY = 503 } cf_serve_refusal;
+
+/* Queues a prompt of token ids (copied); NULL with err set and *why when it is refused
+ * (empty or too long for the context, bad parameters: 400; queue full: 503). */
+cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, long n, const cf_serve_params *p,
+                                  cf_serve_refusal *why, cf_error *err);
+/* Waits until the request has changed since *version (new text, a sample finished) or
+ * timeout_ms passed; updates *version. Returns true once every sample has finished. */
+bool cf_serve_wait(cf_serve_request *r, uint64_t *version, int timeout_ms);
+
+/* Sample i as it stands. */
+typedef struct cf_serve_output {
+    char *text;             /* malloc'd: the text from byte `from` on that may be shown (text that could
+                               still turn out to begin a stop string is held back) */
+    size_t len;
+    const char *finish;     /* NULL while running, else "stop" or "length" */
+    long prompt_tokens, completion_tokens;
+} cf_serve_output;
+void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out);
+int cf_serve_request_n(const cf_serve_request *r);
+/* The caller is done with the request: an unfinished one is cancelled and its blocks
+ * freed at the next step. */
+void cf_serve_release(cf_serve_request *r);
+
+/* A snapshot of the engine's counters (the server's /metrics). */
+enum { CF_SERVE_BUCKETS = 14 };
+typedef struct cf_serve_histogram {
+    double le[CF_SERVE_BUCKETS]; /* upper bounds in seconds; the last is +Inf */
+    uint64_t count[CF_SERVE_BUCKETS];
+    double sum;
+    uint64_t n;
+} cf_serve_histogram;
+
+typedef struct cf_serve_stats {
+    uint64_t requests, requests_finished, prompt_tokens, generated_tokens, steps;
+    uint64_t preempt_swap, preempt_recompute, swap_in, prefix_hit_blocks, cancelled;
+    long running, waiting, swapped;
+    long kv_blocks_total, kv_blocks_used, kv_blocks_peak;
+    size_t swap_bytes_used, swap_bytes_total;
+    double kv_waste; /* allocated slots not holding a token, over all steps so far (0..1) */
+    cf_serve_histogram ttft, itl;
+} cf_serve_stats;
+void cf_serve_stats_get(cf_serve_engine *e, cf_serve_stats *s);
+
+/* ---- the HTTP server ---- */
+
+typedef struct cf_server_options {
+    const char *host;          /* IPv4 address to listen on; NULL = 127.0.0.1 */
+    int port;                  /* 0: any free port (cf_server_port says which) */
+    const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
+    const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
+    size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
+} cf_server_options;
+
+typedef struct cf_server cf_server;
+/* Serves the engine over HTTP (threads of its own) until stopped; the engine must
+ * outlive the server. */
+cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err);
+int cf_server_port(const cf_server *s);
+void cf_server_stop(cf_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,547 @@
+/* The OpenAI-compatible HTTP front of the serving engine (libmicrohttpd, one thread per
+ * connection so that a request can wait for its tokens; JSON with jansson):
+ *   GET  /health, /v1/models, /metrics (Prometheus text)
+ *   POST /v1/completions, /v1/chat/completions (stream: true as server-sent events)
+ * Errors are OpenAI's {"error": {"message", "type", "param", "code"}} with the status. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cformers/serve.h"
+#include "data/utf8.h"
+#include "obs/http.h"
+#include "serve/chat.h"
+
+enum { STATUS_KINDS = 8 };
+static const unsigned status_codes[STATUS_KINDS] = {200, 400, 404, 405, 413, 500, 503, 0};
+
+struct cf_server {
+    cf_serve_engine *e;
+    struct MHD_Daemon *daemon;
+    int port;
+    char model[256];
+    serve_chat_template chat;
+    size_t max_body;
+    atomic_ulong next_id;
+    atomic_ulong responses[STATUS_KINDS]; /* by status_codes; the last: any other */
+};
+
+/* A connection's request body, gathered over the handler's calls. */
+typedef struct upload {
+    char *body;
+    size_t len;
+    bool too_big;
+} upload;
+
+static void count_status(cf_server *s, unsigned status) {
+    int k = 0;
+    while (k < STATUS_KINDS - 1 && status_codes[k] != status) k++;
+    atomic_fetch_add(&s->responses[k], 1);
+}
+
+static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsigned status, json_t *body) {
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    count_status(s, status);
+    return cf_http_reply(c, status, "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsigned status, const char *param,
+                                   const char *message) {
+    const char *type = status >= 500 ? "server_error" : "invalid_request_error";
+    const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy" : NULL;
+    json_t *err = json_pack("{s:s, s:s, s:s?, s:s?}", "message", message, "type", type, "param", param, "code", code);
+    return reply_json(s, c, status, json_pack("{s:o}", "error", err));
+}
+
+/* A JSON string of text that may hold malformed UTF-8 (a model can emit any bytes):
+ * each malformed byte becomes U+FFFD. */
+static json_t *text_json(const char *text, size_t n) {
+    json_t *j = json_stringn(text, n);
+    if (j) return j;
+    char *clean = cf_xmalloc(3 * n + 1);
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+        int len = cf_utf8_valid_len((const unsigned char *)text + i, n - i);
+        if (len) memcpy(clean + out, text + i, (size_t)len), out += (size_t)len, i += (size_t)len;
+        else memcpy(clean + out, "\xef\xbf\xbd", 3), out += 3, i++;
+    }
+    j = json_stringn(clean, out);
+    free(clean);
+    return j;
+}
+
+/* ---- request parsing ---- */
+
+typedef struct parsed {
+    cf_serve_params p;
+    bool stream;
+    int32_t *ids;
+    long n_ids;
+    const char *param; /* the field a 400 is about */
+} parsed;
+
+static int number_field(json_t *body, const char *name, double lo, double hi, double *out, parsed *q, cf_error *err) {
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    q->param = name;
+    if (!json_is_number(v)) return cf_fail(err, "'%s' must be a number", name);
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi)) return cf_fail(err, "'%s' must be between %g and %g, not %g", name, lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int integer_field(json_t *body, const char *name, long lo, long hi, long *out, parsed *q, cf_error *err) {
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    q->param = name;
+    if (!json_is_integer(v)) return cf_fail(err, "'%s' must be an integer", name);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return cf_fail(err, "'%s' must be between %ld and %ld, not %lld", name, lo, hi, (long long)x);
+    *out = (long)x;
+    return 0;
+}
+
+/* The sampling fields both endpoints take. */
+static int parse_params(cf_server *s, json_t *body, bool chat, parsed *q, cf_error *err) {
+    long max_seq = cf_infer_max_seq(cf_serve_model(s->e));
+    double temperature = 1.0, top_p = 1.0, presence = 0.0, frequency = 0.0;
+    long max_tokens = chat ? 0 : 16, top_k = 0, seed = 0, n = 1;
+    if (integer_field(body, chat && json_object_get(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                      0, 1L << 30, &max_tokens, q, err) ||
+        number_field(body, "temperature", 0.0, 2.0, &temperature, q, err) ||
+        number_field(body, "top_p", 0.0, 1.0, &top_p, q, err) || integer_field(body, "top_k", 0, 1L << 30, &top_k, q, err) ||
+        integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) || integer_field(body, "n", 1, 128, &n, q, err) ||
+        number_field(body, "presence_penalty", -2.0, 2.0, &presence, q, err) ||
+        number_field(body, "frequency_penalty", -2.0, 2.0, &frequency, q, err))
+        return -1;
+    if (max_tokens > max_seq)
+        return q->param = "max_tokens", cf_fail(err, "max_tokens %ld is beyond the context of %ld tokens", max_tokens, max_seq);
+    json_t *stream = json_object_get(body, "stream");
+    if (stream && !json_is_null(stream) && !json_is_boolean(stream))
+        return q->param = "stream", cf_fail(err, "'stream' must be true or false");
+    q->stream = json_is_true(stream);
+    json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
+    if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
+        return q->param = "ignore_eos", cf_fail(err, "'ignore_eos' must be true or false");
+    q->p = (cf_serve_params){.max_tokens = max_tokens, .n = (int)n, .presence_penalty = (float)presence,
+                             .frequency_penalty = (float)frequency,
+                             .sampling = {.temperature = (float)temperature, .top_p = (float)top_p, .top_k = (int)top_k,
+                                          .seed = (uint64_t)seed},
+                             .ignore_eos = json_is_true(ignore_eos)};
+    json_t *stop = json_object_get(body, "stop");
+    q->param = "stop";
+    if (json_is_string(stop)) {
+        q->p.stop[q->p.n_stop++] = json_string_value(stop);
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > CF_SERVE_MAX_STOP - 1)
+            return cf_fail(err, "'stop' takes at most %d strings", CF_SERVE_MAX_STOP - 1);
+        size_t i;
+        json_t *v;
+        json_array_foreach(stop, i, v) {
+            if (!json_is_string(v) || json_string_length(v) == 0) return cf_fail(err, "'stop' must hold non-empty strings");
+            q->p.stop[q->p.n_stop++] = json_string_value(v);
+        }
+    } else if (stop && !json_is_null(stop)) {
+        return cf_fail(err, "'stop' must be a string or an array of strings");
+    }
+    q->param = NULL;
+    return 0;
+}
+
+static int encode(cf_server *s, const char *text, size_t len, parsed *q, cf_error *err) {
+    const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
+    q->n_ids = cf_tokenizer_encode(tok, text, len, true, &q->ids, err);
+    return q->n_ids < 0 ? -1 : 0;
+}
+
+/* /v1/completions' prompt: a string, one string in an array, or an array of token ids. */
+static int parse_prompt(cf_server *s, json_t *body, parsed *q, cf_error *err) {
+    json_t *prompt = json_object_get(body, "prompt");
+    q->param = "prompt";
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0)))
+        prompt = json_array_get(prompt, 0);
+    if (json_is_string(prompt)) return encode(s, json_string_value(prompt), json_string_length(prompt), q, err);
+    if (json_is_array(prompt) && json_array_size(prompt) > 0) {
+        q->n_ids = (long)json_array_size(prompt);
+        q->ids = cf_xmalloc(sizeof *q->ids * (size_t)q->n_ids);
+        for (long i = 0; i < q->n_ids; i++) {
+            json_t *v = json_array_get(prompt, (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
+            q->ids[i] = (int32_t)json_integer_value(v);
+        }
+        return 0;
+    }
+    return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
+}
+
+/* ---- responses ---- */
+
+typedef struct call {
+    cf_server *s;
+    cf_serve_request *r;
+    bool chat;
+    char id[40];
+    long created;
+} call;
+
+static json_t *choice_json(const call *k, int i, const char *text, size_t len, const char *finish, bool delta,
+                           bool first) {
+    json_t *c = json_pack("{s:i, s:n, s:s?}", "index", i, "logprobs", "finish_reason", finish);
+    if (!finish) json_object_set_new(c, "finish_reason", json_null());
+    if (!k->chat) {
+        json_object_set_new(c, "text", text_json(text, len));
+    } else if (!delta) {
+        json_object_set_new(c, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text_json(text, len)));
+    } else {
+        json_t *d = json_object();
+        if (first) json_object_set_new(d, "role", json_string("assistant"));
+        if (len || first) json_object_set_new(d, "content", text_json(text, len));
+        json_object_set_new(c, "delta", d);
+    }
+    return c;
+}
+
+static json_t *envelope(const call *k, bool chunk) {
+    const char *object = k->chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", k->id, "object", object, "created", (json_int_t)k->created, "model",
+                     k->s->model);
+}
+
+static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
+    uint64_t version = 0;
+    while (!cf_serve_wait(k->r, &version, 1000)) {
+    }
+    json_t *body = envelope(k, false), *choices = json_array();
+    long prompt = 0, completion = 0;
+    for (int i = 0; i < cf_serve_request_n(k->r); i++) {
+        cf_serve_output o;
+        cf_serve_read(k->r, i, 0, &o);
+        json_array_append_new(choices, choice_json(k, i, o.text, o.len, o.finish, false, false));
+        prompt = o.prompt_tokens, completion += o.completion_tokens;
+        free(o.text);
+    }
+    cf_serve_release(k->r);
+    json_object_set_new(body, "choices", choices);
+    json_object_set_new(body, "usage", json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt,
+                                                 "completion_tokens", (json_int_t)completion, "total_tokens",
+                                                 (json_int_t)(prompt + completion)));
+    return reply_json(k->s, c, 200, body);
+}
+
+/* A streamed response: server-sent events read by libmicrohttpd as they come. */
+typedef struct stream {
+    call k;
+    uint64_t version;
+    size_t *sent;
+    bool *finished, *started;
+    char *buf;
+    size_t len, off, cap;
+    bool done;
+} stream;
+
+static void put_event(stream *st, json_t *j) {
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    size_t n = strlen(text) + 8;
+    if (st->len + n + 16 > st->cap) st->cap = (st->len + n + 16) * 2, st->buf = cf_xrealloc(st->buf, st->cap);
+    st->len += (size_t)snprintf(st->buf + st->len, st->cap - st->len, "data: %s\n\n", text);
+    free(text);
+}
+
+/* The events since the last call: each sample's new text, then its finish. */
+static void gather(stream *st) {
+    bool all = cf_serve_wait(st->k.r, &st->version, 250);
+    int n = cf_serve_request_n(st->k.r);
+    for (int i = 0; i < n; i++) {
+        if (st->finished[i]) continue;
+        cf_serve_output o;
+        cf_serve_read(st->k.r, i, st->sent[i], &o);
+        if (o.len || !st->started[i]) {
+            json_t *ev = envelope(&st->k, true);
+            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, o.text, o.len, NULL, true,
+                                                                              !st->started[i])));
+            put_event(st, ev);
+            st->sent[i] += o.len, st->started[i] = true;
+        }
+        if (o.finish) {
+            json_t *ev = envelope(&st->k, true);
+            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, "", 0, o.finish, true, false)));
+            put_event(st, ev);
+            st->finished[i] = true;
+        }
+        free(o.text);
+    }
+    if (all) {
+        bool every = true;
+        for (int i = 0; i < n; i++) every &= st->finished[i];
+        if (every) {
+            const char *done = "data: [DONE]\n\n";
+            size_t dn = strlen(done);
+            if (st->len + dn > st->cap) st->cap = st->len + dn, st->buf = cf_xrealloc(st->buf, st->cap);
+            memcpy(st->buf + st->len, done, dn), st->len += dn;
+            st->done = true;
+        }
+    }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    (void)pos;
+    stream *st = cls;
+    while (st->off == st->len) {
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->off = st->len = 0;
+        gather(st);
+    }
+    size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(out, st->buf + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the client left): an unfinished request is cancelled. */
+static void stream_free(void *cls) {
+    stream *st = cls;
+    cf_serve_release(st->k.r);
+    free(st->sent), free(st->finished), free(st->started), free(st->buf);
+    free(st);
+}
+
+static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
+    stream *st = cf_xcalloc(1, sizeof *st);
+    st->k = *k;
+    int n = cf_serve_request_n(k->r);
+    st->sent = cf_xcalloc((size_t)n, sizeof *st->sent);
+    st->finished = cf_xcalloc((size_t)n, sizeof *st->finished);
+    st->started = cf_xcalloc((size_t)n, sizeof *st->started);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    count_status(k->s, 200);
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
+    json_error_t jerr;
+    json_t *body = json_loadb(u->body ? u->body : "", u->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body || !json_is_object(body)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "the body is not a JSON object: %s", body ? "another JSON value" : jerr.text);
+        json_decref(body);
+        return reply_error(s, c, 400, NULL, msg);
+    }
+    json_t *model = json_object_get(body, "model");
+    if (model && !json_is_null(model) && (!json_is_string(model) || strcmp(json_string_value(model), s->model) != 0)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "The model '%.256s' does not exist; this server serves '%s' (GET /v1/models)",
+                 json_is_string(model) ? json_string_value(model) : "(not a string)", s->model);
+        json_decref(body);
+        return reply_error(s, c, 404, "model", msg);
+    }
+    parsed q = {0};
+    cf_error err;
+    int rc = parse_params(s, body, chat, &q, &err);
+    if (rc == 0 && chat) {
+        q.param = "messages";
+        char *prompt = serve_chat_render(s->chat, json_object_get(body, "messages"), &err);
+        rc = prompt ? encode(s, prompt, strlen(prompt), &q, &err) : -1;
+        free(prompt);
+        if (rc == 0 && q.p.n_stop < CF_SERVE_MAX_STOP) q.p.stop[q.p.n_stop++] = serve_chat_stop(s->chat);
+    } else if (rc == 0) {
+        rc = parse_prompt(s, body, &q, &err);
+    }
+    cf_serve_request *r = NULL;
+    cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
+    if (rc == 0) {
+        if (!q.param) q.param = "prompt";
+        r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
+    }
+    free(q.ids);
+    if (!r) {
+        enum MHD_Result res = reply_error(s, c, (unsigned)why, why == CF_SERVE_BUSY ? NULL : q.param, err.msg);
+        json_decref(body);
+        return res;
+    }
+    json_decref(body); /* the stop strings were copied by submit */
+    call k = {.s = s, .r = r, .chat = chat, .created = (long)time(NULL)};
+    snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
+    return q.stream ? reply_stream(&k, c) : reply_whole(&k, c);
+}
+
+/* ---- GET ---- */
+
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if ((size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = *cap * 2 + (size_t)n, *buf = cf_xrealloc(*buf, *cap);
+    }
+}
+
+static void histogram_text(char **b, size_t *len, size_t *cap, const char *name, const char *help,
+                           const cf_serve_histogram *h) {
+    metric(b, len, cap, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (int i = 0; i < CF_SERVE_BUCKETS; i++) {
+        if (i == CF_SERVE_BUCKETS - 1) metric(b, len, cap, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count[i]);
+        else metric(b, len, cap, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)h->count[i]);
+    }
+    metric(b, len, cap, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->n);
+}
+
+static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
+    cf_serve_stats st;
+    cf_serve_stats_get(s->e, &st);
+    size_t len = 0, cap = 8192;
+    char *b = cf_xmalloc(cap);
+    b[0] = 0;
+#define COUNTER(name, help, v)                                                                                         \
+    metric(&b, &len, &cap, "# HELP cformers_" name " " help "\n# TYPE cformers_" name " counter\ncformers_" name " %llu\n", \
+           (unsigned long long)(v))
+#define GAUGE(name, help, fmt, v)                                                                                      \
+    metric(&b, &len, &cap, "# HELP cformers_" name " " help "\n# TYPE cformers_" name " gauge\ncformers_" name " " fmt "\n", v)
+    COUNTER("requests_total", "Requests accepted by the engine.", st.requests);
+    COUNTER("requests_finished_total", "Requests whose every sample finished.", st.requests_finished);
+    COUNTER("requests_cancelled_total", "Requests whose client left before the end.", st.cancelled);
+    metric(&b, &len, &cap, "# HELP cformers_http_responses_total HTTP responses by status.\n"
+                           "# TYPE cformers_http_responses_total counter\n");
+    for (int k = 0; k < STATUS_KINDS; k++)
+        if (status_codes[k])
+            metric(&b, &len, &cap, "cformers_http_responses_total{code=\"%u\"} %lu\n", status_codes[k],
+                   atomic_load(&s->responses[k]));
+        else
+            metric(&b, &len, &cap, "cformers_http_responses_total{code=\"other\"} %lu\n", atomic_load(&s->responses[k]));
+    COUNTER("prompt_tokens_total", "Prompt tokens of accepted requests.", st.prompt_tokens);
+    COUNTER("generation_tokens_total", "Tokens generated.", st.generated_tokens);
+    COUNTER("engine_steps_total", "Batched forward steps.", st.steps);
+    histogram_text(&b, &len, &cap, "cformers_time_to_first_token_seconds", "From a request's arrival to its first token.",
+                   &st.ttft);
+    histogram_text(&b, &len, &cap, "cformers_inter_token_latency_seconds", "Between consecutive tokens of a sequence.",
+                   &st.itl);
+    GAUGE("sequences_running", "Sequences in the running batch.", "%ld", st.running);
+    GAUGE("sequences_waiting", "Sequences waiting to start (or to be recomputed).", "%ld", st.waiting);
+    GAUGE("sequences_swapped", "Sequences swapped out to host memory.", "%ld", st.swapped);
+    GAUGE("kv_blocks_total", "Blocks in the KV pool (16 tokens each).", "%ld", st.kv_blocks_total);
+    GAUGE("kv_blocks_used", "KV blocks held by sequences.", "%ld", st.kv_blocks_used);
+    GAUGE("kv_blocks_free", "KV blocks free.", "%ld", st.kv_blocks_total - st.kv_blocks_used);
+    GAUGE("kv_blocks_peak", "Most KV blocks held at once.", "%ld", st.kv_blocks_peak);
+    GAUGE("kv_waste_ratio", "Allocated KV slots not holding a token, over all steps so far.", "%.6f", st.kv_waste);
+    metric(&b, &len, &cap, "# HELP cformers_preemptions_total Sequences preempted for lack of KV blocks.\n"
+                           "# TYPE cformers_preemptions_total counter\n"
+                           "cformers_preemptions_total{mode=\"swap\"} %llu\ncformers_preemptions_total{mode=\"recompute\"} %llu\n",
+           (unsigned long long)st.preempt_swap, (unsigned long long)st.preempt_recompute);
+    COUNTER("swap_in_total", "Sequences swapped back in.", st.swap_in);
+    GAUGE("swap_bytes_used", "Host memory holding swapped-out blocks.", "%zu", st.swap_bytes_used);
+    GAUGE("swap_bytes_total", "Swap space (--swap-space).", "%zu", st.swap_bytes_total);
+    COUNTER("prefix_cache_hit_blocks_total", "Prompt blocks found already computed and shared.", st.prefix_hit_blocks);
+#undef COUNTER
+#undef GAUGE
+    count_status(s, 200);
+    return cf_http_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b, len, MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *data, size_t *data_size, void **state) {
+    (void)version;
+    cf_server *s = cls;
+    bool post = strcmp(method, "POST") == 0;
+    bool completion = strcmp(url, "/v1/completions") == 0, chat = strcmp(url, "/v1/chat/completions") == 0;
+    if (post && (completion || chat)) {
+        upload *u = *state;
+        if (!u) {
+            *state = cf_xcalloc(1, sizeof(upload));
+            return MHD_YES;
+        }
+        if (*data_size) {
+            if (u->len + *data_size > s->max_body) {
+                u->too_big = true;
+            } else {
+                u->body = cf_xrealloc(u->body, u->len + *data_size + 1);
+                memcpy(u->body + u->len, data, *data_size);
+                u->len += *data_size;
+            }
+            *data_size = 0;
+            return MHD_YES;
+        }
+        if (u->too_big) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "the request body is larger than the server's limit of %zu bytes", s->max_body);
+            return reply_error(s, c, 413, NULL, msg);
+        }
+        return completions(s, c, u, chat);
+    }
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (completion || chat || ((strcmp(url, "/health") == 0 || strcmp(url, "/v1/models") == 0 ||
+                                strcmp(url, "/metrics") == 0) && !get))
+        return reply_error(s, c, 405, NULL, completion || chat ? "use POST" : "use GET");
+    if (strcmp(url, "/health") == 0) return reply_json(s, c, 200, json_pack("{s:s}", "status", "ok"));
+    if (strcmp(url, "/v1/models") == 0)
+        return reply_json(s, c, 200,
+                          json_pack("{s:s, s:[{s:s, s:s, s:i, s:s, s:I}]}", "object", "list", "data", "id", s->model,
+                                    "object", "model", "created", 0, "owned_by", "cformers", "max_model_len",
+                                    (json_int_t)cf_infer_max_seq(cf_serve_model(s->e))));
+    if (strcmp(url, "/metrics") == 0) return metrics(s, c);
+    char msg[300];
+    snprintf(msg, sizeof msg, "no route %.200s (see /v1/models, /v1/completions, /v1/chat/completions)", url);
+    return reply_error(s, c, 404, NULL, msg);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
+    (void)cls, (void)c, (void)why;
+    upload *u = *state;
+    if (!u) return;
+    free(u->body);
+    free(u);
+    *state = NULL;
+}
+
+cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err) {
+    const cf_infer_model *m = cf_serve_model(e);
+    if (!cf_infer_tokenizer(m)) {
+        cf_fail(err, "the checkpoint has no tokenizer embedded (see cformers convert --tokenizer)");
+        return NULL;
+    }
+    cf_server *s = cf_xcalloc(1, sizeof *s);
+    s->e = e;
+    s->max_body = o->max_body ? o->max_body : 1 << 20;
+    snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
+    s->chat = serve_chat_template_for(cf_infer_tokenizer(m));
+    if (o->chat_template && serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
+        cf_fail(err, "--chat-template must be llama2, llama3 or chatml, not '%s'", o->chat_template);
+        free(s);
+        return NULL;
+    }
+    s->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
+                               handle, s, completed, &s->port, err);
+    if (!s->daemon) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int cf_server_port(const cf_server *s) { return s->port; }
+
+void cf_server_stop(cf_server *s) {
+    if (!s) return;
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# `cformers serve` on stories260K over loopback: misuse exits 2 with one line; /health,
+# /v1/models, /metrics; a greedy completion continues the prompt as `generate` does;
+# streamed deltas add up to the whole text; chat completions; 8 concurrent requests give
+# the texts they give one by one, also on a second server whose pool is far too small
+# (swaps counted in /metrics); bad requests get OpenAI error JSON with 400/404/405/413 and
+# the server keeps serving; a client that leaves mid-stream frees its blocks; the `openai`
+# Python package talks to it where installed.
+source "$(dirname "$0")/lib_cli.sh"
+command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+require_asset stories260K/stories260K.bin
+
+check "no --model" 2 "$bin" serve
+stderr_has "usage" "--model is required"
+check "bad --port" 2 "$bin" serve --model x --port http
+check "bad --kv-cache" 2 "$bin" serve --model x --kv-cache f16
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail_because "bad --kv-cache should print one line"
+check "bad --kv-memory" 2 "$bin" serve --model x --kv-memory lots
+stderr_has "size reason" "--kv-memory must be a size such as 512M"
+check "both pool sizes" 2 "$bin" serve --model x --kv-blocks 4 --kv-memory 1M
+check "bad --chat-template" 2 "$bin" serve --model x --chat-template vicuna
+check "help" 0 "$bin" serve --help
+stdout_has "help lists the endpoints" "/v1/chat/completions"
+check "missing checkpoint" 1 "$bin" serve --model "$tmp/none.ckpt" --port 0
+stderr_has "missing checkpoint named" "none.ckpt"
+
+check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+
+servers=()
+trap 'for p in "${servers[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+start_server() { # start_server LOG ARGS...: sets url
+    local log="$1"; shift
+    "$bin" serve --model "$tmp/s.ckpt" --port 0 --threads 1 "$@" >"$log" 2>&1 &
+    servers+=($!)
+    server_url "$log" "cli serve"
+}
+start_server "$tmp/server.out" --max-batch 4 --model-name stories
+main="$url"
+status() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/body')); print($1)"; }
+
+[ "$(status "$main/health")" = 200 ] || fail_because "/health"
+[ "$(status "$main/v1/models")" = 200 ] && [ "$(json "d['data'][0]['id']")" = stories ] ||
+    fail_because "/v1/models does not list 'stories'"
+
+# greedy: the continuation `generate` prints
+check "generate" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Once upon a time" --temperature 0 -n 40
+want=$(head -c -1 "$tmp/out")
+[ "$(status "$main/v1/completions" -d '{"model":"stories","prompt":"Once upon a time","max_tokens":40,"temperature":0}')" = 200 ] ||
+    fail_because "completion status"
+got="Once upon a time$(json "d['choices'][0]['text']")"
+[ "$got" = "$want" ] || fail_because "server text differs from generate's: '$got' / '$want'"
+[ "$(json "d['usage']['completion_tokens'], d['choices'][0]['finish_reason'], d['object']")" = "40 length text_completion" ] ||
+    fail_because "usage or finish_reason: $(cat "$tmp/body")"
+
+# streamed: deltas add up to the same text, then [DONE]
+curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true}' >"$tmp/sse"
+streamed=$(python3 - "$tmp/sse" <<'EOF'
+import json, sys
+text, finish, done = "", None, False
+for line in open(sys.argv[1]):
+    if not line.startswith("data: "): continue
+    if line.strip() == "data: [DONE]": done = True; continue
+    c = json.loads(line[6:])["choices"][0]
+    text += c.get("text", ""); finish = c["finish_reason"] or finish
+print(("Once upon a time" + text) if done and finish == "length" else "incomplete stream")
+EOF
+)
+[ "$streamed" = "$want" ] || fail_because "streamed text: '$streamed'"
+
+# chat, whole and streamed
+[ "$(status "$main/v1/chat/completions" -d '{"messages":[{"role":"system","content":"Tell a story."},{"role":"user","content":"Lily"}],"max_tokens":12,"temperature":0}')" = 200 ] &&
+    [ "$(json "d['object'], d['choices'][0]['message']['role'], d['usage']['completion_tokens'] > 0")" = "chat.completion assistant True" ] ||
+    fail_because "chat completion: $(cat "$tmp/body")"
+curl -sN "$main/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Lily"}],"max_tokens":12,"stream":true}' >"$tmp/sse"
+grep -q '"object":"chat.completion.chunk"' "$tmp/sse" && grep -q '"delta":{"role":"assistant"' "$tmp/sse" &&
+    tail -2 "$tmp/sse" | grep -q '^data: \[DONE\]' || { fail_because "chat stream"; cat "$tmp/sse"; }
+
+# 8 at once: the texts they give one by one
+prompts=("Once upon a time" "Lily and Tom" "The big dog" "One day, a little bird" "Sam had a red ball. He"
+         "There was a tree" "Mom said" "The sun was hot and the children wanted to play in the water, so they")
+body() { printf '{"prompt":"%s","max_tokens":%d,"temperature":0}' "$1" "$2"; }
+for i in "${!prompts[@]}"; do
+    curl -s "$main/v1/completions" -d "$(body "${prompts[$i]}" 120)" >"$tmp/alone$i"
+done
+run_all() { # run_all URL PREFIX: the 8 requests at once
+    local pids=() i
+    for i in "${!prompts[@]}"; do
+        curl -s "$1/v1/completions" -d "$(body "${prompts[$i]}" 120)" >"$tmp/$2$i" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+}
+text_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'][0]['text'])" "$1"; }
+run_all "$main" together
+for i in "${!prompts[@]}"; do
+    [ "$(text_of "$tmp/together$i")" = "$(text_of "$tmp/alone$i")" ] || fail_because "request $i differs when batched"
+done
+
+# a pool of 20 blocks for 8 requests of 9 blocks each: swapped out and back, same texts
+start_server "$tmp/small.out" --max-batch 8 --kv-blocks 20 --swap-space 1M
+small="$url"
+run_all "$small" small
+for i in "${!prompts[@]}"; do
+    [ "$(text_of "$tmp/small$i")" = "$(text_of "$tmp/alone$i")" ] || fail_because "request $i differs on the small pool"
+done
+curl -s "$small/metrics" >"$tmp/metrics"
+swaps=$(sed -n 's/^cformers_preemptions_total{mode="swap"} //p' "$tmp/metrics")
+[ "${swaps:-0}" -gt 0 ] || { fail_because "no swap counted on the small pool"; grep preempt "$tmp/metrics"; }
+grep -q '^cformers_kv_blocks_total 20$' "$tmp/metrics" || fail_because "kv_blocks_total"
+
+# bad requests: OpenAI error JSON, and the server keeps serving
+err_is() { # err_is WHAT WANT_STATUS PARAM CURL_ARGS...
+    local what="$1" want="$2" param="$3"; shift 3
+    local got; got=$(status "$@")
+    [ "$got" = "$want" ] || { fail_because "$what: status $got, want $want"; cat "$tmp/body"; return; }
+    [ "$(json "d['error']['type'] != '' and str(d['error']['param'])")" = "$param" ] ||
+        { fail_because "$what: error JSON"; cat "$tmp/body"; }
+}
+err_is "invalid JSON" 400 None "$main/v1/completions" -d '{"prompt": "x",'
+err_is "not an object" 400 None "$main/v1/completions" -d '[1, 2]'
+err_is "max_tokens a string" 400 max_tokens "$main/v1/completions" -d '{"prompt":"x","max_tokens":"ten"}'
+err_is "max_tokens beyond the context" 400 max_tokens "$main/v1/completions" -d '{"prompt":"x","max_tokens":100000}'
+err_is "temperature out of range" 400 temperature "$main/v1/completions" -d '{"prompt":"x","temperature":9}'
+err_is "stop of numbers" 400 stop "$main/v1/completions" -d '{"prompt":"x","stop":[1]}'
+err_is "no messages" 400 messages "$main/v1/chat/completions" -d '{"model":"stories"}'
+err_is "a bad role" 400 messages "$main/v1/chat/completions" -d '{"messages":[{"role":"wizard","content":"x"}]}'
+err_is "unknown model" 404 model "$main/v1/completions" -d '{"model":"gpt-4","prompt":"x"}'
+err_is "GET a POST route" 405 None "$main/v1/completions"
+err_is "unknown route" 404 None "$main/v2/anything"
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/huge"
+err_is "huge body" 413 None "$main/v1/completions" --data-binary @"$tmp/huge"
+[ "$(status "$main/health")" = 200 ] || fail_because "the server stopped serving after bad requests"
+
+# a client that leaves mid-stream: its request is cancelled and its blocks freed
+python3 - "${main#http://}" <<'EOF'
+import socket, sys
+host, port = sys.argv[1].split(":")
+s = socket.create_connection((host, int(port)))
+body = b'{"prompt":"Once upon a time","max_tokens":400,"stream":true}'
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+s.recv(200)
+s.close()
+EOF
+freed=""
+for _ in $(seq 100); do
+    curl -s "$main/metrics" >"$tmp/metrics"
+    grep -q '^cformers_requests_cancelled_total 1$' "$tmp/metrics" && grep -q '^cformers_kv_blocks_used 0$' "$tmp/metrics" &&
+        grep -q '^cformers_sequences_running 0$' "$tmp/metrics" && { freed=1; break; }
+    sleep 0.1
+done
+[ -n "$freed" ] || { fail_because "a client that left did not free its blocks"; grep -E 'cancelled|blocks_used|running' "$tmp/metrics"; }
+for name in cformers_time_to_first_token_seconds_bucket cformers_inter_token_latency_seconds_count \
+    cformers_kv_waste_ratio cformers_sequences_waiting cformers_sequences_swapped cformers_kv_blocks_free \
+    'cformers_http_responses_total{code="413"} 1'; do
+    grep -q "^$name" "$tmp/metrics" || fail_because "/metrics lacks $name"
+done
+
+# the openai package, where installed
+if python3 -c "import openai" 2>/dev/null; then
+    python3 - "$main/v1" >"$tmp/openai.out" 2>&1 <<'EOF' || { fail_because "the openai client"; cat "$tmp/openai.out"; }
+import sys, openai
+c = openai.OpenAI(base_url=sys.argv[1], api_key="none")
+r = c.completions.create(model="stories", prompt="Once upon a time", max_tokens=20, temperature=0)
+assert r.choices[0].text and r.usage.completion_tokens == 20, r
+chunks = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "Lily"}], max_tokens=10, stream=True)
+text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+assert text, "empty stream"
+try:
+    c.completions.create(model="nope", prompt="x")
+    raise SystemExit("no error for an unknown model")
+except openai.NotFoundError:
+    pass
+print("openai client ok")
+EOF
+else
+    echo "SKIP (part): the openai Python package is not installed"
+fi
+finish "cli serve"

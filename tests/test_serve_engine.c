@@ -1,0 +1,350 @@
+/* The serving engine on stories260K, without HTTP: from BOS alone a greedy request tells
+ * llama2.c's story; N = 1, 4, 16 concurrent greedy requests with prompts of mixed lengths
+ * each give the text they give alone; so they do with a pool far too small for the load
+ * (preempted and recomputed, or swapped to host memory and back, all counted); a prefix
+ * shared by requests takes fewer blocks and changes no text; n samples fork from one
+ * prompt; stop strings cut the text; penalties change it; bad requests and a full queue
+ * are refused with the status they map to; a released request frees its blocks. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cformers/convert.h"
+#include "cformers/serve.h"
+#include "cformers/threads.h"
+#include "test_util.h"
+
+static char ckpt[128];
+static const char *expected_story;
+
+static cf_serve_engine *engine(const cf_serve_options *o) {
+    cf_error err;
+    cf_infer_model *m = cf_infer_load(ckpt, NULL, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    cf_serve_engine *e = m ? cf_serve_engine_new(m, o, &err) : NULL;
+    CHECK_MSG(e != NULL, "%s", err.msg);
+    return e;
+}
+
+static void wait_done(cf_serve_request *r) {
+    uint64_t v = 0;
+    while (!cf_serve_wait(r, &v, 1000)) {
+    }
+}
+
+/* Sample i's whole text (malloc'd) and why it ended. */
+static char *text_of(cf_serve_request *r, int i, const char **finish) {
+    cf_serve_output out;
+    cf_serve_read(r, i, 0, &out);
+    if (finish) *finish = out.finish;
+    return out.text;
+}
+
+/* The counters once the engine has finished its last step (a request is done before the
+ * step that finished it has updated the gauges). */
+static void settled_stats(cf_serve_engine *e, cf_serve_stats *s) {
+    for (int tries = 0; tries < 1000; tries++) {
+        cf_serve_stats_get(e, s);
+        if (s->kv_blocks_used == 0 && s->running == 0 && s->waiting == 0 && s->swapped == 0) return;
+        usleep(5000);
+    }
+}
+
+static cf_serve_params greedy(long max_tokens) {
+    return (cf_serve_params){.max_tokens = max_tokens, .sampling = {.temperature = 0.0f}};
+}
+
+static char *run_one(cf_serve_engine *e, const int32_t *ids, long n, const cf_serve_params *p, const char **finish) {
+    cf_error err;
+    cf_serve_refusal why;
+    cf_serve_request *r = cf_serve_submit(e, ids, n, p, &why, &err);
+    CHECK_MSG(r != NULL, "%s", err.msg);
+    if (!r) return cf_xstrdup("");
+    wait_done(r);
+    char *t = text_of(r, 0, finish);
+    cf_serve_release(r);
+    return t;
+}
+
+static void story_from_bos(void) {
+    cf_serve_engine *e = engine(NULL);
+    if (!e) return;
+    int32_t bos = 1;
+    cf_serve_params p = greedy(256);
+    const char *finish;
+    char *t = run_one(e, &bos, 1, &p, &finish);
+    size_t n = strlen(t);
+    CHECK_MSG(strncmp(t, expected_story, n) == 0 && expected_story[n] == '\n' && expected_story[n + 1] == 0,
+              "got:\n%s\nwant:\n%s", t, expected_story);
+    CHECK(finish && strcmp(finish, "length") == 0);
+    free(t);
+    cf_serve_engine_free(e);
+}
+
+/* Prompts of mixed lengths: 4 to ~300 tokens. */
+enum { PROMPTS = 16, GEN = 48 };
+static int32_t prompts[PROMPTS][320];
+static long prompt_len[PROMPTS];
+
+static void make_prompts(const cf_tokenizer *tok) {
+    static const char *words[] = {"Once upon a time", " there was a little dog", " named Max.", " He liked to run",
+                                  " in the park", " with his friend", " the cat.", " One day"};
+    for (int i = 0; i < PROMPTS; i++) {
+        char text[4096] = "";
+        int pieces = 1 + (i * 7) % 13 * (i % 3 == 0 ? 5 : 1);
+        for (int k = 0; k < pieces && strlen(text) < 1200; k++) strcat(text, words[(i + k) % 8]);
+        int32_t *ids;
+        cf_error err;
+        long n = cf_tokenizer_encode(tok, text, strlen(text), true, &ids, &err);
+        prompt_len[i] = n < 320 ? n : 320;
+        memcpy(prompts[i], ids, sizeof(int32_t) * (size_t)prompt_len[i]);
+        free(ids);
+    }
+}
+
+static char *alone[PROMPTS];
+
+/* All of prompts[0, n) at once; each must give alone[i]. */
+static void concurrent(cf_serve_engine *e, int n, const char *what) {
+    cf_serve_request *r[PROMPTS];
+    cf_serve_params p = greedy(GEN);
+    cf_error err;
+    cf_serve_refusal why;
+    for (int i = 0; i < n; i++) {
+        r[i] = cf_serve_submit(e, prompts[i], prompt_len[i], &p, &why, &err);
+        CHECK_MSG(r[i] != NULL, "%s", err.msg);
+    }
+    for (int i = 0; i < n; i++) {
+        if (!r[i]) continue;
+        wait_done(r[i]);
+        char *t = text_of(r[i], 0, NULL);
+        CHECK_MSG(strcmp(t, alone[i]) == 0, "%s, N=%d, request %d (%ld prompt tokens):\n%s\nalone:\n%s", what, n, i,
+                  prompt_len[i], t, alone[i]);
+        free(t);
+        cf_serve_release(r[i]);
+    }
+}
+
+static void batching(void) {
+    cf_serve_engine *e = engine(NULL);
+    if (!e) return;
+    make_prompts(cf_infer_tokenizer(cf_serve_model(e)));
+    cf_serve_params p = greedy(GEN);
+    for (int i = 0; i < PROMPTS; i++) alone[i] = run_one(e, prompts[i], prompt_len[i], &p, NULL);
+    concurrent(e, 1, "default pool");
+    concurrent(e, 4, "default pool");
+    concurrent(e, 16, "default pool");
+    cf_serve_stats s;
+    settled_stats(e, &s);
+    CHECK(s.requests == PROMPTS + 21 && s.requests_finished == s.requests);
+    CHECK(s.generated_tokens > 0 && s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0);
+    CHECK(s.preempt_swap == 0 && s.preempt_recompute == 0);
+    CHECK(s.ttft.n == s.requests && s.itl.n > 0);
+    printf("default pool: peak %ld of %ld blocks, KV waste %.2f%%\n", s.kv_blocks_peak, s.kv_blocks_total,
+           100 * s.kv_waste);
+    cf_serve_engine_free(e);
+    /* long sequences waste little: under 4% of the slots over the run (a block's unused
+     * tail is at most 15 slots, against 300 tokens or so held) */
+    e = engine(NULL);
+    int order[PROMPTS], *longest = order; /* the four longest prompts first */
+    for (int i = 0; i < PROMPTS; i++) order[i] = i;
+    for (int i = 0; i < PROMPTS; i++)
+        for (int j = i + 1; j < PROMPTS; j++)
+            if (prompt_len[order[j]] > prompt_len[order[i]]) {
+                int t = order[i];
+                order[i] = order[j], order[j] = t;
+            }
+    cf_serve_request *r[4];
+    cf_error err;
+    cf_serve_refusal why;
+    cf_serve_params lp = greedy(100);
+    for (int i = 0; i < 4; i++) r[i] = cf_serve_submit(e, prompts[longest[i]], prompt_len[longest[i]], &lp, &why, &err);
+    for (int i = 0; i < 4; i++) wait_done(r[i]), cf_serve_release(r[i]);
+    settled_stats(e, &s);
+    printf("long prompts (%ld, %ld, %ld, %ld tokens): KV waste %.2f%%\n", prompt_len[longest[0]],
+           prompt_len[longest[1]], prompt_len[longest[2]], prompt_len[longest[3]], 100 * s.kv_waste);
+    CHECK_MSG(s.kv_waste < 0.04, "KV waste %.2f%%", 100 * s.kv_waste);
+    cf_serve_engine_free(e);
+
+    /* a pool of 30 blocks for 16 requests of up to 21 blocks each: recomputed */
+    cf_serve_options tiny = {.kv_blocks = 30};
+    e = engine(&tiny);
+    concurrent(e, 16, "tiny pool, recompute");
+    settled_stats(e, &s);
+    printf("tiny pool, recompute: %llu preemptions\n", (unsigned long long)s.preempt_recompute);
+    CHECK(s.preempt_recompute > 0 && s.preempt_swap == 0 && s.kv_blocks_used == 0);
+    cf_serve_engine_free(e);
+    /* the same with swap space: swapped out and back */
+    cf_serve_options swap = {.kv_blocks = 30, .swap_space = 64 << 20};
+    e = engine(&swap);
+    concurrent(e, 16, "tiny pool, swap");
+    settled_stats(e, &s);
+    printf("tiny pool, swap: %llu swapped out, %llu in, %llu recomputed\n", (unsigned long long)s.preempt_swap,
+           (unsigned long long)s.swap_in, (unsigned long long)s.preempt_recompute);
+    CHECK(s.preempt_swap > 0 && s.swap_in == s.preempt_swap && s.swap_bytes_used == 0 && s.kv_blocks_used == 0);
+    cf_serve_engine_free(e);
+}
+
+/* 8 requests sharing a 4-block prefix, the first running before the rest arrive. */
+static long shared_prefix_peak(bool sharing, char **texts) {
+    cf_serve_options o = {.no_prefix_sharing = !sharing};
+    cf_serve_engine *e = engine(&o);
+    if (!e) return 0;
+    int32_t ids[8][80];
+    for (int i = 0; i < 8; i++) {
+        for (int t = 0; t < 80; t++) ids[i][t] = t == 0 ? 1 : 300 + (t < 70 ? t % 50 : i * 10 + t % 7);
+    }
+    cf_serve_params p = greedy(20);
+    cf_serve_request *r[8];
+    cf_error err;
+    cf_serve_refusal why;
+    uint64_t v = 0;
+    r[0] = cf_serve_submit(e, ids[0], 80, &p, &why, &err);
+    while (!cf_serve_wait(r[0], &v, 1000)) {
+        cf_serve_output out;
+        cf_serve_read(r[0], 0, 0, &out);
+        bool started = out.completion_tokens > 0;
+        free(out.text);
+        if (started) break;
+    }
+    for (int i = 1; i < 8; i++) r[i] = cf_serve_submit(e, ids[i], 80, &p, &why, &err);
+    for (int i = 0; i < 8; i++) {
+        wait_done(r[i]);
+        texts[i] = text_of(r[i], 0, NULL);
+        cf_serve_release(r[i]);
+    }
+    cf_serve_stats s;
+    settled_stats(e, &s);
+    CHECK(sharing ? s.prefix_hit_blocks >= 7 * 4 : s.prefix_hit_blocks == 0);
+    cf_serve_engine_free(e);
+    return s.kv_blocks_peak;
+}
+
+static void prefix_sharing(void) {
+    char *with[8], *without[8];
+    long shared = shared_prefix_peak(true, with), unshared = shared_prefix_peak(false, without);
+    printf("prefix sharing: peak %ld blocks, %ld without\n", shared, unshared);
+    CHECK_MSG(shared < unshared, "shared %ld, unshared %ld", shared, unshared);
+    for (int i = 0; i < 8; i++) {
+        CHECK_MSG(strcmp(with[i], without[i]) == 0, "request %d: %s / %s", i, with[i], without[i]);
+        free(with[i]), free(without[i]);
+    }
+}
+
+static void samples_stops_penalties(void) {
+    cf_serve_engine *e = engine(NULL);
+    if (!e) return;
+    int32_t bos = 1;
+    cf_error err;
+    cf_serve_refusal why;
+    /* n = 3 greedy: three copies of the story; n = 4 sampled: sample 0 is the n = 1 draw */
+    cf_serve_params p = greedy(40);
+    char *one = run_one(e, &bos, 1, &p, NULL);
+    p.n = 3;
+    cf_serve_request *r = cf_serve_submit(e, &bos, 1, &p, &why, &err);
+    CHECK(r != NULL && cf_serve_request_n(r) == 3);
+    if (r) {
+        wait_done(r);
+        for (int i = 0; i < 3; i++) {
+            char *t = text_of(r, i, NULL);
+            CHECK_MSG(strcmp(t, one) == 0, "greedy sample %d: %s", i, t);
+            free(t);
+        }
+        cf_serve_release(r);
+    }
+    cf_serve_params s1 = {.max_tokens = 40, .sampling = {.temperature = 1.0f, .top_p = 0.95f, .seed = 7}};
+    char *drawn = run_one(e, &bos, 1, &s1, NULL);
+    s1.n = 4;
+    r = cf_serve_submit(e, &bos, 1, &s1, &why, &err);
+    if (r) {
+        wait_done(r);
+        char *t0 = text_of(r, 0, NULL), *t1 = text_of(r, 1, NULL);
+        CHECK_MSG(strcmp(t0, drawn) == 0, "sample 0 %s / alone %s", t0, drawn);
+        CHECK(strcmp(t0, t1) != 0);
+        free(t0), free(t1);
+        cf_serve_release(r);
+    }
+    /* stop strings: the text ends before the first one */
+    cf_serve_params st = greedy(100);
+    st.stop[0] = "Lily", st.stop[1] = "zzz", st.n_stop = 2;
+    const char *finish;
+    char *cut = run_one(e, &bos, 1, &st, &finish);
+    const char *at = strstr(expected_story, "Lily");
+    CHECK_MSG(at && strlen(cut) == (size_t)(at - expected_story) && strncmp(cut, expected_story, strlen(cut)) == 0,
+              "stop: %s", cut);
+    CHECK(finish && strcmp(finish, "stop") == 0);
+    /* penalties change the greedy text, deterministically */
+    cf_serve_params pen = greedy(60);
+    pen.frequency_penalty = 1.5f, pen.presence_penalty = 0.5f;
+    char *a = run_one(e, &bos, 1, &pen, NULL), *b = run_one(e, &bos, 1, &pen, NULL);
+    CHECK(strcmp(a, b) == 0 && strncmp(a, expected_story, strlen(a)) != 0);
+    free(one), free(drawn), free(cut), free(a), free(b);
+
+    /* refusals */
+    int32_t big[600];
+    for (int i = 0; i < 600; i++) big[i] = 5;
+    cf_serve_params g = greedy(10);
+    CHECK(cf_serve_submit(e, big, 600, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+    CHECK_CONTAINS(err.msg, "context");
+    g.max_tokens = 1000;
+    CHECK(cf_serve_submit(e, &bos, 1, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+    CHECK_CONTAINS(err.msg, "max_tokens 1000");
+    g.max_tokens = 10, g.n = 99;
+    CHECK(cf_serve_submit(e, &bos, 1, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+    g.n = 1;
+    int32_t bad = 100000;
+    CHECK(cf_serve_submit(e, &bad, 1, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+
+    /* a released request frees its blocks */
+    cf_serve_params longer = greedy(0);
+    r = cf_serve_submit(e, &bos, 1, &longer, &why, &err);
+    uint64_t v = 0;
+    cf_serve_wait(r, &v, 5000);
+    cf_serve_release(r);
+    cf_serve_stats s;
+    for (int tries = 0; tries < 500; tries++) {
+        cf_serve_stats_get(e, &s);
+        if (s.kv_blocks_used == 0 && s.running == 0) break;
+        usleep(10000);
+    }
+    CHECK(s.kv_blocks_used == 0 && s.running == 0 && s.cancelled == 1);
+    cf_serve_engine_free(e);
+
+    /* a full queue: 503 */
+    cf_serve_options o = {.max_batch = 1, .max_waiting = 1};
+    e = engine(&o);
+    cf_serve_request *q[8];
+    int refused = 0, taken = 0;
+    for (int i = 0; i < 8; i++) {
+        q[taken] = cf_serve_submit(e, &bos, 1, &longer, &why, &err);
+        if (q[taken]) taken++;
+        else refused += why == CF_SERVE_BUSY;
+    }
+    CHECK(refused > 0 && taken >= 1);
+    CHECK_CONTAINS(err.msg, "busy");
+    for (int i = 0; i < taken; i++) cf_serve_release(q[i]);
+    cf_serve_engine_free(e);
+}
+
+int main(void) {
+    const char *model, *tok;
+    TEST_REQUIRE_ASSET(model, "stories260K/stories260K.bin");
+    TEST_REQUIRE_ASSET(tok, "stories260K/tok512.bin");
+    static char story[8192];
+    FILE *f = fopen(test_source_path("tests/fixtures/infer/stories260K_greedy.txt"), "rb");
+    CHECK(f != NULL);
+    if (!f) return test_finish();
+    story[fread(story, 1, sizeof story - 1, f)] = 0;
+    fclose(f);
+    expected_story = story;
+    snprintf(ckpt, sizeof ckpt, "/tmp/cf_test_serve_engine_%d.ckpt", (int)getpid());
+    cf_error err;
+    cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok};
+    CHECK_MSG(cf_import_llama2c(model, ckpt, &opt, &err) == 0, "%s", err.msg);
+    cf_set_num_threads(2);
+    story_from_bos();
+    batching();
+    prefix_sharing();
+    samples_stops_penalties();
+    unlink(ckpt);
+    return test_finish();
+}
