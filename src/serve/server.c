@@ -15,6 +15,7 @@
 #include "data/utf8.h"
 #include "obs/http.h"
 #include "serve/chat.h"
+#include "serve/request.h"
 
 enum { STATUS_KINDS = 8 };
 static const unsigned status_codes[STATUS_KINDS] = {200, 400, 404, 405, 413, 500, 503, 0};
@@ -73,112 +74,6 @@ static json_t *text_json(const char *text, size_t n) {
     j = json_stringn(clean, out);
     free(clean);
     return j;
-}
-
-/* ---- request parsing ---- */
-
-typedef struct parsed {
-    cf_serve_params p;
-    bool stream;
-    int32_t *ids;
-    long n_ids;
-    const char *param; /* the field a 400 is about */
-} parsed;
-
-static int number_field(json_t *body, const char *name, double lo, double hi, double *out, parsed *q, cf_error *err) {
-    json_t *v = json_object_get(body, name);
-    if (!v || json_is_null(v)) return 0;
-    q->param = name;
-    if (!json_is_number(v)) return cf_fail(err, "'%s' must be a number", name);
-    double x = json_number_value(v);
-    if (!(x >= lo && x <= hi)) return cf_fail(err, "'%s' must be between %g and %g, not %g", name, lo, hi, x);
-    *out = x;
-    return 0;
-}
-
-static int integer_field(json_t *body, const char *name, long lo, long hi, long *out, parsed *q, cf_error *err) {
-    json_t *v = json_object_get(body, name);
-    if (!v || json_is_null(v)) return 0;
-    q->param = name;
-    if (!json_is_integer(v)) return cf_fail(err, "'%s' must be an integer", name);
-    json_int_t x = json_integer_value(v);
-    if (x < lo || x > hi) return cf_fail(err, "'%s' must be between %ld and %ld, not %lld", name, lo, hi, (long long)x);
-    *out = (long)x;
-    return 0;
-}
-
-/* The sampling fields both endpoints take. */
-static int parse_params(cf_server *s, json_t *body, bool chat, parsed *q, cf_error *err) {
-    long max_seq = cf_infer_max_seq(cf_serve_model(s->e));
-    double temperature = 1.0, top_p = 1.0, presence = 0.0, frequency = 0.0;
-    long max_tokens = chat ? 0 : 16, top_k = 0, seed = 0, n = 1;
-    if (integer_field(body, chat && json_object_get(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                      0, 1L << 30, &max_tokens, q, err) ||
-        number_field(body, "temperature", 0.0, 2.0, &temperature, q, err) ||
-        number_field(body, "top_p", 0.0, 1.0, &top_p, q, err) || integer_field(body, "top_k", 0, 1L << 30, &top_k, q, err) ||
-        integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) || integer_field(body, "n", 1, 128, &n, q, err) ||
-        number_field(body, "presence_penalty", -2.0, 2.0, &presence, q, err) ||
-        number_field(body, "frequency_penalty", -2.0, 2.0, &frequency, q, err))
-        return -1;
-    if (max_tokens > max_seq)
-        return q->param = "max_tokens", cf_fail(err, "max_tokens %ld is beyond the context of %ld tokens", max_tokens, max_seq);
-    json_t *stream = json_object_get(body, "stream");
-    if (stream && !json_is_null(stream) && !json_is_boolean(stream))
-        return q->param = "stream", cf_fail(err, "'stream' must be true or false");
-    q->stream = json_is_true(stream);
-    json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
-    if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
-        return q->param = "ignore_eos", cf_fail(err, "'ignore_eos' must be true or false");
-    q->p = (cf_serve_params){.max_tokens = max_tokens, .n = (int)n, .presence_penalty = (float)presence,
-                             .frequency_penalty = (float)frequency,
-                             .sampling = {.temperature = (float)temperature, .top_p = (float)top_p, .top_k = (int)top_k,
-                                          .seed = (uint64_t)seed},
-                             .ignore_eos = json_is_true(ignore_eos)};
-    json_t *stop = json_object_get(body, "stop");
-    q->param = "stop";
-    if (json_is_string(stop)) {
-        q->p.stop[q->p.n_stop++] = json_string_value(stop);
-    } else if (json_is_array(stop)) {
-        if (json_array_size(stop) > CF_SERVE_MAX_STOP - 1)
-            return cf_fail(err, "'stop' takes at most %d strings", CF_SERVE_MAX_STOP - 1);
-        size_t i;
-        json_t *v;
-        json_array_foreach(stop, i, v) {
-            if (!json_is_string(v) || json_string_length(v) == 0) return cf_fail(err, "'stop' must hold non-empty strings");
-            q->p.stop[q->p.n_stop++] = json_string_value(v);
-        }
-    } else if (stop && !json_is_null(stop)) {
-        return cf_fail(err, "'stop' must be a string or an array of strings");
-    }
-    q->param = NULL;
-    return 0;
-}
-
-static int encode(cf_server *s, const char *text, size_t len, parsed *q, cf_error *err) {
-    const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    q->n_ids = cf_tokenizer_encode(tok, text, len, true, &q->ids, err);
-    return q->n_ids < 0 ? -1 : 0;
-}
-
-/* /v1/completions' prompt: a string, one string in an array, or an array of token ids. */
-static int parse_prompt(cf_server *s, json_t *body, parsed *q, cf_error *err) {
-    json_t *prompt = json_object_get(body, "prompt");
-    q->param = "prompt";
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0)))
-        prompt = json_array_get(prompt, 0);
-    if (json_is_string(prompt)) return encode(s, json_string_value(prompt), json_string_length(prompt), q, err);
-    if (json_is_array(prompt) && json_array_size(prompt) > 0) {
-        q->n_ids = (long)json_array_size(prompt);
-        q->ids = cf_xmalloc(sizeof *q->ids * (size_t)q->n_ids);
-        for (long i = 0; i < q->n_ids; i++) {
-            json_t *v = json_array_get(prompt, (size_t)i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
-            q->ids[i] = (int32_t)json_integer_value(v);
-        }
-        return 0;
-    }
-    return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
 }
 
 /* ---- responses ---- */
@@ -334,50 +229,32 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 }
 
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
-    json_error_t jerr;
-    json_t *body = json_loadb(u->body ? u->body : "", u->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body || !json_is_object(body)) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "the body is not a JSON object: %s", body ? "another JSON value" : jerr.text);
-        json_decref(body);
-        return reply_error(s, c, 400, NULL, msg);
-    }
-    json_t *model = json_object_get(body, "model");
-    if (model && !json_is_null(model) && (!json_is_string(model) || strcmp(json_string_value(model), s->model) != 0)) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "The model '%.256s' does not exist; this server serves '%s' (GET /v1/models)",
-                 json_is_string(model) ? json_string_value(model) : "(not a string)", s->model);
-        json_decref(body);
-        return reply_error(s, c, 404, "model", msg);
-    }
-    parsed q = {0};
+    serve_request_body q;
     cf_error err;
-    int rc = parse_params(s, body, chat, &q, &err);
-    if (rc == 0 && chat) {
-        q.param = "messages";
-        char *prompt = serve_chat_render(s->chat, json_object_get(body, "messages"), &err);
-        rc = prompt ? encode(s, prompt, strlen(prompt), &q, &err) : -1;
-        free(prompt);
-        if (rc == 0 && q.p.n_stop < CF_SERVE_MAX_STOP) q.p.stop[q.p.n_stop++] = serve_chat_stop(s->chat);
-    } else if (rc == 0) {
-        rc = parse_prompt(s, body, &q, &err);
+    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)), s->chat,
+                                     &q, &err);
+    if (status == 0 && q.text) {
+        const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
+        q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
+        if (q.n_ids < 0) status = 400;
     }
     cf_serve_request *r = NULL;
     cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
-    if (rc == 0) {
+    if (status == 0) {
         if (!q.param) q.param = "prompt";
         r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
+        status = r ? 0 : (int)why;
     }
-    free(q.ids);
+    bool stream = q.stream;
     if (!r) {
-        enum MHD_Result res = reply_error(s, c, (unsigned)why, why == CF_SERVE_BUSY ? NULL : q.param, err.msg);
-        json_decref(body);
+        enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
+        serve_request_free(&q);
         return res;
     }
-    json_decref(body); /* the stop strings were copied by submit */
+    serve_request_free(&q); /* the stop strings were copied by submit */
     call k = {.s = s, .r = r, .chat = chat, .created = (long)time(NULL)};
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
-    return q.stream ? reply_stream(&k, c) : reply_whole(&k, c);
+    return stream ? reply_stream(&k, c) : reply_whole(&k, c);
 }
 
 /* ---- GET ---- */

@@ -1,0 +1,35 @@
+/* Request bodies of the OpenAI endpoints, parsed and checked (src/serve/server.c):
+ * /v1/completions and /v1/chat/completions take the same sampling fields; the prompt is a
+ * string, one string in an array, or token ids, or (chat) the messages rendered by the
+ * chat template. Separate from the HTTP server so that a fuzzer can drive it
+ * (tests/fuzz/fuzz_serve_request.c). */
+#ifndef CFORMERS_SERVE_REQUEST_H
+#define CFORMERS_SERVE_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cformers/serve.h"
+#include "serve/chat.h"
+
+typedef struct serve_request_body {
+    cf_serve_params p;  /* stop strings point into json */
+    bool stream;
+    char *text;         /* the prompt to tokenize (malloc'd), or NULL when given as ids */
+    size_t text_len;
+    int32_t *ids;       /* the prompt as token ids (malloc'd), when given so */
+    long n_ids;
+    const char *param;  /* the field an error is about, or NULL */
+    json_t *json;       /* the parsed body */
+} serve_request_body;
+
+/* Parses `len` bytes of `body`: 0, or the HTTP status of the refusal (400 bad request, 404
+ * a "model" other than `model`) with err saying why. `max_seq` bounds max_tokens; `tmpl`
+ * renders chat messages. serve_request_free releases *q either way. */
+int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq,
+                        serve_chat_template tmpl, serve_request_body *q, cf_error *err);
+void serve_request_free(serve_request_body *q);
+
+#endif
