@@ -12,7 +12,8 @@ enum { CHUNK_BYTES = 1 << 16 };
 /* Below this many weight bytes a pool dispatch costs more than it saves. */
 enum { INLINE_BYTES = 1 << 18 };
 
-static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, long r1, long in) {
+static void f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const float *w = wv, *x = xv;
     for (long r = r0; r < r1; r++) {
         const float *row = w + r * in;
         float acc[LANES] = {0};
@@ -27,7 +28,9 @@ static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, l
 }
 
 /* Takes x as it is (the scalar path needs no rearranging). */
-static void bf16_rows_scalar(const cf_bf16 *w, const float *x, float *y, long r0, long r1, long in) {
+static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const cf_bf16 *w = wv;
+    const float *x = xv;
     for (long r = r0; r < r1; r++) {
         const cf_bf16 *row = w + r * in;
         float s = 0.0f;
@@ -36,14 +39,36 @@ static void bf16_rows_scalar(const cf_bf16 *w, const float *x, float *y, long r0
     }
 }
 
+/* One table per instruction set: the kernel for each weight dtype, and the pair block the
+ * bf16 kernel wants x arranged in (0: as it is). */
+typedef struct matvec_kernels {
+    matvec_rows_fn f32, bf16, q8_0;
+    long pair_block;
+} matvec_kernels;
+
+static const matvec_kernels kernels_scalar = {f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, 0};
+static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2, matvec_bf16_rows_avx2, matvec_q8_rows_avx2,
+                                            MATVEC_PAIR_BLOCK_AVX2};
+static const matvec_kernels kernels_avx512 = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512, matvec_q8_rows_avx2,
+                                              MATVEC_PAIR_BLOCK_AVX512};
+static const matvec_kernels kernels_avx512_vnni = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512,
+                                                   matvec_q8_rows_avx512vnni, MATVEC_PAIR_BLOCK_AVX512};
+
+static const matvec_kernels *active_kernels(void) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: return cf_cpu()->avx512_vnni ? &kernels_avx512_vnni : &kernels_avx512;
+    case CF_ISA_AVX2: return &kernels_avx2;
+    case CF_ISA_SCALAR: break;
+    }
+    return &kernels_scalar;
+}
+
 typedef struct matvec_job {
     const matvec_part *parts;
     int n_parts;
-    const float *x;
+    const void *x;
     long in;
-    void (*f32_rows)(const float *, const float *, float *, long, long, long);
-    void (*bf16_rows)(const cf_bf16 *, const float *, float *, long, long, long);
-    cf_dtype dtype;
+    matvec_rows_fn rows_fn;
     long chunk_rows, rows;
 } matvec_job;
 
@@ -62,11 +87,7 @@ static void matvec_rows(void *arg, long r0, long r1) {
     for (int p = 0; p < j->n_parts && first < r1; first += j->parts[p++].rows) {
         const matvec_part *part = &j->parts[p];
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
-        if (lo >= hi) continue;
-        if (j->dtype == CF_BF16)
-            j->bf16_rows(part->w, j->x, part->y, lo, hi, j->in);
-        else
-            j->f32_rows(part->w, j->x, part->y, lo, hi, j->in);
+        if (lo < hi) j->rows_fn(part->w, j->x, part->y, lo, hi, j->in);
     }
 }
 
@@ -78,26 +99,18 @@ static void matvec_chunk(void *arg, int task, int thread) {
 }
 
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs) {
-    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .dtype = dtype,
-                      .f32_rows = f32_rows_scalar, .bf16_rows = bf16_rows_scalar};
-    long pair_block = 0;
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512:
-        job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512;
-        pair_block = MATVEC_PAIR_BLOCK_AVX512;
-        break;
-    case CF_ISA_AVX2:
-        job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2;
-        pair_block = MATVEC_PAIR_BLOCK_AVX2;
-        break;
-    case CF_ISA_SCALAR: break;
-    }
-    if (dtype == CF_BF16 && pair_block) {
-        matvec_arrange_pairs(x, in, pair_block, pairs);
+    const matvec_kernels *k = active_kernels();
+    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in,
+                      .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32};
+    if (dtype == CF_BF16 && k->pair_block) {
+        matvec_arrange_pairs(x, in, k->pair_block, pairs);
+        job.x = pairs;
+    } else if (dtype == CF_Q8_0) {
+        matvec_quantize_x(x, in, pairs);
         job.x = pairs;
     }
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    long row_bytes = in * (long)cf_dtype_size(dtype);
+    long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
     if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
     long chunks = (job.rows + job.chunk_rows - 1) / job.chunk_rows;

@@ -11,7 +11,7 @@
 
 #include "cformers/dtype.h"
 
-/* One matrix [rows, in] (f32 or bf16) and where its product goes. */
+/* One matrix [rows, in] (f32, bf16 or q8_0 rows of whole blocks) and where its product goes. */
 typedef struct matvec_part {
     const void *w;
     float *y;
@@ -27,7 +27,8 @@ static inline long matvec_pairs_floats(long in) {
 
 /* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
  * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
- * scratch of matvec_pairs_floats(in) floats, used for bf16 weights. */
+ * scratch of matvec_pairs_floats(in) floats, used for bf16 weights (x rearranged) and
+ * q8_0 weights (x quantized, see matvec_quantize_x). */
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
 
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
@@ -45,11 +46,25 @@ enum { MATVEC_ROWS = 4 };
         ahead[k_] = (r) + MATVEC_ROWS + k_ < (r1) ? row[k_] + MATVEC_ROWS * (in) : row[k_];                            \
     }
 
-/* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). The bf16
- * kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2). */
-void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
-void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
+/* Rows [r0, r1) of y = w @ x (the ISA files are compiled for their instruction set). The
+ * bf16 kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2),
+ * the q8_0 ones x quantized (below). */
+typedef void (*matvec_rows_fn)(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+
+/* q8_0 weights (dtype.h) multiply x quantized per block of 32 the same way, its scale
+ * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32. The
+ * quantized x in the scratch is ceil(in / 32) * 32 int8 (zero-padded, as the weight rows
+ * are), then one f32 scale per block; it fits the pairs scratch. */
+void matvec_quantize_x(const float *x, long in, void *scratch);
+static inline const float *matvec_x_scales(const void *scratch, long in) {
+    return (const float *)((const int8_t *)scratch + (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK * CF_Q8_0_BLOCK);
+}
+void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
 #endif

@@ -1,18 +1,13 @@
 #include <immintrin.h>
 
 #include "infer/matvec.h"
+#include "infer/matvec_hsum.h"
 
 enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* A group of ROWS rows at a time (see matvec.h), scalar tail columns. */
-void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in) {
+void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const float *w = wv, *x = xv;
     long vec_end = in - in % 8;
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
@@ -27,7 +22,7 @@ void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, lon
             }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) {
-            float s = hsum(acc[k]);
+            float s = matvec_hsum256(acc[k]);
             for (long i = vec_end; i < in; i++) s += row[k][i] * x[i];
             y[r + k] = s;
         }
@@ -42,7 +37,9 @@ static inline long pair_index(long i) {
 
 /* 16 bf16 weights per load, split into even and odd by a shift and a mask (see
  * matvec.h); the columns after the last whole block are done one by one. */
-void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in) {
+void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const cf_bf16 *w = wv;
+    const float *x_pairs = xv;
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
     long vec_end = in - in % BLOCK;
     for (long r = r0; r < r1; r += ROWS) {
@@ -60,7 +57,7 @@ void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, lon
             }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) {
-            float s = hsum(_mm256_add_ps(even[k], odd[k]));
+            float s = matvec_hsum256(_mm256_add_ps(even[k], odd[k]));
             for (long i = vec_end; i < in; i++) s += cf_bf16_to_f32(row[k][i]) * x_pairs[pair_index(i)];
             y[r + k] = s;
         }

@@ -5,7 +5,8 @@
 enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 
 /* A group of ROWS rows at a time (see matvec.h), storing only the valid ones. */
-void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in) {
+void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const float *w = wv, *x = xv;
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
@@ -25,7 +26,9 @@ void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, l
 
 /* 32 bf16 weights per load: the even ones become f32 by a shift, the odd ones by
  * clearing their low half, each multiplied by the matching half of the x_pairs block. */
-void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in) {
+void matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const cf_bf16 *w = wv;
+    const float *x_pairs = xv;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];

@@ -55,7 +55,7 @@ static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_c
         t->numel *= t->shape[d];
         if (t->numel > ((int64_t)1 << 40)) return cf_fail(err, "%s: tensor %s: too many elements", c->path, name);
     }
-    if ((uint64_t)nbytes != (uint64_t)t->numel * cf_dtype_size(t->dtype))
+    if ((uint64_t)nbytes != cf_dtype_tensor_bytes(t->dtype, t->ndim, t->shape))
         return cf_fail(err, "%s: tensor %s: %lld bytes do not match shape and dtype %s", c->path, name,
                        (long long)nbytes, dtype);
     if (offset < CKPT_HEADER_BYTES || offset % CF_CKPT_ALIGN || !cf_fits((uint64_t)offset, (uint64_t)nbytes, h->index_offset))

@@ -48,16 +48,14 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
     if (ndim < 0 || ndim > CF_CKPT_MAX_DIMS)
         return cf_fail(err, "%s: tensor %s: %d dims (at most %d)", w->file.path, name, ndim, CF_CKPT_MAX_DIMS);
     json_t *dims = json_array();
-    int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             json_decref(dims);
             return cf_fail(err, "%s: tensor %s: negative dim %lld", w->file.path, name, (long long)shape[i]);
         }
-        numel *= shape[i];
         json_array_append_new(dims, json_integer(shape[i]));
     }
-    size_t nbytes = (size_t)numel * cf_dtype_size(dtype);
+    size_t nbytes = (size_t)cf_dtype_tensor_bytes(dtype, ndim, shape);
     if (atomic_file_pad(&w->file, CF_CKPT_ALIGN, err) != 0) {
         json_decref(dims);
         return -1;

@@ -37,7 +37,12 @@ static int import_one(void *arg, llama_weight kind, long layer) {
     const void *data = c->f32;
     if (dt == CF_BF16) cf_convert_f32_to_bf16(c->f32, c->narrow, n), data = c->narrow;
     if (dt == CF_F16) cf_convert_f32_to_f16(c->f32, c->narrow, n), data = c->narrow;
-    return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    if (dt != CF_Q8_0) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    void *blocks = cf_xmalloc(cf_dtype_tensor_bytes(CF_Q8_0, ndim, shape)); /* rows padded to whole blocks */
+    cf_quantize_q8_0(c->f32, blocks, shape[0], shape[1]);
+    int rc = cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, blocks, c->err);
+    free(blocks);
+    return rc;
 }
 
 /* Elements of the largest tensor; the caller's source has checked every tensor's shape
@@ -53,8 +58,8 @@ static size_t largest_tensor(const cf_model_config *m) {
 
 int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, llama_fill_fn fill, void *ctx, cf_error *err) {
-    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16)
-        return cf_fail(err, "weights can be written as f32, bf16 or f16, not %s", cf_dtype_name(opt->dtype));
+    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0)
+        return cf_fail(err, "weights can be written as f32, bf16, f16 or q8_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
     if (!w) return -1;
     size_t biggest = largest_tensor(cfg);
