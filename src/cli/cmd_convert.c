@@ -16,7 +16,8 @@ static const char usage[] =
     "                             with model.safetensors.index.json); f32, bf16 or f16\n"
     "  --tokenizer FILE           tokenizer to embed (llama2.c tokenizer.bin or SentencePiece\n"
     "                             .model; for hf, DIR/tokenizer.model is used when present)\n"
-    "  --dtype f32|bf16|f16       weight dtype in the checkpoint (default f32)\n"
+    "  --dtype f32|bf16|f16|q8_0  weight dtype in the checkpoint (default f32; q8_0: GGUF's int8\n"
+    "                             blocks of 32 with an f16 scale, matrices only)\n"
     "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
     "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp)\n"
     "  --output OUT               where to write\n";
