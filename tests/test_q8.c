@@ -2,7 +2,8 @@
  * every instruction set against a plain reference on odd sizes (rows padded to whole
  * blocks, short last groups, 1 and 2 threads), and stories260K end to end: perplexity on
  * Tiny Shakespeare's validation split (its last 10%) within 1% of f32, greedy text against
- * f32, prefill against decode, a q8_0 checkpoint against quantizing at load. */
+ * f32, prefill against decode, a q8_0 checkpoint against quantizing at load, and GGUF
+ * export / import round trips to the same logits bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,77 @@ static void kernels_every_isa(void) {
 
 /* ---- stories260K end to end ---- */
 
+/* All logits of a few tokens, for bit comparisons. */
+static float *logits_of(const char *ckpt, cf_dtype dtype, long n) {
+    cf_error err;
+    cf_infer_options opt = {.weight_dtype = dtype};
+    cf_infer_model *m = cf_infer_load(ckpt, &opt, &err);
+    CHECK_MSG(m != NULL, "%s: %s", ckpt, err.msg);
+    if (!m) return NULL;
+    static const int32_t toks[8] = {1, 403, 407, 261, 378, 280, 300, 301};
+    long V = cf_infer_config(m)->vocab_size;
+    float *l = malloc(sizeof(float) * (size_t)(V * (n + 1)));
+    CHECK(cf_infer_forward(m, toks, n, 0, l, true, &err) == 0);               /* prefill */
+    CHECK(cf_infer_forward(m, toks + n, 1, n, l + n * V, false, &err) == 0); /* and one decode step */
+    cf_infer_free(m);
+    return l;
+}
+
+static void same_logits(const char *a, const char *b, cf_dtype dtype, const char *what) {
+    float *la = logits_of(a, dtype, 5), *lb = logits_of(b, dtype, 5);
+    CHECK_MSG(la && lb && memcmp(la, lb, sizeof(float) * 512 * 6) == 0, "%s: logits differ", what);
+    free(la), free(lb);
+}
+
+/* q8_0 GGUF out and back in: the same blocks, so the same logits to the bit; an f32
+ * export imports to the same f32 logits; a tensor of a type cformers does not read is
+ * refused naming it and its type. */
+static void gguf_round_trip(const char *ckpt, const char *ckpt_q8, const char *tok) {
+    char gguf[128], back[128], gguf32[128], back32[128], bad[128];
+    snprintf(gguf, sizeof gguf, "/tmp/cf_test_q8_%d.gguf", (int)getpid());
+    snprintf(back, sizeof back, "/tmp/cf_test_q8_%d_back.ckpt", (int)getpid());
+    snprintf(gguf32, sizeof gguf32, "/tmp/cf_test_q8_%d_32.gguf", (int)getpid());
+    snprintf(back32, sizeof back32, "/tmp/cf_test_q8_%d_back32.ckpt", (int)getpid());
+    snprintf(bad, sizeof bad, "/tmp/cf_test_q8_%d_bad.gguf", (int)getpid());
+    cf_error err;
+    cf_convert_options opt = {.dtype = CF_Q8_0, .tokenizer_path = tok};
+    CHECK_MSG(cf_export_gguf(ckpt_q8, gguf, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_import_gguf(gguf, back, &opt, &err) == 0, "%s", err.msg);
+    same_logits(ckpt_q8, back, CF_Q8_0, "q8_0 checkpoint -> GGUF -> checkpoint");
+    /* quantized at export from the f32 checkpoint: the same blocks as convert's */
+    CHECK_MSG(cf_export_gguf_as(ckpt, gguf32, CF_Q8_0, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_import_gguf(gguf32, back32, &opt, &err) == 0, "%s", err.msg);
+    same_logits(ckpt_q8, back32, CF_Q8_0, "f32 checkpoint -> q8_0 GGUF -> checkpoint");
+    opt.dtype = CF_F32;
+    CHECK_MSG(cf_export_gguf(ckpt, gguf32, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_import_gguf(gguf32, back32, &opt, &err) == 0, "%s", err.msg);
+    same_logits(ckpt, back32, CF_F32, "f32 checkpoint -> GGUF -> checkpoint");
+
+    /* token_embd.weight retyped as q4_K (12): its type field follows the name, n_dims, 2 dims */
+    size_t len = 0;
+    char *bytes = test_read_file(gguf, &len);
+    const char *name = "token_embd.weight";
+    char *at = bytes ? memmem(bytes, len, name, strlen(name)) : NULL;
+    CHECK(at != NULL);
+    if (at) {
+        uint32_t q4k = 12;
+        memcpy(at + strlen(name) + 4 + 16, &q4k, 4);
+        FILE *f = fopen(bad, "wb");
+        CHECK(f && fwrite(bytes, 1, len, f) == len);
+        if (f) fclose(f);
+        CHECK(cf_import_gguf(bad, back, &opt, &err) == -1);
+        CHECK_CONTAINS(err.msg, "tensor token_embd.weight has type q4_K (12)");
+        memcpy(bytes, "GGUX", 4);
+        f = fopen(bad, "wb");
+        CHECK(f && fwrite(bytes, 1, len / 2, f) == len / 2);
+        if (f) fclose(f);
+        CHECK(cf_import_gguf(bad, back, &opt, &err) == -1);
+        CHECK_CONTAINS(err.msg, "no GGUF magic");
+    }
+    free(bytes);
+    unlink(gguf), unlink(back), unlink(gguf32), unlink(back32), unlink(bad);
+}
+
 static double perplexity(cf_infer_model *m, const int32_t *toks, long n) {
     long V = cf_infer_config(m)->vocab_size;
     float *logits = malloc(sizeof(float) * (size_t)(n * V));
@@ -202,6 +274,7 @@ static void stories260k(void) {
 
     free(ids), free(all);
     cf_infer_free(f), cf_infer_free(q), cf_infer_free(qs);
+    gguf_round_trip(ckpt, ckpt_q8, tok);
     unlink(ckpt), unlink(ckpt_q8);
 }
 
