@@ -1,5 +1,5 @@
 /* Generation speed: prefill and decode tokens/s on stories260K and on a ~110M LLaMA with
- * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32 and bf16 weights.
+ * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32, bf16 and q8_0 weights.
  * Decode reads every matmul weight once per token, so it is compared against this
  * machine's read bandwidth, measured in the same run (just before each decode measurement)
  * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
@@ -149,8 +149,8 @@ static cf_infer_model *open_model(const model_source *s, cf_dtype dtype, long ma
 /* The read bandwidth is measured right before each decode measurement at the same thread
  * count, so both see the same machine load (other processes come and go on a shared box). */
 static int bench_model(const model_source *s, const float *stream, int runs) {
-    static const cf_dtype dtypes[] = {CF_F32, CF_BF16};
-    for (int d = 0; d < 2; d++) {
+    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
+    for (int d = 0; d < 3; d++) {
         cf_error err;
         cf_infer_model *m = open_model(s, dtypes[d], s->prefill + s->decode, &err);
         if (!m) {
