@@ -4,13 +4,18 @@
  * machine's read bandwidth, measured in the same run (just before each decode measurement)
  * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
  *
- *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]
+ *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]
+ *
+ * --compete runs a busy loop in a child process for the whole run (a machine where another
+ * process wants a core): 2 threads should then not fall far below 1.
  *
  * Each figure is the median of R runs (default 3). */
 #include <immintrin.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cformers/convert.h"
@@ -175,14 +180,15 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
 int main(int argc, char **argv) {
     int runs = 3;
     long prefill = 128, decode = 64;
-    bool skip_110m = false;
+    bool skip_110m = false, compete = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) prefill = atol(argv[++i]);
         else if (strcmp(argv[i], "--decode") == 0 && i + 1 < argc) decode = atol(argv[++i]);
         else if (strcmp(argv[i], "--skip-110m") == 0) skip_110m = true;
+        else if (strcmp(argv[i], "--compete") == 0) compete = true;
         else {
-            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]\n");
+            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]\n");
             return 2;
         }
     }
@@ -194,10 +200,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_generate: the bandwidth probe needs AVX2\n");
         return 1;
     }
+    pid_t busy = compete ? fork() : -1;
+    if (busy == 0)
+        for (volatile unsigned long spin = 0;; spin++) {
+        }
     float *stream = cf_aligned_alloc(sizeof(float) * STREAM_FLOATS);
     fill_random(stream, STREAM_FLOATS);
-    printf("%s kernels; read = STREAM-like sum over 1 GiB just before each decode measurement\n\n",
-           cf_isa_name(cf_isa_active()));
+    printf("%s kernels%s; read = STREAM-like sum over 1 GiB just before each decode measurement%s\n\n",
+           cf_isa_name(cf_isa_active()), cf_cpu()->avx512_vnni ? " (VNNI for q8_0)" : "",
+           busy > 0 ? "; a busy loop competes for a core" : "");
     printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
            "GB/s", "read", "of read");
 
@@ -229,6 +240,7 @@ int main(int argc, char **argv) {
         cf_aligned_free(w.data);
     }
     cf_aligned_free(stream);
+    if (busy > 0) kill(busy, SIGKILL), waitpid(busy, NULL, 0);
     printf("\nGB/s = matmul weight bytes read per decoded token x decode tokens/s; \"of read\" compares it with\n"
            "the read bandwidth measured just before it at the same thread count.\n");
     return rc;

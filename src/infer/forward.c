@@ -10,34 +10,19 @@
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
-/* y[n, out] = x[n, in] @ W^T over q8_0 weights, for a prompt chunk: rows are dequantized
- * a tile at a time into f32 for cf_sgemm (the tile costs rows * in conversions against
- * the GEMM's n * rows * in multiply-adds, and each weight is still read once per chunk). */
-static void q8_gemm(cf_infer_model *m, const infer_linear *L, const float *x, float *y, long n) {
-    long tile = INFER_W_TILE / L->in > 0 ? INFER_W_TILE / L->in : 1;
-    size_t row_bytes = cf_dtype_row_bytes(CF_Q8_0, L->in);
-    for (long r = 0; r < L->out; r += tile) {
-        long rows = L->out - r < tile ? L->out - r : tile;
-        cf_dequantize_q8_0((const char *)L->w + (size_t)r * row_bytes, m->w_tile, rows, L->in);
-        cf_sgemm(false, true, n, rows, L->in, 1.0f, x, L->in, m->w_tile, L->in, 0.0f, y + r, L->out);
-    }
-}
-
 /* y_i[n, out_i] = x[n, in] @ W_i^T for a group of projections of the same input; a
  * single token takes one fused matrix-vector dispatch, a chunk one GEMM per weight. */
 static void linears(cf_infer_model *m, const infer_linear *const *L, float *const *y, int count, const float *x,
                     long n) {
-    if (n == 1) {
+    if (n == 1 || L[0]->dtype == CF_Q8_0) { /* q8_0 prompts too: each chunk of rows read once for all tokens */
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
-        infer_matvec(parts, count, L[0]->dtype, x, L[0]->in, m->x_pairs);
+        infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);
         return;
     }
     if (L[0]->dtype == CF_BF16) cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L[0]->in));
     for (int i = 0; i < count; i++) {
-        if (L[i]->dtype == CF_Q8_0)
-            q8_gemm(m, L[i], x, y[i], n);
-        else if (L[i]->dtype == CF_F32)
+        if (L[i]->dtype == CF_F32)
             cf_sgemm(false, true, n, L[i]->out, L[i]->in, 1.0f, x, L[i]->in, L[i]->w, L[i]->in, 0.0f, y[i], L[i]->out);
         else
             cf_gemm_bf16(false, true, n, L[i]->out, L[i]->in, 1.0f, m->act16, L[i]->in, L[i]->w, L[i]->in, 0.0f, y[i],

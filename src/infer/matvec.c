@@ -67,7 +67,7 @@ typedef struct matvec_job {
     const matvec_part *parts;
     int n_parts;
     const void *x;
-    long in;
+    long in, n, x_stride; /* n inputs, x_stride bytes apart once prepared */
     matvec_rows_fn rows_fn;
     long chunk_rows, rows;
 } matvec_job;
@@ -80,14 +80,16 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
     }
 }
 
-/* Rows [r0, r1) of the parts stacked on top of each other. */
+/* Rows [r0, r1) of the parts stacked on top of each other, for every input in turn (the
+ * rows stay in cache after the first). */
 static void matvec_rows(void *arg, long r0, long r1) {
     const matvec_job *j = arg;
     long first = 0;
     for (int p = 0; p < j->n_parts && first < r1; first += j->parts[p++].rows) {
         const matvec_part *part = &j->parts[p];
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
-        if (lo < hi) j->rows_fn(part->w, j->x, part->y, lo, hi, j->in);
+        for (long t = 0; t < j->n && lo < hi; t++)
+            j->rows_fn(part->w, (const char *)j->x + t * j->x_stride, part->y + t * part->rows, lo, hi, j->in);
     }
 }
 
@@ -99,22 +101,27 @@ static void matvec_chunk(void *arg, int task, int thread) {
 }
 
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs) {
+    infer_matvec_batch(parts, n_parts, dtype, x, 1, in, pairs);
+}
+
+void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+                        float *scratch) {
     const matvec_kernels *k = active_kernels();
-    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in,
+    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
                       .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32};
-    if (dtype == CF_BF16 && k->pair_block) {
-        matvec_arrange_pairs(x, in, k->pair_block, pairs);
-        job.x = pairs;
-    } else if (dtype == CF_Q8_0) {
-        matvec_quantize_x(x, in, pairs);
-        job.x = pairs;
+    long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
+    for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
+        char *dst = (char *)scratch + t * prepared;
+        if (dtype == CF_Q8_0) matvec_quantize_x(x + t * in, in, dst);
+        else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
+        job.x = scratch, job.x_stride = prepared;
     }
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
     long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
     if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
     long chunks = (job.rows + job.chunk_rows - 1) / job.chunk_rows;
-    if (chunks == 1 || job.rows * row_bytes < INLINE_BYTES || cf_num_threads() == 1)
+    if (chunks == 1 || job.rows * row_bytes * n < INLINE_BYTES || cf_num_threads() == 1)
         matvec_rows(&job, 0, job.rows);
     else
         cf_parallel_for((int)chunks, matvec_chunk, &job);

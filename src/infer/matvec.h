@@ -31,6 +31,12 @@ static inline long matvec_pairs_floats(long in) {
  * q8_0 weights (x quantized, see matvec_quantize_x). */
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
 
+/* The same for n inputs x[n, in] at once, y of each part [n, rows]: each chunk of rows is
+ * read from memory once for all n (the q8_0 prompt path). scratch holds
+ * n * matvec_pairs_floats(in) floats. */
+void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+                        float *scratch);
+
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);

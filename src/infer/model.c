@@ -223,8 +223,9 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
-    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)matvec_pairs_floats((long)widest));
-    m->w_tile = cf_aligned_alloc(sizeof(float) * (size_t)(INFER_W_TILE > widest ? INFER_W_TILE : widest));
+    /* one input's worth for decode; a prompt chunk's with q8_0 weights (infer_matvec_batch) */
+    bool q8 = m->layers[0].wq.dtype == CF_Q8_0;
+    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)(q8 ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
     infer_alloc_thread_scratch(m);
     return 0;
 }
@@ -246,7 +247,7 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->layers);
     cf_rope_table_free(&m->rope);
     void *bufs[] = {m->k_cache, m->v_cache, m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,
-                    m->q,       m->att,     m->hb,    m->hb2,   m->scores, m->x_pairs, m->act16, m->w_tile};
+                    m->q,       m->att,     m->hb,    m->hb2,   m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     cf_ckpt_close(m->ckpt);

@@ -9,9 +9,6 @@
 /* Prompts are run in chunks of at most this many tokens, bounding the scratch space. */
 enum { INFER_CHUNK = 128 };
 
-/* Prompt chunks over q8_0 weights dequantize this many floats of rows at a time for the GEMM. */
-enum { INFER_W_TILE = 1 << 16 };
-
 typedef struct infer_linear {
     const void *w; /* [out, in], f32, bf16 or q8_0 */
     cf_dtype dtype;
@@ -39,8 +36,8 @@ struct cf_infer_model {
     /* activations for up to INFER_CHUNK tokens */
     float *x, *xb, *q, *att, *hb, *hb2;
     cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
-    float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights (matvec.h) */
-    float *w_tile;   /* q8_0 weight rows dequantized for a prompt chunk's GEMM */
+    float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights or quantized for
+                        q8_0 ones (matvec.h); a whole prompt chunk's for q8_0 */
     float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
     float *kv_f32;   /* per thread, with a bf16 cache: one head's keys and values widened for
                         the prefill GEMMs, [2, max_seq, head_dim] */
