@@ -180,8 +180,8 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
         if (key_is(k, klen, "general.alignment")) {
             double v;
             if (!read_number(r, type, &v, key)) return -1;
-            if (v < 1 || v > 65536 || ((uint64_t)v & ((uint64_t)v - 1)))
-                return cf_fail(r->err, "%s: general.alignment %g is not a power of two up to 65536", r->path, v);
+            if (v < 8 || v > 65536 || ((uint64_t)v & ((uint64_t)v - 1))) /* GGUF: a multiple of 8 */
+                return cf_fail(r->err, "%s: general.alignment %g is not a power of two from 8 to 65536", r->path, v);
             *alignment = (uint64_t)v;
         } else if (key_is(k, klen, "general.architecture") && type == GGUF_T_STRING) {
             const unsigned char *a;
