@@ -43,13 +43,19 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
 
 /* The kernels take rows in groups of MATVEC_ROWS, which share each load of x. Row k of the
  * group starting at r (a short last group repeats its final row), and where its software
- * prefetch reads: the same offset in the next group, so the loads in flight reach further
- * ahead than the hardware prefetcher does on short rows (the row itself in the last group). */
-enum { MATVEC_ROWS = 4 };
-#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)                                                                    \
+ * prefetch reads: the same offset `dist` rows further on, a whole number of groups and at
+ * least MATVEC_PREFETCH_BYTES ahead (short bf16 and q8_0 rows would otherwise prefetch only
+ * a few KiB ahead), so the loads in flight reach further than the hardware prefetcher does
+ * (the row itself near the end of the range). */
+enum { MATVEC_ROWS = 4, MATVEC_PREFETCH_BYTES = 8192 };
+static inline long matvec_ahead_rows(long row_bytes) {
+    long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);
+    return MATVEC_ROWS * (groups > 1 ? groups : 1);
+}
+#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)                                                              \
     for (int k_ = 0; k_ < MATVEC_ROWS; k_++) {                                                                         \
         row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
-        ahead[k_] = (r) + MATVEC_ROWS + k_ < (r1) ? row[k_] + MATVEC_ROWS * (in) : row[k_];                            \
+        ahead[k_] = (r) + (dist) + k_ < (r1) ? row[k_] + (dist) * (in) : row[k_];                                      \
     }
 
 /* Rows [r0, r1) of y = w @ x (the ISA files are compiled for their instruction set). The

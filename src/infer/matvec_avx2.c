@@ -9,9 +9,10 @@ enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
 void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
     long vec_end = in - in % 8;
+    long dist = matvec_ahead_rows(in * (long)sizeof(float));
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m256 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += 8) {
@@ -42,9 +43,10 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
     const float *x_pairs = xv;
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
     long vec_end = in - in % BLOCK;
+    long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m256 even[ROWS], odd[ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += BLOCK) {

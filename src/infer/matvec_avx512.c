@@ -7,9 +7,10 @@ enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 /* A group of ROWS rows at a time (see matvec.h), storing only the valid ones. */
 void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
+    long dist = matvec_ahead_rows(in * (long)sizeof(float));
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m512 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += 16) {
@@ -30,9 +31,10 @@ void matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, 
     const cf_bf16 *w = wv;
     const float *x_pairs = xv;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m512 even[ROWS], odd[ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm512_setzero_ps();
         for (long i = 0; i < in; i += BLOCK) {

@@ -16,9 +16,10 @@ void KERNEL_NAME(const void *w, const void *xq, float *y, long r0, long r1, long
     const int8_t *q = xq;
     const float *d = matvec_x_scales(xq, in);
     const cf_block_q8_0 *base = w;
+    long dist = matvec_ahead_rows(blocks * CF_Q8_0_BLOCK_BYTES);
     for (long r = r0; r < r1; r += ROWS) {
         const cf_block_q8_0 *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, base, r, r1, blocks)
+        MATVEC_GROUP_ROWS(row, ahead, base, r, r1, blocks, dist)
         __m256 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();
         for (long b = 0; b < blocks; b++) {
