@@ -56,8 +56,9 @@ static void quantize_hand_block(void) {
 
 enum { MAX_ROWS = 1100, MAX_IN = 300 };
 static float w32[MAX_ROWS * MAX_IN], x[MAX_IN], y[MAX_ROWS];
-static float scratch[MAX_IN + 64];
+static float scratch[2 * (MAX_IN + 64)] __attribute__((aligned(64)));
 static cf_block_q8_0 wq[MAX_ROWS * ((MAX_IN + 31) / 32)];
+static unsigned char packed[MAX_ROWS * (MAX_IN + 64) / 32 * CF_Q8_0_BLOCK_BYTES] __attribute__((aligned(64)));
 
 /* What the kernels must compute: per block, f16(d_w) * d_x * the exact int dot. */
 static double ref_row(long r, long in) {
@@ -77,10 +78,17 @@ static void check_matvec(long rows, long in, const char *isa) {
     for (long i = 0; i < rows * in; i++) w32[i] = (float)((i * 37 % 101) - 50) / 25.0f;
     for (long i = 0; i < in; i++) x[i] = (float)((i * 13 % 29) - 14) / 7.0f;
     cf_quantize_q8_0(w32, wq, rows, in);
-    size_t row_bytes = cf_dtype_row_bytes(CF_Q8_0, in);
+    matvec_q8 all, top_half, rest;
+    matvec_q8_pack(wq, rows, in, packed, &all);
     long top = rows / 2;
-    matvec_part parts[2] = {{.w = wq, .y = y, .rows = top},
-                            {.w = (const char *)wq + (size_t)top * row_bytes, .y = y + top, .rows = rows - top}};
+    top_half = all, rest = all;
+    rest.q += top * all.blocks * CF_Q8_0_BLOCK, rest.d += top * all.blocks;
+    matvec_part parts[2] = {{.w = &top_half, .y = y, .rows = top}, {.w = &rest, .y = y + top, .rows = rows - top}};
+    float row[MAX_IN];
+    matvec_q8_row(&all, rows - 1, in, row); /* the repacked layout dequantizes as GGUF's blocks do */
+    cf_dequantize_q8_0(wq, w32, rows, in);
+    CHECK_MSG(memcmp(row, w32 + (rows - 1) * in, sizeof(float) * (size_t)in) == 0, "rows=%ld in=%ld: repacked row", rows, in);
+    for (long i = 0; i < rows * in; i++) w32[i] = (float)((i * 37 % 101) - 50) / 25.0f;
     for (long r = 0; r < rows; r++) y[r] = NAN;
     infer_matvec(parts, 2, CF_Q8_0, x, in, scratch);
     double mx = 0.0;

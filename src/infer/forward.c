@@ -125,8 +125,7 @@ static void embed(const cf_infer_model *m, const int32_t *tokens, long n) {
     for (long t = 0; t < n; t++) {
         float *dst = m->x + t * m->dim;
         if (m->embed_dtype == CF_Q8_0)
-            cf_dequantize_q8_0((const char *)m->embed + (size_t)tokens[t] * cf_dtype_row_bytes(CF_Q8_0, m->dim), dst, 1,
-                               m->dim);
+            matvec_q8_row(m->embed, tokens[t], m->dim, dst);
         else if (m->embed_dtype == CF_BF16)
             cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
         else

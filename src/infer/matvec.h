@@ -11,19 +11,18 @@
 
 #include "cformers/dtype.h"
 
-/* One matrix [rows, in] (f32, bf16 or q8_0 rows of whole blocks) and where its product goes. */
+/* One matrix [rows, in] (f32, bf16, or a matvec_q8 for q8_0) and where its product goes. */
 typedef struct matvec_part {
     const void *w;
     float *y;
     long rows;
 } matvec_part;
 
-/* The pair block of each kernel (one vector register of bf16); the pairs scratch for
- * `in` inputs holds matvec_pairs_floats(in) floats, enough for the widest. */
+/* The pair block of each kernel (one vector register of bf16); the scratch for one input
+ * of `in` holds matvec_pairs_floats(in) floats, enough for the widest pairs and for x
+ * quantized for q8_0 weights (68 bytes per block), a multiple of 64 bytes. */
 enum { MATVEC_PAIR_BLOCK_AVX2 = 16, MATVEC_PAIR_BLOCK_AVX512 = 32, MATVEC_PAIR_BLOCK_MAX = 32 };
-static inline long matvec_pairs_floats(long in) {
-    return (in + MATVEC_PAIR_BLOCK_MAX - 1) / MATVEC_PAIR_BLOCK_MAX * MATVEC_PAIR_BLOCK_MAX;
-}
+static inline long matvec_pairs_floats(long in) { return (in + 63) / 64 * 64 * 2; }
 
 /* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
  * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
@@ -68,12 +67,41 @@ void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long 
 void matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
 
 /* q8_0 weights (dtype.h) multiply x quantized per block of 32 the same way, its scale
- * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32. The
- * quantized x in the scratch is ceil(in / 32) * 32 int8 (zero-padded, as the weight rows
- * are), then one f32 scale per block; it fits the pairs scratch. */
+ * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32.
+ *
+ * The kernels read q8_0 matrices repacked at load from GGUF's interleaved 34-byte blocks
+ * into the same bytes split in two planes, so a 64-byte load is two whole blocks and the
+ * scales of 16 blocks are one load: per row, `blocks` (ceil(in / 32) rounded up to even,
+ * the extra block zero) blocks of 32 quants stored as q + 128 (unsigned: VNNI's vpdpbusd
+ * multiplies unsigned by signed bytes; x's share of the offset, 128 * sum(q_x), is taken
+ * off once per block of x for every row), then the rows' f16 scales. infer_linear.w of a
+ * q8_0 matrix points at one of these. */
+typedef struct matvec_q8 {
+    const uint8_t *q; /* [rows, blocks * 32], q + 128 */
+    const cf_f16 *d;  /* [rows, blocks] */
+    long blocks;
+} matvec_q8;
+static inline long matvec_q8_blocks(long in) { return (in + 2 * CF_Q8_0_BLOCK - 1) / (2 * CF_Q8_0_BLOCK) * 2; }
+/* Bytes of the two planes of a rows x in matrix (the header not included). */
+static inline size_t matvec_q8_bytes(long rows, long in) {
+    return (size_t)rows * (size_t)matvec_q8_blocks(in) * CF_Q8_0_BLOCK_BYTES;
+}
+/* GGUF q8_0 blocks (rows of ceil(in / 32)) into the planes at mem (64-byte aligned,
+ * matvec_q8_bytes), described by *out. */
+void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out);
+/* Row r back to floats, dst[in] (the embedding lookup). */
+void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
+
+/* x quantized (one per input in the scratch; 64-byte aligned, matvec_pairs_floats(in)
+ * floats): the quants [blocks * 32] int8, then per pair of blocks 16 int32 that are zero
+ * but lanes 0 and 8, -128 * sum(q_x) of each block (the offset's share, the start of a
+ * 512-bit vpdpbusd), then the f32 scales [blocks]; padding blocks are zero. */
 void matvec_quantize_x(const float *x, long in, void *scratch);
+static inline const int32_t *matvec_x_offsets(const void *scratch, long in) {
+    return (const int32_t *)((const int8_t *)scratch + matvec_q8_blocks(in) * CF_Q8_0_BLOCK);
+}
 static inline const float *matvec_x_scales(const void *scratch, long in) {
-    return (const float *)((const int8_t *)scratch + (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK * CF_Q8_0_BLOCK);
+    return (const float *)(matvec_x_offsets(scratch, in) + matvec_q8_blocks(in) * 8);
 }
 void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);

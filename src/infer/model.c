@@ -20,22 +20,37 @@ static void *own(cf_infer_model *m, size_t bytes) {
 }
 
 /* Returns rows x cols of data in dtype `want`, converting into an owned copy when stored
- * otherwise (through f32: widened, dequantized, rounded or quantized). */
+ * otherwise (through f32: widened, dequantized, rounded or quantized). q8_0 comes back
+ * repacked for the kernels (a matvec_q8, matvec.h), from stored blocks as they are. */
 static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, int64_t rows,
                             int64_t cols) {
-    if (have == want) return data;
+    if (have == want && want != CF_Q8_0) return data;
     size_t n = (size_t)(rows * cols);
-    float *f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
-    if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
-    else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
-    else if (have == CF_Q8_0) cf_dequantize_q8_0(data, f32, rows, cols);
-    else memcpy(f32, data, n * sizeof(float));
-    if (want == CF_F32) return f32;
-    void *out = own(m, (size_t)rows * cf_dtype_row_bytes(want, cols));
-    if (want == CF_Q8_0) cf_quantize_q8_0(f32, out, rows, cols);
-    else cf_convert_f32_to_bf16(f32, out, n);
-    free(f32);
-    return out;
+    float *f32 = NULL;
+    if (have != CF_Q8_0 || want != CF_Q8_0) {
+        f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
+        if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
+        else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
+        else if (have == CF_Q8_0) cf_dequantize_q8_0(data, f32, rows, cols);
+        else memcpy(f32, data, n * sizeof(float));
+        if (want == CF_F32) return f32;
+    }
+    if (want == CF_BF16) {
+        cf_bf16 *out = own(m, n * sizeof(cf_bf16));
+        cf_convert_f32_to_bf16(f32, out, n);
+        free(f32);
+        return out;
+    }
+    void *blocks = NULL;
+    if (f32) {
+        blocks = cf_xmalloc((size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols));
+        cf_quantize_q8_0(f32, blocks, rows, cols);
+        free(f32);
+    }
+    char *mem = own(m, 64 + matvec_q8_bytes((long)rows, (long)cols)); /* the header, then the planes */
+    matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
+    free(blocks);
+    return mem;
 }
 
 typedef struct build_ctx {
