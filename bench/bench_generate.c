@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cformers/convert.h"
@@ -60,14 +61,25 @@ static void stream_part(void *arg, int thread, int n_threads) {
     j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin);
 }
 
-static double read_bandwidth_gbs(const float *a, int runs) {
+/* CPU seconds of the whole process: on one thread, the time the work had a core, which a
+ * machine shared with other jobs does not stretch (wall time does, by whatever share of
+ * the core the others take). */
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Wall-clock read bandwidth, and per CPU second in *per_cpu. */
+static double read_bandwidth_gbs(const float *a, int runs, double *per_cpu) {
     stream_job job = {.a = a, .n = STREAM_FLOATS};
-    double t[16];
+    double t[16], c[16];
     for (int r = 0; r < runs; r++) {
-        double t0 = cf_clock_seconds();
+        double t0 = cf_clock_seconds(), c0 = cpu_seconds();
         cf_parallel_team(stream_part, &job);
-        t[r] = cf_clock_seconds() - t0;
+        t[r] = cf_clock_seconds() - t0, c[r] = cpu_seconds() - c0;
     }
+    *per_cpu = (double)STREAM_FLOATS * sizeof(float) / bench_median(c, runs) / 1e9;
     return (double)STREAM_FLOATS * sizeof(float) / bench_median(t, runs) / 1e9;
 }
 
@@ -107,7 +119,7 @@ static void config_110m(cf_model_config *m) {
 /* ---- timing ---- */
 
 typedef struct speed {
-    double prefill_tps, decode_tps;
+    double prefill_tps, decode_tps, decode_cpu_tps; /* the last per CPU second */
 } speed;
 
 static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed *out) {
@@ -115,22 +127,24 @@ static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(prefill + decode));
     float *logits = malloc(sizeof(float) * (size_t)vocab);
     for (long i = 0; i < prefill + decode; i++) tokens[i] = (int32_t)((i * 7919 + 3) % vocab);
-    double pre[16], dec[16];
+    double pre[16], dec[16], dec_cpu[16];
     cf_error err;
     int rc = 0;
     for (int r = 0; r < runs && rc == 0; r++) {
         double t0 = cf_clock_seconds();
         rc = cf_infer_forward(m, tokens, prefill, 0, logits, false, &err);
-        double t1 = cf_clock_seconds();
+        double t1 = cf_clock_seconds(), c1 = cpu_seconds();
         for (long i = 0; i < decode && rc == 0; i++)
             rc = cf_infer_forward(m, &tokens[prefill + i], 1, prefill + i, logits, false, &err);
-        double t2 = cf_clock_seconds();
+        double t2 = cf_clock_seconds(), c2 = cpu_seconds();
         pre[r] = (double)prefill / (t1 - t0);
         dec[r] = (double)decode / (t2 - t1);
+        dec_cpu[r] = (double)decode / (c2 - c1);
     }
     if (rc != 0) fprintf(stderr, "bench_generate: %s\n", err.msg);
     out->prefill_tps = bench_median(pre, runs);
     out->decode_tps = bench_median(dec, runs);
+    out->decode_cpu_tps = bench_median(dec_cpu, runs);
     free(tokens);
     free(logits);
     return rc;
@@ -164,12 +178,17 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
         }
         for (int threads = 1; threads <= 2; threads++) {
             cf_set_num_threads(threads);
-            double bandwidth = read_bandwidth_gbs(stream, runs);
+            double read_cpu, bandwidth = read_bandwidth_gbs(stream, runs, &read_cpu);
             speed sp;
             if (measure(m, s->prefill, s->decode, runs, &sp) != 0) return cf_infer_free(m), 1;
             double gbs = (double)cf_infer_weight_bytes(m) * sp.decode_tps / 1e9;
-            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%\n", s->label, cf_dtype_name(dtypes[d]),
-                   threads, sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
+            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%", s->label, cf_dtype_name(dtypes[d]), threads,
+                   sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
+            if (threads == 1) { /* per CPU second: what a core achieves while it has one */
+                double gbs_cpu = (double)cf_infer_weight_bytes(m) * sp.decode_cpu_tps / 1e9;
+                printf(" | %8.2f %8.1f %8.1f%%", gbs_cpu, read_cpu, 100.0 * gbs_cpu / read_cpu);
+            }
+            printf("\n");
             fflush(stdout);
         }
         cf_infer_free(m);
@@ -209,8 +228,8 @@ int main(int argc, char **argv) {
     printf("%s kernels%s; read = STREAM-like sum over 1 GiB just before each decode measurement%s\n\n",
            cf_isa_name(cf_isa_active()), cf_cpu()->avx512_vnni ? " (VNNI for q8_0)" : "",
            busy > 0 ? "; a busy loop competes for a core" : "");
-    printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
-           "GB/s", "read", "of read");
+    printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s",
+           "decode/s", "GB/s", "read", "of read", "cpu GB/s", "cpu read", "of read");
 
     int rc = 0;
     const char *dir = getenv("CFORMERS_DATA_DIR");
@@ -242,6 +261,7 @@ int main(int argc, char **argv) {
     cf_aligned_free(stream);
     if (busy > 0) kill(busy, SIGKILL), waitpid(busy, NULL, 0);
     printf("\nGB/s = matmul weight bytes read per decoded token x decode tokens/s; \"of read\" compares it with\n"
-           "the read bandwidth measured just before it at the same thread count.\n");
+           "the read bandwidth measured just before it at the same thread count. cpu: the same per second\n"
+           "of CPU time (1 thread only), which other jobs sharing the machine do not stretch.\n");
     return rc;
 }
