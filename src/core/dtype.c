@@ -39,7 +39,10 @@ void cf_quantize_q8_0(const float *src, void *dst, int64_t rows, int64_t cols) {
             for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
             out->d = cf_f32_to_f16(d);
-            for (int i = 0; i < CF_Q8_0_BLOCK; i++) out->q[i] = i < n ? (int8_t)roundf(x[i] * id) : 0;
+            /* the clamp changes nothing for finite blocks; non-finite ones (a diverged model) get
+             * defined quants instead of an out-of-range conversion */
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++)
+                out->q[i] = i < n ? (int8_t)roundf(fmaxf(-127.0f, fminf(127.0f, x[i] * id))) : 0;
         }
 }
 

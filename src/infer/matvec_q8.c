@@ -40,7 +40,7 @@ void matvec_quantize_x(const float *x, long in, void *scratch) {
         float scale = amax / 127.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
         int32_t sum = 0;
         for (int i = 0; i < CF_Q8_0_BLOCK; i++) {
-            int8_t v = i < n ? (int8_t)lrintf(xb[i] * inv) : 0;
+            int8_t v = i < n ? (int8_t)lrintf(fmaxf(-127.0f, fminf(127.0f, xb[i] * inv))) : 0; /* NaN: defined */
             q[b * CF_Q8_0_BLOCK + i] = v;
             sum += v;
         }
