@@ -5,7 +5,7 @@
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals / bench-dp
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -14,7 +14,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp
 
 all: build
 
@@ -62,6 +62,9 @@ bench-fusion: build
 
 bench-generate: build
 	@bash bench/bench_generate.sh
+
+bench-pool: build
+	@$(BUILD)/bench/bench_pool
 
 bench-denormals: build
 	@$(BUILD)/bench/bench_denormals
