@@ -45,7 +45,9 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
  * prefetch reads: the same offset `dist` rows further on, a whole number of groups and at
  * least MATVEC_PREFETCH_BYTES ahead (short bf16 and q8_0 rows would otherwise prefetch only
  * a few KiB ahead), so the loads in flight reach further than the hardware prefetcher does
- * (the row itself near the end of the range). */
+ * (the row itself near the end of the range). The prefetches go to L2 (_MM_HINT_T1): into
+ * L1 they held its few miss buffers, and decode ran at 8-12 GB/s per CPU second on one
+ * thread against 15-17 into L2 (f32 / bf16 / q8_0 on the 110M model, docs/inference.md). */
 enum { MATVEC_ROWS = 4, MATVEC_PREFETCH_BYTES = 8192 };
 static inline long matvec_ahead_rows(long row_bytes) {
     long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);

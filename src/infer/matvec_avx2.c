@@ -18,7 +18,7 @@ void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, lon
         for (long i = 0; i < vec_end; i += 8) {
             __m256 xv = _mm256_loadu_ps(x + i);
             for (int k = 0; k < ROWS; k++) {
-                if (i % 16 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0); /* once per line */
+                if (i % 16 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1); /* once per line */
                 acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + i), xv, acc[k]);
             }
         }
@@ -52,7 +52,7 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
         for (long i = 0; i < vec_end; i += BLOCK) {
             __m256 xe = _mm256_loadu_ps(x_pairs + i), xo = _mm256_loadu_ps(x_pairs + i + BLOCK / 2);
             for (int k = 0; k < ROWS; k++) {
-                if (i % 32 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0); /* once per line */
+                if (i % 32 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1); /* once per line */
                 __m256i v = _mm256_loadu_si256((const __m256i *)(row[k] + i));
                 even[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, even[k]);
                 odd[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), xo, odd[k]);

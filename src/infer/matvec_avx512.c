@@ -17,7 +17,7 @@ void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, l
             __mmask16 m = in - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (in - i)) - 1);
             __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
             for (int k = 0; k < ROWS; k++) {
-                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1);
                 acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row[k] + i), xv, acc[k]);
             }
         }
@@ -41,7 +41,7 @@ void matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, 
             __mmask32 m = in - i >= BLOCK ? (__mmask32)0xffffffffu : (__mmask32)((1u << (in - i)) - 1);
             __m512 xe = _mm512_loadu_ps(x_pairs + i), xo = _mm512_loadu_ps(x_pairs + i + BLOCK / 2);
             for (int k = 0; k < ROWS; k++) {
-                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1);
                 __m512i v = _mm512_maskz_loadu_epi16(m, row[k] + i);
                 even[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, even[k]);
                 odd[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)), xo, odd[k]);

@@ -27,7 +27,7 @@ void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long 
         for (long b = 0; b < nb; b++) {
             __m256i x = _mm256_loadu_si256((const __m256i *)(q + b * CF_Q8_0_BLOCK));
             for (int k = 0; k < ROWS; k++) {
-                _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
                 __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row[k] + b * CF_Q8_0_BLOCK)), flip);
                 __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), ones);
                 __m256 scale = _mm256_set1_ps(_cvtsh_ss(d[k][b]) * dx[b]);

@@ -48,7 +48,7 @@ void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0,
                 __m512i x = _mm512_loadu_si512(q + b * CF_Q8_0_BLOCK), start = _mm512_loadu_si512(offsets + b * 8);
                 __m512i lanes = _mm512_loadu_si512(pair_lanes[p]);
                 for (int k = 0; k < ROWS; k++) {
-                    _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
                     __m512i dot = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(row[k] + b * CF_Q8_0_BLOCK), x);
                     acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(lanes, scale[k]), acc[k]);
                 }
