@@ -5,7 +5,8 @@
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals / bench-dp
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals / bench-dp /
+#        bench-ckpt-delta / bench-recovery
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -14,7 +15,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-ckpt-delta bench-recovery
 
 all: build
 
@@ -71,6 +72,12 @@ bench-denormals: build
 
 bench-dp: build
 	@python3 bench/bench_dp.py --build $(BUILD)
+
+bench-ckpt-delta: build
+	@bash bench/bench_ckpt_delta.sh
+
+bench-recovery: build
+	@bash bench/bench_recovery.sh
 
 clean:
 	rm -rf build build-gcc build-asan build-fuzz

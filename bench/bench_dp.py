@@ -20,7 +20,8 @@ stories260K tokenizer) on 2 ranks uncompressed and 1-bit compressed and compares
 validation losses (target: the last within 2%).
 
 usage: bench/bench_dp.py [--build DIR] [--models llama_15m:8:256,llama_42m:2:512]
-                         [--links shm,10gbit,1gbit] [--steps N] [--rounds R] [--quality]
+                         [--links shm,10gbit,1gbit] [--schemes noov,ov,hier,onebit] [--steps N]
+                         [--rounds R] [--quality]
 """
 import argparse
 import json
@@ -31,11 +32,11 @@ import subprocess
 import sys
 import tempfile
 
-SCHEMES = [
-    ("MPI, no overlap", ["--parallel_config.overlap_comm=false", "--parallel_config.hierarchical_allreduce=off"]),
-    ("MPI, overlap", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=off"]),
-    ("hierarchical", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=on"]),
-    ("1-bit", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=off",
+SCHEMES = [  # (name, --schemes key, flags)
+    ("MPI, no overlap", "noov", ["--parallel_config.overlap_comm=false", "--parallel_config.hierarchical_allreduce=off"]),
+    ("MPI, overlap", "ov", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=off"]),
+    ("hierarchical", "hier", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=on"]),
+    ("1-bit", "onebit", ["--parallel_config.overlap_comm=true", "--parallel_config.hierarchical_allreduce=off",
                "--parallel_config.gradient_compression=onebit", "--parallel_config.freeze_step=1"]),
 ]
 
@@ -74,10 +75,14 @@ def main():
     ap.add_argument("--links", default="shm,10gbit,1gbit")
     ap.add_argument("--steps", type=int, default=8, help="steps per run (the first 2 are warm-up)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--schemes", default="noov,ov,hier,onebit",
+                    help="which of: noov (MPI without overlap, the reference of 'hidden'), ov, hier, onebit")
     ap.add_argument("--text", default=os.path.join(os.environ.get("CFORMERS_DATA_DIR", "../shared/data"),
                                                    "tinyshakespeare/input.txt"))
     ap.add_argument("--quality", action="store_true", help="1-bit against uncompressed on the demo config")
     args = ap.parse_args()
+    wanted = set(args.schemes.split(",")) | {"noov"}
+    SCHEMES[:] = [s for s in SCHEMES if s[1] in wanted]
     binary = os.path.abspath(os.path.join(args.build, "cformers"))
     if args.quality:
         return quality(binary, os.path.dirname(os.path.dirname(args.text)))
@@ -116,7 +121,7 @@ def main():
                     results.setdefault((link, preset, "1 rank"), []).append(
                         {"step": median_of(rows, "step_seconds"), "comm": 0.0, "wait": 0.0, "bytes": 0.0,
                          "tokens": int(batch) * int(seq)})
-                    for name, flags in SCHEMES:
+                    for name, _, flags in SCHEMES:
                         out = os.path.join(work, "two")
                         shutil.rmtree(out, ignore_errors=True)
                         run(launch + [binary] + common + flags + [f"--output_dir={out}"])
@@ -144,7 +149,7 @@ def report(results, link, preset):
           f"(step {1000 * med('1 rank', 'step'):.0f} ms)")
     print(f"  {'scheme':<16} {'tokens/s':>9} {'scaling':>8} {'step ms':>8} {'comm ms':>8} {'exposed ms':>10} "
           f"{'hidden':>7} {'MB sent':>8}")
-    for name, _ in SCHEMES:
+    for name, _, _ in SCHEMES:
         step = med(name, "step")
         tps = med(name, "tokens") / step
         hidden = (t_no - step) / t_comm if t_comm > 0 and name != "MPI, no overlap" else float("nan")

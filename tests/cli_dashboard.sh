@@ -27,11 +27,14 @@ done
 "$bin" dashboard --logdir "$tmp/logs" --port 0 >"$tmp/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-url=""
-for _ in $(seq 50); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$tmp/server.out" 2>/dev/null) && break
-    sleep 0.1
-done
+# The address FILE's server printed, waiting up to 10 s for it.
+address_in() {
+    for _ in $(seq 100); do
+        grep -o 'http://127.0.0.1:[0-9]*/' "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+}
+url=$(address_in "$tmp/server.out")
 [ -n "$url" ] || { fail_because "the server printed no address"; cat "$tmp/server.out"; finish "cli dashboard"; }
 
 check "runs" 0 curl -sf "${url}api/runs"
@@ -59,20 +62,11 @@ else
 fi
 
 # train --dashboard: the run's own page, live.
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-CFORMERS_THREADS=1 "$bin" train --config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" \
-    --output_dir="$tmp/live" --model.model_config.hidden_size=32 --model.model_config.num_layers=1 \
-    --model.model_config.num_heads=2 --model.model_config.intermediate_size=64 \
-    --model.model_config.max_position_embeddings=32 --runner_config.seq_length=32 --runner_config.batch_size=2 \
-    --runner_config.train_steps=100000 --runner_config.log_interval=1 --runner_config.eval_interval=0 \
-    --runner_config.sample_interval=0 --runner_config.save_interval=0 --dashboard 0 --quiet >"$tmp/train.out" 2>&1 &
+tiny_run --output_dir="$tmp/live" --runner_config.train_steps=100000 --runner_config.save_interval=0
+"$bin" train "${tiny[@]}" --dashboard 0 --quiet >"$tmp/train.out" 2>&1 &
 trainer=$!
 trap 'kill $server $trainer 2>/dev/null; rm -rf "$tmp"' EXIT
-live=""
-for _ in $(seq 100); do
-    live=$(grep -o 'http://127.0.0.1:[0-9]*/' "$tmp/train.out" 2>/dev/null) && break
-    sleep 0.1
-done
+live=$(address_in "$tmp/train.out")
 steps() { curl -sf "${live}api/metrics?run=." | grep -c '"event":"train"'; }
 if [ -z "$live" ]; then
     fail_because "train --dashboard printed no address"; cat "$tmp/train.out"

@@ -8,14 +8,9 @@ source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 mpi=(env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root -x CFORMERS_THREADS=1 -n 2)
 
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --output_dir="$tmp/run"
-      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
-      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6
-      --runner_config.log_interval=1 --runner_config.eval_interval=3 --runner_config.eval_steps=1
-      --runner_config.sample_interval=6 --runner_config.sample_tokens=8 --runner_config.save_interval=3
-      --parallel_config.bucket_size_mb=0.01)
+tiny_run --output_dir="$tmp/run" --runner_config.train_steps=6 --runner_config.eval_interval=3 \
+         --runner_config.eval_steps=1 --runner_config.sample_interval=6 --runner_config.sample_tokens=8 \
+         --runner_config.save_interval=3 --parallel_config.bucket_size_mb=0.01
 
 check "2 ranks, stopped at step 3" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --steps 3 \
     --callbacks.profile_monitor.enable=true --callbacks.profile_monitor.start_step=2 --callbacks.profile_monitor.stop_step=3

@@ -4,19 +4,17 @@
 # checkpoint (a `start` record with "restart": 1), and its final weights and Adam moments
 # are bit-identical to an uninterrupted run's. A run whose command is refused (status 2)
 # is not retried. Prints the recovery time (the kill to the first step after the restart).
+# A rank that hangs (CFORMERS_HANG_AT_STEP) stops sending heartbeats: the launcher kills the
+# job after --heartbeat-timeout and restarts it, and the run ends with the uninterrupted
+# run's losses.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 PYTHON=/usr/bin/python3 # Debian's, with python3-numpy (scripts/install-deps.sh)
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for tools/ckpt_reader.py"; exit 77; }
 export ASAN_OPTIONS="$mpi_asan_options" # every command here is an MPI job
 
-for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
-      --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
-      --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
-      --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=1000
-      --runner_config.log_interval=1 --runner_config.eval_interval=0 --runner_config.sample_interval=0
-      --runner_config.save_interval=20 --callbacks.checkpoint_monitor.async_save=false --quiet)
+tiny_run --runner_config.train_steps=1000 --runner_config.save_interval=20 \
+         --callbacks.checkpoint_monitor.async_save=false --quiet
 
 check "refused command is not retried" 2 "$bin" launch -n 2 --max-restarts 3 -- train --config tiny_shakespeare --frob
 stderr_has "not retried" "not restarting"
@@ -60,4 +58,14 @@ first = next(l for l in lines[start:] if l["event"] == "train")
 print(f"restart: {len(names)} tensors bit-identical to the uninterrupted run; "
       f"kill -9 to the first step after the restart: {first['time'] - float(sys.argv[5]):.1f} s")
 PY
+# A hung rank: rank 1 stops after step 30 (of 60; checkpoints every 20), rank 0 waits in
+# its all-reduce; no heartbeat for 10 s has the launcher kill and restart the job.
+check "uninterrupted short run" 0 "$bin" launch -n 2 -- train "${tiny[@]}" --runner_config.train_steps=60 \
+    --output_dir="$tmp/ref60"
+check "hung rank, restarted" 0 env CFORMERS_HANG_AT_STEP=30:1 "$bin" launch -n 2 --max-restarts 1 \
+    --heartbeat-timeout 10 -- train "${tiny[@]}" --runner_config.train_steps=60 --output_dir="$tmp/hung"
+stderr_has "the hang is seen" "has sent no heartbeat for"
+stderr_has "and the job restarted" "restart 1 of 1, resuming"
+same_losses "$tmp/ref60" "$tmp/hung" "the run restarted after a hang"
+check "bad --heartbeat-timeout" 2 "$bin" launch -n 2 --heartbeat-timeout -1 -- train --config tiny_shakespeare
 finish "cli supervise"

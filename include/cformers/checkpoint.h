@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define CF_CKPT_VERSION 1
+#define CF_CKPT_VERSION 2 /* the newest this build reads: 1 full files, 2 those with differential tensors */
 #define CF_CKPT_MAX_DIMS 8
 #define CF_CKPT_ALIGN 64 /* every tensor's data starts at a multiple of this offset */
 
@@ -44,6 +44,16 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
 /* Writes the index and `metadata_json` (a JSON object, or NULL for "{}"), fsyncs,
  * renames onto the final path and frees the writer, on success or failure. */
 int cf_ckpt_writer_finish(cf_ckpt_writer *w, const char *metadata_json, cf_error *err);
+
+/* Makes the tensors written next differential against the full checkpoint at
+ * `base_path`, which must stay in the same directory as this one: a tensor the base
+ * holds with the same dtype and shape is stored as its difference to the base's
+ * (lossless: XOR, byte planes, zstd; docs/checkpoint-format.md), and readers rebuild it
+ * from both files. -1 with err when the base cannot be read or is itself differential. */
+int cf_ckpt_writer_set_base(cf_ckpt_writer *w, const char *base_path, cf_error *err);
+
+/* Bytes written so far (tensor data as stored) and what the same tensors take whole. */
+void cf_ckpt_writer_sizes(const cf_ckpt_writer *w, uint64_t *stored, uint64_t *raw);
 
 /* Drops an unfinished checkpoint: removes the temp file, frees the writer. */
 void cf_ckpt_writer_abort(cf_ckpt_writer *w);
@@ -64,13 +74,20 @@ typedef struct cf_ckpt_tensor {
     uint32_t crc32c;
 } cf_ckpt_tensor;
 
-/* Maps and validates `path`; with verify_all, also every tensor's checksum (in parallel). */
+/* Maps and validates `path`; with verify_all, also every tensor's checksum (in parallel).
+ * A differential checkpoint's tensors are rebuilt at open from it and its base (read from
+ * the same directory; an error names the base when it is missing or has changed), and
+ * their checksums are those of the rebuilt data. */
 cf_ckpt *cf_ckpt_open(const char *path, bool verify_all, cf_error *err);
 void cf_ckpt_close(cf_ckpt *c);
 
 const char *cf_ckpt_path(const cf_ckpt *c);
 /* The metadata JSON object as written (NUL-terminated). */
 const char *cf_ckpt_metadata(const cf_ckpt *c);
+
+/* The file name of the base checkpoint that `path` is differential against, into buf
+ * ("" for a full checkpoint). Reads only the header and index. */
+int cf_ckpt_base_name(const char *path, char *buf, size_t size, cf_error *err);
 
 /* Tensors in name order. */
 long cf_ckpt_num_tensors(const cf_ckpt *c);

@@ -130,6 +130,7 @@ typedef struct cf_checkpoint_monitor_config {
     int64_t keep_checkpoint_max;  /* newest N kept; 0 = keep all */
     int64_t keep_every_n_steps;   /* also kept: steps that are multiples of M; 0 = off */
     bool async_save;              /* write in the background */
+    int64_t full_checkpoint_interval; /* every K-th checkpoint full, the others differential; 0 or 1 = all full */
 } cf_checkpoint_monitor_config;
 
 typedef struct cf_metrics_monitor_config {

@@ -85,7 +85,8 @@ const char *cf_gemm_kernel_name(cf_dtype input);
 
 /* The machine's measured multiply-add peak in GFLOP/s on `threads` threads of the pool:
  * independent FMA chains on the active ISA's widest vectors (for CF_BF16, the unit
- * cf_gemm_bf16 uses: AMX tiles, else vdpbf16ps, else f32 FMA). About a quarter second. */
+ * cf_gemm_bf16 uses: AMX tiles, else vdpbf16ps, else f32 FMA). About a quarter second the
+ * first time; later calls with the same arguments return the first measurement. */
 double cf_gemm_peak_gflops(cf_dtype input, int threads);
 
 /* Plain triple loop with double accumulation: the reference tests compare against. */

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "cli_parse.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +34,7 @@ static const char *const PASSED_ENV[] = {"PATH", "LD_LIBRARY_PATH", "TMPDIR", "A
 static void print_help(void) {
     printf("usage: cformers launch -n RANKS [--threads-per-rank T] [--hostfile FILE | --netsim]\n"
            "                       [--launcher auto|mpirun|srun] [--mpirun PATH] [--max-restarts K]\n"
-           "                       [--dry-run] -- COMMAND [ARGS...]\n"
+           "                       [--heartbeat-timeout S] [--dry-run] -- COMMAND [ARGS...]\n"
            "\n"
            "Runs `cformers COMMAND ARGS...` (e.g. train --config ...) as an MPI job of RANKS ranks,\n"
            "this cformers binary on every rank, each rank with T compute threads (CFORMERS_THREADS=T).\n"
@@ -57,6 +59,13 @@ static void print_help(void) {
            "                          starts over when it had saved none). A status of 2 (the\n"
            "                          command was refused) is not retried; SIGINT / SIGTERM go to\n"
            "                          the job and end the supervision. Default 0: run it once.\n"
+           "  --heartbeat-timeout S   with --max-restarts: every rank of a `train` job rewrites a file\n"
+           "                          of a directory the launcher makes (CFORMERS_HEARTBEAT_DIR) after\n"
+           "                          each step; one unchanged for S seconds (or none written S\n"
+           "                          seconds after the start) is a hung rank: the job is killed and\n"
+           "                          restarted. Ranks on other hosts need the directory shared\n"
+           "                          (set CFORMERS_HEARTBEAT_DIR to a shared path). Default 600;\n"
+           "                          0: no heartbeats.\n"
            "  --dry-run               print the command to stdout instead of running it\n"
            "\n"
            "mpirun gets: -n RANKS; --allow-run-as-root when run as root; when the ranks fit (no more\n"
@@ -76,6 +85,7 @@ static void print_help(void) {
 typedef struct launch_args {
     long ranks, threads; /* threads 0: the default share */
     long max_restarts;   /* 0: exec the launcher, no supervision */
+    double heartbeat;    /* seconds without a heartbeat that make a rank hung; 0: not watched */
     const char *hostfile, *mpirun, *launcher; /* mpirun NULL: the one on PATH */
     bool dry_run, netsim;
     char **command; /* COMMAND ARGS..., NULL-terminated (argv's tail) */
@@ -132,7 +142,7 @@ static int parse_args(int argc, char **argv, launch_args *a) {
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *o = argv[i], *v = NULL;
         bool takes_value = strcmp(o, "-n") == 0 || strcmp(o, "--threads-per-rank") == 0 ||
-                           strcmp(o, "--max-restarts") == 0 ||
+                           strcmp(o, "--max-restarts") == 0 || strcmp(o, "--heartbeat-timeout") == 0 ||
                            strcmp(o, "--hostfile") == 0 || strcmp(o, "--launcher") == 0 || strcmp(o, "--mpirun") == 0;
         if (takes_value && cli_flag_value("launch", argc, argv, &i, &v) != 0) return 2;
         if (strcmp(o, "-n") == 0) {
@@ -141,6 +151,10 @@ static int parse_args(int argc, char **argv, launch_args *a) {
             if (cli_parse_long("launch", o, v, 1, MAX_THREADS, &a->threads) != 0) return 2;
         } else if (strcmp(o, "--max-restarts") == 0) {
             if (cli_parse_long("launch", o, v, 0, 1000, &a->max_restarts) != 0) return 2;
+        } else if (strcmp(o, "--heartbeat-timeout") == 0) {
+            long s;
+            if (cli_parse_long("launch", o, v, 0, 1000000, &s) != 0) return 2;
+            a->heartbeat = (double)s;
         } else if (strcmp(o, "--hostfile") == 0) {
             a->hostfile = v;
         } else if (strcmp(o, "--launcher") == 0) {
@@ -350,23 +364,91 @@ static double seconds_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Runs argv to its end; returns its exit status as a shell reports it (128 + signal). */
-static int run_job(char *const *argv) {
+/* The heartbeat files of `dir` (rank<R>, see src/train/heartbeat.h): removes them with
+ * `clear`, else says in `who` (and returns true) which one is the oldest when older than
+ * `timeout` seconds, or that none was written `timeout` seconds after `started`
+ * (CLOCK_REALTIME). */
+static bool hung_rank(const char *dir, double timeout, double started, bool clear, char *who, size_t size) {
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    struct dirent *e;
+    bool any = false, hung = false;
+    double oldest = timeout;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double t_now = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+    char path[4096];
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "rank", 4) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (clear) {
+            unlink(path);
+            continue;
+        }
+        if (stat(path, &st) != 0) continue;
+        any = true;
+        double age = t_now - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
+        if (age > oldest) {
+            oldest = age;
+            char step[32] = "?";
+            FILE *f = fopen(path, "r");
+            if (f) {
+                if (!fgets(step, sizeof step, f)) snprintf(step, sizeof step, "?");
+                step[strcspn(step, "\n")] = 0;
+                fclose(f);
+            }
+            snprintf(who, size, "%.32s has sent no heartbeat for %.0f s (its last after step %.20s)", e->d_name, age, step);
+            hung = true;
+        }
+    }
+    closedir(d);
+    if (!hung && !any && !clear && t_now - started > timeout) {
+        snprintf(who, size, "no rank has sent a heartbeat %.0f s after the start", t_now - started);
+        hung = true;
+    }
+    return hung;
+}
+
+static double realtime_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs argv to its end; returns its exit status as a shell reports it (128 + signal).
+ * With a heartbeat directory, a hung rank there has the job (its process group) killed. */
+static int run_job(char *const *argv, const char *heartbeat_dir, double timeout) {
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "cformers launch: cannot start the job: %s\n", strerror(errno));
         return 1;
     }
     if (pid == 0) {
+        setpgid(0, 0); /* the job and its local ranks: one group to kill when it hangs */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         execvp(argv[0], argv);
         fprintf(stderr, "cformers launch: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid);
     job_pid = pid;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    double started = realtime_now();
+    for (;;) {
+        pid_t got = waitpid(pid, &status, heartbeat_dir ? WNOHANG : 0);
+        if (got == pid || (got < 0 && errno != EINTR)) break;
+        if (!heartbeat_dir || got < 0) continue;
+        char who[256];
+        if (!stop_signal && hung_rank(heartbeat_dir, timeout, started, false, who, sizeof who)) {
+            fprintf(stderr, "cformers launch: %s: the job is hung; killing it\n", who);
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     }
     job_pid = 0;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -388,9 +470,12 @@ static int supervise(words *w, const launch_args *a, int command_at) {
     sigaction(SIGINT, &on, NULL);
     sigaction(SIGTERM, &on, NULL);
     bool train = strcmp(w->v[command_at], "train") == 0;
+    const char *beats = train && a->heartbeat > 0 ? getenv("CFORMERS_HEARTBEAT_DIR") : NULL;
     double started = seconds_now();
     for (long restart = 0;; restart++) {
-        int rc = run_job(w->v);
+        char ignored[8];
+        if (beats) hung_rank(beats, 0, 0, true, ignored, sizeof ignored); /* the last run's beats */
+        int rc = run_job(w->v, beats, a->heartbeat);
         double ran = seconds_now() - started;
         if (rc == 0 || stop_signal) return rc;
         if (rc == 2) { /* misuse: the same words would fail the same way */
@@ -420,7 +505,7 @@ int cmd_launch(int argc, char **argv) {
             print_help();
             return 0;
         }
-    launch_args a = {.launcher = "auto"};
+    launch_args a = {.launcher = "auto", .heartbeat = 600};
     int rc = parse_args(argc, argv, &a);
     if (rc != 0) return rc;
     char exe[PATH_MAX];
@@ -431,6 +516,17 @@ int cmd_launch(int argc, char **argv) {
     }
     exe[len] = '\0';
     if (a.max_restarts > 0 && !a.dry_run) setenv("CFORMERS_LAUNCH_RESTART", "0", 1);
+    char beats[] = "/tmp/cformers-heartbeat-XXXXXX";
+    bool own_beats = false; /* made here (else CFORMERS_HEARTBEAT_DIR was given, perhaps shared) */
+    if (a.max_restarts > 0 && !a.dry_run && a.heartbeat > 0 && strcmp(a.command[0], "train") == 0 &&
+        !getenv("CFORMERS_HEARTBEAT_DIR")) {
+        if (!mkdtemp(beats)) {
+            fprintf(stderr, "cformers launch: cannot make a heartbeat directory %s: %s\n", beats, strerror(errno));
+            return 1;
+        }
+        own_beats = true;
+        setenv("CFORMERS_HEARTBEAT_DIR", beats, 1);
+    }
     words w = {0};
     if (strcmp(a.launcher, "srun") == 0) push_srun(&w, &a);
     else rc = push_mpirun(&w, &a);
@@ -449,5 +545,10 @@ int cmd_launch(int argc, char **argv) {
         }
     }
     free_words(&w);
+    if (own_beats) {
+        char ignored[8];
+        hung_rank(beats, 0, 0, true, ignored, sizeof ignored);
+        rmdir(beats);
+    }
     return rc;
 }

@@ -1,6 +1,7 @@
 /* Reverse-mode autodiff: walks the forward nodes backwards, asking each op's backward
  * rule for its inputs' gradients, summing the contributions to tensors used more than
- * once, and finally adding each parameter's gradient into the gradient block. */
+ * once, and adding each contribution to a parameter's gradient into the gradient block
+ * as soon as the node that makes it has run. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,7 +18,12 @@ static void add_contribution(cf_graph *g, cf_tensor **grads, cf_tensor *x, cf_te
     grads[x->id] = grads[x->id] ? cf_nn_add(g, grads[x->id], dx) : dx;
 }
 
-static void backprop_node(cf_graph *g, cf_tensor **grads, const cf_node *n) {
+static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p);
+
+/* A parameter's contributions go into the gradient block one by one, right after the
+ * node that makes each (a tied embedding's head part at the start of backward, its
+ * rows at the end), never summed first into a temporary of the parameter's size. */
+static void backprop_node(cf_graph *g, cf_tensor **grads, int n_grads, const cf_node *n) {
     cf_tensor *dy[CF_MAX_OUTPUTS] = {0}, *dx[CF_MAX_INPUTS] = {0};
     bool any = false;
     for (int k = 0; k < n->n_outputs; k++) any |= (dy[k] = grads[n->outputs[k]->id]) != NULL;
@@ -25,6 +31,13 @@ static void backprop_node(cf_graph *g, cf_tensor **grads, const cf_node *n) {
     n->op->backward(g, n, dy, dx);
     for (int i = 0; i < n->n_inputs && !g->failed; i++)
         if (dx[i] && n->inputs[i]->requires_grad) add_contribution(g, grads, n->inputs[i], dx[i]);
+    for (int i = 0; i < n->n_inputs && !g->failed; i++) {
+        cf_tensor *p = n->inputs[i];
+        if (p->role == CF_ROLE_PARAM && !p->view_of && p->id < n_grads && grads[p->id]) {
+            accumulate_param(g, grads, n_grads, p);
+            grads[p->id] = NULL;
+        }
+    }
 }
 
 /* Output k of dp's producer, when that op can add into it, nothing else reads dp and
@@ -44,9 +57,9 @@ static int accumulating_output(const cf_graph *g, cf_tensor *const *grads, int n
     return k;
 }
 
-/* Adds parameter p's finished gradient into its view of the gradient block, so
- * micro-batches accumulate: directly by the op that computes it when it can, else by
- * a grad_accumulate node. */
+/* Adds a contribution to parameter p's gradient into its view of the gradient block, so
+ * contributions and micro-batches accumulate: directly by the op that computes it when it
+ * can, else by a grad_accumulate node. */
 static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p) {
     cf_tensor *dp = grads[p->id];
     int k = accumulating_output(g, grads, n_grads, p, dp);
@@ -59,23 +72,6 @@ static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, 
         dp->producer->accumulate |= 1u << k;
     else
         cf_graph_node_add(g, &cf_op_grad_accumulate, (cf_tensor *[]){view, dp}, 2, NULL);
-}
-
-/* For each node, the parameters it is the first reader of: once the reverse walk has
- * passed that node their gradients are complete, and accumulating them right there
- * keeps each temporary gradient short-lived (and lets later passes overlap their
- * all-reduce with the rest of the backward). */
-static int *first_readers(const cf_graph *g, int n_nodes) {
-    int *first = cf_xmalloc(sizeof *first * (size_t)(g->n_params ? g->n_params : 1));
-    for (int i = 0; i < g->n_params; i++) first[i] = -1;
-    for (int k = n_nodes - 1; k >= 0; k--)
-        for (int j = 0; j < g->nodes[k]->n_inputs; j++) {
-            const cf_tensor *t = g->nodes[k]->inputs[j];
-            if (t->role != CF_ROLE_PARAM || t->view_of) continue;
-            for (int i = 0; i < g->n_params; i++)
-                if (g->params[i] == t) first[i] = k;
-        }
-    return first;
 }
 
 int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *err) {
@@ -94,15 +90,9 @@ int cf_graph_backward_from(cf_graph *g, cf_tensor *y, cf_tensor *dy, cf_error *e
         dy = cf_graph_const(g, "loss.seed", CF_F32, 0, NULL, &one);
     }
     grads[y->id] = dy;
-    int *first = first_readers(g, n_nodes);
-    for (int k = n_nodes - 1; k >= 0 && !g->failed; k--) {
-        backprop_node(g, grads, g->nodes[k]);
-        for (int i = 0; i < g->n_params && !g->failed; i++)
-            if (first[i] == k && grads[g->params[i]->id]) accumulate_param(g, grads, n_tensors, g->params[i]);
-    }
+    for (int k = n_nodes - 1; k >= 0 && !g->failed; k--) backprop_node(g, grads, n_tensors, g->nodes[k]);
     for (int i = 0; i < n_tensors; i++)
         if (g->tensors[i]->role != CF_ROLE_PARAM) g->tensors[i]->grad = grads[i];
-    free(first);
     g->phase = saved;
     g->differentiated = true;
     free(grads);

@@ -23,7 +23,9 @@ static int wait_all(cf_allreduce *a, MPI_Request *reqs, int n, const char *call,
             sched_yield();
             continue;
         }
-        nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
+        /* 20 us, doubling to 320 us: each wake-up takes the core from backward */
+        int shift = polls - 64 < 4 ? polls - 64 : 4;
+        nanosleep(&(struct timespec){.tv_nsec = 20000L << shift}, NULL);
         if (cf_clock_seconds() - start > a->timeout)
             return cf_fail(err, "%s did not complete in %.0f s (parallel_config.comm_timeout): a rank has died or "
                                 "stopped", call, a->timeout);
@@ -222,5 +224,45 @@ int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, 
         int rc = MPI_Ibcast(buf, (int)n, MPI_FLOAT, 0, node, &req);
         if (cf_dist_check(rc, "MPI_Ibcast", err) != 0 || wait_all(a, &req, 1, "MPI_Ibcast", err) != 0) return -1;
     }
+    return 0;
+}
+
+int cf_allreduce_rows(cf_allreduce *a, float *side, int64_t vocab, int64_t dim, uint32_t *touched, int32_t *rows,
+                      float *grad, cf_grad_sync_stats *st, cf_error *err) {
+    MPI_Comm world = a->d->world;
+    int ranks = a->d->size, words = (int)((vocab + 31) / 32);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, touched, words, MPI_UINT32_T, MPI_BOR, world, &req);
+    if (cf_dist_check(rc, "MPI_Iallreduce (embedding rows)", err) != 0 ||
+        wait_all(a, &req, 1, "MPI_Iallreduce (embedding rows)", err) != 0)
+        return -1;
+    int64_t n = 0;
+    for (int64_t v = 0; v < vocab; v++)
+        if (touched[v >> 5] >> (v & 31) & 1u) rows[n++] = (int32_t)v;
+    memset(touched, 0, sizeof(uint32_t) * (size_t)words);
+    /* Pack in place: row u moves up from rows[u] >= u, never over a row still to move. */
+    size_t row_bytes = sizeof(float) * (size_t)dim;
+    for (int64_t u = 0; u < n; u++)
+        if (rows[u] != u) memcpy(side + u * dim, side + (int64_t)rows[u] * dim, row_bytes);
+    int64_t step = ((int64_t)1 << 28) / dim > 0 ? ((int64_t)1 << 28) / dim : 1; /* rows per MPI call */
+    for (int64_t u0 = 0; u0 < n && rc == MPI_SUCCESS; u0 += step) {
+        int64_t m = n - u0 < step ? n - u0 : step;
+        rc = MPI_Iallreduce(MPI_IN_PLACE, side + u0 * dim, (int)(m * dim), MPI_FLOAT, MPI_SUM, world, &req);
+        if (cf_dist_check(rc, "MPI_Iallreduce (embedding rows)", err) != 0 ||
+            wait_all(a, &req, 1, "MPI_Iallreduce (embedding rows)", err) != 0)
+            return -1;
+    }
+    for (int64_t u = 0; u < n; u++) {
+        float *dst = grad + (int64_t)rows[u] * dim;
+        const float *src = side + u * dim;
+        for (int64_t c = 0; c < dim; c++) dst[c] += src[c];
+    }
+    memset(side, 0, row_bytes * (size_t)n);
+    for (int64_t u = 0; u < n; u++)
+        if (rows[u] >= n) memset(side + (int64_t)rows[u] * dim, 0, row_bytes);
+    double bytes = 2.0 * (ranks - 1) / ranks * ((double)n * (double)row_bytes + (double)words * sizeof(uint32_t));
+    st->bytes_sent += bytes;
+    st->raw_bytes += bytes;
+    st->rows_bytes += bytes;
     return 0;
 }

@@ -46,4 +46,14 @@ void cf_allreduce_free(cf_allreduce *a);
 int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, bool compress, cf_grad_sync_stats *st,
                         cf_error *err);
 
+/* The sparse exchange of an embedding's gradient rows. `side` is this rank's [vocab, dim]
+ * gradient of the embedding lookup (zero outside the rows its tokens hit), `touched` a
+ * bitmap of those rows ((vocab + 31) / 32 words). The bitmaps are OR-ed over all ranks;
+ * the union's rows are packed to the front of `side`, summed over the ranks in one
+ * all-reduce and added into `grad` (the parameter's [vocab, dim] gradient). `side` and
+ * `touched` are left cleared for the next step; `rows` (vocab ids) is scratch. Bytes per
+ * rank: 2 (W-1)/W x rows x dim x 4, against vocab x dim x 4 for the dense gradient. */
+int cf_allreduce_rows(cf_allreduce *a, float *side, int64_t vocab, int64_t dim, uint32_t *touched, int32_t *rows,
+                      float *grad, cf_grad_sync_stats *st, cf_error *err);
+
 #endif

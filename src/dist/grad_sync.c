@@ -20,12 +20,30 @@ typedef struct bucket {
     int trigger;        /* index of the last backward node that writes into it */
 } bucket;
 
+/* An embedding whose gradient rows travel sparsely: its lookup's backward accumulates
+ * into `side` (a persistent [vocab, dim] table of this rank) instead of the gradient
+ * block, and only the rows some rank's tokens hit are summed, at the end of backward.
+ * A tied embedding's dense part (the head's product) stays in the buckets, ready at the
+ * start of backward. */
+typedef struct rows_job {
+    cf_node *lookup;     /* the embedding_backward node */
+    cf_tensor *side;     /* [vocab, dim] f32, kept between steps, cleared after each exchange */
+    int64_t offset;      /* the parameter's place in the gradient block */
+    int64_t vocab, dim;
+    uint32_t *touched;   /* the rows this rank's tokens hit since the last exchange */
+    int32_t *rows;       /* scratch: the union's row ids */
+    float *side_data;
+} rows_job;
+
 struct cf_grad_sync {
     cf_dist *dist;
     cf_parallel_config pc;
     cf_allreduce algo;
     bucket *buckets;
     int n_buckets;
+    rows_job *rows;
+    int n_rows;
+    int n_jobs; /* buckets, then the rows exchanges: what the thread runs per step */
     float *grads; /* the gradient block, read from the nodes' input when they run */
     int64_t *bounds; /* ZeRO-1: rank r's optimizer shard is [bounds[r], bounds[r + 1]); else NULL */
     double *stats_sq; /* ZeRO-1: the per-parameter gradient statistics being summed over ranks */
@@ -44,15 +62,26 @@ struct cf_grad_sync {
 
 /* ---- the communication thread ---- */
 
+/* Job b: bucket b, or (from n_buckets on) an embedding's rows. */
 static void run_bucket(cf_grad_sync *s, int b) {
-    const bucket *k = &s->buckets[b];
     bool compress = s->pc.gradient_compression == CF_COMPRESSION_ONEBIT && s->step >= s->pc.freeze_step;
     double start = cf_clock_seconds();
     cf_error err = {{0}};
-    int before = s->stats.compressed_buckets;
-    int rc = cf_allreduce_bucket(&s->algo, s->grads + k->begin, k->end - k->begin, k->begin, compress, &s->stats, &err);
+    int before = s->stats.compressed_buckets, rc;
+    int64_t elems;
+    if (b < s->n_buckets) {
+        const bucket *k = &s->buckets[b];
+        elems = k->end - k->begin;
+        rc = cf_allreduce_bucket(&s->algo, s->grads + k->begin, elems, k->begin, compress, &s->stats, &err);
+    } else {
+        rows_job *j = &s->rows[b - s->n_buckets];
+        double sent = s->stats.bytes_sent;
+        rc = cf_allreduce_rows(&s->algo, j->side_data, j->vocab, j->dim, j->touched, j->rows, s->grads + j->offset,
+                               &s->stats, &err);
+        elems = (int64_t)((s->stats.bytes_sent - sent) / sizeof(float));
+    }
     double end = cf_clock_seconds();
-    s->spans[b] = (cf_grad_sync_span){.start = start, .end = end, .elems = k->end - k->begin,
+    s->spans[b] = (cf_grad_sync_span){.start = start, .end = end, .elems = elems,
                                       .compressed = s->stats.compressed_buckets > before};
     s->stats.comm_seconds += end - start;
     if (rc != 0) {
@@ -60,8 +89,12 @@ static void run_bucket(cf_grad_sync *s, int b) {
         if (!s->failed) {
             s->failed = true;
             s->error = err;
-            cf_fail_prefix(&s->error, "rank %d, step %lld, gradient bucket %d: ", cf_dist_rank(s->dist),
-                           (long long)s->step + 1, b);
+            if (b < s->n_buckets)
+                cf_fail_prefix(&s->error, "rank %d, step %lld, gradient bucket %d: ", cf_dist_rank(s->dist),
+                               (long long)s->step + 1, b);
+            else
+                cf_fail_prefix(&s->error, "rank %d, step %lld, embedding rows of %s: ", cf_dist_rank(s->dist),
+                               (long long)s->step + 1, s->rows[b - s->n_buckets].side->name);
         }
         pthread_mutex_unlock(&s->lock);
     }
@@ -119,10 +152,10 @@ static void wait_forward(const cf_node *n) {
     if (!s->armed) return;
     s->grads = cf_tensor_f32(n->inputs[0]);
     if (!s->pc.overlap_comm)
-        for (int b = 0; b < s->n_buckets; b++) hand_over(s, b);
+        for (int b = 0; b < s->n_jobs; b++) hand_over(s, b);
     double start = cf_clock_seconds();
     pthread_mutex_lock(&s->lock);
-    while (s->done < s->n_buckets) pthread_cond_wait(&s->done_cond, &s->lock);
+    while (s->done < s->n_jobs) pthread_cond_wait(&s->done_cond, &s->lock);
     s->armed = false;
     bool failed = s->failed;
     pthread_mutex_unlock(&s->lock);
@@ -138,6 +171,25 @@ static void wait_forward(const cf_node *n) {
 
 static const cf_op_def op_grad_sync_wait = {.name = "grad_sync_wait", .n_outputs = 0, .infer = infer_nothing,
                                             .forward = wait_forward, .mutates = 1u};
+
+/* grad_sync_rows: inputs (side [V, D], ids, the gradient block), attrs.i[0] the rows
+ * job. Runs after the lookup's backward in every micro-batch: marks the rows its ids hit,
+ * and in the step's last one hands the exchange over. */
+static void rows_forward(const cf_node *n) {
+    cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
+    rows_job *j = &s->rows[n->attrs.i[0]];
+    j->side_data = cf_tensor_f32(n->inputs[0]);
+    const int32_t *ids = cf_tensor_i32(n->inputs[1]);
+    int64_t count = cf_tensor_numel(n->inputs[1]);
+    for (int64_t i = 0; i < count; i++)
+        if (ids[i] >= 0 && ids[i] < j->vocab) j->touched[ids[i] >> 5] |= 1u << (ids[i] & 31);
+    if (!s->armed || !s->pc.overlap_comm) return;
+    s->grads = cf_tensor_f32(n->inputs[2]);
+    hand_over(s, s->n_buckets + (int)n->attrs.i[0]);
+}
+
+static const cf_op_def op_grad_sync_rows = {.name = "grad_sync_rows", .n_outputs = 0, .infer = infer_nothing,
+                                            .forward = rows_forward, .mutates = 1u | 4u};
 
 static void fail_update(cf_grad_sync *s, const char *what, const cf_error *err) {
     s->failed = true;
@@ -211,12 +263,10 @@ static int64_t span_end(const cf_graph *g, int p) {
     return p + 1 < g->n_params ? g->params[p + 1]->param_offset : g->param_elems;
 }
 
-/* ready[p]: the last backward node that writes parameter p's gradient. */
+/* ready[p]: the last backward node that writes parameter p's gradient block, -1 when
+ * none does. */
 static void find_last_writers(const cf_graph *g, int *ready) {
-    int first_backward = g->n_nodes;
-    for (int k = 0; k < g->n_nodes; k++)
-        if (g->nodes[k]->phase == CF_PHASE_BACKWARD && k < first_backward) first_backward = k;
-    for (int p = 0; p < g->n_params; p++) ready[p] = first_backward;
+    for (int p = 0; p < g->n_params; p++) ready[p] = -1;
     for (int k = 0; k < g->n_nodes; k++) {
         const cf_node *n = g->nodes[k];
         if (n->phase != CF_PHASE_BACKWARD) continue;
@@ -231,26 +281,78 @@ static void find_last_writers(const cf_graph *g, int *ready) {
     }
 }
 
+/* Every embedding lookup whose backward adds straight into a parameter's gradient block
+ * gets a side table of its own to add into, and a rows job that exchanges it. */
+static void split_embedding_rows(cf_grad_sync *s, cf_graph *g) {
+    s->rows = cf_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *s->rows);
+    for (int k = 0; k < g->n_nodes; k++) {
+        cf_node *n = g->nodes[k];
+        int64_t begin, end;
+        if (n->op != &cf_op_embedding_backward || !(n->accumulate & 1u) || n->outputs[0]->view_of ||
+            !grad_region(n->outputs[0], &begin, &end))
+            continue;
+        cf_tensor *dp = n->outputs[0];
+        rows_job *j = &s->rows[s->n_rows++];
+        j->lookup = n;
+        j->offset = begin;
+        j->vocab = dp->shape[0];
+        j->dim = dp->shape[1];
+        j->side = cf_graph_new_tensor(g, "", CF_ROLE_ACTIVATION, CF_F32, 2, dp->shape);
+        cf_tensor_set_name(j->side, "%s.rows", dp->name);
+        j->side->keep = true; /* persistent: micro-batches accumulate into it */
+        j->side->producer = n;
+        dp->producer = NULL;
+        n->outputs[0] = j->side;
+        j->touched = cf_xcalloc((size_t)(j->vocab + 31) / 32, sizeof *j->touched);
+        j->rows = cf_xmalloc(sizeof *j->rows * (size_t)j->vocab);
+    }
+}
+
+static void free_rows(cf_grad_sync *s) {
+    for (int j = 0; j < s->n_rows; j++) {
+        free(s->rows[j].touched);
+        free(s->rows[j].rows);
+    }
+    free(s->rows);
+}
+
 static int by_trigger(const void *a, const void *b) {
     const bucket *x = a, *y = b;
     if (x->trigger != y->trigger) return x->trigger < y->trigger ? -1 : 1;
     return x->begin > y->begin ? -1 : x->begin < y->begin; /* later in the block first */
 }
 
+static bool rows_only(const cf_grad_sync *s, const cf_graph *g, int p, const int *ready) {
+    for (int j = 0; j < s->n_rows && ready[p] < 0; j++)
+        if (s->rows[j].offset == g->params[p]->param_offset) return true;
+    return false;
+}
+
 /* Buckets of about `target` elements, walking the parameters from the end of the block
- * (the last layers, whose gradients backward finishes first) to its start. */
+ * (the last layers, whose gradients backward finishes first) to its start. A parameter
+ * ready earlier than the bucket being filled starts a new one (a tied embedding, first in
+ * the block, whose dense part is ready when backward starts); one whose gradient only
+ * travels as rows (an untied embedding) is in no bucket. */
 static int make_buckets(cf_grad_sync *s, const cf_graph *g, int64_t target, cf_error *err) {
     int *ready = cf_xmalloc(sizeof *ready * (size_t)g->n_params);
     find_last_writers(g, ready);
-    s->buckets = cf_xmalloc(sizeof *s->buckets * (size_t)g->n_params);
+    int first_backward = g->n_nodes;
+    for (int k = 0; k < g->n_nodes; k++)
+        if (g->nodes[k]->phase == CF_PHASE_BACKWARD && k < first_backward) first_backward = k;
+    s->buckets = cf_xmalloc(sizeof *s->buckets * (size_t)(g->n_params ? g->n_params : 1));
     int n = 0;
     for (int p = g->n_params - 1; p >= 0;) {
-        bucket b = {.end = span_end(g, p), .trigger = -1};
+        if (rows_only(s, g, p, ready)) {
+            p--;
+            continue;
+        }
+        bucket b = {.end = span_end(g, p), .trigger = first_backward};
         do {
             b.begin = g->params[p]->param_offset;
             if (ready[p] > b.trigger) b.trigger = ready[p];
             p--;
-        } while (p >= 0 && b.end - b.begin < target);
+        } while (p >= 0 && !rows_only(s, g, p, ready) && b.end - b.begin < target &&
+                 ready[p] >= b.trigger); /* one ready earlier (a tied embedding) does not wait for this bucket */
         s->buckets[n++] = b;
     }
     free(ready);
@@ -273,6 +375,14 @@ static int insert_nodes(cf_grad_sync *s, cf_graph *g, cf_error *err) {
         cf_node *n = cf_graph_node_add(g, &op_grad_sync_start, (cf_tensor *[]){blocks.grads}, 1, &attrs);
         if (!n) break;
         cf_graph_move_node(g, n, s->buckets[b].trigger + 1);
+    }
+    for (int j = 0; j < s->n_rows; j++) {
+        rows_job *r = &s->rows[j];
+        cf_attrs attrs = {.p = s, .i = {j}};
+        cf_node *n = cf_graph_node_add(g, &op_grad_sync_rows, (cf_tensor *[]){r->side, r->lookup->inputs[1], blocks.grads},
+                                       3, &attrs);
+        if (!n) break;
+        cf_graph_move_node(g, n, r->lookup->index + 1);
     }
     int first_update = g->n_nodes;
     for (int k = g->n_nodes - 1; k >= 0; k--)
@@ -319,17 +429,21 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
     s->pc = *pc;
     int64_t target = (int64_t)(pc->bucket_size_mb * 1024.0 * 1024.0 / sizeof(float));
     if (target < 1) target = 1;
+    split_embedding_rows(s, g);
     if (make_buckets(s, g, target, err) != 0) {
+        free_rows(s);
         free(s->buckets);
         free(s);
         return NULL;
     }
+    s->n_jobs = s->n_buckets + s->n_rows;
     int64_t largest = 0;
     for (int b = 0; b < s->n_buckets; b++)
         if (s->buckets[b].end - s->buckets[b].begin > largest) largest = s->buckets[b].end - s->buckets[b].begin;
     bool zero = pc->optimizer_shard, hier = !zero && use_hierarchical(d, pc->hierarchical_allreduce);
     if (zero && pc->gradient_compression != CF_COMPRESSION_NONE) {
         cf_fail(err, "parallel_config.optimizer_shard with gradient_compression=onebit is not supported: choose one");
+        free_rows(s);
         free(s->buckets);
         free(s);
         return NULL;
@@ -338,14 +452,15 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
                           g->param_elems, largest, err) != 0 ||
         (zero && shard_optimizer(s, g, largest, err) != 0) || insert_nodes(s, g, err) != 0) {
         cf_allreduce_free(&s->algo);
+        free_rows(s);
         free(s->stats_sq);
         free(s->bounds);
         free(s->buckets);
         free(s);
         return NULL;
     }
-    s->queue = cf_xcalloc((size_t)s->n_buckets, sizeof *s->queue);
-    s->spans = cf_xcalloc((size_t)s->n_buckets, sizeof *s->spans);
+    s->queue = cf_xcalloc((size_t)s->n_jobs, sizeof *s->queue);
+    s->spans = cf_xcalloc((size_t)s->n_jobs, sizeof *s->spans);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->done_cond, NULL);
@@ -364,6 +479,7 @@ void cf_grad_sync_free(cf_grad_sync *s) {
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done_cond);
     cf_allreduce_free(&s->algo);
+    free_rows(s);
     free(s->queue);
     free(s->spans);
     free(s->stats_sq);
@@ -390,7 +506,7 @@ int cf_grad_sync_status(const cf_grad_sync *s, cf_error *err) {
 const cf_grad_sync_stats *cf_grad_sync_last(const cf_grad_sync *s) { return &s->stats; }
 
 const cf_grad_sync_span *cf_grad_sync_spans(const cf_grad_sync *s, int *n) {
-    *n = s->n_buckets;
+    *n = s->n_jobs;
     return s->spans;
 }
 
@@ -401,6 +517,8 @@ void cf_grad_sync_describe(const cf_grad_sync *s, char *buf, size_t size) {
     if (len > 0 && (size_t)len < size && s->algo.hierarchical)
         len += snprintf(buf + len, size - (size_t)len, ", hierarchical over %d nodes x %d", cf_dist_nodes(d),
                         cf_dist_local_size(d));
+    if (len > 0 && (size_t)len < size && s->n_rows)
+        len += snprintf(buf + len, size - (size_t)len, ", embedding rows exchanged sparsely");
     if (len > 0 && (size_t)len < size && s->bounds)
         len += snprintf(buf + len, size - (size_t)len, ", optimizer sharded (ZeRO-1)");
     if (len > 0 && (size_t)len < size && s->algo.onebit)

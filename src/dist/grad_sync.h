@@ -38,6 +38,7 @@ typedef struct cf_grad_sync_stats {
     double wait_seconds;      /* the update waited this long for the last buckets */
     double bytes_sent;        /* bytes this rank handed to MPI for other ranks (model of the algorithm) */
     double raw_bytes;         /* what the same buckets cost uncompressed */
+    double rows_bytes;        /* of bytes_sent, the embeddings' sparse rows (never compressed) */
     double first_start, last_done; /* cf_clock_seconds of the first hand-over and the last completion */
 } cf_grad_sync_stats;
 

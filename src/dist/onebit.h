@@ -26,6 +26,34 @@ void cf_onebit_unpack_generic(const unsigned char *in, int64_t n, float *y, bool
 void cf_onebit_pack_avx512(const float *x, float *e, int64_t n, unsigned char *out);
 void cf_onebit_unpack_avx512(const unsigned char *in, int64_t n, float *y, bool add);
 
+/* The scalar loops every kernel shares (all of the portable one, the tails of the
+ * vector ones), over values [from, n) of a chunk. */
+static inline double cf_onebit_abs_sum(const float *x, const float *e, int64_t from, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = from; i < n; i++) {
+        float v = x[i] + e[i];
+        sum += v < 0.0f ? -v : v;
+    }
+    return sum;
+}
+
+/* Sets the sign bits of x + e (bits cleared beforehand) and leaves in e what +-scale lost. */
+static inline void cf_onebit_signs(const float *x, float *e, int64_t from, int64_t n, float scale, unsigned char *bits) {
+    for (int64_t i = from; i < n; i++) {
+        float v = x[i] + e[i];
+        int positive = v >= 0.0f;
+        bits[i >> 3] |= (unsigned char)(positive << (i & 7));
+        e[i] = v - (positive ? scale : -scale);
+    }
+}
+
+static inline void cf_onebit_expand(const unsigned char *bits, int64_t from, int64_t n, float scale, float *y, bool add) {
+    for (int64_t i = from; i < n; i++) {
+        float v = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
+        y[i] = add ? y[i] + v : v;
+    }
+}
+
 /* The kernels for this machine. */
 cf_onebit_kernels cf_onebit_kernels_for_cpu(void);
 

@@ -16,11 +16,7 @@ void cf_onebit_pack_avx512(const float *x, float *e, int64_t n, unsigned char *o
         sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
         sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
     }
-    double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi));
-    for (int64_t k = i; k < n; k++) {
-        float v = x[k] + e[k];
-        sum += v < 0 ? -v : v;
-    }
+    double sum = _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi)) + cf_onebit_abs_sum(x, e, i, n);
     float scale = (float)(sum / (double)n);
     memcpy(out, &scale, sizeof scale);
     unsigned char *bits = out + sizeof scale;
@@ -32,12 +28,7 @@ void cf_onebit_pack_avx512(const float *x, float *e, int64_t n, unsigned char *o
         _mm512_storeu_ps(e + i, _mm512_sub_ps(v, _mm512_mask_blend_ps(positive, neg, pos)));
         memcpy(bits + i / 8, &positive, 2);
     }
-    for (; i < n; i++) {
-        float v = x[i] + e[i];
-        int positive = v >= 0.0f;
-        bits[i >> 3] |= (unsigned char)(positive << (i & 7));
-        e[i] = v - (positive ? scale : -scale);
-    }
+    cf_onebit_signs(x, e, i, n, scale, bits);
 }
 
 void cf_onebit_unpack_avx512(const unsigned char *in, int64_t n, float *y, bool add) {
@@ -52,8 +43,5 @@ void cf_onebit_unpack_avx512(const unsigned char *in, int64_t n, float *y, bool 
         __m512 v = _mm512_mask_blend_ps(m, neg, pos);
         _mm512_storeu_ps(y + i, add ? _mm512_add_ps(_mm512_loadu_ps(y + i), v) : v);
     }
-    for (; i < n; i++) {
-        float v = bits[i >> 3] >> (i & 7) & 1 ? scale : -scale;
-        y[i] = add ? y[i] + v : v;
-    }
+    cf_onebit_expand(bits, i, n, scale, y, add);
 }

@@ -7,6 +7,8 @@
 
 #define CKPT_MAGIC "CFCKPT\0\0"
 #define CKPT_HEADER_BYTES 64
+#define CKPT_VERSION_FULL 1  /* every tensor stored whole */
+#define CKPT_VERSION_DELTA 2 /* some tensors stored as differences against a base checkpoint */
 
 /* The fixed header at offset 0; the index (JSON) and the metadata (JSON) follow the
  * tensor data, so tensors can be streamed out before the index is known. */

@@ -16,6 +16,16 @@
 #include "cformers/threads.h"
 #include "core/checked.h"
 #include "io/checkpoint_format.h"
+#include "io/checkpoint_internal.h"
+#include "io/ckpt_delta.h"
+
+/* A tensor stored as its difference against a base checkpoint's. */
+typedef struct delta_entry {
+    const char *base;     /* the base's file name, in this file's directory */
+    uint32_t base_crc;    /* the base's trailer checksum when this file was written */
+    size_t stored;        /* bytes of the encoding at the tensor's offset */
+    void *rebuilt;        /* the tensor's data once rebuilt (owned) */
+} delta_entry;
 
 struct cf_ckpt {
     char *path;
@@ -27,20 +37,38 @@ struct cf_ckpt {
     bool *verified;
     bool *used;             /* returned by cf_ckpt_get */
     long n;
+    uint32_t trailer_crc;
+    delta_entry *deltas;    /* per tensor (sorted order); NULL when none is differential */
 };
 
 static int by_name(const void *a, const void *b) {
     return strcmp(((const cf_ckpt_tensor *)a)->name, ((const cf_ckpt_tensor *)b)->name);
 }
 
-static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_ckpt_tensor *t, cf_error *err) {
-    const char *name = NULL, *dtype = NULL;
+static _Thread_local const cf_ckpt_tensor *sort_ctx; /* the tensors by_name_index orders */
+
+static int by_name_index(const void *a, const void *b) {
+    return strcmp(sort_ctx[*(const long *)a].name, sort_ctx[*(const long *)b].name);
+}
+
+static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_ckpt_tensor *t, delta_entry *d,
+                       cf_error *err) {
+    const char *name = NULL, *dtype = NULL, *encoding = NULL, *base = NULL;
     json_t *shape = NULL;
-    json_int_t offset = -1, nbytes = -1, crc = -1;
+    json_int_t offset = -1, nbytes = -1, crc = -1, stored = -1, base_crc = -1;
     json_error_t jerr;
-    if (json_unpack_ex(e, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s:I, s:I, s:I}", "name", &name, "dtype", &dtype,
-                       "shape", &shape, "offset", &offset, "nbytes", &nbytes, "crc32c", &crc) != 0)
+    if (json_unpack_ex(e, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s:I, s:I, s:I, s?s, s?I, s?s, s?I}", "name", &name,
+                       "dtype", &dtype, "shape", &shape, "offset", &offset, "nbytes", &nbytes, "crc32c", &crc,
+                       "encoding", &encoding, "stored", &stored, "base", &base, "base_crc32c", &base_crc) != 0)
         return cf_fail(err, "%s: index entry %ld: %s", c->path, i, jerr.text);
+    if (encoding) {
+        if (strcmp(encoding, CF_DELTA_ENCODING) != 0 || h->version < CKPT_VERSION_DELTA)
+            return cf_fail(err, "%s: tensor %s: unknown encoding '%s'", c->path, name, encoding);
+        if (!base || !*base || strchr(base, '/') || stored < 0 || base_crc < 0 || base_crc > 0xffffffffLL)
+            return cf_fail(err, "%s: tensor %s: a difference needs its base's file name, base_crc32c and stored size",
+                           c->path, name);
+        *d = (delta_entry){.base = base, .base_crc = (uint32_t)base_crc, .stored = (size_t)stored};
+    }
     t->name = name;
     if (cf_dtype_parse(dtype, &t->dtype) != 0) return cf_fail(err, "%s: tensor %s: unknown dtype '%s'", c->path, name, dtype);
     if (!json_is_array(shape) || json_array_size(shape) > CF_CKPT_MAX_DIMS)
@@ -58,9 +86,10 @@ static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_c
     if ((uint64_t)nbytes != cf_dtype_tensor_bytes(t->dtype, t->ndim, t->shape))
         return cf_fail(err, "%s: tensor %s: %lld bytes do not match shape and dtype %s", c->path, name,
                        (long long)nbytes, dtype);
-    if (offset < CKPT_HEADER_BYTES || offset % CF_CKPT_ALIGN || !cf_fits((uint64_t)offset, (uint64_t)nbytes, h->index_offset))
-        return cf_fail(err, "%s: tensor %s: data at offset %lld (+%lld bytes) lies outside the data region", c->path,
-                       name, (long long)offset, (long long)nbytes);
+    uint64_t span = encoding ? (uint64_t)stored : (uint64_t)nbytes;
+    if (offset < CKPT_HEADER_BYTES || offset % CF_CKPT_ALIGN || !cf_fits((uint64_t)offset, span, h->index_offset))
+        return cf_fail(err, "%s: tensor %s: data at offset %lld (+%llu bytes) lies outside the data region", c->path,
+                       name, (long long)offset, (unsigned long long)span);
     if (crc < 0 || crc > 0xffffffffLL) return cf_fail(err, "%s: tensor %s: bad crc32c", c->path, name);
     t->offset = (uint64_t)offset;
     t->nbytes = (size_t)nbytes;
@@ -76,8 +105,8 @@ static int parse_header(cf_ckpt *c, ckpt_header *h, cf_error *err) {
     if (memcmp(h->magic, CKPT_MAGIC, 8) != 0) return cf_fail(err, "%s: not a cformers checkpoint (bad magic)", c->path);
     if (h->header_crc32c != cf_crc32c(0, h, offsetof(ckpt_header, header_crc32c)))
         return cf_fail(err, "%s: offset 0: header checksum mismatch (corrupt or unfinished file)", c->path);
-    if (h->version != CF_CKPT_VERSION)
-        return cf_fail(err, "%s: checkpoint version %u, this build reads version %d", c->path, h->version,
+    if (h->version != CKPT_VERSION_FULL && h->version != CKPT_VERSION_DELTA)
+        return cf_fail(err, "%s: checkpoint version %u, this build reads versions 1 to %d", c->path, h->version,
                        CF_CKPT_VERSION);
     if (h->file_bytes != c->map_bytes)
         return cf_fail(err, "%s: file is %zu bytes, header says %llu (truncated?)", c->path, c->map_bytes,
@@ -91,6 +120,7 @@ static int parse_header(cf_ckpt *c, ckpt_header *h, cf_error *err) {
                        (unsigned long long)h->index_bytes, (unsigned long long)h->metadata_offset,
                        (unsigned long long)h->metadata_bytes, (unsigned long long)h->file_bytes);
     uint32_t crc = cf_crc32c(0, c->map + h->index_offset, h->index_bytes + h->metadata_bytes);
+    c->trailer_crc = crc;
     if (crc != h->trailer_crc32c)
         return cf_fail(err, "%s: offset %llu: index/metadata checksum mismatch", c->path,
                        (unsigned long long)h->index_offset);
@@ -110,9 +140,33 @@ static int parse_trailer(cf_ckpt *c, const ckpt_header *h, cf_error *err) {
     c->tensors = cf_xcalloc((size_t)c->n + 1, sizeof *c->tensors);
     c->verified = cf_xcalloc((size_t)c->n + 1, sizeof *c->verified);
     c->used = cf_xcalloc((size_t)c->n + 1, sizeof *c->used);
-    for (long i = 0; i < c->n; i++)
-        if (parse_entry(c, json_array_get(c->index, (size_t)i), i, h, &c->tensors[i], err) != 0) return -1;
-    qsort(c->tensors, (size_t)c->n, sizeof *c->tensors, by_name);
+    delta_entry *deltas = cf_xcalloc((size_t)c->n + 1, sizeof *deltas);
+    bool any = false;
+    for (long i = 0; i < c->n; i++) {
+        if (parse_entry(c, json_array_get(c->index, (size_t)i), i, h, &c->tensors[i], &deltas[i], err) != 0) {
+            free(deltas);
+            return -1;
+        }
+        any |= deltas[i].base != NULL;
+    }
+    if (any) { /* sorted with the tensors: each delta entry rides in its tensor's slot via an index */
+        long *order = cf_xmalloc(sizeof *order * (size_t)c->n);
+        for (long i = 0; i < c->n; i++) order[i] = i;
+        sort_ctx = c->tensors;
+        qsort(order, (size_t)c->n, sizeof *order, by_name_index);
+        cf_ckpt_tensor *sorted = cf_xmalloc(sizeof *sorted * ((size_t)c->n + 1));
+        c->deltas = cf_xcalloc((size_t)c->n + 1, sizeof *c->deltas);
+        for (long i = 0; i < c->n; i++) {
+            sorted[i] = c->tensors[order[i]];
+            c->deltas[i] = deltas[order[i]];
+        }
+        free(c->tensors);
+        c->tensors = sorted;
+        free(order);
+    } else {
+        qsort(c->tensors, (size_t)c->n, sizeof *c->tensors, by_name);
+    }
+    free(deltas);
     for (long i = 1; i < c->n; i++)
         if (strcmp(c->tensors[i - 1].name, c->tensors[i].name) == 0)
             return cf_fail(err, "%s: tensor %s appears twice in the index", c->path, c->tensors[i].name);
@@ -151,7 +205,8 @@ static int verify_all(cf_ckpt *c, cf_error *err) {
     return bad < c->n ? verify_tensor(c, &c->tensors[bad], err) : 0;
 }
 
-cf_ckpt *cf_ckpt_open(const char *path, bool verify, cf_error *err) {
+/* Maps `path` and validates its header and index; differential tensors not rebuilt. */
+static cf_ckpt *open_container(const char *path, cf_error *err) {
     cf_ckpt *c = cf_xcalloc(1, sizeof *c);
     c->path = cf_xstrdup(path);
     int fd = open(path, O_RDONLY);
@@ -176,16 +231,96 @@ cf_ckpt *cf_ckpt_open(const char *path, bool verify, cf_error *err) {
     }
     close(fd);
     ckpt_header h;
-    if (parse_header(c, &h, err) != 0 || parse_trailer(c, &h, err) != 0 || (verify && verify_all(c, err) != 0)) {
+    if (parse_header(c, &h, err) != 0 || parse_trailer(c, &h, err) != 0) {
         cf_ckpt_close(c);
         return NULL;
     }
     return c;
 }
 
+/* The base named by delta entry d, opened (and kept in *base) from c's directory. */
+static cf_ckpt *open_base(cf_ckpt *c, const delta_entry *d, cf_ckpt **base, cf_error *err) {
+    if (*base && strcmp(strrchr(cf_ckpt_path(*base), '/') + 1, d->base) == 0) return *base;
+    cf_ckpt_close(*base);
+    const char *slash = strrchr(c->path, '/');
+    int dir = slash ? (int)(slash - c->path) : 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s/%s", dir, slash ? c->path : ".", d->base);
+    cf_error why = {{0}};
+    *base = open_container(path, &why);
+    if (!*base) {
+        cf_fail(err, "%s: differential checkpoint whose base %s cannot be read (%s)", c->path, d->base, why.msg);
+        return NULL;
+    }
+    if ((*base)->deltas) {
+        cf_fail(err, "%s: its base %s is itself differential", c->path, d->base);
+        return NULL;
+    }
+    if ((*base)->trailer_crc != d->base_crc) {
+        cf_fail(err, "%s: its base %s is not the checkpoint it was made against (replaced since)", c->path, d->base);
+        return NULL;
+    }
+    return *base;
+}
+
+/* Rebuilds every differential tensor from its encoding and the base's tensor. */
+static int rebuild(cf_ckpt *c, cf_error *err) {
+    cf_ckpt *base = NULL;
+    int rc = 0;
+    for (long i = 0; i < c->n && rc == 0; i++) {
+        delta_entry *d = &c->deltas[i];
+        cf_ckpt_tensor *t = &c->tensors[i];
+        if (!d->base) continue;
+        if (!open_base(c, d, &base, err)) {
+            rc = -1;
+            break;
+        }
+        cf_error why = {{0}};
+        const cf_ckpt_tensor *b = cf_ckpt_get(base, t->name, t->dtype, t->ndim, t->shape, &why);
+        if (!b) {
+            rc = cf_fail(err, "%s: tensor %s: base %s does not hold it whole (%s)", c->path, t->name, d->base, why.msg);
+            break;
+        }
+        char what[512];
+        snprintf(what, sizeof what, "%s: tensor %s", c->path, t->name);
+        d->rebuilt = cf_xmalloc(t->nbytes ? t->nbytes : 1);
+        rc = cf_delta_decode(t->data, d->stored, b->data, t->numel, (int)cf_dtype_size(t->dtype), d->rebuilt, what, err);
+        t->data = d->rebuilt;
+    }
+    cf_ckpt_close(base);
+    return rc;
+}
+
+cf_ckpt *cf_ckpt_open(const char *path, bool verify, cf_error *err) {
+    cf_ckpt *c = open_container(path, err);
+    if (c && ((c->deltas && rebuild(c, err) != 0) || (verify && verify_all(c, err) != 0))) {
+        cf_ckpt_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+int cf_ckpt_base_name(const char *path, char *buf, size_t size, cf_error *err) {
+    cf_ckpt *c = open_container(path, err);
+    if (!c) return -1;
+    snprintf(buf, size, "%s", "");
+    for (long i = 0; c->deltas && i < c->n; i++)
+        if (c->deltas[i].base) {
+            snprintf(buf, size, "%s", c->deltas[i].base);
+            break;
+        }
+    cf_ckpt_close(c);
+    return 0;
+}
+
+bool cf_ckpt_is_delta(const cf_ckpt *c) { return c->deltas != NULL; }
+uint32_t cf_ckpt_trailer_crc(const cf_ckpt *c) { return c->trailer_crc; }
+
 void cf_ckpt_close(cf_ckpt *c) {
     if (!c) return;
     if (c->map) munmap((void *)c->map, c->map_bytes);
+    for (long i = 0; c->deltas && i < c->n; i++) free(c->deltas[i].rebuilt);
+    free(c->deltas);
     json_decref(c->index);
     free(c->tensors);
     free(c->verified);

@@ -11,17 +11,60 @@
 #include "core/fault.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint_format.h"
+#include "io/checkpoint_internal.h"
+#include "io/ckpt_delta.h"
+
+enum { DELTA_MIN_BYTES = 4096, DELTA_ZSTD_LEVEL = 1 };
 
 struct cf_ckpt_writer {
     atomic_file file;
     json_t *index; /* array of tensor entries */
     json_t *names; /* object used as a set, for duplicate detection */
+    cf_ckpt *base; /* differential against this one, or NULL */
+    char *base_name;
+    bool any_delta;
+    uint64_t stored, raw;
 };
 
 static void writer_free(cf_ckpt_writer *w) {
     json_decref(w->index);
     json_decref(w->names);
+    cf_ckpt_close(w->base);
+    free(w->base_name);
     free(w);
+}
+
+int cf_ckpt_writer_set_base(cf_ckpt_writer *w, const char *base_path, cf_error *err) {
+    cf_ckpt *base = cf_ckpt_open(base_path, false, err);
+    if (!base) return -1;
+    if (cf_ckpt_is_delta(base)) {
+        cf_ckpt_close(base);
+        return cf_fail(err, "%s: a differential checkpoint cannot be the base of another", base_path);
+    }
+    cf_ckpt_close(w->base);
+    free(w->base_name);
+    w->base = base;
+    const char *slash = strrchr(base_path, '/');
+    w->base_name = cf_xstrdup(slash ? slash + 1 : base_path);
+    return 0;
+}
+
+void cf_ckpt_writer_sizes(const cf_ckpt_writer *w, uint64_t *stored, uint64_t *raw) {
+    *stored = w->stored;
+    *raw = w->raw;
+}
+
+static int sink_file(void *ctx, const void *data, size_t n, cf_error *err) { return atomic_file_write(ctx, data, n, err); }
+
+/* The base's tensor to store `name` against, when it has one of the same dtype and shape
+ * (its checksum verified), or NULL: stored whole. */
+static const cf_ckpt_tensor *delta_base(cf_ckpt_writer *w, const char *name, cf_dtype dtype, int ndim,
+                                        const int64_t *shape, size_t nbytes) {
+    if (!w->base || nbytes < DELTA_MIN_BYTES) return NULL;
+    const cf_ckpt_tensor *b = cf_ckpt_find(w->base, name);
+    if (!b || b->dtype != dtype || b->ndim != ndim || b->nbytes != nbytes) return NULL;
+    cf_error ignored = {{0}};
+    return cf_ckpt_get(w->base, name, dtype, ndim, shape, &ignored);
 }
 
 cf_ckpt_writer *cf_ckpt_writer_open(const char *path, cf_error *err) {
@@ -60,14 +103,27 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
         json_decref(dims);
         return -1;
     }
-    uint64_t offset = w->file.offset;
-    if (atomic_file_write(&w->file, data, nbytes, err) != 0) {
+    uint64_t offset = w->file.offset, stored = nbytes;
+    const cf_ckpt_tensor *base = delta_base(w, name, dtype, ndim, shape, nbytes);
+    int rc = base ? cf_delta_encode(data, base->data, numel, (int)cf_dtype_size(dtype), DELTA_ZSTD_LEVEL, sink_file,
+                                    &w->file, &stored, err)
+                  : atomic_file_write(&w->file, data, nbytes, err);
+    if (rc != 0) {
         json_decref(dims);
         return cf_fail_prefix(err, "tensor %s: ", name);
     }
     json_t *entry = json_pack("{s:s, s:s, s:o, s:I, s:I, s:I}", "name", name, "dtype", cf_dtype_name(dtype), "shape",
                               dims, "offset", (json_int_t)offset, "nbytes", (json_int_t)nbytes, "crc32c",
                               (json_int_t)cf_crc32c(0, data, nbytes));
+    if (base) {
+        json_object_set_new(entry, "encoding", json_string(CF_DELTA_ENCODING));
+        json_object_set_new(entry, "stored", json_integer((json_int_t)stored));
+        json_object_set_new(entry, "base", json_string(w->base_name));
+        json_object_set_new(entry, "base_crc32c", json_integer((json_int_t)cf_ckpt_trailer_crc(w->base)));
+        w->any_delta = true;
+    }
+    w->stored += stored;
+    w->raw += nbytes;
     json_array_append_new(w->index, entry);
     json_object_set_new(w->names, name, json_true());
     return 0;
@@ -83,7 +139,7 @@ static int write_trailer(cf_ckpt_writer *w, const char *metadata_json, cf_error 
     }
     json_decref(meta);
     char *index = json_dumps(w->index, JSON_COMPACT);
-    ckpt_header h = {.version = CF_CKPT_VERSION, .header_bytes = CKPT_HEADER_BYTES};
+    ckpt_header h = {.version = w->any_delta ? CKPT_VERSION_DELTA : CKPT_VERSION_FULL, .header_bytes = CKPT_HEADER_BYTES};
     memcpy(h.magic, CKPT_MAGIC, 8);
     int rc = atomic_file_pad(&w->file, 8, err);
     h.index_offset = w->file.offset;

@@ -145,6 +145,8 @@ const cf_config_key cf_config_keys[] = {
     K_INT(callbacks.checkpoint_monitor.keep_every_n_steps, 0, 0, BIG,
           "also keep every checkpoint whose step is a multiple of this; 0 = off"),
     K_BOOL(callbacks.checkpoint_monitor.async_save, true, "write checkpoints in the background"),
+    K_INT(callbacks.checkpoint_monitor.full_checkpoint_interval, 0, 0, BIG,
+          "every K-th checkpoint is full, the others store only their difference to the last full one; 0 or 1 = all full"),
     K_STRING(callbacks.metrics_monitor.file, "metrics.jsonl", "JSON-lines metrics in output_dir; empty = none"),
     K_STRING(callbacks.summary_monitor.summary_dir, "tensorboard", "TensorBoard event files: a directory in output_dir; empty = none"),
     K_INT(callbacks.summary_monitor.gradient_stats_interval, 100, 0, BIG, "steps between per-parameter gradient norms and update/weight ratios; 0 = off"),

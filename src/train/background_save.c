@@ -18,6 +18,7 @@ struct cf_bg_save {
     float *staging; /* params, adam_m, adam_v: 3 x param_elems */
     int32_t step;
     cf_train_position pos;
+    char base[4096]; /* differential against this full checkpoint; "" = full */
     pthread_t thread;
     bool running;       /* a write was started and not collected */
     bool threaded;      /* ... on its own thread (else it is already done) */
@@ -61,7 +62,7 @@ static void *write_staged(void *arg) {
     double t0 = cf_clock_seconds();
     b->result.err = (cf_error){{0}};
     b->result.ok = cf_train_checkpoint_write(b->result.path, b->graph, &s, &b->model, b->tokenizer, &b->pos,
-                                             &b->result.err) == 0;
+                                             *b->base ? b->base : NULL, &b->result.info, &b->result.err) == 0;
     b->result.write_seconds = cf_clock_seconds() - t0;
     atomic_store(&b->done, true);
     return NULL;
@@ -72,7 +73,8 @@ static void *writer_thread(void *arg) {
     return write_staged(arg);
 }
 
-void cf_bg_save_start(cf_bg_save *b, const char *path, const cf_train_tensors *s, const cf_train_position *pos) {
+void cf_bg_save_start(cf_bg_save *b, const char *path, const char *base, const cf_train_tensors *s,
+                      const cf_train_position *pos) {
     size_t n = (size_t)cf_graph_param_elems(b->graph);
     if (!b->staging) b->staging = cf_xmalloc(3 * n * sizeof(float));
     memcpy(b->staging, s->params, n * sizeof(float));
@@ -81,6 +83,7 @@ void cf_bg_save_start(cf_bg_save *b, const char *path, const cf_train_tensors *s
     b->step = *s->step;
     b->pos = *pos;
     snprintf(b->result.path, sizeof b->result.path, "%s", path);
+    snprintf(b->base, sizeof b->base, "%s", base ? base : "");
     b->result.step = pos->step;
     atomic_store(&b->done, false);
     b->threaded = pthread_create(&b->thread, NULL, writer_thread, b) == 0;

@@ -19,6 +19,7 @@ typedef struct cf_bg_result {
     bool ok;
     cf_error err;         /* why not, naming the file */
     double write_seconds; /* from the start of the write to the rename */
+    cf_ckpt_write_info info; /* differential or full, bytes */
 } cf_bg_result;
 
 /* A saver for checkpoints of graph g (its structure is read by the writer thread, so it
@@ -30,9 +31,11 @@ void cf_bg_save_free(cf_bg_save *b);
 /* Bytes of the staging buffer (0 before the first save, or for NULL). */
 size_t cf_bg_save_staging_bytes(const cf_bg_save *b);
 
-/* Copies `s` and `pos` to the staging buffer and starts writing them to `path`. The
- * previous write must have been collected (cf_bg_save_collect with wait). */
-void cf_bg_save_start(cf_bg_save *b, const char *path, const cf_train_tensors *s, const cf_train_position *pos);
+/* Copies `s` and `pos` to the staging buffer and starts writing them to `path`,
+ * differential against `base` when given (cf_train_checkpoint_write). The previous write
+ * must have been collected (cf_bg_save_collect with wait). */
+void cf_bg_save_start(cf_bg_save *b, const char *path, const char *base, const cf_train_tensors *s,
+                      const cf_train_position *pos);
 
 /* Whether a finished write's outcome went to *out: with `wait`, waits for the write in
  * flight; without, only takes one that has finished. false: no write to collect. */

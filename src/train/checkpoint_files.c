@@ -76,17 +76,30 @@ size_t cf_checkpoint_count(const char *dir, const char *prefix) {
     return n;
 }
 
-/* Deletes the checkpoints of dir but the newest `keep` and those whose step is a
- * multiple of `every` (0: none is). */
+/* Deletes the checkpoints of dir but the newest `keep`, those whose step is a multiple
+ * of `every` (0: none is) and the bases that kept differential checkpoints need. */
 static void remove_older(const char *dir, const char *prefix, size_t keep, int64_t every) {
     int64_t *steps;
     size_t n = list_steps(dir, prefix, &steps);
-    char path[4096];
-    for (size_t i = 0; i + keep < n; i++) {
-        if (every > 0 && steps[i] % every == 0) continue;
+    bool *kept = cf_xcalloc(n + 1, sizeof *kept);
+    char path[4096], base[4096], name[4096];
+    for (size_t i = 0; i < n; i++) kept[i] = i + keep >= n || (every > 0 && steps[i] % every == 0);
+    for (size_t i = n; keep > 0 && i-- > 0;) { /* newest first: a kept delta keeps its (older) base */
+        if (!kept[i]) continue;
+        cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
+        cf_error ignored = {{0}};
+        if (cf_ckpt_base_name(path, base, sizeof base, &ignored) != 0 || !*base) continue;
+        for (size_t j = 0; j < i; j++) {
+            cf_checkpoint_file_name(name, sizeof name, dir, prefix, steps[j]);
+            if (strcmp(strrchr(name, '/') + 1, base) == 0) kept[j] = true;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (kept[i]) continue;
         cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
         unlink(path);
     }
+    free(kept);
     free(steps);
 }
 

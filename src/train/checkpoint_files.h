@@ -28,7 +28,8 @@ int cf_checkpoint_newest_valid(const char *dir, const char *prefix, char *buf, s
 size_t cf_checkpoint_count(const char *dir, const char *prefix);
 
 /* Deletes all but the newest `keep` checkpoints and those whose step is a multiple of
- * `every` (keep <= 0: deletes nothing; every <= 0: no step is kept for being one). */
+ * `every` (keep <= 0: deletes nothing; every <= 0: no step is kept for being one); the
+ * base of a kept differential checkpoint is kept too. */
 void cf_checkpoint_prune(const char *dir, const char *prefix, int64_t keep, int64_t every);
 
 /* Deletes every checkpoint of dir (--overwrite: a new run replaces the old one). */

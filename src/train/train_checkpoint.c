@@ -58,7 +58,7 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
 
 int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err) {
-    return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, err);
+    return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, NULL, NULL, err);
 }
 
 int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v, cf_train_tensors *s, cf_error *err) {
@@ -77,16 +77,19 @@ int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v,
 
 int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
                                      const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
-                                     cf_error *err) {
+                                     const char *base, cf_ckpt_write_info *info, cf_error *err) {
     cf_train_tensors s;
     if (cf_train_tensors_of(plan, adam_m, adam_v, &s, err) != 0) return -1;
-    return cf_train_checkpoint_write(path, cf_plan_graph(plan), &s, model, tokenizer, pos, err);
+    return cf_train_checkpoint_write(path, cf_plan_graph(plan), &s, model, tokenizer, pos, base, info, err);
 }
 
 int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
-                              const char *tokenizer, const cf_train_position *pos, cf_error *err) {
+                              const char *tokenizer, const cf_train_position *pos, const char *base,
+                              cf_ckpt_write_info *info, cf_error *err) {
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
+    cf_error no_base = {{0}};
+    bool differential = base && cf_ckpt_writer_set_base(w, base, &no_base) == 0;
     int64_t elems = cf_graph_param_elems(g);
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
@@ -103,6 +106,10 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
         json_decref(meta);
         cf_ckpt_writer_abort(w);
         return -1;
+    }
+    if (info) {
+        info->differential = differential;
+        cf_ckpt_writer_sizes(w, &info->stored, &info->raw);
     }
     char *text = json_dumps(meta, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(meta);

@@ -38,16 +38,24 @@ typedef struct cf_train_position {
     cf_run_settings settings;
 } cf_train_position;
 
+/* How a checkpoint was written: differential or full, and its tensors' bytes on disk
+ * against their size whole. */
+typedef struct cf_ckpt_write_info {
+    bool differential;
+    uint64_t stored, raw;
+} cf_ckpt_write_info;
+
 /* Writes the plan's parameters, moments and `pos` to `path` (atomically), with the
  * tokenizer file embedded when `tokenizer` names one (NULL or "" for none), so that
  * `cformers generate --model` needs nothing else. */
 int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
                              const cf_train_position *pos, cf_error *err);
 /* The same with the Adam moments of the whole block given by the caller (a sharded
- * optimizer's moments gathered from every rank); NULL: the plan's own. */
+ * optimizer's moments gathered from every rank; NULL: the plan's own), differential
+ * against `base` when given (as cf_train_checkpoint_write). */
 int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
                                      const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
-                                     cf_error *err);
+                                     const char *base, cf_ckpt_write_info *info, cf_error *err);
 
 /* The tensors of a training state, in the graph's flat layouts: the parameter block, both
  * moment blocks (whole, not a shard) and the optimizer step. */
@@ -63,9 +71,12 @@ int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v,
 
 /* Writes a training checkpoint of graph `g` (names, shapes, layout) from `s`, which need
  * not be the graph's own memory (a background save writes a copy while the graph trains
- * on); reads nothing of the graph but its structure. */
+ * on); reads nothing of the graph but its structure. With `base` (a full checkpoint in
+ * the same directory; NULL: none) the tensors are stored as differences against it; when
+ * the base cannot be read the checkpoint is written full. `info` (may be NULL) says which. */
 int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
-                              const char *tokenizer, const cf_train_position *pos, cf_error *err);
+                              const char *tokenizer, const cf_train_position *pos, const char *base,
+                              cf_ckpt_write_info *info, cf_error *err);
 
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the
  * optimizer step and *pos; the checkpoint must then hold the full training state in this

@@ -14,6 +14,7 @@
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
 #include "train/crash_inject.h"
+#include "train/heartbeat.h"
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
@@ -161,14 +162,18 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
         *err = res.err;
         return -1;
     }
+    cf_trainer_note_saved(t, res.path, res.info.differential);
     prune_checkpoints(t);
-    say(t, r, "step %lld: saved %s (%.2f s at the step boundary, %.2f s of it waiting for the previous write; "
+    say(t, r, "step %lld: saved %s%s (%.2f s at the step boundary, %.2f s of it waiting for the previous write; "
               "%.2f s writing in the background)",
-        (long long)res.step, res.path, r->stall_seconds, r->wait_seconds, res.write_seconds);
+        (long long)res.step, res.path, res.info.differential ? " (differential)" : "", r->stall_seconds,
+        r->wait_seconds, res.write_seconds);
     cf_trainer_metrics(t, "checkpoint",
-                     json_pack("{s:I, s:s, s:b, s:f, s:f, s:f}", "step", (json_int_t)res.step, "path", res.path,
-                               "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
-                               r->wait_seconds, "write_seconds", res.write_seconds));
+                     json_pack("{s:I, s:s, s:b, s:f, s:f, s:f, s:b, s:I, s:I}", "step", (json_int_t)res.step, "path",
+                               res.path, "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
+                               r->wait_seconds, "write_seconds", res.write_seconds, "differential",
+                               res.info.differential, "bytes", (json_int_t)res.info.stored, "raw_bytes",
+                               (json_int_t)res.info.raw));
     return 0;
 }
 
@@ -226,7 +231,9 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
+    cf_heartbeat(t->rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
     cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
+    cf_hang_at_step(t->pos.step, t->rank);
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool is_embedding(const char *name) {
     return strstr(name, "embed_tokens") || strstr(name, ".wte.") || strstr(name, ".wpe.");
@@ -268,15 +269,35 @@ static int gather_moments(cf_trainer *t, float **m, float **v, cf_error *err) {
     return cf_grad_sync_gather_moments(t->sync, cf_tensor_f32(b.adam_m), cf_tensor_f32(b.adam_v), m, v, err);
 }
 
+/* The full checkpoint the next one is differential against, or NULL: the next is full
+ * (every full_checkpoint_interval-th one, the first of a run, and when the base is gone). */
+static const char *next_base(const cf_trainer *t) {
+    int64_t k = t->cfg.callbacks.checkpoint_monitor.full_checkpoint_interval;
+    if (k <= 1 || !*t->last_full || t->since_full >= k - 1 || access(t->last_full, R_OK) != 0) return NULL;
+    return t->last_full;
+}
+
+void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential) {
+    if (differential) {
+        t->since_full++;
+        return;
+    }
+    snprintf(t->last_full, sizeof t->last_full, "%s", path);
+    t->since_full = 0;
+}
+
 /* With several ranks every rank calls this (a sharded optimizer's moments are gathered
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
+    cf_ckpt_write_info info;
     int rc = t->rank != 0 ? 0
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
-                                                             cf_trainer_tokenizer_file(t), &t->pos, err);
+                                                             cf_trainer_tokenizer_file(t), &t->pos, next_base(t),
+                                                             &info, err);
+    if (t->rank == 0 && rc == 0) cf_trainer_note_saved(t, path, info.differential);
     free(m);
     free(v);
     double failed = rc != 0;
@@ -293,7 +314,7 @@ int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
     int rc = t->rank != 0 ? 0 : cf_train_tensors_of(t->plan, m, v, &s, err);
     if (t->rank == 0 && rc == 0) {
         if (!t->bg) t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
-        cf_bg_save_start(t->bg, path, &s, &t->pos);
+        cf_bg_save_start(t->bg, path, next_base(t), &s, &t->pos);
     }
     free(m);
     free(v);

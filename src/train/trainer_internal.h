@@ -47,12 +47,18 @@ struct cf_trainer {
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
     cf_bg_save *bg;  /* rank 0's background checkpoint writer; NULL until the first save */
+    char last_full[2 * CF_CONFIG_PATH_MAX]; /* the newest full checkpoint this run wrote; "" = none yet */
+    int64_t since_full; /* differential checkpoints written since it */
     bool metrics_failed; /* the failure was reported; later metrics lines are dropped */
     cf_train_profile profile; /* callbacks.profile_monitor */
     atomic_file batch_dump; /* .f is NULL unless opts.dump_batches */
     double last_grad_norm;
     size_t baseline_rss; /* resident bytes before the trainer allocated anything */
 };
+
+/* Records a checkpoint written to `path` (differential or full), for the choice of the next
+ * one's base (callbacks.checkpoint_monitor.full_checkpoint_interval). */
+void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential);
 
 /* Starts a background save of the state to `path` (callbacks.checkpoint_monitor.
  * async_save): every rank calls it (ZeRO-1 gathers the moments to rank 0 here, at the

@@ -12,6 +12,7 @@
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
 
+#include <pthread.h>
 #include <time.h>
 
 enum { RUNS = 5 };
@@ -41,7 +42,7 @@ static void peak_thread(void *ctx, int thread, int n_threads) {
     j->seconds[thread] = now() - t0;
 }
 
-double cf_gemm_peak_gflops(cf_dtype input, int threads) {
+static double measure(cf_dtype input, int threads) {
     peak_job j = {.threads = threads};
     switch (cf_isa_active()) {
     case CF_ISA_AVX512: j.chains = cf_peak_chains_avx512; break;
@@ -69,4 +70,18 @@ double cf_gemm_peak_gflops(cf_dtype input, int threads) {
         if (rate > best) best = rate;
     }
     return best;
+}
+
+/* Measured once per process for each (input, threads): trainers ask at every start. */
+double cf_gemm_peak_gflops(cf_dtype input, int threads) {
+    enum { CACHED = 64 };
+    static double cache[2][CACHED];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    int kind = input == CF_BF16, slot = threads;
+    if (slot < 0 || slot >= CACHED) return measure(input, threads);
+    pthread_mutex_lock(&lock);
+    if (cache[kind][slot] <= 0) cache[kind][slot] = measure(input, threads);
+    double peak = cache[kind][slot];
+    pthread_mutex_unlock(&lock);
+    return peak;
 }
