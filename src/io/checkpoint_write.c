@@ -60,7 +60,7 @@ static int sink_file(void *ctx, const void *data, size_t n, cf_error *err) { ret
  * (its checksum verified), or NULL: stored whole. */
 static const cf_ckpt_tensor *delta_base(cf_ckpt_writer *w, const char *name, cf_dtype dtype, int ndim,
                                         const int64_t *shape, size_t nbytes) {
-    if (!w->base || nbytes < DELTA_MIN_BYTES) return NULL;
+    if (!w->base || nbytes < DELTA_MIN_BYTES || cf_dtype_size(dtype) == 0) return NULL; /* q8_0 blocks: whole */
     const cf_ckpt_tensor *b = cf_ckpt_find(w->base, name);
     if (!b || b->dtype != dtype || b->ndim != ndim || b->nbytes != nbytes) return NULL;
     cf_error ignored = {{0}};
@@ -91,11 +91,13 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
     if (ndim < 0 || ndim > CF_CKPT_MAX_DIMS)
         return cf_fail(err, "%s: tensor %s: %d dims (at most %d)", w->file.path, name, ndim, CF_CKPT_MAX_DIMS);
     json_t *dims = json_array();
+    int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             json_decref(dims);
             return cf_fail(err, "%s: tensor %s: negative dim %lld", w->file.path, name, (long long)shape[i]);
         }
+        numel *= shape[i];
         json_array_append_new(dims, json_integer(shape[i]));
     }
     size_t nbytes = (size_t)cf_dtype_tensor_bytes(dtype, ndim, shape);
