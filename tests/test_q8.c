@@ -119,6 +119,35 @@ static void kernels_every_isa(void) {
     cf_isa_force(cf_isa_supported());
 }
 
+/* A q8_0 tensor in a differential checkpoint is stored whole (the difference is per
+ * element) and reads back as written. */
+static void q8_in_differential_checkpoint(void) {
+    char base[128], next[128];
+    snprintf(base, sizeof base, "/tmp/cf_test_q8_%d_base.ckpt", (int)getpid());
+    snprintf(next, sizeof next, "/tmp/cf_test_q8_%d_next.ckpt", (int)getpid());
+    enum { ROWS = 64, COLS = 96 };
+    static float w[ROWS * COLS];
+    static cf_block_q8_0 q[ROWS * COLS / 32];
+    for (long i = 0; i < ROWS * COLS; i++) w[i] = (float)((i * 31 % 97) - 48) / 16.0f;
+    cf_quantize_q8_0(w, q, ROWS, COLS);
+    int64_t shape[2] = {ROWS, COLS};
+    cf_error err;
+    for (int pass = 0; pass < 2; pass++) {
+        cf_ckpt_writer *wr = cf_ckpt_writer_open(pass ? next : base, &err);
+        CHECK_MSG(wr != NULL, "%s", err.msg);
+        if (!wr) return;
+        if (pass) CHECK_MSG(cf_ckpt_writer_set_base(wr, base, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_ckpt_write_tensor(wr, "w", CF_Q8_0, 2, shape, q, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_ckpt_writer_finish(wr, NULL, &err) == 0, "%s", err.msg);
+    }
+    cf_ckpt *c = cf_ckpt_open(next, true, &err);
+    CHECK_MSG(c != NULL, "%s", err.msg);
+    const cf_ckpt_tensor *t = c ? cf_ckpt_get(c, "w", CF_Q8_0, 2, shape, &err) : NULL;
+    CHECK(t && t->nbytes == sizeof q && memcmp(t->data, q, sizeof q) == 0);
+    cf_ckpt_close(c);
+    unlink(base), unlink(next);
+}
+
 /* ---- stories260K end to end ---- */
 
 /* All logits of a few tokens, for bit comparisons. */
@@ -290,6 +319,7 @@ int main(void) {
     dequant_hand_block();
     quantize_hand_block();
     kernels_every_isa();
+    q8_in_differential_checkpoint();
     stories260k();
     return test_finish();
 }
