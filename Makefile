@@ -5,8 +5,8 @@
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
-#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-denormals / bench-dp /
-#        bench-serve / bench-ckpt-delta / bench-recovery
+#   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals /
+#        bench-dp / bench-serve / bench-ckpt-delta / bench-recovery
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery
 
 all: build
 
@@ -63,6 +63,9 @@ bench-fusion: build
 
 bench-generate: build
 	@bash bench/bench_generate.sh
+
+bench-pool: build
+	@$(BUILD)/bench/bench_pool
 
 bench-denormals: build
 	@$(BUILD)/bench/bench_denormals

@@ -1,16 +1,22 @@
 /* Generation speed: prefill and decode tokens/s on stories260K and on a ~110M LLaMA with
- * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32 and bf16 weights.
+ * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32, bf16 and q8_0 weights.
  * Decode reads every matmul weight once per token, so it is compared against this
  * machine's read bandwidth, measured in the same run (just before each decode measurement)
  * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
  *
- *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]
+ *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]
+ *
+ * --compete runs a busy loop in a child process for the whole run (a machine where another
+ * process wants a core): 2 threads should then not fall far below 1.
  *
  * Each figure is the median of R runs (default 3). */
 #include <immintrin.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cformers/convert.h"
@@ -33,15 +39,20 @@ typedef struct stream_job {
 
 /* STREAMS equal pieces of a[0, n) read side by side, one accumulator each: several
  * sequential streams keep more cache-line fills in flight than one (about 30% more read
- * bandwidth per core here), as the decode kernels' groups of rows do. */
-enum { STREAMS = 8 };
+ * bandwidth per core here), as the decode kernels' groups of rows do, each prefetched into
+ * L2 8 KiB ahead as the kernels do (src/infer/matvec.h; without it the kernels beat this
+ * probe by a quarter). */
+enum { STREAMS = 8, PREFETCH_FLOATS = 2048 };
 
 __attribute__((target("avx2"))) static float sum_avx2(const float *a, long n) {
     long len = n / STREAMS / 8 * 8;
     __m256 acc[STREAMS];
     for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_setzero_ps();
     for (long i = 0; i < len; i += 8)
-        for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + s * len + i));
+        for (int s = 0; s < STREAMS; s++) {
+            if (i % 16 == 0) _mm_prefetch((const char *)(a + s * len + i + PREFETCH_FLOATS), _MM_HINT_T1);
+            acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + s * len + i));
+        }
     for (int s = 1; s < STREAMS; s++) acc[0] = _mm256_add_ps(acc[0], acc[s]);
     float out[8];
     _mm256_storeu_ps(out, acc[0]);
@@ -55,14 +66,25 @@ static void stream_part(void *arg, int thread, int n_threads) {
     j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin);
 }
 
-static double read_bandwidth_gbs(const float *a, int runs) {
+/* CPU seconds of the whole process: on one thread, the time the work had a core, which a
+ * machine shared with other jobs does not stretch (wall time does, by whatever share of
+ * the core the others take). */
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Wall-clock read bandwidth, and per CPU second in *per_cpu. */
+static double read_bandwidth_gbs(const float *a, int runs, double *per_cpu) {
     stream_job job = {.a = a, .n = STREAM_FLOATS};
-    double t[16];
+    double t[16], c[16];
     for (int r = 0; r < runs; r++) {
-        double t0 = cf_clock_seconds();
+        double t0 = cf_clock_seconds(), c0 = cpu_seconds();
         cf_parallel_team(stream_part, &job);
-        t[r] = cf_clock_seconds() - t0;
+        t[r] = cf_clock_seconds() - t0, c[r] = cpu_seconds() - c0;
     }
+    *per_cpu = (double)STREAM_FLOATS * sizeof(float) / bench_median(c, runs) / 1e9;
     return (double)STREAM_FLOATS * sizeof(float) / bench_median(t, runs) / 1e9;
 }
 
@@ -102,7 +124,7 @@ static void config_110m(cf_model_config *m) {
 /* ---- timing ---- */
 
 typedef struct speed {
-    double prefill_tps, decode_tps;
+    double prefill_tps, decode_tps, decode_cpu_tps; /* the last per CPU second */
 } speed;
 
 static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed *out) {
@@ -110,22 +132,24 @@ static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(prefill + decode));
     float *logits = malloc(sizeof(float) * (size_t)vocab);
     for (long i = 0; i < prefill + decode; i++) tokens[i] = (int32_t)((i * 7919 + 3) % vocab);
-    double pre[16], dec[16];
+    double pre[16], dec[16], dec_cpu[16];
     cf_error err;
     int rc = 0;
     for (int r = 0; r < runs && rc == 0; r++) {
         double t0 = cf_clock_seconds();
         rc = cf_infer_forward(m, tokens, prefill, 0, logits, false, &err);
-        double t1 = cf_clock_seconds();
+        double t1 = cf_clock_seconds(), c1 = cpu_seconds();
         for (long i = 0; i < decode && rc == 0; i++)
             rc = cf_infer_forward(m, &tokens[prefill + i], 1, prefill + i, logits, false, &err);
-        double t2 = cf_clock_seconds();
+        double t2 = cf_clock_seconds(), c2 = cpu_seconds();
         pre[r] = (double)prefill / (t1 - t0);
         dec[r] = (double)decode / (t2 - t1);
+        dec_cpu[r] = (double)decode / (c2 - c1);
     }
     if (rc != 0) fprintf(stderr, "bench_generate: %s\n", err.msg);
     out->prefill_tps = bench_median(pre, runs);
     out->decode_tps = bench_median(dec, runs);
+    out->decode_cpu_tps = bench_median(dec_cpu, runs);
     free(tokens);
     free(logits);
     return rc;
@@ -149,8 +173,8 @@ static cf_infer_model *open_model(const model_source *s, cf_dtype dtype, long ma
 /* The read bandwidth is measured right before each decode measurement at the same thread
  * count, so both see the same machine load (other processes come and go on a shared box). */
 static int bench_model(const model_source *s, const float *stream, int runs) {
-    static const cf_dtype dtypes[] = {CF_F32, CF_BF16};
-    for (int d = 0; d < 2; d++) {
+    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
+    for (int d = 0; d < 3; d++) {
         cf_error err;
         cf_infer_model *m = open_model(s, dtypes[d], s->prefill + s->decode, &err);
         if (!m) {
@@ -159,12 +183,17 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
         }
         for (int threads = 1; threads <= 2; threads++) {
             cf_set_num_threads(threads);
-            double bandwidth = read_bandwidth_gbs(stream, runs);
+            double read_cpu, bandwidth = read_bandwidth_gbs(stream, runs, &read_cpu);
             speed sp;
             if (measure(m, s->prefill, s->decode, runs, &sp) != 0) return cf_infer_free(m), 1;
             double gbs = (double)cf_infer_weight_bytes(m) * sp.decode_tps / 1e9;
-            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%\n", s->label, cf_dtype_name(dtypes[d]),
-                   threads, sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
+            printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%", s->label, cf_dtype_name(dtypes[d]), threads,
+                   sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
+            if (threads == 1) { /* per CPU second: what a core achieves while it has one */
+                double gbs_cpu = (double)cf_infer_weight_bytes(m) * sp.decode_cpu_tps / 1e9;
+                printf(" | %8.2f %8.1f %8.1f%%", gbs_cpu, read_cpu, 100.0 * gbs_cpu / read_cpu);
+            }
+            printf("\n");
             fflush(stdout);
         }
         cf_infer_free(m);
@@ -175,14 +204,15 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
 int main(int argc, char **argv) {
     int runs = 3;
     long prefill = 128, decode = 64;
-    bool skip_110m = false;
+    bool skip_110m = false, compete = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) prefill = atol(argv[++i]);
         else if (strcmp(argv[i], "--decode") == 0 && i + 1 < argc) decode = atol(argv[++i]);
         else if (strcmp(argv[i], "--skip-110m") == 0) skip_110m = true;
+        else if (strcmp(argv[i], "--compete") == 0) compete = true;
         else {
-            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m]\n");
+            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]\n");
             return 2;
         }
     }
@@ -194,12 +224,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_generate: the bandwidth probe needs AVX2\n");
         return 1;
     }
+    pid_t busy = compete ? fork() : -1;
+    if (busy == 0)
+        for (volatile unsigned long spin = 0;; spin++) {
+        }
     float *stream = cf_aligned_alloc(sizeof(float) * STREAM_FLOATS);
     fill_random(stream, STREAM_FLOATS);
-    printf("%s kernels; read = STREAM-like sum over 1 GiB just before each decode measurement\n\n",
-           cf_isa_name(cf_isa_active()));
-    printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s", "decode/s",
-           "GB/s", "read", "of read");
+    printf("%s kernels%s; read = STREAM-like sum over 1 GiB just before each decode measurement%s\n\n",
+           cf_isa_name(cf_isa_active()), cf_cpu()->avx512_vnni ? " (VNNI for q8_0)" : "",
+           busy > 0 ? "; a busy loop competes for a core" : "");
+    printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s",
+           "decode/s", "GB/s", "read", "of read", "cpu GB/s", "cpu read", "of read");
 
     int rc = 0;
     const char *dir = getenv("CFORMERS_DATA_DIR");
@@ -229,7 +264,9 @@ int main(int argc, char **argv) {
         cf_aligned_free(w.data);
     }
     cf_aligned_free(stream);
+    if (busy > 0) kill(busy, SIGKILL), waitpid(busy, NULL, 0);
     printf("\nGB/s = matmul weight bytes read per decoded token x decode tokens/s; \"of read\" compares it with\n"
-           "the read bandwidth measured just before it at the same thread count.\n");
+           "the read bandwidth measured just before it at the same thread count. cpu: the same per second\n"
+           "of CPU time (1 thread only), which other jobs sharing the machine do not stretch.\n");
     return rc;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench-generate`: prefill/decode tokens per second on stories260K and a random ~110M
-# LLaMA, 1 and 2 threads, f32 and bf16 weights, with the decode step's weight traffic in GB/s
+# LLaMA, 1 and 2 threads, f32, bf16 and q8_0 weights, with the decode step's weight traffic in GB/s
 # against this machine's read bandwidth, measured just before each decode measurement. A few
 # minutes on 2 cores.
 #

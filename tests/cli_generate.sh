@@ -43,6 +43,13 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 story"; cat "$tmp/out"; fail=1; }
     stderr_has "bf16 weights get a bf16 cache" "bf16 KV cache of"
+    check "convert to q8_0" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+        --tokenizer "$data/stories260K/tok512.bin" --dtype q8_0 --output "$tmp/s8.ckpt"
+    check "generate from q8_0 weights" 0 "$bin" generate --model "$tmp/s8.ckpt" --dtype q8_0 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 story"; cat "$tmp/out"; fail=1; }
+    stderr_has "q8_0 weights get a bf16 cache" "q8_0 weights, bf16 KV cache of"
+    check "quantize at load" 0 "$bin" generate --model "$tmp/s.ckpt" --dtype q8_0 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 at load"; cat "$tmp/out"; fail=1; }
     check "bf16 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 cache story"; cat "$tmp/out"; fail=1; }
     stderr_has "overridden cache dtype" "f32 weights, bf16 KV cache of"

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 typedef struct cf_convert_options {
-    cf_dtype dtype;             /* weight dtype written: f32 (default), bf16 or f16 */
+    cf_dtype dtype;             /* weight dtype written: f32 (default), bf16, f16 or q8_0 (matrices) */
     const char *tokenizer_path; /* tokenizer file to embed; NULL = none */
     bool progress;              /* per-layer progress lines on stderr */
 } cf_convert_options;
@@ -39,6 +39,17 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
  * tokenizer when there is one, which must be SentencePiece-style), tensors as stored:
  * f32, f16 or bf16 (GGML type 30). */
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);
+/* The same with the matrices written as `matrices` (CF_Q8_0: quantized unless stored so;
+ * CF_DTYPE_COUNT: as stored). q8_0 matrices whose rows are not whole blocks of 32 (GGUF
+ * cannot hold cformers' padded rows) are written as f32, which holds them exactly. */
+int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtype matrices, cf_error *err);
+
+/* GGUF (llama.cpp, v2 or v3, general.architecture = llama) -> cformers checkpoint, in
+ * opt->dtype: f32, f16, bf16 and q8_0 tensors are read (q8_0 blocks are copied as they are
+ * when q8_0 is written, so a re-import gives the same bits); any other tensor type is
+ * refused naming the tensor and the type. The tokenizer is not imported: pass
+ * opt->tokenizer_path. */
+int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert_options *opt, cf_error *err);
 
 #ifdef __cplusplus
 }

@@ -17,15 +17,23 @@ typedef enum cf_dtype {
     CF_F16 = 2,
     CF_I8 = 3,
     CF_I32 = 4,
+    CF_Q8_0 = 5, /* GGUF's q8_0: blocks of 32 weights, each an f16 scale d and 32 int8 q (w = d * q) */
     CF_DTYPE_COUNT
 } cf_dtype;
 
 typedef uint16_t cf_bf16;
 typedef uint16_t cf_f16;
 
-/* Bytes per element. */
+/* Bytes per element; 0 for the block type q8_0 (see cf_dtype_row_bytes). */
 size_t cf_dtype_size(cf_dtype t);
-/* "f32", "bf16", "f16", "i8", "i32". */
+/* Bytes of one row of `cols` elements (the innermost dim): cols * cf_dtype_size, or for
+ * q8_0 ceil(cols / 32) blocks of 34 bytes, the last one zero-padded (GGUF requires whole
+ * blocks; cformers pads rows such as stories260K's 172-wide down projection). */
+size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols);
+/* Bytes of a tensor of this shape (rows of the innermost dim). The caller has checked that
+ * the element count fits (it is at most 2^40 in checkpoints and GGUF files). */
+uint64_t cf_dtype_tensor_bytes(cf_dtype t, int ndim, const int64_t *shape);
+/* "f32", "bf16", "f16", "i8", "i32", "q8_0". */
 const char *cf_dtype_name(cf_dtype t);
 /* Accepts the names above and the MindFormers spellings ("float32", "bfloat16", "float16",
  * "int8", "int32"); returns -1 for anything else. */
@@ -45,6 +53,19 @@ static inline cf_bf16 cf_f32_to_bf16(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (cf_bf16)(u >> 16);
 }
+
+/* q8_0 blocks as GGUF (ggml's block_q8_0) lays them out: 34 bytes, no padding. */
+enum { CF_Q8_0_BLOCK = 32, CF_Q8_0_BLOCK_BYTES = 34 };
+typedef struct cf_block_q8_0 {
+    cf_f16 d;
+    int8_t q[CF_Q8_0_BLOCK];
+} cf_block_q8_0;
+
+/* rows x cols floats into rows of q8_0 blocks (cf_dtype_row_bytes apart), by ggml's
+ * reference rule: d = max|x| / 127, q = roundf(x / d) (x * (1/d) with the f32 d), d stored
+ * as f16. Dequantization is w = f16(d) * q; a padded block's tail is not written back. */
+void cf_quantize_q8_0(const float *src, void *dst, int64_t rows, int64_t cols);
+void cf_dequantize_q8_0(const void *src, float *dst, int64_t rows, int64_t cols);
 
 float cf_f16_to_f32(cf_f16 h);
 cf_f16 cf_f32_to_f16(float f);

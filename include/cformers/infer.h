@@ -27,13 +27,13 @@ typedef struct cf_infer_model cf_infer_model;
  * when written (after RoPE), so attention sees them to about 3 significant digits, the
  * precision bf16 weights already have. Attention itself still computes in f32. */
 typedef enum cf_kv_cache_dtype {
-    CF_KV_AUTO = 0, /* the weights' dtype: f32 weights keep an f32 cache, bf16 weights a bf16 one */
+    CF_KV_AUTO = 0, /* f32 weights keep an f32 cache, bf16 and q8_0 weights a bf16 one */
     CF_KV_F32 = 1,
     CF_KV_BF16 = 2,
 } cf_kv_cache_dtype;
 
 typedef struct cf_infer_options {
-    cf_dtype weight_dtype; /* CF_F32 or CF_BF16: the dtype matmuls read; other stored dtypes are converted at load */
+    cf_dtype weight_dtype; /* CF_F32, CF_BF16 or CF_Q8_0: the dtype matmuls read; other stored dtypes are converted at load */
     long max_seq;          /* KV cache length in tokens, at most (and by default, 0) the config's
                               max_position_embeddings */
     cf_kv_cache_dtype kv_cache; /* default (0): follows weight_dtype */

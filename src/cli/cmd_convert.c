@@ -6,19 +6,23 @@
 #include "cli_parse.h"
 
 static const char usage[] =
-    "usage: cformers convert --from llama2c|hf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
-    "       cformers convert --to safetensors|gguf CKPT --output OUT\n"
+    "usage: cformers convert --from llama2c|hf|gguf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
+    "       cformers convert --to safetensors|gguf CKPT --output OUT [--dtype q8_0]\n"
     "\n"
     "Imports a model into a cformers checkpoint, or exports a checkpoint for other tools.\n"
     "\n"
     "  --from llama2c MODEL.bin   llama2.c checkpoint: legacy v0 header, or v1 (f32) / v2 (int8)\n"
     "  --from hf DIR              Hugging Face LLaMA: config.json + model.safetensors (or shards\n"
     "                             with model.safetensors.index.json); f32, bf16 or f16\n"
+    "  --from gguf FILE.gguf      llama.cpp GGUF (llama): f32, f16, bf16 and q8_0 tensors (q8_0 kept\n"
+    "                             as it is with --dtype q8_0); the tokenizer comes from --tokenizer\n"
     "  --tokenizer FILE           tokenizer to embed (llama2.c tokenizer.bin or SentencePiece\n"
     "                             .model; for hf, DIR/tokenizer.model is used when present)\n"
-    "  --dtype f32|bf16|f16       weight dtype in the checkpoint (default f32)\n"
+    "  --dtype f32|bf16|f16|q8_0  weight dtype in the checkpoint (default f32; q8_0: GGUF's int8\n"
+    "                             blocks of 32 with an f16 scale, matrices only)\n"
     "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
-    "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp)\n"
+    "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp); --dtype q8_0 quantizes\n"
+    "                             the matrices (rows not a multiple of 32 stay f32)\n"
     "  --output OUT               where to write\n";
 
 int cmd_convert(int argc, char **argv) {
@@ -29,6 +33,7 @@ int cmd_convert(int argc, char **argv) {
     }
     const char *from = NULL, *to = NULL, *source = NULL, *output = NULL, *tokenizer = NULL;
     cf_dtype dtype = CF_F32;
+    bool dtype_given = false;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v;
         if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
@@ -41,6 +46,7 @@ int cmd_convert(int argc, char **argv) {
             tokenizer = v;
         } else if (strcmp(flag, "--dtype") == 0) {
             if (cli_parse_dtype(cmd, flag, v, &dtype) != 0) return 2;
+            dtype_given = true;
         } else {
             return cli_usage_error(cmd, "unknown option '%s'", flag);
         }
@@ -52,9 +58,10 @@ int cmd_convert(int argc, char **argv) {
     int rc;
     if (from && strcmp(from, "llama2c") == 0) rc = cf_import_llama2c(source, output, &opt, &err);
     else if (from && strcmp(from, "hf") == 0) rc = cf_import_hf(source, output, &opt, &err);
+    else if (from && strcmp(from, "gguf") == 0) rc = cf_import_gguf(source, output, &opt, &err);
     else if (to && strcmp(to, "safetensors") == 0) rc = cf_export_safetensors(source, output, &err);
-    else if (to && strcmp(to, "gguf") == 0) rc = cf_export_gguf(source, output, &err);
-    else return cli_usage_error(cmd, "unknown format '%s' (from: llama2c, hf; to: safetensors, gguf)", from ? from : to);
+    else if (to && strcmp(to, "gguf") == 0) rc = cf_export_gguf_as(source, output, dtype_given ? dtype : CF_DTYPE_COUNT, &err);
+    else return cli_usage_error(cmd, "unknown format '%s' (from: llama2c, hf, gguf; to: safetensors, gguf)", from ? from : to);
     if (rc != 0) {
         fprintf(stderr, "cformers convert: %s\n", err.msg);
         return 1;

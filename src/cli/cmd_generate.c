@@ -25,8 +25,8 @@ static const char usage[] =
     "  --top-p P            nucleus sampling mass (default 0.9; 1 = off)\n"
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
-    "  --dtype f32|bf16     dtype of the weights matmuls read (default f32)\n"
-    "  --kv-cache f32|bf16  dtype of the KV cache (default: the weights' dtype); bf16 halves its\n"
+    "  --dtype f32|bf16|q8_0  dtype of the weights matmuls read (default f32; q8_0: int8 blocks)\n"
+    "  --kv-cache f32|bf16  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16 halves its\n"
     "                       memory and the bytes each decode step reads from it\n"
     "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
 
@@ -70,7 +70,8 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         if (rc) return rc;
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
-    if (a->dtype != CF_F32 && a->dtype != CF_BF16) return cli_usage_error(cmd, "--dtype must be f32 or bf16");
+    if (a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_Q8_0)
+        return cli_usage_error(cmd, "--dtype must be f32, bf16 or q8_0");
     return 0;
 }
 

@@ -11,7 +11,51 @@ static const struct {
     [CF_F16] = {"f16", "float16", 2},
     [CF_I8] = {"i8", "int8", 1},
     [CF_I32] = {"i32", "int32", 4},
+    [CF_Q8_0] = {"q8_0", "Q8_0", 0},
 };
+
+_Static_assert(sizeof(cf_block_q8_0) == CF_Q8_0_BLOCK_BYTES, "q8_0 blocks are 34 packed bytes");
+
+size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols) {
+    if (t == CF_Q8_0) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * CF_Q8_0_BLOCK_BYTES;
+    return (size_t)cols * cf_dtype_size(t);
+}
+
+uint64_t cf_dtype_tensor_bytes(cf_dtype t, int ndim, const int64_t *shape) {
+    uint64_t numel = 1;
+    for (int d = 0; d < ndim; d++) numel *= (uint64_t)shape[d];
+    int64_t cols = ndim > 0 ? shape[ndim - 1] : 1;
+    return cols > 0 ? numel / (uint64_t)cols * cf_dtype_row_bytes(t, cols) : 0;
+}
+
+void cf_quantize_q8_0(const float *src, void *dst, int64_t rows, int64_t cols) {
+    int64_t blocks = (cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    cf_block_q8_0 *out = dst;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < blocks; b++, out++) {
+            const float *x = src + r * cols + b * CF_Q8_0_BLOCK;
+            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            float amax = 0.0f;
+            for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            out->d = cf_f32_to_f16(d);
+            /* the clamp changes nothing for finite blocks; non-finite ones (a diverged model) get
+             * defined quants instead of an out-of-range conversion */
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++)
+                out->q[i] = i < n ? (int8_t)roundf(fmaxf(-127.0f, fminf(127.0f, x[i] * id))) : 0;
+        }
+}
+
+void cf_dequantize_q8_0(const void *src, float *dst, int64_t rows, int64_t cols) {
+    int64_t blocks = (cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    const cf_block_q8_0 *in = src;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < blocks; b++, in++) {
+            float d = cf_f16_to_f32(in->d), *y = dst + r * cols + b * CF_Q8_0_BLOCK;
+            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            for (int i = 0; i < n; i++) y[i] = d * (float)in->q[i];
+        }
+}
 
 size_t cf_dtype_size(cf_dtype t) { return t < CF_DTYPE_COUNT ? dtype_table[t].size : 0; }
 

@@ -1,5 +1,14 @@
-/* A small fork-join pool: workers wait on a generation counter, spin briefly for low
- * latency between back-to-back kernels, then sleep on a condition variable. */
+/* A small fork-join pool: workers wait for a job's ticket, spin briefly for low latency
+ * between back-to-back kernels, then yield the core, then sleep on a condition variable.
+ *
+ * On a busy machine a worker may not get a core for milliseconds. A task job (parallel
+ * for) therefore does not wait for workers that have not joined it: its tasks are claimed
+ * as they run, so the caller does them all if need be, then closes the job, and a worker
+ * arriving late finds it closed and leaves it alone. The caller waits only for workers
+ * that joined (and so may hold a task). The ticket is one atomic word: the job's
+ * generation (high 32 bits), a closed bit and the count of workers that joined, so
+ * joining is one compare-and-swap that fails once the job is closed or replaced. Team
+ * jobs need every thread and are never closed early. */
 #include "cformers/threads.h"
 
 #include "cformers/error.h"
@@ -8,12 +17,17 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum { SPIN_ITERATIONS = 20000 };
+/* Waiting: this many pauses, then this many sched_yield calls (handing the core to
+ * whatever else is runnable), then sleep. */
+enum { SPIN_PAUSES = 4000, SPIN_YIELDS = 2000 };
+#define TICKET_CLOSED ((uint64_t)1 << 31)
+#define TICKET_COUNT (TICKET_CLOSED - 1)
 
 typedef struct job {
     cf_task_fn task_fn;
@@ -31,15 +45,16 @@ static struct {
     pthread_cond_t done;
     pthread_t *workers;
     int n_threads;           /* including the caller */
-    atomic_uint generation;  /* bumped for every job */
+    _Atomic uint64_t ticket; /* generation << 32 | closed | workers joined (see above) */
     unsigned start_generation;
-    atomic_int pending;      /* workers still running the current job */
+    atomic_int left;         /* workers that joined the current job and finished it */
     atomic_int barrier_count;
     atomic_uint barrier_phase;
     job current;
     bool shutdown;
     bool started;
-} pool = {.dispatch_lock = PTHREAD_MUTEX_INITIALIZER,
+} pool = {.ticket = TICKET_CLOSED,
+        .dispatch_lock = PTHREAD_MUTEX_INITIALIZER,
         .lock = PTHREAD_MUTEX_INITIALIZER,
         .wake = PTHREAD_COND_INITIALIZER,
         .done = PTHREAD_COND_INITIALIZER};
@@ -61,31 +76,54 @@ static void run_job(job *j, int thread) {
     tls_in_pool = false;
 }
 
+static unsigned ticket_generation(uint64_t t) { return (unsigned)(t >> 32); }
+
+/* Spins, then yields, then sleeps until the ticket's generation is not `seen` (or the
+ * pool shuts down); returns the ticket. */
+static uint64_t wait_for_job(unsigned seen) {
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
+        uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+        if (ticket_generation(t) != seen) return t;
+        if (i < SPIN_PAUSES) _mm_pause();
+        else sched_yield();
+    }
+    pthread_mutex_lock(&pool.lock);
+    uint64_t t;
+    while (ticket_generation(t = atomic_load(&pool.ticket)) == seen && !pool.shutdown)
+        pthread_cond_wait(&pool.wake, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    return t;
+}
+
+/* Joins job `gen` unless it is closed or already replaced. */
+static bool join_job(uint64_t t, unsigned gen) {
+    while (ticket_generation(t) == gen && !(t & TICKET_CLOSED))
+        if (atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
+            return true;
+    return false;
+}
+
 static void *worker_main(void *arg) {
     int thread = (int)(long)arg;
     /* The generation at start-up, not at first run: a job may already be posted. */
     unsigned seen = pool.start_generation;
     for (;;) {
-        unsigned gen;
-        int spins = 0;
-        while ((gen = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen && spins < SPIN_ITERATIONS) {
-            _mm_pause();
-            spins++;
-        }
-        if (gen == seen) {
-            pthread_mutex_lock(&pool.lock);
-            while ((gen = atomic_load(&pool.generation)) == seen && !pool.shutdown) pthread_cond_wait(&pool.wake, &pool.lock);
-            pthread_mutex_unlock(&pool.lock);
-        }
+        uint64_t t = wait_for_job(seen);
         if (pool.shutdown) return NULL;
-        seen = gen;
+        seen = ticket_generation(t);
+        if (!join_job(t, seen)) continue; /* finished without us, or a newer job: the next wait says */
         /* The job runs in its caller's floating-point mode (rounding, denormals as zero:
          * core/denormals.h), as a serial run would; the worker's own comes back after. */
         unsigned own_mode = _mm_getcsr();
         _mm_setcsr(pool.current.fp_mode);
         run_job(&pool.current, thread);
         _mm_setcsr(own_mode);
-        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+        bool team = pool.current.team_fn != NULL; /* read before leaving: the next job may overwrite it */
+        /* seq_cst against the caller's close then load of `left`: one of the two sees the other */
+        int done = atomic_fetch_add(&pool.left, 1) + 1;
+        uint64_t now = atomic_load(&pool.ticket);
+        bool last = team ? done == pool.n_threads - 1 : (now & TICKET_CLOSED) && (int)(now & TICKET_COUNT) == done;
+        if (last) { /* the caller may be asleep waiting for this */
             pthread_mutex_lock(&pool.lock);
             pthread_cond_signal(&pool.done);
             pthread_mutex_unlock(&pool.lock);
@@ -136,7 +174,7 @@ static void stop_workers(void) {
 
 static void start_workers(int n) {
     pool.n_threads = n;
-    pool.start_generation = atomic_load(&pool.generation);
+    pool.start_generation = ticket_generation(atomic_load(&pool.ticket));
     pool.workers = cf_xcalloc((size_t)(n > 1 ? n - 1 : 1), sizeof(pthread_t));
     for (int i = 1; i < n; i++) {
         if (pthread_create(&pool.workers[i - 1], NULL, worker_main, (void *)(long)i) != 0) {
@@ -157,7 +195,8 @@ static void forget_workers_after_fork(void) {
     pool.wake = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     pool.done = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
     atomic_store(&pool.barrier_count, 0);
-    atomic_store(&pool.pending, 0);
+    atomic_store(&pool.ticket, atomic_load(&pool.ticket) | TICKET_CLOSED);
+    atomic_store(&pool.left, 0);
     free(pool.workers);
     pool.workers = NULL;
     pool.started = false;
@@ -191,6 +230,18 @@ void cf_set_num_threads(int n) {
 
 bool cf_in_parallel(void) { return tls_in_pool; }
 
+/* Waits until `want` workers have left the current job: spins, yields, then sleeps. */
+static void wait_for_workers(int want) {
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
+        if (atomic_load(&pool.left) >= want) return;
+        if (i < SPIN_PAUSES) _mm_pause();
+        else sched_yield();
+    }
+    pthread_mutex_lock(&pool.lock);
+    while (atomic_load(&pool.left) < want) pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+}
+
 static void run_on_pool(job *j) {
     if (pool.n_threads == 1) {
         run_job(j, 0);
@@ -202,24 +253,23 @@ static void run_on_pool(job *j) {
     pool.current.n_tasks = j->n_tasks;
     pool.current.fp_mode = _mm_getcsr();
     atomic_store(&pool.current.next_task, 0);
-    atomic_store(&pool.pending, pool.n_threads - 1);
+    atomic_store(&pool.left, 0);
+    unsigned gen = ticket_generation(atomic_load(&pool.ticket)) + 1;
     pthread_mutex_lock(&pool.lock);
-    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
+    atomic_store_explicit(&pool.ticket, (uint64_t)gen << 32, memory_order_release);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
 
     run_job(&pool.current, 0);
 
-    int spins = 0;
-    while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0 && spins < SPIN_ITERATIONS) {
-        _mm_pause();
-        spins++;
+    if (j->team_fn) { /* every thread takes part: wait for all, then close */
+        wait_for_workers(pool.n_threads - 1);
+        atomic_fetch_or(&pool.ticket, TICKET_CLOSED);
+        return;
     }
-    if (atomic_load(&pool.pending) > 0) {
-        pthread_mutex_lock(&pool.lock);
-        while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done, &pool.lock);
-        pthread_mutex_unlock(&pool.lock);
-    }
+    /* every task is claimed: close the job to latecomers, wait for those that joined */
+    uint64_t t = atomic_fetch_or(&pool.ticket, TICKET_CLOSED);
+    wait_for_workers((int)(t & TICKET_COUNT));
 }
 
 /* Callers outside the pool take turns (the workers, the job slot and the thread ids

@@ -14,10 +14,10 @@
  * single token takes one fused matrix-vector dispatch, a chunk one GEMM per weight. */
 static void linears(cf_infer_model *m, const infer_linear *const *L, float *const *y, int count, const float *x,
                     long n) {
-    if (n == 1) {
+    if (n == 1 || L[0]->dtype == CF_Q8_0) { /* q8_0 prompts too: each chunk of rows read once for all tokens */
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
-        infer_matvec(parts, count, L[0]->dtype, x, L[0]->in, m->x_pairs);
+        infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);
         return;
     }
     if (L[0]->dtype == CF_BF16) cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L[0]->in));
@@ -124,7 +124,9 @@ static void add_into(float *x, const float *y, long n) {
 static void embed(const cf_infer_model *m, const int32_t *tokens, long n) {
     for (long t = 0; t < n; t++) {
         float *dst = m->x + t * m->dim;
-        if (m->embed_dtype == CF_BF16)
+        if (m->embed_dtype == CF_Q8_0)
+            matvec_q8_row(m->embed, tokens[t], m->dim, dst);
+        else if (m->embed_dtype == CF_BF16)
             cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
         else
             memcpy(dst, (const float *)m->embed + (long)tokens[t] * m->dim, sizeof(float) * (size_t)m->dim);

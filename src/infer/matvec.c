@@ -12,7 +12,8 @@ enum { CHUNK_BYTES = 1 << 16 };
 /* Below this many weight bytes a pool dispatch costs more than it saves. */
 enum { INLINE_BYTES = 1 << 18 };
 
-static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, long r1, long in) {
+static void f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const float *w = wv, *x = xv;
     for (long r = r0; r < r1; r++) {
         const float *row = w + r * in;
         float acc[LANES] = {0};
@@ -27,7 +28,9 @@ static void f32_rows_scalar(const float *w, const float *x, float *y, long r0, l
 }
 
 /* Takes x as it is (the scalar path needs no rearranging). */
-static void bf16_rows_scalar(const cf_bf16 *w, const float *x, float *y, long r0, long r1, long in) {
+static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const cf_bf16 *w = wv;
+    const float *x = xv;
     for (long r = r0; r < r1; r++) {
         const cf_bf16 *row = w + r * in;
         float s = 0.0f;
@@ -36,17 +39,45 @@ static void bf16_rows_scalar(const cf_bf16 *w, const float *x, float *y, long r0
     }
 }
 
+/* Two inputs at once, bit-identical to two calls of the one-input kernel (NULL: none). */
+typedef void (*matvec_rows2_fn)(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
+                                long in);
+
+/* One table per instruction set: the kernel for each weight dtype, the two-input kernels
+ * where there are some, and the pair block the bf16 kernel wants x arranged in (0: as it is). */
+typedef struct matvec_kernels {
+    matvec_rows_fn f32, bf16, q8_0;
+    matvec_rows2_fn f32_2, bf16_2;
+    long pair_block;
+} matvec_kernels;
+
+static const matvec_kernels kernels_scalar = {f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, 0};
+static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2, matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
+                                            NULL, MATVEC_PAIR_BLOCK_AVX2};
+static const matvec_kernels kernels_avx512 = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512, matvec_q8_rows_avx2,
+                                              matvec_f32_rows2_avx512, matvec_bf16_rows2_avx512,
+                                              MATVEC_PAIR_BLOCK_AVX512};
+static const matvec_kernels kernels_avx512_vnni = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512,
+                                                   matvec_q8_rows_avx512vnni, matvec_f32_rows2_avx512,
+                                                   matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512};
+
+static const matvec_kernels *active_kernels(void) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: return cf_cpu()->avx512_vnni ? &kernels_avx512_vnni : &kernels_avx512;
+    case CF_ISA_AVX2: return &kernels_avx2;
+    case CF_ISA_SCALAR: break;
+    }
+    return &kernels_scalar;
+}
+
 typedef struct matvec_job {
     const matvec_part *parts;
     int n_parts;
-    const float *x;
-    long in;
-    void (*f32_rows)(const float *, const float *, float *, long, long, long);
-    void (*bf16_rows)(const cf_bf16 *, const float *, float *, long, long, long);
-    cf_dtype dtype;
+    const void *x;
+    long in, n, x_stride; /* n inputs, x_stride bytes apart once prepared; outputs part.y + t * part.rows */
+    matvec_rows_fn rows_fn;
+    matvec_rows2_fn rows2_fn; /* two inputs per pass, or NULL */
     long chunk_rows, rows;
-    long batch, x_stride; /* inputs x + b * x_stride, outputs part.y + b * part.rows, b < batch */
-    bool pair_kernels;    /* AVX-512: two inputs per pass (matvec_batch_avx512.c) */
 } matvec_job;
 
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
@@ -57,7 +88,8 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
     }
 }
 
-/* Rows [r0, r1) of the parts stacked on top of each other. */
+/* Rows [r0, r1) of the parts stacked on top of each other, for every input in turn (the
+ * rows stay in cache after the first). */
 static void matvec_rows(void *arg, long r0, long r1) {
     const matvec_job *j = arg;
     long first = 0;
@@ -65,24 +97,14 @@ static void matvec_rows(void *arg, long r0, long r1) {
         const matvec_part *part = &j->parts[p];
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
         if (lo >= hi) continue;
-        /* every input takes the same rows while they are in cache: the weights are read once */
-        long b = 0;
-        for (; j->pair_kernels && b + 1 < j->batch; b += 2) {
-            const float *x = j->x + b * j->x_stride;
-            float *y = part->y + b * part->rows;
-            if (j->dtype == CF_BF16)
-                matvec_bf16_rows2_avx512(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
-            else
-                matvec_f32_rows2_avx512(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
+        long t = 0;
+        for (; j->rows2_fn && t + 1 < j->n; t += 2) {
+            const char *x = (const char *)j->x + t * j->x_stride;
+            float *y = part->y + t * part->rows;
+            j->rows2_fn(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
         }
-        for (; b < j->batch; b++) {
-            const float *x = j->x + b * j->x_stride;
-            float *y = part->y + b * part->rows;
-            if (j->dtype == CF_BF16)
-                j->bf16_rows(part->w, x, y, lo, hi, j->in);
-            else
-                j->f32_rows(part->w, x, y, lo, hi, j->in);
-        }
+        for (; t < j->n; t++)
+            j->rows_fn(part->w, (const char *)j->x + t * j->x_stride, part->y + t * part->rows, lo, hi, j->in);
     }
 }
 
@@ -97,34 +119,25 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
     infer_matvec_batch(parts, n_parts, dtype, x, 1, in, pairs);
 }
 
-void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long batch, long in,
-                        float *pairs) {
-    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .dtype = dtype,
-                      .f32_rows = f32_rows_scalar, .bf16_rows = bf16_rows_scalar, .batch = batch, .x_stride = in};
-    long pair_block = 0;
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512:
-        job.f32_rows = matvec_f32_rows_avx512, job.bf16_rows = matvec_bf16_rows_avx512;
-        pair_block = MATVEC_PAIR_BLOCK_AVX512;
-        job.pair_kernels = dtype == CF_F32 || dtype == CF_BF16; /* the dtypes matvec_batch_avx512.c has */
-        break;
-    case CF_ISA_AVX2:
-        job.f32_rows = matvec_f32_rows_avx2, job.bf16_rows = matvec_bf16_rows_avx2;
-        pair_block = MATVEC_PAIR_BLOCK_AVX2;
-        break;
-    case CF_ISA_SCALAR: break;
-    }
-    if (dtype == CF_BF16 && pair_block) {
-        long stride = matvec_pairs_floats(in);
-        for (long b = 0; b < batch; b++) matvec_arrange_pairs(x + b * in, in, pair_block, pairs + b * stride);
-        job.x = pairs, job.x_stride = stride;
+void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+                        float *scratch) {
+    const matvec_kernels *k = active_kernels();
+    matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
+                      .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
+                      .rows2_fn = dtype == CF_BF16 ? k->bf16_2 : dtype == CF_F32 ? k->f32_2 : NULL};
+    long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
+    for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
+        char *dst = (char *)scratch + t * prepared;
+        if (dtype == CF_Q8_0) matvec_quantize_x(x + t * in, in, dst);
+        else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
+        job.x = scratch, job.x_stride = prepared;
     }
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    long row_bytes = in * (long)cf_dtype_size(dtype);
+    long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
     if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
     long chunks = (job.rows + job.chunk_rows - 1) / job.chunk_rows;
-    if (chunks == 1 || job.rows * row_bytes * batch < INLINE_BYTES || cf_num_threads() == 1)
+    if (chunks == 1 || job.rows * row_bytes * n < INLINE_BYTES || cf_num_threads() == 1)
         matvec_rows(&job, 0, job.rows);
     else
         cf_parallel_for((int)chunks, matvec_chunk, &job);

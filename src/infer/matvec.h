@@ -11,32 +11,32 @@
 
 #include "cformers/dtype.h"
 
-/* One matrix [rows, in] (f32 or bf16) and where its product goes. */
+/* One matrix [rows, in] (f32, bf16, or a matvec_q8 for q8_0) and where its product goes. */
 typedef struct matvec_part {
     const void *w;
     float *y;
     long rows;
 } matvec_part;
 
-/* The pair block of each kernel (one vector register of bf16); the pairs scratch for
- * `in` inputs holds matvec_pairs_floats(in) floats, enough for the widest. */
+/* The pair block of each kernel (one vector register of bf16); the scratch for one input
+ * of `in` holds matvec_pairs_floats(in) floats, enough for the widest pairs and for x
+ * quantized for q8_0 weights (68 bytes per block), a multiple of 64 bytes. */
 enum { MATVEC_PAIR_BLOCK_AVX2 = 16, MATVEC_PAIR_BLOCK_AVX512 = 32, MATVEC_PAIR_BLOCK_MAX = 32 };
-static inline long matvec_pairs_floats(long in) {
-    return (in + MATVEC_PAIR_BLOCK_MAX - 1) / MATVEC_PAIR_BLOCK_MAX * MATVEC_PAIR_BLOCK_MAX;
-}
+static inline long matvec_pairs_floats(long in) { return (in + 63) / 64 * 64 * 2; }
 
 /* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
  * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
- * scratch of matvec_pairs_floats(in) floats, used for bf16 weights. */
+ * scratch of matvec_pairs_floats(in) floats, used for bf16 weights (x rearranged) and
+ * q8_0 weights (x quantized, see matvec_quantize_x). */
 void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
 
-/* The same for `batch` inputs x[batch, in] at once (a batched decode step): part i's
- * products for input b go to parts[i].y + b * parts[i].rows. Each weight chunk is taken
- * by every input while it is in cache, so the weights are read from memory once, and each
- * output equals infer_matvec's for that input alone, bit for bit (the batch changes no
- * summation order). `pairs` holds batch * matvec_pairs_floats(in) floats. */
-void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long batch, long in,
-                        float *pairs);
+/* The same for n inputs x[n, in] at once (a batched decode step, the q8_0 prompt path):
+ * part i's products for input t go to parts[i].y + t * parts[i].rows. Each weight chunk is
+ * taken by every input while it is in cache, so the weights are read from memory once, and
+ * each output equals infer_matvec's for that input alone, bit for bit (the batch changes no
+ * summation order). scratch holds n * matvec_pairs_floats(in) floats. */
+void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+                        float *scratch);
 
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
@@ -44,27 +44,78 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
 
 /* The kernels take rows in groups of MATVEC_ROWS, which share each load of x. Row k of the
  * group starting at r (a short last group repeats its final row), and where its software
- * prefetch reads: the same offset in the next group, so the loads in flight reach further
- * ahead than the hardware prefetcher does on short rows (the row itself in the last group). */
-enum { MATVEC_ROWS = 4 };
-#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)                                                                    \
+ * prefetch reads: the same offset `dist` rows further on, a whole number of groups and at
+ * least MATVEC_PREFETCH_BYTES ahead (short bf16 and q8_0 rows would otherwise prefetch only
+ * a few KiB ahead), so the loads in flight reach further than the hardware prefetcher does
+ * (the row itself near the end of the range). The prefetches go to L2 (_MM_HINT_T1): into
+ * L1 they held its few miss buffers, and decode ran at 8-12 GB/s per CPU second on one
+ * thread against 15-17 into L2 (f32 / bf16 / q8_0 on the 110M model, docs/inference.md). */
+enum { MATVEC_ROWS = 4, MATVEC_PREFETCH_BYTES = 8192 };
+static inline long matvec_ahead_rows(long row_bytes) {
+    long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);
+    return MATVEC_ROWS * (groups > 1 ? groups : 1);
+}
+#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)                                                              \
     for (int k_ = 0; k_ < MATVEC_ROWS; k_++) {                                                                         \
         row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
-        ahead[k_] = (r) + MATVEC_ROWS + k_ < (r1) ? row[k_] + MATVEC_ROWS * (in) : row[k_];                            \
+        ahead[k_] = (r) + (dist) + k_ < (r1) ? row[k_] + (dist) * (in) : row[k_];                                      \
     }
 
-/* Row ranges [r0, r1) per instruction set (the ISA files are compiled for it). The bf16
- * kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2). */
-void matvec_f32_rows_avx512(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx512(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
-void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in);
+/* Rows [r0, r1) of y = w @ x (the ISA files are compiled for their instruction set). The
+ * bf16 kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2),
+ * the q8_0 ones x quantized (below). */
+typedef void (*matvec_rows_fn)(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+
+/* q8_0 weights (dtype.h) multiply x quantized per block of 32 the same way, its scale
+ * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32.
+ *
+ * The kernels read q8_0 matrices repacked at load from GGUF's interleaved 34-byte blocks
+ * into the same bytes split in two planes, so a 64-byte load is two whole blocks and the
+ * scales of 16 blocks are one load: per row, `blocks` (ceil(in / 32) rounded up to even,
+ * the extra block zero) blocks of 32 quants stored as q + 128 (unsigned: VNNI's vpdpbusd
+ * multiplies unsigned by signed bytes; x's share of the offset, 128 * sum(q_x), is taken
+ * off once per block of x for every row), then the rows' f16 scales. infer_linear.w of a
+ * q8_0 matrix points at one of these. */
+typedef struct matvec_q8 {
+    const uint8_t *q; /* [rows, blocks * 32], q + 128 */
+    const cf_f16 *d;  /* [rows, blocks] */
+    long blocks;
+} matvec_q8;
+static inline long matvec_q8_blocks(long in) { return (in + 2 * CF_Q8_0_BLOCK - 1) / (2 * CF_Q8_0_BLOCK) * 2; }
+/* Bytes of the two planes of a rows x in matrix (the header not included). */
+static inline size_t matvec_q8_bytes(long rows, long in) {
+    return (size_t)rows * (size_t)matvec_q8_blocks(in) * CF_Q8_0_BLOCK_BYTES;
+}
+/* GGUF q8_0 blocks (rows of ceil(in / 32)) into the planes at mem (64-byte aligned,
+ * matvec_q8_bytes), described by *out. */
+void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out);
+/* Row r back to floats, dst[in] (the embedding lookup). */
+void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
+
+/* x quantized (one per input in the scratch; 64-byte aligned, matvec_pairs_floats(in)
+ * floats): the quants [blocks * 32] int8, then per pair of blocks 16 int32 that are zero
+ * but lanes 0 and 8, -128 * sum(q_x) of each block (the offset's share, the start of a
+ * 512-bit vpdpbusd), then the f32 scales [blocks]; padding blocks are zero. */
+void matvec_quantize_x(const float *x, long in, void *scratch);
+static inline const int32_t *matvec_x_offsets(const void *scratch, long in) {
+    return (const int32_t *)((const int8_t *)scratch + matvec_q8_blocks(in) * CF_Q8_0_BLOCK);
+}
+static inline const float *matvec_x_scales(const void *scratch, long in) {
+    return (const float *)(matvec_x_offsets(scratch, in) + matvec_q8_blocks(in) * 8);
+}
+void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
 /* The AVX-512 kernels for two inputs at once (matvec_batch_avx512.c), bit-identical to two
  * calls of the one-input kernels. */
-void matvec_f32_rows2_avx512(const float *w, const float *x0, const float *x1, float *y0, float *y1, long r0, long r1,
+void matvec_f32_rows2_avx512(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
                              long in);
-void matvec_bf16_rows2_avx512(const cf_bf16 *w, const float *p0, const float *p1, float *y0, float *y1, long r0, long r1,
+void matvec_bf16_rows2_avx512(const void *w, const void *p0, const void *p1, float *y0, float *y1, long r0, long r1,
                               long in);
 
 #endif

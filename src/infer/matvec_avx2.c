@@ -1,33 +1,29 @@
 #include <immintrin.h>
 
 #include "infer/matvec.h"
+#include "infer/matvec_hsum.h"
 
 enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* A group of ROWS rows at a time (see matvec.h), scalar tail columns. */
-void matvec_f32_rows_avx2(const float *w, const float *x, float *y, long r0, long r1, long in) {
+void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const float *w = wv, *x = xv;
     long vec_end = in - in % 8;
+    long dist = matvec_ahead_rows(in * (long)sizeof(float));
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m256 acc[ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += 8) {
             __m256 xv = _mm256_loadu_ps(x + i);
             for (int k = 0; k < ROWS; k++) {
-                if (i % 16 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0); /* once per line */
+                if (i % 16 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1); /* once per line */
                 acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row[k] + i), xv, acc[k]);
             }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) {
-            float s = hsum(acc[k]);
+            float s = matvec_hsum256(acc[k]);
             for (long i = vec_end; i < in; i++) s += row[k][i] * x[i];
             y[r + k] = s;
         }
@@ -42,25 +38,28 @@ static inline long pair_index(long i) {
 
 /* 16 bf16 weights per load, split into even and odd by a shift and a mask (see
  * matvec.h); the columns after the last whole block are done one by one. */
-void matvec_bf16_rows_avx2(const cf_bf16 *w, const float *x_pairs, float *y, long r0, long r1, long in) {
+void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+    const cf_bf16 *w = wv;
+    const float *x_pairs = xv;
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
     long vec_end = in - in % BLOCK;
+    long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in)
+        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
         __m256 even[ROWS], odd[ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += BLOCK) {
             __m256 xe = _mm256_loadu_ps(x_pairs + i), xo = _mm256_loadu_ps(x_pairs + i + BLOCK / 2);
             for (int k = 0; k < ROWS; k++) {
-                if (i % 32 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T0); /* once per line */
+                if (i % 32 == 0) _mm_prefetch((const char *)(ahead[k] + i), _MM_HINT_T1); /* once per line */
                 __m256i v = _mm256_loadu_si256((const __m256i *)(row[k] + i));
                 even[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, even[k]);
                 odd[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), xo, odd[k]);
             }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) {
-            float s = hsum(_mm256_add_ps(even[k], odd[k]));
+            float s = matvec_hsum256(_mm256_add_ps(even[k], odd[k]));
             for (long i = vec_end; i < in; i++) s += cf_bf16_to_f32(row[k][i]) * x_pairs[pair_index(i)];
             y[r + k] = s;
         }

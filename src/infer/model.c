@@ -19,18 +19,38 @@ static void *own(cf_infer_model *m, size_t bytes) {
     return m->owned[m->n_owned++] = cf_aligned_alloc(bytes ? bytes : 1);
 }
 
-/* Returns the data in dtype `want`, converting into an owned copy when stored otherwise. */
-static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, size_t n) {
-    if (have == want) return data;
-    float *f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
-    if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
-    else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
-    else memcpy(f32, data, n * sizeof(float));
-    if (want == CF_F32) return f32;
-    cf_bf16 *b = own(m, n * sizeof(cf_bf16));
-    cf_convert_f32_to_bf16(f32, b, n);
-    free(f32);
-    return b;
+/* Returns rows x cols of data in dtype `want`, converting into an owned copy when stored
+ * otherwise (through f32: widened, dequantized, rounded or quantized). q8_0 comes back
+ * repacked for the kernels (a matvec_q8, matvec.h), from stored blocks as they are. */
+static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, int64_t rows,
+                            int64_t cols) {
+    if (have == want && want != CF_Q8_0) return data;
+    size_t n = (size_t)(rows * cols);
+    float *f32 = NULL;
+    if (have != CF_Q8_0 || want != CF_Q8_0) {
+        f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
+        if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
+        else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
+        else if (have == CF_Q8_0) cf_dequantize_q8_0(data, f32, rows, cols);
+        else memcpy(f32, data, n * sizeof(float));
+        if (want == CF_F32) return f32;
+    }
+    if (want == CF_BF16) {
+        cf_bf16 *out = own(m, n * sizeof(cf_bf16));
+        cf_convert_f32_to_bf16(f32, out, n);
+        free(f32);
+        return out;
+    }
+    void *blocks = NULL;
+    if (f32) {
+        blocks = cf_xmalloc((size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols));
+        cf_quantize_q8_0(f32, blocks, rows, cols);
+        free(f32);
+    }
+    char *mem = own(m, 64 + matvec_q8_bytes((long)rows, (long)cols)); /* the header, then the planes */
+    matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
+    free(blocks);
+    return mem;
 }
 
 typedef struct build_ctx {
@@ -51,21 +71,22 @@ static int set_weight(void *arg, llama_weight kind, long layer) {
     cf_dtype have;
     const void *data = b->source(b->source_ctx, name, ndim, shape, &have, b->err);
     if (!data) return -1;
-    size_t n = (size_t)(ndim == 2 ? shape[0] * shape[1] : shape[0]);
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
     if (ndim == 1) { /* norms are always f32 */
-        const float *w = as_dtype(m, data, have, CF_F32, n);
+        const float *w = as_dtype(m, data, have, CF_F32, rows, cols);
         if (kind == LW_FINAL_NORM) m->final_norm = w;
         else if (kind == LW_ATTN_NORM) m->layers[layer].attn_norm = w;
         else m->layers[layer].ffn_norm = w;
         return 0;
     }
-    if (kind == LW_EMBED) { /* looked up row by row: keep f32 or bf16 as stored */
-        m->embed_dtype = have == CF_BF16 ? CF_BF16 : CF_F32;
-        m->embed = as_dtype(m, data, have, m->embed_dtype, n);
+    if (kind == LW_EMBED) { /* looked up row by row: f32 or bf16 as stored, q8_0 with q8_0 weights */
+        m->embed_dtype = b->wdtype == CF_Q8_0 ? CF_Q8_0 : have == CF_BF16 ? CF_BF16 : CF_F32;
+        m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         return 0;
     }
-    infer_linear lin = {.w = as_dtype(m, data, have, b->wdtype, n), .dtype = b->wdtype, .out = shape[0], .in = shape[1]};
-    m->weight_bytes += n * cf_dtype_size(b->wdtype);
+    infer_linear lin = {.w = as_dtype(m, data, have, b->wdtype, rows, cols), .dtype = b->wdtype, .out = rows,
+                        .in = cols};
+    m->weight_bytes += (size_t)rows * cf_dtype_row_bytes(b->wdtype, cols);
     infer_layer *L = &m->layers[layer];
     switch (kind) {
     case LW_WQ: L->wq = lin; break;
@@ -85,8 +106,8 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     cf_infer_options defaults = {.weight_dtype = CF_F32};
     if (!opt) opt = &defaults;
     if (llama_config_check(cfg, source_name, err) != 0) return NULL;
-    if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16) {
-        cf_fail(err, "inference weights must be f32 or bf16, not %s", cf_dtype_name(opt->weight_dtype));
+    if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16 && opt->weight_dtype != CF_Q8_0) {
+        cf_fail(err, "inference weights must be f32, bf16 or q8_0, not %s", cf_dtype_name(opt->weight_dtype));
         return NULL;
     }
     if (opt->kv_cache != CF_KV_AUTO && opt->kv_cache != CF_KV_F32 && opt->kv_cache != CF_KV_BF16) {
@@ -99,7 +120,8 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
                                                                                  : cfg->max_position_embeddings;
     m->layers = cf_xcalloc((size_t)cfg->num_layers, sizeof *m->layers);
-    m->kv_dtype = opt->kv_cache == CF_KV_AUTO ? opt->weight_dtype : opt->kv_cache == CF_KV_BF16 ? CF_BF16 : CF_F32;
+    m->kv_dtype = opt->kv_cache == CF_KV_AUTO ? (opt->weight_dtype == CF_F32 ? CF_F32 : CF_BF16)
+                  : opt->kv_cache == CF_KV_BF16 ? CF_BF16 : CF_F32;
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
     if (llama_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
         m->ckpt = NULL; /* the caller closes it */
@@ -108,14 +130,14 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     }
     if (cfg->tie_word_embeddings) {
         m->lm_head = (infer_linear){.w = m->embed, .dtype = m->embed_dtype, .out = m->vocab, .in = m->dim};
-        m->weight_bytes += (size_t)(m->vocab * m->dim) * cf_dtype_size(m->embed_dtype);
+        m->weight_bytes += (size_t)m->vocab * cf_dtype_row_bytes(m->embed_dtype, m->dim);
     }
     return m;
 }
 
 static const void *ckpt_source(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
                                cf_error *err) {
-    const cf_ckpt_tensor *t = llama_ckpt_float_tensor(ctx, name, ndim, shape, err);
+    const cf_ckpt_tensor *t = llama_ckpt_weight_tensor(ctx, name, ndim, shape, err);
     if (!t) return NULL;
     *dtype = t->dtype;
     return t->data;
@@ -136,7 +158,7 @@ static int fetch_implied(void *arg, llama_weight kind, long layer) {
                                "implies it",
                        cf_ckpt_path(t->c), name, (long long)t->cfg->num_layers,
                        t->cfg->tie_word_embeddings ? "true" : "false");
-    return llama_ckpt_float_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
+    return llama_ckpt_weight_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
 }
 
 /* The stored tensors must be the ones cfg implies (plus optimizer state and an embedded
@@ -216,7 +238,9 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
-    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)matvec_pairs_floats((long)widest));
+    /* one input's worth for decode; a prompt chunk's with q8_0 weights (infer_matvec_batch) */
+    bool q8 = m->layers[0].wq.dtype == CF_Q8_0;
+    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)(q8 ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
     infer_alloc_thread_scratch(m);
     return 0;
 }

@@ -10,7 +10,7 @@
 enum { INFER_CHUNK = 128 };
 
 typedef struct infer_linear {
-    const void *w; /* [out, in], f32 or bf16 */
+    const void *w; /* [out, in], f32, bf16 or q8_0 */
     cf_dtype dtype;
     long out, in;
 } infer_linear;
@@ -23,7 +23,7 @@ typedef struct infer_layer {
 struct cf_infer_model {
     cf_model_config cfg;
     long max_seq, dim, kv_dim, hidden, head_dim, vocab;
-    const void *embed; /* [vocab, dim], f32 or bf16 */
+    const void *embed; /* [vocab, dim], f32, bf16 or q8_0 */
     cf_dtype embed_dtype;
     infer_layer *layers;
     const float *final_norm;
@@ -36,7 +36,8 @@ struct cf_infer_model {
     /* activations for up to INFER_CHUNK tokens */
     float *x, *xb, *q, *att, *hb, *hb2;
     cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
-    float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights (matvec.h) */
+    float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights or quantized for
+                        q8_0 ones (matvec.h); a whole prompt chunk's for q8_0 */
     float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
     float *kv_f32;   /* per thread, with a bf16 cache: one head's keys and values widened for
                         the prefill GEMMs, [2, max_seq, head_dim] */

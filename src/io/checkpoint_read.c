@@ -71,6 +71,8 @@ static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_c
     }
     t->name = name;
     if (cf_dtype_parse(dtype, &t->dtype) != 0) return cf_fail(err, "%s: tensor %s: unknown dtype '%s'", c->path, name, dtype);
+    if (encoding && cf_dtype_size(t->dtype) == 0) /* the difference is per element; q8_0 is stored whole */
+        return cf_fail(err, "%s: tensor %s: dtype %s cannot be stored as a difference", c->path, name, dtype);
     if (!json_is_array(shape) || json_array_size(shape) > CF_CKPT_MAX_DIMS)
         return cf_fail(err, "%s: tensor %s: shape must be an array of at most %d dims", c->path, name, CF_CKPT_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
@@ -83,7 +85,7 @@ static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_c
         t->numel *= t->shape[d];
         if (t->numel > ((int64_t)1 << 40)) return cf_fail(err, "%s: tensor %s: too many elements", c->path, name);
     }
-    if ((uint64_t)nbytes != (uint64_t)t->numel * cf_dtype_size(t->dtype))
+    if ((uint64_t)nbytes != cf_dtype_tensor_bytes(t->dtype, t->ndim, t->shape))
         return cf_fail(err, "%s: tensor %s: %lld bytes do not match shape and dtype %s", c->path, name,
                        (long long)nbytes, dtype);
     uint64_t span = encoding ? (uint64_t)stored : (uint64_t)nbytes;

@@ -60,7 +60,7 @@ static int sink_file(void *ctx, const void *data, size_t n, cf_error *err) { ret
  * (its checksum verified), or NULL: stored whole. */
 static const cf_ckpt_tensor *delta_base(cf_ckpt_writer *w, const char *name, cf_dtype dtype, int ndim,
                                         const int64_t *shape, size_t nbytes) {
-    if (!w->base || nbytes < DELTA_MIN_BYTES) return NULL;
+    if (!w->base || nbytes < DELTA_MIN_BYTES || cf_dtype_size(dtype) == 0) return NULL; /* q8_0 blocks: whole */
     const cf_ckpt_tensor *b = cf_ckpt_find(w->base, name);
     if (!b || b->dtype != dtype || b->ndim != ndim || b->nbytes != nbytes) return NULL;
     cf_error ignored = {{0}};
@@ -100,7 +100,7 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
         numel *= shape[i];
         json_array_append_new(dims, json_integer(shape[i]));
     }
-    size_t nbytes = (size_t)numel * cf_dtype_size(dtype);
+    size_t nbytes = (size_t)cf_dtype_tensor_bytes(dtype, ndim, shape);
     if (atomic_file_pad(&w->file, CF_CKPT_ALIGN, err) != 0) {
         json_decref(dims);
         return -1;

@@ -1,6 +1,7 @@
 /* cformers checkpoint -> GGUF v3 (llama.cpp): header, llama.* and tokenizer.ggml.*
  * metadata, tensor infos, then the tensor data, each aligned to 32 bytes. GGUF keeps the
  * interleaved q/k row order cformers uses, so weights are written as stored. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,12 +10,11 @@
 #include "data/tokenizer_internal.h"
 #include "io/atomic_file.h"
 #include "io/ckpt_tokenizer.h"
+#include "io/gguf_format.h"
 #include "io/llama_weights.h"
 
-enum { GGUF_ALIGN = 32, GGUF_VERSION = 3 };
-enum { T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9 }; /* metadata value types */
-enum { GGML_F32 = 0, GGML_F16 = 1, GGML_BF16 = 30 };                           /* tensor types */
-enum { FILE_ALL_F32 = 0, FILE_MOSTLY_F16 = 1, FILE_MOSTLY_BF16 = 32 };         /* general.file_type */
+enum { T_UINT32 = GGUF_T_UINT32, T_INT32 = GGUF_T_INT32, T_FLOAT32 = GGUF_T_FLOAT32, T_STRING = GGUF_T_STRING,
+       T_ARRAY = GGUF_T_ARRAY };
 
 typedef struct buf {
     unsigned char *data;
@@ -110,15 +110,65 @@ static const char *gguf_suffix[LW_COUNT] = {
     [LW_DOWN] = "ffn_down",    [LW_FINAL_NORM] = "output_norm", [LW_LM_HEAD] = "output",
 };
 
+void gguf_tensor_name(llama_weight kind, long layer, char *buf, size_t size) {
+    if (llama_weight_per_layer(kind))
+        snprintf(buf, size, "blk.%ld.%s.weight", layer, gguf_suffix[kind]);
+    else
+        snprintf(buf, size, "%s.weight", gguf_suffix[kind]);
+}
+
+const char *gguf_type_name(uint32_t type) {
+    static const char *const names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0",  "q5_1",
+                                        "q8_0", "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",  "q8_K",
+                                        "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+                                        "i8",   "i16",  "i32",  "i64",  "f64",  "iq1_m", "bf16"};
+    return type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
 typedef struct tensor_ctx {
     cf_ckpt *c;
     const cf_model_config *cfg;
     buf infos;
     const cf_ckpt_tensor **tensors;
+    const void **data; /* what is written for each tensor: as stored, or an owned conversion */
+    size_t *nbytes;
+    void **owned;
     long n;
     uint64_t data_offset;
+    bool q8;           /* matrices written as q8_0 */
     cf_error *err;
 } tensor_ctx;
+
+/* A tensor as written: as stored, except q8_0 wanted (quantized from any float type) or
+ * q8_0 stored with rows GGUF cannot hold (not a whole number of blocks: dequantized to
+ * f32, exactly). Sets the ggml type and the bytes. */
+static const void *tensor_data(tensor_ctx *x, const cf_ckpt_tensor *t, int ndim, const int64_t *shape,
+                               uint32_t *type, size_t *nbytes) {
+    bool whole_blocks = shape[ndim - 1] % CF_Q8_0_BLOCK == 0;
+    bool to_q8 = ndim == 2 && whole_blocks && (t->dtype == CF_Q8_0 || x->q8);
+    *type = to_q8 ? GGML_Q8_0 : t->dtype == CF_F16 ? GGML_F16 : t->dtype == CF_BF16 ? GGML_BF16 : GGML_F32;
+    *nbytes = t->nbytes;
+    if (to_q8 == (t->dtype == CF_Q8_0)) return t->data;
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
+    size_t n = (size_t)(rows * cols);
+    float *f32 = cf_xmalloc(n * sizeof(float));
+    if (t->dtype == CF_Q8_0) cf_dequantize_q8_0(t->data, f32, rows, cols);
+    else if (t->dtype == CF_BF16) cf_convert_bf16_to_f32(t->data, f32, n);
+    else if (t->dtype == CF_F16) cf_convert_f16_to_f32(t->data, f32, n);
+    else memcpy(f32, t->data, n * sizeof(float));
+    void *out = f32;
+    *nbytes = n * sizeof(float);
+    if (to_q8) {
+        *nbytes = (size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols);
+        out = cf_xmalloc(*nbytes);
+        cf_quantize_q8_0(f32, out, rows, cols);
+        free(f32);
+    } else {
+        *type = GGML_F32;
+    }
+    x->owned[x->n] = out;
+    return out;
+}
 
 static int add_tensor(void *arg, llama_weight kind, long layer) {
     tensor_ctx *x = arg;
@@ -126,19 +176,17 @@ static int add_tensor(void *arg, llama_weight kind, long layer) {
     int64_t shape[2];
     llama_weight_name(kind, layer, name, sizeof name);
     int ndim = llama_weight_shape(x->cfg, kind, shape);
-    const cf_ckpt_tensor *t = llama_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
+    const cf_ckpt_tensor *t = llama_ckpt_weight_tensor(x->c, name, ndim, shape, x->err);
     if (!t) return -1;
-    uint32_t type = t->dtype == CF_F32 ? GGML_F32 : t->dtype == CF_F16 ? GGML_F16 : GGML_BF16;
-    if (llama_weight_per_layer(kind))
-        snprintf(gname, sizeof gname, "blk.%ld.%s.weight", layer, gguf_suffix[kind]);
-    else
-        snprintf(gname, sizeof gname, "%s.weight", gguf_suffix[kind]);
+    uint32_t type;
+    x->data[x->n] = tensor_data(x, t, ndim, shape, &type, &x->nbytes[x->n]);
+    gguf_tensor_name(kind, layer, gname, sizeof gname);
     put_str(&x->infos, gname, strlen(gname));
     put_u32(&x->infos, (uint32_t)ndim);
     for (int d = ndim - 1; d >= 0; d--) put_u64(&x->infos, (uint64_t)shape[d]); /* ggml: innermost first */
     put_u32(&x->infos, type);
     put_u64(&x->infos, x->data_offset);
-    x->data_offset += (t->nbytes + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+    x->data_offset += (x->nbytes[x->n] + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
     x->tensors[x->n++] = t;
     return 0;
 }
@@ -156,7 +204,7 @@ static int write_file(const char *out_path, const gguf *g, const tensor_ctx *x, 
     if (rc == 0) rc = atomic_file_write(&a, x->infos.data, x->infos.len, err);
     for (long i = 0; i < x->n && rc == 0; i++) {
         rc = atomic_file_pad(&a, GGUF_ALIGN, err);
-        if (rc == 0) rc = atomic_file_write(&a, x->tensors[i]->data, x->tensors[i]->nbytes, err);
+        if (rc == 0) rc = atomic_file_write(&a, x->data[i], x->nbytes[i], err);
     }
     free(head.data);
     if (rc == 0) return atomic_file_commit(&a, err);
@@ -165,11 +213,17 @@ static int write_file(const char *out_path, const gguf *g, const tensor_ctx *x, 
 }
 
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err) {
+    return cf_export_gguf_as(checkpoint_path, out_path, CF_DTYPE_COUNT, err);
+}
+
+int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtype matrices, cf_error *err) {
+    if (matrices != CF_DTYPE_COUNT && matrices != CF_Q8_0)
+        return cf_fail(err, "GGUF export converts matrices to q8_0 only, not %s", cf_dtype_name(matrices));
     cf_ckpt *c = cf_ckpt_open(checkpoint_path, false, err);
     if (!c) return -1;
     cf_model_config cfg;
     gguf g = {0};
-    tensor_ctx x = {.c = c, .cfg = &cfg, .err = err};
+    tensor_ctx x = {.c = c, .cfg = &cfg, .err = err, .q8 = matrices == CF_Q8_0};
     bool has_tok = false;
     cf_tokenizer *tok = NULL;
     int rc = cf_ckpt_model_config(c, &cfg, err);
@@ -179,11 +233,15 @@ int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *
     if (rc == 0) rc = check_gguf_sizes(&cfg, checkpoint_path, err);
     if (rc == 0) {
         x.tensors = cf_xcalloc(count, sizeof *x.tensors);
+        x.data = cf_xcalloc(count, sizeof *x.data);
+        x.nbytes = cf_xcalloc(count, sizeof *x.nbytes);
+        x.owned = cf_xcalloc(count, sizeof *x.owned);
         rc = llama_weights_foreach(&cfg, add_tensor, &x);
     }
     if (rc == 0) {
-        cf_dtype wd = x.tensors[2]->dtype; /* embedding, layer 0 norm, layer 0 q_proj */
-        model_metadata(&g, &cfg, wd == CF_F16 ? FILE_MOSTLY_F16 : wd == CF_BF16 ? FILE_MOSTLY_BF16 : FILE_ALL_F32);
+        cf_dtype wd = x.q8 ? CF_Q8_0 : x.tensors[2]->dtype; /* embedding, layer 0 norm, layer 0 q_proj */
+        model_metadata(&g, &cfg, wd == CF_F16 ? GGUF_FILE_MOSTLY_F16 : wd == CF_BF16 ? GGUF_FILE_MOSTLY_BF16
+                                 : wd == CF_Q8_0 ? GGUF_FILE_MOSTLY_Q8_0 : GGUF_FILE_ALL_F32);
         tok = ckpt_load_tokenizer(c, &has_tok, err);
         if (has_tok && !tok) rc = -1;
         if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);
@@ -192,7 +250,8 @@ int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *
     if (tok) cf_tokenizer_free(tok);
     free(g.kv.data);
     free(x.infos.data);
-    free(x.tensors);
+    for (long i = 0; i < x.n; i++) free(x.owned[i]);
+    free(x.tensors), free(x.data), free(x.nbytes), free(x.owned);
     cf_ckpt_close(c);
     return rc;
 }

@@ -15,6 +15,7 @@ typedef struct import_ctx {
     const cf_convert_options *opt;
     cf_ckpt_writer *w;
     llama_fill_fn fill;
+    llama_q8_fn q8;
     void *fill_ctx;
     float *f32;    /* the largest tensor, reused */
     void *narrow;  /* its bf16/f16 copy */
@@ -31,13 +32,20 @@ static int import_one(void *arg, llama_weight kind, long layer) {
     llama_weight_numel(c->cfg, kind, &n); /* fits: llama_config_check */
     if (c->opt->progress && kind == LW_ATTN_NORM)
         fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
+    const void *stored = ndim == 2 && c->opt->dtype == CF_Q8_0 && c->q8 ? c->q8(c->fill_ctx, kind, layer) : NULL;
+    if (stored) return cf_ckpt_write_tensor(c->w, name, CF_Q8_0, ndim, shape, stored, c->err);
     if (c->fill(c->fill_ctx, kind, layer, c->f32, n, c->err) != 0) return -1;
     /* norms stay f32: they are tiny and numerically sensitive */
     cf_dtype dt = ndim == 1 ? CF_F32 : c->opt->dtype;
     const void *data = c->f32;
     if (dt == CF_BF16) cf_convert_f32_to_bf16(c->f32, c->narrow, n), data = c->narrow;
     if (dt == CF_F16) cf_convert_f32_to_f16(c->f32, c->narrow, n), data = c->narrow;
-    return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    if (dt != CF_Q8_0) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    void *blocks = cf_xmalloc(cf_dtype_tensor_bytes(CF_Q8_0, ndim, shape)); /* rows padded to whole blocks */
+    cf_quantize_q8_0(c->f32, blocks, shape[0], shape[1]);
+    int rc = cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, blocks, c->err);
+    free(blocks);
+    return rc;
 }
 
 /* Elements of the largest tensor; the caller's source has checked every tensor's shape
@@ -53,12 +61,17 @@ static size_t largest_tensor(const cf_model_config *m) {
 
 int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, llama_fill_fn fill, void *ctx, cf_error *err) {
-    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16)
-        return cf_fail(err, "weights can be written as f32, bf16 or f16, not %s", cf_dtype_name(opt->dtype));
+    return llama_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, err);
+}
+
+int llama_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                          const char *source, llama_fill_fn fill, llama_q8_fn q8, void *ctx, cf_error *err) {
+    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0)
+        return cf_fail(err, "weights can be written as f32, bf16, f16 or q8_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
     if (!w) return -1;
     size_t biggest = largest_tensor(cfg);
-    import_ctx c = {.cfg = cfg, .opt = opt, .w = w, .fill = fill, .fill_ctx = ctx, .err = err,
+    import_ctx c = {.cfg = cfg, .opt = opt, .w = w, .fill = fill, .q8 = q8, .fill_ctx = ctx, .err = err,
                     .f32 = cf_xmalloc(biggest * sizeof(float)), .narrow = cf_xmalloc(biggest * sizeof(uint16_t))};
     char *config_text = cf_model_config_to_json(cfg);
     json_t *meta = json_pack("{s:o, s:s, s:s}", "model_config", json_loads(config_text, 0, NULL), "source", source,

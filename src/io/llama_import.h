@@ -17,4 +17,12 @@ typedef int (*llama_fill_fn)(void *ctx, llama_weight kind, long layer, float *ds
 int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, llama_fill_fn fill, void *ctx, cf_error *err);
 
+/* The same, where the source may hold some matrices as q8_0 already: q8 returns a tensor's
+ * stored blocks (rows of whole blocks, cformers' layout) or NULL, and blocks it returns are
+ * written as they are when opt->dtype is q8_0 (quantizing their f32 fill would not
+ * always give the same bits back). q8 may be NULL. */
+typedef const void *(*llama_q8_fn)(void *ctx, llama_weight kind, long layer);
+int llama_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                          const char *source, llama_fill_fn fill, llama_q8_fn q8, void *ctx, cf_error *err);
+
 #endif

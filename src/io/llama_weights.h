@@ -60,6 +60,10 @@ int llama_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *c
 const cf_ckpt_tensor *llama_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
                                               cf_error *err);
 
+/* The same, also accepting q8_0 for matrices (the inference model reads them). */
+const cf_ckpt_tensor *llama_ckpt_weight_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
+                                               cf_error *err);
+
 /* Reorders the rows of a q or k projection between the interleaved RoPE layout (pairs
  * (2i, 2i+1) of a head rotate together; Meta, llama2.c, GGUF, cformers) and Hugging Face's
  * rotate-half layout (pairs (i, i + head_dim/2)). Rows are row_bytes long. */

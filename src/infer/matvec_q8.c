@@ -1,0 +1,66 @@
+/* q8_0 decode products: the repacked weight layout, the activation quantizer and the
+ * portable kernel (matvec.h). */
+#include <math.h>
+#include <string.h>
+
+#include "infer/matvec.h"
+
+void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out) {
+    long have = (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK, nb = matvec_q8_blocks(in);
+    uint8_t *q = mem;
+    cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * CF_Q8_0_BLOCK);
+    const cf_block_q8_0 *src = blocks;
+    for (long r = 0; r < rows; r++)
+        for (long b = 0; b < nb; b++) {
+            uint8_t *dst = q + (r * nb + b) * CF_Q8_0_BLOCK;
+            const cf_block_q8_0 *s = b < have ? &src[r * have + b] : NULL;
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dst[i] = (uint8_t)((s ? s->q[i] : 0) + 128);
+            d[r * nb + b] = s ? s->d : 0;
+        }
+    *out = (matvec_q8){.q = q, .d = d, .blocks = nb};
+}
+
+void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) {
+    const uint8_t *q = w->q + r * w->blocks * CF_Q8_0_BLOCK;
+    for (long i = 0; i < in; i++) dst[i] = cf_f16_to_f32(w->d[r * w->blocks + i / CF_Q8_0_BLOCK]) * (float)(q[i] - 128);
+}
+
+void matvec_quantize_x(const float *x, long in, void *scratch) {
+    long blocks = matvec_q8_blocks(in);
+    int8_t *q = scratch;
+    int32_t *offsets = (int32_t *)matvec_x_offsets(scratch, in);
+    float *d = (float *)matvec_x_scales(scratch, in);
+    memset(offsets, 0, sizeof(int32_t) * 8 * (size_t)blocks);
+    for (long b = 0; b < blocks; b++) {
+        const float *xb = x + b * CF_Q8_0_BLOCK;
+        long left = in - b * CF_Q8_0_BLOCK;
+        int n = left < 0 ? 0 : left < CF_Q8_0_BLOCK ? (int)left : CF_Q8_0_BLOCK;
+        float amax = 0.0f;
+        for (int i = 0; i < n; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
+        float scale = amax / 127.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        int32_t sum = 0;
+        for (int i = 0; i < CF_Q8_0_BLOCK; i++) {
+            int8_t v = i < n ? (int8_t)lrintf(fmaxf(-127.0f, fminf(127.0f, xb[i] * inv))) : 0; /* NaN: defined */
+            q[b * CF_Q8_0_BLOCK + i] = v;
+            sum += v;
+        }
+        d[b] = scale;
+        offsets[b * 8] = -128 * sum; /* lane 0 or 8 of its pair's 16 */
+    }
+}
+
+void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    const matvec_q8 *m = w;
+    const int8_t *q = xq;
+    const float *d = matvec_x_scales(xq, in);
+    for (long r = r0; r < r1; r++) {
+        const uint8_t *row = m->q + r * m->blocks * CF_Q8_0_BLOCK;
+        float s = 0.0f;
+        for (long b = 0; b < m->blocks; b++) {
+            int32_t dot = 0;
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dot += (row[b * CF_Q8_0_BLOCK + i] - 128) * q[b * CF_Q8_0_BLOCK + i];
+            s += cf_f16_to_f32(m->d[r * m->blocks + b]) * d[b] * (float)dot;
+        }
+        y[r] = s;
+    }
+}

@@ -1,0 +1,59 @@
+/* q8_0 decode kernel for AVX-512 VNNI (matvec.h's repacked layout): one vpdpbusd takes two
+ * whole blocks, weights (q + 128, unsigned) times x (signed), started from x's offset share
+ * (-128 * sum(q_x) in the first lane of each block), so each block's 8 int32 lanes sum to
+ * exactly sum(q_w * q_x). The scales of 16 blocks are one load and one multiply per row;
+ * a permute spreads a pair's two over their lanes. Rows come in groups of MATVEC_ROWS
+ * sharing each load of x. */
+#include <immintrin.h>
+
+#include "infer/matvec.h"
+
+enum { ROWS = MATVEC_ROWS, WINDOW = 16 };
+
+/* For pair p of a window: lanes 0-7 take scale 2p, lanes 8-15 scale 2p + 1. */
+static const int32_t pair_lanes[WINDOW / 2][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+
+void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    const matvec_q8 *m = w;
+    long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
+    const int8_t *q = xq;
+    const int32_t *offsets = matvec_x_offsets(xq, in);
+    const float *dx = matvec_x_scales(xq, in);
+    for (long r = r0; r < r1; r += ROWS) {
+        const uint8_t *row[ROWS], *ahead[ROWS];
+        MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
+        const cf_f16 *d[ROWS];
+        __m512 acc[ROWS];
+        for (int k = 0; k < ROWS; k++) {
+            d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
+            acc[k] = _mm512_setzero_ps();
+        }
+        for (long w0 = 0; w0 < nb; w0 += WINDOW) {
+            long wn = nb - w0 < WINDOW ? nb - w0 : WINDOW; /* even */
+            __mmask16 mask = (__mmask16)(wn == WINDOW ? 0xffffu : (1u << wn) - 1);
+            __m512 sx = _mm512_maskz_loadu_ps(mask, dx + w0), scale[ROWS];
+            for (int k = 0; k < ROWS; k++)
+                scale[k] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, d[k] + w0)), sx);
+            for (long p = 0; p < wn / 2; p++) {
+                long b = w0 + 2 * p;
+                __m512i x = _mm512_loadu_si512(q + b * CF_Q8_0_BLOCK), start = _mm512_loadu_si512(offsets + b * 8);
+                __m512i lanes = _mm512_loadu_si512(pair_lanes[p]);
+                for (int k = 0; k < ROWS; k++) {
+                    _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+                    __m512i dot = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(row[k] + b * CF_Q8_0_BLOCK), x);
+                    acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(lanes, scale[k]), acc[k]);
+                }
+            }
+        }
+        for (int k = 0; k < ROWS && r + k < r1; k++) y[r + k] = _mm512_reduce_add_ps(acc[k]);
+    }
+}

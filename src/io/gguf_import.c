@@ -1,0 +1,358 @@
+/* GGUF (llama.cpp) -> cformers checkpoint: the llama.* metadata becomes the model config,
+ * the tensors (f32, f16, bf16, q8_0) the weights. Every count, size and offset read from
+ * the file is checked against the bytes that are there before it is used.
+ *
+ * Layout: "GGUF", u32 version (2 or 3), u64 tensor count, u64 metadata count; metadata as
+ * (string key, u32 type, value); tensor infos as (string name, u32 n_dims, u64 dims
+ * innermost first, u32 type, u64 offset); then the data, from the info's end rounded up to
+ * general.alignment (32 by default), each tensor at its offset from there. Strings are a
+ * u64 length and the bytes. GGUF keeps the interleaved q/k row order cformers uses. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cformers/checkpoint.h"
+#include "core/checked.h"
+#include "io/gguf_format.h"
+#include "io/llama_import.h"
+
+enum { MAX_NAME = 256, MAX_DIMS = 4, MAX_DEPTH = 2 };
+
+typedef struct reader {
+    const unsigned char *base, *p, *end;
+    const char *path;
+    cf_error *err;
+} reader;
+
+typedef struct gguf_tensor {
+    const unsigned char *name;
+    uint64_t name_len;
+    uint32_t n_dims, type;
+    int64_t dims[MAX_DIMS]; /* innermost first, as stored */
+    uint64_t offset, nbytes;
+    const unsigned char *data;
+} gguf_tensor;
+
+typedef struct gguf_source {
+    const char *path;
+    cf_model_config cfg;
+    gguf_tensor *tensors;
+    uint64_t n_tensors;
+} gguf_source;
+
+static bool need(reader *r, uint64_t n, const char *what) {
+    if ((uint64_t)(r->end - r->p) >= n) return true;
+    cf_fail(r->err, "%s: offset %zu: %s needs %llu bytes, %zu are left", r->path, (size_t)(r->p - r->base), what,
+            (unsigned long long)n, (size_t)(r->end - r->p));
+    return false;
+}
+
+static bool get(reader *r, void *out, size_t n, const char *what) {
+    if (!need(r, n, what)) return false;
+    memcpy(out, r->p, n);
+    r->p += n;
+    return true;
+}
+
+static bool get_string(reader *r, const unsigned char **s, uint64_t *len, const char *what) {
+    if (!get(r, len, 8, what) || !need(r, *len, what)) return false;
+    *s = r->p;
+    r->p += *len;
+    return true;
+}
+
+static const size_t scalar_bytes[GGUF_T_COUNT] = {
+    [GGUF_T_UINT8] = 1, [GGUF_T_INT8] = 1,    [GGUF_T_UINT16] = 2,  [GGUF_T_INT16] = 2, [GGUF_T_UINT32] = 4,
+    [GGUF_T_INT32] = 4, [GGUF_T_FLOAT32] = 4, [GGUF_T_BOOL] = 1,    [GGUF_T_UINT64] = 8, [GGUF_T_INT64] = 8,
+    [GGUF_T_FLOAT64] = 8};
+
+/* Skips one value of the given type (arrays of strings or of arrays element by element,
+ * each element checked, so a count cannot run past the file). */
+static bool skip_value(reader *r, uint32_t type, int depth, const char *key) {
+    if (type >= GGUF_T_COUNT) {
+        cf_fail(r->err, "%s: metadata %s: unknown value type %u", r->path, key, type);
+        return false;
+    }
+    if (type == GGUF_T_STRING) {
+        const unsigned char *s;
+        uint64_t len;
+        return get_string(r, &s, &len, key);
+    }
+    if (type != GGUF_T_ARRAY) return need(r, scalar_bytes[type], key) && (r->p += scalar_bytes[type], true);
+    uint32_t elem;
+    uint64_t count;
+    if (!get(r, &elem, 4, key) || !get(r, &count, 8, key)) return false;
+    if (depth >= MAX_DEPTH || elem >= GGUF_T_COUNT) {
+        cf_fail(r->err, "%s: metadata %s: array of type %u (nested %d deep) is not supported", r->path, key, elem, depth);
+        return false;
+    }
+    if (elem != GGUF_T_STRING && elem != GGUF_T_ARRAY) {
+        if (!cf_count_fits(count, scalar_bytes[elem], (uint64_t)(r->end - r->p)))
+            return need(r, UINT64_MAX, key);
+        r->p += count * scalar_bytes[elem];
+        return true;
+    }
+    for (uint64_t i = 0; i < count; i++)
+        if (!skip_value(r, elem, depth + 1, key)) return false;
+    return true;
+}
+
+/* A numeric scalar as double (integers up to 2^53 exactly). */
+static bool read_number(reader *r, uint32_t type, double *out, const char *key) {
+    union {
+        uint8_t u8;
+        int8_t i8;
+        uint16_t u16;
+        int16_t i16;
+        uint32_t u32;
+        int32_t i32;
+        float f32;
+        uint64_t u64;
+        int64_t i64;
+        double f64;
+    } v;
+    if (type >= GGUF_T_COUNT || type == GGUF_T_STRING || type == GGUF_T_ARRAY || type == GGUF_T_BOOL) {
+        cf_fail(r->err, "%s: metadata %s: expected a number, got value type %u", r->path, key, type);
+        return false;
+    }
+    if (!get(r, &v, scalar_bytes[type], key)) return false;
+    switch (type) {
+    case GGUF_T_UINT8: *out = v.u8; break;
+    case GGUF_T_INT8: *out = v.i8; break;
+    case GGUF_T_UINT16: *out = v.u16; break;
+    case GGUF_T_INT16: *out = v.i16; break;
+    case GGUF_T_UINT32: *out = v.u32; break;
+    case GGUF_T_INT32: *out = v.i32; break;
+    case GGUF_T_FLOAT32: *out = v.f32; break;
+    case GGUF_T_UINT64: *out = (double)v.u64; break;
+    case GGUF_T_INT64: *out = (double)v.i64; break;
+    default: *out = v.f64; break;
+    }
+    return true;
+}
+
+static bool key_is(const unsigned char *k, uint64_t len, const char *want) {
+    return len == strlen(want) && memcmp(k, want, len) == 0;
+}
+
+/* The metadata keys cformers uses; every other value is skipped. */
+static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *alignment, bool *arch_ok) {
+    static const struct {
+        const char *key;
+        size_t field; /* offset of an int64_t in cf_model_config, or of a double below */
+        bool real;
+    } keys[] = {
+        {"llama.context_length", offsetof(cf_model_config, max_position_embeddings), false},
+        {"llama.embedding_length", offsetof(cf_model_config, hidden_size), false},
+        {"llama.block_count", offsetof(cf_model_config, num_layers), false},
+        {"llama.feed_forward_length", offsetof(cf_model_config, intermediate_size), false},
+        {"llama.attention.head_count", offsetof(cf_model_config, num_heads), false},
+        {"llama.attention.head_count_kv", offsetof(cf_model_config, num_kv_heads), false},
+        {"llama.vocab_size", offsetof(cf_model_config, vocab_size), false},
+        {"tokenizer.ggml.bos_token_id", offsetof(cf_model_config, bos_token_id), false},
+        {"tokenizer.ggml.eos_token_id", offsetof(cf_model_config, eos_token_id), false},
+        {"tokenizer.ggml.padding_token_id", offsetof(cf_model_config, pad_token_id), false},
+        {"llama.attention.layer_norm_rms_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
+        {"llama.rope.freq_base", offsetof(cf_model_config, rope_theta), true},
+    };
+    for (uint64_t i = 0; i < n_kv; i++) {
+        const unsigned char *k;
+        uint64_t klen;
+        uint32_t type;
+        if (!get_string(r, &k, &klen, "a metadata key") || !get(r, &type, 4, "a metadata type")) return -1;
+        char key[MAX_NAME];
+        snprintf(key, sizeof key, "%.*s", (int)(klen < MAX_NAME - 1 ? klen : MAX_NAME - 1), (const char *)k);
+        bool used = false;
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0] && !used; j++) {
+            if (!key_is(k, klen, keys[j].key)) continue;
+            double v;
+            if (!read_number(r, type, &v, key)) return -1;
+            if (keys[j].real) *(double *)((char *)&s->cfg + keys[j].field) = v;
+            else if (v >= -1 && v <= (double)((int64_t)1 << 40)) *(int64_t *)((char *)&s->cfg + keys[j].field) = (int64_t)v;
+            else return cf_fail(r->err, "%s: metadata %s: %g is out of range", r->path, key, v);
+            used = true;
+        }
+        if (used) continue;
+        if (key_is(k, klen, "general.alignment")) {
+            double v;
+            if (!read_number(r, type, &v, key)) return -1;
+            if (v < 8 || v > 65536 || ((uint64_t)v & ((uint64_t)v - 1))) /* GGUF: a multiple of 8 */
+                return cf_fail(r->err, "%s: general.alignment %g is not a power of two from 8 to 65536", r->path, v);
+            *alignment = (uint64_t)v;
+        } else if (key_is(k, klen, "general.architecture") && type == GGUF_T_STRING) {
+            const unsigned char *a;
+            uint64_t alen;
+            if (!get_string(r, &a, &alen, key)) return -1;
+            if (!key_is(a, alen, "llama"))
+                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama)", r->path,
+                               (int)(alen < 64 ? alen : 64), (const char *)a);
+            *arch_ok = true;
+        } else if (!skip_value(r, type, 0, key)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Bytes of a tensor of a supported type; refuses the others naming the tensor and type. */
+static int tensor_bytes(reader *r, gguf_tensor *t) {
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) numel *= (uint64_t)t->dims[d]; /* each <= 2^40, product checked below */
+    switch (t->type) {
+    case GGML_F32: t->nbytes = numel * 4; return 0;
+    case GGML_F16:
+    case GGML_BF16: t->nbytes = numel * 2; return 0;
+    case GGML_Q8_0:
+        if (t->dims[0] % CF_Q8_0_BLOCK)
+            return cf_fail(r->err, "%s: tensor %.*s: q8_0 rows of %lld are not whole blocks of 32", r->path,
+                           (int)t->name_len, (const char *)t->name, (long long)t->dims[0]);
+        t->nbytes = numel / CF_Q8_0_BLOCK * CF_Q8_0_BLOCK_BYTES;
+        return 0;
+    default:
+        return cf_fail(r->err, "%s: tensor %.*s has type %s (%u), which cformers does not import (f32, f16, bf16, q8_0)",
+                       r->path, (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), t->type);
+    }
+}
+
+static int read_tensor_infos(reader *r, gguf_source *s) {
+    for (uint64_t i = 0; i < s->n_tensors; i++) {
+        gguf_tensor *t = &s->tensors[i];
+        if (!get_string(r, &t->name, &t->name_len, "a tensor name") || !get(r, &t->n_dims, 4, "a tensor's dims"))
+            return -1;
+        if (t->name_len >= MAX_NAME || t->n_dims < 1 || t->n_dims > MAX_DIMS)
+            return cf_fail(r->err, "%s: tensor %llu: name of %llu bytes or %u dims (at most %d)", r->path,
+                           (unsigned long long)i, (unsigned long long)t->name_len, t->n_dims, MAX_DIMS);
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) {
+            uint64_t dim;
+            if (!get(r, &dim, 8, "a tensor dim")) return -1;
+            numel *= dim ? dim : 1;
+            if (dim > ((uint64_t)1 << 40) || numel > ((uint64_t)1 << 40))
+                return cf_fail(r->err, "%s: tensor %.*s: dims exceed 2^40 elements", r->path, (int)t->name_len,
+                               (const char *)t->name);
+            t->dims[d] = (int64_t)dim;
+        }
+        if (!get(r, &t->type, 4, "a tensor type") || !get(r, &t->offset, 8, "a tensor offset") || tensor_bytes(r, t))
+            return -1;
+    }
+    return 0;
+}
+
+static const gguf_tensor *find(const gguf_source *s, const char *name) {
+    for (uint64_t i = 0; i < s->n_tensors; i++)
+        if (key_is(s->tensors[i].name, s->tensors[i].name_len, name)) return &s->tensors[i];
+    return NULL;
+}
+
+/* The tensor of a weight, with cformers' shape ([out, in] = ggml's dims reversed). */
+static const gguf_tensor *weight(const gguf_source *s, llama_weight kind, long layer, cf_error *err) {
+    char name[128];
+    int64_t shape[2];
+    gguf_tensor_name(kind, layer, name, sizeof name);
+    const gguf_tensor *t = find(s, name);
+    if (!t) {
+        cf_fail(err, "%s: tensor %s is missing", s->path, name);
+        return NULL;
+    }
+    int ndim = llama_weight_shape(&s->cfg, kind, shape);
+    bool ok = (int)t->n_dims == ndim && t->dims[0] == shape[ndim - 1] && (ndim == 1 || t->dims[1] == shape[0]);
+    if (!ok) {
+        cf_fail(err, "%s: tensor %s: dims [%lld, %lld] (innermost first), the metadata implies [%lld, %lld]", s->path,
+                name, (long long)t->dims[0], t->n_dims > 1 ? (long long)t->dims[1] : 1LL, (long long)shape[ndim - 1],
+                ndim == 2 ? (long long)shape[0] : 1LL);
+        return NULL;
+    }
+    if (ndim == 1 && t->type == GGML_Q8_0) {
+        cf_fail(err, "%s: tensor %s: q8_0 norms are not supported", s->path, name);
+        return NULL;
+    }
+    return t;
+}
+
+static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
+    gguf_source *s = arg;
+    const gguf_tensor *t = weight(s, kind, layer, err); /* checked before: found with its shape */
+    if (!t) return -1;
+    switch (t->type) {
+    case GGML_F32: memcpy(dst, t->data, n * sizeof(float)); break;
+    case GGML_F16: cf_convert_f16_to_f32((const cf_f16 *)(const void *)t->data, dst, n); break;
+    case GGML_BF16: cf_convert_bf16_to_f32((const cf_bf16 *)(const void *)t->data, dst, n); break;
+    default: cf_dequantize_q8_0(t->data, dst, (int64_t)(n / (size_t)t->dims[0]), t->dims[0]); break;
+    }
+    return 0;
+}
+
+static const void *stored_q8(void *arg, llama_weight kind, long layer) {
+    const gguf_tensor *t = weight(arg, kind, layer, NULL);
+    return t && t->type == GGML_Q8_0 ? t->data : NULL;
+}
+
+static int parse(reader *r, gguf_source *s, cf_error *err) {
+    char magic[4];
+    uint32_t version;
+    uint64_t n_kv, alignment = GGUF_ALIGN;
+    bool arch_ok = false;
+    if (!get(r, magic, 4, "the magic") || !get(r, &version, 4, "the version")) return -1;
+    if (memcmp(magic, "GGUF", 4) != 0) return cf_fail(err, "%s: not a GGUF file (no GGUF magic)", s->path);
+    if (version != 2 && version != 3) return cf_fail(err, "%s: GGUF version %u is not supported (2, 3)", s->path, version);
+    if (!get(r, &s->n_tensors, 8, "the tensor count") || !get(r, &n_kv, 8, "the metadata count")) return -1;
+    /* a tensor info takes at least 8 + 4 + 8 + 4 + 8 bytes */
+    if (!cf_count_fits(s->n_tensors, 32, (uint64_t)(r->end - r->p)))
+        return cf_fail(err, "%s: %llu tensors do not fit in the file", s->path, (unsigned long long)s->n_tensors);
+    cf_model_config_init_llama(&s->cfg);
+    s->cfg.num_kv_heads = -1, s->cfg.vocab_size = 0, s->cfg.rms_norm_eps = 1e-5, s->cfg.rope_theta = 10000.0;
+    s->cfg.bos_token_id = s->cfg.eos_token_id = s->cfg.pad_token_id = -1;
+    if (read_metadata(r, n_kv, s, &alignment, &arch_ok) != 0) return -1;
+    if (!arch_ok) return cf_fail(err, "%s: general.architecture is missing (llama expected)", s->path);
+    s->tensors = cf_xcalloc(s->n_tensors ? s->n_tensors : 1, sizeof *s->tensors);
+    if (read_tensor_infos(r, s) != 0) return -1;
+    uint64_t pos = (uint64_t)(r->p - r->base), size = (uint64_t)(r->end - r->base);
+    uint64_t data_start = (pos + alignment - 1) / alignment * alignment;
+    for (uint64_t i = 0; i < s->n_tensors; i++) {
+        gguf_tensor *t = &s->tensors[i];
+        if (t->offset % alignment || data_start > size || !cf_fits(t->offset, t->nbytes, size - data_start))
+            return cf_fail(err, "%s: tensor %.*s: %llu bytes at data offset %llu lie outside the file (or are unaligned)",
+                           s->path, (int)t->name_len, (const char *)t->name, (unsigned long long)t->nbytes,
+                           (unsigned long long)t->offset);
+        t->data = r->base + data_start + t->offset;
+    }
+    if (s->cfg.num_kv_heads < 0) s->cfg.num_kv_heads = s->cfg.num_heads;
+    const gguf_tensor *embd = find(s, "token_embd.weight");
+    if (!s->cfg.vocab_size && embd && embd->n_dims == 2) s->cfg.vocab_size = embd->dims[1];
+    s->cfg.tie_word_embeddings = find(s, "output.weight") == NULL;
+    if (llama_config_check(&s->cfg, s->path, err) != 0) return -1;
+    if ((uint64_t)s->cfg.num_layers > s->n_tensors)
+        return cf_fail(err, "%s: llama.block_count %lld implies more tensors than the file's %llu", s->path,
+                       (long long)s->cfg.num_layers, (unsigned long long)s->n_tensors);
+    return 0;
+}
+
+int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert_options *opt, cf_error *err) {
+    int fd = open(gguf_path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0) close(fd);
+        return cf_fail(err, "%s: cannot open", gguf_path);
+    }
+    size_t size = (size_t)st.st_size;
+    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED) return cf_fail(err, "%s: cannot map (%zu bytes)", gguf_path, size);
+    gguf_source s = {.path = gguf_path};
+    reader r = {.base = map, .p = map, .end = (const unsigned char *)map + size, .path = gguf_path, .err = err};
+    int rc = parse(&r, &s, err);
+    /* every weight present with its shape before anything is written or sized from cfg */
+    for (int k = 0; rc == 0 && k < LW_COUNT; k++) {
+        long layers = llama_weight_per_layer((llama_weight)k) ? (long)s.cfg.num_layers : 1;
+        if (k == LW_LM_HEAD && s.cfg.tie_word_embeddings) continue;
+        for (long l = 0; rc == 0 && l < layers; l++) rc = weight(&s, (llama_weight)k, l, err) ? 0 : -1;
+    }
+    if (rc == 0) rc = llama_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, err);
+    free(s.tensors);
+    munmap(map, size);
+    return rc;
+}

@@ -1,0 +1,18 @@
+/* GGUF file: imported into a cformers checkpoint in the scratch directory, as f32 and as
+ * q8_0 (which copies stored q8_0 blocks). */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cformers/convert.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz_scratch();
+    char model[1024];
+    snprintf(model, sizeof model, "%s", fuzz_write("model.gguf", data, size));
+    cf_convert_options opt = {.dtype = CF_F32};
+    cf_import_gguf(model, fuzz_path("out.ckpt"), &opt, NULL);
+    opt.dtype = CF_Q8_0;
+    cf_import_gguf(model, fuzz_path("out8.ckpt"), &opt, NULL);
+    return 0;
+}
