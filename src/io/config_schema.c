@@ -240,6 +240,8 @@ const char *cf_config_key_suggest(const char *unknown) {
             if (n >= sizeof candidate) break;
             memcpy(candidate, known, n);
             candidate[n] = '\0';
+            const char *prev = i > 0 ? cf_config_keys[i - 1].path : "";
+            if (end && strncmp(prev, known, n) == 0 && prev[n] == '.') continue; /* the section was just scored */
             int score = suggestion_score(unknown, candidate, best_score - 1); /* only a better one counts */
             if (score < best_score) {
                 best_score = score;

@@ -108,9 +108,13 @@ static bool seen_earlier(yaml_document_t *doc, yaml_node_pair_t *first, yaml_nod
     return false;
 }
 
+/* "did you mean" costs an edit distance against every key: only for the first problems of
+ * a message someone reads (a file of garbage keys otherwise takes seconds to refuse). */
+enum { HINTED_PROBLEMS = 16 };
+
 static void unknown_key(cf_walker *w, const char *path, int line) {
     const char *hint = NULL;
-    if (w->err) { /* only for a message someone reads */
+    if (w->err && w->n_errors < HINTED_PROBLEMS) {
         int mf_score = 1000;
         const char *mf = cf_mf_suggest(path, &mf_score);
         hint = cf_config_key_suggest(path);
