@@ -364,28 +364,37 @@ static double seconds_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The heartbeat files of `dir` (rank<R>, see src/train/heartbeat.h): removes them with
- * `clear`, else says in `who` (and returns true) which one is the oldest when older than
- * `timeout` seconds, or that none was written `timeout` seconds after `started`
- * (CLOCK_REALTIME). */
-static bool hung_rank(const char *dir, double timeout, double started, bool clear, char *who, size_t size) {
+static double realtime_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Removes the heartbeat files (rank<R>, see src/train/heartbeat.h) of `dir`. */
+static void clear_beats(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, "rank", 4) == 0) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
+/* Whether a heartbeat file of `dir` is older than `timeout` seconds (`who` says which, the
+ * oldest), or none was written `timeout` seconds after `started` (CLOCK_REALTIME). */
+static bool hung_rank(const char *dir, double timeout, double started, char *who, size_t size) {
     DIR *d = opendir(dir);
     if (!d) return false;
-    struct dirent *e;
     bool any = false, hung = false;
-    double oldest = timeout;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    double t_now = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+    double oldest = timeout, t_now = realtime_now();
     char path[4096];
-    while ((e = readdir(d)) != NULL) {
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (strncmp(e->d_name, "rank", 4) != 0) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (clear) {
-            unlink(path);
-            continue;
-        }
         if (stat(path, &st) != 0) continue;
         any = true;
         double age = t_now - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
@@ -403,17 +412,11 @@ static bool hung_rank(const char *dir, double timeout, double started, bool clea
         }
     }
     closedir(d);
-    if (!hung && !any && !clear && t_now - started > timeout) {
+    if (!hung && !any && t_now - started > timeout) {
         snprintf(who, size, "no rank has sent a heartbeat %.0f s after the start", t_now - started);
         hung = true;
     }
     return hung;
-}
-
-static double realtime_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Runs argv to its end; returns its exit status as a shell reports it (128 + signal).
@@ -441,7 +444,7 @@ static int run_job(char *const *argv, const char *heartbeat_dir, double timeout)
         if (got == pid || (got < 0 && errno != EINTR)) break;
         if (!heartbeat_dir || got < 0) continue;
         char who[256];
-        if (!stop_signal && hung_rank(heartbeat_dir, timeout, started, false, who, sizeof who)) {
+        if (!stop_signal && hung_rank(heartbeat_dir, timeout, started, who, sizeof who)) {
             fprintf(stderr, "cformers launch: %s: the job is hung; killing it\n", who);
             kill(-pid, SIGKILL);
             while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -473,8 +476,7 @@ static int supervise(words *w, const launch_args *a, int command_at) {
     const char *beats = train && a->heartbeat > 0 ? getenv("CFORMERS_HEARTBEAT_DIR") : NULL;
     double started = seconds_now();
     for (long restart = 0;; restart++) {
-        char ignored[8];
-        if (beats) hung_rank(beats, 0, 0, true, ignored, sizeof ignored); /* the last run's beats */
+        if (beats) clear_beats(beats); /* the last run's beats */
         int rc = run_job(w->v, beats, a->heartbeat);
         double ran = seconds_now() - started;
         if (rc == 0 || stop_signal) return rc;
@@ -546,8 +548,7 @@ int cmd_launch(int argc, char **argv) {
     }
     free_words(&w);
     if (own_beats) {
-        char ignored[8];
-        hung_rank(beats, 0, 0, true, ignored, sizeof ignored);
+        clear_beats(beats);
         rmdir(beats);
     }
     return rc;
