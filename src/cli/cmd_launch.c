@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -34,7 +35,8 @@ static const char *const PASSED_ENV[] = {"PATH", "LD_LIBRARY_PATH", "TMPDIR", "A
 static void print_help(void) {
     printf("usage: cformers launch -n RANKS [--threads-per-rank T] [--hostfile FILE | --netsim]\n"
            "                       [--launcher auto|mpirun|srun] [--mpirun PATH] [--max-restarts K]\n"
-           "                       [--heartbeat-timeout S] [--dry-run] -- COMMAND [ARGS...]\n"
+           "                       [--heartbeat-timeout S] [--min-ranks M [--host-check CMD]]\n"
+           "                       [--dry-run] -- COMMAND [ARGS...]\n"
            "\n"
            "Runs `cformers COMMAND ARGS...` (e.g. train --config ...) as an MPI job of RANKS ranks,\n"
            "this cformers binary on every rank, each rank with T compute threads (CFORMERS_THREADS=T).\n"
@@ -66,6 +68,17 @@ static void print_help(void) {
            "                          restarted. Ranks on other hosts need the directory shared\n"
            "                          (set CFORMERS_HEARTBEAT_DIR to a shared path). Default 600;\n"
            "                          0: no heartbeats.\n"
+           "  --min-ranks M           with --hostfile: before each start (the first and every\n"
+           "                          restart) check that every host answers; leave out those that\n"
+           "                          do not and run on fewer ranks (RANKS x the answering hosts'\n"
+           "                          share of the slots), as long as that is at least M. A `train`\n"
+           "                          job keeps its global batch (RANKS x batch_size x\n"
+           "                          gradient_accumulation_steps sequences a step) by accumulating\n"
+           "                          more micro-batches; ZeRO-1 shards follow the new world size.\n"
+           "  --host-check CMD        the check: `CMD HOST` (a shell command) exits 0 within 20 s\n"
+           "                          when HOST can take ranks (default: this machine's names pass,\n"
+           "                          others must answer `ssh -o BatchMode=yes HOST true`, as\n"
+           "                          mpirun reaches them)\n"
            "  --dry-run               print the command to stdout instead of running it\n"
            "\n"
            "mpirun gets: -n RANKS; --allow-run-as-root when run as root; when the ranks fit (no more\n"
@@ -85,8 +98,10 @@ static void print_help(void) {
 typedef struct launch_args {
     long ranks, threads; /* threads 0: the default share */
     long max_restarts;   /* 0: exec the launcher, no supervision */
+    long min_ranks;      /* 0: every host of the hostfile is taken as up */
     double heartbeat;    /* seconds without a heartbeat that make a rank hung; 0: not watched */
     const char *hostfile, *mpirun, *launcher; /* mpirun NULL: the one on PATH */
+    const char *host_check;                   /* NULL: local names, else ssh */
     bool dry_run, netsim;
     char **command; /* COMMAND ARGS..., NULL-terminated (argv's tail) */
 } launch_args;
@@ -121,6 +136,12 @@ static void free_words(words *w) {
     free(w->v);
 }
 
+static bool has_arg(char *const *argv, const char *arg) {
+    for (; *argv; argv++)
+        if (strcmp(*argv, arg) == 0) return true;
+    return false;
+}
+
 /* Pushes one word per non-empty line of `path`; false (errno set) when it cannot be read. */
 static bool push_lines(words *w, const char *path) {
     FILE *f = fopen(path, "r");
@@ -143,7 +164,8 @@ static int parse_args(int argc, char **argv, launch_args *a) {
         const char *o = argv[i], *v = NULL;
         bool takes_value = strcmp(o, "-n") == 0 || strcmp(o, "--threads-per-rank") == 0 ||
                            strcmp(o, "--max-restarts") == 0 || strcmp(o, "--heartbeat-timeout") == 0 ||
-                           strcmp(o, "--hostfile") == 0 || strcmp(o, "--launcher") == 0 || strcmp(o, "--mpirun") == 0;
+                           strcmp(o, "--hostfile") == 0 || strcmp(o, "--launcher") == 0 || strcmp(o, "--mpirun") == 0 ||
+                           strcmp(o, "--min-ranks") == 0 || strcmp(o, "--host-check") == 0;
         if (takes_value && cli_flag_value("launch", argc, argv, &i, &v) != 0) return 2;
         if (strcmp(o, "-n") == 0) {
             if (cli_parse_long("launch", o, v, 1, MAX_RANKS, &a->ranks) != 0) return 2;
@@ -155,6 +177,10 @@ static int parse_args(int argc, char **argv, launch_args *a) {
             long s;
             if (cli_parse_long("launch", o, v, 0, 1000000, &s) != 0) return 2;
             a->heartbeat = (double)s;
+        } else if (strcmp(o, "--min-ranks") == 0) {
+            if (cli_parse_long("launch", o, v, 1, MAX_RANKS, &a->min_ranks) != 0) return 2;
+        } else if (strcmp(o, "--host-check") == 0) {
+            a->host_check = v;
         } else if (strcmp(o, "--hostfile") == 0) {
             a->hostfile = v;
         } else if (strcmp(o, "--launcher") == 0) {
@@ -179,6 +205,9 @@ static int parse_args(int argc, char **argv, launch_args *a) {
     a->command = argv + i + 1;
     if (strcmp(a->command[0], "launch") == 0) return cli_usage_error("launch", "cannot launch launch");
     if (a->hostfile && a->netsim) return cli_usage_error("launch", "--hostfile and --netsim do not go together");
+    if (a->min_ranks > a->ranks) return cli_usage_error("launch", "--min-ranks %ld is more than -n %ld", a->min_ranks, a->ranks);
+    if (a->min_ranks && !a->hostfile) return cli_usage_error("launch", "--min-ranks needs --hostfile (the hosts it checks)");
+    if (a->host_check && !a->min_ranks) return cli_usage_error("launch", "--host-check goes with --min-ranks");
     const char *slurm = getenv("SLURM_JOB_ID");
     if (strcmp(a->launcher, "auto") == 0)
         a->launcher = slurm && *slurm && !a->hostfile && !a->netsim ? "srun" : "mpirun";
@@ -187,9 +216,23 @@ static int parse_args(int argc, char **argv, launch_args *a) {
     return 0;
 }
 
-/* Reads an Open MPI hostfile into slots[] (per host: its slots=, or `cores` where the line
- * has none); # starts a comment. Returns the host count, or -1 after the usage error. */
-static int read_hostfile(const char *path, long cores, long *slots) {
+/* One line of a hostfile: the host, its slots, and the line as written (comment cut). */
+typedef struct host_entry {
+    char *name, *line;
+    long slots;
+} host_entry;
+
+static void free_hosts(host_entry *hosts, int n) {
+    for (int i = 0; i < n; i++) {
+        free(hosts[i].name);
+        free(hosts[i].line);
+    }
+}
+
+/* Reads an Open MPI hostfile into hosts[] (per host: its slots=, or `cores` where the line
+ * has none); # starts a comment. Returns the host count (free_hosts them), or -1 after the
+ * usage error. */
+static int read_hostfile(const char *path, long cores, host_entry *hosts) {
     FILE *f = fopen(path, "r");
     if (!f) {
         cli_usage_error("launch", "--hostfile: cannot read '%s': %s", path, strerror(errno));
@@ -199,32 +242,33 @@ static int read_hostfile(const char *path, long cores, long *slots) {
     size_t cap = 0;
     int n = 0, bad = 0;
     while (!bad && getline(&line, &cap, f) >= 0) {
-        line[strcspn(line, "#")] = '\0';
-        char *save, *host = strtok_r(line, " \t\r\n", &save);
-        if (!host) continue;
-        if (n == MAX_HOSTS) {
-            bad = cli_usage_error("launch", "--hostfile: more than %d hosts in '%s'", MAX_HOSTS, path);
-            break;
+        line[strcspn(line, "#\r\n")] = '\0';
+        char *copy = cf_xstrdup(line), *save, *host = strtok_r(line, " \t", &save);
+        if (!host || n == MAX_HOSTS) {
+            free(copy);
+            if (host) bad = cli_usage_error("launch", "--hostfile: more than %d hosts in '%s'", MAX_HOSTS, path);
+            continue;
         }
-        slots[n] = cores;
-        for (char *word; !bad && (word = strtok_r(NULL, " \t\r\n", &save));)
+        hosts[n] = (host_entry){.name = cf_xstrdup(host), .line = copy, .slots = cores};
+        for (char *word; !bad && (word = strtok_r(NULL, " \t", &save));)
             if (strncmp(word, "slots=", 6) == 0 &&
-                cli_parse_long("launch", "--hostfile slots=", word + 6, 1, MAX_RANKS, &slots[n]) != 0)
+                cli_parse_long("launch", "--hostfile slots=", word + 6, 1, MAX_RANKS, &hosts[n].slots) != 0)
                 bad = 2;
         n++;
     }
     free(line);
     fclose(f);
     if (!bad && n == 0) bad = cli_usage_error("launch", "--hostfile: no hosts in '%s'", path);
+    if (bad) free_hosts(hosts, n);
     return bad ? -1 : n;
 }
 
 /* Ranks on the busiest host when `ranks` fill the hosts' slots in order (mpirun's
  * --map-by slot), or 0 when there are more ranks than slots. */
-static long busiest_host(const long *slots, int n_hosts, long ranks) {
+static long busiest_host(const host_entry *hosts, int n_hosts, long ranks) {
     long most = 0;
     for (int i = 0; i < n_hosts && ranks > 0; i++) {
-        long here = ranks < slots[i] ? ranks : slots[i];
+        long here = ranks < hosts[i].slots ? ranks : hosts[i].slots;
         if (here > most) most = here;
         ranks -= here;
     }
@@ -235,8 +279,9 @@ static long share(long cores, long ranks) { return cores / ranks > 0 ? cores / r
 
 /* Appends what every mpirun command gets after the hosts: the binding, root permission,
  * the threads and the environment. shared_cores: the hosts are this machine's cores. */
-static void push_mpirun_tail(words *w, const launch_args *a, const long *slots, int n_hosts, bool shared_cores) {
-    long cores = cf_usable_cores(), busiest = busiest_host(slots, n_hosts, a->ranks);
+static void push_mpirun_tail(words *w, const launch_args *a, const host_entry *hosts, int n_hosts,
+                             bool shared_cores) {
+    long cores = cf_usable_cores(), busiest = busiest_host(hosts, n_hosts, a->ranks);
     long per_host = shared_cores ? a->ranks : busiest ? busiest : (a->ranks + n_hosts - 1) / n_hosts;
     long threads = a->threads ? a->threads : share(cores, per_host);
     if (geteuid() == 0) push(w, "--allow-run-as-root");
@@ -276,10 +321,10 @@ static int netsim_missing(const char *path) {
 
 /* The mpirun command before the program; returns 0, or 1/2 after saying why not. */
 static int push_mpirun(words *w, const launch_args *a) {
-    static long slots[MAX_HOSTS];
+    static host_entry hosts[MAX_HOSTS];
     long local = cf_usable_cores();
     int n_hosts = 1;
-    slots[0] = local;
+    hosts[0] = (host_entry){.slots = local};
     const char *dir = getenv("CFORMERS_NETSIM_DIR"), *hostfile = a->hostfile;
     if (!dir || !*dir) dir = NETSIM_DIR;
     char prefix[PATH_MAX], args[PATH_MAX], netsim_hosts[PATH_MAX];
@@ -297,8 +342,9 @@ static int push_mpirun(words *w, const launch_args *a) {
         push(w, "--hostfile");
         push(w, hostfile);
     }
-    if (hostfile && (n_hosts = read_hostfile(hostfile, local, slots)) < 0) return 2;
-    push_mpirun_tail(w, a, slots, n_hosts, a->netsim);
+    if (hostfile && (n_hosts = read_hostfile(hostfile, local, hosts)) < 0) return 2;
+    push_mpirun_tail(w, a, hosts, n_hosts, a->netsim);
+    if (hostfile) free_hosts(hosts, n_hosts);
     return 0;
 }
 
@@ -346,6 +392,98 @@ static void print_command(FILE *out, char *const *argv) {
         fputc('\'', out);
     }
     fputc('\n', out);
+}
+
+/* ---- hosts that are down (--min-ranks) ---- */
+
+static bool is_local(const char *host) {
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+           strcmp(host, me) == 0;
+}
+
+/* Whether `host` can take ranks: `check HOST` (a shell command) exits 0 within 20 s;
+ * without a check, this machine's names pass and others must answer ssh in batch mode. */
+static bool host_up(const char *host, const char *check) {
+    if (!check && is_local(host)) return true;
+    char command[PATH_MAX + 16];
+    if (check) snprintf(command, sizeof command, "%s \"$1\"", check);
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+        }
+        if (check) execl("/bin/sh", "sh", "-c", command, "sh", host, (char *)NULL);
+        else execlp("ssh", "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, "true", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    for (int waited = 0;; waited++) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if ((got < 0 && errno != EINTR) || waited == 400) break;
+        nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return false;
+}
+
+/* With --min-ranks: writes the lines of a->hostfile's hosts that are up (host_up) to
+ * `path` and returns the ranks they take: a->ranks times their share of the slots (all of
+ * them when every host is up), or 0 after saying why the job cannot start (fewer than
+ * a->min_ranks, or `path` not written). */
+static long choose_hosts(const launch_args *a, const char *path) {
+    static host_entry hosts[MAX_HOSTS];
+    int n = read_hostfile(a->hostfile, cf_usable_cores(), hosts);
+    if (n < 0) return 0;
+    FILE *f = fopen(path, "w");
+    long all = 0, up = 0;
+    for (int i = 0; i < n && f; i++) {
+        all += hosts[i].slots;
+        if (!host_up(hosts[i].name, a->host_check)) {
+            fprintf(stderr, "cformers launch: host %s does not answer (%s); leaving its %ld slot%s out\n",
+                    hosts[i].name, a->host_check ? a->host_check : "ssh", hosts[i].slots, hosts[i].slots == 1 ? "" : "s");
+            continue;
+        }
+        up += hosts[i].slots;
+        fprintf(f, "%s\n", hosts[i].line);
+    }
+    free_hosts(hosts, n);
+    if (!f || fclose(f) != 0) {
+        fprintf(stderr, "cformers launch: cannot write the hostfile %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    long ranks = up == all ? a->ranks : (long)((double)a->ranks * (double)up / (double)all);
+    if (ranks < a->min_ranks) {
+        fprintf(stderr, "cformers launch: the hosts that answer take %ld of the %ld ranks, fewer than --min-ranks %ld; "
+                        "not starting the job\n", ranks, a->ranks, a->min_ranks);
+        return 0;
+    }
+    if (ranks < a->ranks)
+        fprintf(stderr, "cformers launch: running %ld of the %ld ranks (--min-ranks %ld)\n", ranks, a->ranks,
+                a->min_ranks);
+    return ranks;
+}
+
+/* The job's words: the launcher's (for a->ranks on a->hostfile), this program `exe`, the
+ * command, and --resume where `resume` (a restarted train job) and not there yet. Returns
+ * the index of the command in w, or -1/-2 after saying why not (status 1/2). */
+static int job_words(words *w, const launch_args *a, const char *exe, bool resume) {
+    int rc = 0;
+    if (strcmp(a->launcher, "srun") == 0) push_srun(w, a);
+    else rc = push_mpirun(w, a);
+    if (rc != 0) return -rc;
+    push(w, exe);
+    int command_at = w->n;
+    for (char *const *c = a->command; *c; c++) push(w, *c);
+    if (resume && !has_arg(a->command, "--resume")) push(w, "--resume");
+    return command_at;
 }
 
 /* ---- supervision (--max-restarts) ---- */
@@ -457,36 +595,51 @@ static int run_job(char *const *argv, const char *heartbeat_dir, double timeout)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static bool has_arg(char *const *argv, const char *arg) {
-    for (; *argv; argv++)
-        if (strcmp(*argv, arg) == 0) return true;
-    return false;
+/* The words of one start of the job into w: with --min-ranks on the hosts that answer,
+ * written to `hosts`. Returns the index of the command in w, or -(status) after saying why
+ * it cannot start. */
+static int start_words(words *w, const launch_args *a, const char *exe, const char *hosts, bool resume) {
+    launch_args now = *a;
+    if (a->min_ranks) {
+        if ((now.ranks = choose_hosts(a, hosts)) == 0) return -1;
+        now.hostfile = hosts;
+    }
+    return job_words(w, &now, exe, resume);
 }
 
 /* Runs the job, and again after each failure, up to a->max_restarts times. A `train`
  * job is rerun with --resume; CFORMERS_LAUNCH_RESTART (0 on the first run, set before the
  * launcher's words were made, so mpirun passes it on like every CFORMERS_* variable) tells
- * it which restart this is and lets it start over when the failed run saved no checkpoint. */
-static int supervise(words *w, const launch_args *a, int command_at) {
+ * it which restart this is and lets it start over when the failed run saved no checkpoint.
+ * Each start checks the hosts again (--min-ranks; `hosts` is the hostfile it writes). */
+static int supervise(const launch_args *a, const char *exe, const char *hosts) {
     struct sigaction on = {.sa_handler = forward_signal};
     sigemptyset(&on.sa_mask);
     sigaction(SIGINT, &on, NULL);
     sigaction(SIGTERM, &on, NULL);
-    bool train = strcmp(w->v[command_at], "train") == 0;
+    bool train = strcmp(a->command[0], "train") == 0;
     const char *beats = train && a->heartbeat > 0 ? getenv("CFORMERS_HEARTBEAT_DIR") : NULL;
     double started = seconds_now();
     for (long restart = 0;; restart++) {
+        words w = {0};
+        int at = start_words(&w, a, exe, hosts, train && restart > 0);
+        if (at > 0) {
+            print_command(stderr, w.v);
+            fflush(NULL);
+        }
         if (beats) clear_beats(beats); /* the last run's beats */
-        int rc = run_job(w->v, beats, a->heartbeat);
+        int rc = at < 0 ? -at : run_job(w.v, beats, a->heartbeat);
+        free_words(&w);
         double ran = seconds_now() - started;
-        if (rc == 0 || stop_signal) return rc;
+        if (rc == 0 || stop_signal || at < 0) return rc;
         if (rc == 2) { /* misuse: the same words would fail the same way */
             fprintf(stderr, "cformers launch: the job's command was refused (status 2); not restarting it\n");
             return rc;
         }
         if (restart == a->max_restarts) {
-            fprintf(stderr, "cformers launch: the job failed (status %d) after %.1f s; no restarts left (%ld made)\n",
-                    rc, ran, restart);
+            if (a->max_restarts > 0)
+                fprintf(stderr, "cformers launch: the job failed (status %d) after %.1f s; no restarts left (%ld made)\n",
+                        rc, ran, restart);
             return rc;
         }
         fprintf(stderr, "cformers launch: the job failed (status %d) after %.1f s; restart %ld of %ld%s\n", rc, ran,
@@ -494,9 +647,6 @@ static int supervise(words *w, const launch_args *a, int command_at) {
         char count[32];
         snprintf(count, sizeof count, "%ld", restart + 1);
         setenv("CFORMERS_LAUNCH_RESTART", count, 1);
-        if (train && !has_arg(w->v + command_at, "--resume")) push(w, "--resume");
-        print_command(stderr, w->v);
-        fflush(NULL);
         started = seconds_now();
     }
 }
@@ -518,7 +668,10 @@ int cmd_launch(int argc, char **argv) {
     }
     exe[len] = '\0';
     if (a.max_restarts > 0 && !a.dry_run) setenv("CFORMERS_LAUNCH_RESTART", "0", 1);
-    char beats[] = "/tmp/cformers-heartbeat-XXXXXX";
+    char planned[32];
+    snprintf(planned, sizeof planned, "%ld", a.ranks);
+    if (a.min_ranks && !a.dry_run) setenv("CFORMERS_PLANNED_RANKS", planned, 1); /* src/train/trainer.c */
+    char beats[] = "/tmp/cformers-heartbeat-XXXXXX", hosts[] = "/tmp/cformers-hosts-XXXXXX";
     bool own_beats = false; /* made here (else CFORMERS_HEARTBEAT_DIR was given, perhaps shared) */
     if (a.max_restarts > 0 && !a.dry_run && a.heartbeat > 0 && strcmp(a.command[0], "train") == 0 &&
         !getenv("CFORMERS_HEARTBEAT_DIR")) {
@@ -529,24 +682,29 @@ int cmd_launch(int argc, char **argv) {
         own_beats = true;
         setenv("CFORMERS_HEARTBEAT_DIR", beats, 1);
     }
-    words w = {0};
-    if (strcmp(a.launcher, "srun") == 0) push_srun(&w, &a);
-    else rc = push_mpirun(&w, &a);
-    if (rc == 0) {
-        push(&w, exe);
-        int command_at = w.n;
-        for (char **c = a.command; *c; c++) push(&w, *c);
-        print_command(a.dry_run ? stdout : stderr, w.v);
+    int fd = a.min_ranks && !a.dry_run ? mkstemp(hosts) : 0;
+    if (fd < 0) {
+        fprintf(stderr, "cformers launch: cannot make a hostfile %s: %s\n", hosts, strerror(errno));
+        rc = 1;
+    } else if (a.dry_run || (a.max_restarts == 0 && !a.min_ranks)) {
+        words w = {0};
+        int at = job_words(&w, &a, exe, false);
+        if (at < 0) rc = -at;
+        else print_command(a.dry_run ? stdout : stderr, w.v);
         fflush(NULL);
-        if (!a.dry_run && a.max_restarts > 0) {
-            rc = supervise(&w, &a, command_at);
-        } else if (!a.dry_run) {
+        if (at > 0 && !a.dry_run) {
             execvp(w.v[0], w.v);
             fprintf(stderr, "cformers launch: cannot run %s: %s\n", w.v[0], strerror(errno));
             rc = 1;
         }
+        free_words(&w);
+    } else {
+        rc = supervise(&a, exe, hosts);
     }
-    free_words(&w);
+    if (fd > 0) {
+        close(fd);
+        unlink(hosts);
+    }
     if (own_beats) {
         clear_beats(beats);
         rmdir(beats);

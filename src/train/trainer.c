@@ -101,14 +101,45 @@ static int init_state(cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-/* The data-parallel world: parallel_config.data_parallel must match it (0 takes it), and
- * every rank must run the same config (a different one would deadlock or diverge). */
+/* The ranks `cformers launch --min-ranks` planned the job for (CFORMERS_PLANNED_RANKS),
+ * when it runs on fewer because hosts were down; else `world`. */
+static int64_t planned_ranks(int world) {
+    const char *v = getenv("CFORMERS_PLANNED_RANKS");
+    char *end;
+    long long n = v && *v ? strtoll(v, &end, 10) : 0;
+    return n > world && !*end ? (int64_t)n : world;
+}
+
+/* On fewer ranks than planned, keeps the planned global batch (planned x accumulation x
+ * micro-batch sequences a step) with more micro-batches per rank, and smaller ones where
+ * the ranks do not divide them; says so on rank 0. */
+static void keep_global_batch(cf_trainer *t, int64_t planned) {
+    cf_runner_config *rc = &t->cfg.runner_config;
+    int64_t accum = rc->gradient_accumulation_steps > 0 ? rc->gradient_accumulation_steps : 1;
+    int64_t global = planned * accum * rc->batch_size, per_rank = global / t->world, batch = rc->batch_size;
+    if (global % t->world != 0) per_rank++; /* the nearest global batch above */
+    while (per_rank % batch != 0) batch--;
+    if (t->rank == 0)
+        fprintf(stderr,
+                "cformers: running on %d of the %lld planned ranks: runner_config.batch_size %lld -> %lld and "
+                "gradient_accumulation_steps %lld -> %lld keep%s the global batch of %lld sequences%s\n",
+                t->world, (long long)planned, (long long)rc->batch_size, (long long)batch, (long long)accum,
+                (long long)(per_rank / batch), global % t->world ? " near" : "", (long long)global,
+                global % t->world ? " (the ranks do not divide it)" : "");
+    rc->batch_size = batch;
+    rc->gradient_accumulation_steps = per_rank / batch;
+}
+
+/* The data-parallel world: parallel_config.data_parallel must match it (0 takes it; so
+ * does the planned size of a job run on fewer ranks), and every rank must run the same
+ * config (a different one would deadlock or diverge). */
 static int join_world(cf_trainer *t, cf_error *err) {
     t->dist = t->opts.dist;
     t->rank = cf_dist_rank(t->dist);
     t->world = cf_dist_size(t->dist);
-    int64_t want = t->cfg.parallel_config.data_parallel;
-    if (want != 0 && want != t->world)
+    int64_t want = t->cfg.parallel_config.data_parallel, planned = planned_ranks(t->world);
+    if (planned != t->world) keep_global_batch(t, planned);
+    if (want != 0 && want != t->world && want != planned)
         return cf_fail(err, "parallel_config.data_parallel is %lld but the job has %d process%s (mpirun -n / cformers "
                             "launch -n); set it to %d or 0", (long long)want, t->world, t->world == 1 ? "" : "es",
                        t->world);
@@ -135,7 +166,7 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
         free(t);
         return NULL;
     }
-    const cf_runner_config *rc = &cfg->runner_config;
+    const cf_runner_config *rc = &t->cfg.runner_config; /* join_world may change the batch */
     t->batch = rc->batch_size;
     t->seq = rc->seq_length;
     t->accum = rc->gradient_accumulation_steps > 0 ? rc->gradient_accumulation_steps : 1;
