@@ -3,7 +3,9 @@
 # it; served over two runs, /api/runs lists them, /api/metrics gives a run's lines, an
 # unknown run is 404 and a POST 405; in a real browser (headless Chromium, where
 # installed) the page loads Chart.js from the server, logs nothing to the console and draws
-# every run's points; `train --dashboard` serves a run while it trains, and new steps show.
+# every run's points and the memory plan's blocks, and a screenshot has the runs' colours
+# drawn (tools/png_pixels.py); `train --dashboard` serves a run while it trains, and new
+# steps show; a trained run's memory_plan.json is served.
 source "$(dirname "$0")/lib_cli.sh"
 chart=/usr/share/javascript/chart.js/chart.min.js
 [ -f "$chart" ] || { echo "SKIP: no $chart (Debian's libjs-chart.js)"; exit 77; }
@@ -23,6 +25,8 @@ for run in a sweep/b; do
     done >"$tmp/logs/$run/metrics.jsonl"
     echo '{"event":"eval","time":2.0,"step":6,"val_loss":4.0}' >>"$tmp/logs/$run/metrics.jsonl"
 done
+echo '{"arena_bytes":3145728,"nodes":10,"backward_from":4,"optimizer_from":9,"blocks":[[0,1048576,0,7,"x"],[1048576,2097152,1,2,"h"],[1048576,1048576,5,6,"workspace of matmul"]]}' \
+    >"$tmp/logs/a/memory_plan.json"
 
 "$bin" dashboard --logdir "$tmp/logs" --port 0 >"$tmp/server.out" 2>&1 &
 server=$!
@@ -37,6 +41,10 @@ check "a run's metrics" 0 curl -sf "${url}api/metrics?run=sweep/b"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "${url}api/metrics?run=../a")" = 404 ] || fail_because "an unknown run is not 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")" = 405 ] || fail_because "POST is not 405"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "${url}chart.js")" = 200 ] || fail_because "Chart.js is not served"
+check "a run's memory plan" 0 curl -sf "${url}api/memory_plan?run=a"
+stdout_has "the plan's blocks" '"workspace of matmul"'
+[ "$(curl -s -o /dev/null -w '%{http_code}' "${url}api/memory_plan?run=sweep/b")" = 404 ] ||
+    fail_because "a run without a memory plan is not 404"
 
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$browser" ]; then
@@ -49,9 +57,17 @@ else
     # 2 runs x (6 losses + 1 validation loss + 6 lr + 6 tokens/s + 6 grad norms + 6 step times)
     grep -q 'data-points="62"' "$tmp/dom.html" && grep -q 'data-runs="2"' "$tmp/dom.html" ||
         { fail_because "the page did not draw both runs' points"; grep -o '<body[^>]*>' "$tmp/dom.html"; grep -o 'id="status">[^<]*' "$tmp/dom.html"; }
+    grep -q 'data-plan-blocks="3"' "$tmp/dom.html" || fail_because "the memory plan panel did not get run a's 3 blocks"
     timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
         --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "${url}?once" >/dev/null 2>&1
     [ -s "$tmp/dashboard.png" ] || fail_because "no screenshot"
+    # run a's lines are #1f77b4, run b's #d62728 (the page's COLORS); both must be drawn
+    if [ -s "$tmp/dashboard.png" ]; then
+        /usr/bin/python3 "$src/tools/png_pixels.py" "$tmp/dashboard.png" '#1f77b4' '#d62728' >"$tmp/pixels" ||
+            fail_because "tools/png_pixels.py could not read the screenshot"
+        awk '$1 == "#1f77b4" && $2 < 500 || $1 == "#d62728" && $2 < 500 || $1 == "saturated" && $2 < 3000 { bad = 1 }
+             END { exit bad }' "$tmp/pixels" || { fail_because "the screenshot lacks drawn series"; cat "$tmp/pixels"; }
+    fi
 fi
 
 # train --dashboard: the run's own page, live.
@@ -70,6 +86,7 @@ else
     sleep 2
     second=$(steps)
     [ "${second:-0}" -gt "${first:-0}" ] || fail_because "no new steps while training ($first, then $second)"
+    curl -sf "${live}api/memory_plan?run=." | grep -q '"backward_from"' || fail_because "the run's memory plan is not served"
 fi
 kill -INT $trainer 2>/dev/null
 wait $trainer 2>/dev/null

@@ -3,7 +3,8 @@
 # text file prints the per-op table (op types such as matmul and adamw, the slowest nodes)
 # and writes output_dir/profile.json and the Chrome trace, with no temp files left; an
 # unwritable timeline path fails before training with an error naming the file; a window
-# outside the run says so. tests/test_profile.c parses the files and checks their contents.
+# outside the run says so; a save in the window shows on the checkpoint writer's lane, and
+# the loader's batches on their workers' lanes. tests/test_profile.c parses the files and checks their contents.
 source "$(dirname "$0")/lib_cli.sh"
 
 for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
@@ -31,6 +32,18 @@ grep -q '"ph":"X"' "$tmp/run/trace.json" || fail_because "timeline lacks complet
 grep -q '"step_ms"' "$tmp/run/profile.json" 2>/dev/null || fail_because "no output_dir/profile.json"
 grep -q '"event":"profile"' "$tmp/run/metrics.jsonl" || fail_because "metrics lack the profile event"
 ls "$tmp/run" | grep -q '\.tmp$' && fail_because "temp files left: $(ls "$tmp/run")"
+
+# A checkpoint at step 2 (in the window), on record shards: the trace has the writer's lane
+# beside the data loader's worker.
+check "tokenizer" 0 "$bin" tokenizer train --input "$tmp/text.txt" --vocab-size 300 --output "$tmp/tok.json" --quiet
+sed 'n;n;n;G' "$tmp/text.txt" >"$tmp/docs.txt" # a document every 4 lines
+check "shards" 0 "$bin" preprocess --input "$tmp/docs.txt" --tokenizer "$tmp/tok.json" --output "$tmp/shards" \
+    --valid-fraction 0.1 --quiet
+check "profiled run with a save" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/saves" --runner_config.save_interval=2 \
+    --train_dataset.data_dir="$tmp/shards" --train_dataset.tokenizer="$tmp/tok.json" --model.model_config.vocab_size=300
+for name in "checkpoint writer" "data loader worker 0" "checkpoint write" batch; do
+    grep -q "\"name\":\"$name\"" "$tmp/saves/timeline.json" 2>/dev/null || fail_because "the trace lacks '$name'"
+done
 
 check "unwritable timeline" 1 "$bin" train "${tiny[@]}" --output_dir="$tmp/bad" \
     --callbacks.profile_monitor.timeline=no_such_dir/trace.json

@@ -36,6 +36,19 @@ typedef struct cf_memory_report {
  * (cformers config show) for models that do not fit this machine. */
 int cf_graph_plan_memory(cf_graph *g, cf_memory_report *report, cf_error *err);
 
+/* One block of the activation arena over a step: bytes [offset, offset + bytes) hold
+ * `tensor` (and the in-place outputs laid over it), or node `first`'s workspace when
+ * tensor is NULL, from node index `first` to node index `last` (execution order). */
+typedef struct cf_arena_block {
+    int64_t offset, bytes;
+    int first, last;
+    const cf_tensor *tensor;
+} cf_arena_block;
+
+/* The arena's blocks as cf_graph_plan_memory places them (the memory plan's timeline);
+ * *n of them, freed by the caller. NULL on error (err set). */
+cf_arena_block *cf_graph_arena_blocks(cf_graph *g, int *n, cf_error *err);
+
 /* A graph with memory: plans, allocates the arena and blocks, binds every tensor's data
  * pointer, copies constants, zeroes parameters, gradients and moments. The graph must
  * outlive the plan and must not change after this. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int cf_fail(cf_error *err, const char *fmt, ...) {
     if (err) {
@@ -56,9 +57,18 @@ char *cf_xstrdup(const char *s) {
     return memcpy(cf_xmalloc(n), s, n);
 }
 
+/* Blocks of 4 MiB and more (arenas, staging buffers, caches) are aligned to 2 MiB and
+ * asked for transparent huge pages: a 1.3 GB buffer's first touch then faults 660 times,
+ * not 330,000 (where THP is "madvise", as on Debian). */
 void *cf_aligned_alloc(size_t size) {
-    size_t rounded = (size + 63) & ~(size_t)63;
-    return check_alloc(cf_fault_alloc() ? NULL : aligned_alloc(64, rounded ? rounded : 64), size);
+    enum { HUGE = 2u << 20 };
+    bool huge = size >= 2 * (size_t)HUGE;
+    size_t align = huge ? HUGE : 64, rounded = (size + align - 1) & ~(align - 1);
+    void *p = cf_fault_alloc() ? NULL : aligned_alloc(align, rounded ? rounded : 64);
+#ifdef MADV_HUGEPAGE
+    if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return check_alloc(p, size);
 }
 
 void cf_aligned_free(void *ptr) { free(ptr); }

@@ -64,7 +64,7 @@ static int check_mutations(const cf_graph *g, cf_error *err) {
 cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     if (cf_graph_error(g, err) || check_mutations(g, err)) return NULL;
     if (g->n_params) cf_graph_blocks(g);
-    cf_arena_layout l;
+    cf_arena_layout l = {0};
     if (cf_arena_layout_compute(g, &l, err)) return NULL;
     cf_plan *p = cf_xcalloc(1, sizeof *p);
     p->graph = g;

@@ -9,6 +9,8 @@ typedef struct cf_arena_layout {
     int64_t *tensor_offset;    /* per tensor id: byte offset in the arena, -1 if not there */
     int64_t *workspace_offset; /* per node index: byte offset of its workspace, -1 if none */
     cf_memory_report report;
+    cf_arena_block **blocks; /* NULL, or set before cf_arena_layout_compute: the blocks go there */
+    int *n_blocks;
 } cf_arena_layout;
 
 /* Storage classes of tensors outside the arena. */

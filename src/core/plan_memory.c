@@ -15,6 +15,7 @@ typedef struct interval {
     int first, last; /* node indices where it is written first and read last */
     int64_t offset;
     int64_t *dest; /* workspaces: where the offset is reported (tensors: storage_map) */
+    const cf_tensor *tensor; /* the first tensor it holds; NULL: a workspace */
 } interval;
 
 cf_storage cf_tensor_storage(const cf_tensor *t) {
@@ -193,7 +194,7 @@ static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items, s
                 items[m->item_of[t->id]].last = last; /* it ended at k */
             } else if (cf_tensor_storage(t) == CF_STORE_ARENA) {
                 m->item_of[t->id] = n;
-                items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = k, .last = last};
+                items[n++] = (interval){.size = cf_align_up(cf_tensor_bytes(t)), .first = k, .last = last, .tensor = t};
             }
         }
         size_t ws = node->op->workspace ? node->op->workspace(node) : 0;
@@ -205,7 +206,11 @@ static int collect_intervals(cf_graph *g, cf_arena_layout *l, interval *items, s
 
 int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     if (cf_graph_error(g, err)) return -1;
+    cf_arena_block **blocks = l->blocks;
+    int *n_blocks = l->n_blocks;
     memset(l, 0, sizeof *l);
+    l->blocks = blocks;
+    l->n_blocks = n_blocks;
     l->tensor_offset = cf_xmalloc(sizeof(int64_t) * (size_t)(g->n_tensors ? g->n_tensors : 1));
     l->workspace_offset = cf_xmalloc(sizeof(int64_t) * (size_t)(g->n_nodes ? g->n_nodes : 1));
     for (int i = 0; i < g->n_tensors; i++) l->tensor_offset[i] = -1;
@@ -221,6 +226,13 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     r->lower_bound_bytes = live_peak(items, n, g->n_nodes);
     r->fragmentation = r->lower_bound_bytes ? (double)r->arena_bytes / (double)r->lower_bound_bytes - 1.0 : 0.0;
     r->arena_tensors = n;
+    if (l->blocks) {
+        *l->blocks = cf_xmalloc(sizeof **l->blocks * (size_t)(n ? n : 1));
+        for (int i = 0; i < n; i++)
+            (*l->blocks)[i] = (cf_arena_block){items[i].offset, (int64_t)items[i].size, items[i].first, items[i].last,
+                                               items[i].tensor};
+        *l->n_blocks = n;
+    }
     for (int i = 0; i < n; i++)
         if (items[i].dest) *items[i].dest = items[i].offset;
     for (int i = 0; i < g->n_tensors; i++) /* an in-place output lies inside its input's interval */
@@ -243,8 +255,17 @@ void cf_arena_layout_free(cf_arena_layout *l) {
     free(l->workspace_offset);
 }
 
+cf_arena_block *cf_graph_arena_blocks(cf_graph *g, int *n, cf_error *err) {
+    cf_arena_block *blocks = NULL;
+    *n = 0;
+    cf_arena_layout l = {.blocks = &blocks, .n_blocks = n};
+    if (cf_arena_layout_compute(g, &l, err)) return NULL;
+    cf_arena_layout_free(&l);
+    return blocks;
+}
+
 int cf_graph_plan_memory(cf_graph *g, cf_memory_report *report, cf_error *err) {
-    cf_arena_layout l;
+    cf_arena_layout l = {0};
     if (cf_arena_layout_compute(g, &l, err)) return -1;
     *report = l.report;
     cf_arena_layout_free(&l);

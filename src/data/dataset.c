@@ -11,6 +11,8 @@
 
 #include "cformers/records.h"
 #include "core/checked.h"
+#include "obs/clock.h"
+#include "obs/profile.h"
 
 enum { PLAN_SLOTS = 4 };
 
@@ -51,18 +53,13 @@ struct cf_dataset {
     int depth;
     pthread_t *workers;
     int n_workers;
+    int workers_started; /* under lock: each worker's index */
     bool stop, running;
     uint64_t base_step;    /* global step (epoch * steps_per_epoch + step) of seq 0 */
     uint64_t next_seq;     /* next batch a worker will start */
     uint64_t consumer_seq; /* next batch cf_dataset_next returns */
     cf_dataset_stats stats;
 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -168,6 +165,7 @@ static void fill_batch(cf_dataset *ds, uint64_t g, int32_t *tokens) {
 static void *worker_main(void *arg) {
     cf_dataset *ds = arg;
     pthread_mutex_lock(&ds->lock);
+    int index = ds->workers_started++; /* its lane in a profile's trace */
     while (!ds->stop) {
         if (ds->next_seq >= ds->consumer_seq + (uint64_t)ds->depth) {
             pthread_cond_wait(&ds->space, &ds->lock);
@@ -176,9 +174,11 @@ static void *worker_main(void *arg) {
         uint64_t seq = ds->next_seq++;
         slot *s = &ds->slots[seq % (uint64_t)ds->depth];
         pthread_mutex_unlock(&ds->lock);
-        double t0 = now();
+        double t0 = cf_clock_seconds();
+        uint64_t span = cf_profile_side_begin(CF_LANE_LOADER, index, "batch");
         fill_batch(ds, ds->base_step + seq, s->tokens);
-        double dt = now() - t0;
+        cf_profile_side_end(span);
+        double dt = cf_clock_seconds() - t0;
         pthread_mutex_lock(&ds->lock);
         ds->stats.produce_seconds += dt;
         s->seq = seq;
@@ -191,6 +191,7 @@ static void *worker_main(void *arg) {
 
 static void start_workers(cf_dataset *ds) {
     ds->stop = false;
+    ds->workers_started = 0;
     for (int i = 0; i < ds->n_workers; i++) pthread_create(&ds->workers[i], NULL, worker_main, ds);
     ds->running = true;
 }
@@ -308,17 +309,17 @@ void cf_dataset_close(cf_dataset *ds) {
 
 int cf_dataset_next(cf_dataset *ds, int32_t *tokens, cf_error *err) {
     (void)err;
-    double t0 = now();
+    double t0 = cf_clock_seconds();
     if (ds->n_workers == 0) {
         fill_batch(ds, ds->base_step + ds->consumer_seq, tokens);
-        double dt = now() - t0;
+        double dt = cf_clock_seconds() - t0;
         ds->stats.produce_seconds += dt;
         ds->stats.wait_seconds += dt;
     } else {
         pthread_mutex_lock(&ds->lock);
         slot *s = &ds->slots[ds->consumer_seq % (uint64_t)ds->depth];
         while (!(s->ready && s->seq == ds->consumer_seq)) pthread_cond_wait(&ds->ready, &ds->lock);
-        double waited = now() - t0;
+        double waited = cf_clock_seconds() - t0;
         pthread_mutex_unlock(&ds->lock);
         memcpy(tokens, s->tokens, ds->batch_tokens * sizeof *tokens);
         pthread_mutex_lock(&ds->lock);

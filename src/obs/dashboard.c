@@ -14,6 +14,7 @@
 #include "core/file_util.h"
 #include "obs/dashboard_html.h"
 #include "obs/http.h"
+#include "obs/memory_plan.h"
 
 struct cf_dashboard {
     struct MHD_Daemon *daemon;
@@ -77,18 +78,19 @@ static bool known_run(const char *logdir, const char *name) {
     return found;
 }
 
-static enum MHD_Result serve_metrics(cf_dashboard *d, struct MHD_Connection *c) {
+/* A file of the run named by ?run= (metrics.jsonl, memory_plan.json). */
+static enum MHD_Result serve_run_file(cf_dashboard *d, struct MHD_Connection *c, const char *file, const char *mime) {
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
     if (!run || !*run) return cf_http_reply_text(c, MHD_HTTP_BAD_REQUEST, "missing ?run=NAME (see /api/runs)\n");
     if (!known_run(d->logdir, run)) return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "no such run (see /api/runs)\n");
     char dir[PATH_CAP], path[PATH_CAP];
-    if (!join(dir, sizeof dir, d->logdir, strcmp(run, ".") ? run : "") || !join(path, sizeof path, dir, "metrics.jsonl"))
+    if (!join(dir, sizeof dir, d->logdir, strcmp(run, ".") ? run : "") || !join(path, sizeof path, dir, file))
         return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "path too long\n");
     size_t n;
     cf_error err = {{0}};
     unsigned char *text = cf_read_file(path, &n, &err);
     if (!text) return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, err.msg);
-    return cf_http_reply(c, MHD_HTTP_OK, "application/x-ndjson", text, n, MHD_RESPMEM_MUST_FREE);
+    return cf_http_reply(c, MHD_HTTP_OK, mime, text, n, MHD_RESPMEM_MUST_FREE);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -107,7 +109,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         char *body = json_dumps(json_pack("{s:s, s:o}", "logdir", d->logdir, "runs", runs), JSON_COMPACT);
         return cf_http_reply(c, MHD_HTTP_OK, "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE);
     }
-    if (strcmp(url, "/api/metrics") == 0) return serve_metrics(d, c);
+    if (strcmp(url, "/api/metrics") == 0) return serve_run_file(d, c, "metrics.jsonl", "application/x-ndjson");
+    if (strcmp(url, "/api/memory_plan") == 0)
+        return serve_run_file(d, c, CF_MEMORY_PLAN_FILE, "application/json");
     return cf_http_reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 

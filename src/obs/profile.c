@@ -1,9 +1,15 @@
 /* Recording: the node hook and the step marks. Nothing here allocates after create. */
 #include "obs/profile.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "obs/clock.h"
+
+/* The profiler that records other threads' spans, and the serial of the newest one. */
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
+static cf_profiler *side_owner;
+static uint32_t side_serial;
 
 cf_profile_phase cf_profile_phase_of(const cf_node *node) {
     if (node->phase & CF_PHASE_UPDATE) return CF_PROFILE_OPTIMIZER;
@@ -27,11 +33,56 @@ cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_
     p->events = cf_xmalloc(sizeof *p->events * (size_t)p->cap_events);
     p->node_seconds = cf_xcalloc((size_t)cf_graph_num_nodes(g), sizeof *p->node_seconds);
     p->node_calls = cf_xcalloc((size_t)cf_graph_num_nodes(g), sizeof *p->node_calls);
+    p->cap_side = steps < 1024 ? 64 * steps + 64 : 65536; /* loader batches and saves */
+    p->side = cf_xmalloc(sizeof *p->side * (size_t)p->cap_side);
+    pthread_mutex_lock(&side_lock);
+    p->serial = ++side_serial ? side_serial : ++side_serial; /* never 0 */
+    side_owner = p;
+    pthread_mutex_unlock(&side_lock);
     return p;
+}
+
+uint64_t cf_profile_side_begin(cf_profile_lane lane, int index, const char *name) {
+    uint64_t handle = 0;
+    double now = cf_clock_seconds();
+    pthread_mutex_lock(&side_lock);
+    cf_profiler *p = side_owner;
+    if (p && p->n_side < p->cap_side) {
+        p->side[p->n_side] = (cf_profile_side_span){lane, index, name, now, -1.0};
+        handle = (uint64_t)p->serial << 32 | (uint64_t)++p->n_side;
+    } else if (p) {
+        p->dropped_side++;
+    }
+    pthread_mutex_unlock(&side_lock);
+    return handle;
+}
+
+void cf_profile_side_end(uint64_t handle) {
+    if (!handle) return;
+    double now = cf_clock_seconds();
+    pthread_mutex_lock(&side_lock);
+    cf_profiler *p = side_owner;
+    if (p && p->serial == (uint32_t)(handle >> 32)) {
+        cf_profile_side_span *s = &p->side[(handle & 0xffffffffu) - 1];
+        s->seconds = now - s->start;
+    }
+    pthread_mutex_unlock(&side_lock);
+}
+
+int64_t cf_profiler_side_spans(const cf_profiler *p, cf_profile_side_span *out) {
+    pthread_mutex_lock(&side_lock);
+    int64_t n = p->n_side;
+    for (int64_t i = 0; i < n; i++) out[i] = p->side[i];
+    pthread_mutex_unlock(&side_lock);
+    return n;
 }
 
 void cf_profiler_free(cf_profiler *p) {
     if (!p) return;
+    pthread_mutex_lock(&side_lock);
+    if (side_owner == p) side_owner = NULL;
+    pthread_mutex_unlock(&side_lock);
+    free(p->side);
     free(p->events);
     free(p->node_seconds);
     free(p->node_calls);

@@ -45,6 +45,20 @@ typedef struct cf_profile_event {
     bool compressed;    /* that all-reduce went 1-bit compressed */
 } cf_profile_event;
 
+/* Trace lanes for work on threads other than the step's. */
+typedef enum cf_profile_lane {
+    CF_LANE_CHECKPOINT, /* the checkpoint writer (background saves; synchronous ones too) */
+    CF_LANE_LOADER,     /* a data loader worker (index: which) */
+} cf_profile_lane;
+
+/* One span of another thread; seconds < 0 while it is open. */
+typedef struct cf_profile_side_span {
+    cf_profile_lane lane;
+    int index;
+    const char *name; /* a string literal */
+    double start, seconds;
+} cf_profile_side_span;
+
 typedef struct cf_profiler {
     const cf_graph *graph;
     cf_profile_event *events;
@@ -55,7 +69,20 @@ typedef struct cf_profiler {
     int64_t first_step;   /* the first of them */
     int64_t step;         /* the step being profiled */
     double step_start, step_seconds, data_seconds; /* totals over the profiled steps */
+    cf_profile_side_span *side; /* other threads' spans (cf_profile_side_begin), under a lock */
+    int64_t n_side, cap_side, dropped_side;
+    uint32_t serial; /* this profiler's number, in the side spans' handles */
 } cf_profiler;
+
+/* Work on another thread (data loader worker `index`, the checkpoint writer) for the
+ * trace, while a profiler exists (the newest one created records; a no-op without one):
+ * begin returns the handle that end takes (0: not recorded). The trace keeps the spans
+ * that overlap its profiled steps; one still open then is drawn to the last step's end.
+ * `name` must be a string literal. Thread-safe; allocates nothing. */
+uint64_t cf_profile_side_begin(cf_profile_lane lane, int index, const char *name);
+void cf_profile_side_end(uint64_t handle);
+/* Copies p's side spans (cap_side of room in out) as they are now; returns how many. */
+int64_t cf_profiler_side_spans(const cf_profiler *p, cf_profile_side_span *out);
 
 /* A profiler for up to `steps` steps of `micro_batches` forward/backward passes each,
  * and `comm_spans` communication spans per step (the gradient buckets). */

@@ -131,9 +131,12 @@ json_t *cf_profile_json(const cf_profile_summary *s) {
                      (json_int_t)s->dropped_events);
 }
 
-/* Trace lanes: the steps on top, then one per phase, then the communication thread. */
+/* Trace lanes: the steps on top, then one per phase, then the communication thread, the
+ * checkpoint writer and the data loader's workers. */
 #define STEP_LANE 1
 #define COMM_LANE (STEP_LANE + 1 + CF_PROFILE_OTHER)
+#define WRITER_LANE (COMM_LANE + 1)
+#define LOADER_LANE (WRITER_LANE + 1) /* + the worker's index */
 static int lane_of(const cf_profile_event *e) {
     if (e->whole_step) return STEP_LANE;
     if (e->comm_elems) return COMM_LANE;
@@ -160,15 +163,47 @@ static void write_event(cf_trace *t, const cf_profile_event *e) {
     }
 }
 
+/* The other threads' spans that overlap [from, to] (the profiled steps), clipped to it;
+ * each lane is named before its first span. */
+static void write_side_spans(cf_trace *t, const cf_profiler *p, double from, double to) {
+    enum { MAX_WORKERS = 64 };
+    bool named[MAX_WORKERS + 1] = {false};
+    cf_profile_side_span *side = cf_xmalloc(sizeof *side * (size_t)(p->cap_side ? p->cap_side : 1));
+    int64_t n = cf_profiler_side_spans(p, side);
+    for (int64_t i = 0; i < n; i++) {
+        const cf_profile_side_span *s = &side[i];
+        bool open = s->seconds < 0;
+        double start = s->start > from ? s->start : from, end = open ? to : s->start + s->seconds;
+        if (end > to) end = to;
+        if (end < start || s->index < 0 || s->index >= MAX_WORKERS) continue;
+        int which = s->lane == CF_LANE_CHECKPOINT ? 0 : 1 + s->index;
+        int lane = s->lane == CF_LANE_CHECKPOINT ? WRITER_LANE : LOADER_LANE + s->index;
+        if (!named[which]) {
+            char name[48];
+            if (s->lane == CF_LANE_CHECKPOINT) snprintf(name, sizeof name, "checkpoint writer");
+            else snprintf(name, sizeof name, "data loader worker %d", s->index);
+            cf_trace_lane(t, lane, name);
+            named[which] = true;
+        }
+        cf_trace_span(t, lane, s->name, s->lane == CF_LANE_CHECKPOINT ? "checkpoint" : "data", start, end - start,
+                      open ? json_pack("{s:b}", "in_flight", true) : NULL);
+    }
+    free(side);
+}
+
 void cf_profile_write_trace(const cf_profiler *p, FILE *f) {
-    double origin = p->n_events ? p->events[0].start : 0.0;
+    double origin = p->n_events ? p->events[0].start : 0.0, to = origin;
     for (int64_t i = 1; i < p->n_events; i++)
         if (p->events[i].start < origin) origin = p->events[i].start;
+    for (int64_t i = 0; i < p->n_events; i++)
+        if (p->events[i].whole_step && p->events[i].start + p->events[i].seconds > to)
+            to = p->events[i].start + p->events[i].seconds;
     cf_trace t;
     cf_trace_begin(&t, f, origin, "cformers train");
     cf_trace_lane(&t, STEP_LANE, "step");
     for (int k = 0; k < CF_PROFILE_OTHER; k++) cf_trace_lane(&t, STEP_LANE + 1 + k, phase_names[k]);
     cf_trace_lane(&t, COMM_LANE, "communication");
     for (int64_t i = 0; i < p->n_events; i++) write_event(&t, &p->events[i]);
+    write_side_spans(&t, p, origin, to);
     cf_trace_end(&t);
 }

@@ -1,5 +1,6 @@
 /* Background checkpoints (callbacks.checkpoint_monitor.async_save): at a step boundary the
- * training state is copied into a staging buffer, allocated at the first save and reused,
+ * training state is copied into a staging buffer, allocated when the saver is made (its
+ * pages touched by a low-priority thread meanwhile) and reused,
  * and a writer thread writes, fsyncs and renames the checkpoint while training goes on.
  * At most one write is in flight: starting a save waits for the previous one. Outcomes
  * are collected by the training thread (cf_bg_save_collect), which reports them. */
@@ -28,7 +29,7 @@ cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const c
 /* Waits for the write in flight, if any. */
 void cf_bg_save_free(cf_bg_save *b);
 
-/* Bytes of the staging buffer (0 before the first save, or for NULL). */
+/* Bytes of the staging buffer (0 for NULL). */
 size_t cf_bg_save_staging_bytes(const cf_bg_save *b);
 
 /* Copies `s` and `pos` to the staging buffer and starts writing them to `path`,

@@ -10,6 +10,8 @@
 #include "cformers/threads.h"
 #include "io/atomic_file.h"
 #include "obs/clock.h"
+#include "obs/memory_plan.h"
+#include "obs/profile.h"
 #include "obs/progress.h"
 #include "obs/rss.h"
 #include "train/checkpoint_files.h"
@@ -94,6 +96,12 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
                                est->total_bytes, "arena_bytes", (json_int_t)m->arena_bytes, "param_block_bytes",
                                (json_int_t)m->param_bytes, "fragmentation", m->fragmentation, "lower_bound_bytes",
                                (double)m->lower_bound_bytes));
+    if (!writes_files(t)) return;
+    char path[2 * CF_CONFIG_PATH_MAX];
+    cf_error err = {{0}};
+    snprintf(path, sizeof path, "%s/%s", t->cfg.output_dir, CF_MEMORY_PLAN_FILE);
+    if (cf_memory_plan_write(t->model.graph, path, &err) != 0)
+        fprintf(stderr, "cformers train: warning: the memory plan's timeline was not written: %s\n", err.msg);
 }
 
 /* How long the steps waited for the loader's prefetch threads: the data pipeline should
@@ -202,7 +210,10 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
         r->stall_seconds = cf_clock_seconds() - t0;
         return 0;
     }
-    if (cf_trainer_save(t, path, err) != 0) return -1;
+    uint64_t span = cf_profile_side_begin(CF_LANE_CHECKPOINT, 0, "checkpoint write (synchronous)");
+    int rc = cf_trainer_save(t, path, err);
+    cf_profile_side_end(span);
+    if (rc != 0) return -1;
     r->stall_seconds = cf_clock_seconds() - t0;
     if (!writes_files(t)) return 0;
     prune_checkpoints(t);
@@ -337,6 +348,7 @@ static int run(cf_trainer *t, cf_error *err) {
     report_memory_plan(t, &est);
     if (t->resumed_from[0]) report_resume(t, &r);
     if (t->opts.save_initial && cf_trainer_save(t, t->opts.save_initial, err) != 0) return -1;
+    cf_trainer_prepare_background_save(t);
     if (train_until_stop(t, &r, err) != 0) return -1;
     if (!t->opts.quiet) cf_progress_finish(&r.progress);
     if (t->stop_signal)

@@ -364,6 +364,11 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     return rc;
 }
 
+void cf_trainer_prepare_background_save(cf_trainer *t) {
+    if (t->rank == 0 && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
+        t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
+}
+
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
     float *m, *v;
@@ -371,7 +376,7 @@ int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
     cf_train_tensors s;
     int rc = t->rank != 0 ? 0 : cf_train_tensors_of(t->plan, m, v, &s, err);
     if (t->rank == 0 && rc == 0) {
-        if (!t->bg) t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
+        cf_trainer_prepare_background_save(t);
         cf_bg_save_start(t->bg, path, next_base(t), &s, &t->pos);
     }
     free(m);

@@ -64,6 +64,9 @@ void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential);
  * async_save): every rank calls it (ZeRO-1 gathers the moments to rank 0 here, at the
  * step boundary); rank 0 copies the state to t->bg's staging buffer and its writer thread
  * writes it. The previous background write must have been collected. */
+/* Makes rank 0's background saver (async_save) before the first step, so that its staging
+ * buffer is faulted in while training runs rather than at the first save. */
+void cf_trainer_prepare_background_save(cf_trainer *t);
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err);
 
 /* Writes one metrics line (see cf_metrics_write). A failed write does not stop training:
