@@ -5,7 +5,7 @@
 # the texts they give one by one, also on a second server whose pool is far too small
 # (swaps counted in /metrics); bad requests get OpenAI error JSON with 400/404/405/413 and
 # the server keeps serving; a client that leaves mid-stream frees its blocks; the `openai`
-# Python package talks to it where installed.
+# Python package talks to it where installed; q8_0 weights serve generate's text.
 source "$(dirname "$0")/lib_cli.sh"
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
@@ -178,4 +178,19 @@ EOF
 else
     echo "SKIP (part): the openai Python package is not installed"
 fi
+
+# q8_0 weights (issue 25's int8 blocks): the server's greedy text is generate's with q8_0
+check "convert to q8_0" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+    --tokenizer "$data/stories260K/tok512.bin" --dtype q8_0 --output "$tmp/s8.ckpt"
+check "generate q8_0" 0 "$bin" generate --model "$tmp/s8.ckpt" --dtype q8_0 --prompt "Once upon a time" --temperature 0 -n 40
+want=$(head -c -1 "$tmp/out")
+"$bin" serve --model "$tmp/s8.ckpt" --dtype q8_0 --port 0 --threads 1 >"$tmp/q8.out" 2>&1 &
+servers+=($!)
+server_url "$tmp/q8.out" "cli serve"
+grep -q "in bf16" "$tmp/q8.out" || fail_because "q8_0 weights should get a bf16 KV cache: $(cat "$tmp/q8.out")"
+[ "$(status "$url/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":40,"temperature":0}')" = 200 ] ||
+    fail_because "q8_0 completion status"
+got="Once upon a time$(json "d['choices'][0]['text']")"
+[ "$got" = "$want" ] || fail_because "q8_0 server text differs from generate's: '$got' / '$want'"
+check "bad --dtype" 2 "$bin" serve --model x --dtype f16
 finish "cli serve"

@@ -32,7 +32,7 @@ static const char usage[] =
     "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
     "  --chat-template T       llama2, llama3 or chatml (default: from the tokenizer)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
-    "  --dtype f32|bf16        dtype of the weights matmuls read (default f32)\n"
+    "  --dtype f32|bf16|q8_0   dtype of the weights matmuls read (default f32; q8_0: int8 blocks)\n"
     "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n";
 
 /* "1048576", "512K", "64M", "2G", "1.5GiB" -> bytes. */
@@ -90,7 +90,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
     if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
-    if (a->dtype != CF_F32 && a->dtype != CF_BF16) return cli_usage_error(cmd, "--dtype must be f32 or bf16");
+    if (a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_Q8_0)
+        return cli_usage_error(cmd, "--dtype must be f32, bf16 or q8_0");
     if (a->kv_cache && strcmp(a->kv_cache, "f32") && strcmp(a->kv_cache, "bf16"))
         return cli_usage_error(cmd, "--kv-cache must be f32 or bf16, not '%s'", a->kv_cache);
     const char *t = a->server.chat_template;
