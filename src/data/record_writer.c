@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "cformers/checkpoint.h"
 #include "cformers/records.h"
 #include "core/fault.h"
 #include "data/record_format.h"
+#include "io/atomic_file.h"
 
 struct cf_record_writer {
     char *dir, *split;
@@ -97,7 +99,8 @@ static int end_shard(cf_record_writer *w, cf_error *err) {
     if (write_bytes(w, w->chunks, w->n_chunks * sizeof *w->chunks, err) != 0 ||
         write_bytes(w, w->doc_offsets, (w->n_docs + 1) * 8, err) != 0 || write_bytes(w, &crc, 4, err) != 0)
         return -1;
-    bool ok = fseek(w->f, 0, SEEK_SET) == 0 && cf_fwrite(&h, sizeof h, w->f) == sizeof h;
+    bool ok = fseek(w->f, 0, SEEK_SET) == 0 && cf_fwrite(&h, sizeof h, w->f) == sizeof h && fflush(w->f) == 0 &&
+              fsync(fileno(w->f)) == 0; /* on disk before the rename makes it a shard */
     int error = errno;
     if (fclose(w->f) != 0 && ok) ok = false, error = errno;
     w->f = NULL;
@@ -171,6 +174,11 @@ int cf_record_writer_close(cf_record_writer *w, int *n_shards, cf_error *err) {
             rc = cf_fail(err, "%s: cannot rename into place: %s", final_path, strerror(errno));
         if (rc != 0) remove(w->written[i]);
         free(w->written[i]);
+    }
+    if (rc == 0 && w->n_written > 0) {
+        char entry[4096];
+        snprintf(entry, sizeof entry, "%s/.", w->dir); /* its directory is w->dir */
+        atomic_file_sync_dir(entry);
     }
     if (n_shards) *n_shards = rc == 0 ? w->n_written : 0;
     free(w->written);

@@ -44,8 +44,7 @@ int atomic_file_pad(atomic_file *a, uint64_t align, cf_error *err) {
     return 0;
 }
 
-/* The rename is durable only once the directory entry reaches the disk too. */
-static void sync_parent_dir(const char *path) {
+void atomic_file_sync_dir(const char *path) {
     char *copy = cf_xstrdup(path);
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
@@ -64,7 +63,7 @@ int atomic_file_commit(atomic_file *a, cf_error *err) {
     if (rc == 0 && rename(a->tmp_path, a->path) != 0)
         rc = cf_fail(err, "%s: cannot rename %s into place: %s", a->path, a->tmp_path, strerror(errno));
     if (rc == 0)
-        sync_parent_dir(a->path);
+        atomic_file_sync_dir(a->path);
     else
         unlink(a->tmp_path);
     release(a);

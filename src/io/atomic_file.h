@@ -21,6 +21,9 @@ int atomic_file_pad(atomic_file *a, uint64_t align, cf_error *err);
 /* Flushes, fsyncs, renames onto the final path and syncs the directory; on failure the
  * temp file is removed. Frees the names either way. */
 int atomic_file_commit(atomic_file *a, cf_error *err);
+/* Syncs the directory holding `path`: a rename is durable only once the directory entry
+ * reaches the disk too. Best effort (nothing to report where it cannot be opened). */
+void atomic_file_sync_dir(const char *path);
 /* Removes the temp file and frees. */
 void atomic_file_abort(atomic_file *a);
 
