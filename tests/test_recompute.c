@@ -5,7 +5,8 @@
  * or select_recompute), and requires the loss, every gradient and a forward-only loss to
  * be bit-identical: the clones run the same kernels on the same inputs in the same order.
  * Cases: LLaMA and GPT-2, unfused and with every fusion pass, unfused attention (whose
- * probabilities select_recompute drops) and flash attention. Then the point of it: the
+ * probabilities select_recompute drops) and flash attention; whole layers, selective, and
+ * the first layer whole with the others selective (recompute_layers). Then the point of it: the
  * planned arena of a training step (with AdamW) shrinks, for whole layers to under half. */
 #include <stdint.h>
 #include <string.h>
@@ -84,25 +85,30 @@ static void compare(const char *what, const step *re, const step *plain) {
     }
 }
 
-static void check_case(cf_arch arch, bool flash, bool fused, bool whole) {
+enum mode { WHOLE, SELECTIVE, FIRST_LAYER }; /* FIRST_LAYER: layer 0 whole, selective in the others */
+
+static void check_case(cf_arch arch, bool flash, bool fused, enum mode mode) {
+    static const char *const modes[] = {"whole layers", "selective", "layer 0 + selective"};
     char what[96];
     snprintf(what, sizeof what, "%s, %s attention, %s, %s", arch == CF_ARCH_LLAMA ? "llama" : "gpt2",
-             flash ? "flash" : "unfused", fused ? "fused" : "unfused graph", whole ? "whole layers" : "selective");
+             flash ? "flash" : "unfused", fused ? "fused" : "unfused graph", modes[mode]);
     cf_model_config cfg = tiny(arch, flash);
     cf_context_config ctx = {0};
     if (fused)
         ctx = (cf_context_config){.enable_graph_kernel = true, .enable_matrix_combine = true, .fuse_residual_norm = true,
                                   .fuse_rope = true, .fuse_cross_entropy = true};
-    cf_recompute_config rc = {.recompute = whole, .select_recompute = !whole};
+    cf_recompute_config rc = {.recompute = mode != SELECTIVE, .recompute_layers = mode == FIRST_LAYER,
+                              .select_recompute = mode != WHOLE};
     step plain = run_step(&cfg, &ctx, NULL), re = run_step(&cfg, &ctx, &rc);
     if (plain.plan && re.plan) {
         compare(what, &re, &plain);
         /* whole layers clone every layer; selective the attention (unfused) and MLP activations */
-        int at_least = whole ? 3 * (int)cfg.num_layers : (flash ? 1 : 2) * (int)cfg.num_layers;
+        int per_layer = flash ? 1 : 2, layers = (int)cfg.num_layers;
+        int at_least = mode == WHOLE ? 3 * layers : mode == SELECTIVE ? per_layer * layers : 3 + per_layer * (layers - 1);
         CHECK_MSG(re.clones >= at_least, "%s: %d nodes recomputed, expected at least %d", what, re.clones, at_least);
         size_t a_re = cf_plan_memory(re.plan)->arena_bytes, a_plain = cf_plan_memory(plain.plan)->arena_bytes;
         CHECK_MSG(a_re <= a_plain, "%s: arena %zu, without recomputation %zu", what, a_re, a_plain);
-        printf("  %-52s %2d clones, arena %7zu -> %7zu bytes\n", what, re.clones, a_plain, a_re);
+        printf("  %-60s %2d clones, arena %7zu -> %7zu bytes\n", what, re.clones, a_plain, a_re);
     }
     release(&plain);
     release(&re);
@@ -114,12 +120,15 @@ static void check_arena(cf_arch arch, bool flash) {
     cfg.hidden_size = 128, cfg.num_layers = 6, cfg.intermediate_size = 352, cfg.max_position_embeddings = 128;
     cf_context_config ctx = {.enable_graph_kernel = true, .fuse_residual_norm = true, .fuse_rope = true,
                              .fuse_cross_entropy = true};
-    cf_recompute_config whole = {.recompute = true}, select = {.select_recompute = true};
-    cf_memory_report plain, w, s;
+    cf_recompute_config whole = {.recompute = true}, select = {.select_recompute = true},
+                        half = {.recompute = true, .recompute_layers = 3};
+    cf_memory_report plain, w, s, h;
     cf_error err = {{0}};
     CHECK_MSG(cf_model_graph_memory(&cfg, &ctx, NULL, 4, 128, &plain, &err) == 0, "%s", err.msg);
     CHECK_MSG(cf_model_graph_memory(&cfg, &ctx, &whole, 4, 128, &w, &err) == 0, "%s", err.msg);
     CHECK_MSG(cf_model_graph_memory(&cfg, &ctx, &select, 4, 128, &s, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_model_graph_memory(&cfg, &ctx, &half, 4, 128, &h, &err) == 0, "%s", err.msg);
+    CHECK_MSG(w.arena_bytes < h.arena_bytes && h.arena_bytes < plain.arena_bytes, "first 3 layers: %zu", h.arena_bytes);
     const char *name = arch == CF_ARCH_LLAMA ? "llama" : "gpt2";
     printf("  %s %s attention, 6 layers d=128, 4 x 128: arena %zu, whole layers %zu (%.1f%%), selective %zu (%.1f%%)\n",
            name, flash ? "flash" : "unfused", plain.arena_bytes, w.arena_bytes,
@@ -150,8 +159,8 @@ int main(void) {
     for (int arch = 0; arch < 2; arch++)
         for (int flash = 0; flash < 2; flash++)
             for (int fused = 0; fused < 2; fused++)
-                for (int whole = 0; whole < 2; whole++)
-                    check_case(arch ? CF_ARCH_GPT2 : CF_ARCH_LLAMA, flash, fused, whole);
+                for (int mode = WHOLE; mode <= FIRST_LAYER; mode++)
+                    check_case(arch ? CF_ARCH_GPT2 : CF_ARCH_LLAMA, flash, fused, (enum mode)mode);
     check_arena(CF_ARCH_LLAMA, true);
     check_arena(CF_ARCH_LLAMA, false);
     check_arena(CF_ARCH_GPT2, false);

@@ -1,7 +1,8 @@
 /* Activation recomputation (recompute_config), a pass over a differentiated graph.
  *
- * A segment is a set of forward nodes: a whole transformer layer (`recompute`), or one
- * attention / SwiGLU / GELU node (`select_recompute`). The tensors a segment computes
+ * A segment is a set of forward nodes: a whole transformer layer (`recompute`, the first
+ * `recompute_layers` or all), or one attention / SwiGLU / GELU node (`select_recompute`,
+ * in the layers not recomputed whole). The tensors a segment computes
  * that backward nodes read are no longer read from the forward: the segment's nodes
  * that make them are cloned, in their forward order, into the backward just before the
  * first backward node that reads one of them, and the backward reads the clones. The
@@ -222,10 +223,10 @@ int cf_graph_recompute(cf_graph *g, const cf_recompute_config *rc, cf_error *err
     for (int i = 0; i < st.n_fwd; i++) {
         st.seg[i] = -1;
         if (layer[i] < 0) continue;
-        if (rc->recompute) {
+        if (rc->recompute && (rc->recompute_layers <= 0 || layer[i] < rc->recompute_layers)) {
             st.seg[i] = layer[i];
             st.whole[layer[i]] = true;
-        } else if (selective_op(g->nodes[i]->op)) {
+        } else if (rc->select_recompute && selective_op(g->nodes[i]->op)) {
             st.seg[i] = n_layers + i;
         }
     }

@@ -59,12 +59,15 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     double csize = (double)cf_dtype_size(m->compute_dtype), fsize = (double)cf_dtype_size(m->softmax_compute_type);
     const cf_recompute_config *rc = &cfg->recompute_config;
     saved_elements full = block_elements(cfg, false), kept = block_elements(cfg, rc->select_recompute);
-    double per_token;
-    if (rc->recompute) /* only block inputs, plus one block rebuilt at a time */
-        per_token = layers * (double)m->hidden_size * csize + full.compute * csize + full.f32 * fsize;
-    else
-        per_token = layers * (kept.compute * csize + kept.f32 * fsize) +
-                    (rc->select_recompute ? (full.compute - kept.compute) * csize + (full.f32 - kept.f32) * fsize : 0);
+    /* Layers recomputed whole keep only their input and are rebuilt one at a time, after
+     * the other layers' backward; those keep what select_recompute leaves, plus one
+     * block's rebuilt part at a time. */
+    double whole = !rc->recompute ? 0 : rc->recompute_layers > 0 && rc->recompute_layers < m->num_layers
+                                            ? (double)rc->recompute_layers : layers;
+    double saved = kept.compute * csize + kept.f32 * fsize, block = full.compute * csize + full.f32 * fsize;
+    double checkpoints = whole * (double)m->hidden_size * csize, others = (layers - whole) * saved;
+    double rebuilt = rc->select_recompute && whole < layers ? block - saved : 0;
+    double per_token = checkpoints + (whole > 0 && block > others + rebuilt ? block : others + rebuilt);
     /* final norm input and output */
     per_token += 2 * (double)m->hidden_size * csize;
     double vocab = (double)m->vocab_size, d = (double)m->hidden_size;
@@ -140,8 +143,13 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
         snprintf(note, sizeof note, "per rank; %.1f MiB with parallel_config.optimizer_shard",
                  est->optimizer_bytes / (double)par->data_parallel / (1024.0 * 1024.0));
     print_row(out, "optimizer state (AdamW m, v; f32)", est->optimizer_bytes, par->data_parallel > 1 ? note : NULL);
-    snprintf(note, sizeof note, "%s%s", cfg->recompute_config.recompute ? "full recompute" : "",
-             !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
+    const cf_recompute_config *rc = &cfg->recompute_config;
+    int64_t whole = rc->recompute_layers > 0 && rc->recompute_layers < m->num_layers ? rc->recompute_layers : m->num_layers;
+    if (rc->recompute && whole < m->num_layers)
+        snprintf(note, sizeof note, "first %" PRId64 " of %" PRId64 " layers recomputed%s", whole, m->num_layers,
+                 rc->select_recompute ? ", selective in the others" : "");
+    else
+        snprintf(note, sizeof note, "%s", rc->recompute ? "full recompute" : rc->select_recompute ? "selective recompute" : "");
     print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);
     print_row(out, "backward workspace (logits gradient)", est->workspace_bytes, NULL);
     snprintf(note, sizeof note, "%d threads", cf_num_threads());
