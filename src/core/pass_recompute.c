@@ -8,7 +8,8 @@
  * first backward node that reads one of them, and the backward reads the clones. The
  * originals then die at their last forward reader, so the planner packs a shorter
  * arena. A whole layer keeps its checkpoints: the tensors that forward nodes outside
- * the layer read (the residual stream), which its clones read as inputs.
+ * the layer read (the residual stream), which its clones read as inputs. Nodes that
+ * write an input in place or make a gradient are never cloned (they stay outside).
  *
  * The clones run the same kernels on the same inputs in the same order as the forward,
  * so losses and gradients are bit-identical to the graph without the pass (kernels are
@@ -64,6 +65,15 @@ static void node_layers(const cf_graph *g, int n_fwd, int *layer) {
 
 static bool selective_op(const cf_op_def *op) {
     return op == &cf_op_attention || op == &cf_op_swiglu || op == &cf_op_gelu;
+}
+
+/* Whether running n a second time changes nothing but its own outputs: no input written
+ * in place, every output an activation (not, say, a gradient added into its block). */
+static bool repeatable(const cf_node *n) {
+    if (n->op->mutates || n->accumulate) return false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k]->role != CF_ROLE_ACTIVATION) return false;
+    return true;
 }
 
 typedef struct rc_state {
@@ -222,7 +232,7 @@ int cf_graph_recompute(cf_graph *g, const cf_recompute_config *rc, cf_error *err
     for (int s = 0; s < n_seg; s++) st.insert_at[s] = st.n_nodes;
     for (int i = 0; i < st.n_fwd; i++) {
         st.seg[i] = -1;
-        if (layer[i] < 0) continue;
+        if (layer[i] < 0 || !repeatable(g->nodes[i])) continue;
         if (rc->recompute && (rc->recompute_layers <= 0 || layer[i] < rc->recompute_layers)) {
             st.seg[i] = layer[i];
             st.whole[layer[i]] = true;
