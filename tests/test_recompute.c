@@ -9,10 +9,12 @@
  * the first layer whole with the others selective (recompute_layers). Then the point of it: the
  * planned arena of a training step (with AdamW) shrinks, for whole layers to under half. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cformers/model_graph.h"
 #include "cformers/plan.h"
+#include "cformers/train.h"
 #include "core/passes.h"
 #include "test_util.h"
 
@@ -140,6 +142,47 @@ static void check_arena(cf_arch arch, bool flash) {
               s.arena_bytes, plain.arena_bytes);
 }
 
+/* Through the trainer (recompute_config read from the config): three AdamW steps of two
+ * accumulated micro-batches give the same losses and weights bit for bit. */
+static void check_trainer(void) {
+    double losses[3][3];
+    float *weights[3] = {0};
+    int64_t numel = 0;
+    static const char *const modes[3][2] = {{"recompute_config.recompute=false", "recompute_config.select_recompute=false"},
+                                            {"recompute_config.recompute=true", "recompute_config.select_recompute=false"},
+                                            {"recompute_config.recompute=false", "recompute_config.select_recompute=true"}};
+    int32_t tokens[2 * 2 * 33];
+    for (int mode = 0; mode < 3; mode++) {
+        const char *overrides[] = {"runner_config.batch_size=2", "runner_config.seq_length=32",
+                                   "runner_config.gradient_accumulation_steps=2", "runner_config.train_steps=3",
+                                   "train_dataset.data_dir=", "lr_schedule.warmup_steps=0",
+                                   "model.model_config.use_flash_attention=false", modes[mode][0], modes[mode][1]};
+        cf_config cfg;
+        cf_error err = {{0}};
+        cf_train_options opts = {.quiet = true};
+        cf_trainer *t = NULL;
+        CHECK_MSG(cf_config_load_with_overrides("tiny_shakespeare", overrides, 9, &cfg, &err) == 0 &&
+                      (t = cf_trainer_create(&cfg, &opts, &err)) != NULL,
+                  "%s", err.msg);
+        if (!t) return;
+        for (int s = 0; s < 3; s++) {
+            for (int i = 0; i < 2 * 2 * 33; i++) tokens[i] = (int32_t)((i * 7 + s * 13) % 512);
+            CHECK_MSG(cf_trainer_step(t, tokens, &losses[mode][s], &err) == 0, "%s", err.msg);
+        }
+        float *w = cf_trainer_param(t, "model.layers.0.self_attn.q_proj.weight", &numel);
+        weights[mode] = w ? memcpy(malloc(sizeof(float) * (size_t)numel), w, sizeof(float) * (size_t)numel) : NULL;
+        cf_trainer_free(t);
+    }
+    for (int mode = 1; mode < 3; mode++) {
+        CHECK_MSG(memcmp(losses[mode], losses[0], sizeof losses[0]) == 0, "trainer mode %d: losses %.9g %.9g %.9g", mode,
+                  losses[mode][0], losses[mode][1], losses[mode][2]);
+        CHECK(weights[mode] && weights[0] && memcmp(weights[mode], weights[0], sizeof(float) * (size_t)numel) == 0);
+    }
+    printf("  trainer, 3 steps x 2 micro-batches: losses %.6f %.6f %.6f in every mode\n", losses[0][0], losses[0][1],
+           losses[0][2]);
+    for (int mode = 0; mode < 3; mode++) free(weights[mode]);
+}
+
 static void check_errors(void) {
     cf_model_config cfg = tiny(CF_ARCH_LLAMA, true);
     cf_model_graph m;
@@ -164,6 +207,7 @@ int main(void) {
     check_arena(CF_ARCH_LLAMA, true);
     check_arena(CF_ARCH_LLAMA, false);
     check_arena(CF_ARCH_GPT2, false);
+    check_trainer();
     check_errors();
     return test_finish();
 }
