@@ -1,7 +1,7 @@
 /* Training throughput of cformers on the LLaMA presets: tokens per second and model FLOPs
  * utilisation against this machine's measured FMA peak, one JSON line per preset.
  *
- *   bench_train [--steps N] [--warmup W] PRESET:BATCH:SEQ ...
+ *   bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ ...
  *
  * MFU is against cf_gemm_peak_gflops (independent FMA chains on every pool thread),
  * measured before and after each preset's steps, the higher reading.
@@ -27,7 +27,15 @@ static double flops_per_token(const cf_config *cfg) {
     return cf_model_train_flops_per_token(&cfg->model.model_config, cfg->runner_config.seq_length);
 }
 
-static int bench_one(const char *spec, int warmup, int steps, double peak) {
+/* recompute_config overrides for --recompute: none, full (whole layers), select. */
+static const char *const recompute_modes[][2] = {
+    {"recompute_config.recompute=false", "recompute_config.select_recompute=false"},
+    {"recompute_config.recompute=true", "recompute_config.select_recompute=false"},
+    {"recompute_config.recompute=false", "recompute_config.select_recompute=true"},
+};
+static const char *const recompute_names[] = {"none", "full", "select"};
+
+static int bench_one(const char *spec, int warmup, int steps, int recompute, double peak) {
     char preset[128];
     long batch = 0, seq = 0;
     if (sscanf(spec, "%127[^:]:%ld:%ld", preset, &batch, &seq) != 3) {
@@ -40,12 +48,13 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
     snprintf(o_steps, sizeof o_steps, "runner_config.train_steps=%d", warmup + steps);
     const char *overrides[] = {o_batch, o_seq, o_steps, "runner_config.gradient_accumulation_steps=1",
                                "train_dataset.data_dir=", "model.model_config.compute_dtype=float32",
-                               "lr_schedule.warmup_steps=0"}; /* a preset's warmup is longer than a bench run */
+                               "lr_schedule.warmup_steps=0", /* a preset's warmup is longer than a bench run */
+                               recompute_modes[recompute][0], recompute_modes[recompute][1]};
     cf_config cfg;
     cf_error err;
     cf_train_options opts = {.quiet = true};
     cf_trainer *t = NULL;
-    if (cf_config_load_with_overrides(preset, overrides, 7, &cfg, &err) != 0 ||
+    if (cf_config_load_with_overrides(preset, overrides, 9, &cfg, &err) != 0 ||
         !(t = cf_trainer_create(&cfg, &opts, &err))) {
         fprintf(stderr, "bench_train: %s: %s\n", preset, err.msg);
         return 1;
@@ -71,9 +80,10 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
     double median = bench_median(times, steps), tps = (double)(batch * seq) / median;
     printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
            "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "
-           "\"mfu\": %.4f, \"loss\": %.4f}\n",
+           "\"mfu\": %.4f, \"loss\": %.4f, \"recompute\": \"%s\"}\n",
            preset, (long long)cf_model_param_count(&cfg.model.model_config), batch, seq, cf_num_threads(), median, tps,
-           tps * flops_per_token(&cfg) / 1e9, peak / 1e9, tps * flops_per_token(&cfg) / peak, loss);
+           tps * flops_per_token(&cfg) / 1e9, peak / 1e9, tps * flops_per_token(&cfg) / peak, loss,
+           recompute_names[recompute]);
     fflush(stdout);
     free(times);
     free(tokens);
@@ -82,20 +92,23 @@ static int bench_one(const char *spec, int warmup, int steps, double peak) {
 }
 
 int main(int argc, char **argv) {
-    int warmup = 1, steps = 3, first = 1;
+    int warmup = 1, steps = 3, first = 1, recompute = 0;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
         if (first + 1 >= argc) break;
         if (strcmp(argv[first], "--steps") == 0) steps = atoi(argv[first + 1]);
         else if (strcmp(argv[first], "--warmup") == 0) warmup = atoi(argv[first + 1]);
-        else break;
+        else if (strcmp(argv[first], "--recompute") == 0) {
+            for (recompute = 2; recompute >= 0 && strcmp(argv[first + 1], recompute_names[recompute]) != 0;) recompute--;
+            if (recompute < 0) break;
+        } else break;
     }
-    if (first >= argc || steps < 1 || warmup < 0) {
-        fprintf(stderr, "usage: bench_train [--steps N] [--warmup W] PRESET:BATCH:SEQ ...\n");
+    if (first >= argc || steps < 1 || warmup < 0 || recompute < 0) {
+        fprintf(stderr, "usage: bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ ...\n");
         return 2;
     }
     double peak = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
     for (int i = first; i < argc; i++) {
-        int rc = bench_one(argv[i], warmup, steps, peak);
+        int rc = bench_one(argv[i], warmup, steps, recompute, peak);
         if (rc) return rc;
     }
     return 0;

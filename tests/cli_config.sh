@@ -42,6 +42,15 @@ expect "$out" "optimizer state (AdamW m, v; f32)"
 expect "$out" "activations (saved for backward)"
 expect "$out" "planned activation arena"
 
+# With recomputation the arena row also gives the arena without it.
+run 0 "$bin" config show llama_15m --recompute_config.recompute=true
+expect "$out" "activations (saved for backward)"
+expect "$out" "full recompute"
+expect "$out" "MiB without recomputation ("
+run 0 "$bin" config show llama_15m --recompute_config.recompute=true --recompute_config.recompute_layers=2 \
+    --recompute_config.select_recompute=true
+expect "$out" "first 2 of 6 layers recomputed, selective in the others"
+
 # Presets resolve from any working directory.
 (cd / && "$bin" config show gpt2 >"$out" 2>"$err") || { echo "FAIL: preset from /"; cat "$err"; fail=1; }
 expect "$out" "parameters: 124,439,808"

@@ -142,6 +142,8 @@ static void problems(void) {
                  "mf.yaml:2: callbacks[0]: type 'Frobnicator' is not a callback cformers has",
                  "mf.yaml:3: callbacks[1]: expected a mapping with a type");
     EXPECT_ERROR("optimizer:\n  betas: [0.9]\n", "optimizer.betas: expected a list of two numbers");
+    EXPECT_ERROR("recompute_config:\n  recompute: [2, 2]\n", "mf.yaml:2: recompute_config.recompute: expected true, false or [N]");
+    EXPECT_ERROR("recompute_config:\n  recompute: [many]\n", "recompute_config.recompute[0]: expected an integer");
     EXPECT_ERROR("model:\n  model_config:\n    seq_lenght: 8\n", "did you mean model.model_config.seq_length?");
     /* the native form of callbacks still works, and a list in its place is MindFormers' */
     cf_config c;
@@ -150,6 +152,12 @@ static void problems(void) {
     CHECK_MSG(cf_config_parse_string("callbacks:\n  checkpoint_monitor:\n    prefix: native\n", "n.yaml", &c, &err) == 0,
               "%s", err.msg);
     CHECK(strcmp(c.callbacks.checkpoint_monitor.prefix, "native") == 0);
+    /* recompute: [N], layers recomputed in each pipeline stage: the first N of the one here */
+    cf_config_defaults(&c);
+    CHECK_MSG(cf_config_parse_string("recompute_config:\n  recompute: [3]\n", "r.yaml", &c, &err) == 0, "%s", err.msg);
+    CHECK(c.recompute_config.recompute && c.recompute_config.recompute_layers == 3);
+    CHECK(cf_config_parse_string("recompute_config:\n  recompute: [0]\n", "r.yaml", &c, &err) == 0);
+    CHECK(!c.recompute_config.recompute);
     /* consistency problems come together too */
     cf_config_defaults(&c);
     CHECK(cf_config_parse_string("model:\n  model_config:\n    hidden_size: 100\n    num_heads: 3\n    vocab_size: 10\n"

@@ -89,7 +89,7 @@ static void plan_training_graph(cf_model_config *cfg, const cf_context_config *c
                r->lower_bound_bytes, 100.0 * r->fragmentation);
         CHECK(dry.arena_bytes == r->arena_bytes && dry.lower_bound_bytes == r->lower_bound_bytes);
         cf_memory_report whole;
-        CHECK_MSG(cf_model_graph_memory(cfg, ctx, batch, seq, &whole, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_model_graph_memory(cfg, ctx, NULL, batch, seq, &whole, &err) == 0, "%s", err.msg);
         CHECK(whole.arena_bytes == r->arena_bytes && whole.param_bytes == r->param_bytes);
         CHECK(r->arena_bytes >= r->lower_bound_bytes);
         CHECK_MSG(r->fragmentation < 0.03, "%s: fragmentation %.2f%%", what, 100.0 * r->fragmentation);

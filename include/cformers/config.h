@@ -157,8 +157,9 @@ typedef struct cf_callbacks_config {
 
 /* `recompute_config`: activation checkpointing. */
 typedef struct cf_recompute_config {
-    bool recompute;        /* recompute each layer's activations in backward */
-    bool select_recompute; /* recompute only cheap, large activations (attention probs, MLP) */
+    bool recompute;           /* recompute each layer's activations in backward */
+    int64_t recompute_layers; /* with recompute: only the first N layers; 0 (or >= num_layers) = all */
+    bool select_recompute;    /* recompute only cheap, large activations (attention probs, MLP) in the other layers */
 } cf_recompute_config;
 
 /* `predict`: what run_mode predict generates (MindFormers' generation keys map here). */

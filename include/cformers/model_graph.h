@@ -44,14 +44,18 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
 /* The memory plan of a full training step (forward, backward, AdamW) at batch B and
  * length T, computed without allocating tensors: what `cformers config show` reports
  * (arena, lower bound, fragmentation, parameter blocks). With `ctx`, the fusion passes
- * it enables run first, as the trainer runs them; NULL plans the unfused graph. */
-int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, int64_t batch, int64_t seq_len,
-                          cf_memory_report *report, cf_error *err);
+ * it enables run first, as the trainer runs them; NULL plans the unfused graph. With
+ * `rc`, its activation recomputation is applied after the backward (NULL: none). */
+int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc,
+                          int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err);
 
 /* The plan's arena (with its lower bound and fragmentation in `note`, which should hold
- * 128 bytes) and parameter blocks as rows for cf_memory_estimate_print, so the analytic
- * estimate and the plan print side by side. Returns the number of rows (2). */
-int cf_memory_plan_rows(const cf_memory_report *m, cf_memory_row *rows, char *note, size_t note_size);
+ * 256 bytes) and parameter blocks as rows for cf_memory_estimate_print, so the analytic
+ * estimate and the plan print side by side. `without`, when not NULL, is the plan of the
+ * same step without activation recomputation: the arena row then says what it saves.
+ * Returns the number of rows (2). */
+int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *without, cf_memory_row *rows, char *note,
+                        size_t note_size);
 
 #ifdef __cplusplus
 }

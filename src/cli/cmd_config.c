@@ -83,15 +83,19 @@ static int show(int argc, char **argv, bool import) {
     cf_config_memory_estimate(&cfg, &est);
     /* What the engine's static plan of that step reserves, with the fusion passes the
      * config enables (the f32 graph the trainer builds). */
-    cf_memory_report plan;
-    if (cf_model_graph_memory(&cfg.model.model_config, &cfg.context, cfg.runner_config.batch_size,
-                              cfg.runner_config.seq_length, &plan, &err) != 0) {
+    cf_memory_report plan, without = {0};
+    const cf_recompute_config *rc = &cfg.recompute_config;
+    bool recomputes = rc->recompute || rc->select_recompute;
+    if (cf_model_graph_memory(&cfg.model.model_config, &cfg.context, rc, cfg.runner_config.batch_size,
+                              cfg.runner_config.seq_length, &plan, &err) != 0 ||
+        (recomputes && cf_model_graph_memory(&cfg.model.model_config, &cfg.context, NULL, cfg.runner_config.batch_size,
+                                             cfg.runner_config.seq_length, &without, &err) != 0)) {
         fprintf(stderr, "cformers config: planning the training step: %s\n", err.msg);
         return 1;
     }
     cf_memory_row rows[2];
-    char note[128];
-    int n_rows = cf_memory_plan_rows(&plan, rows, note, sizeof note);
+    char note[256];
+    int n_rows = cf_memory_plan_rows(&plan, recomputes ? &without : NULL, rows, note, sizeof note);
     printf("\n");
     cf_memory_estimate_print(stdout, &cfg, &est, rows, n_rows);
     return 0;

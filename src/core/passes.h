@@ -30,4 +30,11 @@ int cf_pass_fuse_residual_norm(cf_graph *g);
  * many it marked. */
 int cf_pass_rope_in_place(cf_graph *g);
 
+/* Activation recomputation (recompute_config), on a graph whose backward is built:
+ * the activations of whole layers (rc->recompute) or of the attention, SwiGLU and GELU
+ * nodes (rc->select_recompute) that backward reads are recomputed by clones of their
+ * forward nodes placed in the backward just before they are needed; results are
+ * bit-identical. Returns how many nodes it cloned, -1 on error. */
+int cf_graph_recompute(cf_graph *g, const cf_recompute_config *rc, cf_error *err);
+
 #endif

@@ -44,6 +44,7 @@ static void moe_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_no
 static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void top_p(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 
 #define MC "model.model_config."
 #define ASCEND "Ascend / MindSpore graph-mode setting"
@@ -118,6 +119,7 @@ static const mf_rule rules[] = {
     {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding is never split here (model_parallel is 1)", NULL, NULL},
     {"parallel_config.expert_parallel", MF_NEUTRAL, "1", "mixture of experts is not supported", NULL},
     {"parallel_config.context_parallel", MF_NEUTRAL, "1", "context parallelism is not supported", NULL},
+    {"recompute_config.recompute", MF_CALL, NULL, NULL, recompute_list}, /* a list; true / false are native */
     {"recompute_config.parallel_optimizer_comm_recompute", MF_IGNORE, "no optimizer all-gather to recompute", NULL, NULL},
     {"recompute_config.mp_comm_recompute", MF_IGNORE, "no model-parallel communication to recompute", NULL, NULL},
     {"recompute_config.recompute_slice_activation", MF_IGNORE, "no model-parallel slices", NULL, NULL},
@@ -345,6 +347,26 @@ static void betas(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t 
         snprintf(shown, sizeof shown, "%s[%d]", path, i);
         cf_walk_set(w, native(i ? "optimizer.beta2" : "optimizer.beta1"), shown, item);
     }
+}
+
+/* recompute: [N], MindFormers' count of layers recomputed per pipeline stage: with the
+ * one stage here, the first N layers (recompute_layers), none when N is 0. */
+static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
+    yaml_node_t *item = value->type == YAML_SEQUENCE_NODE &&
+                                value->data.sequence.items.top - value->data.sequence.items.start == 1
+                            ? yaml_document_get_node(w->doc, value->data.sequence.items.start[0])
+                            : NULL;
+    if (!item || item->type != YAML_SCALAR_NODE) {
+        cf_walk_error(w, "%s:%d: %s: expected true, false or [N] (layers recomputed in the one pipeline stage here)",
+                      w->source, cf_walk_line(value), path);
+        return;
+    }
+    char shown[64];
+    snprintf(shown, sizeof shown, "%s[0]", path);
+    int layers = native("recompute_config.recompute_layers");
+    cf_walk_set(w, layers, shown, item);
+    bool any = strcmp(cf_walk_text(item), "0") != 0;
+    cf_walk_set_text(w, native(path), shown, any ? "true" : "false", cf_walk_line(item));
 }
 
 static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {

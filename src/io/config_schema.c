@@ -161,8 +161,9 @@ const cf_config_key cf_config_keys[] = {
     K_INT(callbacks.profile_monitor.stop_step, 10, 0, BIG, "last profiled step (inclusive)"),
     K_STRING(callbacks.profile_monitor.timeline, "timeline.json", "Chrome trace file in output_dir; empty = none"),
 
-    K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward"),
-    K_BOOL(recompute_config.select_recompute, false, "recompute only attention scores and MLP activations"),
+    K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward (keeps each layer's input)"),
+    K_INT(recompute_config.recompute_layers, 0, 0, BIG, "with recompute: only the first N layers (MindFormers' per-stage count); 0 = all"),
+    K_BOOL(recompute_config.select_recompute, false, "recompute attention probabilities and the MLP activation (in layers not recomputed whole)"),
 
     K_STRING(predict.input_data, "", "run_mode predict: a prompt, or a file of prompts one per line"),
     K_INT(predict.max_new_tokens, 256, 1, 16777216, "run_mode predict: tokens generated per prompt"),

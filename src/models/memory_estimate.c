@@ -16,26 +16,29 @@ typedef struct saved_elements {
     double f32;     /* norm statistics, softmax/log-sum-exp, logits: softmax_compute_type */
 } saved_elements;
 
-/* One transformer block, per token. `recomputed` drops what select_recompute rebuilds
- * (attention scores and the MLP's inner activations). */
+/* One transformer block, per token. `recomputed` drops what select_recompute rebuilds:
+ * the SwiGLU / GELU output and, with unfused attention, the probabilities and the
+ * attention output (the inputs of those ops stay: their backward reads them). */
 static saved_elements block_elements(const cf_config *cfg, bool recomputed) {
     const cf_model_config *m = &cfg->model.model_config;
     double d = (double)m->hidden_size, ffn = (double)m->intermediate_size, heads = (double)m->num_heads;
     double kv = (double)(m->num_kv_heads * cf_model_head_dim(m)), seq = (double)cfg->runner_config.seq_length;
+    bool drops_attention = recomputed && !m->use_flash_attention;
     saved_elements e = {0, 0};
     if (m->arch == CF_ARCH_GPT2) {
         /* input, ln_1 out, q, k, v, attention out, residual, ln_2 out; c_fc out, GELU out */
-        e.compute = 8 * d + (recomputed ? 0 : 2 * ffn);
+        e.compute = 8 * d + (recomputed ? 1 : 2) * ffn;
         e.f32 = 4; /* mean and 1/std of ln_1, ln_2 */
     } else {
         /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
          * ffn_norm out; gate, up, SwiGLU out */
-        e.compute = 6 * d + 2 * kv + (recomputed ? 0 : 3 * ffn);
+        e.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn;
         e.f32 = 2; /* 1/rms of the two norms */
     }
+    if (drops_attention) e.compute -= d;
     /* Attention: the fused kernel keeps one log-sum-exp per head; the unfused one keeps the
      * probabilities, one row of seq_length per head (causal rows are stored in full). */
-    if (!recomputed) e.f32 += m->use_flash_attention ? heads : heads * seq;
+    if (!drops_attention) e.f32 += m->use_flash_attention ? heads : heads * seq;
     return e;
 }
 
@@ -56,12 +59,15 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     double csize = (double)cf_dtype_size(m->compute_dtype), fsize = (double)cf_dtype_size(m->softmax_compute_type);
     const cf_recompute_config *rc = &cfg->recompute_config;
     saved_elements full = block_elements(cfg, false), kept = block_elements(cfg, rc->select_recompute);
-    double per_token;
-    if (rc->recompute) /* only block inputs, plus one block rebuilt at a time */
-        per_token = layers * (double)m->hidden_size * csize + full.compute * csize + full.f32 * fsize;
-    else
-        per_token = layers * (kept.compute * csize + kept.f32 * fsize) +
-                    (rc->select_recompute ? (full.compute - kept.compute) * csize + (full.f32 - kept.f32) * fsize : 0);
+    /* Layers recomputed whole keep only their input and are rebuilt one at a time, after
+     * the other layers' backward; those keep what select_recompute leaves, plus one
+     * block's rebuilt part at a time. */
+    double whole = !rc->recompute ? 0 : rc->recompute_layers > 0 && rc->recompute_layers < m->num_layers
+                                            ? (double)rc->recompute_layers : layers;
+    double saved = kept.compute * csize + kept.f32 * fsize, block = full.compute * csize + full.f32 * fsize;
+    double checkpoints = whole * (double)m->hidden_size * csize, others = (layers - whole) * saved;
+    double rebuilt = rc->select_recompute && whole < layers ? block - saved : 0;
+    double per_token = checkpoints + (whole > 0 && block > others + rebuilt ? block : others + rebuilt);
     /* final norm input and output */
     per_token += 2 * (double)m->hidden_size * csize;
     double vocab = (double)m->vocab_size, d = (double)m->hidden_size;
@@ -137,8 +143,13 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
         snprintf(note, sizeof note, "per rank; %.1f MiB with parallel_config.optimizer_shard",
                  est->optimizer_bytes / (double)par->data_parallel / (1024.0 * 1024.0));
     print_row(out, "optimizer state (AdamW m, v; f32)", est->optimizer_bytes, par->data_parallel > 1 ? note : NULL);
-    snprintf(note, sizeof note, "%s%s", cfg->recompute_config.recompute ? "full recompute" : "",
-             !cfg->recompute_config.recompute && cfg->recompute_config.select_recompute ? "selective recompute" : "");
+    const cf_recompute_config *rc = &cfg->recompute_config;
+    int64_t whole = rc->recompute_layers > 0 && rc->recompute_layers < m->num_layers ? rc->recompute_layers : m->num_layers;
+    if (rc->recompute && whole < m->num_layers)
+        snprintf(note, sizeof note, "first %" PRId64 " of %" PRId64 " layers recomputed%s", whole, m->num_layers,
+                 rc->select_recompute ? ", selective in the others" : "");
+    else
+        snprintf(note, sizeof note, "%s", rc->recompute ? "full recompute" : rc->select_recompute ? "selective recompute" : "");
     print_row(out, "activations (saved for backward)", est->activation_bytes, note[0] ? note : NULL);
     print_row(out, "backward workspace (logits gradient)", est->workspace_bytes, NULL);
     snprintf(note, sizeof note, "%d threads", cf_num_threads());

@@ -67,8 +67,8 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
     return 0;
 }
 
-int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, int64_t batch, int64_t seq_len,
-                          cf_memory_report *report, cf_error *err) {
+int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc,
+                          int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err) {
     cf_model_graph m;
     if (cf_model_graph_build(cfg, batch, seq_len, NULL, &m, err)) return -1;
     if (ctx && cf_graph_fuse(m.graph, ctx, err) != 0) {
@@ -78,17 +78,22 @@ int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *c
     /* The optimizer settings do not change the plan, only the learning rate input exists. */
     cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     cf_tensor *lr = cf_graph_input(m.graph, "lr", CF_F32, 0, NULL);
-    int rc = cf_graph_backward(m.graph, m.loss, err);
-    if (rc == 0 && !cf_graph_adamw(m.graph, &adamw, lr)) rc = cf_graph_error(m.graph, err);
-    if (rc == 0) rc = cf_graph_plan_memory(m.graph, report, err);
+    int status = cf_graph_backward(m.graph, m.loss, err);
+    if (status == 0 && rc && cf_graph_recompute(m.graph, rc, err) < 0) status = -1;
+    if (status == 0 && !cf_graph_adamw(m.graph, &adamw, lr)) status = cf_graph_error(m.graph, err);
+    if (status == 0) status = cf_graph_plan_memory(m.graph, report, err);
     cf_graph_free(m.graph);
-    return rc;
+    return status;
 }
 
-int cf_memory_plan_rows(const cf_memory_report *m, cf_memory_row *rows, char *note, size_t note_size) {
+int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *without, cf_memory_row *rows, char *note,
+                        size_t note_size) {
     const double mib = 1024.0 * 1024.0;
-    snprintf(note, note_size, "lower bound %.1f MiB, fragmentation %.2f%%", (double)m->lower_bound_bytes / mib,
-             100.0 * m->fragmentation);
+    int n = snprintf(note, note_size, "lower bound %.1f MiB, fragmentation %.2f%%", (double)m->lower_bound_bytes / mib,
+                     100.0 * m->fragmentation);
+    if (without && without->arena_bytes && n >= 0 && (size_t)n < note_size)
+        snprintf(note + n, note_size - (size_t)n, "; %.1f MiB without recomputation (%.1f%% of it)",
+                 (double)without->arena_bytes / mib, 100.0 * (double)m->arena_bytes / (double)without->arena_bytes);
     rows[0] = (cf_memory_row){"planned activation arena", (double)m->arena_bytes, note};
     rows[1] = (cf_memory_row){"planned parameter blocks", 2.0 * (double)m->param_bytes + (double)m->moment_bytes,
                               m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"

@@ -88,8 +88,15 @@ void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields) {
 static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     const cf_memory_report *m = cf_plan_memory(t->plan);
     cf_memory_row rows[2];
-    char note[128];
-    cf_memory_plan_rows(m, rows, note, sizeof note);
+    char note[256];
+    /* With recomputation, the plan without it too, to show what it saves (planned only). */
+    const cf_recompute_config *rc = &t->cfg.recompute_config;
+    cf_memory_report without = {0};
+    cf_error err;
+    bool compare = (rc->recompute || rc->select_recompute) &&
+                   cf_model_graph_memory(&t->cfg.model.model_config, &t->cfg.context, NULL, t->batch, t->seq, &without,
+                                         &err) == 0;
+    cf_memory_plan_rows(m, compare ? &without : NULL, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_trainer_metrics(t, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",

@@ -39,6 +39,7 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     t->loss_scale = cf_graph_input(g, "loss_scale", CF_F32, 0, NULL);
     t->lr = cf_graph_input(g, "lr", CF_F32, 0, NULL);
     if (cf_graph_error(g, err) != 0 || cf_graph_backward_from(g, t->model.loss, t->loss_scale, err) != 0) return -1;
+    if (cf_graph_recompute(g, &t->cfg.recompute_config, err) < 0) return -1;
     const cf_optimizer_config *o = &t->cfg.optimizer;
     cf_adamw_config adamw = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps,
                              .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
