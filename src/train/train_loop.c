@@ -92,7 +92,7 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     /* With recomputation, the plan without it too, to show what it saves (planned only). */
     const cf_recompute_config *rc = &t->cfg.recompute_config;
     cf_memory_report without = {0};
-    cf_error err;
+    cf_error err = {{0}};
     bool compare = (rc->recompute || rc->select_recompute) &&
                    cf_model_graph_memory(&t->cfg.model.model_config, &t->cfg.context, NULL, t->batch, t->seq, &without,
                                          &err) == 0;
@@ -105,7 +105,6 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
                                (double)m->lower_bound_bytes));
     if (!writes_files(t)) return;
     char path[2 * CF_CONFIG_PATH_MAX];
-    cf_error err = {{0}};
     snprintf(path, sizeof path, "%s/%s", t->cfg.output_dir, CF_MEMORY_PLAN_FILE);
     if (cf_memory_plan_write(t->model.graph, path, &err) != 0)
         fprintf(stderr, "cformers train: warning: the memory plan's timeline was not written: %s\n", err.msg);
