@@ -3,8 +3,25 @@
  * tokenizer adds it when it encodes the text. */
 #include "serve/chat.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Each template described once: its name, the token whose presence in a vocabulary picks
+ * it (NULL: the fallback), the text that ends an assistant turn (a stop string), and for
+ * the templates that wrap every message as OPEN role SEP content END, those pieces
+ * (llama2's [INST] pairing is code below). */
+typedef struct chat_template_def {
+    const char *name, *marker, *stop, *open, *sep, *end;
+} chat_template_def;
+
+static const chat_template_def TEMPLATES[] = {
+    [CHAT_LLAMA2] = {"llama2", NULL, "[INST]", NULL, NULL, NULL},
+    [CHAT_LLAMA3] = {"llama3", "<|start_header_id|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>\n\n",
+                     "<|eot_id|>"},
+    [CHAT_CHATML] = {"chatml", "<|im_start|>", "<|im_end|>", "<|im_start|>", "\n", "<|im_end|>\n"},
+};
+static_assert(sizeof TEMPLATES / sizeof TEMPLATES[0] == CHAT_TEMPLATES, "a chat template without its description");
 
 typedef struct text {
     char *s;
@@ -21,16 +38,15 @@ static void put(text *t, const char *s, size_t n) {
 static void puts_(text *t, const char *s) { put(t, s, strlen(s)); }
 
 int serve_chat_template_parse(const char *name, serve_chat_template *out) {
-    if (strcmp(name, "llama2") == 0) *out = CHAT_LLAMA2;
-    else if (strcmp(name, "llama3") == 0) *out = CHAT_LLAMA3;
-    else if (strcmp(name, "chatml") == 0) *out = CHAT_CHATML;
-    else return -1;
-    return 0;
+    for (int t = 0; t < CHAT_TEMPLATES; t++)
+        if (strcmp(name, TEMPLATES[t].name) == 0) {
+            *out = (serve_chat_template)t;
+            return 0;
+        }
+    return -1;
 }
 
-const char *serve_chat_template_name(serve_chat_template t) {
-    return t == CHAT_LLAMA3 ? "llama3" : t == CHAT_CHATML ? "chatml" : "llama2";
-}
+const char *serve_chat_template_name(serve_chat_template t) { return TEMPLATES[t].name; }
 
 /* True when the vocabulary holds `marker` as one token. */
 static bool has_token(const cf_tokenizer *tok, const char *marker) {
@@ -42,14 +58,12 @@ static bool has_token(const cf_tokenizer *tok, const char *marker) {
 }
 
 serve_chat_template serve_chat_template_for(const cf_tokenizer *tok) {
-    if (tok && has_token(tok, "<|start_header_id|>")) return CHAT_LLAMA3;
-    if (tok && has_token(tok, "<|im_start|>")) return CHAT_CHATML;
+    for (int t = 0; t < CHAT_TEMPLATES && tok; t++)
+        if (TEMPLATES[t].marker && has_token(tok, TEMPLATES[t].marker)) return (serve_chat_template)t;
     return CHAT_LLAMA2;
 }
 
-const char *serve_chat_stop(serve_chat_template t) {
-    return t == CHAT_LLAMA3 ? "<|eot_id|>" : t == CHAT_CHATML ? "<|im_end|>" : "[INST]";
-}
+const char *serve_chat_stop(serve_chat_template t) { return TEMPLATES[t].stop; }
 
 /* A message's content: a string, or an array of parts of which the "text" ones count. */
 static int content_of(json_t *msg, size_t i, text *out, cf_error *err) {
@@ -95,20 +109,17 @@ char *serve_chat_render(serve_chat_template tpl, json_t *messages, cf_error *err
         puts_(&content, "");
         if (content_of(msg, i, &content, err) != 0) goto fail;
         bool system = strcmp(role, "system") == 0 || strcmp(role, "developer") == 0;
+        const chat_template_def *d = &TEMPLATES[tpl];
         switch (tpl) {
         case CHAT_LLAMA3:
-            puts_(&out, "<|start_header_id|>");
-            puts_(&out, system ? "system" : role);
-            puts_(&out, "<|end_header_id|>\n\n");
-            put(&out, content.s, content.len);
-            puts_(&out, "<|eot_id|>");
-            break;
         case CHAT_CHATML:
-            puts_(&out, "<|im_start|>");
+            puts_(&out, d->open);
             puts_(&out, system ? "system" : role);
-            puts_(&out, "\n");
+            puts_(&out, d->sep);
             put(&out, content.s, content.len);
-            puts_(&out, "<|im_end|>\n");
+            puts_(&out, d->end);
+            break;
+        case CHAT_TEMPLATES:
             break;
         case CHAT_LLAMA2:
             if (system) {
@@ -130,9 +141,13 @@ char *serve_chat_render(serve_chat_template tpl, json_t *messages, cf_error *err
             break;
         }
     }
-    if (tpl == CHAT_LLAMA3) puts_(&out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    else if (tpl == CHAT_CHATML) puts_(&out, "<|im_start|>assistant\n");
-    else if (open_inst) puts_(&out, " [/INST]");
+    if (TEMPLATES[tpl].open) { /* the assistant's turn, opened */
+        puts_(&out, TEMPLATES[tpl].open);
+        puts_(&out, "assistant");
+        puts_(&out, TEMPLATES[tpl].sep);
+    } else if (open_inst) {
+        puts_(&out, " [/INST]");
+    }
     free(content.s);
     return out.s;
 fail:

@@ -9,7 +9,7 @@
 #include "cformers/error.h"
 #include "cformers/tokenizer.h"
 
-typedef enum serve_chat_template { CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML } serve_chat_template;
+typedef enum serve_chat_template { CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML, CHAT_TEMPLATES } serve_chat_template;
 
 /* "llama2", "llama3" or "chatml"; -1 for anything else. */
 int serve_chat_template_parse(const char *name, serve_chat_template *out);
