@@ -45,66 +45,109 @@ static int by_size_then_lifetime(const void *a, const void *b) {
     return (y->last - y->first) - (x->last - x->first);
 }
 
-static int by_offset(const void *a, const void *b) {
-    const interval *const *x = a, *const *y = b;
-    return (*x)->offset < (*y)->offset ? -1 : (*x)->offset > (*y)->offset;
-}
-
 /* Places the items in `order`, each at the smallest gap between already placed items
- * whose lifetimes overlap its own (or on top); returns the arena size. */
-static size_t place_best_fit(interval **order, int n, interval **live) {
+ * whose lifetimes overlap its own (or on top); returns the arena size. `placed` (room for
+ * n) holds the items placed so far by offset, so finding the gaps is one walk over it
+ * rather than a sort per item. */
+static size_t place_best_fit(interval **order, int n, interval **placed) {
     size_t arena = 0;
     for (int i = 0; i < n; i++) {
         interval *x = order[i];
-        int n_live = 0;
-        for (int j = 0; j < i; j++)
-            if (order[j]->first <= x->last && x->first <= order[j]->last) live[n_live++] = order[j];
-        qsort(live, (size_t)n_live, sizeof *live, by_offset);
         int64_t prev_end = 0, best = -1;
         size_t best_gap = SIZE_MAX;
-        for (int j = 0; j < n_live; j++) {
-            int64_t gap = live[j]->offset - prev_end;
+        for (int j = 0; j < i; j++) {
+            const interval *y = placed[j];
+            if (y->first > x->last || x->first > y->last) continue; /* never live together */
+            int64_t gap = y->offset - prev_end;
             if (gap >= (int64_t)x->size && (size_t)gap < best_gap) {
                 best = prev_end;
                 best_gap = (size_t)gap;
             }
-            int64_t end = live[j]->offset + (int64_t)live[j]->size;
+            int64_t end = y->offset + (int64_t)y->size;
             if (end > prev_end) prev_end = end;
         }
         x->offset = best >= 0 ? best : prev_end;
         if ((size_t)x->offset + x->size > arena) arena = (size_t)x->offset + x->size;
+        int lo = 0, hi = i; /* after the placed items at offsets <= x's */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (placed[mid]->offset <= x->offset) lo = mid + 1;
+            else hi = mid;
+        }
+        memmove(placed + lo + 1, placed + lo, sizeof *placed * (size_t)(i - lo));
+        placed[lo] = x;
     }
     return arena;
 }
 
+typedef struct ranked {
+    int64_t key; /* breadth (nodes), or the group's position (items) */
+    int index;
+} ranked;
+
+static int by_key_desc(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? 1 : -1;
+    return x->index - y->index;
+}
+
+/* Items by group (ascending), then as by_size_then_first, then by index: a total order. */
+typedef struct grouped {
+    int group;
+    const interval *item;
+    int index;
+} grouped;
+
+static int by_group_then_size(const void *a, const void *b) {
+    const grouped *x = a, *y = b;
+    if (x->group != y->group) return x->group - y->group;
+    if (x->item->size != y->item->size) return x->item->size < y->item->size ? 1 : -1;
+    if (x->item->first != y->item->first) return x->item->first - y->item->first;
+    return x->index - y->index;
+}
+
 /* "Greedy by breadth": nodes with the most live bytes first, each node's unplaced
- * tensors largest first. */
+ * tensors largest first. An item belongs to the node of its lifetime that comes first in
+ * that order: a range minimum over node positions (a sparse table), so the whole order
+ * costs O((items + nodes) log nodes) where scanning every item at every node was
+ * O(items x nodes). */
 static void order_by_breadth(interval *items, int n, int n_nodes, interval **order) {
-    int64_t *breadth = cf_xcalloc((size_t)n_nodes, sizeof *breadth);
-    int *nodes = cf_xmalloc(sizeof *nodes * (size_t)n_nodes);
-    bool *taken = cf_xcalloc((size_t)n, sizeof *taken);
-    for (int i = 0; i < n; i++)
-        for (int k = items[i].first; k <= items[i].last; k++) breadth[k] += (int64_t)items[i].size;
-    for (int k = 0; k < n_nodes; k++) nodes[k] = k;
-    for (int a = 1; a < n_nodes; a++) /* insertion sort, breadth descending, stable */
-        for (int b = a; b > 0 && breadth[nodes[b]] > breadth[nodes[b - 1]]; b--) {
-            int t = nodes[b];
-            nodes[b] = nodes[b - 1];
-            nodes[b - 1] = t;
-        }
-    int placed = 0;
-    for (int a = 0; a < n_nodes; a++) {
-        int k = nodes[a], from = placed;
-        for (int i = 0; i < n; i++)
-            if (!taken[i] && items[i].first <= k && k <= items[i].last) {
-                taken[i] = true;
-                order[placed++] = &items[i];
-            }
-        qsort(order + from, (size_t)(placed - from), sizeof *order, by_size_then_first);
+    int64_t *breadth = cf_xcalloc((size_t)n_nodes + 1, sizeof *breadth);
+    for (int i = 0; i < n; i++) {
+        breadth[items[i].first] += (int64_t)items[i].size;
+        breadth[items[i].last + 1] -= (int64_t)items[i].size;
     }
+    ranked *nodes = cf_xmalloc(sizeof *nodes * (size_t)(n_nodes ? n_nodes : 1));
+    int64_t live = 0; /* the bytes live at node k: the running sum of the changes */
+    for (int k = 0; k < n_nodes; k++) {
+        live += breadth[k];
+        nodes[k] = (ranked){live, k};
+    }
+    qsort(nodes, (size_t)n_nodes, sizeof *nodes, by_key_desc);
+    int levels = 1;
+    while ((1 << levels) <= n_nodes) levels++;
+    int *table = cf_xmalloc(sizeof *table * (size_t)levels * (size_t)(n_nodes ? n_nodes : 1)); /* [level][node] */
+    for (int a = 0; a < n_nodes; a++) table[nodes[a].index] = a; /* level 0: each node's position */
+    for (int l = 1; l < levels; l++)
+        for (int k = 0; k + (1 << l) <= n_nodes; k++) {
+            int x = table[(size_t)(l - 1) * (size_t)n_nodes + (size_t)k];
+            int y = table[(size_t)(l - 1) * (size_t)n_nodes + (size_t)(k + (1 << (l - 1)))];
+            table[(size_t)l * (size_t)n_nodes + (size_t)k] = x < y ? x : y;
+        }
+    grouped *g = cf_xmalloc(sizeof *g * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        int a = items[i].first, b = items[i].last, l = 0;
+        while ((2 << l) <= b - a + 1) l++;
+        int x = table[(size_t)l * (size_t)n_nodes + (size_t)a];
+        int y = table[(size_t)l * (size_t)n_nodes + (size_t)(b - (1 << l) + 1)];
+        g[i] = (grouped){x < y ? x : y, &items[i], i};
+    }
+    qsort(g, (size_t)n, sizeof *g, by_group_then_size);
+    for (int i = 0; i < n; i++) order[i] = &items[g[i].index];
     free(breadth);
     free(nodes);
-    free(taken);
+    free(table);
+    free(g);
 }
 
 /* Tries each order and keeps the offsets of the smallest arena. */
