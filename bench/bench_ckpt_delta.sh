@@ -7,15 +7,9 @@
 #   env: BUILD (default build), CFORMERS_DATA_DIR (default ../shared/data), EVERY
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BUILD:-build}/cformers
-DATA=${CFORMERS_DATA_DIR:-../shared/data}
+source bench/lib_bench.sh bench-ckpt-delta
 EVERY=${EVERY:-5}
-TEXT=$DATA/tinyshakespeare/input.txt
-TOKENIZER=$DATA/stories260K/tok512.model
-[ -f "$TEXT" ] && [ -f "$TOKENIZER" ] || { echo "bench-ckpt-delta: needs $TEXT and $TOKENIZER (CFORMERS_DATA_DIR)" >&2; exit 1; }
-OUT=$(mktemp -d /tmp/cformers_bench_delta.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-"$BIN" preprocess --input "$TEXT" --tokenizer "$TOKENIZER" --output "$OUT/data" --valid-fraction 0.05 --quiet
+demo_data "$OUT/data"
 "$BIN" train --config tiny_shakespeare --output_dir="$OUT/run" --train_dataset.data_dir="$OUT/data" \
     --train_dataset.tokenizer="$TOKENIZER" --runner_config.save_interval=20 --runner_config.sample_interval=0 \
     --callbacks.checkpoint_monitor.keep_checkpoint_max=0 --quiet

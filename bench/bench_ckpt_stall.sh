@@ -8,15 +8,9 @@
 # INTERVAL (default 4: saves at 4, 8, 12; the final save is waited for and not counted)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=$(realpath "${BUILD:-build}/cformers")
-DATA=${CFORMERS_DATA_DIR:-../shared/data}
+source bench/lib_bench.sh bench-ckpt-stall
 ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-13} INTERVAL=${INTERVAL:-4}
-TEXT=$DATA/tinyshakespeare/input.txt
-TOKENIZER=$DATA/stories260K/tok512.model
-[ -f "$TEXT" ] && [ -f "$TOKENIZER" ] || { echo "bench-ckpt-stall: needs $TEXT and $TOKENIZER" >&2; exit 1; }
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/cformers_bench_stall.XXXXXX")
-trap 'rm -rf "$OUT"' EXIT
-"$BIN" preprocess --input "$TEXT" --tokenizer "$TOKENIZER" --output "$OUT/data" --valid-fraction 0.05 --quiet
+demo_data "$OUT/data"
 for round in $(seq "$ROUNDS"); do
     for mode in false true; do
         echo "round $round, async_save=$mode" >&2

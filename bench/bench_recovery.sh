@@ -7,16 +7,11 @@
 # from the run's metrics. env: BUILD (default build), CFORMERS_DATA_DIR, KILLS (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=$(realpath "${BUILD:-build}/cformers")
-DATA=${CFORMERS_DATA_DIR:-../shared/data}
+source bench/lib_bench.sh bench-recovery
 KILLS=${KILLS:-5}
-TEXT=$DATA/tinyshakespeare/input.txt
-TOKENIZER=$DATA/stories260K/tok512.model
-[ -f "$TEXT" ] && [ -f "$TOKENIZER" ] || { echo "bench-recovery: needs $TEXT and $TOKENIZER" >&2; exit 1; }
-OUT=$(mktemp -d /tmp/cformers_bench_recovery.XXXXXX)
 job=""
-trap '[ -n "$job" ] && kill $job 2>/dev/null; rm -rf "$OUT"' EXIT
-"$BIN" preprocess --input "$TEXT" --tokenizer "$TOKENIZER" --output "$OUT/data" --valid-fraction 0.05 --quiet
+on_exit '[ -n "$job" ] && kill $job 2>/dev/null'
+demo_data "$OUT/data"
 "$BIN" launch -n 2 --max-restarts "$KILLS" -- train --config tiny_shakespeare --output_dir="$OUT/run" \
     --train_dataset.data_dir="$OUT/data" --train_dataset.tokenizer="$TOKENIZER" \
     --runner_config.train_steps=1000000 --runner_config.save_interval=20 --runner_config.eval_interval=0 \
