@@ -34,14 +34,15 @@ grep -q '"event":"profile"' "$tmp/run/metrics.jsonl" || fail_because "metrics la
 ls "$tmp/run" | grep -q '\.tmp$' && fail_because "temp files left: $(ls "$tmp/run")"
 
 # A checkpoint at step 2 (in the window), on record shards: the trace has the writer's lane
-# beside the data loader's worker.
+# (whether the loader's worker filled a batch inside so short a window depends on the
+# scheduler: tests/test_profile.c checks its lane).
 check "tokenizer" 0 "$bin" tokenizer train --input "$tmp/text.txt" --vocab-size 300 --output "$tmp/tok.json" --quiet
 sed 'n;n;n;G' "$tmp/text.txt" >"$tmp/docs.txt" # a document every 4 lines
 check "shards" 0 "$bin" preprocess --input "$tmp/docs.txt" --tokenizer "$tmp/tok.json" --output "$tmp/shards" \
     --valid-fraction 0.1 --quiet
 check "profiled run with a save" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/saves" --runner_config.save_interval=2 \
     --train_dataset.data_dir="$tmp/shards" --train_dataset.tokenizer="$tmp/tok.json" --model.model_config.vocab_size=300
-for name in "checkpoint writer" "data loader worker 0" "checkpoint write" batch; do
+for name in "checkpoint writer" "checkpoint write"; do
     grep -q "\"name\":\"$name\"" "$tmp/saves/timeline.json" 2>/dev/null || fail_because "the trace lacks '$name'"
 done
 

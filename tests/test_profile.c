@@ -8,7 +8,11 @@
  *   - with gradient accumulation, forward and backward nodes run once per micro-batch;
  *   - past its reserved events the timeline stops growing while the totals keep counting,
  *     and the table says so;
- *   - an unwritable timeline path fails the run before training, naming the file. */
+ *   - an unwritable timeline path fails the run before training, naming the file;
+ *   - other threads' spans (a loader worker, the checkpoint writer) land on lanes of their
+ *     own, clipped to the profiled steps, an open one drawn to the end and marked in flight,
+ *     and nothing is recorded once the profiler is gone. */
+#include <pthread.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -82,6 +86,66 @@ static void check_full_timeline(void) {
     cf_profile_summary_free(&s);
     cf_profiler_free(p);
     cf_plan_free(plan);
+    cf_graph_free(g);
+}
+
+static void *loader_worker(void *arg) {
+    (void)arg;
+    cf_profile_side_end(cf_profile_side_begin(CF_LANE_LOADER, 1, "batch"));
+    return NULL;
+}
+
+/* The spans named `name` in the trace `doc`, or the lanes (thread_name records). */
+static int count_named(json_t *doc, bool lanes, const char *name) {
+    int n = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, e) {
+        const char *got = json_string_value(json_object_get(e, "name"));
+        if (lanes && got && strcmp(got, "thread_name") == 0)
+            got = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
+        else if (lanes)
+            got = NULL;
+        if (got && strcmp(got, name) == 0) n++;
+    }
+    return n;
+}
+
+static void check_side_spans(void) {
+    cf_graph *g = cf_graph_create();
+    int64_t shape[2] = {2, 2};
+    cf_graph_keep(g, cf_nn_add(g, cf_graph_input(g, "a", CF_F32, 2, shape), cf_graph_input(g, "b", CF_F32, 2, shape)));
+    CHECK(cf_profile_side_begin(CF_LANE_CHECKPOINT, 0, "checkpoint write") == 0); /* no profiler: nothing */
+    cf_profiler *p = cf_profiler_create(g, 2, 1, 0);
+    uint64_t early = cf_profile_side_begin(CF_LANE_LOADER, 0, "batch"); /* ends before the window */
+    cf_profile_side_end(early);
+    usleep(2000);
+    cf_profiler_step_begin(p, 1);
+    pthread_t worker;
+    CHECK(pthread_create(&worker, NULL, loader_worker, NULL) == 0);
+    pthread_join(worker, NULL);
+    uint64_t write = cf_profile_side_begin(CF_LANE_CHECKPOINT, 0, "checkpoint write"); /* still open at the end */
+    CHECK(write != 0);
+    cf_profiler_step_end(p);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&text, &size);
+    cf_profile_write_trace(p, mem);
+    fclose(mem);
+    json_error_t error;
+    json_t *doc = json_loads(text, 0, &error);
+    CHECK_MSG(doc != NULL, "trace does not parse: %s", error.text);
+    if (doc) {
+        CHECK(count_named(doc, true, "data loader worker 1") == 1 && count_named(doc, true, "checkpoint writer") == 1);
+        CHECK(count_named(doc, true, "data loader worker 0") == 0); /* its only span was before the window */
+        CHECK(count_named(doc, false, "batch") == 1 && count_named(doc, false, "checkpoint write") == 1);
+        CHECK_CONTAINS(text, "\"in_flight\":true");
+        json_decref(doc);
+    }
+    free(text);
+    cf_profiler_free(p);
+    cf_profile_side_end(write); /* after the profiler: ignored */
+    CHECK(cf_profile_side_begin(CF_LANE_LOADER, 0, "batch") == 0);
     cf_graph_free(g);
 }
 
@@ -226,6 +290,7 @@ static void check_run(const char *run, int64_t accum) {
 int main(void) {
     check_trace_writer();
     check_full_timeline();
+    check_side_spans();
     CHECK(mkdtemp(tmp_dir) != NULL);
     char path[512];
     snprintf(path, sizeof path, "%s/text.txt", tmp_dir);
