@@ -37,7 +37,6 @@ cf_profiler *cf_profiler_create(const cf_graph *g, int64_t steps, int64_t micro_
     p->side = cf_xmalloc(sizeof *p->side * (size_t)p->cap_side);
     pthread_mutex_lock(&side_lock);
     p->serial = ++side_serial ? side_serial : ++side_serial; /* never 0 */
-    side_owner = p;
     pthread_mutex_unlock(&side_lock);
     return p;
 }
@@ -108,7 +107,12 @@ void cf_profiler_comm(cf_profiler *p, double start, double seconds, int64_t elem
 }
 
 void cf_profiler_step_begin(cf_profiler *p, int64_t step) {
-    if (p->steps == 0) p->first_step = step;
+    if (p->steps == 0) { /* other threads' spans count from here (not the steps before the window) */
+        p->first_step = step;
+        pthread_mutex_lock(&side_lock);
+        side_owner = p;
+        pthread_mutex_unlock(&side_lock);
+    }
     p->step = step;
     p->step_start = cf_clock_seconds();
 }

@@ -75,7 +75,8 @@ typedef struct cf_profiler {
 } cf_profiler;
 
 /* Work on another thread (data loader worker `index`, the checkpoint writer) for the
- * trace, while a profiler exists (the newest one created records; a no-op without one):
+ * trace, from a profiler's first step until it is freed (the newest such profiler
+ * records; a no-op without one):
  * begin returns the handle that end takes (0: not recorded). The trace keeps the spans
  * that overlap its profiled steps; one still open then is drawn to the last step's end.
  * `name` must be a string literal. Thread-safe; allocates nothing. */
