@@ -41,14 +41,14 @@ struct cf_ckpt {
     delta_entry *deltas;    /* per tensor (sorted order); NULL when none is differential */
 };
 
+/* An index entry as parsed: the tensor and, when it is stored as a difference, how. */
+typedef struct index_entry {
+    cf_ckpt_tensor t;
+    delta_entry d;
+} index_entry;
+
 static int by_name(const void *a, const void *b) {
-    return strcmp(((const cf_ckpt_tensor *)a)->name, ((const cf_ckpt_tensor *)b)->name);
-}
-
-static _Thread_local const cf_ckpt_tensor *sort_ctx; /* the tensors by_name_index orders */
-
-static int by_name_index(const void *a, const void *b) {
-    return strcmp(sort_ctx[*(const long *)a].name, sort_ctx[*(const long *)b].name);
+    return strcmp(((const index_entry *)a)->t.name, ((const index_entry *)b)->t.name);
 }
 
 static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_ckpt_tensor *t, delta_entry *d,
@@ -142,33 +142,22 @@ static int parse_trailer(cf_ckpt *c, const ckpt_header *h, cf_error *err) {
     c->tensors = cf_xcalloc((size_t)c->n + 1, sizeof *c->tensors);
     c->verified = cf_xcalloc((size_t)c->n + 1, sizeof *c->verified);
     c->used = cf_xcalloc((size_t)c->n + 1, sizeof *c->used);
-    delta_entry *deltas = cf_xcalloc((size_t)c->n + 1, sizeof *deltas);
+    index_entry *entries = cf_xcalloc((size_t)c->n + 1, sizeof *entries);
     bool any = false;
     for (long i = 0; i < c->n; i++) {
-        if (parse_entry(c, json_array_get(c->index, (size_t)i), i, h, &c->tensors[i], &deltas[i], err) != 0) {
-            free(deltas);
+        if (parse_entry(c, json_array_get(c->index, (size_t)i), i, h, &entries[i].t, &entries[i].d, err) != 0) {
+            free(entries);
             return -1;
         }
-        any |= deltas[i].base != NULL;
+        any |= entries[i].d.base != NULL;
     }
-    if (any) { /* sorted with the tensors: each delta entry rides in its tensor's slot via an index */
-        long *order = cf_xmalloc(sizeof *order * (size_t)c->n);
-        for (long i = 0; i < c->n; i++) order[i] = i;
-        sort_ctx = c->tensors;
-        qsort(order, (size_t)c->n, sizeof *order, by_name_index);
-        cf_ckpt_tensor *sorted = cf_xmalloc(sizeof *sorted * ((size_t)c->n + 1));
-        c->deltas = cf_xcalloc((size_t)c->n + 1, sizeof *c->deltas);
-        for (long i = 0; i < c->n; i++) {
-            sorted[i] = c->tensors[order[i]];
-            c->deltas[i] = deltas[order[i]];
-        }
-        free(c->tensors);
-        c->tensors = sorted;
-        free(order);
-    } else {
-        qsort(c->tensors, (size_t)c->n, sizeof *c->tensors, by_name);
+    qsort(entries, (size_t)c->n, sizeof *entries, by_name); /* each delta entry sorted with its tensor */
+    if (any) c->deltas = cf_xcalloc((size_t)c->n + 1, sizeof *c->deltas);
+    for (long i = 0; i < c->n; i++) {
+        c->tensors[i] = entries[i].t;
+        if (any) c->deltas[i] = entries[i].d;
     }
-    free(deltas);
+    free(entries);
     for (long i = 1; i < c->n; i++)
         if (strcmp(c->tensors[i - 1].name, c->tensors[i].name) == 0)
             return cf_fail(err, "%s: tensor %s appears twice in the index", c->path, c->tensors[i].name);
