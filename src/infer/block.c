@@ -1,7 +1,9 @@
 /* One transformer block of any family on the inference model, over n tokens, with the
- * forward path's products, cache and attention (infer_path): the only place inference
- * says what a LLaMA or GPT-2 block computes. Norms and activations run row by row so a
- * token's result does not depend on how many tokens share the step. */
+ * forward path's products, cache and attention (infer_path). What the block computes is
+ * the family's block recipe (models/family.h), the one the training graph builder
+ * (src/models/transformer.c) follows: norm, position encoding, MLP, biases. Norms and
+ * activations run row by row so a token's result does not depend on how many tokens
+ * share the step. */
 #include <string.h>
 
 #include "infer/matvec.h"
@@ -26,10 +28,9 @@ void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const i
 /* The family's norm (RMSNorm, or LayerNorm with its bias) of each row. */
 static void norm_rows(const cf_infer_model *m, const float *x, const float *w, const float *b, float *y, long rows) {
     float eps = (float)m->cfg.rms_norm_eps, mean, rstd;
-    for (long r = 0; r < rows; r++) switch (m->cfg.arch) {
-        case CF_ARCH_LLAMA: cf_rmsnorm_row(x + r * m->dim, w, y + r * m->dim, m->dim, eps); break;
-        case CF_ARCH_GPT2: cf_layernorm_row(x + r * m->dim, w, b, y + r * m->dim, m->dim, eps, &mean, &rstd); break;
-        case CF_ARCH_COUNT: break;
+    for (long r = 0; r < rows; r++) switch (m->block.norm) {
+        case CF_NORM_RMS: cf_rmsnorm_row(x + r * m->dim, w, y + r * m->dim, m->dim, eps); break;
+        case CF_NORM_LAYER: cf_layernorm_row(x + r * m->dim, w, b, y + r * m->dim, m->dim, eps, &mean, &rstd); break;
         }
 }
 
@@ -60,13 +61,12 @@ void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
     const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *qkv_out[3] = {m->q, k_new, v_new};
     project(path, qkv, qkv_out, 3, m->xb, n);
-    switch (c->arch) {
-    case CF_ARCH_LLAMA: /* RoPE on queries and keys */
+    switch (m->block.position) {
+    case CF_POS_ROPE: /* on queries and keys */
         cf_rope_apply(&m->rope, m->q, n, c->num_heads, path->positions, path->pos, false);
         cf_rope_apply(&m->rope, k_new, n, c->num_kv_heads, path->positions, path->pos, false);
         break;
-    case CF_ARCH_GPT2: /* positions were added to the embeddings */
-    case CF_ARCH_COUNT: break;
+    case CF_POS_LEARNED: break; /* added to the embeddings */
     }
     path->attend(path->ctx, l, n);
     const infer_linear *wo = &L->wo;
@@ -74,8 +74,8 @@ void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
     add_into(m->x, m->xb, n * m->dim);
 
     norm_rows(m, m->x, L->ffn_norm, L->ffn_norm_b, m->xb, n);
-    switch (c->arch) {
-    case CF_ARCH_LLAMA: {
+    switch (m->block.mlp) {
+    case CF_MLP_SWIGLU: {
         const infer_linear *gate_up[2] = {&L->gate, &L->up};
         float *gate_up_out[2] = {m->hb, m->hb2};
         project(path, gate_up, gate_up_out, 2, m->xb, n);
@@ -83,13 +83,12 @@ void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
             cf_swiglu(m->hb + i * m->hidden, m->hb2 + i * m->hidden, m->hb + i * m->hidden, m->hidden);
         break;
     }
-    case CF_ARCH_GPT2: {
+    case CF_MLP_GELU: {
         const infer_linear *up = &L->up;
         project(path, &up, &m->hb, 1, m->xb, n);
         cf_gelu_tanh(m->hb, m->hb, n * m->hidden); /* element by element: no tails */
         break;
     }
-    case CF_ARCH_COUNT: break;
     }
     const infer_linear *down = &L->down;
     project(path, &down, &m->xb, 1, m->hb, n);

@@ -134,6 +134,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     }
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
     m->cfg = *cfg;
+    m->block = cf_family_of(cfg->arch)->block;
     m->ckpt = ckpt;
     m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
                                                                                  : cfg->max_position_embeddings;
@@ -241,12 +242,11 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     cf_rope_scaling scaling = {.factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = (long)c->rope_original_max_position};
-    switch (c->arch) {
-    case CF_ARCH_LLAMA:
+    switch (m->block.position) {
+    case CF_POS_ROPE:
         if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
         break;
-    case CF_ARCH_GPT2: /* learned positions */
-    case CF_ARCH_COUNT: break;
+    case CF_POS_LEARNED: break;
     }
     m->k_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
     m->v_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);

@@ -6,6 +6,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/infer.h"
 #include "kernels/kernels.h"
+#include "models/family.h"
 
 /* Prompts are run in chunks of at most this many tokens, bounding the scratch space. */
 enum { INFER_CHUNK = 128 };
@@ -25,6 +26,7 @@ typedef struct infer_layer {
 
 struct cf_infer_model {
     cf_model_config cfg;
+    cf_block_recipe block; /* the family's (models/family.h) */
     long max_seq, dim, kv_dim, hidden, head_dim, vocab;
     const void *embed; /* [vocab, dim], f32, bf16 or q8_0 */
     cf_dtype embed_dtype;

@@ -135,7 +135,8 @@ static const cf_family llama_family = {
     .n_weights = COUNT(llama_weights),
     .check = llama_check,
     .default_ff = llama_default_ff,
-    .forward = cf_llama_forward,
+    .block = {.norm = CF_NORM_RMS, .position = CF_POS_ROPE, .mlp = CF_MLP_SWIGLU, .fused_qkv = false},
+    .forward = cf_transformer_forward,
     .block_saved = llama_saved,
     .hf = {.model_type = "llama", .architecture = "LlamaForCausalLM", .act_key = "hidden_act", .act = "silu",
            .vocab = "vocab_size",
@@ -153,7 +154,8 @@ static const cf_family gpt2_family = {
     .n_weights = COUNT(gpt2_weights),
     .check = gpt2_check,
     .default_ff = gpt2_default_ff,
-    .forward = cf_gpt2_forward,
+    .block = {.norm = CF_NORM_LAYER, .position = CF_POS_LEARNED, .mlp = CF_MLP_GELU, .fused_qkv = true},
+    .forward = cf_transformer_forward,
     .block_saved = gpt2_saved,
     .hf = {.model_type = "gpt2", .architecture = "GPT2LMHeadModel", .act_key = "activation_function",
            .act = "gelu_new", .vocab = "vocab_size",
@@ -177,6 +179,12 @@ const cf_family *cf_family_named(const char *name) {
     for (int a = 0; a < CF_ARCH_COUNT; a++)
         if (strcmp(families[a]->name, name) == 0) return families[a];
     return NULL;
+}
+
+bool cf_family_has_bias(const cf_family *f, cf_weight_role role) {
+    return role + 1 < WR_COUNT && cf_family_weight_of(f, (cf_weight_role)(role + 1)) != NULL &&
+           (role == WR_ATTN_NORM || role == WR_QKV || role == WR_WO || role == WR_FFN_NORM || role == WR_UP ||
+            role == WR_DOWN || role == WR_FINAL_NORM);
 }
 
 const cf_family_weight *cf_family_weight_of(const cf_family *f, cf_weight_role role) {

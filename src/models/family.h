@@ -74,6 +74,22 @@ typedef struct cf_family_weight {
     const char *gguf; /* llama.cpp's name, same convention */
 } cf_family_weight;
 
+/* The pieces a family's pre-norm decoder block is made of. The training graph builder
+ * (transformer.c) and the inference block (src/infer/block.c) both read them, so a family
+ * composed of existing pieces needs no graph or inference code of its own. Whether a
+ * projection or norm has a bias is the table's: the role after it (WR_QKV_BIAS after
+ * WR_QKV, ...) is present. */
+typedef enum cf_norm_kind { CF_NORM_RMS, CF_NORM_LAYER } cf_norm_kind;          /* RMSNorm, LayerNorm */
+typedef enum cf_position_kind { CF_POS_ROPE, CF_POS_LEARNED } cf_position_kind; /* rotary, added table */
+typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU } cf_mlp_kind;            /* gate/up/down, fc/proj */
+
+typedef struct cf_block_recipe {
+    cf_norm_kind norm;
+    cf_position_kind position;
+    cf_mlp_kind mlp;
+    bool fused_qkv; /* one [3 dim, dim] projection (WR_QKV), else WR_WQ, WR_WK, WR_WV */
+} cf_block_recipe;
+
 /* Elements one transformer block keeps for backward per token (memory estimate). */
 typedef struct cf_saved_terms {
     double compute; /* matmul inputs and outputs, in compute_dtype */
@@ -99,8 +115,10 @@ typedef struct cf_family {
     const char *(*check)(const cf_model_config *m, char *msg, size_t cap);
     /* intermediate_size when the config leaves it 0 */
     int64_t (*default_ff)(const cf_model_config *m);
+    cf_block_recipe block;
     /* Builds the forward on out->graph (tokens, targets exist) and returns the logits
-     * [B, T, vocab], NULL on error recorded in the graph. */
+     * [B, T, vocab], NULL on error recorded in the graph: cf_transformer_forward, which
+     * follows `block`, for every family so far. */
     cf_tensor *(*forward)(const cf_model_config *m, int64_t batch, int64_t seq_len, cf_model_graph *out);
     /* Saved elements per token of one block; `recomputed` drops what select_recompute rebuilds. */
     cf_saved_terms (*block_saved)(const cf_model_config *m, bool recomputed);
@@ -108,6 +126,9 @@ typedef struct cf_family {
     const char *gguf_arch; /* general.architecture */
     bool llama2c;          /* the llama2.c format can hold it */
 } cf_family;
+
+/* True when the family stores a bias for `role` (the role after it in cf_weight_role). */
+bool cf_family_has_bias(const cf_family *f, cf_weight_role role);
 
 /* The family of arch, or NULL when arch is not one (a corrupt value). */
 const cf_family *cf_family_of(cf_arch arch);

@@ -6,10 +6,10 @@
 #include "cformers/model_graph.h"
 #include "models/family.h"
 
-/* Each builds the forward on out->graph, whose tokens and targets already exist, and
- * returns the logits [B, T, vocab] (NULL on error, recorded in the graph). */
-cf_tensor *cf_llama_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
-cf_tensor *cf_gpt2_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
+/* The pre-norm decoder of cfg's family (transformer.c), built from the family's block
+ * recipe and tensor table on out->graph, whose tokens and targets already exist; returns
+ * the logits [B, T, vocab] (NULL on error, recorded in the graph). */
+cf_tensor *cf_transformer_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
 
 /* The parameter of c's family with this role (family.h): name, shape, initialisation
  * and weight decay from the family table. */
