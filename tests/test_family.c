@@ -39,7 +39,8 @@ static void check_table(cf_arch a) {
     CHECK_MSG(f != NULL, "arch %d has no family", (int)a);
     if (!f) return;
     CHECK(f->arch == a && f->name && cf_family_named(f->name) == f);
-    CHECK(f->check && f->default_ff && f->forward && f->block_saved && f->gguf_arch);
+    CHECK(f->check && f->default_ff && f->forward && f->block_saved && f->gguf_arch && f->mf_model_classes[0] &&
+          f->mf_config_class);
     CHECK(f->hf.model_type && f->hf.architecture && f->hf.act_key && f->hf.vocab && f->hf.hidden && f->hf.layers &&
           f->hf.heads && f->hf.max_pos && f->hf.eps);
     CHECK_MSG(cf_family_weight_of(f, WR_EMBED) && cf_family_weight_of(f, WR_WO) && cf_family_weight_of(f, WR_LM_HEAD),

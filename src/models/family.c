@@ -143,8 +143,9 @@ static const cf_family llama_family = {
            .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
            .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
            .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"LlamaForCausalLM", NULL},
+    .mf_config_class = "LlamaConfig",
     .gguf_arch = "llama",
-    .llama2c = true,
 };
 
 static const cf_family gpt2_family = {
@@ -162,8 +163,9 @@ static const cf_family gpt2_family = {
            .hidden = "n_embd", .ff = "n_inner", .layers = "n_layer", .heads = "n_head", .kv_heads = NULL,
            .max_pos = "n_positions", .eps = "layer_norm_epsilon", .tie_default = true,
            .strip_prefix = "transformer."},
+    .mf_model_classes = {"GPT2LMHeadModel", "GPT2ForCausalLM", NULL},
+    .mf_config_class = "GPT2Config",
     .gguf_arch = "gpt2",
-    .llama2c = false,
 };
 
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */

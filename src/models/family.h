@@ -123,8 +123,10 @@ typedef struct cf_family {
     /* Saved elements per token of one block; `recomputed` drops what select_recompute rebuilds. */
     cf_saved_terms (*block_saved)(const cf_model_config *m, bool recomputed);
     cf_hf_keys hf;
+    /* MindFormers class names: model.arch.type spellings (NULL-terminated) and model_config.type */
+    const char *mf_model_classes[3];
+    const char *mf_config_class;
     const char *gguf_arch; /* general.architecture */
-    bool llama2c;          /* the llama2.c format can hold it */
 } cf_family;
 
 /* True when the family stores a bias for `role` (the role after it in cf_weight_role). */
