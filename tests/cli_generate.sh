@@ -37,6 +37,10 @@ check "validate round trip" 0 "$bin" validate --model "$tmp/back.ckpt" --referen
 check "convert tiny GPT-2" 0 "$bin" convert --from hf "$fx/tiny_gpt2_hf" --output "$tmp/g.ckpt"
 check "validate GPT-2 against PyTorch" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --tolerance 1e-5
 cp "$tmp/out" "$tmp/g_validate"
+# bf16 and q8_0 weights split c_attn's rows into q, k, v after conversion: close to PyTorch
+# (random weights of std 0.3 in 16-wide rows, padded to a q8_0 block, lose about 3%)
+check "validate GPT-2 with bf16 weights" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --dtype bf16 --tolerance 0.05
+check "validate GPT-2 with q8_0 weights" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --dtype q8_0 --tolerance 0.05
 check "export GPT-2 to safetensors" 0 "$bin" convert --to safetensors "$tmp/g.ckpt" --output "$tmp/ghf"
 grep -q '"model_type": "gpt2"' "$tmp/ghf/config.json" || { echo "FAIL: GPT-2 config.json"; cat "$tmp/ghf/config.json"; fail=1; }
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
