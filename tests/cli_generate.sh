@@ -31,6 +31,29 @@ check "export safetensors" 0 "$bin" convert --to safetensors "$tmp/tiny.ckpt" --
 check "import it back" 0 "$bin" convert --from hf "$tmp/hf" --output "$tmp/back.ckpt"
 check "validate round trip" 0 "$bin" validate --model "$tmp/back.ckpt" --reference "$fx/tiny.logits"
 
+# GPT-2 (tools/make_gpt2_fixtures.py): the HF import (Conv1D [in, out] weights, tied head)
+# matches PyTorch's float64 logits within 1e-5; PyTorch loads the export back (when it is
+# installed); re-importing the export and a GGUF round trip give bit-identical logits.
+check "convert tiny GPT-2" 0 "$bin" convert --from hf "$fx/tiny_gpt2_hf" --output "$tmp/g.ckpt"
+check "validate GPT-2 against PyTorch" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --tolerance 1e-5
+cp "$tmp/out" "$tmp/g_validate"
+# bf16 and q8_0 weights split c_attn's rows into q, k, v after conversion: close to PyTorch
+# (random weights of std 0.3 in 16-wide rows, padded to a q8_0 block, lose about 3%)
+check "validate GPT-2 with bf16 weights" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --dtype bf16 --tolerance 0.05
+check "validate GPT-2 with q8_0 weights" 0 "$bin" validate --model "$tmp/g.ckpt" --reference "$fx/tiny_gpt2.logits" --dtype q8_0 --tolerance 0.05
+check "export GPT-2 to safetensors" 0 "$bin" convert --to safetensors "$tmp/g.ckpt" --output "$tmp/ghf"
+grep -q '"model_type": "gpt2"' "$tmp/ghf/config.json" || { echo "FAIL: GPT-2 config.json"; cat "$tmp/ghf/config.json"; fail=1; }
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    check "PyTorch loads the GPT-2 export" 0 /usr/bin/python3 "$src/tools/make_gpt2_fixtures.py" --check "$tmp/ghf" "$fx/tiny_gpt2.logits"
+fi
+check "import the GPT-2 export" 0 "$bin" convert --from hf "$tmp/ghf" --output "$tmp/g2.ckpt"
+check "validate re-imported GPT-2" 0 "$bin" validate --model "$tmp/g2.ckpt" --reference "$fx/tiny_gpt2.logits" --tolerance 1e-5
+cmp -s "$tmp/out" "$tmp/g_validate" || { echo "FAIL: re-imported GPT-2 logits differ"; diff "$tmp/out" "$tmp/g_validate"; fail=1; }
+check "GPT-2 to GGUF" 0 "$bin" convert --to gguf "$tmp/g.ckpt" --output "$tmp/g.gguf"
+check "GPT-2 from GGUF" 0 "$bin" convert --from gguf "$tmp/g.gguf" --output "$tmp/g3.ckpt"
+check "validate GGUF GPT-2" 0 "$bin" validate --model "$tmp/g3.ckpt" --reference "$fx/tiny_gpt2.logits" --tolerance 1e-5
+cmp -s "$tmp/out" "$tmp/g_validate" || { echo "FAIL: GGUF round-trip GPT-2 logits differ"; diff "$tmp/out" "$tmp/g_validate"; fail=1; }
+
 if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
         --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"

@@ -8,7 +8,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/infer.h"
 #include "io/checkpoint_format.h"
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 #include "test_util.h"
 
 static char path[256];
@@ -19,12 +19,11 @@ typedef struct writer_ctx {
     const float *values;
 } writer_ctx;
 
-static int write_weight(void *arg, llama_weight kind, long layer) {
+static int write_weight(void *arg, const cf_family_weight *w, long layer) {
     writer_ctx *c = arg;
     char name[128];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(c->cfg, kind, shape);
+    int ndim = cf_weight_describe(c->cfg, w, layer, name, sizeof name, shape);
     cf_error err;
     return cf_ckpt_write_tensor(c->w, name, CF_F32, ndim, shape, c->values, &err);
 }
@@ -44,7 +43,7 @@ static void write_model(const cf_model_config *stored, const cf_model_config *cl
     for (int i = 0; i < 16 * 16; i++) values[i] = (float)((i * 37) % 17 - 8) / 64.0f;
     cf_error err;
     writer_ctx c = {.w = cf_ckpt_writer_open(path, &err), .cfg = stored, .values = values};
-    CHECK(llama_weights_foreach(stored, write_weight, &c) == 0);
+    CHECK(cf_weights_foreach(stored, write_weight, &c) == 0);
     int32_t step = 7;
     CHECK(cf_ckpt_write_tensor(c.w, "optimizer.step", CF_I32, 0, NULL, &step, &err) == 0);
     char *config = cf_model_config_to_json(claimed), meta[4096];

@@ -7,7 +7,7 @@
 
 #include "cformers/convert.h"
 #include "infer_test_util.h"
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 #include "io/safetensors.h"
 
 static void write_bytes(const char *path, const void *data, size_t n) {
@@ -130,13 +130,17 @@ static void many_tensors(void) {
     char (*names)[64] = calloc(9 * LAYERS + 1, sizeof *names);
     static const float zeros[4];
     long n = 0;
-    for (int k = 0; k < LW_FINAL_NORM; k++)
-        for (long l = 0; l < (llama_weight_per_layer((llama_weight)k) ? LAYERS : 1); l++, n++) {
-            llama_weight_name((llama_weight)k, l, names[n], sizeof names[n]);
+    const cf_family *fam = cf_family_of(CF_ARCH_LLAMA);
+    for (int k = 0; k < fam->n_weights; k++) {
+        const cf_family_weight *w = &fam->weights[k];
+        if (w->place == WP_LAST || w->place == WP_UNTIED) continue; /* everything before the final norm */
+        for (long l = 0; l < (w->place == WP_LAYER ? LAYERS : 1); l++, n++) {
+            cf_weight_name(w, l, names[n], sizeof names[n]);
             t[n] = (st_tensor){.name = names[n], .dtype = CF_F32, .data = zeros};
-            t[n].ndim = llama_weight_shape(&m, (llama_weight)k, t[n].shape);
+            t[n].ndim = cf_weight_shape(&m, w, t[n].shape);
             t[n].nbytes = sizeof(float) * (size_t)(t[n].shape[0] * (t[n].ndim == 2 ? t[n].shape[1] : 1));
         }
+    }
     cf_error err = {{0}};
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     CHECK_MSG(st_write(path, t, n, &err) == 0, "%s", err.msg);

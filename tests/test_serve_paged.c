@@ -1,4 +1,5 @@
-/* The paged KV cache against the contiguous one, on stories260K: a sequence fed token by
+/* The paged KV cache against the contiguous one, on stories260K (and the tiny GPT-2 of
+ * tests/fixtures/infer, whose block runs the same path): a sequence fed token by
  * token through cf_infer_forward, and the same tokens fed through infer_forward_paged in
  * chunks of uneven sizes, sharing each step with another sequence, over a scrambled block
  * table, give bit-identical logits, with f32 and bf16 caches, f32 and bf16 weights, under
@@ -36,11 +37,11 @@ static void compare(const char *ckpt, cf_dtype wdtype, cf_kv_cache_dtype kv, con
     cf_infer_model *m = cf_infer_load(ckpt, &opt, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
     if (!m) return;
-    long V = cf_infer_config(m)->vocab_size;
+    long V = cf_infer_config(m)->vocab_size, len = cf_infer_max_seq(m) < LEN ? cf_infer_max_seq(m) : LEN;
     int32_t toks[LEN], other[OTHER];
     for (int i = 0; i < LEN; i++) toks[i] = (int32_t)((i * 37 + 11) % V);
     for (int i = 0; i < OTHER; i++) other[i] = (int32_t)((i * 53 + 5) % V);
-    float *want = contiguous_logits(m, toks, LEN, V);
+    float *want = contiguous_logits(m, toks, len, V);
     infer_kv_pool *p = infer_kv_pool_new(m, 32, &err);
     CHECK_MSG(p != NULL, "%s", err.msg);
     /* a scrambled table: the blocks taken from the middle of the pool, in reverse */
@@ -50,9 +51,10 @@ static void compare(const char *ckpt, cf_dtype wdtype, cf_kv_cache_dtype kv, con
     long pos = 0, pos2 = 0;
     bool bit_equal = true;
     double worst = 0;
-    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0] && pos < LEN; c++) {
-        long n = chunks[c] < LEN - pos ? chunks[c] : LEN - pos;
-        infer_segment segs[2] = {{.tokens = other + pos2, .n = pos2 < OTHER ? 3 : 0, .pos = pos2, .blocks = table2,
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0] && pos < len; c++) {
+        long n = chunks[c] < len - pos ? chunks[c] : len - pos;
+        infer_segment segs[2] = {{.tokens = other + pos2, .n = pos2 + 3 <= (len < OTHER ? len : OTHER) ? 3 : 0,
+                                  .pos = pos2, .blocks = table2,
                                   .logits = got2},
                                  {.tokens = toks + pos, .n = n, .pos = pos, .blocks = table, .logits = got}};
         int first = segs[0].n ? 0 : 1;
@@ -133,6 +135,16 @@ int main(void) {
         snprintf(what, sizeof what, "%s, bf16 weights, bf16 cache", cf_isa_name(isas[i]));
         compare(ckpt, CF_BF16, CF_KV_BF16, what);
     }
+    /* GPT-2: LayerNorm, learned positions, biases, fused q/k/v through the paged path too */
+    char gpt2[128];
+    snprintf(gpt2, sizeof gpt2, "/tmp/cf_test_serve_paged_gpt2_%d.ckpt", (int)getpid());
+    cf_convert_options gopt = {.dtype = CF_F32};
+    CHECK_MSG(cf_import_hf(test_source_path("tests/fixtures/infer/tiny_gpt2_hf"), gpt2, &gopt, &err) == 0, "%s",
+              err.msg);
+    compare(gpt2, CF_F32, CF_KV_F32, "gpt2, f32 cache");
+    compare(gpt2, CF_F32, CF_KV_BF16, "gpt2, bf16 cache");
+    compare(gpt2, CF_BF16, CF_KV_BF16, "gpt2, bf16 weights, bf16 cache");
+    unlink(gpt2);
     bookkeeping(ckpt);
     unlink(ckpt);
     return test_finish();

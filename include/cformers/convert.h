@@ -35,7 +35,8 @@ int cf_import_hf(const char *hf_dir, const char *out_path, const cf_convert_opti
 /* Writes config.json and model.safetensors into out_dir (created if missing), in the
  * checkpoint's weight dtype. */
 int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err);
-/* Writes a GGUF v3 file (general.architecture = llama, tokenizer.ggml.* from the embedded
+/* Writes a GGUF v3 file (general.architecture = the family's llama.cpp name, llama or
+ * gpt2, with llama.cpp's tensor names; tokenizer.ggml.* from the embedded
  * tokenizer when there is one, which must be SentencePiece-style), tensors as stored:
  * f32, f16 or bf16 (GGML type 30). */
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);

@@ -1,5 +1,6 @@
-/* Inference for LLaMA-architecture models: a model with a contiguous KV cache, batched
- * prefill and token-by-token decode, a sampler and a streaming generation loop.
+/* Inference for every model family (LLaMA, GPT-2; src/models/family.h): a model with a
+ * contiguous KV cache, batched prefill and token-by-token decode, a sampler and a
+ * streaming generation loop.
  *
  * A model comes from a cformers checkpoint (weights used in place from the memory map
  * when their dtype is the one asked for) or from live f32 weights looked up by name
@@ -39,8 +40,8 @@ typedef struct cf_infer_options {
     cf_kv_cache_dtype kv_cache; /* default (0): follows weight_dtype */
 } cf_infer_options;
 
-/* Loads a checkpoint written by `cformers convert` or the trainer (LLaMA weights, see
- * docs/checkpoint-format.md). opt may be NULL (f32, full context). */
+/* Loads a checkpoint written by `cformers convert` or the trainer (any family's weights,
+ * see docs/checkpoint-format.md). opt may be NULL (f32, full context). */
 cf_infer_model *cf_infer_load(const char *checkpoint_path, const cf_infer_options *opt, cf_error *err);
 
 /* Returns the f32 data of weight `name` (HF names as in docs/checkpoint-format.md) with

@@ -15,6 +15,7 @@ extern "C" {
 typedef enum cf_arch {
     CF_ARCH_LLAMA = 0, /* RMSNorm, RoPE, GQA, SwiGLU, no biases */
     CF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU(tanh), biases, tied output */
+    CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 
 typedef struct cf_model_config {

@@ -1,5 +1,6 @@
-/* The LLaMA forward pass over a chunk of tokens with the KV cache: batched matmuls
- * (cf_sgemm / cf_gemm_bf16) for prompts, matrix-vector products for single-token decode. */
+/* The forward pass over a chunk of tokens with the contiguous KV cache: batched matmuls
+ * (cf_sgemm / cf_gemm_bf16) for prompts, matrix-vector products for single-token decode.
+ * The blocks themselves are block.c's, for every family. */
 #include <math.h>
 #include <string.h>
 
@@ -117,64 +118,50 @@ static void attention(cf_infer_model *m, const void *kc, const void *vc, long n,
         cf_parallel_for((int)heads, attention_head, &job);
 }
 
-static void add_into(float *x, const float *y, long n) {
-    for (long i = 0; i < n; i++) x[i] += y[i];
-}
-
-static void embed(const cf_infer_model *m, const int32_t *tokens, long n) {
-    for (long t = 0; t < n; t++) {
-        float *dst = m->x + t * m->dim;
-        if (m->embed_dtype == CF_Q8_0)
-            matvec_q8_row(m->embed, tokens[t], m->dim, dst);
-        else if (m->embed_dtype == CF_BF16)
-            cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
-        else
-            memcpy(dst, (const float *)m->embed + (long)tokens[t] * m->dim, sizeof(float) * (size_t)m->dim);
-    }
-}
-
 /* Where layer l's cache rows for position pos start. */
 static void *cache_at(const cf_infer_model *m, void *cache, long l, long pos) {
     return (char *)cache + (size_t)((l * m->max_seq + pos) * m->kv_dim) * cf_dtype_size(m->kv_dtype);
 }
 
-static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits) {
-    const cf_model_config *c = &m->cfg;
-    float eps = (float)c->rms_norm_eps;
-    embed(m, tokens, n);
-    for (long l = 0; l < c->num_layers; l++) {
-        const infer_layer *L = &m->layers[l];
-        void *k_pos = cache_at(m, m->k_cache, l, pos), *v_pos = cache_at(m, m->v_cache, l, pos);
-        /* an f32 cache takes the new keys and values in place; a bf16 one after rounding */
-        bool bf16 = m->kv_dtype == CF_BF16;
-        float *k_new = bf16 ? m->k_new : k_pos, *v_new = bf16 ? m->v_new : v_pos;
-        cf_rmsnorm(m->x, L->attn_norm, m->xb, NULL, n, m->dim, eps);
-        const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
-        float *qkv_out[3] = {m->q, k_new, v_new};
-        linears(m, qkv, qkv_out, 3, m->xb, n);
-        cf_rope_apply(&m->rope, m->q, n, c->num_heads, NULL, pos, false);
-        cf_rope_apply(&m->rope, k_new, n, c->num_kv_heads, NULL, pos, false);
-        if (bf16) {
-            cf_convert_f32_to_bf16(k_new, k_pos, (size_t)(n * m->kv_dim));
-            cf_convert_f32_to_bf16(v_new, v_pos, (size_t)(n * m->kv_dim));
-        }
-        attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, pos);
-        linear(m, &L->wo, m->att, m->xb, n);
-        add_into(m->x, m->xb, n * m->dim);
+typedef struct chunk {
+    cf_infer_model *m;
+    long pos;
+} chunk;
 
-        cf_rmsnorm(m->x, L->ffn_norm, m->xb, NULL, n, m->dim, eps);
-        const infer_linear *gate_up[2] = {&L->gate, &L->up};
-        float *gate_up_out[2] = {m->hb, m->hb2};
-        linears(m, gate_up, gate_up_out, 2, m->xb, n);
-        cf_swiglu(m->hb, m->hb2, m->hb, n * m->hidden);
-        linear(m, &L->down, m->hb, m->xb, n);
-        add_into(m->x, m->xb, n * m->dim);
+static void chunk_linears(void *ctx, const infer_linear *const *L, float *const *y, int count, const float *x, long n) {
+    linears(((chunk *)ctx)->m, L, y, count, x, n);
+}
+
+/* An f32 cache takes the new keys and values in place; a bf16 one after rounding. */
+static void chunk_kv_rows(void *ctx, long l, float **k_new, float **v_new) {
+    const chunk *c = ctx;
+    cf_infer_model *m = c->m;
+    bool bf16 = m->kv_dtype == CF_BF16;
+    *k_new = bf16 ? m->k_new : cache_at(m, m->k_cache, l, c->pos);
+    *v_new = bf16 ? m->v_new : cache_at(m, m->v_cache, l, c->pos);
+}
+
+static void chunk_attend(void *ctx, long l, long n) {
+    const chunk *c = ctx;
+    cf_infer_model *m = c->m;
+    if (m->kv_dtype == CF_BF16) {
+        cf_convert_f32_to_bf16(m->k_new, cache_at(m, m->k_cache, l, c->pos), (size_t)(n * m->kv_dim));
+        cf_convert_f32_to_bf16(m->v_new, cache_at(m, m->v_cache, l, c->pos), (size_t)(n * m->kv_dim));
     }
+    attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, c->pos);
+}
+
+static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits) {
+    chunk c = {.m = m, .pos = pos};
+    infer_path path = {.ctx = &c, .linears = chunk_linears, .kv_rows = chunk_kv_rows, .attend = chunk_attend,
+                       .positions = NULL, .pos = pos};
+    infer_embed(m, tokens, n, NULL, pos);
+    for (long l = 0; l < m->cfg.num_layers; l++) infer_block(m, l, n, &path);
     if (all_logits) {
-        cf_rmsnorm(m->x, m->final_norm, m->xb, NULL, n, m->dim, eps);
+        infer_final_norm(m, m->x, m->xb, n);
         linear(m, &m->lm_head, m->xb, logits, n);
     } else if (logits) {
-        cf_rmsnorm(m->x + (n - 1) * m->dim, m->final_norm, m->xb, NULL, 1, m->dim, eps);
+        infer_final_norm(m, m->x + (n - 1) * m->dim, m->xb, 1);
         linear(m, &m->lm_head, m->xb, logits, 1);
     }
 }
@@ -202,4 +189,3 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
 /* For the paged, batched forward (forward_paged.c), which must compute exactly what this
  * path does token by token. */
 float infer_dot(const float *a, const float *b, long n) { return dot(a, b, n); }
-void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n) { embed(m, tokens, n); }

@@ -65,6 +65,12 @@ static void attend(void *arg, int task, int thread) {
     }
 }
 
+typedef struct step {
+    cf_infer_model *m;
+    infer_kv_pool *p;
+    const infer_segment *segs;
+} step;
+
 /* y[n, out_i] = x[n, in] @ W_i^T for weights sharing the input, one pool dispatch. */
 static void linears(infer_kv_pool *p, const infer_linear *const *L, float *const *y, int count, const float *x,
                     long n) {
@@ -73,13 +79,14 @@ static void linears(infer_kv_pool *p, const infer_linear *const *L, float *const
     infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, p->pairs);
 }
 
-/* Row by row, as the single-token path normalises one row. */
-static void rmsnorm_rows(const float *x, const float *w, float *y, long n, long dim, float eps) {
-    for (long i = 0; i < n; i++) cf_rmsnorm(x + i * dim, w, y + i * dim, NULL, 1, dim, eps);
+static void step_linears(void *ctx, const infer_linear *const *L, float *const *y, int count, const float *x, long n) {
+    linears(((step *)ctx)->p, L, y, count, x, n);
 }
 
-static void add_into(float *x, const float *y, long n) {
-    for (long i = 0; i < n; i++) x[i] += y[i];
+static void step_kv_rows(void *ctx, long l, float **k_new, float **v_new) {
+    (void)l;
+    const step *s = ctx;
+    *k_new = s->p->k_new, *v_new = s->p->v_new;
 }
 
 /* The new keys and values of the step, rotated, into their rows of the pool. */
@@ -99,36 +106,16 @@ static void store_rows(const cf_infer_model *m, infer_kv_pool *p, const infer_se
     }
 }
 
-static void layer_step(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, long l, long n) {
-    const cf_model_config *c = &m->cfg;
-    const infer_layer *L = &m->layers[l];
-    float eps = (float)c->rms_norm_eps;
-    rmsnorm_rows(m->x, L->attn_norm, m->xb, n, m->dim, eps);
-    const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *qkv_out[3] = {m->q, p->k_new, p->v_new};
-    linears(p, qkv, qkv_out, 3, m->xb, n);
-    cf_rope_apply(&m->rope, m->q, n, c->num_heads, p->positions, 0, false);
-    cf_rope_apply(&m->rope, p->k_new, n, c->num_kv_heads, p->positions, 0, false);
-    store_rows(m, p, segs, l, n);
-    paged_job job = {.m = m, .p = p, .segs = segs, .layer = l};
-    long tasks = n * c->num_heads;
+static void step_attend(void *ctx, long l, long n) {
+    const step *s = ctx;
+    cf_infer_model *m = s->m;
+    store_rows(m, s->p, s->segs, l, n);
+    paged_job job = {.m = m, .p = s->p, .segs = s->segs, .layer = l};
+    long tasks = n * m->cfg.num_heads;
     if (cf_num_threads() == 1 || tasks < 2)
         for (long t = 0; t < tasks; t++) attend(&job, (int)t, 0);
     else
         cf_parallel_for((int)tasks, attend, &job);
-    const infer_linear *wo = &L->wo;
-    linears(p, &wo, &m->xb, 1, m->att, n);
-    add_into(m->x, m->xb, n * m->dim);
-
-    rmsnorm_rows(m->x, L->ffn_norm, m->xb, n, m->dim, eps);
-    const infer_linear *gate_up[2] = {&L->gate, &L->up};
-    float *gate_up_out[2] = {m->hb, m->hb2};
-    linears(p, gate_up, gate_up_out, 2, m->xb, n);
-    for (long i = 0; i < n; i++) /* row by row, as the single-token path's vector tails fall */
-        cf_swiglu(m->hb + i * m->hidden, m->hb2 + i * m->hidden, m->hb + i * m->hidden, m->hidden);
-    const infer_linear *down = &L->down;
-    linears(p, &down, &m->xb, 1, m->hb, n);
-    add_into(m->x, m->xb, n * m->dim);
 }
 
 int infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, int n_segs, cf_error *err) {
@@ -150,15 +137,17 @@ int infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment
     if (n == 0) return 0;
     if (cf_num_threads() > m->score_threads) infer_alloc_thread_scratch(m);
     unsigned fp_mode = cf_denormals_off();
-    infer_embed(m, p->tokens, n);
-    for (long l = 0; l < m->cfg.num_layers; l++) layer_step(m, p, segs, l, n);
+    step st = {.m = m, .p = p, .segs = segs};
+    infer_path path = {.ctx = &st, .linears = step_linears, .kv_rows = step_kv_rows, .attend = step_attend,
+                       .positions = p->positions, .pos = 0};
+    infer_embed(m, p->tokens, n, p->positions, 0);
+    for (long l = 0; l < m->cfg.num_layers; l++) infer_block(m, l, n, &path);
     /* the last token of each segment that wants logits, normalised into xb and projected */
     long rows = 0, last = -1;
     for (int s = 0; s < n_segs; s++) {
         last += segs[s].n;
         if (!segs[s].logits) continue;
-        cf_rmsnorm(m->x + last * m->dim, m->final_norm, m->xb + rows * m->dim, NULL, 1, m->dim,
-                   (float)m->cfg.rms_norm_eps);
+        infer_final_norm(m, m->x + last * m->dim, m->xb + rows * m->dim, 1);
         rows++;
     }
     if (rows) {

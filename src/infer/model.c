@@ -8,7 +8,7 @@
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 #include "io/ckpt_tokenizer.h"
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 
 /* Hands out weight data of a given name and shape; dtype says what the data is. */
 typedef const void *(*weight_source_fn)(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
@@ -61,42 +61,60 @@ typedef struct build_ctx {
     cf_error *err;
 } build_ctx;
 
-static int set_weight(void *arg, llama_weight kind, long layer) {
+/* A matrix of `rows` rows starting at row r0 of data (stored as `have`) as the kernels
+ * want it; its bytes count as read per decode step. */
+static infer_linear matrix(build_ctx *b, const void *data, cf_dtype have, int64_t r0, int64_t rows, int64_t cols) {
+    const void *first = (const char *)data + (size_t)r0 * cf_dtype_row_bytes(have, cols);
+    b->m->weight_bytes += (size_t)rows * cf_dtype_row_bytes(b->wdtype, cols);
+    return (infer_linear){.w = as_dtype(b->m, first, have, b->wdtype, rows, cols), .dtype = b->wdtype, .out = rows,
+                          .in = cols};
+}
+
+/* Puts one tensor of the family (family.h) where the forward reads it: vectors (norms,
+ * biases, learned positions) in f32, the embedding as stored (q8_0 with q8_0 weights),
+ * matrices in the weight dtype; GPT-2's fused q/k/v rows become three projections. */
+static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     build_ctx *b = arg;
     cf_infer_model *m = b->m;
     char name[128];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(&m->cfg, kind, shape);
+    int ndim = cf_weight_describe(&m->cfg, w, layer, name, sizeof name, shape);
     cf_dtype have;
     const void *data = b->source(b->source_ctx, name, ndim, shape, &have, b->err);
     if (!data) return -1;
-    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
-    if (ndim == 1) { /* norms are always f32 */
-        const float *w = as_dtype(m, data, have, CF_F32, rows, cols);
-        if (kind == LW_FINAL_NORM) m->final_norm = w;
-        else if (kind == LW_ATTN_NORM) m->layers[layer].attn_norm = w;
-        else m->layers[layer].ffn_norm = w;
-        return 0;
-    }
-    if (kind == LW_EMBED) { /* looked up row by row: f32 or bf16 as stored, q8_0 with q8_0 weights */
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1], d = m->cfg.hidden_size;
+    const float *f32 = ndim == 1 || w->role == WR_POS_EMBED ? as_dtype(m, data, have, CF_F32, rows, cols) : NULL;
+    infer_layer *L = &m->layers[layer];
+    switch (w->role) {
+    case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 with q8_0 weights */
         m->embed_dtype = b->wdtype == CF_Q8_0 ? CF_Q8_0 : have == CF_BF16 ? CF_BF16 : CF_F32;
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
-        return 0;
-    }
-    infer_linear lin = {.w = as_dtype(m, data, have, b->wdtype, rows, cols), .dtype = b->wdtype, .out = rows,
-                        .in = cols};
-    m->weight_bytes += (size_t)rows * cf_dtype_row_bytes(b->wdtype, cols);
-    infer_layer *L = &m->layers[layer];
-    switch (kind) {
-    case LW_WQ: L->wq = lin; break;
-    case LW_WK: L->wk = lin; break;
-    case LW_WV: L->wv = lin; break;
-    case LW_WO: L->wo = lin; break;
-    case LW_GATE: L->gate = lin; break;
-    case LW_UP: L->up = lin; break;
-    case LW_DOWN: L->down = lin; break;
-    default: m->lm_head = lin; break;
+        break;
+    case WR_POS_EMBED: m->pos_embed = f32; break;
+    case WR_ATTN_NORM: L->attn_norm = f32; break;
+    case WR_ATTN_NORM_BIAS: L->attn_norm_b = f32; break;
+    case WR_FFN_NORM: L->ffn_norm = f32; break;
+    case WR_FFN_NORM_BIAS: L->ffn_norm_b = f32; break;
+    case WR_FINAL_NORM: m->final_norm = f32; break;
+    case WR_FINAL_NORM_BIAS: m->final_norm_b = f32; break;
+    case WR_WQ: L->wq = matrix(b, data, have, 0, rows, cols); break;
+    case WR_WK: L->wk = matrix(b, data, have, 0, rows, cols); break;
+    case WR_WV: L->wv = matrix(b, data, have, 0, rows, cols); break;
+    case WR_QKV:
+        L->wq = matrix(b, data, have, 0, d, cols);
+        L->wk = matrix(b, data, have, d, d, cols);
+        L->wv = matrix(b, data, have, 2 * d, d, cols);
+        break;
+    case WR_QKV_BIAS: L->wq.bias = f32, L->wk.bias = f32 + d, L->wv.bias = f32 + 2 * d; break;
+    case WR_WO: L->wo = matrix(b, data, have, 0, rows, cols); break;
+    case WR_WO_BIAS: L->wo.bias = f32; break;
+    case WR_GATE: L->gate = matrix(b, data, have, 0, rows, cols); break;
+    case WR_UP: L->up = matrix(b, data, have, 0, rows, cols); break;
+    case WR_UP_BIAS: L->up.bias = f32; break;
+    case WR_DOWN: L->down = matrix(b, data, have, 0, rows, cols); break;
+    case WR_DOWN_BIAS: L->down.bias = f32; break;
+    case WR_LM_HEAD: m->lm_head = matrix(b, data, have, 0, rows, cols); break;
+    case WR_COUNT: break;
     }
     return 0;
 }
@@ -105,7 +123,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
                              const cf_infer_options *opt, cf_ckpt *ckpt, cf_error *err) {
     cf_infer_options defaults = {.weight_dtype = CF_F32};
     if (!opt) opt = &defaults;
-    if (llama_config_check(cfg, source_name, err) != 0) return NULL;
+    if (cf_model_config_check(cfg, source_name, err) != 0) return NULL;
     if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16 && opt->weight_dtype != CF_Q8_0) {
         cf_fail(err, "inference weights must be f32, bf16 or q8_0, not %s", cf_dtype_name(opt->weight_dtype));
         return NULL;
@@ -116,6 +134,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     }
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
     m->cfg = *cfg;
+    m->block = cf_family_of(cfg->arch)->block;
     m->ckpt = ckpt;
     m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
                                                                                  : cfg->max_position_embeddings;
@@ -123,7 +142,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     m->kv_dtype = opt->kv_cache == CF_KV_AUTO ? (opt->weight_dtype == CF_F32 ? CF_F32 : CF_BF16)
                   : opt->kv_cache == CF_KV_BF16 ? CF_BF16 : CF_F32;
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
-    if (llama_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
+    if (cf_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
         m->ckpt = NULL; /* the caller closes it */
         cf_infer_free(m);
         return NULL;
@@ -137,7 +156,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
 
 static const void *ckpt_source(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
                                cf_error *err) {
-    const cf_ckpt_tensor *t = llama_ckpt_weight_tensor(ctx, name, ndim, shape, err);
+    const cf_ckpt_tensor *t = model_ckpt_weight_tensor(ctx, name, ndim, shape, err);
     if (!t) return NULL;
     *dtype = t->dtype;
     return t->data;
@@ -149,16 +168,16 @@ typedef struct tensor_set {
     cf_error *err;
 } tensor_set;
 
-static int fetch_implied(void *arg, llama_weight kind, long layer) {
+static int fetch_implied(void *arg, const cf_family_weight *w, long layer) {
     tensor_set *t = arg;
     char name[128];
-    llama_weight_name(kind, layer, name, sizeof name);
+    cf_weight_name(w, layer, name, sizeof name);
     if (!cf_ckpt_find(t->c, name))
         return cf_fail(t->err, "%s: tensor %s is missing, though model_config (num_layers %lld, tie_word_embeddings %s) "
                                "implies it",
                        cf_ckpt_path(t->c), name, (long long)t->cfg->num_layers,
                        t->cfg->tie_word_embeddings ? "true" : "false");
-    return llama_ckpt_weight_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
+    return model_ckpt_weight_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
 }
 
 /* The stored tensors must be the ones cfg implies (plus optimizer state and an embedded
@@ -166,7 +185,7 @@ static int fetch_implied(void *arg, llama_weight kind, long layer) {
  * num_layers the file does not hold allocates nothing. Shapes are checked as the weights load. */
 static int check_tensor_set(cf_ckpt *c, const cf_model_config *cfg, cf_error *err) {
     tensor_set t = {.c = c, .cfg = cfg, .err = err};
-    if (llama_config_check(cfg, cf_ckpt_path(c), err) != 0 || llama_weights_foreach(cfg, fetch_implied, &t) != 0)
+    if (cf_model_config_check(cfg, cf_ckpt_path(c), err) != 0 || cf_weights_foreach(cfg, fetch_implied, &t) != 0)
         return -1;
     const cf_ckpt_tensor *extra = cf_ckpt_first_unused(c);
     if (extra)
@@ -223,7 +242,12 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     cf_rope_scaling scaling = {.factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = (long)c->rope_original_max_position};
-    if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
+    switch (m->block.position) {
+    case CF_POS_ROPE:
+        if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
+        break;
+    case CF_POS_LEARNED: break;
+    }
     m->k_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
     m->v_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
     if (m->kv_dtype == CF_BF16) {

@@ -1,10 +1,12 @@
-/* The inference model's internals, shared by model.c (building) and forward.c. */
+/* The inference model's internals, shared by model.c (building), block.c (one transformer
+ * block of any family), forward.c (contiguous cache) and forward_paged.c (paged cache). */
 #ifndef CFORMERS_INFER_MODEL_INTERNAL_H
 #define CFORMERS_INFER_MODEL_INTERNAL_H
 
 #include "cformers/checkpoint.h"
 #include "cformers/infer.h"
 #include "kernels/kernels.h"
+#include "models/family.h"
 
 /* Prompts are run in chunks of at most this many tokens, bounding the scratch space. */
 enum { INFER_CHUNK = 128 };
@@ -13,20 +15,24 @@ typedef struct infer_linear {
     const void *w; /* [out, in], f32, bf16 or q8_0 */
     cf_dtype dtype;
     long out, in;
+    const float *bias; /* [out] or NULL */
 } infer_linear;
 
+/* Weights of one block; a family leaves out what it does not have (NULL biases, no gate). */
 typedef struct infer_layer {
-    const float *attn_norm, *ffn_norm;
+    const float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b;
     infer_linear wq, wk, wv, wo, gate, up, down;
 } infer_layer;
 
 struct cf_infer_model {
     cf_model_config cfg;
+    cf_block_recipe block; /* the family's (models/family.h) */
     long max_seq, dim, kv_dim, hidden, head_dim, vocab;
     const void *embed; /* [vocab, dim], f32, bf16 or q8_0 */
     cf_dtype embed_dtype;
+    const float *pos_embed; /* [max_pos, dim] learned positions (GPT-2), else NULL */
     infer_layer *layers;
-    const float *final_norm;
+    const float *final_norm, *final_norm_b;
     infer_linear lm_head;
     cf_rope_table rope;
     void *k_cache, *v_cache; /* [layers, max_seq, kv_dim] of kv_dtype */
@@ -55,8 +61,28 @@ int infer_model_finish(cf_infer_model *m, cf_error *err);
 /* (Re)allocates the per-thread scratch (scores, kv_f32) for the pool's current size. */
 void infer_alloc_thread_scratch(cf_infer_model *m);
 
-/* forward.c's dot product (8 partial sums) and embedding lookup into m->x[n, dim]. */
+/* forward.c's dot product (8 partial sums). */
 float infer_dot(const float *a, const float *b, long n);
-void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n);
+
+/* ---- block.c: the family's block over n tokens, shared by both forward paths ---- */
+
+/* What a forward path supplies: its products, where a layer's new keys and values go,
+ * and attention (which stores them into its cache first and writes m->att[n, dim]). */
+typedef struct infer_path {
+    void *ctx;
+    /* y_i[n, out_i] = x[n, in] @ W_i^T (biases are added by the block) */
+    void (*linears)(void *ctx, const infer_linear *const *L, float *const *y, int count, const float *x, long n);
+    void (*kv_rows)(void *ctx, long layer, float **k_new, float **v_new);
+    void (*attend)(void *ctx, long layer, long n);
+    const int32_t *positions; /* token i's position: positions[i], or pos + i when NULL */
+    long pos;
+} infer_path;
+
+/* Token embeddings (plus learned positions) into m->x[n, dim]. */
+void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos);
+/* Layer l of the model's family on m->x[n, dim], in place. */
+void infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
+/* The final norm of `rows` rows of x into y. */
+void infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);
 
 #endif

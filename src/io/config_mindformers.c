@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "io/config_walk.h"
+#include "models/family.h"
 
 typedef enum mf_kind {
     MF_ALIAS,   /* arg: the native key it sets */
@@ -305,35 +306,37 @@ static bool scalar_or_error(cf_walker *w, const char *path, yaml_node_t *value) 
     return false;
 }
 
-/* A MindFormers class name for the model family: the arch key takes "llama" or "gpt2". */
-static void set_family(cf_walker *w, const char *path, yaml_node_t *value, const char *const names[][2]) {
+/* A MindFormers class name for the model family (the family table's mf_model_classes, or
+ * its mf_config_class when `config` is set): the arch key takes the family's name, and
+ * tie_word_embeddings the family's Hugging Face default unless the file sets it. */
+static void set_family(cf_walker *w, const char *path, yaml_node_t *value, bool config) {
     if (!scalar_or_error(w, path, value)) return;
     const char *text = cf_walk_text(value);
-    for (int i = 0; names[i][0]; i++)
-        if (strcmp(text, names[i][0]) == 0) {
-            cf_walk_set_text(w, native(MC "arch"), path, names[i][1], cf_walk_line(value));
-            /* GPT2LMHeadModel's head is the token embedding. */
-            int tie = native(MC "tie_word_embeddings");
-            if (strcmp(names[i][1], "gpt2") == 0 && !w->set_line[tie])
-                cf_walk_set_text(w, tie, path, "true", cf_walk_line(value));
+    char accepted[256] = "";
+    for (int a = 0; a < CF_ARCH_COUNT; a++) {
+        const cf_family *f = cf_family_of((cf_arch)a);
+        const char *const single[] = {f->mf_config_class, NULL};
+        const char *const *names = config ? single : f->mf_model_classes;
+        for (int i = 0; names[i]; i++) {
+            snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", accepted[0] ? ", " : "",
+                     names[i]);
+            if (strcmp(text, names[i]) != 0) continue;
+            cf_walk_set_text(w, native(MC "arch"), path, f->name, cf_walk_line(value));
+            int tie = native(MC "tie_word_embeddings"); /* GPT2LMHeadModel's head is the token embedding */
+            if (f->hf.tie_default && !w->set_line[tie]) cf_walk_set_text(w, tie, path, "true", cf_walk_line(value));
             return;
         }
-    char accepted[256] = "";
-    for (int i = 0; names[i][0]; i++)
-        snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", i ? ", " : "", names[i][0]);
+    }
     cf_walk_error(w, "%s:%d: %s: '%s' is not a model cformers has (accepted: %s)", w->source, cf_walk_line(value), path,
                   text, accepted);
 }
 
 static void arch_type(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
-    static const char *const names[][2] = {{"LlamaForCausalLM", "llama"}, {"GPT2LMHeadModel", "gpt2"},
-                                           {"GPT2ForCausalLM", "gpt2"},   {NULL, NULL}};
-    set_family(w, path, value, names);
+    set_family(w, path, value, false);
 }
 
 static void config_type(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
-    static const char *const names[][2] = {{"LlamaConfig", "llama"}, {"GPT2Config", "gpt2"}, {NULL, NULL}};
-    set_family(w, path, value, names);
+    set_family(w, path, value, true);
 }
 
 static void betas(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
@@ -566,7 +569,10 @@ void cf_mf_finish(cf_walker *w) {
         return;
     }
     const char *type = json_string_value(json_object_get(hf, "model_type"));
-    if (type && strcmp(type, "llama") != 0 && strcmp(type, "gpt2") != 0) {
+    const cf_family *fam = NULL;
+    for (int a = 0; a < CF_ARCH_COUNT && type; a++)
+        if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) fam = cf_family_of((cf_arch)a);
+    if (type && !fam) {
         cf_walk_error(w, "%s:%d: pretrained_model_dir: %s: model_type '%s' is not a model cformers has (llama, gpt2)",
                       w->source, w->pretrained_line, config_path, type);
         json_decref(hf);
@@ -576,7 +582,7 @@ void cf_mf_finish(cf_walker *w) {
     if (type && !w->set_line[arch]) {
         char shown[CF_CONFIG_PATH_MAX + 64];
         snprintf(shown, sizeof shown, "pretrained_model_dir (%s)", config_path);
-        cf_walk_set_text(w, arch, shown, type, w->pretrained_line);
+        cf_walk_set_text(w, arch, shown, fam->name, w->pretrained_line);
     }
     /* Hugging Face names (LLaMA's, then GPT-2's) of each model key. */
     static const char *const names[][2] = {

@@ -8,20 +8,13 @@
 
 #include "core/checked.h"
 #include "io/config_internal.h"
-
-/* LLaMA's rule (Meta's reference model.py): int(2 * 4d / 3), times ffn_dim_multiplier,
- * rounded up to a multiple of multiple_of. */
-static int64_t llama_intermediate_size(const cf_model_config *m) {
-    int64_t ffn = 2 * (4 * m->hidden_size) / 3, multiple = m->multiple_of > 0 ? m->multiple_of : 256;
-    if (m->ffn_dim_multiplier > 0) ffn = (int64_t)(m->ffn_dim_multiplier * (double)ffn);
-    return (ffn + multiple - 1) / multiple * multiple;
-}
+#include "models/family.h"
 
 void cf_config_fill_derived(cf_config *cfg) {
     cf_model_config *m = &cfg->model.model_config;
     if (m->num_kv_heads == 0) m->num_kv_heads = m->num_heads;
     if (m->intermediate_size == 0)
-        m->intermediate_size = m->arch == CF_ARCH_GPT2 ? 4 * m->hidden_size : llama_intermediate_size(m);
+        m->intermediate_size = cf_family_of(m->arch)->default_ff(m);
     if (m->max_position_embeddings == 0) m->max_position_embeddings = cfg->runner_config.seq_length;
 }
 
@@ -82,12 +75,12 @@ static int check_model(checker *c, const cf_config *cfg) {
     if (m->num_kv_heads > m->num_heads || m->num_heads % m->num_kv_heads)
         return fail_at(c, MC "num_kv_heads", "num_heads %" PRId64 " is not a multiple of num_kv_heads %" PRId64,
                        m->num_heads, m->num_kv_heads);
-    if (m->arch == CF_ARCH_GPT2 && m->num_kv_heads != m->num_heads)
-        return fail_at(c, MC "num_kv_heads", "gpt2 has no grouped-query attention: must equal num_heads %" PRId64,
-                       m->num_heads);
-    if (m->arch == CF_ARCH_LLAMA && cf_model_head_dim(m) % 2)
-        return fail_at(c, MC "num_heads", "head_dim %" PRId64 " (hidden_size / num_heads) must be even for RoPE",
-                       cf_model_head_dim(m));
+    char msg[256], key[96];
+    const char *bad = cf_family_of(m->arch)->check(m, msg, sizeof msg);
+    if (bad && strncmp(bad, "rope_", 5) != 0) { /* RoPE settings: the checks below say more */
+        snprintf(key, sizeof key, MC "%s", bad);
+        return fail_at(c, key, "%s", msg);
+    }
     if (m->rope_scaling_factor > 1) {
         if (m->rope_original_max_position <= 0)
             return fail_at(c, MC "rope_original_max_position", "must be > 0 when rope_scaling_factor is set");

@@ -1,4 +1,4 @@
-/* cformers checkpoint -> GGUF v3 (llama.cpp): header, llama.* and tokenizer.ggml.*
+/* cformers checkpoint -> GGUF v3 (llama.cpp): header, <arch>.* and tokenizer.ggml.*
  * metadata, tensor infos, then the tensor data, each aligned to 32 bytes. GGUF keeps the
  * interleaved q/k row order cformers uses, so weights are written as stored. */
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/ckpt_tokenizer.h"
 #include "io/gguf_format.h"
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 
 enum { T_UINT32 = GGUF_T_UINT32, T_INT32 = GGUF_T_INT32, T_FLOAT32 = GGUF_T_FLOAT32, T_STRING = GGUF_T_STRING,
        T_ARRAY = GGUF_T_ARRAY };
@@ -52,21 +52,36 @@ static void kv_array(gguf *g, const char *key, uint32_t elem_type, uint64_t n) {
     put_u64(&g->kv, n);
 }
 
+/* "<arch>.<key>" */
+static const char *arch_key(const char *arch, const char *key, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", arch, key);
+    return buf;
+}
+
+/* The family's metadata under its llama.cpp architecture name; RoPE keys for RoPE models. */
 static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type) {
-    kv_str(g, "general.architecture", "llama");
+    const char *a = cf_family_of(m->arch)->gguf_arch;
+    char k[96];
+    kv_str(g, "general.architecture", a);
     kv_str(g, "general.name", "cformers export");
     kv_u32(g, "general.alignment", GGUF_ALIGN);
     kv_u32(g, "general.file_type", file_type);
-    kv_u32(g, "llama.context_length", (uint32_t)m->max_position_embeddings);
-    kv_u32(g, "llama.embedding_length", (uint32_t)m->hidden_size);
-    kv_u32(g, "llama.block_count", (uint32_t)m->num_layers);
-    kv_u32(g, "llama.feed_forward_length", (uint32_t)m->intermediate_size);
-    kv_u32(g, "llama.rope.dimension_count", (uint32_t)cf_model_head_dim(m));
-    kv_u32(g, "llama.attention.head_count", (uint32_t)m->num_heads);
-    kv_u32(g, "llama.attention.head_count_kv", (uint32_t)m->num_kv_heads);
-    kv_f32(g, "llama.attention.layer_norm_rms_epsilon", (float)m->rms_norm_eps);
-    kv_f32(g, "llama.rope.freq_base", (float)m->rope_theta);
-    kv_u32(g, "llama.vocab_size", (uint32_t)m->vocab_size);
+    kv_u32(g, arch_key(a, "context_length", k, sizeof k), (uint32_t)m->max_position_embeddings);
+    kv_u32(g, arch_key(a, "embedding_length", k, sizeof k), (uint32_t)m->hidden_size);
+    kv_u32(g, arch_key(a, "block_count", k, sizeof k), (uint32_t)m->num_layers);
+    kv_u32(g, arch_key(a, "feed_forward_length", k, sizeof k), (uint32_t)m->intermediate_size);
+    kv_u32(g, arch_key(a, "attention.head_count", k, sizeof k), (uint32_t)m->num_heads);
+    kv_u32(g, arch_key(a, "attention.head_count_kv", k, sizeof k), (uint32_t)m->num_kv_heads);
+    kv_u32(g, arch_key(a, "vocab_size", k, sizeof k), (uint32_t)m->vocab_size);
+    switch (m->arch) {
+    case CF_ARCH_LLAMA:
+        kv_u32(g, arch_key(a, "rope.dimension_count", k, sizeof k), (uint32_t)cf_model_head_dim(m));
+        kv_f32(g, arch_key(a, "attention.layer_norm_rms_epsilon", k, sizeof k), (float)m->rms_norm_eps);
+        kv_f32(g, arch_key(a, "rope.freq_base", k, sizeof k), (float)m->rope_theta);
+        break;
+    case CF_ARCH_GPT2: kv_f32(g, arch_key(a, "attention.layer_norm_epsilon", k, sizeof k), (float)m->rms_norm_eps); break;
+    case CF_ARCH_COUNT: break;
+    }
 }
 
 /* GGUF stores the sizes as uint32. */
@@ -101,20 +116,6 @@ static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, 
     if (t->eos >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
     if (t->unk >= 0) kv_u32(g, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
     return 0;
-}
-
-static const char *gguf_suffix[LW_COUNT] = {
-    [LW_EMBED] = "token_embd", [LW_ATTN_NORM] = "attn_norm", [LW_WQ] = "attn_q",
-    [LW_WK] = "attn_k",        [LW_WV] = "attn_v",           [LW_WO] = "attn_output",
-    [LW_FFN_NORM] = "ffn_norm", [LW_GATE] = "ffn_gate",     [LW_UP] = "ffn_up",
-    [LW_DOWN] = "ffn_down",    [LW_FINAL_NORM] = "output_norm", [LW_LM_HEAD] = "output",
-};
-
-void gguf_tensor_name(llama_weight kind, long layer, char *buf, size_t size) {
-    if (llama_weight_per_layer(kind))
-        snprintf(buf, size, "blk.%ld.%s.weight", layer, gguf_suffix[kind]);
-    else
-        snprintf(buf, size, "%s.weight", gguf_suffix[kind]);
 }
 
 const char *gguf_type_name(uint32_t type) {
@@ -170,17 +171,16 @@ static const void *tensor_data(tensor_ctx *x, const cf_ckpt_tensor *t, int ndim,
     return out;
 }
 
-static int add_tensor(void *arg, llama_weight kind, long layer) {
+static int add_tensor(void *arg, const cf_family_weight *w, long layer) {
     tensor_ctx *x = arg;
     char name[128], gname[64];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(x->cfg, kind, shape);
-    const cf_ckpt_tensor *t = llama_ckpt_weight_tensor(x->c, name, ndim, shape, x->err);
+    int ndim = cf_weight_describe(x->cfg, w, layer, name, sizeof name, shape);
+    const cf_ckpt_tensor *t = model_ckpt_weight_tensor(x->c, name, ndim, shape, x->err);
     if (!t) return -1;
     uint32_t type;
     x->data[x->n] = tensor_data(x, t, ndim, shape, &type, &x->nbytes[x->n]);
-    gguf_tensor_name(kind, layer, gname, sizeof gname);
+    cf_weight_gguf_name(w, layer, gname, sizeof gname);
     put_str(&x->infos, gname, strlen(gname));
     put_u32(&x->infos, (uint32_t)ndim);
     for (int d = ndim - 1; d >= 0; d--) put_u64(&x->infos, (uint64_t)shape[d]); /* ggml: innermost first */
@@ -228,18 +228,20 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
     cf_tokenizer *tok = NULL;
     int rc = cf_ckpt_model_config(c, &cfg, err);
     size_t count = 0;
-    if (rc == 0) rc = llama_config_check(&cfg, checkpoint_path, err);
-    if (rc == 0) rc = llama_ckpt_check_count(c, &cfg, &count, err);
+    if (rc == 0) rc = cf_model_config_check(&cfg, checkpoint_path, err);
+    if (rc == 0) rc = model_ckpt_check_count(c, &cfg, &count, err);
     if (rc == 0) rc = check_gguf_sizes(&cfg, checkpoint_path, err);
     if (rc == 0) {
         x.tensors = cf_xcalloc(count, sizeof *x.tensors);
         x.data = cf_xcalloc(count, sizeof *x.data);
         x.nbytes = cf_xcalloc(count, sizeof *x.nbytes);
         x.owned = cf_xcalloc(count, sizeof *x.owned);
-        rc = llama_weights_foreach(&cfg, add_tensor, &x);
+        rc = cf_weights_foreach(&cfg, add_tensor, &x);
     }
     if (rc == 0) {
-        cf_dtype wd = x.q8 ? CF_Q8_0 : x.tensors[2]->dtype; /* embedding, layer 0 norm, layer 0 q_proj */
+        char wo_name[128]; /* every family has an attention output matrix: its dtype is the file's */
+        cf_weight_name(cf_family_weight_of(cf_family_of(cfg.arch), WR_WO), 0, wo_name, sizeof wo_name);
+        cf_dtype wd = x.q8 ? CF_Q8_0 : cf_ckpt_find(c, wo_name)->dtype;
         model_metadata(&g, &cfg, wd == CF_F16 ? GGUF_FILE_MOSTLY_F16 : wd == CF_BF16 ? GGUF_FILE_MOSTLY_BF16
                                  : wd == CF_Q8_0 ? GGUF_FILE_MOSTLY_Q8_0 : GGUF_FILE_ALL_F32);
         tok = ckpt_load_tokenizer(c, &has_tok, err);

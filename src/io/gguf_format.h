@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 
 enum { GGUF_ALIGN = 32, GGUF_VERSION = 3 };
 /* metadata value types */
@@ -19,8 +19,6 @@ enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q8_0 = 8, GGML_BF16 = 30 };
 /* general.file_type */
 enum { GGUF_FILE_ALL_F32 = 0, GGUF_FILE_MOSTLY_F16 = 1, GGUF_FILE_MOSTLY_Q8_0 = 7, GGUF_FILE_MOSTLY_BF16 = 32 };
 
-/* The GGUF name of a weight ("token_embd.weight", "blk.3.attn_q.weight"). */
-void gguf_tensor_name(llama_weight kind, long layer, char *buf, size_t size);
 /* ggml's name for a tensor type ("q4_K"), or "unknown" */
 const char *gguf_type_name(uint32_t type);
 

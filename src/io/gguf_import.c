@@ -1,4 +1,4 @@
-/* GGUF (llama.cpp) -> cformers checkpoint: the llama.* metadata becomes the model config,
+/* GGUF (llama.cpp) -> cformers checkpoint: the <arch>.* metadata (llama, gpt2) becomes the model config,
  * the tensors (f32, f16, bf16, q8_0) the weights. Every count, size and offset read from
  * the file is checked against the bytes that are there before it is used.
  *
@@ -18,7 +18,7 @@
 #include "cformers/checkpoint.h"
 #include "core/checked.h"
 #include "io/gguf_format.h"
-#include "io/llama_import.h"
+#include "io/model_import.h"
 
 enum { MAX_NAME = 256, MAX_DIMS = 4, MAX_DEPTH = 2 };
 
@@ -146,18 +146,19 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
         size_t field; /* offset of an int64_t in cf_model_config, or of a double below */
         bool real;
     } keys[] = {
-        {"llama.context_length", offsetof(cf_model_config, max_position_embeddings), false},
-        {"llama.embedding_length", offsetof(cf_model_config, hidden_size), false},
-        {"llama.block_count", offsetof(cf_model_config, num_layers), false},
-        {"llama.feed_forward_length", offsetof(cf_model_config, intermediate_size), false},
-        {"llama.attention.head_count", offsetof(cf_model_config, num_heads), false},
-        {"llama.attention.head_count_kv", offsetof(cf_model_config, num_kv_heads), false},
-        {"llama.vocab_size", offsetof(cf_model_config, vocab_size), false},
+        {"context_length", offsetof(cf_model_config, max_position_embeddings), false},
+        {"embedding_length", offsetof(cf_model_config, hidden_size), false},
+        {"block_count", offsetof(cf_model_config, num_layers), false},
+        {"feed_forward_length", offsetof(cf_model_config, intermediate_size), false},
+        {"attention.head_count", offsetof(cf_model_config, num_heads), false},
+        {"attention.head_count_kv", offsetof(cf_model_config, num_kv_heads), false},
+        {"vocab_size", offsetof(cf_model_config, vocab_size), false},
         {"tokenizer.ggml.bos_token_id", offsetof(cf_model_config, bos_token_id), false},
         {"tokenizer.ggml.eos_token_id", offsetof(cf_model_config, eos_token_id), false},
         {"tokenizer.ggml.padding_token_id", offsetof(cf_model_config, pad_token_id), false},
-        {"llama.attention.layer_norm_rms_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
-        {"llama.rope.freq_base", offsetof(cf_model_config, rope_theta), true},
+        {"attention.layer_norm_rms_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
+        {"attention.layer_norm_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
+        {"rope.freq_base", offsetof(cf_model_config, rope_theta), true},
     };
     for (uint64_t i = 0; i < n_kv; i++) {
         const unsigned char *k;
@@ -167,8 +168,16 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
         char key[MAX_NAME];
         snprintf(key, sizeof key, "%.*s", (int)(klen < MAX_NAME - 1 ? klen : MAX_NAME - 1), (const char *)k);
         bool used = false;
+        /* model keys are "<arch>.<key>" for any family's GGUF architecture */
+        const unsigned char *tail = k;
+        uint64_t tail_len = klen;
+        for (int a = 0; a < CF_ARCH_COUNT; a++) {
+            size_t n = strlen(cf_family_of((cf_arch)a)->gguf_arch);
+            if (klen > n + 1 && memcmp(k, cf_family_of((cf_arch)a)->gguf_arch, n) == 0 && k[n] == '.')
+                tail = k + n + 1, tail_len = klen - n - 1;
+        }
         for (size_t j = 0; j < sizeof keys / sizeof keys[0] && !used; j++) {
-            if (!key_is(k, klen, keys[j].key)) continue;
+            if (!key_is(tail, tail_len, keys[j].key) && !key_is(k, klen, keys[j].key)) continue;
             double v;
             if (!read_number(r, type, &v, key)) return -1;
             if (keys[j].real) *(double *)((char *)&s->cfg + keys[j].field) = v;
@@ -187,10 +196,11 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
             const unsigned char *a;
             uint64_t alen;
             if (!get_string(r, &a, &alen, key)) return -1;
-            if (!key_is(a, alen, "llama"))
-                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama)", r->path,
+            for (int f = 0; f < CF_ARCH_COUNT && !*arch_ok; f++)
+                if (key_is(a, alen, cf_family_of((cf_arch)f)->gguf_arch)) s->cfg.arch = (cf_arch)f, *arch_ok = true;
+            if (!*arch_ok)
+                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2)", r->path,
                                (int)(alen < 64 ? alen : 64), (const char *)a);
-            *arch_ok = true;
         } else if (!skip_value(r, type, 0, key)) {
             return -1;
         }
@@ -249,16 +259,16 @@ static const gguf_tensor *find(const gguf_source *s, const char *name) {
 }
 
 /* The tensor of a weight, with cformers' shape ([out, in] = ggml's dims reversed). */
-static const gguf_tensor *weight(const gguf_source *s, llama_weight kind, long layer, cf_error *err) {
+static const gguf_tensor *weight(const gguf_source *s, const cf_family_weight *w, long layer, cf_error *err) {
     char name[128];
     int64_t shape[2];
-    gguf_tensor_name(kind, layer, name, sizeof name);
+    cf_weight_gguf_name(w, layer, name, sizeof name);
     const gguf_tensor *t = find(s, name);
     if (!t) {
         cf_fail(err, "%s: tensor %s is missing", s->path, name);
         return NULL;
     }
-    int ndim = llama_weight_shape(&s->cfg, kind, shape);
+    int ndim = cf_weight_shape(&s->cfg, w, shape);
     bool ok = (int)t->n_dims == ndim && t->dims[0] == shape[ndim - 1] && (ndim == 1 || t->dims[1] == shape[0]);
     if (!ok) {
         cf_fail(err, "%s: tensor %s: dims [%lld, %lld] (innermost first), the metadata implies [%lld, %lld]", s->path,
@@ -273,9 +283,9 @@ static const gguf_tensor *weight(const gguf_source *s, llama_weight kind, long l
     return t;
 }
 
-static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
+static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, size_t n, cf_error *err) {
     gguf_source *s = arg;
-    const gguf_tensor *t = weight(s, kind, layer, err); /* checked before: found with its shape */
+    const gguf_tensor *t = weight(s, w, layer, err); /* checked before: found with its shape */
     if (!t) return -1;
     switch (t->type) {
     case GGML_F32: memcpy(dst, t->data, n * sizeof(float)); break;
@@ -286,9 +296,19 @@ static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, 
     return 0;
 }
 
-static const void *stored_q8(void *arg, llama_weight kind, long layer) {
-    const gguf_tensor *t = weight(arg, kind, layer, NULL);
+static const void *stored_q8(void *arg, const cf_family_weight *w, long layer) {
+    const gguf_tensor *t = weight(arg, w, layer, NULL);
     return t && t->type == GGML_Q8_0 ? t->data : NULL;
+}
+
+typedef struct check_ctx {
+    const gguf_source *s;
+    cf_error *err;
+} check_ctx;
+
+static int check_one(void *arg, const cf_family_weight *w, long layer) {
+    const check_ctx *c = arg;
+    return weight(c->s, w, layer, c->err) ? 0 : -1;
 }
 
 static int parse(reader *r, gguf_source *s, cf_error *err) {
@@ -307,7 +327,7 @@ static int parse(reader *r, gguf_source *s, cf_error *err) {
     s->cfg.num_kv_heads = -1, s->cfg.vocab_size = 0, s->cfg.rms_norm_eps = 1e-5, s->cfg.rope_theta = 10000.0;
     s->cfg.bos_token_id = s->cfg.eos_token_id = s->cfg.pad_token_id = -1;
     if (read_metadata(r, n_kv, s, &alignment, &arch_ok) != 0) return -1;
-    if (!arch_ok) return cf_fail(err, "%s: general.architecture is missing (llama expected)", s->path);
+    if (!arch_ok) return cf_fail(err, "%s: general.architecture is missing (llama or gpt2 expected)", s->path);
     s->tensors = cf_xcalloc(s->n_tensors ? s->n_tensors : 1, sizeof *s->tensors);
     if (read_tensor_infos(r, s) != 0) return -1;
     uint64_t pos = (uint64_t)(r->p - r->base), size = (uint64_t)(r->end - r->base);
@@ -324,9 +344,9 @@ static int parse(reader *r, gguf_source *s, cf_error *err) {
     const gguf_tensor *embd = find(s, "token_embd.weight");
     if (!s->cfg.vocab_size && embd && embd->n_dims == 2) s->cfg.vocab_size = embd->dims[1];
     s->cfg.tie_word_embeddings = find(s, "output.weight") == NULL;
-    if (llama_config_check(&s->cfg, s->path, err) != 0) return -1;
+    if (cf_model_config_check(&s->cfg, s->path, err) != 0) return -1;
     if ((uint64_t)s->cfg.num_layers > s->n_tensors)
-        return cf_fail(err, "%s: llama.block_count %lld implies more tensors than the file's %llu", s->path,
+        return cf_fail(err, "%s: block_count %lld implies more tensors than the file's %llu", s->path,
                        (long long)s->cfg.num_layers, (unsigned long long)s->n_tensors);
     return 0;
 }
@@ -346,12 +366,9 @@ int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert
     reader r = {.base = map, .p = map, .end = (const unsigned char *)map + size, .path = gguf_path, .err = err};
     int rc = parse(&r, &s, err);
     /* every weight present with its shape before anything is written or sized from cfg */
-    for (int k = 0; rc == 0 && k < LW_COUNT; k++) {
-        long layers = llama_weight_per_layer((llama_weight)k) ? (long)s.cfg.num_layers : 1;
-        if (k == LW_LM_HEAD && s.cfg.tie_word_embeddings) continue;
-        for (long l = 0; rc == 0 && l < layers; l++) rc = weight(&s, (llama_weight)k, l, err) ? 0 : -1;
-    }
-    if (rc == 0) rc = llama_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, err);
+    check_ctx check = {.s = &s, .err = err};
+    if (rc == 0) rc = cf_weights_foreach(&s.cfg, check_one, &check);
+    if (rc == 0) rc = model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, err);
     free(s.tensors);
     munmap(map, size);
     return rc;

@@ -1,5 +1,6 @@
-/* cformers checkpoint -> Hugging Face directory: config.json, model.safetensors with HF
- * names and rotate-half q/k row order, and the embedded tokenizer file if there is one. */
+/* cformers checkpoint -> Hugging Face directory: config.json of the family's model class,
+ * model.safetensors with HF names and layouts (LLaMA's rotate-half q/k rows, GPT-2's
+ * Conv1D [in, out] weights; a tied head is left out), and the embedded tokenizer file. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/convert.h"
 #include "io/atomic_file.h"
-#include "io/llama_weights.h"
+#include "io/model_weights.h"
 #include "io/safetensors.h"
 
 typedef struct export_ctx {
@@ -18,50 +19,65 @@ typedef struct export_ctx {
     const cf_model_config *cfg;
     st_tensor *tensors;
     long n;
-    void **copies; /* permuted q/k */
+    void **copies; /* tensors in a different HF layout */
     long n_copies;
     cf_error *err;
 } export_ctx;
 
-static int add_tensor(void *arg, llama_weight kind, long layer) {
+static int add_tensor(void *arg, const cf_family_weight *w, long layer) {
     export_ctx *x = arg;
     char name[128];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(x->cfg, kind, shape);
-    const cf_ckpt_tensor *t = llama_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
+    int ndim = cf_weight_describe(x->cfg, w, layer, name, sizeof name, shape);
+    const cf_ckpt_tensor *t = model_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
     if (!t) return -1;
     st_tensor *s = &x->tensors[x->n++];
     *s = (st_tensor){.name = t->name, .dtype = t->dtype, .ndim = ndim, .data = t->data, .nbytes = t->nbytes};
-    memcpy(s->shape, shape, sizeof shape);
-    if (kind == LW_WQ || kind == LW_WK) {
+    model_weight_hf_shape(x->cfg, w, s->shape);
+    if (model_weight_hf_differs(w)) {
         void *copy = cf_xmalloc(t->nbytes);
-        long heads = kind == LW_WQ ? (long)x->cfg->num_heads : (long)x->cfg->num_kv_heads;
-        llama_rows_to_hf(t->data, copy, heads, (long)cf_model_head_dim(x->cfg), t->nbytes / (size_t)shape[0]);
+        model_weight_convert_hf(x->cfg, w, shape, cf_dtype_size(t->dtype), t->data, copy, true);
         x->copies[x->n_copies++] = copy;
         s->data = copy;
     }
     return 0;
 }
 
+static void set_int(json_t *c, const char *key, int64_t v) {
+    if (key) json_object_set_new(c, key, json_integer(v));
+}
+
+/* config.json with the family's keys (family.h cf_hf_keys). */
 static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
+    const cf_hf_keys *k = &cf_family_of(m->arch)->hf;
     const char *torch_dtype = dtype == CF_BF16 ? "bfloat16" : dtype == CF_F16 ? "float16" : "float32";
-    json_t *c = json_pack("{s:[s], s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:s}", "architectures",
-                          "LlamaForCausalLM", "model_type", "llama", "hidden_act", "silu", "vocab_size",
-                          (json_int_t)m->vocab_size, "hidden_size", (json_int_t)m->hidden_size, "intermediate_size",
-                          (json_int_t)m->intermediate_size, "num_hidden_layers", (json_int_t)m->num_layers,
-                          "num_attention_heads", (json_int_t)m->num_heads, "num_key_value_heads",
-                          (json_int_t)m->num_kv_heads, "max_position_embeddings",
-                          (json_int_t)m->max_position_embeddings, "rms_norm_eps", m->rms_norm_eps, "rope_theta",
-                          m->rope_theta, "tie_word_embeddings", m->tie_word_embeddings, "torch_dtype", torch_dtype);
+    json_t *c = json_pack("{s:[s], s:s, s:s}", "architectures", k->architecture, "model_type", k->model_type,
+                          k->act_key, k->act);
+    set_int(c, k->vocab, m->vocab_size);
+    set_int(c, k->hidden, m->hidden_size);
+    set_int(c, k->ff, m->intermediate_size);
+    set_int(c, k->layers, m->num_layers);
+    set_int(c, k->heads, m->num_heads);
+    set_int(c, k->kv_heads, m->num_kv_heads);
+    set_int(c, k->max_pos, m->max_position_embeddings);
+    json_object_set_new(c, k->eps, json_real(m->rms_norm_eps));
+    switch (m->arch) {
+    case CF_ARCH_LLAMA:
+        json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
+        if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
+            json_object_set_new(c, "rope_scaling",
+                                json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3", "factor",
+                                          m->rope_scaling_factor, "low_freq_factor", m->rope_low_freq_factor,
+                                          "high_freq_factor", m->rope_high_freq_factor,
+                                          "original_max_position_embeddings", (json_int_t)m->rope_original_max_position));
+        break;
+    case CF_ARCH_GPT2: set_int(c, "n_ctx", m->max_position_embeddings); break;
+    case CF_ARCH_COUNT: break;
+    }
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(m->tie_word_embeddings));
+    json_object_set_new(c, "torch_dtype", json_string(torch_dtype));
     if (m->bos_token_id >= 0) json_object_set_new(c, "bos_token_id", json_integer(m->bos_token_id));
     if (m->eos_token_id >= 0) json_object_set_new(c, "eos_token_id", json_integer(m->eos_token_id));
-    if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
-        json_object_set_new(c, "rope_scaling",
-                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3", "factor",
-                                      m->rope_scaling_factor, "low_freq_factor", m->rope_low_freq_factor,
-                                      "high_freq_factor", m->rope_high_freq_factor, "original_max_position_embeddings",
-                                      (json_int_t)m->rope_original_max_position));
     return c;
 }
 
@@ -99,22 +115,24 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
     cf_model_config cfg;
     int rc = cf_ckpt_model_config(c, &cfg, err);
     size_t max_tensors = 0;
-    if (rc == 0) rc = llama_config_check(&cfg, checkpoint_path, err);
-    if (rc == 0) rc = llama_ckpt_check_count(c, &cfg, &max_tensors, err);
+    if (rc == 0) rc = cf_model_config_check(&cfg, checkpoint_path, err);
+    if (rc == 0) rc = model_ckpt_check_count(c, &cfg, &max_tensors, err);
     if (rc != 0) {
         cf_ckpt_close(c);
         return -1;
     }
     export_ctx x = {.c = c, .cfg = &cfg, .err = err, .tensors = cf_xcalloc(max_tensors, sizeof(st_tensor)),
                     .copies = cf_xcalloc(max_tensors, sizeof(void *))};
-    rc = llama_weights_foreach(&cfg, add_tensor, &x);
+    rc = cf_weights_foreach(&cfg, add_tensor, &x);
     char path[4096];
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
         rc = st_write(path, x.tensors, x.n, err);
     }
     if (rc == 0) {
-        const cf_ckpt_tensor *q = cf_ckpt_find(c, "model.layers.0.self_attn.q_proj.weight");
+        char wo[128]; /* the attention output matrix's dtype is the model's */
+        cf_weight_name(cf_family_weight_of(cf_family_of(cfg.arch), WR_WO), 0, wo, sizeof wo);
+        const cf_ckpt_tensor *q = cf_ckpt_find(c, wo);
         json_t *config = hf_config(&cfg, q ? q->dtype : CF_F32);
         char *text = json_dumps(config, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(config);

@@ -1,5 +1,6 @@
-/* Hugging Face LLaMA directory -> cformers checkpoint: config.json for the shape, weights
- * from model.safetensors or from the shards named in model.safetensors.index.json. */
+/* Hugging Face directory (LLaMA, GPT-2) -> cformers checkpoint: config.json for the family
+ * and shape, weights from model.safetensors or from the shards named in
+ * model.safetensors.index.json, converted from the family's HF layouts. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "cformers/checkpoint.h"
-#include "io/llama_import.h"
+#include "io/model_import.h"
 #include "io/safetensors.h"
 
 typedef struct hf_source {
@@ -33,6 +34,8 @@ static double get_real(json_t *o, const char *key, double fallback) {
     return json_is_number(v) ? json_number_value(v) : fallback;
 }
 
+static int64_t get_size(json_t *o, const char *key, int64_t fallback) { return key ? get_int(o, key, fallback) : fallback; }
+
 static int read_config(const char *dir, cf_model_config *m, cf_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -40,24 +43,34 @@ static int read_config(const char *dir, cf_model_config *m, cf_error *err) {
     json_t *c = json_load_file(path, 0, &jerr);
     if (!c) return cf_fail(err, "%s: line %d: %s", path, jerr.line, jerr.text);
     const char *type = json_string_value(json_object_get(c, "model_type"));
+    const cf_family *f = NULL;
+    for (int a = 0; a < CF_ARCH_COUNT && type; a++)
+        if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) f = cf_family_of((cf_arch)a);
+    if (!f) {
+        json_decref(c);
+        return cf_fail(err, "%s: model_type '%s' is not supported (llama, gpt2)", path, type ? type : "(missing)");
+    }
+    const cf_hf_keys *k = &f->hf;
     int rc = 0;
-    if (!type || strcmp(type, "llama") != 0) {
-        rc = cf_fail(err, "%s: model_type '%s' is not supported (llama)", path, type ? type : "(missing)");
-    } else {
-        cf_model_config_init_llama(m);
-        m->vocab_size = get_int(c, "vocab_size", 0);
-        m->hidden_size = get_int(c, "hidden_size", 0);
-        m->intermediate_size = get_int(c, "intermediate_size", 0);
-        m->num_layers = get_int(c, "num_hidden_layers", 0);
-        m->num_heads = get_int(c, "num_attention_heads", 0);
-        m->num_kv_heads = get_int(c, "num_key_value_heads", m->num_heads);
-        m->max_position_embeddings = get_int(c, "max_position_embeddings", 2048);
-        m->rms_norm_eps = get_real(c, "rms_norm_eps", 1e-6);
+    cf_model_config_init_llama(m);
+    m->arch = f->arch;
+    m->vocab_size = get_size(c, k->vocab, 0);
+    m->hidden_size = get_size(c, k->hidden, 0);
+    m->num_layers = get_size(c, k->layers, 0);
+    m->num_heads = get_size(c, k->heads, 0);
+    m->num_kv_heads = get_size(c, k->kv_heads, m->num_heads);
+    m->intermediate_size = get_size(c, k->ff, 0); /* GPT-2's n_inner may be null */
+    if (m->intermediate_size == 0 && m->hidden_size > 0) m->intermediate_size = f->default_ff(m);
+    m->max_position_embeddings = get_size(c, k->max_pos, 2048);
+    m->rms_norm_eps = get_real(c, k->eps, 1e-6);
+    json_t *tie = json_object_get(c, "tie_word_embeddings");
+    m->tie_word_embeddings = json_is_boolean(tie) ? json_is_true(tie) : k->tie_default;
+    m->bos_token_id = get_int(c, "bos_token_id", -1);
+    m->eos_token_id = get_int(c, "eos_token_id", -1);
+    m->pad_token_id = get_int(c, "pad_token_id", -1);
+    switch (f->arch) {
+    case CF_ARCH_LLAMA: {
         m->rope_theta = get_real(c, "rope_theta", 10000.0);
-        m->tie_word_embeddings = json_is_true(json_object_get(c, "tie_word_embeddings"));
-        m->bos_token_id = get_int(c, "bos_token_id", -1);
-        m->eos_token_id = get_int(c, "eos_token_id", -1);
-        m->pad_token_id = get_int(c, "pad_token_id", -1);
         json_t *rs = json_object_get(c, "rope_scaling");
         if (json_is_object(rs)) {
             const char *kind = json_string_value(json_object_get(rs, "rope_type"));
@@ -69,8 +82,17 @@ static int read_config(const char *dir, cf_model_config *m, cf_error *err) {
             m->rope_high_freq_factor = get_real(rs, "high_freq_factor", 4.0);
             m->rope_original_max_position = get_int(rs, "original_max_position_embeddings", 8192);
         }
-        if (rc == 0) rc = llama_config_check(m, path, err);
+        break;
     }
+    case CF_ARCH_GPT2: {
+        const char *act = json_string_value(json_object_get(c, "activation_function"));
+        if (act && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+            rc = cf_fail(err, "%s: activation_function '%s' is not supported (gelu_new)", path, act);
+        break;
+    }
+    case CF_ARCH_COUNT: break;
+    }
+    if (rc == 0) rc = cf_model_config_check(m, path, err);
     json_decref(c);
     return rc;
 }
@@ -124,14 +146,18 @@ static const st_tensor *find(const hf_source *s, const char *name, const st_file
     return NULL;
 }
 
-/* The tensor for kind/layer, present with the shape config.json implies and a float
- * dtype; NULL with err naming the file and tensor otherwise. */
-static const st_tensor *lookup(const hf_source *s, llama_weight kind, long layer, const st_file **file, cf_error *err) {
+/* The tensor of w/layer under its HF name (or without the family's strip_prefix, as files
+ * saved from the base model name it), present with the HF shape config.json implies and a
+ * float dtype; NULL with err naming the file and tensor otherwise. */
+static const st_tensor *lookup(const hf_source *s, const cf_family_weight *w, long layer, const st_file **file,
+                               cf_error *err) {
     char name[128];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(&s->cfg, kind, shape);
+    cf_weight_name(w, layer, name, sizeof name);
+    int ndim = model_weight_hf_shape(&s->cfg, w, shape);
     const st_tensor *t = find(s, name, file);
+    const char *prefix = cf_family_of(s->cfg.arch)->hf.strip_prefix;
+    if (!t && prefix && strncmp(name, prefix, strlen(prefix)) == 0) t = find(s, name + strlen(prefix), file);
     if (!t) return cf_fail(err, "%s: tensor %s is missing", s->dir, name), NULL;
     if (t->ndim != ndim || t->shape[0] != shape[0] || (ndim == 2 && t->shape[1] != shape[1]))
         return cf_fail(err, "%s: tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", (*file)->path,
@@ -149,27 +175,28 @@ typedef struct check_ctx {
     cf_error *err;
 } check_ctx;
 
-static int check_one(void *arg, llama_weight kind, long layer) {
+static int check_one(void *arg, const cf_family_weight *w, long layer) {
     const check_ctx *c = arg;
     const st_file *file;
-    return lookup(c->s, kind, layer, &file, c->err) ? 0 : -1;
+    return lookup(c->s, w, layer, &file, c->err) ? 0 : -1;
 }
 
-static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
+static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, size_t n, cf_error *err) {
     const hf_source *s = arg;
     const st_file *file;
-    const st_tensor *t = lookup(s, kind, layer, &file, err);
+    const st_tensor *t = lookup(s, w, layer, &file, err);
     if (!t) return -1;
-    bool permute = kind == LW_WQ || kind == LW_WK;
-    float *f32 = permute ? cf_xmalloc(n * sizeof(float)) : dst;
+    bool convert = model_weight_hf_differs(w);
+    float *f32 = convert ? cf_xmalloc(n * sizeof(float)) : dst;
     switch (t->dtype) {
     case CF_BF16: cf_convert_bf16_to_f32(t->data, f32, n); break;
     case CF_F16: cf_convert_f16_to_f32(t->data, f32, n); break;
     default: memcpy(f32, t->data, n * sizeof(float)); break;
     }
-    if (permute) {
-        long heads = kind == LW_WQ ? (long)s->cfg.num_heads : (long)s->cfg.num_kv_heads;
-        llama_rows_from_hf(f32, dst, heads, (long)cf_model_head_dim(&s->cfg), sizeof(float) * (size_t)s->cfg.hidden_size);
+    if (convert) {
+        int64_t shape[2];
+        cf_weight_shape(&s->cfg, w, shape);
+        model_weight_convert_hf(&s->cfg, w, shape, sizeof(float), f32, dst, false);
         free(f32);
     }
     return 0;
@@ -182,13 +209,13 @@ int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options
     /* Every tensor present with the shape config.json implies before the import allocates
      * buffers sized from config.json: the files, not the config, bound the sizes. */
     check_ctx check = {.s = &s, .err = err};
-    if (rc == 0) rc = llama_weights_foreach(&s.cfg, check_one, &check);
+    if (rc == 0) rc = cf_weights_foreach(&s.cfg, check_one, &check);
     if (rc == 0) {
         cf_convert_options o = *opt;
         char tok[4096];
         snprintf(tok, sizeof tok, "%s/tokenizer.model", dir);
         if (!o.tokenizer_path && file_exists(tok)) o.tokenizer_path = tok;
-        rc = llama_import_write(out_path, &s.cfg, &o, "huggingface", fill, &s, err);
+        rc = model_import_write(out_path, &s.cfg, &o, "huggingface", fill, &s, err);
     }
     for (long i = 0; i < s.n_files; i++) st_close(&s.files[i]);
     free(s.files);

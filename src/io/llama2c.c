@@ -19,7 +19,7 @@
 
 #include "cformers/checkpoint.h"
 #include "core/checked.h"
-#include "io/llama_import.h"
+#include "io/model_import.h"
 
 #define LLAMA2C_MAGIC 0x616b3432u
 enum { V1_HEADER_BYTES = 256 };
@@ -33,41 +33,44 @@ typedef struct llama2c_file {
     bool shared;
     long seq_len;
     cf_model_config cfg;
-    uint64_t offset[LW_COUNT];   /* start of each section (per-layer tensors are consecutive) */
-    uint64_t bytes[LW_COUNT];    /* bytes of one tensor of the kind */
-    bool quantized[LW_COUNT];
+    uint64_t offset[WR_COUNT];   /* start of each section (per-layer tensors are consecutive) */
+    uint64_t bytes[WR_COUNT];    /* bytes of one tensor of the kind */
+    bool quantized[WR_COUNT];
 } llama2c_file;
 
-/* llama2.c's names for the sections, for errors; LW_COUNT is v0's RoPE tables. */
-static const char *const section_names[LW_COUNT + 1] = {
-    [LW_EMBED] = "token_embedding_table", [LW_ATTN_NORM] = "rms_att_weight", [LW_WQ] = "wq", [LW_WK] = "wk",
-    [LW_WV] = "wv", [LW_WO] = "wo", [LW_FFN_NORM] = "rms_ffn_weight", [LW_GATE] = "w1", [LW_DOWN] = "w2",
-    [LW_UP] = "w3", [LW_FINAL_NORM] = "rms_final_weight", [LW_LM_HEAD] = "wcls", [LW_COUNT] = "freq_cis",
+/* llama2.c's names for the sections, for errors; WR_COUNT is v0's RoPE tables. */
+static const char *const section_names[WR_COUNT + 1] = {
+    [WR_EMBED] = "token_embedding_table", [WR_ATTN_NORM] = "rms_att_weight", [WR_WQ] = "wq", [WR_WK] = "wk",
+    [WR_WV] = "wv", [WR_WO] = "wo", [WR_FFN_NORM] = "rms_ffn_weight", [WR_GATE] = "w1", [WR_DOWN] = "w2",
+    [WR_UP] = "w3", [WR_FINAL_NORM] = "rms_final_weight", [WR_LM_HEAD] = "wcls", [WR_COUNT] = "freq_cis",
 };
 
-/* Elements of a tensor; llama_config_check has made sure the product fits. */
-static size_t numel_of(const cf_model_config *m, llama_weight kind) {
+/* Elements of a LLaMA tensor (0 for roles LLaMA does not have); cf_model_config_check
+ * has made sure the product fits. */
+static size_t numel_of(const cf_model_config *m, cf_weight_role kind) {
+    const cf_family_weight *w = cf_family_weight_of(cf_family_of(CF_ARCH_LLAMA), kind);
     size_t n;
-    return llama_weight_numel(m, kind, &n) ? n : 0;
+    return w && cf_weight_numel(m, w, &n) ? n : 0;
 }
 
 /* Bytes of one tensor as stored (f32, or int8 plus one f32 scale per group), and of the
  * whole section (per-layer kinds once per layer); false on overflow. */
 static bool section_bytes(const llama2c_file *f, int section, uint64_t *tensor, size_t *total) {
     *tensor = 0;
-    if (section == LW_COUNT) /* v0: two RoPE tables of seq_len x head_dim / 2 */
+    if (section == WR_COUNT) /* v0: two RoPE tables of seq_len x head_dim / 2 */
         return cf_mul3_size((uint64_t)f->seq_len, (uint64_t)cf_model_head_dim(&f->cfg), sizeof(float), total);
-    size_t n = numel_of(&f->cfg, (llama_weight)section), scales = 0, one = 0;
+    size_t n = numel_of(&f->cfg, (cf_weight_role)section), scales = 0, one = 0;
     bool ok = f->quantized[section] ? cf_mul_size(n / (size_t)f->group_size, sizeof(float), &scales) &&
                                           cf_add_size(n, scales, &one)
                                     : cf_mul_size(n, sizeof(float), &one);
     *tensor = one;
-    uint64_t count = llama_weight_per_layer((llama_weight)section) ? (uint64_t)f->cfg.num_layers : 1;
+    const cf_family_weight *w = cf_family_weight_of(cf_family_of(CF_ARCH_LLAMA), (cf_weight_role)section);
+    uint64_t count = w && w->place == WP_LAYER ? (uint64_t)f->cfg.num_layers : 1;
     return ok && cf_mul_size(one, count, total);
 }
 
 /* Lays the sections out in file order from `start`, each checked to lie inside the file
- * before the next offset is formed. LW_COUNT marks v0's RoPE tables. */
+ * before the next offset is formed. WR_COUNT marks v0's RoPE tables. */
 static int lay_out(llama2c_file *f, uint64_t start, const int *order, int n_sections, cf_error *err) {
     uint64_t off = start;
     for (int i = 0; i < n_sections; i++) {
@@ -80,7 +83,7 @@ static int lay_out(llama2c_file *f, uint64_t start, const int *order, int n_sect
                            f->path, (unsigned long long)off, section_names[order[i]], ok ? "" : "more than ",
                            (unsigned long long)(ok ? total : SIZE_MAX), (long long)f->cfg.hidden_size,
                            (long long)f->cfg.num_layers, (long long)f->cfg.vocab_size, f->size);
-        if (order[i] != LW_COUNT) f->offset[order[i]] = off, f->bytes[order[i]] = tensor;
+        if (order[i] != WR_COUNT) f->offset[order[i]] = off, f->bytes[order[i]] = tensor;
         off += total;
     }
     return 0;
@@ -113,13 +116,13 @@ static int parse_header(llama2c_file *f, cf_error *err) {
     m->tie_word_embeddings = f->shared;
     m->bos_token_id = 1, m->eos_token_id = 2;
     f->seq_len = h[6];
-    if (llama_config_check(m, f->path, err) != 0) return -1;
+    if (cf_model_config_check(m, f->path, err) != 0) return -1;
     if (f->version == 2) {
         if (f->group_size < 1) return cf_fail(err, "%s: offset 37: group_size %ld must be positive", f->path, f->group_size);
-        for (int k = 0; k < LW_COUNT; k++) {
-            bool is_matrix = k != LW_ATTN_NORM && k != LW_FFN_NORM && k != LW_FINAL_NORM;
+        for (int k = 0; k < WR_COUNT; k++) {
+            bool is_matrix = k != WR_ATTN_NORM && k != WR_FFN_NORM && k != WR_FINAL_NORM;
             f->quantized[k] = is_matrix;
-            if (is_matrix && numel_of(m, (llama_weight)k) % (size_t)f->group_size)
+            if (is_matrix && numel_of(m, (cf_weight_role)k) % (size_t)f->group_size)
                 return cf_fail(err, "%s: group_size %ld does not divide the weight sizes", f->path, f->group_size);
         }
     }
@@ -127,18 +130,19 @@ static int parse_header(llama2c_file *f, cf_error *err) {
 }
 
 static int lay_out_file(llama2c_file *f, cf_error *err) {
-    static const int v0[] = {LW_EMBED, LW_ATTN_NORM, LW_WQ, LW_WK, LW_WV, LW_WO, LW_FFN_NORM,
-                             LW_GATE, LW_DOWN, LW_UP, LW_FINAL_NORM, LW_COUNT, LW_LM_HEAD};
-    static const int v1[] = {LW_ATTN_NORM, LW_FFN_NORM, LW_FINAL_NORM, LW_EMBED, LW_WQ, LW_WK, LW_WV,
-                             LW_WO, LW_GATE, LW_DOWN, LW_UP, LW_LM_HEAD};
+    static const int v0[] = {WR_EMBED, WR_ATTN_NORM, WR_WQ, WR_WK, WR_WV, WR_WO, WR_FFN_NORM,
+                             WR_GATE, WR_DOWN, WR_UP, WR_FINAL_NORM, WR_COUNT, WR_LM_HEAD};
+    static const int v1[] = {WR_ATTN_NORM, WR_FFN_NORM, WR_FINAL_NORM, WR_EMBED, WR_WQ, WR_WK, WR_WV,
+                             WR_WO, WR_GATE, WR_DOWN, WR_UP, WR_LM_HEAD};
     int n = f->version == 0 ? (int)(sizeof v0 / sizeof v0[0]) : (int)(sizeof v1 / sizeof v1[0]);
     if (f->shared) n--; /* the classifier is last and absent when shared */
     return f->version == 0 ? lay_out(f, 28, v0, n, err) : lay_out(f, V1_HEADER_BYTES, v1, n, err);
 }
 
-static int fill(void *arg, llama_weight kind, long layer, float *dst, size_t n, cf_error *err) {
+static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, size_t n, cf_error *err) {
     const llama2c_file *f = arg;
-    if (kind == LW_LM_HEAD && f->shared) kind = LW_EMBED;
+    cf_weight_role kind = w->role;
+    if (kind == WR_LM_HEAD && f->shared) kind = WR_EMBED;
     const unsigned char *p = f->map + f->offset[kind] + (uint64_t)layer * f->bytes[kind]; /* inside the file: lay_out */
     if (!f->quantized[kind]) {
         memcpy(dst, p, n * sizeof(float));
@@ -172,7 +176,7 @@ int cf_import_llama2c(const char *model_path, const char *out_path, const cf_con
     if (rc == 0) {
         char source[64];
         snprintf(source, sizeof source, "llama2.c v%d", f.version);
-        rc = llama_import_write(out_path, &f.cfg, opt, source, fill, &f, err);
+        rc = model_import_write(out_path, &f.cfg, opt, source, fill, &f, err);
     }
     munmap(map, f.size);
     return rc;

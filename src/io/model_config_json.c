@@ -1,5 +1,6 @@
 /* cf_model_config <-> the "model_config" JSON object stored in checkpoint metadata.
  * Keys are the YAML model_config keys (the struct's field names). */
+#include "models/family.h"
 #include "cformers/checkpoint.h"
 
 #include <jansson.h>
@@ -51,8 +52,6 @@ static const config_key keys[] = {
 #undef KEY
 #undef UNRANGED
 
-static const char *arch_names[] = {[CF_ARCH_LLAMA] = "llama", [CF_ARCH_GPT2] = "gpt2"};
-
 void cf_model_config_init_llama(cf_model_config *m) {
     memset(m, 0, sizeof *m);
     m->arch = CF_ARCH_LLAMA;
@@ -73,7 +72,11 @@ char *cf_model_config_to_json(const cf_model_config *m) {
         case KEY_REAL: v = json_real(*(const double *)p); break;
         case KEY_BOOL: v = json_boolean(*(const bool *)p); break;
         case KEY_DTYPE: v = json_string(cf_dtype_name(*(const cf_dtype *)p)); break;
-        case KEY_ARCH: v = json_string(arch_names[*(const cf_arch *)p]); break;
+        case KEY_ARCH: {
+            const cf_family *f = cf_family_of(*(const cf_arch *)p);
+            v = f ? json_string(f->name) : json_integer(*(const cf_arch *)p);
+            break;
+        }
         }
         json_object_set_new(o, keys[i].name, v);
     }
@@ -113,12 +116,11 @@ static int set_key(const config_key *k, json_t *v, cf_model_config *m, cf_error 
             return cf_fail(err, "model_config.%s: expected a dtype name", k->name);
         return 0;
     case KEY_ARCH:
-        for (int a = 0; a < (int)(sizeof arch_names / sizeof arch_names[0]); a++)
-            if (json_is_string(v) && strcmp(json_string_value(v), arch_names[a]) == 0) {
-                *(cf_arch *)p = (cf_arch)a;
-                return 0;
-            }
-        return cf_fail(err, "model_config.%s: expected \"llama\" or \"gpt2\"", k->name);
+        if (json_is_string(v) && cf_family_named(json_string_value(v))) {
+            *(cf_arch *)p = cf_family_named(json_string_value(v))->arch;
+            return 0;
+        }
+        return cf_fail(err, "model_config.%s: expected a model family (\"llama\" or \"gpt2\")", k->name);
     }
     return -1;
 }

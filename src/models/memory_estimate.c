@@ -9,36 +9,20 @@
 #include "cformers/fused.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "models/family.h"
 
-/* Elements saved for backward per token, split by the dtype they are kept in. */
-typedef struct saved_elements {
-    double compute; /* matmul inputs and outputs, in compute_dtype */
-    double f32;     /* norm statistics, softmax/log-sum-exp, logits: softmax_compute_type */
-} saved_elements;
-
-/* One transformer block, per token. `recomputed` drops what select_recompute rebuilds:
- * the SwiGLU / GELU output and, with unfused attention, the probabilities and the
- * attention output (the inputs of those ops stay: their backward reads them). */
-static saved_elements block_elements(const cf_config *cfg, bool recomputed) {
+/* One transformer block, per token: the family's terms (family.h; `recomputed` drops what
+ * select_recompute rebuilds: the SwiGLU / GELU output and, with unfused attention, the
+ * probabilities and the attention output; the inputs of those ops stay, their backward
+ * reads them), plus attention: the fused kernel keeps one log-sum-exp per head; the unfused
+ * one keeps the probabilities, one row of seq_length per head (causal rows stored in full). */
+static cf_saved_terms block_elements(const cf_config *cfg, bool recomputed) {
     const cf_model_config *m = &cfg->model.model_config;
-    double d = (double)m->hidden_size, ffn = (double)m->intermediate_size, heads = (double)m->num_heads;
-    double kv = (double)(m->num_kv_heads * cf_model_head_dim(m)), seq = (double)cfg->runner_config.seq_length;
+    cf_saved_terms e = cf_family_of(m->arch)->block_saved(m, recomputed);
+    double heads = (double)m->num_heads, seq = (double)cfg->runner_config.seq_length;
     bool drops_attention = recomputed && !m->use_flash_attention;
-    saved_elements e = {0, 0};
-    if (m->arch == CF_ARCH_GPT2) {
-        /* input, ln_1 out, q, k, v, attention out, residual, ln_2 out; c_fc out, GELU out */
-        e.compute = 8 * d + (recomputed ? 1 : 2) * ffn;
-        e.f32 = 4; /* mean and 1/std of ln_1, ln_2 */
-    } else {
-        /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
-         * ffn_norm out; gate, up, SwiGLU out */
-        e.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn;
-        e.f32 = 2; /* 1/rms of the two norms */
-    }
-    if (drops_attention) e.compute -= d;
-    /* Attention: the fused kernel keeps one log-sum-exp per head; the unfused one keeps the
-     * probabilities, one row of seq_length per head (causal rows are stored in full). */
-    if (!drops_attention) e.f32 += m->use_flash_attention ? heads : heads * seq;
+    if (drops_attention) e.compute -= (double)m->hidden_size;
+    else e.f32 += m->use_flash_attention ? heads : heads * seq;
     return e;
 }
 
@@ -58,7 +42,7 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     double layers = (double)m->num_layers;
     double csize = (double)cf_dtype_size(m->compute_dtype), fsize = (double)cf_dtype_size(m->softmax_compute_type);
     const cf_recompute_config *rc = &cfg->recompute_config;
-    saved_elements full = block_elements(cfg, false), kept = block_elements(cfg, rc->select_recompute);
+    cf_saved_terms full = block_elements(cfg, false), kept = block_elements(cfg, rc->select_recompute);
     /* Layers recomputed whole keep only their input and are rebuilt one at a time, after
      * the other layers' backward; those keep what select_recompute leaves, plus one
      * block's rebuilt part at a time. */

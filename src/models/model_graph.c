@@ -1,5 +1,5 @@
 /* cf_model_graph_build: inputs, the architecture's forward, and the loss. */
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,13 +7,21 @@
 
 #include "core/passes.h"
 
-cf_tensor *cf_model_param(cf_graph *g, int ndim, const int64_t *shape, cf_init init, bool decay, const char *fmt, ...) {
+cf_tensor *cf_model_weight(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer) {
+    const cf_family_weight *w = cf_family_weight_of(cf_family_of(c->arch), role);
     char name[CF_NAME_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    return cf_graph_param(g, name, ndim, shape, init, decay);
+    int64_t shape[2];
+    cf_weight_name(w, layer, name, sizeof name);
+    int ndim = cf_weight_shape(c, w, shape);
+    float std = (float)c->initializer_range;
+    cf_init init = cf_init_zeros();
+    switch (w->init) {
+    case WI_NORMAL: init = cf_init_normal(std); break;
+    case WI_NORMAL_RESIDUAL: init = cf_init_normal(std / sqrtf(2.0f * (float)c->num_layers)); break;
+    case WI_ONES: init = cf_init_ones(); break;
+    case WI_ZEROS: break;
+    }
+    return cf_graph_param(g, name, ndim, shape, init, w->decay);
 }
 
 cf_tensor *cf_model_split_heads(cf_graph *g, cf_tensor *x, int64_t heads) {
@@ -29,6 +37,7 @@ cf_tensor *cf_model_merge_heads(cf_graph *g, cf_tensor *x) {
 }
 
 static int check_config(const cf_model_config *c, int64_t batch, int64_t seq_len, cf_error *err) {
+    if (!cf_family_of(c->arch)) return cf_fail(err, "model graph: arch %d is not a model family", (int)c->arch);
     if (batch < 1 || seq_len < 1) return cf_fail(err, "model graph: batch %lld and sequence length %lld must be positive",
                                                  (long long)batch, (long long)seq_len);
     if (seq_len > c->max_position_embeddings)
@@ -50,8 +59,7 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
     int64_t bt[2] = {batch, seq_len};
     out->tokens = cf_graph_input(g, "tokens", CF_I32, 2, bt);
     out->targets = cf_graph_input(g, "targets", CF_I32, 2, bt);
-    cf_tensor *logits = cfg->arch == CF_ARCH_GPT2 ? cf_gpt2_forward(cfg, batch, seq_len, out)
-                                                  : cf_llama_forward(cfg, batch, seq_len, out);
+    cf_tensor *logits = cf_family_of(cfg->arch)->forward(cfg, batch, seq_len, out);
     cf_tensor_set_name(logits, "logits");
     out->loss = cf_tensor_set_name(cf_nn_cross_entropy(g, logits, out->targets), "loss");
     cf_graph_keep(g, out->loss);

@@ -4,15 +4,16 @@
 #define CFORMERS_MODEL_GRAPHS_H
 
 #include "cformers/model_graph.h"
+#include "models/family.h"
 
-/* Each builds the forward on out->graph, whose tokens and targets already exist, and
- * returns the logits [B, T, vocab] (NULL on error, recorded in the graph). */
-cf_tensor *cf_llama_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
-cf_tensor *cf_gpt2_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
+/* The pre-norm decoder of cfg's family (transformer.c), built from the family's block
+ * recipe and tensor table on out->graph, whose tokens and targets already exist; returns
+ * the logits [B, T, vocab] (NULL on error, recorded in the graph). */
+cf_tensor *cf_transformer_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
 
-/* A parameter named printf-style. */
-cf_tensor *cf_model_param(cf_graph *g, int ndim, const int64_t *shape, cf_init init, bool decay, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+/* The parameter of c's family with this role (family.h): name, shape, initialisation
+ * and weight decay from the family table. */
+cf_tensor *cf_model_weight(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer);
 
 /* [B, T, heads * hd] <-> [B, T, heads, hd] views. */
 cf_tensor *cf_model_split_heads(cf_graph *g, cf_tensor *x, int64_t heads);

@@ -11,11 +11,9 @@
 
 typedef struct sampler {
     cf_trainer *t;
-    cf_infer_model *infer;     /* LLaMA */
-    cf_model_graph model;      /* otherwise: forward graph at batch 1 */
-    cf_plan *plan;
+    cf_infer_model *infer;     /* over the live weights, any family */
     float *logits;             /* [vocab] */
-    int64_t vocab, window;
+    int64_t vocab;
 } sampler;
 
 static const float *trainer_weight(void *ctx, const char *name, int ndim, const int64_t *shape) {
@@ -27,8 +25,6 @@ static const float *trainer_weight(void *ctx, const char *name, int ndim, const 
 
 static void sampler_free(sampler *s) {
     cf_infer_free(s->infer);
-    cf_plan_free(s->plan);
-    cf_graph_free(s->model.graph);
     free(s->logits);
 }
 
@@ -37,33 +33,15 @@ static int sampler_open(sampler *s, cf_trainer *t, int64_t length, cf_error *err
     memset(s, 0, sizeof *s);
     s->t = t;
     s->vocab = m->vocab_size;
-    s->window = t->seq;
     s->logits = cf_xmalloc(sizeof(float) * (size_t)s->vocab);
-    if (m->arch == CF_ARCH_LLAMA) {
-        cf_infer_options opts = {.weight_dtype = CF_F32, .max_seq = (long)length};
-        s->infer = cf_infer_from_weights(m, trainer_weight, t, &opts, err);
-        return s->infer ? 0 : -1;
-    }
-    cf_model_build_opts build = {.keep_logits = true};
-    if (cf_model_graph_build(m, 1, t->seq, &build, &s->model, err) != 0) return -1;
-    s->plan = cf_plan_create(s->model.graph, err);
-    if (!s->plan) return -1;
-    cf_param_blocks from = cf_graph_blocks(t->model.graph), to = cf_graph_blocks(s->model.graph);
-    memcpy(to.params->data, from.params->data, cf_tensor_bytes(from.params));
-    memset(cf_tensor_i32(s->model.targets), 0, sizeof(int32_t) * (size_t)t->seq);
-    return 0;
+    cf_infer_options opts = {.weight_dtype = CF_F32, .max_seq = (long)length};
+    s->infer = cf_infer_from_weights(m, trainer_weight, t, &opts, err);
+    return s->infer ? 0 : -1;
 }
 
 /* Logits for the token after ids[0 .. n-1], into s->logits. */
 static int next_logits(sampler *s, const int32_t *ids, int64_t n, cf_error *err) {
-    if (s->infer) return cf_infer_forward(s->infer, ids + n - 1, 1, (long)(n - 1), s->logits, false, err);
-    int64_t start = n > s->window ? n - s->window : 0, len = n - start;
-    int32_t *window = cf_tensor_i32(s->model.tokens);
-    memset(window, 0, sizeof(int32_t) * (size_t)s->window);
-    memcpy(window, ids + start, sizeof(int32_t) * (size_t)len);
-    cf_plan_run(s->plan, CF_PHASE_FORWARD);
-    memcpy(s->logits, cf_tensor_f32(s->model.logits) + (len - 1) * s->vocab, sizeof(float) * (size_t)s->vocab);
-    return 0;
+    return cf_infer_forward(s->infer, ids + n - 1, 1, (long)(n - 1), s->logits, false, err);
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0. */
@@ -98,7 +76,7 @@ static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
 char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {
     int64_t n_new = t->cfg.runner_config.sample_tokens > 0 ? t->cfg.runner_config.sample_tokens : 64;
     int64_t max_pos = t->cfg.model.model_config.max_position_embeddings;
-    if (t->cfg.model.model_config.arch == CF_ARCH_LLAMA && n_new + 1 > max_pos) n_new = max_pos - 1;
+    if (n_new + 1 > max_pos) n_new = max_pos - 1; /* the KV cache holds max_position_embeddings */
     cf_tokenizer *tok = sample_tokenizer(t, err);
     if (!tok) return NULL;
     sampler s;

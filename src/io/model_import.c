@@ -1,4 +1,4 @@
-#include "io/llama_import.h"
+#include "io/model_import.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -14,27 +14,26 @@ typedef struct import_ctx {
     const cf_model_config *cfg;
     const cf_convert_options *opt;
     cf_ckpt_writer *w;
-    llama_fill_fn fill;
-    llama_q8_fn q8;
+    model_fill_fn fill;
+    model_q8_fn q8;
     void *fill_ctx;
     float *f32;    /* the largest tensor, reused */
     void *narrow;  /* its bf16/f16 copy */
     cf_error *err;
 } import_ctx;
 
-static int import_one(void *arg, llama_weight kind, long layer) {
+static int import_one(void *arg, const cf_family_weight *wt, long layer) {
     import_ctx *c = arg;
     char name[128];
     int64_t shape[2];
-    llama_weight_name(kind, layer, name, sizeof name);
-    int ndim = llama_weight_shape(c->cfg, kind, shape);
+    int ndim = cf_weight_describe(c->cfg, wt, layer, name, sizeof name, shape);
     size_t n;
-    llama_weight_numel(c->cfg, kind, &n); /* fits: llama_config_check */
-    if (c->opt->progress && kind == LW_ATTN_NORM)
+    cf_weight_numel(c->cfg, wt, &n); /* fits: cf_model_config_check */
+    if (c->opt->progress && wt->role == WR_ATTN_NORM)
         fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
-    const void *stored = ndim == 2 && c->opt->dtype == CF_Q8_0 && c->q8 ? c->q8(c->fill_ctx, kind, layer) : NULL;
+    const void *stored = ndim == 2 && c->opt->dtype == CF_Q8_0 && c->q8 ? c->q8(c->fill_ctx, wt, layer) : NULL;
     if (stored) return cf_ckpt_write_tensor(c->w, name, CF_Q8_0, ndim, shape, stored, c->err);
-    if (c->fill(c->fill_ctx, kind, layer, c->f32, n, c->err) != 0) return -1;
+    if (c->fill(c->fill_ctx, wt, layer, c->f32, n, c->err) != 0) return -1;
     /* norms stay f32: they are tiny and numerically sensitive */
     cf_dtype dt = ndim == 1 ? CF_F32 : c->opt->dtype;
     const void *data = c->f32;
@@ -51,21 +50,22 @@ static int import_one(void *arg, llama_weight kind, long layer) {
 /* Elements of the largest tensor; the caller's source has checked every tensor's shape
  * against its file, so buffers of this size are bounded by the file. */
 static size_t largest_tensor(const cf_model_config *m) {
+    const cf_family *f = cf_family_of(m->arch);
     size_t best = 0;
-    for (int k = 0; k < LW_COUNT; k++) {
+    for (int k = 0; k < f->n_weights; k++) {
         size_t n;
-        if (llama_weight_numel(m, (llama_weight)k, &n) && n > best) best = n;
+        if (cf_weight_numel(m, &f->weights[k], &n) && n > best) best = n;
     }
     return best;
 }
 
-int llama_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
-                       const char *source, llama_fill_fn fill, void *ctx, cf_error *err) {
-    return llama_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, err);
+int model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                       const char *source, model_fill_fn fill, void *ctx, cf_error *err) {
+    return model_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, err);
 }
 
-int llama_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
-                          const char *source, llama_fill_fn fill, llama_q8_fn q8, void *ctx, cf_error *err) {
+int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+                          const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx, cf_error *err) {
     if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0)
         return cf_fail(err, "weights can be written as f32, bf16, f16 or q8_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
@@ -75,9 +75,9 @@ int llama_import_write_q8(const char *out_path, const cf_model_config *cfg, cons
                     .f32 = cf_xmalloc(biggest * sizeof(float)), .narrow = cf_xmalloc(biggest * sizeof(uint16_t))};
     char *config_text = cf_model_config_to_json(cfg);
     json_t *meta = json_pack("{s:o, s:s, s:s}", "model_config", json_loads(config_text, 0, NULL), "source", source,
-                             "format", "cformers llama weights");
+                             "format", "cformers model weights");
     free(config_text);
-    int rc = llama_weights_foreach(cfg, import_one, &c);
+    int rc = cf_weights_foreach(cfg, import_one, &c);
     if (rc == 0 && opt->tokenizer_path) rc = ckpt_embed_tokenizer(w, opt->tokenizer_path, meta, err);
     free(c.f32);
     free(c.narrow);

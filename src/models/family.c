@@ -1,0 +1,300 @@
+/* The family table: LLaMA and GPT-2, each described once (family.h). */
+#include "models/family.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "models/model_graphs.h"
+
+/* ---- LLaMA: RMSNorm, RoPE (interleaved pairs), GQA, SwiGLU, no biases ---- */
+
+static const cf_family_weight llama_weights[] = {
+    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",
+     "token_embd.weight"},
+    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",
+     "blk.%ld.attn_norm.weight"},
+    {WR_WQ, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",
+     "blk.%ld.attn_q.weight"},
+    {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",
+     "blk.%ld.attn_k.weight"},
+    {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",
+     "blk.%ld.attn_v.weight"},
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
+     "blk.%ld.attn_output.weight"},
+    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,
+     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight"},
+    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",
+     "blk.%ld.ffn_gate.weight"},
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",
+     "blk.%ld.ffn_up.weight"},
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
+     "blk.%ld.ffn_down.weight"},
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight"},
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight"},
+};
+
+static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) {
+    if (cf_model_head_dim(m) % 2)
+        return snprintf(msg, cap, "head_dim %lld (hidden_size / num_heads) must be even for RoPE",
+                        (long long)cf_model_head_dim(m)),
+               "num_heads";
+    if (!(m->rope_theta > 0 && isfinite(m->rope_theta)))
+        return snprintf(msg, cap, "rope_theta %g must be positive and finite", m->rope_theta), "rope_theta";
+    bool scaled = m->rope_scaling_factor != 0 && m->rope_scaling_factor != 1;
+    if (scaled && !(m->rope_scaling_factor > 0 && isfinite(m->rope_scaling_factor) && m->rope_original_max_position > 0 &&
+                    m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
+                    isfinite(m->rope_high_freq_factor)))
+        return snprintf(msg, cap,
+                        "rope_scaling factor %g needs original_max_position_embeddings > 0 and 0 < low_freq_factor < "
+                        "high_freq_factor (got %lld, %g, %g)",
+                        m->rope_scaling_factor, (long long)m->rope_original_max_position, m->rope_low_freq_factor,
+                        m->rope_high_freq_factor),
+               "rope_scaling_factor";
+    return NULL;
+}
+
+/* 2/3 of 4 hidden, times ffn_dim_multiplier, rounded up to a multiple of multiple_of. */
+static int64_t llama_default_ff(const cf_model_config *m) {
+    int64_t ffn = 2 * (4 * m->hidden_size) / 3, multiple = m->multiple_of > 0 ? m->multiple_of : 256;
+    if (m->ffn_dim_multiplier > 0) ffn = (int64_t)(m->ffn_dim_multiplier * (double)ffn);
+    return (ffn + multiple - 1) / multiple * multiple;
+}
+
+static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
+    double d = (double)m->hidden_size, ffn = (double)m->intermediate_size;
+    double kv = (double)(m->num_kv_heads * cf_model_head_dim(m));
+    /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
+     * ffn_norm out; gate, up, SwiGLU out (select_recompute rebuilds the last). Norm
+     * statistics: 1/rms of the two norms. */
+    return (cf_saved_terms){.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn, .f32 = 2};
+}
+
+/* ---- GPT-2: learned positions, LayerNorm, fused q/k/v, GELU(tanh), biases, tied head ---- */
+
+static const cf_family_weight gpt2_weights[] = {
+    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "transformer.wte.weight",
+     "token_embd.weight"},
+    {WR_POS_EMBED, WP_FIRST, 2, {WD_POS, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "transformer.wpe.weight",
+     "position_embd.weight"},
+    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.h.%ld.ln_1.weight",
+     "blk.%ld.attn_norm.weight"},
+    {WR_ATTN_NORM_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.ln_1.bias",
+     "blk.%ld.attn_norm.bias"},
+    {WR_QKV, WP_LAYER, 2, {WD_QKV, WD_HIDDEN}, WI_NORMAL, true, HF_CONV1D, "transformer.h.%ld.attn.c_attn.weight",
+     "blk.%ld.attn_qkv.weight"},
+    {WR_QKV_BIAS, WP_LAYER, 1, {WD_QKV}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.attn.c_attn.bias",
+     "blk.%ld.attn_qkv.bias"},
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL_RESIDUAL, true, HF_CONV1D,
+     "transformer.h.%ld.attn.c_proj.weight", "blk.%ld.attn_output.weight"},
+    {WR_WO_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.attn.c_proj.bias",
+     "blk.%ld.attn_output.bias"},
+    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.h.%ld.ln_2.weight",
+     "blk.%ld.ffn_norm.weight"},
+    {WR_FFN_NORM_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.ln_2.bias",
+     "blk.%ld.ffn_norm.bias"},
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_CONV1D, "transformer.h.%ld.mlp.c_fc.weight",
+     "blk.%ld.ffn_up.weight"},
+    {WR_UP_BIAS, WP_LAYER, 1, {WD_FF}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.mlp.c_fc.bias",
+     "blk.%ld.ffn_up.bias"},
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL_RESIDUAL, true, HF_CONV1D,
+     "transformer.h.%ld.mlp.c_proj.weight", "blk.%ld.ffn_down.weight"},
+    {WR_DOWN_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.mlp.c_proj.bias",
+     "blk.%ld.ffn_down.bias"},
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.ln_f.weight",
+     "output_norm.weight"},
+    {WR_FINAL_NORM_BIAS, WP_LAST, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.ln_f.bias",
+     "output_norm.bias"},
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight"},
+};
+
+static const char *gpt2_check(const cf_model_config *m, char *msg, size_t cap) {
+    if (m->num_kv_heads != m->num_heads)
+        return snprintf(msg, cap, "gpt2 has no grouped-query attention: must equal num_heads %lld",
+                        (long long)m->num_heads),
+               "num_kv_heads";
+    return NULL;
+}
+
+static int64_t gpt2_default_ff(const cf_model_config *m) { return 4 * m->hidden_size; }
+
+static cf_saved_terms gpt2_saved(const cf_model_config *m, bool recomputed) {
+    double d = (double)m->hidden_size, ffn = (double)m->intermediate_size;
+    /* input, ln_1 out, q, k, v, attention out, residual, ln_2 out; c_fc out, GELU out
+     * (select_recompute rebuilds the last). Norm statistics: mean and 1/std of ln_1, ln_2. */
+    return (cf_saved_terms){.compute = 8 * d + (recomputed ? 1 : 2) * ffn, .f32 = 4};
+}
+
+#define COUNT(a) (int)(sizeof a / sizeof a[0])
+
+static const cf_family llama_family = {
+    .arch = CF_ARCH_LLAMA,
+    .name = "llama",
+    .weights = llama_weights,
+    .n_weights = COUNT(llama_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .position = CF_POS_ROPE, .mlp = CF_MLP_SWIGLU, .fused_qkv = false},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved,
+    .hf = {.model_type = "llama", .architecture = "LlamaForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size",
+           .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"LlamaForCausalLM", NULL},
+    .mf_config_class = "LlamaConfig",
+    .gguf_arch = "llama",
+};
+
+static const cf_family gpt2_family = {
+    .arch = CF_ARCH_GPT2,
+    .name = "gpt2",
+    .weights = gpt2_weights,
+    .n_weights = COUNT(gpt2_weights),
+    .check = gpt2_check,
+    .default_ff = gpt2_default_ff,
+    .block = {.norm = CF_NORM_LAYER, .position = CF_POS_LEARNED, .mlp = CF_MLP_GELU, .fused_qkv = true},
+    .forward = cf_transformer_forward,
+    .block_saved = gpt2_saved,
+    .hf = {.model_type = "gpt2", .architecture = "GPT2LMHeadModel", .act_key = "activation_function",
+           .act = "gelu_new", .vocab = "vocab_size",
+           .hidden = "n_embd", .ff = "n_inner", .layers = "n_layer", .heads = "n_head", .kv_heads = NULL,
+           .max_pos = "n_positions", .eps = "layer_norm_epsilon", .tie_default = true,
+           .strip_prefix = "transformer."},
+    .mf_model_classes = {"GPT2LMHeadModel", "GPT2ForCausalLM", NULL},
+    .mf_config_class = "GPT2Config",
+    .gguf_arch = "gpt2",
+};
+
+/* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
+static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family};
+static_assert(CF_ARCH_COUNT == 2 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+              "every cf_arch needs its cf_family in families[] (docs/extending.md)");
+
+const cf_family *cf_family_of(cf_arch arch) {
+    return (unsigned)arch < (unsigned)CF_ARCH_COUNT ? families[arch] : NULL;
+}
+
+const cf_family *cf_family_named(const char *name) {
+    for (int a = 0; a < CF_ARCH_COUNT; a++)
+        if (strcmp(families[a]->name, name) == 0) return families[a];
+    return NULL;
+}
+
+bool cf_family_has_bias(const cf_family *f, cf_weight_role role) {
+    return role + 1 < WR_COUNT && cf_family_weight_of(f, (cf_weight_role)(role + 1)) != NULL &&
+           (role == WR_ATTN_NORM || role == WR_QKV || role == WR_WO || role == WR_FFN_NORM || role == WR_UP ||
+            role == WR_DOWN || role == WR_FINAL_NORM);
+}
+
+const cf_family_weight *cf_family_weight_of(const cf_family *f, cf_weight_role role) {
+    for (int i = 0; i < f->n_weights; i++)
+        if (f->weights[i].role == role) return &f->weights[i];
+    return NULL;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+void cf_weight_name(const cf_family_weight *w, long layer, char *buf, size_t size) {
+    snprintf(buf, size, w->name, layer); /* names without %ld ignore the layer */
+}
+
+void cf_weight_gguf_name(const cf_family_weight *w, long layer, char *buf, size_t size) {
+    snprintf(buf, size, w->gguf, layer);
+}
+#pragma GCC diagnostic pop
+
+static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
+    switch (d) {
+    case WD_VOCAB: return m->vocab_size;
+    case WD_HIDDEN: return m->hidden_size;
+    case WD_KV: return m->num_kv_heads * cf_model_head_dim(m);
+    case WD_FF: return m->intermediate_size;
+    case WD_POS: return m->max_position_embeddings;
+    case WD_QKV: return 3 * m->hidden_size;
+    }
+    return 0;
+}
+
+int cf_weight_shape(const cf_model_config *m, const cf_family_weight *w, int64_t shape[2]) {
+    for (int i = 0; i < w->ndim; i++) shape[i] = dim_size(m, w->dims[i]);
+    return w->ndim;
+}
+
+int cf_weight_describe(const cf_model_config *m, const cf_family_weight *w, long layer, char *buf, size_t size,
+                       int64_t shape[2]) {
+    cf_weight_name(w, layer, buf, size);
+    return cf_weight_shape(m, w, shape);
+}
+
+bool cf_weight_numel(const cf_model_config *m, const cf_family_weight *w, size_t *n) {
+    int64_t shape[2] = {0, 1};
+    cf_weight_shape(m, w, shape);
+    if (shape[0] < 0 || shape[1] < 0) return *n = 0, false;
+    return cf_mul_size((uint64_t)shape[0], (uint64_t)shape[1], n);
+}
+
+static int foreach_place(const cf_family *f, cf_weight_place place, long layer, cf_weight_fn fn, void *ctx) {
+    int rc = 0;
+    for (int i = 0; i < f->n_weights && rc == 0; i++)
+        if (f->weights[i].place == place) rc = fn(ctx, &f->weights[i], layer);
+    return rc;
+}
+
+int cf_weights_foreach(const cf_model_config *m, cf_weight_fn fn, void *ctx) {
+    const cf_family *f = cf_family_of(m->arch);
+    int rc = foreach_place(f, WP_FIRST, 0, fn, ctx);
+    for (long l = 0; l < m->num_layers && rc == 0; l++) rc = foreach_place(f, WP_LAYER, l, fn, ctx);
+    if (rc == 0) rc = foreach_place(f, WP_LAST, 0, fn, ctx);
+    if (rc == 0 && !m->tie_word_embeddings) rc = foreach_place(f, WP_UNTIED, 0, fn, ctx);
+    return rc;
+}
+
+size_t cf_weights_count(const cf_model_config *m) {
+    const cf_family *f = cf_family_of(m->arch);
+    size_t fixed = 0, per_layer = 0, layers, total;
+    for (int i = 0; i < f->n_weights; i++) {
+        cf_weight_place p = f->weights[i].place;
+        if (p == WP_LAYER) per_layer++;
+        else if (p != WP_UNTIED || !m->tie_word_embeddings) fixed++;
+    }
+    if (m->num_layers < 0 || !cf_mul_size((uint64_t)m->num_layers, per_layer, &layers) ||
+        !cf_add_size(layers, fixed, &total))
+        return 0;
+    return total;
+}
+
+int cf_model_config_check(const cf_model_config *m, const char *source, cf_error *err) {
+    const cf_family *f = cf_family_of(m->arch);
+    if (!f) return cf_fail(err, "%s: arch %d is not a model family", source, (int)m->arch);
+    if (m->vocab_size < 1 || m->hidden_size < 1 || m->num_layers < 1 || m->num_heads < 1 || m->num_kv_heads < 1 ||
+        m->intermediate_size < 1)
+        return cf_fail(err, "%s: model sizes must be positive (vocab %lld, hidden %lld, layers %lld, heads %lld/%lld, "
+                            "intermediate %lld)",
+                       source, (long long)m->vocab_size, (long long)m->hidden_size, (long long)m->num_layers,
+                       (long long)m->num_heads, (long long)m->num_kv_heads, (long long)m->intermediate_size);
+    if (m->hidden_size % m->num_heads || m->num_heads % m->num_kv_heads)
+        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld: heads must divide evenly",
+                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
+    if (m->max_position_embeddings < 1) return cf_fail(err, "%s: max_position_embeddings must be positive", source);
+    if (!(m->rms_norm_eps > 0 && m->rms_norm_eps <= 1))
+        return cf_fail(err, "%s: rms_norm_eps %g must be in (0, 1]", source, m->rms_norm_eps);
+    char msg[256];
+    const char *key = f->check(m, msg, sizeof msg);
+    if (key) return cf_fail(err, "%s: %s %s: %s", source, f->name, key, msg);
+    for (int i = 0; i < f->n_weights; i++) {
+        size_t n, bytes;
+        if (!cf_weight_numel(m, &f->weights[i], &n) || !cf_mul_size(n, sizeof(float), &bytes)) {
+            char name[128];
+            cf_weight_name(&f->weights[i], 0, name, sizeof name);
+            return cf_fail(err, "%s: tensor %s: the shape implied by vocab_size %lld, hidden_size %lld, "
+                                "intermediate_size %lld overflows the address space",
+                           source, name, (long long)m->vocab_size, (long long)m->hidden_size,
+                           (long long)m->intermediate_size);
+        }
+    }
+    return 0;
+}
