@@ -161,7 +161,53 @@ static void check_grad_stats(const char *file, const cf_trainer *t, const fixtur
     }
 }
 
+/* Mixed precision (compute_dtype bf16 / f16, docs/precision.md) against the same f32
+ * reference: the 10 losses of training from the fixture's weights. */
+static void check_mixed(const char *file, cf_dtype compute) {
+    fixture fx;
+    if (fixture_load(&fx, test_source_path(file)) != 0) {
+        CHECK(0);
+        return;
+    }
+    const fixture_record *meta_rec = fixture_find(&fx, "meta");
+    json_t *meta = json_loadb(meta_rec->data, (size_t)meta_rec->numel, 0, NULL);
+    cf_config cfg;
+    fixture_config(meta, &cfg);
+    cfg.model.model_config.compute_dtype = compute;
+    cf_error err;
+    cf_train_options opts = {.quiet = true};
+    cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
+    CHECK_MSG(t != NULL, "%s: %s", file, err.msg);
+    json_t *params = json_object_get(meta, "params");
+    const fixture_record *tokens = need(&fx, "%s", "tokens");
+    if (!t || !tokens) goto done;
+    size_t i;
+    json_t *jname;
+    json_array_foreach(params, i, jname) {
+        int64_t numel;
+        float *w = cf_trainer_param(t, json_string_value(jname), &numel);
+        const fixture_record *src = need(&fx, "param/%s", json_string_value(jname));
+        if (w && src && numel == src->numel) memcpy(w, src->data, sizeof(float) * (size_t)numel);
+    }
+    int64_t row = cfg.runner_config.batch_size * (cfg.runner_config.seq_length + 1);
+    const float *want_losses = need(&fx, "%s", "losses")->data;
+    for (int64_t s = 0; s < cfg.runner_config.train_steps; s++) {
+        double loss;
+        CHECK(cf_trainer_step(t, (const int32_t *)tokens->data + s * row, &loss, &err) == 0);
+        fprintf(stderr, "%s %s step %lld: %.6f vs %.6f (%.2e)\n", file, cf_dtype_name(compute), (long long)s, loss,
+                want_losses[s], fabs(loss - want_losses[s]) / want_losses[s]);
+    }
+done:
+    cf_trainer_free(t);
+    json_decref(meta);
+    fixture_free(&fx);
+}
+
 int main(void) {
+    check_mixed("tests/fixtures/train/llama.cffx", CF_BF16);
+    check_mixed("tests/fixtures/train/llama.cffx", CF_F16);
+    check_mixed("tests/fixtures/train/gpt2.cffx", CF_BF16);
+    check_mixed("tests/fixtures/train/gpt2.cffx", CF_F16);
     check_fixture("tests/fixtures/train/llama.cffx");
     check_fixture("tests/fixtures/train/gpt2.cffx");
     return test_finish();

@@ -44,7 +44,8 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
 /* The memory plan of a full training step (forward, backward, AdamW) at batch B and
  * length T, computed without allocating tensors: what `cformers config show` reports
  * (arena, lower bound, fragmentation, parameter blocks). With `ctx`, the fusion passes
- * it enables run first, as the trainer runs them; NULL plans the unfused graph. */
+ * it enables run first, as the trainer runs them; NULL plans the unfused graph. The
+ * precision pass of cfg->compute_dtype runs either way, as in the trainer. */
 int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, int64_t batch, int64_t seq_len,
                           cf_memory_report *report, cf_error *err);
 
