@@ -24,7 +24,7 @@
 
 typedef struct run_state {
     cf_progress progress;
-    double peak_flops, flops_per_token; /* this rank's measured f32 FMA peak, for MFU */
+    double peak_flops, flops_per_token; /* this rank's measured peak of the products' unit (bf16 or f32), for MFU */
     int64_t stop;
     int64_t saved_step;   /* of the last checkpoint this run wrote, -1 before the first */
     double stall_seconds; /* the last save's time at the step boundary */
@@ -333,7 +333,9 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
 static int run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
     run_state r = {.stop = t->train_steps, .saved_step = -1,
-                   .peak_flops = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads()),
+                   .peak_flops = 1e9 * cf_gemm_peak_gflops(t->cfg.model.model_config.compute_dtype == CF_BF16 ? CF_BF16
+                                                                                                         : CF_F32,
+                                                           cf_num_threads()),
                    .flops_per_token = cf_model_train_flops_per_token(&t->cfg.model.model_config, t->seq)};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
     if (open_outputs(t, err) != 0 || cf_train_profile_open(t, t->pos.step, r.stop, err) != 0) return -1;
