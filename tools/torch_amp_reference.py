@@ -8,8 +8,8 @@ token batches and, per step, the loss of
   * "losses_bf16": torch.autocast("cpu", dtype=torch.bfloat16) around the model: every
     matmul (projections, MLP, attention scores and values) in bf16;
   * "losses_f16": float16 products, emulated (PyTorch 1.13's CPU autocast has no float16):
-    both operands of each projection / MLP matmul rounded to f16 (attention stays f32, as
-    in cformers), the gradients flowing back through them rounded to f16 as well, with a
+    both operands and the result of each projection / MLP matmul rounded to f16 (attention
+    stays f32, as in cformers), the gradients flowing back through them as well, with a
     static loss scale of 2^16 (GradScaler's initial scale) that never overflows here.
 In both, the output layer and the loss are float32, as cformers keeps them (autocast
 alone would round the logits, and the loss with them, to bf16); norms, softmax, residual
@@ -31,17 +31,18 @@ F16_SCALE = 2.0 ** 16
 
 
 class RoundF16:
-    """Within `with RoundF16():`, a @ b rounds both operands to float16 (and, through
-    autograd, the gradients that flow back to them); the product itself stays float32.
+    """Within `with RoundF16():`, a @ b rounds both operands and its result to float16, as
+    autocast would (and, through autograd, the gradients that flow back through them); the
+    sums themselves are float32.
     (Tensor.__matmul__ is swapped: 1.13's TorchFunctionMode does not see `@`.)"""
     active = True
     matmul = torch.Tensor.__matmul__
 
     @staticmethod
     def rounded(a, b):
-        if RoundF16.active:
-            a, b = a.half().float(), b.half().float()
-        return RoundF16.matmul(a, b)
+        if not RoundF16.active:
+            return RoundF16.matmul(a, b)
+        return RoundF16.matmul(a.half().float(), b.half().float()).half().float()
 
     def __enter__(self):
         torch.Tensor.__matmul__ = RoundF16.rounded

@@ -8,9 +8,11 @@
  *     low-precision weights, rewritten from the f32 master weights by every forward);
  *   - with bf16, flash attention reads q, k, v in bf16 (there is no f16 attention kernel,
  *     so under f16 attention stays f32).
+ *   - SwiGLU's gate and up are written by their products in the low type (SwiGLU computes
+ *     in f32 from them and writes f32), as they are what its backward keeps.
  * Everything else stays f32: embeddings and their gradient accumulation, norms, RoPE,
  * softmax, the loss (also the fused output layer + loss), the residual stream, the
- * activations between products and the optimizer. Products write f32, so weight gradients
+ * other activations between products and the optimizer. Products write f32, so weight gradients
  * reach the f32 gradient block directly; the casts' backward is the identity, and a
  * matmul's backward rounds its incoming gradient to the operands' type (op_matmul.c).
  * The memory planner sizes the low-precision activations at their real size: the ones
@@ -44,6 +46,22 @@ static cf_tensor *low_of(precision *p, cf_tensor *t, cf_node *reader) {
     return c;
 }
 
+/* SwiGLU's gate and up, when each is a low-precision product read by nothing else: the
+ * products write them in the low type, which is what SwiGLU's backward keeps. */
+static void narrow_swiglu(cf_graph *g, cf_node *n, cf_dtype to) {
+    for (int k = 0; k < 2; k++) {
+        cf_tensor *t = n->inputs[k];
+        cf_node *p = t->producer;
+        if (!p || p->op != &cf_op_matmul || t->dtype != CF_F32 || p->inputs[0]->dtype != to || t->keep ||
+            cf_graph_readers(g, t) != 1)
+            return;
+    }
+    for (int k = 0; k < 2; k++) {
+        n->inputs[k]->producer->attrs.i[2] = to;
+        n->inputs[k]->dtype = to;
+    }
+}
+
 int cf_pass_precision(cf_graph *g, cf_dtype compute) {
     if (compute == CF_F32 || g->failed) return 0;
     precision p = {.g = g, .to = compute, .low = cf_xcalloc((size_t)g->n_tensors, sizeof(cf_tensor *)),
@@ -53,6 +71,7 @@ int cf_pass_precision(cf_graph *g, cf_dtype compute) {
     for (int i = 0; i < n_nodes; i++) nodes[i] = g->nodes[i];
     for (int i = 0; i < n_nodes && !g->failed; i++) {
         cf_node *n = nodes[i];
+        if (n->op == &cf_op_swiglu) narrow_swiglu(g, n, compute); /* its producers come first: converted */
         int operands = 0;
         if (n->op == &cf_op_matmul)
             operands = 2;

@@ -4,9 +4,10 @@
  *
  * A and B are both f32, both bf16 (cf_gemm_bf16: vdpbf16ps / AMX where the CPU has them,
  * else widened to f32) or both f16 (widened to f32 in the workspace with F16C, then
- * cf_sgemm: no CPU here multiplies f16 natively, so f16 saves memory, not time); C is f32
- * and every sum is f32. The mixed-precision pass (pass_precision.c) makes the low-precision
- * operands. */
+ * cf_sgemm: no CPU here multiplies f16 natively, so f16 saves memory, not time); every
+ * sum is f32 and so is C, unless attrs.i[2] asks for C in the operands' low precision
+ * (rounded from an f32 result in the workspace; not with accumulation). The mixed-
+ * precision pass (pass_precision.c) makes the low-precision operands and results. */
 #include "cformers/gemm.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -41,14 +42,25 @@ static int infer_matmul(cf_node *n, cf_error *err) {
     int ndim = ta ? 2 : a->ndim;
     for (int i = 0; i < ndim - 1; i++) shape[i] = ta ? d.m : a->shape[i];
     shape[ndim - 1] = d.n;
-    cf_node_output(n, 0, CF_F32, ndim, shape);
+    cf_dtype out = (cf_dtype)n->attrs.i[2];
+    if (out != CF_F32 && (out != a->dtype || n->accumulate))
+        return cf_fail(err, "matmul: a %s result needs %s operands and no accumulation", cf_dtype_name(out),
+                       cf_dtype_name(out));
+    cf_node_output(n, 0, out, ndim, shape);
     return 0;
 }
 
-/* f16 operands: both widened to f32 in the workspace, A then B. */
+/* The workspace: the f32 result when the output is bf16 / f16 (attrs.i[2]), then, for f16
+ * operands, both widened to f32, A then B. */
+static size_t result_elems(const cf_node *n) {
+    return n->outputs[0]->dtype == CF_F32 ? 0 : (size_t)cf_tensor_numel(n->outputs[0]);
+}
+
 static size_t matmul_workspace(const cf_node *n) {
-    if (n->inputs[0]->dtype != CF_F16) return 0;
-    return sizeof(float) * (size_t)(cf_tensor_numel(n->inputs[0]) + cf_tensor_numel(n->inputs[1]));
+    size_t elems = result_elems(n);
+    if (n->inputs[0]->dtype == CF_F16)
+        elems += (size_t)(cf_tensor_numel(n->inputs[0]) + cf_tensor_numel(n->inputs[1]));
+    return sizeof(float) * elems;
 }
 
 typedef struct widen_job {
@@ -67,20 +79,39 @@ static const float *widen(const cf_tensor *t, float *dst) {
     return dst;
 }
 
+typedef struct narrow_job {
+    const float *src;
+    void *dst;
+    cf_dtype to;
+} narrow_job;
+
+static void narrow_rows(void *arg, long begin, long end) {
+    const narrow_job *j = arg;
+    if (j->to == CF_BF16)
+        cf_convert_f32_to_bf16(j->src + begin, (cf_bf16 *)j->dst + begin, (size_t)(end - begin));
+    else
+        cf_convert_f32_to_f16(j->src + begin, (cf_f16 *)j->dst + begin, (size_t)(end - begin));
+}
+
 static void matmul_forward(const cf_node *n) {
     mm_dims d = dims_of(n);
     const cf_tensor *a = n->inputs[0], *b = n->inputs[1];
     bool ta = n->attrs.i[0], tb = n->attrs.i[1];
     long lda = (long)cf_tensor_cols(a), ldb = (long)cf_tensor_cols(b);
     float beta = n->accumulate & 1u ? 1.0f : 0.0f;
+    float *c = result_elems(n) ? n->workspace : cf_out(n, 0), *wa = (float *)n->workspace + result_elems(n);
     switch (a->dtype) {
-    case CF_BF16: cf_gemm_bf16(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, cf_out(n, 0), d.n); break;
+    case CF_BF16: cf_gemm_bf16(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, c, d.n); break;
     case CF_F16: {
-        float *wa = n->workspace, *wb = wa + cf_tensor_numel(a);
-        cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, widen(a, wa), lda, widen(b, wb), ldb, beta, cf_out(n, 0), d.n);
+        float *wb = wa + cf_tensor_numel(a);
+        cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, widen(a, wa), lda, widen(b, wb), ldb, beta, c, d.n);
         break;
     }
-    default: cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, cf_out(n, 0), d.n);
+    default: cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, c, d.n);
+    }
+    if (c != cf_out(n, 0)) {
+        narrow_job j = {.src = c, .dst = n->outputs[0]->data, .to = n->outputs[0]->dtype};
+        cf_parallel_rows((long)cf_tensor_numel(n->outputs[0]), 1, narrow_rows, &j);
     }
 }
 
