@@ -110,7 +110,9 @@ static size_t linear_cross_entropy_workspace(const cf_node *n) {
     return sizeof(float) * (size_t)(chunk_rows(n) * n->inputs[1]->shape[0] + cf_tensor_rows(n->inputs[0]));
 }
 
-/* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss ---- */
+/* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss; for the
+ * weight's, added straight into the gradient block (accumulate), so the backward holds no
+ * second copy of the [V, D] gradient ---- */
 
 static int infer_scale_by(cf_node *n, cf_error *err) {
     (void)err;
@@ -121,20 +123,24 @@ static int infer_scale_by(cf_node *n, cf_error *err) {
 typedef struct scale_job {
     const float *x;
     float *y, s;
+    bool add;
 } scale_job;
 
 static void scale_range(void *arg, long begin, long end) {
     scale_job *j = arg;
-    for (long i = begin; i < end; i++) j->y[i] = j->s * j->x[i];
+    if (j->add)
+        for (long i = begin; i < end; i++) j->y[i] += j->s * j->x[i];
+    else
+        for (long i = begin; i < end; i++) j->y[i] = j->s * j->x[i];
 }
 
 static void scale_by_forward(const cf_node *n) {
-    scale_job j = {.x = cf_in(n, 1), .y = cf_out(n, 0), .s = *cf_in(n, 0)};
+    scale_job j = {.x = cf_in(n, 1), .y = cf_out(n, 0), .s = *cf_in(n, 0), .add = n->accumulate & 1u};
     cf_parallel_rows((long)cf_tensor_numel(n->inputs[1]), 1, scale_range, &j);
 }
 
 static const cf_op_def scale_by = {.name = "scale_by", .n_outputs = 1, .infer = infer_scale_by,
-                                   .forward = scale_by_forward};
+                                   .forward = scale_by_forward, .accumulate_outputs = 1u};
 
 static void linear_cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
     for (int i = 0; i < 2; i++)
