@@ -33,6 +33,16 @@ static saved_elements block_elements(const cf_config *cfg, bool recomputed) {
         e.compute = 6 * d + 2 * kv + (recomputed ? 0 : 3 * ffn);
         e.f32 = 2; /* 1/rms of the two norms */
     }
+    /* Mixed precision (docs/precision.md) keeps the block input, the attention output and
+     * the residual sum f32 (and GPT-2's c_fc output, which GELU reads; with f16 also q, k, v,
+     * as attention runs f32), and adds the attention output's low-precision copy for its
+     * product. */
+    if (m->compute_dtype != CF_F32) {
+        bool gpt2 = m->arch == CF_ARCH_GPT2;
+        double f32 = 3 * d + (gpt2 && !recomputed ? ffn : 0) + (m->compute_dtype == CF_F16 ? d + (gpt2 ? 2 * d : 2 * kv) : 0);
+        e.compute += d - f32;
+        e.f32 += f32;
+    }
     /* Attention: the fused kernel keeps one log-sum-exp per head; the unfused one keeps the
      * probabilities, one row of seq_length per head (causal rows are stored in full). */
     if (!recomputed) e.f32 += m->use_flash_attention ? heads : heads * seq;
