@@ -1,7 +1,8 @@
 /* The mixed-precision pass (docs/precision.md) on a LLaMA and a GPT-2 training graph:
  * with compute_dtype bf16 every forward product reads bf16 operands, the weights through
  * casts whose outputs are kept outside the arena (one per weight), flash attention reads
- * bf16 q/k/v, SwiGLU's gate and up are stored bf16, and each product's weight gradient
+ * bf16 q/k/v, the fused output layer reads bf16 input and weights (its loss and gradients
+ * f32), SwiGLU's gate and up are stored bf16, and each product's weight gradient
  * still lands directly in the f32 gradient block (no separate accumulation node); with
  * f16 attention stays f32. The planned arena shrinks (llama_110m at 1 x 1024: bf16 at
  * most 75% of f32's). Precision keys other than compute_dtype accept only float32. */
@@ -41,15 +42,19 @@ static void check_graph(cf_arch arch, cf_dtype compute) {
         } else if (n->op == &cf_op_flash_attention) {
             attentions++;
             CHECK(n->inputs[0]->dtype == (compute == CF_BF16 ? CF_BF16 : CF_F32));
+        } else if (n->op == &cf_op_linear_cross_entropy) {
+            CHECK(n->inputs[0]->dtype == (compute == CF_BF16 ? CF_BF16 : CF_F32) && n->inputs[1]->dtype == n->inputs[0]->dtype);
+            for (int k = 0; k < n->n_outputs; k++) CHECK(n->outputs[k]->dtype == CF_F32);
         } else if (n->op == &cf_op_rmsnorm || n->op == &cf_op_add_rmsnorm || n->op == &cf_op_layernorm ||
-                   n->op == &cf_op_add_layernorm || n->op == &cf_op_linear_cross_entropy || n->op == &cf_op_embedding) {
+                   n->op == &cf_op_add_layernorm || n->op == &cf_op_embedding) {
             for (int k = 0; k < n->n_outputs; k++) CHECK(n->outputs[k]->dtype == CF_F32);
         }
     }
     /* per layer: Q, K, V, O and the MLP's 2 (GPT-2: fused QKV, proj, fc, proj) */
     int per_layer = arch == CF_ARCH_LLAMA ? 7 : 4;
-    CHECK_MSG(products == 2 * per_layer && weight_casts == products, "%d products, %d weight casts", products,
-              weight_casts);
+    /* with bf16 the fused output layer reads a bf16 copy of its weights too */
+    CHECK_MSG(products == 2 * per_layer && weight_casts == products + (compute == CF_BF16), "%d products, %d weight casts",
+              products, weight_casts);
     CHECK(attentions == 2 && swiglus == (arch == CF_ARCH_LLAMA ? 2 : 0));
     CHECK(cf_graph_backward(g, m.loss, &err) == 0);
     /* only norms, biases, the embeddings' rows and the fused output layer (as in f32) need one */

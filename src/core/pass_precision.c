@@ -7,13 +7,14 @@
  *     cast at the start of the step into a copy kept outside the activation arena (the
  *     low-precision weights, rewritten from the f32 master weights by every forward);
  *   - with bf16, flash attention reads q, k, v in bf16 (there is no f16 attention kernel,
- *     so under f16 attention stays f32).
+ *     so under f16 attention stays f32), and the fused output layer + loss takes its input
+ *     and weights in bf16 for its three products (its logits, softmax, loss and gradients
+ *     stay f32; under f16 it stays f32: its unscaled logit gradients would underflow);
  *   - SwiGLU's gate and up are written by their products in the low type (SwiGLU computes
  *     in f32 from them and writes f32), as they are what its backward keeps.
  * Everything else stays f32: embeddings and their gradient accumulation, norms, RoPE,
- * softmax, the loss (also the fused output layer + loss), the residual stream, the
- * other activations between products and the optimizer. Products write f32, so weight gradients
- * reach the f32 gradient block directly; the casts' backward is the identity, and a
+ * softmax, the loss, the residual stream, the other activations between products and the
+ * optimizer. Products write f32, so weight gradients reach the f32 gradient block directly; the casts' backward is the identity, and a
  * matmul's backward rounds its incoming gradient to the operands' type (op_matmul.c).
  * The memory planner sizes the low-precision activations at their real size: the ones
  * saved for backward (product inputs, q/k/v) take half the bytes. */
@@ -77,6 +78,8 @@ int cf_pass_precision(cf_graph *g, cf_dtype compute) {
             operands = 2;
         else if (n->op == &cf_op_flash_attention && compute == CF_BF16)
             operands = 3;
+        else if (n->op == &cf_op_linear_cross_entropy && compute == CF_BF16)
+            operands = 2;
         bool all_f32 = operands > 0;
         for (int k = 0; k < operands; k++) all_f32 &= n->inputs[k]->dtype == CF_F32;
         if (!all_f32) continue;
