@@ -99,11 +99,11 @@ static void matmul_forward(const cf_node *n) {
     bool ta = n->attrs.i[0], tb = n->attrs.i[1];
     long lda = (long)cf_tensor_cols(a), ldb = (long)cf_tensor_cols(b);
     float beta = n->accumulate & 1u ? 1.0f : 0.0f;
-    float *c = result_elems(n) ? n->workspace : cf_out(n, 0), *wa = (float *)n->workspace + result_elems(n);
+    float *c = result_elems(n) ? n->workspace : cf_out(n, 0);
     switch (a->dtype) {
     case CF_BF16: cf_gemm_bf16(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, c, d.n); break;
-    case CF_F16: {
-        float *wb = wa + cf_tensor_numel(a);
+    case CF_F16: { /* only here is the workspace sure to exist */
+        float *wa = (float *)n->workspace + result_elems(n), *wb = wa + cf_tensor_numel(a);
         cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, widen(a, wa), lda, widen(b, wb), ldb, beta, c, d.n);
         break;
     }
