@@ -1,10 +1,12 @@
 /* Training throughput of cformers on the LLaMA presets: tokens per second and model FLOPs
  * utilisation against this machine's measured FMA peak, one JSON line per preset.
  *
- *   bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ ...
+ *   bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ[:DTYPE] ...
  *
- * MFU is against cf_gemm_peak_gflops (independent FMA chains on every pool thread),
- * measured before and after each preset's steps, the higher reading.
+ * DTYPE is model_config.compute_dtype (float32, the default, bfloat16 or float16). MFU is
+ * against cf_gemm_peak_gflops of the unit the products run on (bf16: the bf16 unit; f32
+ * and f16, whose products are f32: FMA), measured before and after each preset's steps,
+ * the higher reading.
  * Each step is a full optimizer step (forward, backward, AdamW) on random tokens; the
  * reported time is the median of the timed steps after the warmup ones. Model FLOPs per
  * token follow the PaLM appendix: 6 * (parameters outside the embedding table, the
@@ -35,19 +37,30 @@ static const char *const recompute_modes[][2] = {
 };
 static const char *const recompute_names[] = {"none", "full", "select"};
 
-static int bench_one(const char *spec, int warmup, int steps, int recompute, double peak) {
-    char preset[128];
+/* The measured peak of the unit the products of `compute` run on: bf16 products on the
+ * bf16 unit (AMX / vdpbf16ps, else f32 FMA), f32 and f16 (widened to f32) on f32 FMA. */
+static double peak_of(cf_dtype compute) {
+    return 1e9 * cf_gemm_peak_gflops(compute == CF_BF16 ? CF_BF16 : CF_F32, cf_num_threads());
+}
+
+static int bench_one(const char *spec, int warmup, int steps, int recompute) {
+    char preset[128], dtype_name[32] = "float32";
     long batch = 0, seq = 0;
-    if (sscanf(spec, "%127[^:]:%ld:%ld", preset, &batch, &seq) != 3) {
-        fprintf(stderr, "bench_train: '%s' is not PRESET:BATCH:SEQ\n", spec);
+    cf_dtype compute;
+    int fields = sscanf(spec, "%127[^:]:%ld:%ld:%31s", preset, &batch, &seq, dtype_name);
+    if (fields < 3 || cf_dtype_parse(dtype_name, &compute) != 0 ||
+        (compute != CF_F32 && compute != CF_BF16 && compute != CF_F16)) {
+        fprintf(stderr, "bench_train: '%s' is not PRESET:BATCH:SEQ[:float32|bfloat16|float16]\n", spec);
         return 2;
     }
-    char o_batch[64], o_seq[64], o_steps[64];
+    double peak = peak_of(compute);
+    char o_batch[64], o_seq[64], o_steps[64], o_dtype[96];
     snprintf(o_batch, sizeof o_batch, "runner_config.batch_size=%ld", batch);
     snprintf(o_seq, sizeof o_seq, "runner_config.seq_length=%ld", seq);
     snprintf(o_steps, sizeof o_steps, "runner_config.train_steps=%d", warmup + steps);
+    snprintf(o_dtype, sizeof o_dtype, "model.model_config.compute_dtype=%s", dtype_name);
     const char *overrides[] = {o_batch, o_seq, o_steps, "runner_config.gradient_accumulation_steps=1",
-                               "train_dataset.data_dir=", "model.model_config.compute_dtype=float32",
+                               "train_dataset.data_dir=", o_dtype,
                                "lr_schedule.warmup_steps=0", /* a preset's warmup is longer than a bench run */
                                recompute_modes[recompute][0], recompute_modes[recompute][1]};
     cf_config cfg;
@@ -75,13 +88,13 @@ static int bench_one(const char *spec, int warmup, int steps, int recompute, dou
     }
     /* Measured again after the steps, the higher reading kept: one reading in a busy
      * spell of a shared machine (half the real peak) once put MFU at 128%. */
-    double again = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
+    double again = peak_of(compute);
     if (again > peak) peak = again;
     double median = bench_median(times, steps), tps = (double)(batch * seq) / median;
-    printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
+    printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"dtype\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
            "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "
            "\"mfu\": %.4f, \"loss\": %.4f, \"recompute\": \"%s\"}\n",
-           preset, (long long)cf_model_param_count(&cfg.model.model_config), batch, seq, cf_num_threads(), median, tps,
+           preset, cf_dtype_name(compute), (long long)cf_model_param_count(&cfg.model.model_config), batch, seq, cf_num_threads(), median, tps,
            tps * flops_per_token(&cfg) / 1e9, peak / 1e9, tps * flops_per_token(&cfg) / peak, loss,
            recompute_names[recompute]);
     fflush(stdout);
@@ -103,12 +116,11 @@ int main(int argc, char **argv) {
         } else break;
     }
     if (first >= argc || steps < 1 || warmup < 0 || recompute < 0) {
-        fprintf(stderr, "usage: bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ ...\n");
+        fprintf(stderr, "usage: bench_train [--steps N] [--warmup W] [--recompute none|full|select] PRESET:BATCH:SEQ[:DTYPE] ...\n");
         return 2;
     }
-    double peak = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads());
     for (int i = first; i < argc; i++) {
-        int rc = bench_one(argv[i], warmup, steps, recompute, peak);
+        int rc = bench_one(argv[i], warmup, steps, recompute);
         if (rc) return rc;
     }
     return 0;

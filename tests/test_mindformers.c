@@ -68,7 +68,10 @@ static void llama2_pretrain(void) {
     /* one line per key that has no effect, each naming the file, line and key */
     CHECK_MSG(n_warnings > 30, "%d warnings", n_warnings);
     CHECK_CONTAINS(warnings, "pretrain_llama2_7b.yaml:121: context.device_target: has no effect here");
-    CHECK_CONTAINS(warnings, "runner_wrapper.scale_sense: has no effect here");
+    /* scale_sense is the loss scaler (DynamicLossScaleUpdateCell 65536, x2, window 1000) */
+    CHECK(strstr(warnings, "scale_sense") == NULL);
+    CHECK(c.loss_scale.type == CF_LOSS_SCALE_DYNAMIC && c.loss_scale.loss_scale_value == 65536 &&
+          c.loss_scale.scale_factor == 2 && c.loss_scale.scale_window == 1000);
     CHECK_CONTAINS(warnings, "callbacks[2] (ObsMonitor): has no effect here");
     CHECK(strstr(warnings, "seq_length") == NULL); /* mapped keys are silent */
 }
@@ -93,6 +96,7 @@ static void llama3_8b(void) {
     CHECK(cf_model_param_count(m) == 8030261248LL);
     CHECK(c.optimizer.beta1 == 0.9 && c.optimizer.beta2 == 0.95); /* betas: [0.9, 0.95] */
     CHECK(c.optimizer.clip_grad_norm == 0.5);                      /* runner_wrapper.max_grad_norm */
+    CHECK(c.loss_scale.type == CF_LOSS_SCALE_FIXED && c.loss_scale.loss_scale_value == 1.0); /* scale_sense: 1.0 */
     CHECK(c.runner_config.log_interval == 1);                      /* MFLossMonitor.per_print_times */
     CHECK(c.callbacks.checkpoint_monitor.keep_checkpoint_max == 2 && c.runner_config.save_interval == 10000);
     CHECK(c.runner_config.seq_length == 8192 && c.recompute_config.recompute);

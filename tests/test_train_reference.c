@@ -4,7 +4,8 @@
  * tensor's largest magnitude), the 10 losses of AdamW training with warmup + cosine and
  * global-norm clipping within 1e-5 (relative), and the parameters after those 10 steps
  * within 1e-4, leaving out the elements the fixture marks as having a zero gradient in
- * exact arithmetic (GPT-2's key bias), where Adam amplifies f32 rounding noise. */
+ * exact arithmetic (GPT-2's key bias), where Adam amplifies f32 rounding noise. The same
+ * models train in bf16 and f16 mixed precision close to PyTorch's (check_mixed). */
 #include <jansson.h>
 
 #include "cformers/checkpoint.h"
@@ -161,7 +162,74 @@ static void check_grad_stats(const char *file, const cf_trainer *t, const fixtur
     }
 }
 
+/* Mixed precision (compute_dtype, docs/precision.md) against PyTorch in the same dtype
+ * (tools/torch_amp_reference.py: CPU autocast for bf16, f16 products emulated by rounding
+ * the operands), the 10 losses of training from the *_amp fixture's weights. Both sides
+ * round each product's operands to the dtype, relative error up to its unit roundoff u
+ * (bf16 2^-8, f16 2^-11), but in different places (autocast also rounds the products'
+ * outputs and the activations between them; f16 is rounded after the backward products
+ * there, before them here), so their logits differ by a few u and the loss, a
+ * log-sum-exp of O(1) logits, by about u relative; training carries the difference on.
+ * Tolerance: u relative per step (measured: at most 0.35u; AVX-512 BF16, AVX2, scalar). f32 runs the
+ * same fixture within 1e-4 (PyTorch's f32 rounds in its own order). */
+static void check_mixed(const char *file) {
+    fixture fx;
+    if (fixture_load(&fx, test_source_path(file)) != 0) {
+        CHECK(0);
+        return;
+    }
+    const fixture_record *meta_rec = fixture_find(&fx, "meta");
+    json_t *meta = json_loadb(meta_rec->data, (size_t)meta_rec->numel, 0, NULL);
+    const cf_dtype dtypes[] = {CF_BF16, CF_F16, CF_F32};
+    const double tol[] = {0x1p-8, 0x1p-11, 1e-4};
+    for (int d = 0; d < 3; d++) {
+        cf_config cfg;
+        fixture_config(meta, &cfg);
+        cfg.model.model_config.compute_dtype = dtypes[d];
+        cfg.callbacks.summary_monitor.gradient_stats_interval = 0;
+        cf_error err;
+        cf_train_options opts = {.quiet = true};
+        cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
+        CHECK_MSG(t != NULL, "%s: %s", file, err.msg);
+        const fixture_record *tokens = need(&fx, "%s", "tokens");
+        const fixture_record *want = need(&fx, "losses_%s", cf_dtype_name(dtypes[d]));
+        if (!t || !tokens || !want) {
+            cf_trainer_free(t);
+            continue;
+        }
+        size_t i;
+        json_t *jname;
+        json_array_foreach(json_object_get(meta, "params"), i, jname) {
+            int64_t numel;
+            float *w = cf_trainer_param(t, json_string_value(jname), &numel);
+            const fixture_record *src = need(&fx, "param/%s", json_string_value(jname));
+            if (w && src && numel == src->numel) memcpy(w, src->data, sizeof(float) * (size_t)numel);
+        }
+        int64_t row = cfg.runner_config.batch_size * (cfg.runner_config.seq_length + 1);
+        const float *want_losses = want->data;
+        double worst = 0;
+        for (int64_t s = 0; s < cfg.runner_config.train_steps; s++) {
+            double loss;
+            CHECK(cf_trainer_step(t, (const int32_t *)tokens->data + s * row, &loss, &err) == 0);
+            double e = fabs(loss - want_losses[s]) / fabs(want_losses[s]);
+            worst = fmax(worst, e);
+            CHECK_MSG(e <= tol[d], "%s %s: step %lld loss %.7g, PyTorch %.7g (relative %.2g > %.2g)", file,
+                      cf_dtype_name(dtypes[d]), (long long)s, loss, want_losses[s], e, tol[d]);
+        }
+        int64_t skipped;
+        cf_trainer_loss_scale(t, &skipped);
+        CHECK_MSG(skipped == 0, "%s %s: %lld steps skipped", file, cf_dtype_name(dtypes[d]), (long long)skipped);
+        printf("%s %s: worst relative loss difference %.2g (tolerance %.2g)\n", file, cf_dtype_name(dtypes[d]), worst,
+               tol[d]);
+        cf_trainer_free(t);
+    }
+    json_decref(meta);
+    fixture_free(&fx);
+}
+
 int main(void) {
+    check_mixed("tests/fixtures/train/llama_amp.cffx");
+    check_mixed("tests/fixtures/train/gpt2_amp.cffx");
     check_fixture("tests/fixtures/train/llama.cffx");
     check_fixture("tests/fixtures/train/gpt2.cffx");
     return test_finish();

@@ -114,6 +114,11 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def output_layer(x, w):
+    """The logits x w^T; tools/torch_amp_reference.py replaces it to keep the head in f32."""
+    return x @ w.T
+
+
 def llama_forward(c, P, tokens):
     B, T = tokens.shape
     H, KV = c["num_heads"], c["num_kv_heads"]
@@ -134,7 +139,7 @@ def llama_forward(c, P, tokens):
         x = x + (torch.nn.functional.silu(g) * u) @ P[p + "mlp.down_proj.weight"].T
     x = rmsnorm(x, P["model.norm.weight"], c["rms_norm_eps"])
     head = P["model.embed_tokens.weight"] if c["tie_word_embeddings"] else P["lm_head.weight"]
-    return x @ head.T
+    return output_layer(x, head)
 
 
 def gpt2_forward(c, P, tokens):
@@ -152,7 +157,7 @@ def gpt2_forward(c, P, tokens):
         a = attention(q, k, v).transpose(1, 2).reshape(B, T, D)
         x = x + lin(a, p + "attn.c_proj")
         x = x + lin(gelu_tanh(lin(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
-    return ln(x, "transformer.ln_f") @ P["transformer.wte.weight"].T
+    return output_layer(ln(x, "transformer.ln_f"), P["transformer.wte.weight"])
 
 
 # ---------------------------------------------------------------- parameters

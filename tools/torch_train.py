@@ -156,7 +156,8 @@ def bench(args):
     for step in range(args.warmup + args.steps):
         batches = [torch.randint(0, mc["vocab_size"], (B, T + 1), generator=gen) for _ in range(tr.accum)]
         t0 = time.perf_counter()
-        tr.step(step, batches)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast_bf16):
+            tr.step(step, batches)
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
@@ -202,6 +203,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--autocast-bf16", action="store_true", help="bench: the step under CPU autocast to bfloat16")
     ap.add_argument("--batches", help="curve: the file of `cformers train --dump-batches`")
     ap.add_argument("--init", help="curve: the checkpoint of `cformers train --save-initial`")
     args = ap.parse_args()

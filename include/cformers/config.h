@@ -162,6 +162,25 @@ typedef struct cf_recompute_config {
     bool select_recompute;    /* recompute only cheap, large activations (attention probs, MLP) in the other layers */
 } cf_recompute_config;
 
+/* `loss_scale`: the loss is multiplied by `scale` before backward and the gradients divided
+ * by it in the update (MindFormers' runner_wrapper.scale_sense). A step whose gradients
+ * hold an inf or NaN is skipped (weights and AdamW moments untouched). Dynamic: the scale
+ * is divided by scale_factor on such a step and multiplied by it after scale_window clean
+ * steps in a row (PyTorch's GradScaler defaults: 2^16, 2, 2000). */
+typedef enum cf_loss_scale_type {
+    CF_LOSS_SCALE_AUTO = 0, /* dynamic when compute_dtype is float16, else none */
+    CF_LOSS_SCALE_NONE,
+    CF_LOSS_SCALE_FIXED,
+    CF_LOSS_SCALE_DYNAMIC,
+} cf_loss_scale_type;
+
+typedef struct cf_loss_scale_config {
+    cf_loss_scale_type type;
+    double loss_scale_value; /* the initial (fixed: the only) scale */
+    double scale_factor;     /* growth and back-off factor (dynamic) */
+    int64_t scale_window;    /* clean steps before the scale grows (dynamic) */
+} cf_loss_scale_config;
+
 /* `predict`: what run_mode predict generates (MindFormers' generation keys map here). */
 typedef struct cf_predict_config {
     char input_data[CF_CONFIG_PATH_MAX]; /* a prompt, or a file of prompts (one per line) */
@@ -190,6 +209,7 @@ typedef struct cf_config {
     cf_dataset_config train_dataset;
     cf_callbacks_config callbacks;
     cf_recompute_config recompute_config;
+    cf_loss_scale_config loss_scale;
     cf_predict_config predict;
 } cf_config;
 

@@ -188,6 +188,12 @@ typedef struct cf_adamw_config {
  * each parameter's sum of squared gradients (cf_graph_grad_stats). */
 cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr);
 
+/* The same for gradients that hold the loss times a scale (loss scaling): `unscale`, an
+ * f32 scalar input, holds 1 / scale at run time; the norm returned and the statistics are
+ * of the unscaled gradients and AdamW applies them unscaled. A step whose scaled gradients
+ * overflowed (an inf or NaN, seen as a non-finite norm) is skipped as above. */
+cf_tensor *cf_graph_adamw_scaled(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr, cf_tensor *unscale);
+
 /* From the norm cf_graph_adamw returned: the switch to set before a step whose per-
  * parameter gradient statistics are wanted, and where they land (in parameter order). */
 typedef struct cf_grad_stats_tensors {

@@ -38,7 +38,9 @@ typedef struct cf_model_config {
     bool use_flash_attention;
     cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */
     cf_dtype param_init_type;          /* master weights, normally f32 */
-    cf_dtype softmax_compute_type;     /* norms / softmax / loss, normally f32 */
+    cf_dtype softmax_compute_type;     /* softmax / loss: f32 (the only one supported) */
+    cf_dtype layernorm_compute_type;   /* norms: f32 (the only one supported) */
+    cf_dtype rotary_dtype;             /* RoPE tables and rotation: f32 (the only one supported) */
     double initializer_range;          /* std of the normal init */
     int64_t bos_token_id, eos_token_id, pad_token_id; /* -1 when absent */
     /* LLaMA's MLP width rule when intermediate_size is 0: 2/3 of 4 hidden, times

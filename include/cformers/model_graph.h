@@ -44,8 +44,9 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
 /* The memory plan of a full training step (forward, backward, AdamW) at batch B and
  * length T, computed without allocating tensors: what `cformers config show` reports
  * (arena, lower bound, fragmentation, parameter blocks). With `ctx`, the fusion passes
- * it enables run first, as the trainer runs them; NULL plans the unfused graph. With
- * `rc`, its activation recomputation is applied after the backward (NULL: none). */
+ * it enables run first, as the trainer runs them; NULL plans the unfused graph. The
+ * precision pass of cfg->compute_dtype runs either way, as in the trainer. With `rc`, its
+ * activation recomputation is applied after the backward (NULL: none). */
 int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc,
                           int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err);
 

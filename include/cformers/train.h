@@ -114,8 +114,11 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err);
 /* Writes the full training state to `path`. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err);
 
-/* Optimizer steps done so far. */
+/* Optimizer steps done so far (skipped ones included). */
 int64_t cf_trainer_steps_done(const cf_trainer *t);
+/* The loss scale the next step uses (1 when loss scaling is off), and in *skipped (may
+ * be NULL) the steps skipped so far because their gradients overflowed. */
+double cf_trainer_loss_scale(const cf_trainer *t, int64_t *skipped);
 /* A parameter's weights or gradient by model name (NULL when there is none), with its
  * element count in *numel. */
 float *cf_trainer_param(cf_trainer *t, const char *name, int64_t *numel);

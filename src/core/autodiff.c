@@ -18,7 +18,7 @@ static void add_contribution(cf_graph *g, cf_tensor **grads, cf_tensor *x, cf_te
     grads[x->id] = grads[x->id] ? cf_nn_add(g, grads[x->id], dx) : dx;
 }
 
-static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p);
+static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p, int at);
 
 /* A parameter's contributions go into the gradient block one by one, right after the
  * node that makes each (a tied embedding's head part at the start of backward, its
@@ -34,20 +34,24 @@ static void backprop_node(cf_graph *g, cf_tensor **grads, int n_grads, const cf_
     for (int i = 0; i < n->n_inputs && !g->failed; i++) {
         cf_tensor *p = n->inputs[i];
         if (p->role == CF_ROLE_PARAM && !p->view_of && p->id < n_grads && grads[p->id]) {
-            accumulate_param(g, grads, n_grads, p);
+            accumulate_param(g, grads, n_grads, p, n->index);
             grads[p->id] = NULL;
         }
     }
 }
 
 /* Output k of dp's producer, when that op can add into it, nothing else reads dp and
- * dp is not also another tensor's gradient (as when p + x passes one dy to both). */
+ * dp is not also the gradient of another tensor still to be back-propagated (as when
+ * p + x passes one dy to both; a tensor made at or after node `at`, such as the output of
+ * the cast that p's gradient passed through, is done with its gradient). */
 static int accumulating_output(const cf_graph *g, cf_tensor *const *grads, int n_grads, const cf_tensor *p,
-                               const cf_tensor *dp) {
+                               const cf_tensor *dp, int at) {
     const cf_node *n = dp->producer;
     if (!n || dp->view_of || dp->role != CF_ROLE_ACTIVATION) return -1;
-    for (int i = 0; i < n_grads; i++)
-        if (grads[i] == dp && i != p->id) return -1;
+    for (int i = 0; i < n_grads; i++) {
+        const cf_node *made_by = g->tensors[i]->producer;
+        if (grads[i] == dp && i != p->id && !(made_by && made_by->index >= at)) return -1;
+    }
     int k = 0;
     while (k < n->n_outputs && n->outputs[k] != dp) k++;
     if (!(n->op->accumulate_outputs >> k & 1u)) return -1;
@@ -60,9 +64,9 @@ static int accumulating_output(const cf_graph *g, cf_tensor *const *grads, int n
 /* Adds a contribution to parameter p's gradient into its view of the gradient block, so
  * contributions and micro-batches accumulate: directly by the op that computes it when it
  * can, else by a grad_accumulate node. */
-static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p) {
+static void accumulate_param(cf_graph *g, cf_tensor *const *grads, int n_grads, cf_tensor *p, int at) {
     cf_tensor *dp = grads[p->id];
-    int k = accumulating_output(g, grads, n_grads, p, dp);
+    int k = accumulating_output(g, grads, n_grads, p, dp, at);
     cf_tensor *view = k >= 0 ? dp : cf_graph_new_tensor(g, "", CF_ROLE_GRAD, CF_F32, p->ndim, p->shape);
     cf_tensor_set_name(view, "%s.grad", p->name);
     view->role = CF_ROLE_GRAD;

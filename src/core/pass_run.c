@@ -15,3 +15,10 @@ int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err) {
     if (ctx->fuse_rope) cf_pass_rope_in_place(g);
     return cf_graph_error(g, err);
 }
+
+int cf_graph_apply_passes(cf_graph *g, const cf_context_config *ctx, const cf_model_config *model, cf_error *err) {
+    if (ctx && cf_graph_fuse(g, ctx, err) != 0) return -1;
+    if (g->differentiated) return cf_fail(err, "the precision pass must run before the backward is built");
+    if (model && cf_pass_precision(g, model->compute_dtype) < 0) return cf_graph_error(g, err);
+    return cf_graph_error(g, err);
+}

@@ -7,6 +7,7 @@
 
 #include "cformers/config.h"
 #include "cformers/graph.h"
+#include "cformers/model_config.h"
 
 /* Runs the passes ctx enables (residual + norm only with ctx->enable_graph_kernel). */
 int cf_graph_fuse(cf_graph *g, const cf_context_config *ctx, cf_error *err);
@@ -36,5 +37,16 @@ int cf_pass_rope_in_place(cf_graph *g);
  * forward nodes placed in the backward just before they are needed; results are
  * bit-identical. Returns how many nodes it cloned, -1 on error. */
 int cf_graph_recompute(cf_graph *g, const cf_recompute_config *rc, cf_error *err);
+
+/* Mixed precision (model_config.compute_dtype, pass_precision.c): matmuls, and with bf16
+ * flash attention, read their operands in `compute` (CF_BF16 or CF_F16; CF_F32 changes
+ * nothing) through inserted casts, the weights' casts kept outside the arena; all else
+ * stays f32. Runs after the fusion passes, before cf_graph_backward. Returns how many
+ * nodes it converted, -1 on a graph error. */
+int cf_pass_precision(cf_graph *g, cf_dtype compute);
+
+/* The passes a training graph of `model` gets from the config, in order: the fusion
+ * passes of ctx (NULL: none), then the precision pass for model->compute_dtype. */
+int cf_graph_apply_passes(cf_graph *g, const cf_context_config *ctx, const cf_model_config *model, cf_error *err);
 
 #endif

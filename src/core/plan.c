@@ -83,6 +83,11 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     bind_storage(p, &l);
     cf_arena_layout_free(&l);
     cf_gemm_reserve_scratch(CF_F32); /* so no step allocates, whichever thread runs a product */
+    for (int i = 0; i < g->n_nodes; i++) /* bf16 products (mixed precision) have buffers of their own */
+        if (g->nodes[i]->n_inputs > 0 && g->nodes[i]->inputs[0]->dtype == CF_BF16) {
+            cf_gemm_reserve_scratch(CF_BF16);
+            break;
+        }
     g->planned = true;
     return p;
 }

@@ -151,9 +151,7 @@ static const mf_rule rules[] = {
     {MC "softmax_compute_dtype", MF_ALIAS, MC "softmax_compute_type", NULL, NULL},
     {MC "init_method_std", MF_ALIAS, MC "initializer_range", NULL, NULL},
     {MC "qkv_concat", MF_ALIAS, "context.enable_matrix_combine", NULL, NULL},
-    {MC "layernorm_compute_type", MF_IGNORE, "norms compute in softmax_compute_type", NULL, NULL},
-    {MC "layernorm_compute_dtype", MF_IGNORE, "norms compute in softmax_compute_type", NULL, NULL},
-    {MC "rotary_dtype", MF_IGNORE, "RoPE tables are float32", NULL, NULL},
+    {MC "layernorm_compute_dtype", MF_ALIAS, MC "layernorm_compute_type", NULL, NULL},
     {MC "embedding_init_type", MF_IGNORE, "the embedding is in param_init_type", NULL, NULL},
     {MC "ignore_token_id", MF_NEUTRAL, "-100", "every position of a record is a target here", NULL},
     {MC "use_past", MF_IGNORE, "generation always uses the KV cache and training never does", NULL, NULL},
@@ -449,8 +447,51 @@ static void callbacks_list(cf_walker *w, const char *path, yaml_node_t *key, yam
     }
 }
 
+/* runner_wrapper.scale_sense: a number is a fixed loss scale; a DynamicLossScaleUpdateCell
+ * (loss_scale_value, scale_factor, scale_window) or FixedLossScaleUpdateCell
+ * (loss_scale_value) mapping sets loss_scale.* (docs/precision.md). */
+static void scale_sense(cf_walker *w, const char *path, yaml_node_t *value) {
+    if (value->type == YAML_SCALAR_NODE) {
+        cf_walk_set_text(w, native("loss_scale.type"), path, "fixed", cf_walk_line(value));
+        cf_walk_set(w, native("loss_scale.loss_scale_value"), path, value);
+        return;
+    }
+    if (value->type != YAML_MAPPING_NODE) {
+        cf_walk_error(w, "%s:%d: %s: expected a number or a loss-scale cell, got %s", w->source, cf_walk_line(value),
+                      path, cf_walk_kind(value));
+        return;
+    }
+    bool dynamic = true;
+    for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key), *v = yaml_document_get_node(w->doc, p->value);
+        const char *name = k->type == YAML_SCALAR_NODE ? cf_walk_text(k) : "";
+        char sub[320];
+        snprintf(sub, sizeof sub, "%s.%s", path, name);
+        if (strcmp(name, "type") == 0) {
+            if (one_of(v, "DynamicLossScaleUpdateCell"))
+                dynamic = true;
+            else if (one_of(v, "FixedLossScaleUpdateCell"))
+                dynamic = false;
+            else
+                cf_walk_error(w, "%s:%d: %s: '%s' is not a loss-scale cell cformers has (DynamicLossScaleUpdateCell, "
+                                 "FixedLossScaleUpdateCell)",
+                              w->source, cf_walk_line(v), sub, v->type == YAML_SCALAR_NODE ? cf_walk_text(v) : "?");
+        } else if (strcmp(name, "loss_scale_value") == 0 || strcmp(name, "scale_factor") == 0 ||
+                   strcmp(name, "scale_window") == 0) {
+            char key[64];
+            snprintf(key, sizeof key, "loss_scale.%s", name);
+            cf_walk_set(w, native(key), sub, v);
+        } else {
+            cf_walk_error(w, "%s:%d: %s: unknown key (scale_sense takes type, loss_scale_value, scale_factor, "
+                             "scale_window)",
+                          w->source, cf_walk_line(k), sub);
+        }
+    }
+    cf_walk_set_text(w, native("loss_scale.type"), path, dynamic ? "dynamic" : "fixed", cf_walk_line(value));
+}
+
 /* MindFormers' training cell: clipping is off unless use_clip_grad says so (then at
- * max_grad_norm, 1.0 by default); a loss-scale cell has nothing to do here. */
+ * max_grad_norm, 1.0 by default); scale_sense is the loss scale. */
 static void runner_wrapper(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
     if (value->type != YAML_MAPPING_NODE) {
         cf_walk_error(w, "%s:%d: %s: expected a mapping, got %s", w->source, cf_walk_line(value), path, cf_walk_kind(value));
@@ -469,8 +510,7 @@ static void runner_wrapper(cf_walker *w, const char *path, yaml_node_t *key, yam
             cf_walk_error(w, "%s:%d: %s: '%s' is not a training cell cformers has (MFTrainOneStepCell)", w->source,
                           cf_walk_line(v), sub, v->type == YAML_SCALAR_NODE ? cf_walk_text(v) : "?");
         } else if (strcmp(name, "scale_sense") == 0) {
-            ignored(w, sub, k, "no loss scaling: master weights and gradients are float32, and a step whose gradient "
-                               "norm is not finite is skipped");
+            scale_sense(w, sub, v);
         } else if (strcmp(name, "use_clip_grad") == 0) {
             if (!scalar_or_error(w, sub, v)) continue;
             if (one_of(v, "true|yes|on"))

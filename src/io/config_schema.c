@@ -53,6 +53,9 @@ static const cf_enum_name lr_schedules[] = {
     {NULL, 0}};
 static const cf_enum_name tristates[] = {{"auto", CF_AUTO}, {"off", CF_OFF}, {"on", CF_ON},
                                          {"false", CF_OFF}, {"true", CF_ON}, {NULL, 0}};
+static const cf_enum_name loss_scale_types[] = {{"auto", CF_LOSS_SCALE_AUTO},   {"none", CF_LOSS_SCALE_NONE},
+                                                {"fixed", CF_LOSS_SCALE_FIXED}, {"dynamic", CF_LOSS_SCALE_DYNAMIC},
+                                                {NULL, 0}};
 static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"onebit", CF_COMPRESSION_ONEBIT}, {NULL, 0}};
 
 const cf_config_key cf_config_keys[] = {
@@ -82,9 +85,11 @@ const cf_config_key cf_config_keys[] = {
     K_FLOAT(model.model_config.rms_norm_eps, 1e-5, 0, 1, CF_RANGE_LO_OPEN, "RMSNorm (LayerNorm for gpt2) epsilon"),
     K_BOOL(model.model_config.tie_word_embeddings, false, "output head shares the token embedding"),
     K_BOOL(model.model_config.use_flash_attention, true, "attention as one fused, tiled op"),
-    K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmul input type"),
-    K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights"),
-    K_ENUM(model.model_config.softmax_compute_type, float_dtypes, CF_F32, "norms, softmax and loss"),
+    K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmuls and attention in training (bf16/f16: mixed precision, docs/precision.md)"),
+    K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights and optimizer state (float32 only)"),
+    K_ENUM(model.model_config.softmax_compute_type, float_dtypes, CF_F32, "softmax and loss (float32 only)"),
+    K_ENUM(model.model_config.layernorm_compute_type, float_dtypes, CF_F32, "RMSNorm / LayerNorm (float32 only)"),
+    K_ENUM(model.model_config.rotary_dtype, float_dtypes, CF_F32, "RoPE tables and rotation (float32 only)"),
     K_FLOAT(model.model_config.initializer_range, 0.02, 0, 10, 0, "std of the normal init"),
     K_INT(model.model_config.bos_token_id, -1, -1, 2147483647.0, "-1 = none"),
     K_INT(model.model_config.eos_token_id, -1, -1, 2147483647.0, "-1 = none"),
@@ -163,6 +168,11 @@ const cf_config_key cf_config_keys[] = {
     K_INT(callbacks.profile_monitor.start_step, 1, 0, BIG, "first profiled step (1-based)"),
     K_INT(callbacks.profile_monitor.stop_step, 10, 0, BIG, "last profiled step (inclusive)"),
     K_STRING(callbacks.profile_monitor.timeline, "timeline.json", "Chrome trace file in output_dir; empty = none"),
+
+    K_ENUM(loss_scale.type, loss_scale_types, CF_LOSS_SCALE_AUTO, "auto = dynamic with compute_dtype float16, else none; fixed; dynamic"),
+    K_FLOAT(loss_scale.loss_scale_value, 65536.0, 1, 1e38, 0, "initial loss scale (fixed: the scale)"),
+    K_FLOAT(loss_scale.scale_factor, 2.0, 1, 1e6, CF_RANGE_LO_OPEN, "dynamic: x this after scale_window clean steps, / this on overflow"),
+    K_INT(loss_scale.scale_window, 2000, 1, BIG, "dynamic: clean steps before the scale grows"),
 
     K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward (keeps each layer's input)"),
     K_INT(recompute_config.recompute_layers, 0, 0, BIG, "with recompute: only the first N layers (MindFormers' per-stage count); 0 = all"),

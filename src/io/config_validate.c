@@ -95,6 +95,24 @@ static int check_model(checker *c, const cf_config *cfg) {
     for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
         if (tokens[i].id >= m->vocab_size)
             return fail_at(c, tokens[i].path, "%" PRId64 " is not below vocab_size %" PRId64, tokens[i].id, m->vocab_size);
+    /* Mixed precision (docs/precision.md): only the products go to compute_dtype. Inference
+     * (eval, predict) runs f32 whatever these say, so MindFormers' inference configs, which
+     * often say float16, load. */
+    bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
+    const struct {
+        const char *path;
+        cf_dtype dtype;
+        const char *what;
+    } f32_only[] = {{MC "param_init_type", m->param_init_type, "master weights, their gradients and AdamW's moments"},
+                    {MC "softmax_compute_type", m->softmax_compute_type, "softmax and the loss"},
+                    {MC "layernorm_compute_type", m->layernorm_compute_type, "RMSNorm and LayerNorm"},
+                    {MC "rotary_dtype", m->rotary_dtype, "RoPE"}};
+    for (size_t i = 0; i < sizeof f32_only / sizeof f32_only[0]; i++)
+        if (trains && f32_only[i].dtype != CF_F32)
+            return fail_at(c, f32_only[i].path,
+                           "%s is not supported: %s are float32 here (compute_dtype sets the precision of the "
+                           "matmuls and attention)",
+                           cf_dtype_name(f32_only[i].dtype), f32_only[i].what);
     if (cfg->runner_config.seq_length > m->max_position_embeddings)
         return fail_at(c, "runner_config.seq_length", "%" PRId64 " exceeds max_position_embeddings %" PRId64,
                        cfg->runner_config.seq_length, m->max_position_embeddings);

@@ -1,16 +1,18 @@
-/* cast: x converted to another element type, f32 <-> bf16 (rounding to nearest even).
+/* cast: x converted to another element type, f32 <-> bf16 or f16 (rounding to nearest
+ * even; f16 overflows to inf beyond 65504, which loss scaling detects).
  * Its gradient is the incoming gradient cast back to x's type: rounding is treated as
  * the identity, as mixed-precision training does. */
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
 
-static bool castable(cf_dtype t) { return t == CF_F32 || t == CF_BF16; }
+static bool low(cf_dtype t) { return t == CF_BF16 || t == CF_F16; }
 
 static int infer_cast(cf_node *n, cf_error *err) {
     const cf_tensor *x = n->inputs[0];
     cf_dtype to = (cf_dtype)n->attrs.i[0];
-    if (!castable(x->dtype) || !castable(to))
-        return cf_fail(err, "cast: %s is %s; only f32 <-> bf16 casts exist", x->name, cf_dtype_name(x->dtype));
+    if (!((x->dtype == CF_F32 && low(to)) || (low(x->dtype) && to == CF_F32)))
+        return cf_fail(err, "cast: %s is %s, to %s; only f32 <-> bf16 and f32 <-> f16 casts exist", x->name,
+                       cf_dtype_name(x->dtype), cf_dtype_name(to));
     cf_node_output(n, 0, to, x->ndim, x->shape);
     return 0;
 }
@@ -20,10 +22,15 @@ static void cast_rows(void *arg, long begin, long end) {
     const void *src = n->inputs[0]->data;
     void *dst = n->outputs[0]->data;
     size_t count = (size_t)(end - begin);
-    if (n->outputs[0]->dtype == CF_BF16)
-        cf_convert_f32_to_bf16((const float *)src + begin, (cf_bf16 *)dst + begin, count);
-    else
-        cf_convert_bf16_to_f32((const cf_bf16 *)src + begin, (float *)dst + begin, count);
+    switch (n->outputs[0]->dtype) {
+    case CF_BF16: cf_convert_f32_to_bf16((const float *)src + begin, (cf_bf16 *)dst + begin, count); break;
+    case CF_F16: cf_convert_f32_to_f16((const float *)src + begin, (cf_f16 *)dst + begin, count); break;
+    default:
+        if (n->inputs[0]->dtype == CF_BF16)
+            cf_convert_bf16_to_f32((const cf_bf16 *)src + begin, (float *)dst + begin, count);
+        else
+            cf_convert_f16_to_f32((const cf_f16 *)src + begin, (float *)dst + begin, count);
+    }
 }
 
 static void cast_forward(const cf_node *n) {

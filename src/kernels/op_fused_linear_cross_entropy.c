@@ -10,10 +10,16 @@
  * do) for d loss = 1, and the backward only scales them by the incoming d loss. Memory:
  * one chunk of logits instead of the logits and their gradient for every token.
  *
+ * x and W are both f32 or both bf16 (bf16 mixed precision, pass_precision.c): then the
+ * three products take bf16 operands (the logits' gradient rounded to bf16, in place, for
+ * the two backward ones) and sum in f32; the logits, softmax, loss and both gradients
+ * stay f32.
+ *
  * inputs (x [..., D], W [V, D], targets [...] i32, negative = ignored);
- * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = 1 [V, D]). */
+ * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = 1 [V, D]), all f32. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cformers/fused.h"
 #include "cformers/gemm.h"
@@ -48,18 +54,18 @@ static long chunk_rows(const cf_node *n) {
 }
 
 static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
-    if (cf_require_dtype(n, 0, CF_F32, err) || cf_require_dtype(n, 1, CF_F32, err) ||
-        cf_require_dtype(n, 2, CF_I32, err))
-        return -1;
     const cf_tensor *x = n->inputs[0], *w = n->inputs[1], *t = n->inputs[2];
+    if (x->dtype != CF_F32 && x->dtype != CF_BF16)
+        return cf_fail(err, "linear_cross_entropy: %s is %s (f32 or bf16)", x->name, cf_dtype_name(x->dtype));
+    if (cf_require_dtype(n, 1, x->dtype, err) || cf_require_dtype(n, 2, CF_I32, err)) return -1;
     if (w->ndim != 2 || w->shape[1] != cf_tensor_cols(x))
         return cf_fail(err, "weight %s must be [vocab, %lld] for input %s", w->name, (long long)cf_tensor_cols(x),
                        x->name);
     if (cf_tensor_numel(t) != cf_tensor_rows(x))
         return cf_fail(err, "targets %s must have one id per row of %s", t->name, x->name);
     cf_node_output(n, 0, CF_F32, 0, NULL);
-    cf_node_output_like(n, 1, x);
-    cf_node_output_like(n, 2, w);
+    cf_node_output(n, 1, CF_F32, x->ndim, x->shape);
+    cf_node_output(n, 2, CF_F32, w->ndim, w->shape);
     return 0;
 }
 
@@ -82,6 +88,42 @@ static void lce_rows(void *arg, long begin, long end) {
     }
 }
 
+/* Each row of the logits' gradient rounded to bf16 in place, at the start of its own row,
+ * a piece at a time through a stack buffer: piece [a, a + P) lands on the bytes of
+ * elements [a/2, a/2 + P/2), all read before (in this piece or an earlier one), and the
+ * copy is a memcpy, so no type-based alias reordering can read a clobbered element. Row r
+ * of the result starts at bf16 element 2 r vocab. */
+static void round_rows_in_place(void *arg, long begin, long end) {
+    enum { PIECE = 256 };
+    const lce_job *j = arg;
+    cf_bf16 tmp[PIECE];
+    for (long r = begin; r < end; r++) {
+        float *row = j->logits + r * j->vocab;
+        for (long a = 0; a < j->vocab; a += PIECE) {
+            long m = j->vocab - a < PIECE ? j->vocab - a : PIECE;
+            cf_convert_f32_to_bf16(row + a, tmp, (size_t)m);
+            memcpy((char *)row + a * (long)sizeof(cf_bf16), tmp, sizeof(cf_bf16) * (size_t)m);
+        }
+    }
+}
+
+/* The chunks with bf16 x and W: the logits' gradient, rounded to bf16 in place, feeds the
+ * two backward products (leading dimension 2 vocab bf16 elements). */
+static void forward_bf16(const cf_node *n, lce_job *j, long rows, long dim, long vocab, long chunk) {
+    const cf_bf16 *xs = n->inputs[0]->data, *w = n->inputs[1]->data, *dlogits = (const cf_bf16 *)j->logits;
+    float *dx = cf_out(n, 1), *dw = cf_out(n, 2);
+    for (long r0 = 0; r0 < rows; r0 += chunk) {
+        long m = rows - r0 < chunk ? rows - r0 : chunk;
+        j->row0 = r0;
+        cf_gemm_bf16(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j->logits, vocab);
+        cf_parallel_rows(m, vocab * 4, lce_rows, j);
+        cf_parallel_rows(m, vocab, round_rows_in_place, j);
+        cf_gemm_bf16(false, false, m, dim, vocab, 1.0f, dlogits, 2 * vocab, w, dim, 0.0f, dx + r0 * dim, dim);
+        cf_gemm_bf16(true, false, vocab, dim, m, 1.0f, dlogits, 2 * vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw,
+                     dim);
+    }
+}
+
 static void linear_cross_entropy_forward(const cf_node *n) {
     const cf_tensor *x = n->inputs[0], *t = n->inputs[2];
     long rows = (long)cf_tensor_rows(x), dim = (long)cf_tensor_cols(x), vocab = (long)n->inputs[1]->shape[0];
@@ -91,15 +133,19 @@ static void linear_cross_entropy_forward(const cf_node *n) {
     lce_job j = {.targets_tensor = t, .targets = targets, .logits = n->workspace, .vocab = vocab,
                  .inv_valid = valid ? 1.0f / (float)valid : 0.0f};
     j.row_loss = j.logits + chunk * vocab;
-    const float *xs = cf_in(n, 0), *w = cf_in(n, 1);
     float *dx = cf_out(n, 1), *dw = cf_out(n, 2);
-    for (long r0 = 0; r0 < rows; r0 += chunk) {
-        long m = rows - r0 < chunk ? rows - r0 : chunk;
-        j.row0 = r0;
-        cf_sgemm(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j.logits, vocab);
-        cf_parallel_rows(m, vocab * 4, lce_rows, &j);
-        cf_sgemm(false, false, m, dim, vocab, 1.0f, j.logits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);
-        cf_sgemm(true, false, vocab, dim, m, 1.0f, j.logits, vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw, dim);
+    if (x->dtype == CF_BF16) {
+        forward_bf16(n, &j, rows, dim, vocab, chunk);
+    } else {
+        const float *xs = cf_in(n, 0), *w = cf_in(n, 1);
+        for (long r0 = 0; r0 < rows; r0 += chunk) {
+            long m = rows - r0 < chunk ? rows - r0 : chunk;
+            j.row0 = r0;
+            cf_sgemm(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j.logits, vocab);
+            cf_parallel_rows(m, vocab * 4, lce_rows, &j);
+            cf_sgemm(false, false, m, dim, vocab, 1.0f, j.logits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);
+            cf_sgemm(true, false, vocab, dim, m, 1.0f, j.logits, vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw, dim);
+        }
     }
     double total = 0.0; /* in row order: deterministic */
     for (long r = 0; r < rows; r++) total += j.row_loss[r];
@@ -110,7 +156,9 @@ static size_t linear_cross_entropy_workspace(const cf_node *n) {
     return sizeof(float) * (size_t)(chunk_rows(n) * n->inputs[1]->shape[0] + cf_tensor_rows(n->inputs[0]));
 }
 
-/* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss ---- */
+/* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss; for the
+ * weight's, added straight into the gradient block (accumulate), so the backward holds no
+ * second copy of the [V, D] gradient ---- */
 
 static int infer_scale_by(cf_node *n, cf_error *err) {
     (void)err;
@@ -121,20 +169,24 @@ static int infer_scale_by(cf_node *n, cf_error *err) {
 typedef struct scale_job {
     const float *x;
     float *y, s;
+    bool add;
 } scale_job;
 
 static void scale_range(void *arg, long begin, long end) {
     scale_job *j = arg;
-    for (long i = begin; i < end; i++) j->y[i] = j->s * j->x[i];
+    if (j->add)
+        for (long i = begin; i < end; i++) j->y[i] += j->s * j->x[i];
+    else
+        for (long i = begin; i < end; i++) j->y[i] = j->s * j->x[i];
 }
 
 static void scale_by_forward(const cf_node *n) {
-    scale_job j = {.x = cf_in(n, 1), .y = cf_out(n, 0), .s = *cf_in(n, 0)};
+    scale_job j = {.x = cf_in(n, 1), .y = cf_out(n, 0), .s = *cf_in(n, 0), .add = n->accumulate & 1u};
     cf_parallel_rows((long)cf_tensor_numel(n->inputs[1]), 1, scale_range, &j);
 }
 
 static const cf_op_def scale_by = {.name = "scale_by", .n_outputs = 1, .infer = infer_scale_by,
-                                   .forward = scale_by_forward};
+                                   .forward = scale_by_forward, .accumulate_outputs = 1u};
 
 static void linear_cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
     for (int i = 0; i < 2; i++)

@@ -35,10 +35,13 @@ static void grad_accumulate_forward(const cf_node *n) {
 const cf_op_def cf_op_grad_accumulate = {.name = "grad_accumulate", .n_outputs = 0, .infer = infer_nothing,
                                          .forward = grad_accumulate_forward, .mutates = 1u};
 
-/* ---- grad_norm: inputs the gradient block and the statistics switch (i32 scalar), attrs.p
- * the graph; outputs sqrt(sum g^2) and, on steps whose switch is set, each parameter's
- * sum of squares [n_params] (the gradient flow: docs/training.md). A second pass over the
- * block, only then, so the statistics cost nothing on other steps. ---- */
+/* ---- grad_norm: inputs the gradient block, the statistics switch (i32 scalar) and
+ * optionally the loss scale's inverse (f32 scalar: the block holds gradients times the
+ * scale), attrs.p the graph; outputs the unscaled sqrt(sum g^2) and, on steps whose
+ * switch is set, each parameter's unscaled sum of squares [n_params] (the gradient flow:
+ * docs/training.md). A second pass over the block, only then, so the statistics cost
+ * nothing on other steps. An inf or NaN anywhere in the block makes the norm non-finite:
+ * this sum is the overflow check of loss scaling. ---- */
 
 static int infer_grad_norm(cf_node *n, cf_error *err) {
     const cf_graph *g = n->attrs.p;
@@ -51,6 +54,7 @@ typedef struct param_sq_job {
     const cf_graph *graph;
     const float *g;
     float *out;
+    double unscale2;
 } param_sq_job;
 
 static void param_squares(void *arg, int p, int thread) {
@@ -59,7 +63,7 @@ static void param_squares(void *arg, int p, int thread) {
     const float *g = j->g + t->param_offset;
     double s = 0.0;
     for (int64_t i = 0, n = cf_tensor_numel(t); i < n; i++) s += (double)g[i] * g[i];
-    j->out[p] = (float)s;
+    j->out[p] = (float)(s * j->unscale2);
 }
 
 /* Eight running sums, so the additions do not wait on each other (one chain of double
@@ -85,9 +89,10 @@ static void grad_norm_forward(const cf_node *n) {
     cf_parallel_for((int)j.chunks, sum_squares_chunk, &j);
     double total = 0.0;
     for (long c = 0; c < j.chunks; c++) total += j.partial[c];
-    *cf_out(n, 0) = (float)sqrt(total);
+    double unscale = n->n_inputs > 2 ? *cf_in(n, 2) : 1.0;
+    *cf_out(n, 0) = (float)(sqrt(total) * unscale);
     if (*cf_tensor_i32(n->inputs[1])) {
-        param_sq_job pj = {.graph = n->attrs.p, .g = j.g, .out = cf_out(n, 1)};
+        param_sq_job pj = {.graph = n->attrs.p, .g = j.g, .out = cf_out(n, 1), .unscale2 = unscale * unscale};
         cf_parallel_for(pj.graph->n_params, param_squares, &pj);
     }
 }
@@ -97,7 +102,8 @@ static size_t grad_norm_workspace(const cf_node *n) { return sizeof(double) * CF
 const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 2, .infer = infer_grad_norm,
                                    .forward = grad_norm_forward, .workspace = grad_norm_workspace};
 
-/* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm), attrs.f = {beta1, beta2,
+/* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm[, the loss scale's inverse,
+ * which multiplies every gradient]), attrs.f = {beta1, beta2,
  * eps, weight_decay, max_grad_norm}, attrs.p = the graph (for the decay mask), attrs.i[0]
  * = the step after which the second moment is frozen (0: never; 1-bit compression sets
  * it, as 1-bit Adam does: sign-compressed gradients carry one magnitude per chunk, so
@@ -169,8 +175,9 @@ static void adamw_forward(const cf_node *n) {
     }
     /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
     float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f, lr = *cf_in(n, 5);
+    float unscale = n->n_inputs > 7 ? *cf_in(n, 7) : 1.0f;
     adamw_job j = {.graph = n->attrs.p, .span = adamw_span_for_isa(),
-                   .step = {.beta1 = (float)f[0], .beta2 = (float)beta2, .clip = clip < 1.0f ? clip : 1.0f,
+                   .step = {.beta1 = (float)f[0], .beta2 = (float)beta2, .clip = (clip < 1.0f ? clip : 1.0f) * unscale,
                             .step_size = (float)(lr / (1.0 - pow(f[0], t))), .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
                             .eps = (float)f[2]},
                    .p = cf_tensor_f32(n->inputs[0]), .grad = cf_tensor_f32(n->inputs[1]),
@@ -183,24 +190,31 @@ const cf_op_def cf_op_adamw = {.name = "adamw", .n_outputs = 0, .infer = infer_n
                                .mutates = 0x1fu};
 
 cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr) {
+    return cf_graph_adamw_scaled(g, cfg, lr, NULL);
+}
+
+cf_tensor *cf_graph_adamw_scaled(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr, cf_tensor *unscale) {
     if (g->failed) return NULL;
     if (!lr || lr->dtype != CF_F32 || cf_tensor_numel(lr) != 1)
         return cf_graph_fail(g, "adamw: the learning rate must be an f32 scalar tensor");
+    if (unscale && (unscale->dtype != CF_F32 || cf_tensor_numel(unscale) != 1))
+        return cf_graph_fail(g, "adamw: the gradient unscale factor must be an f32 scalar tensor");
     if (g->n_params == 0) return cf_graph_fail(g, "adamw: the graph has no parameters");
     if (!g->differentiated) return cf_graph_fail(g, "adamw: call cf_graph_backward first");
     cf_param_blocks b = cf_graph_blocks(g);
     cf_phase saved = g->phase;
     g->phase = CF_PHASE_UPDATE;
     cf_tensor *stats = cf_graph_input(g, "grad_stats", CF_I32, 0, NULL);
-    cf_tensor *norm = cf_op_apply(g, &cf_op_grad_norm, (cf_tensor *[]){b.grads, stats}, 2, &(cf_attrs){.p = g});
+    cf_tensor *norm = cf_op_apply(g, &cf_op_grad_norm, (cf_tensor *[]){b.grads, stats, unscale}, unscale ? 3 : 2,
+                                  &(cf_attrs){.p = g});
     if (!norm) return NULL;
     cf_tensor_set_name(norm, "grad_norm");
     cf_graph_keep(g, norm);
     cf_tensor_set_name(norm->producer->outputs[1], "grad_norm.per_param_sq");
     cf_graph_keep(g, norm->producer->outputs[1]);
     cf_attrs attrs = {.f = {cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, cfg->max_grad_norm}, .p = g};
-    cf_tensor *in[7] = {b.params, b.grads, b.adam_m, b.adam_v, b.step, lr, norm};
-    cf_graph_node_add(g, &cf_op_adamw, in, 7, &attrs);
+    cf_tensor *in[8] = {b.params, b.grads, b.adam_m, b.adam_v, b.step, lr, norm, unscale};
+    cf_graph_node_add(g, &cf_op_adamw, in, unscale ? 8 : 7, &attrs);
     g->phase = saved;
     return g->failed ? NULL : norm;
 }

@@ -69,7 +69,16 @@ static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
     /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
      * ffn_norm out; gate, up, SwiGLU out (select_recompute rebuilds the last). Norm
      * statistics: 1/rms of the two norms. */
-    return (cf_saved_terms){.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn, .f32 = 2};
+    cf_saved_terms e = {.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn, .f32 = 2};
+    /* Mixed precision (docs/precision.md) keeps the block input, the attention output and
+     * the residual sum f32 (with f16 also q, k, v, as attention runs f32), and adds the
+     * attention output's low-precision copy for its product. */
+    if (m->compute_dtype != CF_F32) {
+        double f32 = 3 * d + (m->compute_dtype == CF_F16 ? d + 2 * kv : 0);
+        e.compute += d - f32;
+        e.f32 += f32;
+    }
+    return e;
 }
 
 /* ---- GPT-2: learned positions, LayerNorm, fused q/k/v, GELU(tanh), biases, tied head ---- */
@@ -124,7 +133,14 @@ static cf_saved_terms gpt2_saved(const cf_model_config *m, bool recomputed) {
     double d = (double)m->hidden_size, ffn = (double)m->intermediate_size;
     /* input, ln_1 out, q, k, v, attention out, residual, ln_2 out; c_fc out, GELU out
      * (select_recompute rebuilds the last). Norm statistics: mean and 1/std of ln_1, ln_2. */
-    return (cf_saved_terms){.compute = 8 * d + (recomputed ? 1 : 2) * ffn, .f32 = 4};
+    cf_saved_terms e = {.compute = 8 * d + (recomputed ? 1 : 2) * ffn, .f32 = 4};
+    /* Mixed precision: as LLaMA's, and the c_fc output (GELU reads it) stays f32. */
+    if (m->compute_dtype != CF_F32) {
+        double f32 = 3 * d + ffn + (m->compute_dtype == CF_F16 ? 3 * d : 0);
+        e.compute += d - f32;
+        e.f32 += f32;
+    }
+    return e;
 }
 
 #define COUNT(a) (int)(sizeof a / sizeof a[0])

@@ -71,8 +71,11 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
         est->workspace_bytes = tokens * vocab * fsize;
     }
 
-    /* The graph runs its products in f32 (compute_dtype is not applied yet). */
-    est->kernel_scratch_bytes = (double)cf_num_threads() * (double)cf_gemm_scratch_bytes(CF_F32);
+    /* f32 products always (the output layer and loss); bf16 ones too under bf16 mixed
+     * precision (f16 operands are widened for the f32 kernels). */
+    double scratch = (double)cf_gemm_scratch_bytes(CF_F32);
+    if (m->compute_dtype == CF_BF16) scratch += (double)cf_gemm_scratch_bytes(CF_BF16);
+    est->kernel_scratch_bytes = (double)cf_num_threads() * scratch;
 
     est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
                        est->activation_bytes + est->workspace_bytes + est->kernel_scratch_bytes;

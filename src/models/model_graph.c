@@ -79,7 +79,7 @@ int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *c
                           int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err) {
     cf_model_graph m;
     if (cf_model_graph_build(cfg, batch, seq_len, NULL, &m, err)) return -1;
-    if (ctx && cf_graph_fuse(m.graph, ctx, err) != 0) {
+    if (cf_graph_apply_passes(m.graph, ctx, cfg, err) != 0) {
         cf_graph_free(m.graph);
         return -1;
     }

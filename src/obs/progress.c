@@ -25,7 +25,8 @@ void cf_format_duration(double seconds, char *buf, size_t size) {
         snprintf(buf, size, "%lds", s);
 }
 
-void cf_progress_step(cf_progress *p, int64_t step, double loss, double lr, double tokens_per_second) {
+void cf_progress_step(cf_progress *p, int64_t step, double loss, double lr, double tokens_per_second,
+                      const char *note) {
     bool last = step >= p->total_steps;
     if (!p->tty && step % p->log_interval != 0 && !last) return;
     double elapsed = cf_clock_seconds() - p->start_time;
@@ -33,8 +34,9 @@ void cf_progress_step(cf_progress *p, int64_t step, double loss, double lr, doub
     double eta = done > 0 ? elapsed / (double)done * (double)(p->total_steps - step) : 0.0;
     char eta_text[32];
     cf_format_duration(eta, eta_text, sizeof eta_text);
-    fprintf(p->out, "%sstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", p->tty ? "\r\033[K" : "",
-            (long long)step, (long long)p->total_steps, loss, lr, tokens_per_second, eta_text, p->tty ? "" : "\n");
+    fprintf(p->out, "%sstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s%s%s  ETA %s%s", p->tty ? "\r\033[K" : "",
+            (long long)step, (long long)p->total_steps, loss, lr, tokens_per_second, note ? "  " : "", note ? note : "",
+            eta_text, p->tty ? "" : "\n");
     p->line_open = p->tty;
     fflush(p->out);
 }

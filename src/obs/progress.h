@@ -23,8 +23,10 @@ typedef struct cf_progress {
 void cf_progress_init(cf_progress *p, FILE *out, int64_t first_step, int64_t total_steps, int64_t log_interval);
 
 /* Reports that `step` steps are done (1-based count), the last one with this loss and lr,
- * at `tokens_per_second` averaged over recent steps. */
-void cf_progress_step(cf_progress *p, int64_t step, double loss, double lr, double tokens_per_second);
+ * at `tokens_per_second` averaged over recent steps; `note` (NULL: none) is appended, as
+ * the loss scale and skipped steps are. */
+void cf_progress_step(cf_progress *p, int64_t step, double loss, double lr, double tokens_per_second,
+                      const char *note);
 
 /* Prints a full line (printf-style), keeping the status line intact on a terminal. */
 void cf_progress_print(cf_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

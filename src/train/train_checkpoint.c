@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,10 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
                                   (json_int_t)r->seq_length, "batch_size", (json_int_t)r->batch_size,
                                   "gradient_accumulation_steps", (json_int_t)r->accumulation, "ranks",
                                   (json_int_t)r->ranks, "learning_rate", r->learning_rate));
+    const cf_loss_scale_state *ls = &pos->loss_scale;
+    json_object_set_new(meta, "loss_scale",
+                        json_pack("{s:f, s:I, s:I}", "scale", ls->scale, "good_steps", (json_int_t)ls->good_steps,
+                                  "skipped_steps", (json_int_t)ls->skipped_steps));
     return meta;
 }
 
@@ -178,6 +183,16 @@ static int read_position(const char *path, json_t *meta, cf_train_position *pos,
         parse_u64_hex(json_object_get(data, "seed"), &pos->data.seed) != 0)
         return cf_fail(err, "%s: metadata data_position is malformed", path);
     read_run(meta, pos);
+    json_t *ls = json_object_get(meta, "loss_scale");
+    if (ls) {
+        double scale = json_number_value(json_object_get(ls, "scale"));
+        json_t *good = json_object_get(ls, "good_steps"), *skipped = json_object_get(ls, "skipped_steps");
+        if (!(scale > 0 && isfinite(scale)) || !json_is_integer(good) || !json_is_integer(skipped) ||
+            json_integer_value(good) < 0 || json_integer_value(skipped) < 0)
+            return cf_fail(err, "%s: metadata loss_scale is malformed (scale > 0, good_steps, skipped_steps)", path);
+        pos->loss_scale = (cf_loss_scale_state){.scale = scale, .good_steps = json_integer_value(good),
+                                                .skipped_steps = json_integer_value(skipped)};
+    }
     return 0;
 }
 

@@ -5,7 +5,7 @@
  *     the parameter block's layout, and the optimizer step count optimizer.step;
  *   - metadata: model_config, the parameter layout (name, offset, elements, so a moment
  *     block is never read into a different layout), the optimizer step, the trainer's
- *     RNG state and the data loader position. */
+ *     RNG state, the data loader position and the loss scaler's state. */
 #ifndef CFORMERS_TRAIN_CHECKPOINT_H
 #define CFORMERS_TRAIN_CHECKPOINT_H
 
@@ -17,6 +17,7 @@
 #include "cformers/model_config.h"
 #include "cformers/plan.h"
 #include "cformers/rng.h"
+#include "train/loss_scale.h"
 
 #define CF_RUN_ID_MAX 48
 
@@ -36,6 +37,7 @@ typedef struct cf_train_position {
     double loss;              /* loss of the last step, for the log */
     char run_id[CF_RUN_ID_MAX]; /* the run the state belongs to; "" when not recorded */
     cf_run_settings settings;
+    cf_loss_scale_state loss_scale; /* kept as it is by a checkpoint that has none */
 } cf_train_position;
 
 /* How a checkpoint was written: differential or full, and its tensors' bytes on disk

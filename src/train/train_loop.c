@@ -1,5 +1,6 @@
 /* The training run: batches in, steps, and around them the progress display, metrics,
  * evaluations, samples, checkpoints and the memory report. */
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -25,7 +26,7 @@
 
 typedef struct run_state {
     cf_progress progress;
-    double peak_flops, flops_per_token; /* this rank's measured f32 FMA peak, for MFU */
+    double peak_flops, flops_per_token; /* this rank's measured peak of the products' unit (bf16 or f32), for MFU */
     int64_t stop;
     int64_t saved_step;   /* of the last checkpoint this run wrote, -1 before the first */
     double stall_seconds; /* the last save's time at the step boundary */
@@ -266,12 +267,19 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     double tokens_per_s = (double)(t->world * t->accum * t->batch * t->seq) / r->step_seconds;
     int64_t step = t->pos.step;
     double lr = cf_lr_schedule_at(&t->schedule, step - 1);
-    if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s);
+    const cf_loss_scale_state *ls = &t->pos.loss_scale;
+    char scale_note[96] = "";
+    if (cf_loss_scale_mode(&t->cfg) != CF_LOSS_SCALE_NONE || ls->skipped_steps > 0)
+        snprintf(scale_note, sizeof scale_note, "scale %g%s (%lld skipped)", ls->scale, t->last_skipped ? " overflow" : "",
+                 (long long)ls->skipped_steps);
+    if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s, scale_note[0] ? scale_note : NULL);
     if (every(step, t->cfg.runner_config.log_interval) || step == r->stop) {
         double mfu = r->peak_flops > 0 ? tokens_per_s / t->world * r->flops_per_token / r->peak_flops : 0.0;
-        json_t *rec = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "step", (json_int_t)step, "loss", loss, "lr", lr,
-                                "grad_norm", t->last_grad_norm, "tokens_per_s", tokens_per_s, "mfu", mfu,
-                                "step_seconds", dt);
+        /* An overflowed step's norm is inf or NaN, which JSON cannot hold: null. */
+        json_t *rec = json_pack("{s:I, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:I}", "step", (json_int_t)step, "loss", loss,
+                                "lr", lr, "grad_norm", isfinite(t->last_grad_norm) ? json_real(t->last_grad_norm) : json_null(),
+                                "tokens_per_s", tokens_per_s, "mfu", mfu, "step_seconds", dt, "loss_scale", ls->scale,
+                                "skipped_steps", (json_int_t)ls->skipped_steps);
         if (t->sync) {
             const cf_grad_sync_stats *c = cf_grad_sync_last(t->sync);
             json_object_update_new(rec, json_pack("{s:i, s:f, s:f, s:f, s:f, s:i}", "ranks", t->world, "comm_seconds",
@@ -342,7 +350,9 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
 static int run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
     run_state r = {.stop = t->train_steps, .saved_step = -1,
-                   .peak_flops = 1e9 * cf_gemm_peak_gflops(CF_F32, cf_num_threads()),
+                   .peak_flops = 1e9 * cf_gemm_peak_gflops(t->cfg.model.model_config.compute_dtype == CF_BF16 ? CF_BF16
+                                                                                                         : CF_F32,
+                                                           cf_num_threads()),
                    .flops_per_token = cf_model_train_flops_per_token(&t->cfg.model.model_config, t->seq)};
     if (t->opts.stop_after > 0 && t->opts.stop_after < r.stop) r.stop = t->opts.stop_after;
     if (open_outputs(t, err) != 0 || cf_train_profile_open(t, t->pos.step, r.stop, err) != 0) return -1;

@@ -34,16 +34,17 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     cf_model_build_opts build = {.keep_logits = t->opts.keep_logits};
     if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
     cf_graph *g = t->model.graph;
-    if (cf_graph_fuse(g, &t->cfg.context, err) != 0) return -1;
+    if (cf_graph_apply_passes(g, &t->cfg.context, &t->cfg.model.model_config, err) != 0) return -1;
     apply_decay_policy(g, &t->cfg.optimizer);
     t->loss_scale = cf_graph_input(g, "loss_scale", CF_F32, 0, NULL);
     t->lr = cf_graph_input(g, "lr", CF_F32, 0, NULL);
+    t->unscale = cf_graph_input(g, "loss_unscale", CF_F32, 0, NULL);
     if (cf_graph_error(g, err) != 0 || cf_graph_backward_from(g, t->model.loss, t->loss_scale, err) != 0) return -1;
     if (cf_graph_recompute(g, &t->cfg.recompute_config, err) < 0) return -1;
     const cf_optimizer_config *o = &t->cfg.optimizer;
     cf_adamw_config adamw = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps,
                              .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
-    t->grad_norm = cf_graph_adamw(g, &adamw, t->lr);
+    t->grad_norm = cf_graph_adamw_scaled(g, &adamw, t->lr, t->unscale);
     if (cf_graph_error(g, err) != 0) return -1;
     t->stats = cf_graph_grad_stats(t->grad_norm);
     if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
@@ -91,6 +92,7 @@ static int resolve_steps(cf_trainer *t, cf_error *err) {
  * or load_checkpoint with resume_training set. */
 static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
+    t->pos.loss_scale = cf_loss_scale_start(&t->cfg);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
     const char *resume = t->opts.resume;
@@ -261,8 +263,11 @@ static void stats_end(cf_trainer *t, int64_t step) {
 int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
     int64_t rows = t->batch * (t->seq + 1);
     if (check_ids(t, tokens, t->accum * rows, err) != 0) return -1;
-    /* The gradient of the mean loss over the global batch: ranks sum their gradients. */
-    *cf_tensor_f32(t->loss_scale) = 1.0f / (float)(t->accum * t->world);
+    /* The gradient of the mean loss over the global batch (ranks sum their gradients),
+     * times the loss scale, which the update divides out again. */
+    double scale = t->pos.loss_scale.scale;
+    *cf_tensor_f32(t->loss_scale) = (float)(scale / (double)(t->accum * t->world));
+    *cf_tensor_f32(t->unscale) = (float)(1.0 / scale);
     double sum = 0.0;
     for (int64_t k = 0; k < t->accum; k++) {
         if (t->sync && k == t->accum - 1) cf_grad_sync_arm(t->sync, t->pos.step);
@@ -277,6 +282,7 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
     if (stats) stats_end(t, t->pos.step + 1);
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
+    t->last_skipped = cf_loss_scale_after_step(&t->pos.loss_scale, &t->cfg, t->last_grad_norm);
     t->pos.step++;
     double mean[3] = {sum / (double)t->accum, t->stop_requested, t->save_requested};
     if (cf_dist_sum_f64(t->dist, mean, 3, err) != 0) return -1;
@@ -289,6 +295,7 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
 
 double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens) {
     *cf_tensor_f32(t->loss_scale) = 1.0f;
+    *cf_tensor_f32(t->unscale) = 1.0f;
     cf_trainer_load_batch(t, tokens);
     cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
     return *cf_tensor_f32(t->model.loss);
@@ -386,6 +393,11 @@ int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
 }
 
 int64_t cf_trainer_steps_done(const cf_trainer *t) { return t->pos.step; }
+
+double cf_trainer_loss_scale(const cf_trainer *t, int64_t *skipped) {
+    if (skipped) *skipped = t->pos.loss_scale.skipped_steps;
+    return t->pos.loss_scale.scale;
+}
 
 int cf_trainer_stop_signal(const cf_trainer *t) { return t->stop_signal; }
 

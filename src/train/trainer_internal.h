@@ -20,7 +20,9 @@ struct cf_trainer {
     FILE *out;
     cf_model_graph model;
     cf_tensor *lr;         /* input scalar: this step's learning rate */
-    cf_tensor *loss_scale; /* input scalar: d(objective)/d(loss) = 1 / accumulation steps */
+    cf_tensor *loss_scale; /* input scalar: d(objective)/d(loss) = scale / (accumulation steps x ranks) */
+    cf_tensor *unscale;    /* input scalar: 1 / the loss scale, applied by the update */
+    bool last_skipped;     /* the last step's gradients overflowed: the update skipped it */
     cf_tensor *grad_norm;  /* global gradient norm before clipping, from the update */
     cf_plan *plan;
     cf_dist *dist;      /* opts.dist; NULL alone */
