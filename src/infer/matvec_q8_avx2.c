@@ -64,6 +64,7 @@ void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long 
     const int8_t *q = xq;
     const float *dx = matvec_x_scales(xq, in);
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const uint8_t *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
