@@ -80,12 +80,14 @@ ours() {
     echo "cformers $1 $2 $r" >>"$RESULTS"
 }
 theirs() {
-    local csv pp tg
-    csv=$(prio "$LLAMA_BENCH" -m "$MODELS/m_$1.gguf" -t "$2" -p "$PREFILL" -n "$DECODE" -r 1 -o csv 2>/dev/null)
-    # columns by name: n_prompt, n_gen, avg_ts
-    read -r pp tg < <(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); c[$i] = i }; next }
-        { gsub(/"/, ""); if ($c["n_prompt"] > 0) pp = $c["avg_ts"]; else tg = $c["avg_ts"] }
-        END { print pp, tg }' <<<"$csv")
+    local out pp tg
+    out=$(prio "$LLAMA_BENCH" -m "$MODELS/m_$1.gguf" -t "$2" -p "$PREFILL" -n "$DECODE" -r 1 -o jsonl 2>/dev/null)
+    # one JSON object per test: n_prompt > 0 is the prefill test, n_gen > 0 the decode one
+    read -r pp tg < <(python3 -c 'import json, sys
+r = [json.loads(l) for l in sys.stdin if l.strip().startswith("{")]
+pp = [t["avg_ts"] for t in r if t["n_prompt"] > 0]
+tg = [t["avg_ts"] for t in r if t["n_gen"] > 0]
+print(pp[0] if pp else "", tg[0] if tg else "")' <<<"$out")
     [ -n "$tg" ] || die "llama-bench on m_$1.gguf gave no result"
     echo "llama.cpp $1 $2 $pp $tg" >>"$RESULTS"
 }
