@@ -5,9 +5,17 @@
  * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
  *
  *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]
+ *   bench_generate --model CKPT --threads N [--dtype f32|bf16|q8_0] [--runs R] [--prefill P] [--decode D]
+ *   bench_generate --write-llama2c OUT.bin
  *
  * --compete runs a busy loop in a child process for the whole run (a machine where another
  * process wants a core): 2 threads should then not fall far below 1.
+ *
+ * --model measures one checkpoint with matmuls in --dtype (default f32; give the stored one)
+ * on N threads the way llama-bench does (pp P: a P-token prompt from position 0; tg D: D
+ * tokens decoded one at a time from position 0), printing one line "prefill_tps decode_tps"
+ * (bench/bench_llamacpp.sh compares it with llama.cpp on the same weights). --write-llama2c writes the random ~110M model
+ * below as a llama2.c v1 file (f32, untied head, norms 1), for `cformers convert`.
  *
  * Each figure is the median of R runs (default 3). */
 #include <immintrin.h>
@@ -121,13 +129,53 @@ static void config_110m(cf_model_config *m) {
     m->bos_token_id = 1, m->eos_token_id = 2, m->pad_token_id = -1;
 }
 
+/* The random ~110M model as a llama2.c v1 file at `path` (temp + rename): the 256-byte header,
+ * then f32 norms (1), embedding, wq, wk, wv, wo, w1, w2, w3 and the untied head, the matrices
+ * fill_random's stream in that order. */
+static int write_llama2c(const char *path) {
+    cf_model_config c;
+    config_110m(&c);
+    long dim = c.hidden_size, hid = c.intermediate_size, L = c.num_layers, V = c.vocab_size;
+    size_t matrices = (size_t)(V * dim * 2 + L * (4 * dim * dim + 3 * dim * hid));
+    float *w = cf_aligned_alloc(sizeof(float) * matrices);
+    float *ones = malloc(sizeof(float) * (size_t)((2 * L + 1) * dim));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!w || !ones || !f) {
+        fprintf(stderr, "bench_generate: %s: cannot write (or out of memory)\n", tmp);
+        if (f) fclose(f), unlink(tmp);
+        return cf_aligned_free(w), free(ones), 1;
+    }
+    fill_random(w, matrices);
+    for (long i = 0; i < (2 * L + 1) * dim; i++) ones[i] = 1.0f;
+    unsigned char header[256] = {0};
+    int32_t h[9] = {0x616b3432, 1, (int32_t)dim, (int32_t)hid, (int32_t)L, (int32_t)c.num_heads,
+                    (int32_t)c.num_kv_heads, (int32_t)V, (int32_t)c.max_position_embeddings};
+    memcpy(header, h, sizeof h); /* then shared_classifier = 0 at byte 36 */
+    bool ok = fwrite(header, 1, sizeof header, f) == sizeof header &&
+              fwrite(ones, sizeof(float), (size_t)((2 * L + 1) * dim), f) == (size_t)((2 * L + 1) * dim) &&
+              fwrite(w, sizeof(float), matrices, f) == matrices;
+    ok = fclose(f) == 0 && ok;
+    cf_aligned_free(w);
+    free(ones);
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "bench_generate: %s: write failed\n", path);
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- timing ---- */
 
 typedef struct speed {
     double prefill_tps, decode_tps, decode_cpu_tps; /* the last per CPU second */
 } speed;
 
-static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed *out) {
+/* Prefill of `prefill` tokens from position 0, then `decode` tokens one at a time: after the
+ * prompt, or (from_start) from position 0 again, as llama-bench's tg test does. */
+static int measure(cf_infer_model *m, long prefill, long decode, bool from_start, int runs, speed *out) {
     long vocab = cf_infer_config(m)->vocab_size;
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(prefill + decode));
     float *logits = malloc(sizeof(float) * (size_t)vocab);
@@ -139,8 +187,9 @@ static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed
         double t0 = cf_clock_seconds();
         rc = cf_infer_forward(m, tokens, prefill, 0, logits, false, &err);
         double t1 = cf_clock_seconds(), c1 = cpu_seconds();
+        long pos0 = from_start ? 0 : prefill;
         for (long i = 0; i < decode && rc == 0; i++)
-            rc = cf_infer_forward(m, &tokens[prefill + i], 1, prefill + i, logits, false, &err);
+            rc = cf_infer_forward(m, &tokens[prefill + i], 1, pos0 + i, logits, false, &err);
         double t2 = cf_clock_seconds(), c2 = cpu_seconds();
         pre[r] = (double)prefill / (t1 - t0);
         dec[r] = (double)decode / (t2 - t1);
@@ -152,6 +201,28 @@ static int measure(cf_infer_model *m, long prefill, long decode, int runs, speed
     out->decode_cpu_tps = bench_median(dec_cpu, runs);
     free(tokens);
     free(logits);
+    return rc;
+}
+
+/* One checkpoint, matmuls in `dtype` (the stored one: no conversion at load), `threads`
+ * threads: llama-bench's pp and tg measures. */
+static int bench_checkpoint(const char *ckpt, cf_dtype dtype, int threads, long prefill, long decode, int runs) {
+    cf_error err;
+    cf_infer_options opt = {.weight_dtype = dtype, .max_seq = prefill > decode ? prefill : decode};
+    cf_infer_model *m = cf_infer_load(ckpt, &opt, &err);
+    if (!m) {
+        fprintf(stderr, "bench_generate: %s\n", err.msg);
+        return 1;
+    }
+    cf_set_num_threads(threads);
+    int32_t bos = 1;
+    float *logits = malloc(sizeof(float) * (size_t)cf_infer_config(m)->vocab_size);
+    int rc = logits ? cf_infer_forward(m, &bos, 1, 0, logits, false, &err) : -1; /* warm-up: every weight once */
+    free(logits);
+    speed sp;
+    if (rc == 0) rc = measure(m, prefill, decode, true, runs, &sp);
+    if (rc == 0) printf("%.2f %.2f\n", sp.prefill_tps, sp.decode_tps);
+    cf_infer_free(m);
     return rc;
 }
 
@@ -185,7 +256,7 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
             cf_set_num_threads(threads);
             double read_cpu, bandwidth = read_bandwidth_gbs(stream, runs, &read_cpu);
             speed sp;
-            if (measure(m, s->prefill, s->decode, runs, &sp) != 0) return cf_infer_free(m), 1;
+            if (measure(m, s->prefill, s->decode, false, runs, &sp) != 0) return cf_infer_free(m), 1;
             double gbs = (double)cf_infer_weight_bytes(m) * sp.decode_tps / 1e9;
             printf("%-12s %-5s %7d | %10.0f %10.1f | %8.2f %8.1f %8.1f%%", s->label, cf_dtype_name(dtypes[d]), threads,
                    sp.prefill_tps, sp.decode_tps, gbs, bandwidth, 100.0 * gbs / bandwidth);
@@ -205,20 +276,37 @@ int main(int argc, char **argv) {
     int runs = 3;
     long prefill = 128, decode = 64;
     bool skip_110m = false, compete = false;
+    const char *model = NULL, *write_path = NULL;
+    cf_dtype dtype = CF_F32;
+    int threads = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--prefill") == 0 && i + 1 < argc) prefill = atol(argv[++i]);
         else if (strcmp(argv[i], "--decode") == 0 && i + 1 < argc) decode = atol(argv[++i]);
         else if (strcmp(argv[i], "--skip-110m") == 0) skip_110m = true;
         else if (strcmp(argv[i], "--compete") == 0) compete = true;
+        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc && cf_dtype_parse(argv[i + 1], &dtype) == 0) i++;
+        else if (strcmp(argv[i], "--write-llama2c") == 0 && i + 1 < argc) write_path = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]\n");
+            fprintf(stderr, "usage: bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]\n"
+                            "       bench_generate --model CKPT --threads N [--dtype D] [--runs R] [--prefill P] [--decode D]\n"
+                            "       bench_generate --write-llama2c OUT.bin\n");
             return 2;
         }
     }
     if (runs < 1 || runs > 16 || prefill < 1 || decode < 1) {
         fprintf(stderr, "bench_generate: --runs must be 1..16, --prefill and --decode positive\n");
         return 2;
+    }
+    if (write_path) return write_llama2c(write_path);
+    if (model) {
+        if (threads < 1 || threads > 256) {
+            fprintf(stderr, "bench_generate: --model needs --threads 1..256\n");
+            return 2;
+        }
+        return bench_checkpoint(model, dtype, threads, prefill, decode, runs);
     }
     if (!cf_cpu()->avx2) {
         fprintf(stderr, "bench_generate: the bandwidth probe needs AVX2\n");

@@ -105,6 +105,39 @@ static void check_matvec(long rows, long in, const char *isa) {
     }
 }
 
+/* The vectorized quantizers of x give the portable one's bytes exactly (quants, offsets and
+ * scales) on odd widths, with ties at .5 steps, zeros, denormals, infinities and NaN. */
+static void quantize_x_every_isa(void) {
+    static const long widths[] = {1, 7, 16, 17, 31, 32, 33, 47, 64, 100, 300};
+    static float xs[MAX_IN];
+    static unsigned char want[sizeof scratch] __attribute__((aligned(64))), got[sizeof scratch] __attribute__((aligned(64)));
+    for (int pattern = 0; pattern < 4; pattern++)
+        for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+            long in = widths[k];
+            for (long i = 0; i < in; i++) {
+                /* 0: steps of 1/2 with max 127 (ties round to even), 1: mixed signs and zeros,
+                 * 2: denormals, 3: a NaN and infinities among ordinary values */
+                float v = pattern == 0   ? (float)((i * 29 % 255) - 127) * 0.5f + (i % 32 == 5 ? 63.5f : 0.0f)
+                          : pattern == 1 ? (i % 3 == 0 ? 0.0f : (float)((i * 13 % 29) - 14) / 7.0f)
+                          : pattern == 2 ? (float)(i % 5) * 1e-41f
+                                         : (i % 11 == 3 ? NAN : i % 17 == 4 ? -INFINITY : (float)(i % 9) - 4.0f);
+                xs[i] = i % 32 == 31 ? -v : v;
+            }
+            memset(want, 0xa5, sizeof want), memset(got, 0xa5, sizeof got);
+            matvec_quantize_x(xs, in, want);
+            size_t bytes = (size_t)((const char *)(matvec_x_scales(want, in) + matvec_q8_blocks(in)) - (const char *)want);
+            if (cf_isa_supported() >= CF_ISA_AVX2) {
+                matvec_quantize_x_avx2(xs, in, got);
+                CHECK_MSG(memcmp(want, got, bytes) == 0, "avx2 quantize_x pattern %d in=%ld", pattern, in);
+            }
+            if (cf_isa_supported() >= CF_ISA_AVX512) {
+                memset(got, 0xa5, sizeof got);
+                matvec_quantize_x_avx512(xs, in, got);
+                CHECK_MSG(memcmp(want, got, bytes) == 0, "avx512 quantize_x pattern %d in=%ld", pattern, in);
+            }
+        }
+}
+
 static void kernels_every_isa(void) {
     static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300};
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
@@ -318,6 +351,7 @@ static void stories260k(void) {
 int main(void) {
     dequant_hand_block();
     quantize_hand_block();
+    quantize_x_every_isa();
     kernels_every_isa();
     q8_in_differential_checkpoint();
     stories260k();

@@ -43,23 +43,29 @@ static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, 
 typedef void (*matvec_rows2_fn)(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
                                 long in);
 
+/* x quantized for q8_0 weights (matvec_quantize_x and its vectorized twins). */
+typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
+
 /* One table per instruction set: the kernel for each weight dtype, the two-input kernels
- * where there are some, and the pair block the bf16 kernel wants x arranged in (0: as it is). */
+ * where there are some, the pair block the bf16 kernel wants x arranged in (0: as it is)
+ * and the quantizer of x for q8_0. */
 typedef struct matvec_kernels {
     matvec_rows_fn f32, bf16, q8_0;
     matvec_rows2_fn f32_2, bf16_2;
     long pair_block;
+    matvec_quantize_fn quantize_x;
 } matvec_kernels;
 
-static const matvec_kernels kernels_scalar = {f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, 0};
-static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2, matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
-                                            NULL, MATVEC_PAIR_BLOCK_AVX2};
-static const matvec_kernels kernels_avx512 = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512, matvec_q8_rows_avx2,
-                                              matvec_f32_rows2_avx512, matvec_bf16_rows2_avx512,
-                                              MATVEC_PAIR_BLOCK_AVX512};
-static const matvec_kernels kernels_avx512_vnni = {matvec_f32_rows_avx512, matvec_bf16_rows_avx512,
-                                                   matvec_q8_rows_avx512vnni, matvec_f32_rows2_avx512,
-                                                   matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512};
+static const matvec_kernels kernels_scalar = {
+    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, 0, matvec_quantize_x};
+static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2,   matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
+                                            NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
+static const matvec_kernels kernels_avx512 = {
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx2,      matvec_f32_rows2_avx512,
+    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+static const matvec_kernels kernels_avx512_vnni = {
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx512vnni, matvec_f32_rows2_avx512,
+    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -128,7 +134,7 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;
-        if (dtype == CF_Q8_0) matvec_quantize_x(x + t * in, in, dst);
+        if (dtype == CF_Q8_0) k->quantize_x(x + t * in, in, dst);
         else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
         job.x = scratch, job.x_stride = prepared;
     }

@@ -10,6 +10,7 @@ void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, lon
     const float *w = wv, *x = xv;
     long vec_end = in - in % 8;
     long dist = matvec_ahead_rows(in * (long)sizeof(float));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
@@ -44,6 +45,7 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
     long vec_end = in - in % BLOCK;
     long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)

@@ -8,6 +8,7 @@ enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
     long dist = matvec_ahead_rows(in * (long)sizeof(float));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
@@ -32,6 +33,7 @@ void matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, 
     const float *x_pairs = xv;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)

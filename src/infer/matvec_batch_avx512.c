@@ -11,6 +11,7 @@ void matvec_f32_rows2_avx512(const void *wv, const void *xv0, const void *xv1, f
                              long in) {
     const float *w = wv, *x0 = xv0, *x1 = xv1;
     long dist = matvec_ahead_rows(in * (long)sizeof(float));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const float *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
@@ -37,6 +38,7 @@ void matvec_bf16_rows2_avx512(const void *wv, const void *pv0, const void *pv1, 
     const float *p0 = pv0, *p1 = pv1;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
+    MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const cf_bf16 *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)

@@ -26,11 +26,10 @@ void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) {
 }
 
 void matvec_quantize_x(const float *x, long in, void *scratch) {
-    long blocks = matvec_q8_blocks(in);
-    int8_t *q = scratch;
-    int32_t *offsets = (int32_t *)matvec_x_offsets(scratch, in);
-    float *d = (float *)matvec_x_scales(scratch, in);
-    memset(offsets, 0, sizeof(int32_t) * 8 * (size_t)blocks);
+    int8_t *q;
+    int32_t *offsets;
+    float *d;
+    long blocks = matvec_x_parts(scratch, in, &q, &offsets, &d);
     for (long b = 0; b < blocks; b++) {
         const float *xb = x + b * CF_Q8_0_BLOCK;
         long left = in - b * CF_Q8_0_BLOCK;

@@ -4,9 +4,58 @@
  * ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
  * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "infer/matvec.h"
 #include "infer/matvec_hsum.h"
+
+/* matvec_quantize_x for AVX2, bit for bit the portable one (as matvec_q8_avx512.c says:
+ * the same f32 operations, round to nearest even, NaN skipped by the max and clamped to
+ * 127); a short last block goes through a zeroed copy. */
+void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
+    int8_t *q;
+    int32_t *offsets;
+    float *d;
+    long blocks = matvec_x_parts(scratch, in, &q, &offsets, &d);
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (long b = 0; b < blocks; b++) {
+        long left = in - b * CF_Q8_0_BLOCK;
+        int n = left < 0 ? 0 : left < CF_Q8_0_BLOCK ? (int)left : CF_Q8_0_BLOCK;
+        float tail[CF_Q8_0_BLOCK] = {0};
+        const float *xb = x + b * CF_Q8_0_BLOCK;
+        if (n < CF_Q8_0_BLOCK) memcpy(tail, xb, sizeof(float) * (size_t)n), xb = tail;
+        __m256 v[4], amax_v = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            amax_v = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), amax_v); /* NaN lanes drop out */
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax_v), _mm256_extractf128_ps(amax_v, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        float scale = amax / 127.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        __m256 s = _mm256_set1_ps(inv);
+        __m256i qi[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            /* min(v, 127) is 127 for NaN v; lanes past the input are 0 (0 * inf would not be) */
+            qi[k] = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(_mm256_mul_ps(v[k], s), hi), lo));
+            int past = n - 8 * k; /* lanes [past, 8) are padding */
+            if (past < 8) {
+                __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                qi[k] = _mm256_and_si256(qi[k], _mm256_cmpgt_epi32(_mm256_set1_epi32(past), lane));
+            }
+            sum = _mm256_add_epi32(sum, qi[k]);
+        }
+        __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+        _mm256_storeu_si256((__m256i *)(q + b * CF_Q8_0_BLOCK), _mm256_permutevar8x32_epi32(packed, order));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        d[b] = scale;
+        offsets[b * 8] = -128 * _mm_cvtsi128_si32(s4);
+    }
+}
 
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     enum { ROWS = MATVEC_ROWS };
@@ -15,6 +64,7 @@ void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long 
     const int8_t *q = xq;
     const float *dx = matvec_x_scales(xq, in);
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const uint8_t *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)

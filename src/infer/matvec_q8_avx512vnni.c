@@ -28,6 +28,7 @@ void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0,
     const int8_t *q = xq;
     const int32_t *offsets = matvec_x_offsets(xq, in);
     const float *dx = matvec_x_scales(xq, in);
+    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
     for (long r = r0; r < r1; r += ROWS) {
         const uint8_t *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
