@@ -1,5 +1,6 @@
 /* q8_0 decode products: the repacked weight layout, the activation quantizer and the
  * portable kernel (matvec.h). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -36,7 +37,8 @@ void matvec_quantize_x(const float *x, long in, void *scratch) {
         int n = left < 0 ? 0 : left < CF_Q8_0_BLOCK ? (int)left : CF_Q8_0_BLOCK;
         float amax = 0.0f;
         for (int i = 0; i < n; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
-        float scale = amax / 127.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        /* a scale under FLT_MIN (a block of denormals) has no finite inverse: the block is 0 */
+        float scale = amax / 127.0f >= FLT_MIN ? amax / 127.0f : 0.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
         int32_t sum = 0;
         for (int i = 0; i < CF_Q8_0_BLOCK; i++) {
             int8_t v = i < n ? (int8_t)lrintf(fmaxf(-127.0f, fminf(127.0f, xb[i] * inv))) : 0; /* NaN: defined */

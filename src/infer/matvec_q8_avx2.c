@@ -3,6 +3,7 @@
  * signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation) and madd by
  * ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
  * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x. */
+#include <float.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -34,7 +35,8 @@ void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax_v), _mm256_extractf128_ps(amax_v, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-        float scale = amax / 127.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        /* a scale under FLT_MIN (a block of denormals) has no finite inverse: the block is 0 */
+        float scale = amax / 127.0f >= FLT_MIN ? amax / 127.0f : 0.0f, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
         __m256 s = _mm256_set1_ps(inv);
         __m256i qi[4], sum = _mm256_setzero_si256();
         for (int k = 0; k < 4; k++) {
