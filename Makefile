@@ -6,7 +6,7 @@
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
 #   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
 #   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals /
-#        bench-dp / bench-serve / bench-ckpt-delta / bench-recovery / bench-ckpt-stall
+#        bench-dp / bench-serve / bench-ckpt-delta / bench-recovery / bench-ckpt-stall / bench-llamacpp
 CC ?= cc
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery bench-ckpt-stall
+.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery bench-ckpt-stall bench-llamacpp
 
 all: build
 
@@ -81,6 +81,11 @@ bench-recovery: build
 
 bench-ckpt-stall: build
 	@bash bench/bench_ckpt_stall.sh
+
+# llama.cpp as the decode/prefill peer (built from PyPI's llama-cpp-python sdist outside the
+# repository on first use): see bench/bench_llamacpp.sh.
+bench-llamacpp: build
+	@bash bench/bench_llamacpp.sh $$([ -x "$${LLAMACPP_DIR:-/tmp/cformers-llamacpp}/build/bin/llama-bench" ] || echo --build-llamacpp)
 
 # BENCH_SERVE_ARGS, e.g. "--requests 32 --concurrency 1,16": see bench/bench_serve.py --help.
 bench-serve: build
