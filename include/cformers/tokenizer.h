@@ -7,7 +7,8 @@
  *   - GPT-2 byte-level BPE: a directory holding `encoder.json` + `vocab.bpe`
  *   - Hugging Face `tokenizer.json` (byte-level BPE, LLaMA-3 / GPT-2 style)
  *   - a vocabulary written by `cformers tokenizer train`
- * cf_tokenizer_bytes() gives a plain 256-symbol byte vocabulary. */
+ *   - the byte vocabulary (cf_tokenizer_bytes_json): 256 tokens, id = byte, no merges
+ * cf_tokenizer_bytes() gives that byte vocabulary. */
 #ifndef CFORMERS_TOKENIZER_H
 #define CFORMERS_TOKENIZER_H
 
@@ -27,7 +28,13 @@ cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err);
 /* The same from a file's bytes (any format but the GPT-2 directory); `name` stands for
  * the file in error messages, and a name ending in ".bin" marks llama2.c's format. */
 cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size_t size, cf_error *err);
+/* The vocabulary of a model trained on raw text: token id b is byte b. It is a
+ * tokenizer.json (ByteLevel, no merges) that Hugging Face loads too, so checkpoints embed
+ * it like any other tokenizer file; cf_tokenizer_bytes_json returns that file's text
+ * (malloc'd, NUL-terminated, length in *len). */
+#define CF_TOKENIZER_BYTES_NAME "bytes.tokenizer.json"
 cf_tokenizer *cf_tokenizer_bytes(void);
+char *cf_tokenizer_bytes_json(size_t *len);
 void cf_tokenizer_free(cf_tokenizer *tok);
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *tok);

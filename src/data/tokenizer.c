@@ -60,21 +60,6 @@ void cf_tokenizer_free(cf_tokenizer *t) {
     free(t);
 }
 
-cf_tokenizer *cf_tokenizer_bytes(void) {
-    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, 256);
-    for (int b = 0; b < 256; b++) {
-        char c = (char)b;
-        cf_tok_set_piece(t, b, &c, 1);
-        cf_strmap_put(&t->piece_ids, &c, 1, b);
-        t->types[b] = SP_BYTE;
-        t->byte_ids[b] = b;
-    }
-    t->cache = cf_bpe_cache_new();
-    t->pretoken = cf_gpt2_pretoken;
-    cf_tok_finish(t);
-    return t;
-}
-
 static bool has_suffix(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;

@@ -176,6 +176,22 @@ int cf_config_load_with_overrides(const char *path_or_preset, const char *const 
     return rc;
 }
 
+int cf_config_load_for_run(const char *path_or_preset, const char *const *overrides, int n_overrides, cf_config *cfg,
+                           cf_error *err) {
+    cf_config_origins *origins = cf_xcalloc(1, sizeof *origins);
+    char source[CF_CONFIG_PATH_MAX + 16];
+    cf_config_defaults(cfg);
+    int rc = load_source(path_or_preset, cfg, origins, source, sizeof source, err);
+    for (int i = 0; rc == 0 && i < n_overrides; i++) rc = assign(cfg, overrides[i], NULL, origins, err);
+    if (rc == 0 && cfg->load_checkpoint[0]) rc = cf_config_adopt_checkpoint(cfg, origins, err);
+    if (rc == 0) {
+        cf_config_fill_derived(cfg);
+        rc = cf_config_check(cfg, origins, err);
+    }
+    free(origins);
+    return rc;
+}
+
 int cf_config_load(const char *path_or_preset, cf_config *cfg, cf_error *err) {
     return cf_config_load_with_overrides(path_or_preset, NULL, 0, cfg, err);
 }
