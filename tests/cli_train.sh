@@ -27,7 +27,7 @@ check "bad override" 2 "$bin" train --config tiny_shakespeare --runner_config.ba
 grep -q "runner_config.batch_size" "$work/out" || { echo "FAIL: bad override message lacks the key"; fail=1; }
 
 for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$work/text.txt"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$work/text.txt" --output_dir="$work/run"
+tiny=(--config tiny_shakespeare --train_dataset.data_dir="$work/text.txt" --train_dataset.tokenizer= --output_dir="$work/run"
       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
       --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
       --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=6 --lr_schedule.warmup_steps=2

@@ -38,6 +38,9 @@ char *cf_tokenizer_bytes_json(size_t *len);
 void cf_tokenizer_free(cf_tokenizer *tok);
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *tok);
+/* The algorithm: "sentencepiece-bpe" (score-ordered merges, byte fallback) or
+ * "byte-level-bpe" (GPT-2 style; the byte vocabulary is one with no merges). */
+const char *cf_tokenizer_type(const cf_tokenizer *tok);
 /* Special ids, or -1 when the vocabulary has none. */
 int cf_tokenizer_bos(const cf_tokenizer *tok);
 int cf_tokenizer_eos(const cf_tokenizer *tok);

@@ -93,6 +93,14 @@ cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }
 
+const char *cf_tokenizer_type(const cf_tokenizer *t) {
+    switch (t->kind) {
+    case CF_TOK_SENTENCEPIECE: return "sentencepiece-bpe";
+    case CF_TOK_BYTE_LEVEL: return "byte-level-bpe";
+    }
+    return "unknown";
+}
+
 uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *t) {
     uint64_t h = cf_strmap_hash(&t->vocab_size, sizeof t->vocab_size);
     for (int id = 0; id < t->vocab_size; id++) h = h * 31 + cf_strmap_hash(t->pieces[id], t->piece_len[id]);
