@@ -38,6 +38,10 @@ char *cf_tokenizer_bytes_json(size_t *len);
 void cf_tokenizer_free(cf_tokenizer *tok);
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *tok);
+/* Token `id`'s text as the vocabulary spells it (SentencePiece pieces keep U+2581,
+ * special tokens their name, e.g. "<s>", also where llama2.c wrote "\n<s>\n"), not
+ * NUL-terminated; "" for an id out of range. */
+const char *cf_tokenizer_token(const cf_tokenizer *tok, int32_t id, size_t *len);
 /* The algorithm: "sentencepiece-bpe" (score-ordered merges, byte fallback) or
  * "byte-level-bpe" (GPT-2 style; the byte vocabulary is one with no merges). */
 const char *cf_tokenizer_type(const cf_tokenizer *tok);
@@ -60,6 +64,12 @@ const char *cf_tokenizer_piece(const cf_tokenizer *tok, int32_t prev, int32_t id
 /* A 64-bit fingerprint of the vocabulary (token bytes and order), stored in record
  * shards so data made with one tokenizer is not trained with another. */
 uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *tok);
+
+/* A SentencePiece BPE tokenizer (from a .model or llama2.c's .bin) as the bytes of a
+ * SentencePiece `tokenizer.model` (malloc'd, length in *len) that loads back to the same
+ * ids, and that Hugging Face and the sentencepiece library load; NULL for a byte-level
+ * tokenizer (whose file is a tokenizer.json already). */
+unsigned char *cf_tokenizer_to_sp_model(const cf_tokenizer *tok, size_t *len);
 
 /* Decodes a whole sequence into a malloc'd, NUL-terminated string. */
 char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n);

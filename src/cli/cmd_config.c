@@ -73,7 +73,7 @@ static int show(int argc, char **argv, bool import) {
     if (!source) return cli_usage_error("config", "show needs a preset NAME or a YAML FILE");
     cf_config cfg;
     cf_error err;
-    if (cf_config_load_for_run(source, overrides, n_overrides, &cfg, &err) < 0) {
+    if (cf_config_load_with_overrides(source, overrides, n_overrides, &cfg, &err) < 0) {
         fprintf(stderr, "cformers config: %s\n", err.msg);
         return 1;
     }

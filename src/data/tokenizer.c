@@ -93,6 +93,17 @@ cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }
 
+const char *cf_tokenizer_token(const cf_tokenizer *t, int32_t id, size_t *len) {
+    *len = id >= 0 && id < t->vocab_size ? t->piece_len[id] : 0;
+    const char *p = *len ? t->pieces[id] : "";
+    /* llama2.c writes BOS and EOS as "\n<s>\n" and "\n</s>\n" */
+    while (*len > 1 && t->types[id] == SP_CONTROL && (p[0] == '\n' || p[*len - 1] == '\n')) {
+        if (p[0] == '\n') p++;
+        (*len)--;
+    }
+    return p;
+}
+
 const char *cf_tokenizer_type(const cf_tokenizer *t) {
     switch (t->kind) {
     case CF_TOK_SENTENCEPIECE: return "sentencepiece-bpe";

@@ -23,5 +23,7 @@ int atomic_file_pad(atomic_file *a, uint64_t align, cf_error *err);
 int atomic_file_commit(atomic_file *a, cf_error *err);
 /* Removes the temp file and frees. */
 void atomic_file_abort(atomic_file *a);
+/* Writes a whole file of n bytes atomically (open, write, commit). */
+int atomic_file_save(const char *path, const void *data, size_t n, cf_error *err);
 
 #endif

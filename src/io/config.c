@@ -68,9 +68,7 @@ static int assign(cf_config *cfg, const char *assignment, const char *preset, cf
     return 0;
 }
 
-/* A preset's "${DATA}/..." values name the shared assets: CFORMERS_DATA_DIR when set,
- * else ../shared/data (relative to where cformers runs, as the README does). */
-static void expand_data_dir(const char *assignment, char *out, size_t size) {
+void cf_config_expand_data_dir(const char *assignment, char *out, size_t size) {
     const char *at = strstr(assignment, CF_PRESET_DATA), *data = getenv("CFORMERS_DATA_DIR");
     if (!at) {
         snprintf(out, size, "%s", assignment);
@@ -85,7 +83,7 @@ static int apply_preset(const cf_preset *preset, const char *source, cf_config *
     for (int part = 0; part < CF_PRESET_MAX_PARTS && preset->parts[part]; part++)
         for (const char *const *a = preset->parts[part]; *a; a++) {
             char expanded[2 * CF_CONFIG_PATH_MAX];
-            expand_data_dir(*a, expanded, sizeof expanded);
+            cf_config_expand_data_dir(*a, expanded, sizeof expanded);
             if (assign(cfg, expanded, source, origins, err) < 0) return -1;
         }
     return 0;

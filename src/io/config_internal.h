@@ -22,6 +22,11 @@ int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_co
 /* Fills values that default to others (num_kv_heads, intermediate_size, max_position_embeddings). */
 void cf_config_fill_derived(cf_config *cfg);
 
+/* "${CFORMERS_DATA_DIR}" in a value (presets, YAML files, overrides) names the shared
+ * assets: CFORMERS_DATA_DIR when set, else ../shared/data (relative to where cformers
+ * runs, as the README does). Copies `text` into out with the first one replaced. */
+void cf_config_expand_data_dir(const char *text, char *out, size_t size);
+
 /* Where key `index` got its value, for an error message: "c.yaml:12: key", "override
  * '--key=1': key", "llama2_7b (preset): key", or the key alone without origins. */
 void cf_config_describe_origin(const cf_config_origins *o, int index, char *buf, size_t cap);
