@@ -23,9 +23,11 @@ check "generate from the round trip, no --tokenizer" 0 "$bin" generate --model "
 head -1 "$tmp/out" >"$tmp/gen_b"
 cmp -s "$tmp/gen_a" "$tmp/gen_b" || fail_because "byte-level round trip generates '$(cat "$tmp/gen_b")', not '$(cat "$tmp/gen_a")'"
 
-# SentencePiece: stories260K with llama2.c's tok512.bin.
-require_asset stories260K/stories260K.bin
-require_asset stories260K/tok512.bin
+# SentencePiece: stories260K with llama2.c's tok512.bin (the byte-level part above has run
+# either way, so a missing asset skips only this part).
+for a in stories260K/stories260K.bin stories260K/tok512.bin; do
+    [ -e "$data/$a" ] || { echo "SKIP: the SentencePiece round trip: no $data/$a"; finish cli_hf_tokenizer; }
+done
 check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
     --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
 check "export stories260K" 0 "$bin" convert --to safetensors "$tmp/s.ckpt" --output "$tmp/hf"
