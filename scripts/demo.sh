@@ -1,24 +1,52 @@
 #!/usr/bin/env bash
 # `make demo`: the README's main job. Trains the `tiny_shakespeare` preset (a 0.9M-parameter
-# LLaMA) on Tiny Shakespeare for a few minutes with a progress display, reports the
-# validation loss, and generates text from the final checkpoint with `cformers generate`.
+# LLaMA) for a few minutes with a progress display, reports the validation loss, and
+# generates text from the final checkpoint with `cformers generate` (no --tokenizer: the
+# checkpoint carries it).
+#
+# The corpus and tokenizer: with the shared assets (CFORMERS_DATA_DIR), Tiny Shakespeare and
+# the 512-token stories260K SentencePiece tokenizer; on a machine without them, the text of
+# Debian's `fortunes` package (/usr/share/games/fortunes, installed by install-deps.sh) and
+# a 512-token byte-level BPE tokenizer the demo trains on it with `cformers tokenizer train`.
 #
 # Builds nothing (make demo builds first). Extra arguments go to `cformers train`, e.g.
 #   bash scripts/demo.sh --runner_config.train_steps=100
 # env: BUILD (default build), CFORMERS_DATA_DIR (default ../shared/data), DEMO_OUT
-#      (default output/tiny_shakespeare), CFORMERS_THREADS.
+#      (default output/tiny_shakespeare), FORTUNES_DIR (default /usr/share/games/fortunes),
+#      CFORMERS_THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BUILD:-build}/cformers
 DATA=${CFORMERS_DATA_DIR:-../shared/data}
 OUT=${DEMO_OUT:-output/tiny_shakespeare}
+FORTUNES=${FORTUNES_DIR:-/usr/share/games/fortunes}
 TEXT=$DATA/tinyshakespeare/input.txt
 TOKENIZER=$DATA/stories260K/tok512.model
+PROMPT="ROMEO:"
 
 [ -x "$BIN" ] || { echo "demo: $BIN is not built (run \`make demo\`)" >&2; exit 1; }
-[ -f "$TEXT" ] || { echo "demo: $TEXT not found (set CFORMERS_DATA_DIR)" >&2; exit 1; }
 rm -rf "$OUT"
 mkdir -p "$OUT"
+
+if [ -f "$TEXT" ] && [ -f "$TOKENIZER" ]; then
+    echo "== corpus: Tiny Shakespeare ($TEXT), tokenizer: $TOKENIZER"
+else
+    # Each fortune file is plain text with "%" lines between the entries (the .dat files are
+    # their indexes, the .u8 names links to them).
+    mapfile -t files < <(find "$FORTUNES" -maxdepth 1 -type f ! -name '*.dat' 2>/dev/null | sort)
+    [ ${#files[@]} -gt 0 ] || {
+        echo "demo: neither the shared assets ($TEXT, $TOKENIZER) nor Debian's fortunes ($FORTUNES) are" \
+             "here: set CFORMERS_DATA_DIR, or run scripts/install-deps.sh" >&2
+        exit 1
+    }
+    TEXT=$OUT/fortunes.txt
+    sed 's/^%$//' "${files[@]}" >"$TEXT"
+    TOKENIZER=$OUT/tokenizer.json
+    PROMPT="The"
+    echo "== corpus: Debian's fortunes (${#files[@]} files, $(wc -c <"$TEXT") bytes; no shared assets in $DATA)"
+    echo "== training a 512-token byte-level BPE tokenizer on it"
+    "$BIN" tokenizer train --input "$TEXT" --vocab-size 512 --output "$TOKENIZER" --quiet
+fi
 
 echo "== tokenizing $TEXT with $TOKENIZER"
 "$BIN" preprocess --input "$TEXT" --tokenizer "$TOKENIZER" --output "$OUT/data" --valid-fraction 0.05 --quiet
@@ -39,5 +67,5 @@ echo
 CKPT=$(ls -1 "$OUT"/checkpoint_step*.ckpt 2>/dev/null | sort -V | tail -n 1)
 [ -n "$CKPT" ] || { echo "demo: training left no checkpoint in $OUT" >&2; exit 1; }
 echo "== generating from $CKPT"
-"$BIN" generate --model "$CKPT" --prompt "ROMEO:" -n 200 --temperature 0.8 --seed 42
+"$BIN" generate --model "$CKPT" --prompt "$PROMPT" -n 200 --temperature 0.8 --seed 42
 echo

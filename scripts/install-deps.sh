@@ -16,6 +16,8 @@ packages=(
   # the Python package's tests (python/tests, run by CTest) and `pip install --no-build-isolation ./python`
   python3-pytest python3-setuptools python3-wheel python3-venv
   libopenblas-dev libblis-dev libdnnl-dev
+  # the demo's corpus on a machine without the shared assets (scripts/demo.sh)
+  fortunes
 )
 
 missing=()

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib_cli.sh"
 
 for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
+tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --train_dataset.tokenizer=
       --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
       --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
       --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.train_steps=4 --lr_schedule.warmup_steps=2

@@ -10,8 +10,9 @@
 #                            the extended regular expression PATTERN (after "mpirun "),
 #                            once both of 2 are running; empty after 10 s without them
 #   tiny_run ARGS...         writes $tmp/text.txt and sets the array tiny: `train` arguments
-#                            for a tiny model trained on it, one thread, logging every step,
-#                            no evaluation or samples, then ARGS
+#                            for a tiny model trained on its bytes (no tokenizer: no shared
+#                            asset needed), one thread, logging every step, no evaluation or
+#                            samples, then ARGS
 #   train_losses DIR         "step loss" of every train record of DIR/metrics.jsonl
 #   same_losses A B WHAT [FROM]  runs A and B recorded the same loss, bit for bit, at every
 #                            step (from step FROM on); the last record of a step counts (a
@@ -60,7 +61,7 @@ mpirun_ranks() {
 tiny_run() {
     export CFORMERS_THREADS=1
     for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"
-    tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt"
+    tiny=(--config tiny_shakespeare --train_dataset.data_dir="$tmp/text.txt" --train_dataset.tokenizer=
           --model.model_config.hidden_size=32 --model.model_config.num_layers=1 --model.model_config.num_heads=2
           --model.model_config.intermediate_size=64 --model.model_config.max_position_embeddings=32
           --runner_config.seq_length=32 --runner_config.batch_size=2 --runner_config.log_interval=1

@@ -104,6 +104,7 @@ static void model_and_trainer(void) {
                         "runner_config.batch_size=2", "runner_config.train_steps=3", "lr_schedule.warmup_steps=1",
                         "runner_config.log_interval=1", "runner_config.eval_interval=0",
                         "runner_config.sample_interval=0", "train_dataset.eval_split=0.1",
+                        "train_dataset.tokenizer=", /* the text's bytes: no shared asset needed */
                         "callbacks.checkpoint_monitor.async_save=false"};
     cf_api_config *c = cf_api_config_load("tiny_shakespeare", ov, (int)(sizeof ov / sizeof ov[0]));
     CHECK_MSG(c != NULL, "%s", cf_api_last_error());

@@ -235,6 +235,12 @@ int cf_config_load(const char *path_or_preset, cf_config *cfg, cf_error *err);
 int cf_config_load_with_overrides(const char *path_or_preset, const char *const *overrides, int n_overrides,
                                   cf_config *cfg, cf_error *err);
 
+/* As cf_config_load_with_overrides, for a run: with load_checkpoint set, the model's
+ * architecture comes from that checkpoint (a config key that contradicts it is an error
+ * naming the key), so a fine-tuning config need not restate it. */
+int cf_config_load_for_run(const char *path_or_preset, const char *const *overrides, int n_overrides, cf_config *cfg,
+                           cf_error *err);
+
 /* Applies YAML text on top of cfg (no defaults, no validation); `source_name` is used in
  * error messages in place of a file name. */
 int cf_config_parse_string(const char *yaml_text, const char *source_name, cf_config *cfg, cf_error *err);

@@ -7,7 +7,8 @@
  *   - GPT-2 byte-level BPE: a directory holding `encoder.json` + `vocab.bpe`
  *   - Hugging Face `tokenizer.json` (byte-level BPE, LLaMA-3 / GPT-2 style)
  *   - a vocabulary written by `cformers tokenizer train`
- * cf_tokenizer_bytes() gives a plain 256-symbol byte vocabulary. */
+ *   - the byte vocabulary (cf_tokenizer_bytes_json): 256 tokens, id = byte, no merges
+ * cf_tokenizer_bytes() gives that byte vocabulary. */
 #ifndef CFORMERS_TOKENIZER_H
 #define CFORMERS_TOKENIZER_H
 
@@ -27,10 +28,23 @@ cf_tokenizer *cf_tokenizer_load(const char *path, cf_error *err);
 /* The same from a file's bytes (any format but the GPT-2 directory); `name` stands for
  * the file in error messages, and a name ending in ".bin" marks llama2.c's format. */
 cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size_t size, cf_error *err);
+/* The vocabulary of a model trained on raw text: token id b is byte b. It is a
+ * tokenizer.json (ByteLevel, no merges) that Hugging Face loads too, so checkpoints embed
+ * it like any other tokenizer file; cf_tokenizer_bytes_json returns that file's text
+ * (malloc'd, NUL-terminated, length in *len). */
+#define CF_TOKENIZER_BYTES_NAME "bytes.tokenizer.json"
 cf_tokenizer *cf_tokenizer_bytes(void);
+char *cf_tokenizer_bytes_json(size_t *len);
 void cf_tokenizer_free(cf_tokenizer *tok);
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *tok);
+/* Token `id`'s text as the vocabulary spells it (SentencePiece pieces keep U+2581,
+ * special tokens their name, e.g. "<s>", also where llama2.c wrote "\n<s>\n"), not
+ * NUL-terminated; "" for an id out of range. */
+const char *cf_tokenizer_token(const cf_tokenizer *tok, int32_t id, size_t *len);
+/* The algorithm: "sentencepiece-bpe" (score-ordered merges, byte fallback) or
+ * "byte-level-bpe" (GPT-2 style; the byte vocabulary is one with no merges). */
+const char *cf_tokenizer_type(const cf_tokenizer *tok);
 /* Special ids, or -1 when the vocabulary has none. */
 int cf_tokenizer_bos(const cf_tokenizer *tok);
 int cf_tokenizer_eos(const cf_tokenizer *tok);
@@ -50,6 +64,12 @@ const char *cf_tokenizer_piece(const cf_tokenizer *tok, int32_t prev, int32_t id
 /* A 64-bit fingerprint of the vocabulary (token bytes and order), stored in record
  * shards so data made with one tokenizer is not trained with another. */
 uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *tok);
+
+/* A SentencePiece BPE tokenizer (from a .model or llama2.c's .bin) as the bytes of a
+ * SentencePiece `tokenizer.model` (malloc'd, length in *len) that loads back to the same
+ * ids, and that Hugging Face and the sentencepiece library load; NULL for a byte-level
+ * tokenizer (whose file is a tokenizer.json already). */
+unsigned char *cf_tokenizer_to_sp_model(const cf_tokenizer *tok, size_t *len);
 
 /* Decodes a whole sequence into a malloc'd, NUL-terminated string. */
 char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n);

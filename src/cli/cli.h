@@ -13,6 +13,7 @@ int cmd_validate(int argc, char **argv);
 int cmd_preprocess(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

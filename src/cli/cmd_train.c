@@ -232,7 +232,7 @@ int cmd_train(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     cf_config cfg;
     cf_error err = {{0}};
-    if (rc == 0 && cf_config_load_with_overrides(a.config, a.overrides, a.n_overrides, &cfg, &err) != 0) {
+    if (rc == 0 && cf_config_load_for_run(a.config, a.overrides, a.n_overrides, &cfg, &err) != 0) {
         fprintf(stderr, "cformers train: %s\n", err.msg);
         rc = 2;
     }

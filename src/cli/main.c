@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"validate", cmd_validate, "compare a model's logits with a reference file"},
     {"preprocess", cmd_preprocess, "tokenize text into binary record shards"},
     {"tokenizer", cmd_tokenizer, "train, encode with and decode with tokenizers"},
+    {"inspect", cmd_inspect, "print a checkpoint's config, tensors, tokenizer and training state"},
     {"config", cmd_config, "show resolved configs, parameter counts and memory estimates"},
     {"bench", cmd_bench, "measure kernels and machine peaks"},
     {"launch", cmd_launch, "run a command as an MPI job (mpirun, or srun under Slurm)"},

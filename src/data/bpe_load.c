@@ -21,6 +21,23 @@ void cf_bpe_byte_to_unicode(uint32_t table[256]) {
     }
 }
 
+size_t cf_bpe_spell(const char *raw, size_t len, char *out) {
+    uint32_t table[256];
+    cf_bpe_byte_to_unicode(table);
+    char *o = out;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t cp = table[(unsigned char)raw[i]];
+        if (cp < 0x80) {
+            *o++ = (char)cp;
+        } else {
+            *o++ = (char)(0xc0 | (cp >> 6));
+            *o++ = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    *o = '\0';
+    return (size_t)(o - out);
+}
+
 /* Decodes a GPT-2-spelled token into raw bytes (out has room for strlen(s) bytes);
  * returns the length, or -1 when a character is outside the byte table. */
 static int inverse[512];

@@ -280,19 +280,8 @@ static int count_words(trainer *t, const cf_bpe_train_options *opt, cf_error *er
 
 /* Spells raw token bytes the way tokenizer.json does (GPT-2 byte -> unicode). */
 static char *spell(const char *bytes, int32_t len) {
-    uint32_t table[256];
-    cf_bpe_byte_to_unicode(table);
-    char *out = cf_xmalloc((size_t)len * 2 + 1), *o = out;
-    for (int32_t i = 0; i < len; i++) {
-        uint32_t cp = table[(unsigned char)bytes[i]];
-        if (cp < 0x80) {
-            *o++ = (char)cp;
-        } else {
-            *o++ = (char)(0xc0 | (cp >> 6));
-            *o++ = (char)(0x80 | (cp & 0x3f));
-        }
-    }
-    *o = '\0';
+    char *out = cf_xmalloc((size_t)len * 2 + 1);
+    cf_bpe_spell(bytes, (size_t)len, out);
     return out;
 }
 

@@ -60,21 +60,6 @@ void cf_tokenizer_free(cf_tokenizer *t) {
     free(t);
 }
 
-cf_tokenizer *cf_tokenizer_bytes(void) {
-    cf_tokenizer *t = cf_tok_new(CF_TOK_BYTE_LEVEL, 256);
-    for (int b = 0; b < 256; b++) {
-        char c = (char)b;
-        cf_tok_set_piece(t, b, &c, 1);
-        cf_strmap_put(&t->piece_ids, &c, 1, b);
-        t->types[b] = SP_BYTE;
-        t->byte_ids[b] = b;
-    }
-    t->cache = cf_bpe_cache_new();
-    t->pretoken = cf_gpt2_pretoken;
-    cf_tok_finish(t);
-    return t;
-}
-
 static bool has_suffix(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -107,6 +92,25 @@ cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size
 }
 
 int cf_tokenizer_vocab_size(const cf_tokenizer *t) { return t->vocab_size; }
+
+const char *cf_tokenizer_token(const cf_tokenizer *t, int32_t id, size_t *len) {
+    *len = id >= 0 && id < t->vocab_size ? t->piece_len[id] : 0;
+    const char *p = *len ? t->pieces[id] : "";
+    /* llama2.c writes BOS and EOS as "\n<s>\n" and "\n</s>\n" */
+    while (*len > 1 && t->types[id] == SP_CONTROL && (p[0] == '\n' || p[*len - 1] == '\n')) {
+        if (p[0] == '\n') p++;
+        (*len)--;
+    }
+    return p;
+}
+
+const char *cf_tokenizer_type(const cf_tokenizer *t) {
+    switch (t->kind) {
+    case CF_TOK_SENTENCEPIECE: return "sentencepiece-bpe";
+    case CF_TOK_BYTE_LEVEL: return "byte-level-bpe";
+    }
+    return "unknown";
+}
 
 uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *t) {
     uint64_t h = cf_strmap_hash(&t->vocab_size, sizeof t->vocab_size);

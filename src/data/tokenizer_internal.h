@@ -65,6 +65,9 @@ cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err);
 cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err);
 /* GPT-2's byte -> code point table, used to spell byte-level tokens in JSON files. */
 void cf_bpe_byte_to_unicode(uint32_t table[256]);
+/* Spells raw token bytes as GPT-2's vocabularies do (each byte as its bytes_to_unicode
+ * character, UTF-8): out has room for 2 * len + 1; returns the length written (NUL after). */
+size_t cf_bpe_spell(const char *raw, size_t len, char *out);
 /* Sets up merge tables once pieces and the (left, right) merge list are known. */
 int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err);
 

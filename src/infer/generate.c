@@ -18,7 +18,11 @@ int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, 
     long n = cf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? strlen(prompt) : 0, true, &ids, err);
     if (n < 0) return -1;
     long vocab = cf_infer_config(m)->vocab_size;
-    if (n == 0 || n >= cf_infer_max_seq(m)) {
+    if (n == 0) {
+        free(ids);
+        return cf_fail(err, "the prompt is empty and the tokenizer has no BOS token to start from: give a prompt");
+    }
+    if (n >= cf_infer_max_seq(m)) {
         free(ids);
         return cf_fail(err, "prompt of %ld tokens does not fit the context of %ld", n, cf_infer_max_seq(m));
     }

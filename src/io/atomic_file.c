@@ -78,3 +78,13 @@ void atomic_file_abort(atomic_file *a) {
     }
     release(a);
 }
+
+int atomic_file_save(const char *path, const void *data, size_t n, cf_error *err) {
+    atomic_file a;
+    if (atomic_file_open(&a, path, err) != 0) return -1;
+    if (atomic_file_write(&a, data, n, err) != 0) {
+        atomic_file_abort(&a);
+        return -1;
+    }
+    return atomic_file_commit(&a, err);
+}

@@ -26,5 +26,7 @@ int atomic_file_commit(atomic_file *a, cf_error *err);
 void atomic_file_sync_dir(const char *path);
 /* Removes the temp file and frees. */
 void atomic_file_abort(atomic_file *a);
+/* Writes a whole file of n bytes atomically (open, write, commit). */
+int atomic_file_save(const char *path, const void *data, size_t n, cf_error *err);
 
 #endif

@@ -48,7 +48,11 @@ typedef struct index_entry {
 } index_entry;
 
 static int by_name(const void *a, const void *b) {
-    return strcmp(((const index_entry *)a)->t.name, ((const index_entry *)b)->t.name);
+    return strcmp(((const cf_ckpt_tensor *)a)->name, ((const cf_ckpt_tensor *)b)->name);
+}
+
+static int entries_by_name(const void *a, const void *b) {
+    return by_name(&((const index_entry *)a)->t, &((const index_entry *)b)->t);
 }
 
 static int parse_entry(cf_ckpt *c, json_t *e, long i, const ckpt_header *h, cf_ckpt_tensor *t, delta_entry *d,
@@ -151,7 +155,7 @@ static int parse_trailer(cf_ckpt *c, const ckpt_header *h, cf_error *err) {
         }
         any |= entries[i].d.base != NULL;
     }
-    qsort(entries, (size_t)c->n, sizeof *entries, by_name); /* each delta entry sorted with its tensor */
+    qsort(entries, (size_t)c->n, sizeof *entries, entries_by_name); /* each delta entry sorted with its tensor */
     if (any) c->deltas = cf_xcalloc((size_t)c->n + 1, sizeof *c->deltas);
     for (long i = 0; i < c->n; i++) {
         c->tensors[i] = entries[i].t;

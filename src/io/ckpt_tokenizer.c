@@ -8,42 +8,91 @@
 
 #include "core/file_util.h"
 
-/* Error messages name the checkpoint and the embedded file, e.g. "s.ckpt: embedded
- * tok512.bin: ..."; the recorded file name also tells llama2.c's .bin format apart. A name
- * with control characters (the metadata is untrusted too) becomes "tokenizer". */
-cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
+/* The recorded file name, or "tokenizer" when it has control characters (the metadata is
+ * untrusted too) or is missing. */
+static const char *safe_name(const char *file) {
+    for (const char *p = file; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) return "tokenizer";
+    return file && *file ? file : "tokenizer";
+}
+
+int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err) {
+    memset(f, 0, sizeof *f);
     json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL), *entry = json_object_get(meta, "tokenizer");
     const char *tensor = json_string_value(json_object_get(entry, "tensor"));
-    const char *file = json_string_value(json_object_get(entry, "file"));
-    *present = tensor != NULL;
-    cf_tokenizer *tok = NULL;
-    const cf_ckpt_tensor *t = tensor ? cf_ckpt_get(c, tensor, CF_I8, -1, NULL, err) : NULL;
-    if (t) {
-        for (const char *p = file; p && *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) file = NULL;
-        char name[4096];
-        snprintf(name, sizeof name, "%s: embedded %s", cf_ckpt_path(c), file ? file : "tokenizer");
-        tok = cf_tokenizer_load_memory(name, t->data, t->nbytes, err);
+    int rc = 0;
+    if (tensor) {
+        const cf_ckpt_tensor *t = cf_ckpt_get(c, tensor, CF_I8, -1, NULL, err);
+        if (t) {
+            snprintf(f->name, sizeof f->name, "%s", safe_name(json_string_value(json_object_get(entry, "file"))));
+            f->bytes = cf_xmalloc(t->nbytes ? t->nbytes : 1);
+            memcpy(f->bytes, t->data, t->nbytes);
+            f->len = t->nbytes;
+        } else {
+            rc = -1;
+        }
     }
     json_decref(meta);
+    return rc;
+}
+
+/* Error messages name the checkpoint and the embedded file, e.g. "s.ckpt: embedded
+ * tok512.bin: ...". */
+cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
+    json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL);
+    *present = json_string_value(json_object_get(json_object_get(meta, "tokenizer"), "tensor")) != NULL;
+    json_decref(meta);
+    ckpt_tok_file f;
+    if (!*present || ckpt_tok_file_from_ckpt(c, &f, err) != 0) return NULL;
+    char name[4096];
+    snprintf(name, sizeof name, "%s: embedded %s", cf_ckpt_path(c), f.name);
+    cf_tokenizer *tok = cf_tokenizer_load_memory(name, f.bytes, f.len, err);
+    ckpt_tok_file_free(&f);
     return tok;
 }
 
-/* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
-int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
+int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err) {
+    memset(f, 0, sizeof *f);
     cf_tokenizer *tok = cf_tokenizer_load(path, err);
     if (!tok) return -1;
     cf_tokenizer_free(tok);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0; /* encoder.json + vocab.bpe: not one file */
-    size_t len;
-    unsigned char *bytes = cf_read_file(path, &len, err);
-    if (!bytes) return -1;
-    int64_t shape[1] = {(int64_t)len};
-    int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, bytes, err);
-    free(bytes);
+    f->bytes = cf_read_file(path, &f->len, err);
+    if (!f->bytes) return -1;
     const char *base = strrchr(path, '/');
-    json_object_set_new(meta, "tokenizer",
-                        json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", base ? base + 1 : path));
+    snprintf(f->name, sizeof f->name, "%s", base ? base + 1 : path);
+    return 0;
+}
+
+void ckpt_tok_file_bytes(ckpt_tok_file *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", CF_TOKENIZER_BYTES_NAME);
+    f->bytes = (unsigned char *)cf_tokenizer_bytes_json(&f->len);
+}
+
+cf_tokenizer *ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err) {
+    return cf_tokenizer_load_memory(f->name, f->bytes, f->len, err);
+}
+
+void ckpt_tok_file_free(ckpt_tok_file *f) {
+    free(f->bytes);
+    memset(f, 0, sizeof *f);
+}
+
+/* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
+int ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err) {
+    if (!f->bytes) return 0;
+    int64_t shape[1] = {(int64_t)f->len};
+    int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, f->bytes, err);
+    json_object_set_new(meta, "tokenizer", json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", f->name));
+    return rc;
+}
+
+int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
+    ckpt_tok_file f;
+    if (ckpt_tok_file_read(path, &f, err) != 0) return -1;
+    int rc = ckpt_embed_tok_file(w, &f, meta, err);
+    ckpt_tok_file_free(&f);
     return rc;
 }

@@ -4,17 +4,39 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cformers/checkpoint.h"
 #include "cformers/tokenizer.h"
+
+/* A tokenizer file's bytes and its name (no directory; the name tells llama2.c's .bin
+ * format apart), as a checkpoint embeds it. Empty (bytes NULL) when there is none. */
+typedef struct ckpt_tok_file {
+    char name[256];
+    unsigned char *bytes;
+    size_t len;
+} ckpt_tok_file;
 
 /* Loads it; NULL with *present = false when the checkpoint has none, NULL with
  * *present = true and err set when it is there but unreadable. */
 cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err);
 
-/* Checks that `path` loads as a tokenizer, writes its bytes as a tensor and records it
- * in `meta`, so the checkpoint alone is enough to generate. A tokenizer that is a
- * directory (GPT-2's encoder.json + vocab.bpe) is checked but not embedded. */
+/* The embedded file's bytes and name, copied into *f; f stays empty when the checkpoint has
+ * none. Fails (-1) when the entry is there but its tensor is not. */
+int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err);
+/* Reads the tokenizer at `path` after checking that it loads. GPT-2's directory
+ * (encoder.json + vocab.bpe) is not one file: f stays empty for it. */
+int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err);
+/* The byte vocabulary's tokenizer.json (cf_tokenizer_bytes_json). */
+void ckpt_tok_file_bytes(ckpt_tok_file *f);
+/* The tokenizer the file holds; NULL with err set when it does not load. */
+cf_tokenizer *ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err);
+void ckpt_tok_file_free(ckpt_tok_file *f);
+
+/* Writes the file's bytes as the i8 tensor "tokenizer.file" and records it in `meta`, so
+ * the checkpoint alone is enough to generate. Does nothing for an empty f. */
+int ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err);
+/* The same for the tokenizer at `path` (ckpt_tok_file_read). */
 int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err);
 
 #endif

@@ -68,9 +68,7 @@ static int assign(cf_config *cfg, const char *assignment, const char *preset, cf
     return 0;
 }
 
-/* A preset's "${DATA}/..." values name the shared assets: CFORMERS_DATA_DIR when set,
- * else ../shared/data (relative to where cformers runs, as the README does). */
-static void expand_data_dir(const char *assignment, char *out, size_t size) {
+void cf_config_expand_data_dir(const char *assignment, char *out, size_t size) {
     const char *at = strstr(assignment, CF_PRESET_DATA), *data = getenv("CFORMERS_DATA_DIR");
     if (!at) {
         snprintf(out, size, "%s", assignment);
@@ -85,7 +83,7 @@ static int apply_preset(const cf_preset *preset, const char *source, cf_config *
     for (int part = 0; part < CF_PRESET_MAX_PARTS && preset->parts[part]; part++)
         for (const char *const *a = preset->parts[part]; *a; a++) {
             char expanded[2 * CF_CONFIG_PATH_MAX];
-            expand_data_dir(*a, expanded, sizeof expanded);
+            cf_config_expand_data_dir(*a, expanded, sizeof expanded);
             if (assign(cfg, expanded, source, origins, err) < 0) return -1;
         }
     return 0;
@@ -168,6 +166,22 @@ int cf_config_load_with_overrides(const char *path_or_preset, const char *const 
     cf_config_defaults(cfg);
     int rc = load_source(path_or_preset, cfg, origins, source, sizeof source, err);
     for (int i = 0; rc == 0 && i < n_overrides; i++) rc = assign(cfg, overrides[i], NULL, origins, err);
+    if (rc == 0) {
+        cf_config_fill_derived(cfg);
+        rc = cf_config_check(cfg, origins, err);
+    }
+    free(origins);
+    return rc;
+}
+
+int cf_config_load_for_run(const char *path_or_preset, const char *const *overrides, int n_overrides, cf_config *cfg,
+                           cf_error *err) {
+    cf_config_origins *origins = cf_xcalloc(1, sizeof *origins);
+    char source[CF_CONFIG_PATH_MAX + 16];
+    cf_config_defaults(cfg);
+    int rc = load_source(path_or_preset, cfg, origins, source, sizeof source, err);
+    for (int i = 0; rc == 0 && i < n_overrides; i++) rc = assign(cfg, overrides[i], NULL, origins, err);
+    if (rc == 0 && cfg->load_checkpoint[0]) rc = cf_config_adopt_checkpoint(cfg, origins, err);
     if (rc == 0) {
         cf_config_fill_derived(cfg);
         rc = cf_config_check(cfg, origins, err);

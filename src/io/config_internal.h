@@ -22,6 +22,21 @@ int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_co
 /* Fills values that default to others (num_kv_heads, intermediate_size, max_position_embeddings). */
 void cf_config_fill_derived(cf_config *cfg);
 
+/* "${CFORMERS_DATA_DIR}" in a value (presets, YAML files, overrides) names the shared
+ * assets: CFORMERS_DATA_DIR when set, else ../shared/data (relative to where cformers
+ * runs, as the README does). Copies `text` into out with the first one replaced. */
+void cf_config_expand_data_dir(const char *text, char *out, size_t size);
+
+/* Where key `index` got its value, for an error message: "c.yaml:12: key", "override
+ * '--key=1': key", "llama2_7b (preset): key", or the key alone without origins. */
+void cf_config_describe_origin(const cf_config_origins *o, int index, char *buf, size_t cap);
+
+/* Fine-tuning: the architecture of cfg->load_checkpoint's model becomes cfg's. Keys that
+ * fix the weights' shapes (arch, sizes, tied embeddings) must agree when the config sets
+ * them (else a one-line error naming the key); the other model keys are taken where the
+ * config leaves them unset; compute types and init stay the config's. */
+int cf_config_adopt_checkpoint(cf_config *cfg, const cf_config_origins *origins, cf_error *err);
+
 /* cf_config_validate, with errors placed by `origins` (may be NULL). */
 int cf_config_check(const cf_config *cfg, const cf_config_origins *origins, cf_error *err);
 

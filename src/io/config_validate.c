@@ -21,7 +21,7 @@ void cf_config_fill_derived(cf_config *cfg) {
 /* Where key `index` got its value, for an error message: "c.yaml:12: key", "override
  * '--key=1': key", "llama2_7b (preset): key", or the key alone without origins. A key left
  * at its default is placed at the line of the section that should have held it. */
-static void describe_origin(const cf_config_origins *o, int index, char *buf, size_t cap) {
+void cf_config_describe_origin(const cf_config_origins *o, int index, char *buf, size_t cap) {
     const char *path = cf_config_keys[index].path;
     if (!o)
         snprintf(buf, cap, "%s", path);
@@ -44,7 +44,7 @@ typedef struct checker {
 /* Fails with "<where key was set>: <key>: <message>". */
 __attribute__((format(printf, 3, 4))) static int fail_at(checker *c, const char *path, const char *fmt, ...) {
     char where[512], msg[CF_ERROR_MSG_MAX];
-    describe_origin(c->origins, cf_config_key_find(path), where, sizeof where);
+    cf_config_describe_origin(c->origins, cf_config_key_find(path), where, sizeof where);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "data/utf8.h"
+#include "io/config_internal.h"
 #include "io/config_schema.h"
 
 static void *field(const cf_config_key *key, cf_config *cfg) { return (char *)cfg + key->offset; }
@@ -109,6 +110,13 @@ int cf_config_key_set(const cf_config_key *key, cf_config *cfg, const char *text
     switch (key->type) {
     case CF_KEY_STRING:
         if (strlen(text) >= key->size) return cf_fail(err, "string longer than %zu bytes", key->size - 1);
+        char expanded[2 * CF_CONFIG_PATH_MAX + 64];
+        if (strstr(text, "${CFORMERS_DATA_DIR}") && key->size < CF_CONFIG_PATH_MAX + 64) {
+            cf_config_expand_data_dir(text, expanded, sizeof expanded);
+            if (strlen(expanded) >= key->size)
+                return cf_fail(err, "string longer than %zu bytes once ${CFORMERS_DATA_DIR} is expanded", key->size - 1);
+            text = expanded;
+        }
         for (size_t i = 0, len = strlen(text), n; i < len; i += n)
             if (!(n = (size_t)cf_utf8_valid_len((const unsigned char *)text + i, len - i)))
                 return cf_fail(err, "byte %zu is not UTF-8 (YAML holds only text)", i);

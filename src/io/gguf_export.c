@@ -94,11 +94,56 @@ static int check_gguf_sizes(const cf_model_config *m, const char *path, cf_error
     return 0;
 }
 
-/* SentencePiece vocabularies only (tokenizer.ggml.model = "llama"); control tokens lose
- * llama2.c's "\n<s>\n" decoration. */
+/* GGUF's token types (llama.cpp's llama_token_type). */
+enum { GGUF_TOKEN_NORMAL = 1, GGUF_TOKEN_CONTROL = 3 };
+
+/* A byte-level BPE vocabulary as llama.cpp writes GPT-2's (tokenizer.ggml.model = "gpt2"):
+ * tokens spelled with GPT-2's byte alphabet (special tokens verbatim, type control), and
+ * the merges by rank as "left right". */
+static void bpe_tokenizer_metadata(gguf *g, const cf_tokenizer *t) {
+    kv_str(g, "tokenizer.ggml.model", "gpt2");
+    kv_str(g, "tokenizer.ggml.pre", t->pretoken == cf_llama3_pretoken ? "llama-bpe" : "gpt-2");
+    char *spelled = NULL;
+    size_t cap = 0;
+    kv_array(g, "tokenizer.ggml.tokens", T_STRING, (uint64_t)t->vocab_size);
+    for (int i = 0; i < t->vocab_size; i++) {
+        if (2 * (size_t)t->piece_len[i] + 2 > cap) spelled = cf_xrealloc(spelled, cap = 2 * (size_t)t->piece_len[i] + 2);
+        if (t->types[i] == SP_CONTROL) put_str(&g->kv, t->pieces[i], t->piece_len[i]);
+        else put_str(&g->kv, spelled, cf_bpe_spell(t->pieces[i], t->piece_len[i], spelled));
+    }
+    kv_array(g, "tokenizer.ggml.token_type", T_INT32, (uint64_t)t->vocab_size);
+    for (int i = 0; i < t->vocab_size; i++)
+        put_u32(&g->kv, t->types[i] == SP_CONTROL ? GGUF_TOKEN_CONTROL : GGUF_TOKEN_NORMAL);
+    int32_t(*pairs)[2] = cf_xmalloc(sizeof *pairs * (size_t)(t->n_merges ? t->n_merges : 1));
+    for (size_t s = 0; s < t->merges.capacity; s++) { /* rank -> (left, right) */
+        const cf_strmap_slot *slot = &t->merges.slots[s];
+        if (slot->key_len != sizeof pairs[0] || slot->value < 0 || slot->value >= t->n_merges) continue;
+        memcpy(pairs[slot->value], cf_strmap_key(&t->merges, slot), sizeof pairs[0]);
+    }
+    kv_array(g, "tokenizer.ggml.merges", T_STRING, (uint64_t)t->n_merges);
+    for (int r = 0; r < t->n_merges; r++) {
+        const int32_t a = pairs[r][0], b = pairs[r][1];
+        size_t need = 2 * ((size_t)t->piece_len[a] + t->piece_len[b]) + 3;
+        if (need > cap) spelled = cf_xrealloc(spelled, cap = need);
+        size_t n = cf_bpe_spell(t->pieces[a], t->piece_len[a], spelled);
+        spelled[n++] = ' ';
+        n += cf_bpe_spell(t->pieces[b], t->piece_len[b], spelled + n);
+        put_str(&g->kv, spelled, n);
+    }
+    free(pairs);
+    free(spelled);
+}
+
+/* SentencePiece vocabularies as tokenizer.ggml.model = "llama" (control tokens lose
+ * llama2.c's "\n<s>\n" decoration), byte-level BPE ones as "gpt2". */
 static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, cf_error *err) {
-    if (t->kind != CF_TOK_SENTENCEPIECE)
-        return cf_fail(err, "%s: GGUF export supports SentencePiece tokenizers only", path);
+    (void)path, (void)err;
+    if (t->kind == CF_TOK_BYTE_LEVEL) {
+        bpe_tokenizer_metadata(g, t);
+        if (t->bos >= 0) kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
+        if (t->eos >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
+        return 0;
+    }
     kv_str(g, "tokenizer.ggml.model", "llama");
     kv_array(g, "tokenizer.ggml.tokens", T_STRING, (uint64_t)t->vocab_size);
     for (int i = 0; i < t->vocab_size; i++) {

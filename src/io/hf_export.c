@@ -11,6 +11,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/convert.h"
 #include "io/atomic_file.h"
+#include "io/hf_tokenizer.h"
 #include "io/model_weights.h"
 #include "io/safetensors.h"
 
@@ -91,23 +92,6 @@ static int write_bytes_file(const char *path, const void *data, size_t n, cf_err
     return atomic_file_commit(&a, err);
 }
 
-/* The embedded tokenizer goes back out under its original file name. */
-static int write_tokenizer(cf_ckpt *c, const char *out_dir, cf_error *err) {
-    json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL);
-    json_t *info = json_object_get(meta, "tokenizer");
-    const char *tensor = json_string_value(json_object_get(info, "tensor"));
-    const char *file = json_string_value(json_object_get(info, "file"));
-    int rc = 0;
-    if (tensor && file && !strchr(file, '/')) {
-        const cf_ckpt_tensor *t = cf_ckpt_get(c, tensor, CF_I8, -1, NULL, err);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", out_dir, file);
-        rc = t ? write_bytes_file(path, t->data, t->nbytes, err) : -1;
-    }
-    json_decref(meta);
-    return rc;
-}
-
 int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err) {
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", out_dir, strerror(errno));
     cf_ckpt *c = cf_ckpt_open(checkpoint_path, false, err);
@@ -140,7 +124,7 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
         rc = write_bytes_file(path, text, strlen(text), err);
         free(text);
     }
-    if (rc == 0) rc = write_tokenizer(c, out_dir, err);
+    if (rc == 0) rc = hf_export_tokenizer(c, cfg.max_position_embeddings, out_dir, err);
     for (long i = 0; i < x.n_copies; i++) free(x.copies[i]);
     free(x.copies);
     free(x.tensors);

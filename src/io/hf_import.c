@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cformers/checkpoint.h"
+#include "io/hf_tokenizer.h"
 #include "io/model_import.h"
 #include "io/safetensors.h"
 
@@ -213,8 +214,7 @@ int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options
     if (rc == 0) {
         cf_convert_options o = *opt;
         char tok[4096];
-        snprintf(tok, sizeof tok, "%s/tokenizer.model", dir);
-        if (!o.tokenizer_path && file_exists(tok)) o.tokenizer_path = tok;
+        if (!o.tokenizer_path) o.tokenizer_path = hf_import_tokenizer_file(dir, tok, sizeof tok);
         rc = model_import_write(out_path, &s.cfg, &o, "huggingface", fill, &s, err);
     }
     for (long i = 0; i < s.n_files; i++) st_close(&s.files[i]);

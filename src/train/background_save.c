@@ -16,7 +16,7 @@
 struct cf_bg_save {
     cf_graph *graph;
     cf_model_config model;
-    const char *tokenizer;
+    const ckpt_tok_file *tokenizer;
     float *staging; /* params, adam_m, adam_v: 3 x param_elems */
     int32_t step;
     cf_train_position pos;
@@ -49,7 +49,7 @@ static void *prefault_staging(void *arg) {
     return NULL;
 }
 
-cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const char *tokenizer) {
+cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const ckpt_tok_file *tokenizer) {
     cf_bg_save *b = cf_xcalloc(1, sizeof *b);
     b->graph = g;
     b->model = *model;

@@ -25,7 +25,7 @@ typedef struct cf_bg_result {
 
 /* A saver for checkpoints of graph g (its structure is read by the writer thread, so it
  * must not change while the saver lives); model and tokenizer as cf_train_checkpoint_write. */
-cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const char *tokenizer);
+cf_bg_save *cf_bg_save_create(cf_graph *g, const cf_model_config *model, const ckpt_tok_file *tokenizer);
 /* Waits for the write in flight, if any. */
 void cf_bg_save_free(cf_bg_save *b);
 

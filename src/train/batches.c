@@ -8,8 +8,9 @@
 #include "cformers/rng.h"
 
 typedef struct text_split {
-    unsigned char *bytes; /* the split's part of the file */
-    int64_t len;
+    unsigned char *bytes; /* the split's part of the file, read as bytes, or NULL */
+    int32_t *ids;         /* ... or its tokens, encoded with the run's tokenizer */
+    int64_t len;          /* tokens (bytes or ids) */
     int64_t next;         /* batch index */
 } text_split;
 
@@ -48,9 +49,43 @@ static int read_file(const char *path, unsigned char **bytes, int64_t *len, cf_e
     return 0;
 }
 
-static int open_text(cf_batches *b, const cf_config *cfg, const char *split, cf_error *err) {
+/* The split's text encoded with `tok` (a BOS first when it has one) into b->text.ids, in
+ * pieces of at most TEXT_PIECE bytes cut after a line break, so the encoder's working
+ * memory stays small whatever the file's size. */
+enum { TEXT_PIECE = 1 << 16 };
+static int encode_text(cf_batches *b, const cf_config *cfg, const cf_tokenizer *tok, const unsigned char *text,
+                       int64_t n, cf_error *err) {
     const char *path = cfg->train_dataset.data_dir;
-    if (cfg->model.model_config.vocab_size < 256)
+    if (cf_tokenizer_vocab_size(tok) > cfg->model.model_config.vocab_size)
+        return cf_fail(err, "%s: the tokenizer has %d tokens but model_config.vocab_size is %lld", path,
+                       cf_tokenizer_vocab_size(tok), (long long)cfg->model.model_config.vocab_size);
+    int64_t cap = 0;
+    for (int64_t at = 0; at < n;) {
+        int64_t end = at + TEXT_PIECE < n ? at + TEXT_PIECE : n;
+        for (int64_t cut = end; end < n && cut > at + 1; cut--)
+            if (text[cut - 1] == '\n') {
+                end = cut;
+                break;
+            }
+        int32_t *ids;
+        long count = cf_tokenizer_encode(tok, (const char *)text + at, (size_t)(end - at), at == 0, &ids, err);
+        if (count < 0) return cf_fail_prefix(err, "%s: offset %lld: ", path, (long long)at);
+        if (b->text.len + count > cap) {
+            cap = (b->text.len + count) * 2;
+            b->text.ids = cf_xrealloc(b->text.ids, sizeof *ids * (size_t)cap);
+        }
+        memcpy(b->text.ids + b->text.len, ids, sizeof *ids * (size_t)count);
+        b->text.len += count;
+        free(ids);
+        at = end;
+    }
+    return 0;
+}
+
+static int open_text(cf_batches *b, const cf_config *cfg, const char *split, const cf_tokenizer *tok,
+                     cf_error *err) {
+    const char *path = cfg->train_dataset.data_dir;
+    if (!tok && cfg->model.model_config.vocab_size < 256)
         return cf_fail(err, "%s: a text file is read byte by byte and needs model_config.vocab_size >= 256 (it is "
                             "%lld); preprocess it with a tokenizer instead", path,
                        (long long)cfg->model.model_config.vocab_size);
@@ -60,16 +95,20 @@ static int open_text(cf_batches *b, const cf_config *cfg, const char *split, cf_
     int64_t valid_len = (int64_t)((double)len * cfg->train_dataset.eval_split);
     int64_t begin = strcmp(split, "valid") == 0 ? len - valid_len : 0;
     int64_t n = strcmp(split, "valid") == 0 ? valid_len : len - valid_len;
-    if (n < b->seq + 1) {
-        free(all);
-        return cf_fail(err, "%s: the %s split holds %lld bytes, fewer than one sequence of %lld (see "
-                            "train_dataset.eval_split)", path, split, (long long)n, (long long)b->seq + 1);
+    int rc = 0;
+    if (tok) {
+        rc = encode_text(b, cfg, tok, all + begin, n, err);
+    } else {
+        b->text.bytes = cf_xmalloc((size_t)n + 1);
+        memcpy(b->text.bytes, all + begin, (size_t)n);
+        b->text.len = n;
     }
-    b->text.bytes = cf_xmalloc((size_t)n);
-    memcpy(b->text.bytes, all + begin, (size_t)n);
-    b->text.len = n;
     free(all);
-    return 0;
+    if (rc == 0 && b->text.len < b->seq + 1)
+        return cf_fail(err, "%s: the %s split holds %lld %s, fewer than one sequence of %lld (see "
+                            "train_dataset.eval_split)", path, split, (long long)b->text.len, tok ? "tokens" : "bytes",
+                       (long long)b->seq + 1);
+    return rc;
 }
 
 static int open_records(cf_batches *b, const cf_config *cfg, const char *split, cf_error *err) {
@@ -94,7 +133,7 @@ static int open_records(cf_batches *b, const cf_config *cfg, const char *split, 
 }
 
 cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t batch, int rank, int world,
-                            cf_error *err) {
+                            const cf_tokenizer *tok, cf_error *err) {
     cf_batches *b = cf_xcalloc(1, sizeof *b);
     b->rank = rank;
     b->world = world;
@@ -102,7 +141,7 @@ cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t bat
     b->seq = cfg->runner_config.seq_length;
     b->seed = (uint64_t)cfg->seed;
     snprintf(b->path, sizeof b->path, "%s", cfg->train_dataset.data_dir);
-    int rc = cf_batches_is_text(b->path) ? open_text(b, cfg, split, err) : open_records(b, cfg, split, err);
+    int rc = cf_batches_is_text(b->path) ? open_text(b, cfg, split, tok, err) : open_records(b, cfg, split, err);
     if (rc != 0) {
         cf_batches_close(b);
         return NULL;
@@ -114,6 +153,7 @@ void cf_batches_close(cf_batches *b) {
     if (!b) return;
     if (b->ds) cf_dataset_close(b->ds);
     free(b->text.bytes);
+    free(b->text.ids);
     free(b);
 }
 
@@ -123,8 +163,12 @@ int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err) {
     cf_rng_seed_stream(&rng, b->seed, (uint64_t)b->text.next++);
     for (int64_t r = 0; r < b->batch * b->rank; r++) cf_rng_below(&rng, (uint64_t)(b->text.len - b->seq)); /* lower ranks' rows */
     for (int64_t r = 0; r < b->batch; r++) {
-        const unsigned char *src = b->text.bytes + cf_rng_below(&rng, (uint64_t)(b->text.len - b->seq));
-        for (int64_t i = 0; i <= b->seq; i++) tokens[r * (b->seq + 1) + i] = src[i];
+        int64_t at = (int64_t)cf_rng_below(&rng, (uint64_t)(b->text.len - b->seq));
+        int32_t *row = tokens + r * (b->seq + 1);
+        if (b->text.ids)
+            memcpy(row, b->text.ids + at, sizeof *row * (size_t)(b->seq + 1));
+        else
+            for (int64_t i = 0; i <= b->seq; i++) row[i] = b->text.bytes[at + i];
     }
     return 0;
 }

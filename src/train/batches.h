@@ -1,10 +1,11 @@
 /* Where the trainer's batches come from: one interface over two sources.
  *   - a record directory written by `cformers preprocess` (cformers/dataset.h), with its
  *     "train" and "valid" splits;
- *   - a plain text file (train_dataset.data_dir ending in .txt), read with a byte-level
- *     vocabulary: the last eval_split of the file is the "valid" split, and batch k of a
- *     split holds B windows of T+1 bytes at offsets drawn from stream k of the seed, so the
- *     position is just k and resuming is exact. This needs vocab_size >= 256.
+ *   - a plain text file (train_dataset.data_dir ending in .txt), read as bytes (the byte
+ *     vocabulary, which needs vocab_size >= 256) or encoded with the run's tokenizer: the
+ *     last eval_split of the file is the "valid" split, and batch k of a split holds B
+ *     windows of T+1 tokens at offsets drawn from stream k of the seed, so the position is
+ *     just k and resuming is exact.
  * Batches are B rows of T+1 ids (inputs, then targets shifted by one). */
 #ifndef CFORMERS_TRAIN_BATCHES_H
 #define CFORMERS_TRAIN_BATCHES_H
@@ -15,6 +16,7 @@
 #include "cformers/config.h"
 #include "cformers/dataset.h"
 #include "cformers/error.h"
+#include "cformers/tokenizer.h"
 
 typedef struct cf_batches cf_batches;
 
@@ -22,9 +24,10 @@ typedef struct cf_batches cf_batches;
 bool cf_batches_is_text(const char *data_dir);
 
 /* Opens `split` ("train" or "valid") of cfg->train_dataset with `batch` rows of the
- * runner's sequence length per batch, as rank `rank` of `world` data-parallel ranks. */
+ * runner's sequence length per batch, as rank `rank` of `world` data-parallel ranks. A
+ * text file is encoded with `tok`, or read as bytes when it is NULL. */
 cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t batch, int rank, int world,
-                            cf_error *err);
+                            const cf_tokenizer *tok, cf_error *err);
 void cf_batches_close(cf_batches *b);
 
 int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err);

@@ -61,7 +61,7 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
     return meta;
 }
 
-int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
+int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const ckpt_tok_file *tokenizer,
                              const cf_train_position *pos, cf_error *err) {
     return cf_train_checkpoint_save_moments(path, plan, NULL, NULL, model, tokenizer, pos, NULL, NULL, err);
 }
@@ -81,7 +81,7 @@ int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v,
 }
 
 int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
-                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     const cf_model_config *model, const ckpt_tok_file *tokenizer, const cf_train_position *pos,
                                      const char *base, cf_ckpt_write_info *info, cf_error *err) {
     cf_train_tensors s;
     if (cf_train_tensors_of(plan, adam_m, adam_v, &s, err) != 0) return -1;
@@ -89,7 +89,7 @@ int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const floa
 }
 
 int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
-                              const char *tokenizer, const cf_train_position *pos, const char *base,
+                              const ckpt_tok_file *tokenizer, const cf_train_position *pos, const char *base,
                               cf_ckpt_write_info *info, cf_error *err) {
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
@@ -106,7 +106,7 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, s->step, err);
     json_t *meta = metadata(g, model, pos);
-    if (rc == 0 && tokenizer && *tokenizer) rc = ckpt_embed_tokenizer(w, tokenizer, meta, err);
+    if (rc == 0 && tokenizer) rc = ckpt_embed_tok_file(w, tokenizer, meta, err);
     if (rc != 0) {
         json_decref(meta);
         cf_ckpt_writer_abort(w);

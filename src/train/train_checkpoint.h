@@ -17,6 +17,7 @@
 #include "cformers/model_config.h"
 #include "cformers/plan.h"
 #include "cformers/rng.h"
+#include "io/ckpt_tokenizer.h"
 #include "train/loss_scale.h"
 
 #define CF_RUN_ID_MAX 48
@@ -48,15 +49,15 @@ typedef struct cf_ckpt_write_info {
 } cf_ckpt_write_info;
 
 /* Writes the plan's parameters, moments and `pos` to `path` (atomically), with the
- * tokenizer file embedded when `tokenizer` names one (NULL or "" for none), so that
+ * tokenizer file embedded when `tokenizer` holds one (NULL or empty for none), so that
  * `cformers generate --model` needs nothing else. */
-int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const char *tokenizer,
+int cf_train_checkpoint_save(const char *path, cf_plan *plan, const cf_model_config *model, const ckpt_tok_file *tokenizer,
                              const cf_train_position *pos, cf_error *err);
 /* The same with the Adam moments of the whole block given by the caller (a sharded
  * optimizer's moments gathered from every rank; NULL: the plan's own), differential
  * against `base` when given (as cf_train_checkpoint_write). */
 int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const float *adam_m, const float *adam_v,
-                                     const cf_model_config *model, const char *tokenizer, const cf_train_position *pos,
+                                     const cf_model_config *model, const ckpt_tok_file *tokenizer, const cf_train_position *pos,
                                      const char *base, cf_ckpt_write_info *info, cf_error *err);
 
 /* The tensors of a training state, in the graph's flat layouts: the parameter block, both
@@ -77,7 +78,7 @@ int cf_train_tensors_of(cf_plan *plan, const float *adam_m, const float *adam_v,
  * the same directory; NULL: none) the tensors are stored as differences against it; when
  * the base cannot be read the checkpoint is written full. `info` (may be NULL) says which. */
 int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
-                              const char *tokenizer, const cf_train_position *pos, const char *base,
+                              const ckpt_tok_file *tokenizer, const cf_train_position *pos, const char *base,
                               cf_ckpt_write_info *info, cf_error *err);
 
 /* Reads the parameters from `path` into the plan. With `resume`, also the moments, the

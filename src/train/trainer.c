@@ -54,10 +54,10 @@ static int build_graph(cf_trainer *t, cf_error *err) {
 
 static int open_data(cf_trainer *t, cf_error *err) {
     if (!t->cfg.train_dataset.data_dir[0]) return 0;
-    t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, err);
+    t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, t->tok, err);
     if (!t->train) return -1;
     if (t->cfg.runner_config.eval_interval > 0 || t->cfg.run_mode == CF_RUN_EVAL) {
-        t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err);
+        t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, t->tok, err);
         if (!t->valid) return -1;
     }
     return 0;
@@ -99,8 +99,13 @@ static int init_state(cf_trainer *t, cf_error *err) {
     if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
     if (cf_run_dir_begin(t, resume, err) != 0) return -1;
     if (resume) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
-    if (t->cfg.load_checkpoint[0])
-        return cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err);
+    if (!t->cfg.load_checkpoint[0]) return 0;
+    if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
+    if (!t->opts.quiet)
+        fprintf(t->out, "load_checkpoint: loaded %d tensors (%lld parameters) from %s%s%s\n",
+                cf_graph_num_params(t->model.graph), (long long)cf_graph_param_elems(t->model.graph),
+                t->cfg.load_checkpoint, t->tokenizer.bytes ? "; tokenizer: " : "",
+                t->tokenizer.bytes ? t->tokenizer.name : "");
     return 0;
 }
 
@@ -176,7 +181,7 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
     t->train_steps = rc->train_steps;
     t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
     t->stats_interval = cfg->callbacks.summary_monitor.gradient_stats_interval;
-    if (build_graph(t, err) != 0 || open_data(t, err) != 0 || resolve_steps(t, err) != 0 || init_state(t, err) != 0) {
+    if (build_graph(t, err) != 0 || cf_trainer_resolve_tokenizer(t, err) != 0 || open_data(t, err) != 0 || resolve_steps(t, err) != 0 || init_state(t, err) != 0) {
         cf_trainer_free(t);
         return NULL;
     }
@@ -187,6 +192,8 @@ void cf_trainer_free(cf_trainer *t) {
     if (!t) return;
     cf_batches_close(t->train);
     cf_batches_close(t->valid);
+    cf_tokenizer_free(t->tok);
+    ckpt_tok_file_free(&t->tokenizer);
     cf_metrics_close(t->metrics);
     cf_train_profile_close(&t->profile);
     if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
@@ -305,7 +312,7 @@ void cf_trainer_zero_grads(cf_trainer *t) { cf_plan_zero_grads(t->plan); }
 
 int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
     if (!t->valid && t->cfg.train_dataset.data_dir[0] && t->cfg.train_dataset.eval_split > 0 &&
-        !(t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, err)))
+        !(t->valid = cf_batches_open(&t->cfg, "valid", t->batch, t->rank, t->world, t->tok, err)))
         return -1;
     if (!t->valid) return cf_fail(err, "no held-out split to evaluate on (train_dataset.data_dir, eval_split)");
     cf_dataset_position start = {.seed = (uint64_t)t->cfg.seed};
@@ -361,7 +368,7 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     cf_ckpt_write_info info;
     int rc = t->rank != 0 ? 0
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
-                                                             cf_trainer_tokenizer_file(t), &t->pos, next_base(t),
+                                                             &t->tokenizer, &t->pos, next_base(t),
                                                              &info, err);
     if (t->rank == 0 && rc == 0) cf_trainer_note_saved(t, path, info.differential);
     free(m);
@@ -374,7 +381,7 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
 
 void cf_trainer_prepare_background_save(cf_trainer *t) {
     if (t->rank == 0 && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
-        t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, cf_trainer_tokenizer_file(t));
+        t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, &t->tokenizer);
 }
 
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {

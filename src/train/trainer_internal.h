@@ -45,6 +45,11 @@ struct cf_trainer {
     cf_train_position pos;
     char resumed_from[2 * CF_CONFIG_PATH_MAX]; /* the checkpoint resumed; "" for a fresh run */
     json_t *resume_changes; /* {"key": [before, now]} the resume changed, or NULL */
+    /* The tokenizer the run trains with (cf_trainer_resolve_tokenizer): its checkpoints
+     * embed the file, samples decode with it, text data is encoded with it. tok is NULL
+     * when text is read as bytes or when the records name no tokenizer. */
+    ckpt_tok_file tokenizer;
+    cf_tokenizer *tok;
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
@@ -78,8 +83,9 @@ void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields);
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
 
-/* The tokenizer file the data was made with, or NULL when training reads raw text as
- * bytes (or names no tokenizer). Samples decode with it; checkpoints embed it. */
-const char *cf_trainer_tokenizer_file(const cf_trainer *t);
+/* Sets t->tokenizer and t->tok: train_dataset.tokenizer when set; else the tokenizer
+ * load_checkpoint embeds (fine-tuning keeps its vocabulary); else, for a text file, the
+ * byte vocabulary; else none (records made by a tokenizer the config does not name). */
+int cf_trainer_resolve_tokenizer(cf_trainer *t, cf_error *err);
 
 #endif
