@@ -76,6 +76,9 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "bf16 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 cache story"; cat "$tmp/out"; fail=1; }
     stderr_has "overridden cache dtype" "f32 weights, bf16 KV cache of"
+    check "q8_0 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache q8_0 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 cache story"; cat "$tmp/out"; fail=1; }
+    stderr_has "q8_0 cache dtype" "f32 weights, q8_0 KV cache of"
     check "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cp "$tmp/out" "$tmp/first"
     check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20

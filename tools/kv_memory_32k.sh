@@ -45,7 +45,7 @@ for kv in bf16 q8_0; do
     for _ in $(seq 300); do url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve_$kv.out" || true); [ -n "$url" ] && break; sleep 0.1; done
     curl -s "$url/v1/completions" -H 'Content-Type: application/json' --data-binary @"$work/body.json" >"$work/reply_$kv.json"
     curl -s "$url/metrics" >"$work/metrics_$kv"
-    rss=$(($(sed -n 's/^VmHWM: *\([0-9]*\) kB/\1/p' /proc/$pid/status) * 1024))
+    rss=$(($(awk '/^VmHWM/ {print $2}' /proc/$pid/status) * 1024))
     kill $pid; wait $pid 2>/dev/null || true
     peak=$(sed -n 's/^cformers_kv_bytes_peak //p' "$work/metrics_$kv")
     block=$(sed -n 's/^cformers_kv_block_bytes //p' "$work/metrics_$kv")
