@@ -8,7 +8,7 @@ check "generate without --model" 2 "$bin" generate
 stderr_has "generate usage" "--model is required"
 check "generate bad -n" 2 "$bin" generate --model x -n zero
 check "generate bad --kv-cache" 2 "$bin" generate --model x --kv-cache f16
-stderr_has "kv-cache reason" "--kv-cache must be f32 or bf16, not 'f16'"
+stderr_has "kv-cache reason" "--kv-cache must be f32, bf16 or q8_0, not 'f16'"
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || { echo "FAIL: bad --kv-cache should print one line"; cat "$tmp/err"; fail=1; }
 check "convert without format" 2 "$bin" convert --output x
 check "convert unknown format" 2 "$bin" convert --from onnx x --output y
