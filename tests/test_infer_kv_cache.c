@@ -43,9 +43,10 @@ static void check_kernels(long T, long hd, const char *isa) {
     CHECK_MSG(out[hd < MAX_HD ? hd : 0] == (hd < MAX_HD ? 1e9f : out[0]), "%s wrote past hd=%ld", isa, hd);
 }
 
-/* q8_0 rows of up to MAX_HD values, Q8_STRIDE bytes apart (an odd stride: no alignment). */
-enum { Q8_STRIDE = 4 * CF_Q8_0_BLOCK_BYTES + 3 };
-static unsigned char q8_rows[MAX_T * Q8_STRIDE];
+/* q8_0 rows of up to MAX_HD values, Q8_STRIDE bytes apart (2-byte aligned, as a cache row of
+ * whole 34-byte blocks is, but not 4- or 64-byte aligned). */
+enum { Q8_STRIDE = 4 * CF_Q8_0_BLOCK_BYTES + 2 };
+static _Alignas(64) unsigned char q8_rows[MAX_T * Q8_STRIDE];
 
 static void check_q8_kernels(long T, long hd, const char *isa) {
     float x[MAX_HD], deq[MAX_T][MAX_HD];
