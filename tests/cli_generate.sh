@@ -8,7 +8,7 @@ check "generate without --model" 2 "$bin" generate
 stderr_has "generate usage" "--model is required"
 check "generate bad -n" 2 "$bin" generate --model x -n zero
 check "generate bad --kv-cache" 2 "$bin" generate --model x --kv-cache f16
-stderr_has "kv-cache reason" "--kv-cache must be f32 or bf16, not 'f16'"
+stderr_has "kv-cache reason" "--kv-cache must be f32, bf16 or q8_0, not 'f16'"
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || { echo "FAIL: bad --kv-cache should print one line"; cat "$tmp/err"; fail=1; }
 check "convert without format" 2 "$bin" convert --output x
 check "convert unknown format" 2 "$bin" convert --from onnx x --output y
@@ -76,6 +76,9 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "bf16 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache bf16 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: bf16 cache story"; cat "$tmp/out"; fail=1; }
     stderr_has "overridden cache dtype" "f32 weights, bf16 KV cache of"
+    check "q8_0 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache q8_0 --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 cache story"; cat "$tmp/out"; fail=1; }
+    stderr_has "q8_0 cache dtype" "f32 weights, q8_0 KV cache of"
     check "sampled with seed" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20
     cp "$tmp/out" "$tmp/first"
     check "same seed again" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Lily" --temperature 0.9 --top-p 0.9 --top-k 20 --seed 3 -n 20

@@ -193,4 +193,30 @@ grep -q "in bf16" "$tmp/q8.out" || fail_because "q8_0 weights should get a bf16 
 got="Once upon a time$(json "d['choices'][0]['text']")"
 [ "$got" = "$want" ] || fail_because "q8_0 server text differs from generate's: '$got' / '$want'"
 check "bad --dtype" 2 "$bin" serve --model x --dtype f16
+
+# a q8_0 KV cache: the server's greedy text is generate's with --kv-cache q8_0, and on a pool
+# far too small (swapped out and back) the 8 requests give the texts they give alone
+check "generate, q8_0 KV" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache q8_0 --prompt "Once upon a time" \
+    --temperature 0 -n 40
+want=$(head -c -1 "$tmp/out")
+start_server "$tmp/kvq8.out" --kv-cache q8_0 --max-batch 4
+grep -q "in q8_0" "$tmp/kvq8.out" || fail_because "--kv-cache q8_0 not taken: $(cat "$tmp/kvq8.out")"
+[ "$(status "$url/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":40,"temperature":0}')" = 200 ] ||
+    fail_because "q8_0 KV completion status"
+got="Once upon a time$(json "d['choices'][0]['text']")"
+[ "$got" = "$want" ] || fail_because "q8_0 KV server text differs from generate's: '$got' / '$want'"
+for i in "${!prompts[@]}"; do
+    curl -s "$url/v1/completions" -d "$(body "${prompts[$i]}" 120)" >"$tmp/kvq8_alone$i"
+done
+start_server "$tmp/kvq8_small.out" --kv-cache q8_0 --max-batch 8 --kv-blocks 20 --swap-space 1M
+run_all "$url" kvq8_small
+for i in "${!prompts[@]}"; do
+    [ "$(text_of "$tmp/kvq8_small$i")" = "$(text_of "$tmp/kvq8_alone$i")" ] ||
+        fail_because "q8_0 KV request $i differs on the small pool"
+done
+curl -s "$url/metrics" >"$tmp/metrics"
+swaps=$(sed -n 's/^cformers_preemptions_total{mode="swap"} //p' "$tmp/metrics")
+[ "${swaps:-0}" -gt 0 ] || fail_because "no swap counted on the small q8_0 pool"
+# stories260K's 4 KV heads of 8: one padded q8_0 block of 34 bytes each, 16 tokens, 5 layers, K and V
+grep -q '^cformers_kv_block_bytes 21760$' "$tmp/metrics" || fail_because "q8_0 kv_block_bytes: $(grep kv_block "$tmp/metrics")"
 finish "cli serve"

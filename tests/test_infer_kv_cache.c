@@ -1,8 +1,9 @@
-/* The bf16 KV cache: its decode kernels against a double-precision reference under every
- * instruction set (cf_isa_force); a small GQA LLaMA over random weights giving the same
- * logits with a bf16 cache as with an f32 one, within what rounding the cache to bf16
- * allows; prefill in one batch (over two chunks) matching token-by-token decode; the
- * default dtype following the weights. */
+/* The bf16 and q8_0 KV caches: their decode kernels against a double-precision reference
+ * under every instruction set (cf_isa_force), on head sizes with partial vectors and
+ * partial q8_0 blocks; a small GQA LLaMA over random weights giving the same logits with a
+ * bf16 or q8_0 cache as with an f32 one, within what rounding the cache allows; prefill in
+ * one batch (over two chunks) matching token-by-token decode; the default dtype following
+ * the weights; the cache's size per dtype. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -40,6 +41,40 @@ static void check_kernels(long T, long hd, const char *isa) {
                   isa, T, hd, i, (double)out[i], want);
     }
     CHECK_MSG(out[hd < MAX_HD ? hd : 0] == (hd < MAX_HD ? 1e9f : out[0]), "%s wrote past hd=%ld", isa, hd);
+}
+
+/* q8_0 rows of up to MAX_HD values, Q8_STRIDE bytes apart (2-byte aligned, as a cache row of
+ * whole 34-byte blocks is, but not 4- or 64-byte aligned). */
+enum { Q8_STRIDE = 4 * CF_Q8_0_BLOCK_BYTES + 2 };
+static _Alignas(64) unsigned char q8_rows[MAX_T * Q8_STRIDE];
+
+static void check_q8_kernels(long T, long hd, const char *isa) {
+    float x[MAX_HD], deq[MAX_T][MAX_HD];
+    for (long t = 0; t < T; t++) {
+        for (long i = 0; i < hd; i++) x[i] = (float)(((t * 61 + i * 37) % 101) - 50) / 25.0f;
+        cf_quantize_q8_0(x, q8_rows + t * Q8_STRIDE, 1, hd);
+        cf_dequantize_q8_0(q8_rows + t * Q8_STRIDE, deq[t], 1, hd);
+    }
+    for (long i = 0; i < hd; i++) q[i] = (float)((i * 13 % 29) - 14) / 7.0f;
+    for (long t = 0; t < T; t++) s[t] = -1.0f;
+    kv_q8_scores(q, q8_rows, Q8_STRIDE, T, hd, 0.5f, s);
+    for (long t = 0; t < T; t++) {
+        double want = 0.0;
+        for (long i = 0; i < hd; i++) want += (double)q[i] * deq[t][i];
+        want *= 0.5;
+        CHECK_MSG(fabs(s[t] - want) <= 1e-4 * (1.0 + fabs(want)), "%s q8 scores T=%ld hd=%ld t=%ld: %g, want %g", isa,
+                  T, hd, t, (double)s[t], want);
+    }
+    for (long t = 0; t < T; t++) s[t] = (float)(t + 1) / (float)T;
+    for (long i = 0; i < MAX_HD; i++) out[i] = 1e9f;
+    kv_q8_weighted_sum(s, q8_rows, Q8_STRIDE, T, hd, out);
+    for (long i = 0; i < hd; i++) {
+        double want = 0.0;
+        for (long t = 0; t < T; t++) want += (double)s[t] * deq[t][i];
+        CHECK_MSG(fabs(out[i] - want) <= 1e-4 * (1.0 + fabs(want)), "%s q8 weighted sum T=%ld hd=%ld i=%ld: %g, want %g",
+                  isa, T, hd, i, (double)out[i], want);
+    }
+    CHECK_MSG(out[hd < MAX_HD ? hd : 0] == (hd < MAX_HD ? 1e9f : out[0]), "%s q8 wrote past hd=%ld", isa, hd);
 }
 
 /* ---- a small model over random weights ---- */
@@ -116,6 +151,10 @@ static void run(cf_infer_model *m, bool batched, float *logits) {
  * values), and the error carries through the residual stream to the logits, so we allow
  * 4 * 2^-9 per layer, relative to the largest logit. */
 static const double BF16_CACHE_TOLERANCE = LAYERS * 4.0 / 512.0;
+/* q8_0 rounds each value by at most half a step of its block's scale, max|x| / 127: about
+ * 1/254 of the block's largest value (4x bf16's 2^-9 for values near the maximum, more for
+ * small ones); the same per-layer accounting with that step. */
+static const double Q8_CACHE_TOLERANCE = LAYERS * 4.0 / 127.0;
 
 static void check_models(const char *isa) {
     long V = 97, n = PROMPT * V;
@@ -143,6 +182,19 @@ static void check_models(const char *isa) {
         }
         cf_infer_free(f32_cache), cf_infer_free(bf16_cache);
     }
+    /* The q8_0 cache the same way (f32 weights, decode and prefill). */
+    for (int batched = 0; batched < 2; batched++) {
+        cf_infer_model *f32_cache = small_model(CF_F32, CF_KV_F32), *q8_cache = small_model(CF_F32, CF_KV_Q8_0);
+        if (f32_cache && q8_cache) {
+            run(f32_cache, batched, ref);
+            run(q8_cache, batched, got);
+            double e = max_rel(got, ref, n);
+            CHECK_MSG(e <= Q8_CACHE_TOLERANCE && e > 0.0,
+                      "%s %s: q8_0 cache vs f32 cache logits differ by %g (allowed %g, and not 0)", isa,
+                      batched ? "prefill" : "decode", e, Q8_CACHE_TOLERANCE);
+        }
+        cf_infer_free(f32_cache), cf_infer_free(q8_cache);
+    }
 
     /* Prefill and decode store the same rounded keys and values, except where the two
      * matmul orders put an f32 value on the other side of a bf16 midpoint (one bf16 ulp,
@@ -153,6 +205,17 @@ static void check_models(const char *isa) {
         run(m, false, got);
         double e = max_rel(got, ref, n);
         CHECK_MSG(e <= 1e-3, "%s: bf16 cache prefill vs decode logits differ by %g", isa, e);
+    }
+    cf_infer_free(m);
+    /* With q8_0 both paths store identically quantized rows unless an f32 value lands on
+     * the other side of a rounding midpoint; prefill attends over dequantized rows with
+     * GEMMs, decode over the int8 rows with the kernels. */
+    m = small_model(CF_F32, CF_KV_Q8_0);
+    if (m) {
+        run(m, true, ref);
+        run(m, false, got);
+        double e = max_rel(got, ref, n);
+        CHECK_MSG(e <= 1e-2, "%s: q8_0 cache prefill vs decode logits differ by %g", isa, e);
     }
     cf_infer_free(m);
     free(ref), free(got);
@@ -166,6 +229,13 @@ static void check_defaults(void) {
     CHECK(cf_infer_kv_cache_bytes(a) == 2 * LAYERS * 256 * 32 * sizeof(float));
     CHECK(cf_infer_kv_cache_bytes(b) == cf_infer_kv_cache_bytes(a) / 2);
     cf_infer_free(a), cf_infer_free(b);
+    /* q8_0: each head of 16 is one padded block of 34 bytes */
+    cf_infer_model *q8 = small_model(CF_F32, CF_KV_Q8_0);
+    if (q8) {
+        CHECK(cf_infer_kv_dtype(q8) == CF_Q8_0);
+        CHECK(cf_infer_kv_cache_bytes(q8) == 2 * LAYERS * 256 * 2 * CF_Q8_0_BLOCK_BYTES);
+    }
+    cf_infer_free(q8);
     cf_model_config c;
     small_config(&c);
     cf_infer_options opt = {.weight_dtype = CF_F32, .kv_cache = (cf_kv_cache_dtype)7};
@@ -181,7 +251,10 @@ int main(void) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
         const char *name = cf_isa_name((cf_isa)isa);
         for (long T = 1; T <= MAX_T; T++)
-            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) check_kernels(T, widths[k], name);
+            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+                check_kernels(T, widths[k], name);
+                check_q8_kernels(T, widths[k], name);
+            }
         check_models(name);
     }
     check_defaults();

@@ -4,7 +4,8 @@
  * (preempted and recomputed, or swapped to host memory and back, all counted); a prefix
  * shared by requests takes fewer blocks and changes no text; n samples fork from one
  * prompt; stop strings cut the text; penalties change it; bad requests and a full queue
- * are refused with the status they map to; a released request frees its blocks. */
+ * are refused with the status they map to; a released request frees its blocks. Batching,
+ * the tiny pools (recompute and swap) and prefix sharing run again over a q8_0 KV cache. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,10 +16,12 @@
 
 static char ckpt[128];
 static const char *expected_story;
+static cf_kv_cache_dtype kv_cache = CF_KV_AUTO; /* the engines' KV dtype */
 
 static cf_serve_engine *engine(const cf_serve_options *o) {
     cf_error err;
-    cf_infer_model *m = cf_infer_load(ckpt, NULL, &err);
+    cf_infer_options io = {.weight_dtype = CF_F32, .kv_cache = kv_cache};
+    cf_infer_model *m = cf_infer_load(ckpt, &io, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
     cf_serve_engine *e = m ? cf_serve_engine_new(m, o, &err) : NULL;
     CHECK_MSG(e != NULL, "%s", err.msg);
@@ -347,6 +350,11 @@ int main(void) {
     batching();
     prefix_sharing();
     samples_stops_penalties();
+    kv_cache = CF_KV_Q8_0;
+    printf("q8_0 KV cache:\n");
+    for (int i = 0; i < PROMPTS; i++) free(alone[i]);
+    batching();
+    prefix_sharing();
     unlink(ckpt);
     return test_finish();
 }

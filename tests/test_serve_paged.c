@@ -2,7 +2,7 @@
  * tests/fixtures/infer, whose block runs the same path): a sequence fed token by
  * token through cf_infer_forward, and the same tokens fed through infer_forward_paged in
  * chunks of uneven sizes, sharing each step with another sequence, over a scrambled block
- * table, give bit-identical logits, with f32 and bf16 caches, f32 and bf16 weights, under
+ * table, give bit-identical logits, with f32, bf16 and q8_0 caches, f32 and bf16 weights, under
  * every instruction set and 1 or 2 threads. Also the pool's bookkeeping: allocation to exhaustion,
  * release, publish/lookup by chain hash and copy on write. */
 #include <stdlib.h>
@@ -128,6 +128,8 @@ int main(void) {
             compare(ckpt, CF_F32, CF_KV_F32, what);
             snprintf(what, sizeof what, "%s, %d threads, bf16 cache", cf_isa_name(isas[i]), threads);
             compare(ckpt, CF_F32, CF_KV_BF16, what);
+            snprintf(what, sizeof what, "%s, %d threads, q8_0 cache", cf_isa_name(isas[i]), threads);
+            compare(ckpt, CF_F32, CF_KV_Q8_0, what);
         }
         char what[96];
         snprintf(what, sizeof what, "%s, bf16 weights, f32 cache", cf_isa_name(isas[i]));
@@ -144,6 +146,7 @@ int main(void) {
     compare(gpt2, CF_F32, CF_KV_F32, "gpt2, f32 cache");
     compare(gpt2, CF_F32, CF_KV_BF16, "gpt2, bf16 cache");
     compare(gpt2, CF_BF16, CF_KV_BF16, "gpt2, bf16 weights, bf16 cache");
+    compare(gpt2, CF_F32, CF_KV_Q8_0, "gpt2, q8_0 cache");
     unlink(gpt2);
     bookkeeping(ckpt);
     unlink(ckpt);

@@ -31,6 +31,9 @@ typedef enum cf_kv_cache_dtype {
     CF_KV_AUTO = 0, /* f32 weights keep an f32 cache, bf16 and q8_0 weights a bf16 one */
     CF_KV_F32 = 1,
     CF_KV_BF16 = 2,
+    CF_KV_Q8_0 = 3, /* each head's slice of a row as q8_0 blocks of 32 (f16 scale max|x|/127, int8
+                       round to nearest; a head_dim not a multiple of 32 ends in a zero-padded
+                       block): 34 bytes per 32 values, 26.6% of f32 */
 } cf_kv_cache_dtype;
 
 typedef struct cf_infer_options {
@@ -58,7 +61,7 @@ const cf_model_config *cf_infer_config(const cf_infer_model *m);
 long cf_infer_max_seq(const cf_infer_model *m);
 /* Bytes of matmul weights one decode step reads (for bandwidth reports). */
 size_t cf_infer_weight_bytes(const cf_infer_model *m);
-/* The KV cache's dtype (CF_F32 or CF_BF16) and its size in bytes (keys and values, all
+/* The KV cache's dtype (CF_F32, CF_BF16 or CF_Q8_0) and its size in bytes (keys and values, all
  * layers, max_seq positions). */
 cf_dtype cf_infer_kv_dtype(const cf_infer_model *m);
 size_t cf_infer_kv_cache_bytes(const cf_infer_model *m);

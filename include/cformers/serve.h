@@ -93,6 +93,7 @@ typedef struct cf_serve_stats {
     uint64_t preempt_swap, preempt_recompute, swap_in, prefix_hit_blocks, cancelled;
     long running, waiting, swapped;
     long kv_blocks_total, kv_blocks_used, kv_blocks_peak;
+    size_t kv_block_bytes; /* one block's keys and values, all layers, in the KV dtype */
     size_t swap_bytes_used, swap_bytes_total;
     double kv_waste; /* allocated slots not holding a token, over all steps so far (0..1) */
     cf_serve_histogram ttft, itl;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -33,5 +34,13 @@ int cli_parse_double(const char *cmd, const char *flag, const char *text, double
 
 int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtype *out) {
     if (cf_dtype_parse(text, out) != 0) return cli_usage_error(cmd, "%s: unknown dtype '%s'", flag, text);
+    return 0;
+}
+
+int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out) {
+    if (strcmp(text, "f32") == 0) *out = CF_KV_F32;
+    else if (strcmp(text, "bf16") == 0) *out = CF_KV_BF16;
+    else if (strcmp(text, "q8_0") == 0) *out = CF_KV_Q8_0;
+    else return cli_usage_error(cmd, "--kv-cache must be f32, bf16 or q8_0, not '%s'", text);
     return 0;
 }

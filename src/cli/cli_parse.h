@@ -6,11 +6,14 @@
 #include <stdint.h>
 
 #include "cformers/dtype.h"
+#include "cformers/infer.h"
 
 /* The value after flag argv[*i]: advances *i; error when it is missing. */
 int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char **value);
 int cli_parse_long(const char *cmd, const char *flag, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *cmd, const char *flag, const char *text, double min, double max, double *out);
 int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtype *out);
+/* --kv-cache f32|bf16|q8_0. */
+int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out);
 
 #endif

@@ -26,8 +26,9 @@ static const char usage[] =
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
     "  --dtype f32|bf16|q8_0  dtype of the weights matmuls read (default f32; q8_0: int8 blocks)\n"
-    "  --kv-cache f32|bf16  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16 halves its\n"
-    "                       memory and the bytes each decode step reads from it\n"
+    "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
+    "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
+    "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
     "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
 
 typedef struct generate_args {
@@ -38,13 +39,6 @@ typedef struct generate_args {
     cf_dtype dtype;
     cf_kv_cache_dtype kv_cache;
 } generate_args;
-
-static int parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out) {
-    if (strcmp(text, "f32") == 0) *out = CF_KV_F32;
-    else if (strcmp(text, "bf16") == 0) *out = CF_KV_BF16;
-    else return cli_usage_error(cmd, "--kv-cache must be f32 or bf16, not '%s'", text);
-    return 0;
-}
 
 static int parse_args(int argc, char **argv, generate_args *a) {
     const char *cmd = "generate";
@@ -65,7 +59,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         else if (strcmp(flag, "--top-p") == 0) rc = cli_parse_double(cmd, flag, v, 0.0, 1.0, &a->top_p);
         else if (strcmp(flag, "--seed") == 0) rc = cli_parse_long(cmd, flag, v, 0, __LONG_MAX__, &seed), a->seed = (uint64_t)seed;
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
-        else if (strcmp(flag, "--kv-cache") == 0) rc = parse_kv_cache(cmd, v, &a->kv_cache);
+        else if (strcmp(flag, "--kv-cache") == 0) rc = cli_parse_kv_cache(cmd, v, &a->kv_cache);
         else return cli_usage_error(cmd, "unknown option '%s'", flag);
         if (rc) return rc;
     }

@@ -65,31 +65,50 @@ static void decode_head_f32(const cf_infer_model *m, const float *q, const float
         for (long i = 0; i < m->head_dim; i++) out[i] += s[t] * v[t * m->kv_dim + i];
 }
 
-/* Rows [0, T) of one head's bf16 keys or values, widened into a dense [T, head_dim] block. */
-static float *widen_head(const cf_infer_model *m, const cf_bf16 *src, long T, float *dst) {
-    for (long t = 0; t < T; t++)
-        cf_convert_bf16_to_f32(src + t * m->kv_dim, dst + t * m->head_dim, (size_t)m->head_dim);
+/* Rows [0, T) of one head's bf16 or q8_0 keys or values (kv_row_bytes apart), widened
+ * into a dense [T, head_dim] block. */
+static float *widen_head(const cf_infer_model *m, const void *src, long T, float *dst) {
+    for (long t = 0; t < T; t++) {
+        const void *row = (const char *)src + (size_t)t * m->kv_row_bytes;
+        if (m->kv_dtype == CF_Q8_0)
+            cf_dequantize_q8_0(row, dst + t * m->head_dim, 1, m->head_dim);
+        else
+            cf_convert_bf16_to_f32(row, dst + t * m->head_dim, (size_t)m->head_dim);
+    }
     return dst;
 }
 
+void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows) {
+    switch (m->kv_dtype) {
+    case CF_BF16: cf_convert_f32_to_bf16(src, dst, (size_t)(rows * m->kv_dim)); break;
+    case CF_Q8_0: cf_quantize_q8_0(src, dst, rows * m->cfg.num_kv_heads, m->head_dim); break;
+    default: memcpy(dst, src, sizeof(float) * (size_t)(rows * m->kv_dim)); break;
+    }
+}
+
 /* One query head over cache positions 0 .. pos+n-1. A decode token reads the cache row by
- * row (bf16 rows widened in registers); a prompt chunk uses GEMMs, over a widened f32 copy
- * of this head's rows when the cache is bf16 (the copy costs T * head_dim conversions
- * against the GEMMs' n * T * head_dim multiply-adds). */
+ * row (bf16 and q8_0 rows widened in registers); a prompt chunk uses GEMMs, over a widened
+ * f32 copy of this head's rows when the cache is bf16 or q8_0 (the copy costs T * head_dim
+ * conversions against the GEMMs' n * T * head_dim multiply-adds). */
 static void attention_head(void *arg, int h, int thread) {
     const attn_job *j = arg;
     cf_infer_model *m = j->m;
     long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads), T = j->pos + j->n;
-    size_t elem = cf_dtype_size(m->kv_dtype), head_off = (size_t)(kvh * hd) * elem;
+    size_t head_off = (size_t)kvh * m->kv_head_bytes;
     const void *k = (const char *)j->k + head_off, *v = (const char *)j->v + head_off;
     const float *q = m->q + h * hd;
     float *out = m->att + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
-    bool bf16 = m->kv_dtype == CF_BF16;
-    if (j->n == 1 && bf16) {
+    if (j->n == 1 && m->kv_dtype == CF_BF16) {
         kv_bf16_scores(q, k, m->kv_dim, T, hd, scale, s);
         cf_softmax(s, 1, T);
         kv_bf16_weighted_sum(s, v, m->kv_dim, T, hd, out);
+        return;
+    }
+    if (j->n == 1 && m->kv_dtype == CF_Q8_0) {
+        kv_q8_scores(q, k, m->kv_row_bytes, T, hd, scale, s);
+        cf_softmax(s, 1, T);
+        kv_q8_weighted_sum(s, v, m->kv_row_bytes, T, hd, out);
         return;
     }
     if (j->n == 1) {
@@ -98,7 +117,7 @@ static void attention_head(void *arg, int h, int thread) {
     }
     const float *kf = k, *vf = v;
     long ld = m->kv_dim;
-    if (bf16) {
+    if (m->kv_dtype != CF_F32) {
         float *scratch = m->kv_f32 + (long)thread * 2 * m->max_seq * hd;
         kf = widen_head(m, k, T, scratch), vf = widen_head(m, v, T, scratch + m->max_seq * hd), ld = hd;
     }
@@ -120,7 +139,7 @@ static void attention(cf_infer_model *m, const void *kc, const void *vc, long n,
 
 /* Where layer l's cache rows for position pos start. */
 static void *cache_at(const cf_infer_model *m, void *cache, long l, long pos) {
-    return (char *)cache + (size_t)((l * m->max_seq + pos) * m->kv_dim) * cf_dtype_size(m->kv_dtype);
+    return (char *)cache + (size_t)(l * m->max_seq + pos) * m->kv_row_bytes;
 }
 
 typedef struct chunk {
@@ -132,21 +151,21 @@ static void chunk_linears(void *ctx, const infer_linear *const *L, float *const 
     linears(((chunk *)ctx)->m, L, y, count, x, n);
 }
 
-/* An f32 cache takes the new keys and values in place; a bf16 one after rounding. */
+/* An f32 cache takes the new keys and values in place; a bf16 or q8_0 one after rounding. */
 static void chunk_kv_rows(void *ctx, long l, float **k_new, float **v_new) {
     const chunk *c = ctx;
     cf_infer_model *m = c->m;
-    bool bf16 = m->kv_dtype == CF_BF16;
-    *k_new = bf16 ? m->k_new : cache_at(m, m->k_cache, l, c->pos);
-    *v_new = bf16 ? m->v_new : cache_at(m, m->v_cache, l, c->pos);
+    bool f32 = m->kv_dtype == CF_F32;
+    *k_new = f32 ? cache_at(m, m->k_cache, l, c->pos) : m->k_new;
+    *v_new = f32 ? cache_at(m, m->v_cache, l, c->pos) : m->v_new;
 }
 
 static void chunk_attend(void *ctx, long l, long n) {
     const chunk *c = ctx;
     cf_infer_model *m = c->m;
-    if (m->kv_dtype == CF_BF16) {
-        cf_convert_f32_to_bf16(m->k_new, cache_at(m, m->k_cache, l, c->pos), (size_t)(n * m->kv_dim));
-        cf_convert_f32_to_bf16(m->v_new, cache_at(m, m->v_cache, l, c->pos), (size_t)(n * m->kv_dim));
+    if (m->kv_dtype != CF_F32) {
+        infer_kv_store(m, m->k_new, cache_at(m, m->k_cache, l, c->pos), n);
+        infer_kv_store(m, m->v_new, cache_at(m, m->v_cache, l, c->pos), n);
     }
     attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, c->pos);
 }

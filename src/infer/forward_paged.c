@@ -20,13 +20,13 @@ typedef struct paged_job {
 } paged_job;
 
 static const char *row_at(const infer_kv_pool *p, const char *base, long l, int32_t block, long off) {
-    return base + (size_t)(((l * p->n_blocks + block) * KV_BLOCK + off) * p->kv_dim) * p->elem;
+    return base + (size_t)((l * p->n_blocks + block) * KV_BLOCK + off) * p->row_bytes;
 }
 
 /* Query head h of token i over positions 0 .. pos: scores into s[pos + 1], the result into
  * m->att, with the sums forward.c's decode takes in the same order: an f32 cache read as
- * decode_head_f32 reads it, a bf16 one by the kv_rows kernels (scores a block at a time,
- * the values gathered into one run first). Bit for bit equal matters beyond tidiness: a
+ * decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows kernels (scores a block at a
+ * time, the values gathered into one run first). Bit for bit equal matters beyond tidiness: a
  * difference in the last place can round a later layer's key to another bf16 value. */
 static void attend(void *arg, int task, int thread) {
     const paged_job *j = arg;
@@ -38,7 +38,20 @@ static void attend(void *arg, int task, int thread) {
     const float *q = m->q + i * m->dim + h * hd;
     float *out = m->att + i * m->dim + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
-    size_t head_off = (size_t)(kvh * hd) * p->elem;
+    size_t head_off = (size_t)kvh * p->head_bytes;
+    if (p->dtype == CF_Q8_0) {
+        for (long t0 = 0; t0 < T; t0 += KV_BLOCK) {
+            long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
+            kv_q8_scores(q, row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0) + head_off, p->row_bytes, n, hd, scale, s + t0);
+        }
+        cf_softmax(s, 1, T);
+        char *rows = (char *)(s + m->max_seq); /* as below: T slices of head_bytes fit the scratch */
+        for (long t = 0; t < T; t++)
+            memcpy(rows + (size_t)t * p->head_bytes, row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + head_off,
+                   p->head_bytes);
+        kv_q8_weighted_sum(s, rows, p->head_bytes, T, hd, out);
+        return;
+    }
     if (p->dtype == CF_BF16) {
         for (long t0 = 0; t0 < T; t0 += KV_BLOCK) {
             long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
@@ -96,13 +109,8 @@ static void store_rows(const cf_infer_model *m, infer_kv_pool *p, const infer_se
         int32_t block = segs[p->seg_of[i]].blocks[pos / KV_BLOCK];
         char *k = (char *)row_at(p, p->k, l, block, pos % KV_BLOCK), *v = (char *)row_at(p, p->v, l, block, pos % KV_BLOCK);
         const float *kn = p->k_new + i * m->kv_dim, *vn = p->v_new + i * m->kv_dim;
-        if (p->dtype == CF_BF16) {
-            cf_convert_f32_to_bf16(kn, (cf_bf16 *)k, (size_t)m->kv_dim);
-            cf_convert_f32_to_bf16(vn, (cf_bf16 *)v, (size_t)m->kv_dim);
-        } else {
-            memcpy(k, kn, sizeof(float) * (size_t)m->kv_dim);
-            memcpy(v, vn, sizeof(float) * (size_t)m->kv_dim);
-        }
+        infer_kv_store(m, kn, k, 1);
+        infer_kv_store(m, vn, v, 1);
     }
 }
 

@@ -32,3 +32,50 @@ void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T,
     case CF_ISA_SCALAR: weighted_sum_scalar(s, v, stride, T, hd, out); break;
     }
 }
+
+/* Values in block b of a head of hd values (32, or fewer in a partial last block). */
+static inline long q8_block_len(long hd, long b) {
+    return hd - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? hd - b * CF_Q8_0_BLOCK : CF_Q8_0_BLOCK;
+}
+
+void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long t = 0; t < T; t++) {
+        const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
+        float acc = 0.0f;
+        for (long b = 0; b < blocks; b++) {
+            float dot = 0.0f;
+            for (long i = 0; i < q8_block_len(hd, b); i++) dot += q[b * CF_Q8_0_BLOCK + i] * (float)row[b].q[i];
+            acc += cf_f16_to_f32(row[b].d) * dot;
+        }
+        s[t] = acc * scale;
+    }
+}
+
+void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long i = 0; i < hd; i++) out[i] = 0.0f;
+    for (long t = 0; t < T; t++) {
+        const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)v + (size_t)t * stride);
+        for (long b = 0; b < blocks; b++) {
+            float c = s[t] * cf_f16_to_f32(row[b].d);
+            for (long i = 0; i < q8_block_len(hd, b); i++) out[b * CF_Q8_0_BLOCK + i] += c * (float)row[b].q[i];
+        }
+    }
+}
+
+void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: kv_q8_scores_avx512(q, k, stride, T, hd, scale, s); break;
+    case CF_ISA_AVX2: kv_q8_scores_avx2(q, k, stride, T, hd, scale, s); break;
+    case CF_ISA_SCALAR: kv_q8_scores_scalar(q, k, stride, T, hd, scale, s); break;
+    }
+}
+
+void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+    switch (cf_isa_active()) {
+    case CF_ISA_AVX512: kv_q8_weighted_sum_avx512(s, v, stride, T, hd, out); break;
+    case CF_ISA_AVX2: kv_q8_weighted_sum_avx2(s, v, stride, T, hd, out); break;
+    case CF_ISA_SCALAR: kv_q8_weighted_sum_scalar(s, v, stride, T, hd, out); break;
+    }
+}

@@ -12,10 +12,26 @@ void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long 
 /* out[hd] = sum over t < T of s[t] * v[t * stride .. + hd]. */
 void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
 
+/* The same over a q8_0 cache: each row holds every KV head's head_dim values as
+ * ceil(hd / 32) q8_0 blocks (cf_block_q8_0: an f16 scale d and 32 int8, value = d * q; a
+ * partial last block's padding is never read), rows `stride` BYTES apart, k and v pointing
+ * at the head's first block. Scores: s[t] = scale * sum over blocks of d * dot(q, q8);
+ * weighted sum: out[i] = sum over t of (s[t] * d) * q8[i]. */
+void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+
 /* The same per instruction set (the ISA files are compiled for it). */
 void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
 void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
 void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
 void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+
+void kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+/* The portable loops (also the reference the ISA kernels are tested against). */
+void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 
 #endif

@@ -41,3 +41,53 @@ void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, lo
         out[i] = acc;
     }
 }
+
+/* 8 int8 values widened to f32. */
+static inline __m256 load_i8(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* Values in block b of a head of hd values. */
+static inline long block_len(long hd, long b) {
+    return hd - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? hd - b * CF_Q8_0_BLOCK : CF_Q8_0_BLOCK;
+}
+
+/* Per row and block: groups of 8 in a register, a partial block's last values scalar. */
+void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long t = 0; t < T; t++) {
+        const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
+        __m256 acc = _mm256_setzero_ps();
+        float tail = 0.0f;
+        for (long b = 0; b < blocks; b++) {
+            long i0 = b * CF_Q8_0_BLOCK, n = block_len(hd, b), whole = n / 8 * 8;
+            __m256 dot = _mm256_setzero_ps();
+            for (long i = 0; i < whole; i += 8) dot = _mm256_fmadd_ps(_mm256_loadu_ps(q + i0 + i), load_i8(row[b].q + i), dot);
+            float d = _cvtsh_ss(row[b].d), rest = 0.0f;
+            for (long i = whole; i < n; i++) rest += q[i0 + i] * (float)row[b].q[i];
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot, acc);
+            tail += d * rest;
+        }
+        s[t] = (hsum(acc) + tail) * scale;
+    }
+}
+
+/* A block's groups of 8 outputs stay in registers over all positions; a partial block's
+ * last values are summed scalar. */
+void kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long b = 0; b < blocks; b++) {
+        long i0 = b * CF_Q8_0_BLOCK, n = block_len(hd, b), groups = n / 8;
+        __m256 acc[CF_Q8_0_BLOCK / 8] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                                         _mm256_setzero_ps()};
+        for (long i = groups * 8; i < n; i++) out[i0 + i] = 0.0f;
+        for (long t = 0; t < T; t++) {
+            const cf_block_q8_0 *blk = (const cf_block_q8_0 *)((const char *)v + (size_t)t * stride) + b;
+            float c = s[t] * _cvtsh_ss(blk->d);
+            __m256 cv = _mm256_set1_ps(c);
+            for (long g = 0; g < groups; g++) acc[g] = _mm256_fmadd_ps(cv, load_i8(blk->q + 8 * g), acc[g]);
+            for (long i = groups * 8; i < n; i++) out[i0 + i] += c * (float)blk->q[i];
+        }
+        for (long g = 0; g < groups; g++) _mm256_storeu_ps(out + i0 + 8 * g, acc[g]);
+    }
+}

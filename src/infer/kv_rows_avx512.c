@@ -30,3 +30,48 @@ void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, 
         _mm512_mask_storeu_ps(out + i, tail_mask(hd - i), acc);
     }
 }
+
+/* A q8_0 block's f16 scale (vcvtph2ps is AVX-512F; the scalar F16C form is not enabled here). */
+static inline float q8_scale(cf_f16 d) {
+    return _mm512_cvtss_f32(_mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128(d))));
+}
+
+/* min(n, 16) int8 values widened to f32; the rest of the register is zero. */
+static inline __m512 load_i8(const int8_t *p, long n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(tail_mask(n), p)));
+}
+
+/* Per row: each block's two 16-lane halves multiplied with q and summed, times the scale. */
+void kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long t = 0; t < T; t++) {
+        const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
+        __m512 acc = _mm512_setzero_ps();
+        for (long b = 0; b < blocks; b++) {
+            long i = b * CF_Q8_0_BLOCK, n = hd - i;
+            __m512 dot = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail_mask(n), q + i), load_i8(row[b].q, n));
+            if (n > 16)
+                dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(n - 16), q + i + 16),
+                                      load_i8(row[b].q + 16, n - 16), dot);
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(q8_scale(row[b].d)), dot, acc);
+        }
+        s[t] = _mm512_reduce_add_ps(acc) * scale;
+    }
+}
+
+/* A block of 32 outputs stays in two registers over all positions. */
+void kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+    long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    for (long b = 0; b < blocks; b++) {
+        long i = b * CF_Q8_0_BLOCK, n = hd - i;
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+        for (long t = 0; t < T; t++) {
+            const cf_block_q8_0 *blk = (const cf_block_q8_0 *)((const char *)v + (size_t)t * stride) + b;
+            __m512 c = _mm512_set1_ps(s[t] * q8_scale(blk->d));
+            lo = _mm512_fmadd_ps(c, load_i8(blk->q, n), lo);
+            if (n > 16) hi = _mm512_fmadd_ps(c, load_i8(blk->q + 16, n - 16), hi);
+        }
+        _mm512_mask_storeu_ps(out + i, tail_mask(n), lo);
+        if (n > 16) _mm512_mask_storeu_ps(out + i + 16, tail_mask(n - 16), hi);
+    }
+}

@@ -128,8 +128,9 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
         cf_fail(err, "inference weights must be f32, bf16 or q8_0, not %s", cf_dtype_name(opt->weight_dtype));
         return NULL;
     }
-    if (opt->kv_cache != CF_KV_AUTO && opt->kv_cache != CF_KV_F32 && opt->kv_cache != CF_KV_BF16) {
-        cf_fail(err, "KV cache dtype %d is not CF_KV_AUTO, CF_KV_F32 or CF_KV_BF16", (int)opt->kv_cache);
+    if (opt->kv_cache != CF_KV_AUTO && opt->kv_cache != CF_KV_F32 && opt->kv_cache != CF_KV_BF16 &&
+        opt->kv_cache != CF_KV_Q8_0) {
+        cf_fail(err, "KV cache dtype %d is not CF_KV_AUTO, CF_KV_F32, CF_KV_BF16 or CF_KV_Q8_0", (int)opt->kv_cache);
         return NULL;
     }
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
@@ -140,7 +141,9 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
                                                                                  : cfg->max_position_embeddings;
     m->layers = cf_xcalloc((size_t)cfg->num_layers, sizeof *m->layers);
     m->kv_dtype = opt->kv_cache == CF_KV_AUTO ? (opt->weight_dtype == CF_F32 ? CF_F32 : CF_BF16)
-                  : opt->kv_cache == CF_KV_BF16 ? CF_BF16 : CF_F32;
+                  : opt->kv_cache == CF_KV_BF16 ? CF_BF16
+                  : opt->kv_cache == CF_KV_Q8_0 ? CF_Q8_0
+                                                : CF_F32;
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
     if (cf_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
         m->ckpt = NULL; /* the caller closes it */
@@ -248,9 +251,12 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
         break;
     case CF_POS_LEARNED: break;
     }
+    m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
+                                              : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
+    m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
     m->k_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
     m->v_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
-    if (m->kv_dtype == CF_BF16) {
+    if (m->kv_dtype != CF_F32) {
         m->k_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
         m->v_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
     }
@@ -276,7 +282,7 @@ void infer_alloc_thread_scratch(cf_infer_model *m) {
     size_t threads = (size_t)m->score_threads, seq = (size_t)m->max_seq;
     m->scores = cf_aligned_alloc(sizeof(float) * threads * INFER_CHUNK * seq);
     size_t head_rows = 2 * seq * (size_t)m->head_dim;
-    m->kv_f32 = m->kv_dtype == CF_BF16 ? cf_aligned_alloc(sizeof(float) * threads * head_rows) : NULL;
+    m->kv_f32 = m->kv_dtype != CF_F32 ? cf_aligned_alloc(sizeof(float) * threads * head_rows) : NULL;
 }
 
 void cf_infer_free(cf_infer_model *m) {
@@ -298,6 +304,6 @@ long cf_infer_max_seq(const cf_infer_model *m) { return m->max_seq; }
 size_t cf_infer_weight_bytes(const cf_infer_model *m) { return m->weight_bytes; }
 cf_dtype cf_infer_kv_dtype(const cf_infer_model *m) { return m->kv_dtype; }
 size_t cf_infer_kv_cache_bytes(const cf_infer_model *m) {
-    return 2 * (size_t)(m->cfg.num_layers * m->max_seq * m->kv_dim) * cf_dtype_size(m->kv_dtype);
+    return 2 * (size_t)(m->cfg.num_layers * m->max_seq) * m->kv_row_bytes;
 }
 const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m) { return m->tokenizer; }

@@ -36,8 +36,10 @@ struct cf_infer_model {
     infer_linear lm_head;
     cf_rope_table rope;
     void *k_cache, *v_cache; /* [layers, max_seq, kv_dim] of kv_dtype */
-    cf_dtype kv_dtype;       /* CF_F32 or CF_BF16 */
-    float *k_new, *v_new;    /* with a bf16 cache: a chunk's keys/values in f32 before rounding */
+    cf_dtype kv_dtype;       /* CF_F32, CF_BF16 or CF_Q8_0 */
+    size_t kv_row_bytes;     /* one position's kv_dim keys (or values) in the cache */
+    size_t kv_head_bytes;    /* one KV head's slice of that row (q8_0: ceil(head_dim / 32) blocks) */
+    float *k_new, *v_new;    /* with a bf16 or q8_0 cache: a chunk's keys/values in f32 before rounding */
 
     /* activations for up to INFER_CHUNK tokens */
     float *x, *xb, *q, *att, *hb, *hb2;
@@ -45,7 +47,7 @@ struct cf_infer_model {
     float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights or quantized for
                         q8_0 ones (matvec.h); a whole prompt chunk's for q8_0 */
     float *scores;   /* per thread: [INFER_CHUNK, max_seq] */
-    float *kv_f32;   /* per thread, with a bf16 cache: one head's keys and values widened for
+    float *kv_f32;   /* per thread, with a bf16 or q8_0 cache: one head's keys and values widened for
                         the prefill GEMMs, [2, max_seq, head_dim] */
     int score_threads;
 
@@ -63,6 +65,9 @@ void infer_alloc_thread_scratch(cf_infer_model *m);
 
 /* forward.c's dot product (8 partial sums). */
 float infer_dot(const float *a, const float *b, long n);
+/* rows x kv_dim f32 keys or values into `rows` cache rows of m->kv_dtype, kv_row_bytes
+ * apart (bf16 rounded to nearest even, q8_0 quantized per head as cf_quantize_q8_0). */
+void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows);
 
 /* ---- block.c: the family's block over n tokens, shared by both forward paths ---- */
 

@@ -9,7 +9,7 @@
 #include "infer/model_internal.h"
 
 size_t infer_kv_block_bytes(const cf_infer_model *m) {
-    return 2 * (size_t)(m->cfg.num_layers * KV_BLOCK * m->kv_dim) * cf_dtype_size(m->kv_dtype);
+    return 2 * (size_t)(m->cfg.num_layers * KV_BLOCK) * m->kv_row_bytes;
 }
 
 infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_error *err) {
@@ -17,14 +17,14 @@ infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_erro
         cf_fail(err, "the KV pool needs at least one block, not %ld", n_blocks);
         return NULL;
     }
-    if (m->head_dim * (long)sizeof(cf_bf16) > (INFER_CHUNK - 1) * (long)sizeof(float)) { /* forward_paged.c's gather */
-        cf_fail(err, "the paged KV cache takes heads of at most %d dimensions, not %ld",
-                (int)((INFER_CHUNK - 1) * sizeof(float) / sizeof(cf_bf16)), m->head_dim);
+    if (m->kv_head_bytes > (INFER_CHUNK - 1) * sizeof(float)) { /* forward_paged.c's gather */
+        cf_fail(err, "the paged KV cache takes heads of at most %d bytes per position, not %zu (head_dim %ld in %s)",
+                (int)((INFER_CHUNK - 1) * sizeof(float)), m->kv_head_bytes, m->head_dim, cf_dtype_name(m->kv_dtype));
         return NULL;
     }
     infer_kv_pool *p = cf_xcalloc(1, sizeof *p);
     p->n_blocks = n_blocks, p->layers = m->cfg.num_layers, p->kv_dim = m->kv_dim, p->dtype = m->kv_dtype;
-    p->elem = cf_dtype_size(m->kv_dtype);
+    p->row_bytes = m->kv_row_bytes, p->head_bytes = m->kv_head_bytes;
     size_t half = infer_kv_block_bytes(m) / 2 * (size_t)n_blocks;
     p->k = malloc(half);
     p->v = malloc(half);
@@ -86,11 +86,11 @@ void infer_kv_release(infer_kv_pool *p, int32_t b) {
 
 /* Where layer l's rows of block b start, in keys or values. */
 static char *block_rows(const infer_kv_pool *p, char *base, long l, int32_t b) {
-    return base + (size_t)((l * p->n_blocks + b) * KV_BLOCK * p->kv_dim) * p->elem;
+    return base + (size_t)((l * p->n_blocks + b) * KV_BLOCK) * p->row_bytes;
 }
 
 void infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src) {
-    size_t n = (size_t)(KV_BLOCK * p->kv_dim) * p->elem;
+    size_t n = KV_BLOCK * p->row_bytes;
     for (long l = 0; l < p->layers; l++) {
         memcpy(block_rows(p, p->k, l, dst), block_rows(p, p->k, l, src), n);
         memcpy(block_rows(p, p->v, l, dst), block_rows(p, p->v, l, src), n);
@@ -98,7 +98,7 @@ void infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src) {
 }
 
 void infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst) {
-    size_t n = (size_t)(KV_BLOCK * p->kv_dim) * p->elem;
+    size_t n = KV_BLOCK * p->row_bytes;
     char *out = dst;
     for (long l = 0; l < p->layers; l++) {
         memcpy(out, block_rows(p, p->k, l, b), n), out += n;
@@ -107,7 +107,7 @@ void infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst) {
 }
 
 void infer_kv_load(infer_kv_pool *p, int32_t b, const void *src) {
-    size_t n = (size_t)(KV_BLOCK * p->kv_dim) * p->elem;
+    size_t n = KV_BLOCK * p->row_bytes;
     const char *in = src;
     for (long l = 0; l < p->layers; l++) {
         memcpy(block_rows(p, p->k, l, b), in, n), in += n;

@@ -21,9 +21,9 @@ enum { KV_BLOCK = 16 };
 
 typedef struct infer_kv_pool {
     long n_blocks, layers, kv_dim;
-    cf_dtype dtype; /* the model's KV dtype, CF_F32 or CF_BF16 */
-    size_t elem;
-    char *k, *v;       /* [layers, n_blocks, KV_BLOCK, kv_dim] of dtype */
+    cf_dtype dtype; /* the model's KV dtype, CF_F32, CF_BF16 or CF_Q8_0 */
+    size_t row_bytes, head_bytes; /* one position's row and one KV head's slice of it */
+    char *k, *v;       /* [layers, n_blocks, KV_BLOCK] rows of row_bytes */
     int32_t *ref;      /* [n_blocks] sequences holding each block; 0 = free */
     int32_t *free_ids; /* stack of free blocks, n_free of them */
     long n_free;

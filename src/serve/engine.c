@@ -611,7 +611,7 @@ cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *
     e->planned = cf_xcalloc((size_t)o.max_batch, sizeof *e->planned);
     e->plan_tokens = cf_xcalloc((size_t)o.max_batch, sizeof *e->plan_tokens);
     e->next_order = 1;
-    e->st.kv_blocks_total = blocks, e->st.swap_bytes_total = o.swap_space;
+    e->st.kv_blocks_total = blocks, e->st.swap_bytes_total = o.swap_space, e->st.kv_block_bytes = block_bytes;
     histogram_init(&e->st.ttft, 0.001);
     histogram_init(&e->st.itl, 0.0005);
     pthread_mutex_init(&e->mu, NULL);

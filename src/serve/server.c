@@ -320,6 +320,10 @@ static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
     GAUGE("kv_blocks_used", "KV blocks held by sequences.", "%ld", st.kv_blocks_used);
     GAUGE("kv_blocks_free", "KV blocks free.", "%ld", st.kv_blocks_total - st.kv_blocks_used);
     GAUGE("kv_blocks_peak", "Most KV blocks held at once.", "%ld", st.kv_blocks_peak);
+    GAUGE("kv_block_bytes", "Bytes of one KV block (keys and values of every layer, in the KV dtype).", "%zu",
+          st.kv_block_bytes);
+    GAUGE("kv_bytes_peak", "Most KV bytes held at once (kv_blocks_peak x kv_block_bytes).", "%zu",
+          (size_t)st.kv_blocks_peak * st.kv_block_bytes);
     GAUGE("kv_waste_ratio", "Allocated KV slots not holding a token, over all steps so far.", "%.6f", st.kv_waste);
     metric(&b, &len, &cap, "# HELP cformers_preemptions_total Sequences preempted for lack of KV blocks.\n"
                            "# TYPE cformers_preemptions_total counter\n"
