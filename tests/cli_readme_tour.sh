@@ -40,11 +40,14 @@ while IFS= read -r line; do
     *"cformers train "*|*"-- train "*) extra=("${short[@]}") ;;
     *" bench gemm"*) extra=(--reps 1 --m 256 --n 256 --k 256) ;;
     esac
+    asan=${ASAN_OPTIONS:-}
     case "$line" in
-    mpirun*|*" launch "*) command -v mpirun >/dev/null || { echo "skipped (no mpirun): $line"; continue; } ;;
+    mpirun*|*" launch "*)
+        command -v mpirun >/dev/null || { echo "skipped (no mpirun): $line"; continue; }
+        asan=$mpi_asan_options ;; # Open MPI's own leaks at MPI_Finalize (lib_cli.sh)
     esac
     # shellcheck disable=SC2086 # the README's words, split as the shell would
-    (cd "$run" && eval "$line \"\${extra[@]}\"") >"$tmp/out" 2>"$tmp/err" </dev/null ||
+    (cd "$run" && ASAN_OPTIONS=$asan eval "$line \"\${extra[@]}\"") >"$tmp/out" 2>"$tmp/err" </dev/null ||
         { fail_because "tour command $n failed: $line"; tail -n 5 "$tmp/out" "$tmp/err"; }
 done <"$tmp/commands"
 # What the tour promises along the way.
