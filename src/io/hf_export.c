@@ -82,16 +82,6 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
     return c;
 }
 
-static int write_bytes_file(const char *path, const void *data, size_t n, cf_error *err) {
-    atomic_file a;
-    if (atomic_file_open(&a, path, err) != 0) return -1;
-    if (atomic_file_write(&a, data, n, err) != 0) {
-        atomic_file_abort(&a);
-        return -1;
-    }
-    return atomic_file_commit(&a, err);
-}
-
 int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err) {
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) return cf_fail(err, "%s: cannot create: %s", out_dir, strerror(errno));
     cf_ckpt *c = cf_ckpt_open(checkpoint_path, false, err);
@@ -121,7 +111,7 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
         char *text = json_dumps(config, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(config);
         snprintf(path, sizeof path, "%s/config.json", out_dir);
-        rc = write_bytes_file(path, text, strlen(text), err);
+        rc = atomic_file_save(path, text, strlen(text), err);
         free(text);
     }
     if (rc == 0) rc = hf_export_tokenizer(c, cfg.max_position_embeddings, out_dir, err);

@@ -33,10 +33,7 @@ int cf_memory_plan_write(cf_graph *g, const char *path, cf_error *err) {
                             "backward_from", backward, "optimizer_from", optimizer, "blocks", blocks);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    atomic_file f;
-    int rc = atomic_file_open(&f, path, err);
-    if (rc == 0 && (rc = atomic_file_write(&f, text, strlen(text), err)) == 0) rc = atomic_file_commit(&f, err);
-    else if (rc == 0) atomic_file_abort(&f);
+    int rc = atomic_file_save(path, text, strlen(text), err);
     free(text);
     return rc;
 }
