@@ -155,13 +155,13 @@ static void check_trainer(void) {
     for (int mode = 0; mode < 3; mode++) {
         const char *overrides[] = {"runner_config.batch_size=2", "runner_config.seq_length=32",
                                    "runner_config.gradient_accumulation_steps=2", "runner_config.train_steps=3",
-                                   "train_dataset.data_dir=", "lr_schedule.warmup_steps=0",
+                                   "train_dataset.data_dir=", "train_dataset.tokenizer=", "lr_schedule.warmup_steps=0",
                                    "model.model_config.use_flash_attention=false", modes[mode][0], modes[mode][1]};
         cf_config cfg;
         cf_error err = {{0}};
         cf_train_options opts = {.quiet = true};
         cf_trainer *t = NULL;
-        CHECK_MSG(cf_config_load_with_overrides("tiny_shakespeare", overrides, 9, &cfg, &err) == 0 &&
+        CHECK_MSG(cf_config_load_with_overrides("tiny_shakespeare", overrides, 10, &cfg, &err) == 0 &&
                       (t = cf_trainer_create(&cfg, &opts, &err)) != NULL,
                   "%s", err.msg);
         if (!t) return;
