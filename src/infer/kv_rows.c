@@ -17,22 +17,6 @@ static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, l
         for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(v[t * stride + i]);
 }
 
-void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: kv_bf16_scores_avx512(q, k, stride, T, hd, scale, s); break;
-    case CF_ISA_AVX2: kv_bf16_scores_avx2(q, k, stride, T, hd, scale, s); break;
-    case CF_ISA_SCALAR: scores_scalar(q, k, stride, T, hd, scale, s); break;
-    }
-}
-
-void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: kv_bf16_weighted_sum_avx512(s, v, stride, T, hd, out); break;
-    case CF_ISA_AVX2: kv_bf16_weighted_sum_avx2(s, v, stride, T, hd, out); break;
-    case CF_ISA_SCALAR: weighted_sum_scalar(s, v, stride, T, hd, out); break;
-    }
-}
-
 /* Values in block b of a head of hd values (32, or fewer in a partial last block). */
 static inline long q8_block_len(long hd, long b) {
     return hd - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? hd - b * CF_Q8_0_BLOCK : CF_Q8_0_BLOCK;
@@ -64,18 +48,43 @@ void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, lon
     }
 }
 
-void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+/* One table per instruction set, as matvec.c's kernels: the decode attention kernels of
+ * each KV dtype. */
+typedef struct kv_kernels {
+    void (*bf16_scores)(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+    void (*bf16_weighted_sum)(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+    void (*q8_scores)(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+    void (*q8_weighted_sum)(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+} kv_kernels;
+
+static const kv_kernels kernels_scalar = {scores_scalar, weighted_sum_scalar, kv_q8_scores_scalar,
+                                          kv_q8_weighted_sum_scalar};
+static const kv_kernels kernels_avx2 = {kv_bf16_scores_avx2, kv_bf16_weighted_sum_avx2, kv_q8_scores_avx2,
+                                        kv_q8_weighted_sum_avx2};
+static const kv_kernels kernels_avx512 = {kv_bf16_scores_avx512, kv_bf16_weighted_sum_avx512, kv_q8_scores_avx512,
+                                          kv_q8_weighted_sum_avx512};
+
+static const kv_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
-    case CF_ISA_AVX512: kv_q8_scores_avx512(q, k, stride, T, hd, scale, s); break;
-    case CF_ISA_AVX2: kv_q8_scores_avx2(q, k, stride, T, hd, scale, s); break;
-    case CF_ISA_SCALAR: kv_q8_scores_scalar(q, k, stride, T, hd, scale, s); break;
+    case CF_ISA_AVX512: return &kernels_avx512;
+    case CF_ISA_AVX2: return &kernels_avx2;
+    case CF_ISA_SCALAR: break;
     }
+    return &kernels_scalar;
+}
+
+void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+    active_kernels()->bf16_scores(q, k, stride, T, hd, scale, s);
+}
+
+void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+    active_kernels()->bf16_weighted_sum(s, v, stride, T, hd, out);
+}
+
+void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    active_kernels()->q8_scores(q, k, stride, T, hd, scale, s);
 }
 
 void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: kv_q8_weighted_sum_avx512(s, v, stride, T, hd, out); break;
-    case CF_ISA_AVX2: kv_q8_weighted_sum_avx2(s, v, stride, T, hd, out); break;
-    case CF_ISA_SCALAR: kv_q8_weighted_sum_scalar(s, v, stride, T, hd, out); break;
-    }
+    active_kernels()->q8_weighted_sum(s, v, stride, T, hd, out);
 }
