@@ -58,6 +58,12 @@ else
     grep -q 'data-points="62"' "$tmp/dom.html" && grep -q 'data-runs="2"' "$tmp/dom.html" ||
         { fail_because "the page did not draw both runs' points"; grep -o '<body[^>]*>' "$tmp/dom.html"; grep -o 'id="status">[^<]*' "$tmp/dom.html"; }
     grep -q 'data-plan-blocks="3"' "$tmp/dom.html" || fail_because "the memory plan panel did not get run a's 3 blocks"
+    grep -q 'data-overflow="false"' "$tmp/dom.html" || fail_because "the page is wider than an 1400 px window"
+    # the narrowest window headless Chromium gives: the panels stack in one column, no overflow
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
+        --window-size=380,900 --dump-dom "${url}?once" >"$tmp/narrow.html" 2>/dev/null
+    grep -q 'data-overflow="false"' "$tmp/narrow.html" ||
+        { fail_because "the page is wider than the narrowest window (headless Chromium widens 380 px to ~485)"; grep -o '<body[^>]*>' "$tmp/narrow.html"; }
     timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
         --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "${url}?once" >/dev/null 2>&1
     [ -s "$tmp/dashboard.png" ] || fail_because "no screenshot"
