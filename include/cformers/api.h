@@ -35,6 +35,9 @@ typedef struct cf_api_config cf_api_config;
  * overrides, then validation: as `cformers config show`. path_or_preset NULL starts from
  * the built-in defaults alone. */
 cf_api_config *cf_api_config_load(const char *path_or_preset, const char *const *overrides, int n_overrides);
+/* The same as `cformers train` loads it: a load_checkpoint's architecture is adopted (its
+ * checkpoint opened), and a shape key the config sets against it is an error. */
+cf_api_config *cf_api_config_load_for_run(const char *path_or_preset, const char *const *overrides, int n_overrides);
 void cf_api_config_free(cf_api_config *c);
 /* Sets one key ("runner_config.batch_size=8") and validates the whole config again;
  * on failure the config is left as it was. */

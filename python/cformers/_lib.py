@@ -41,6 +41,7 @@ _SIGNATURES = {
     "cf_api_free": (None, [c_void_p]),
     "cf_api_set_warning_handler": (None, [WARNING_FN, c_void_p]),
     "cf_api_config_load": (c_void_p, [c_char_p, ctypes.POINTER(c_char_p), c_int]),
+    "cf_api_config_load_for_run": (c_void_p, [c_char_p, ctypes.POINTER(c_char_p), c_int]),
     "cf_api_config_free": (None, [c_void_p]),
     "cf_api_config_set": (c_int, [c_void_p, c_char_p]),
     "cf_api_config_get": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t]),

@@ -59,6 +59,14 @@ class AutoConfig:
         return cls(_load(source, extra), source, extra)
 
     @classmethod
+    def for_run(cls, name_or_path, values=None):
+        """As from_pretrained with `values` ({full path: value}), loaded as `cformers train`
+        loads it: a load_checkpoint's architecture is adopted, so the config need not state
+        the model's shape (and must not contradict it)."""
+        source, extra = os.fspath(name_or_path), [f"{k}={_text(v)}" for k, v in (values or {}).items()]
+        return cls(_load(source, extra, True), source, extra)
+
+    @classmethod
     def from_yaml(cls, path, **overrides):
         return cls.from_pretrained(path, **overrides)
 
@@ -118,21 +126,20 @@ class AutoConfig:
         else:
             self[self._path(name)] = value
 
-    def copy(self, values=None):
-        """A new config: this one with `values` ({full path: value}) set."""
+    def copy(self, values=None, for_run=False):
+        """A new config: this one with `values` ({full path: value}) set. for_run: loaded as
+        `cformers train` loads it (a load_checkpoint's architecture adopted)."""
+        assignments = [f"{k}={_text(v)}" for k, v in (values or {}).items()]
         if self._overrides is None:
             import tempfile  # a model's config: through its YAML, which loads back the same
             with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
                 f.write(self.to_yaml())
             try:
-                clone = AutoConfig(_load(f.name, []), None, None)
+                return AutoConfig(_load(f.name, assignments, for_run), None, None)
             finally:
                 os.unlink(f.name)
-        else:
-            clone = AutoConfig(_load(self._source, self._overrides), self._source, list(self._overrides))
-        if values:
-            clone.update(values)
-        return clone
+        overrides = self._overrides + assignments
+        return AutoConfig(_load(self._source, overrides, for_run), self._source, overrides)
 
     def to_dict(self):
         return {k: self[k] for k in _KEYS}
@@ -156,7 +163,8 @@ def _text(v):
     return str(v)
 
 
-def _load(source, overrides):
+def _load(source, overrides, for_run=False):
     arr = (_lib.c_char_p * max(1, len(overrides)))(*[encode(o) for o in overrides])
-    return check(lib.cf_api_config_load(encode(source) if source is not None else None, arr, len(overrides)),
+    load = lib.cf_api_config_load_for_run if for_run else lib.cf_api_config_load
+    return check(load(encode(source) if source is not None else None, arr, len(overrides)),
                  lambda h: not h)

@@ -30,8 +30,6 @@ class Trainer:
 
     def __init__(self, config, train_dataset=None, eval_split=None, output_dir=None, callbacks=None, quiet=True,
                  overwrite=True, **overrides):
-        if not isinstance(config, AutoConfig):
-            config = AutoConfig.from_pretrained(config)
         values = {k.replace("__", "."): v for k, v in overrides.items()}
         if train_dataset is not None:
             values["train_dataset.data_dir"] = os.fspath(train_dataset)
@@ -39,8 +37,10 @@ class Trainer:
             values["train_dataset.eval_split"] = eval_split
         if output_dir is not None:
             values["output_dir"] = os.fspath(output_dir)
-        if values:
-            config = config.copy(values)  # the caller's config stays as it was
+        # loaded as `cformers train` loads it (load_checkpoint's architecture adopted); the
+        # caller's config stays as it was
+        config = config.copy(values, for_run=True) if isinstance(config, AutoConfig) else \
+            AutoConfig.for_run(config, values)
         self.config = config
         self.callbacks = list(callbacks or [])
         self.log_history = []

@@ -249,6 +249,27 @@ def test_trainer_losses_equal_cli_bit_for_bit(tmp_path):
     assert ev["eval_loss"] == cli_evals[-1] and ev["eval_perplexity"] == pytest.approx(np.exp(cli_evals[-1]))
 
 
+def test_trainer_fine_tunes_a_checkpoint_of_another_shape(tmp_path):
+    """load_checkpoint's architecture is adopted, as by `cformers train`: a config that does
+    not state the model's shape trains the checkpoint's, and a shape key set against the
+    checkpoint is an error naming it."""
+    text = _text(tmp_path)
+    shape = [a for a in TINY if "model_config" in a] + ["--model.model_config.vocab_size=256"]
+    cli("train", "--config", "tiny_shakespeare", f"--train_dataset.data_dir={text}", f"--output_dir={tmp_path / 'base'}",
+        "--quiet", *shape, "--runner_config.seq_length=32", "--runner_config.batch_size=2",
+        "--runner_config.train_steps=4", "--lr_schedule.warmup_steps=1", "--train_dataset.tokenizer=")
+    run = tmp_path / "finetune.yaml"  # no model section: the shape is the checkpoint's
+    run.write_text(f"load_checkpoint: {tmp_path / 'base' / 'checkpoint_step4.ckpt'}\n"
+                   "runner_config: {batch_size: 2, seq_length: 32, train_steps: 3, eval_interval: 0, log_interval: 1,"
+                   " sample_interval: 0}\nlr_schedule: {warmup_steps: 1}\ntrain_dataset: {tokenizer: ''}\n")
+    trainer = cformers.Trainer(str(run), train_dataset=text, output_dir=tmp_path / "ft")
+    assert trainer.config["model.model_config.hidden_size"] == 32
+    assert trainer.config["model.model_config.vocab_size"] == 256
+    assert len(trainer.train()["losses"]) == 3
+    with pytest.raises(cformers.CformersError, match="num_layers: 3 contradicts load_checkpoint"):
+        cformers.Trainer(str(run), train_dataset=text, output_dir=tmp_path / "bad", model__model_config__num_layers=3)
+
+
 def test_trainer_mindformers_yaml_and_errors(tmp_path):
     text = _text(tmp_path)
     cfg = cformers.AutoConfig.from_pretrained(

@@ -43,7 +43,8 @@ struct cf_api_config {
     cf_config cfg;
 };
 
-cf_api_config *cf_api_config_load(const char *path_or_preset, const char *const *overrides, int n_overrides) {
+static cf_api_config *config_load(const char *path_or_preset, const char *const *overrides, int n_overrides,
+                                  bool for_run) {
     clear_error();
     cf_api_config *c = cf_xcalloc(1, sizeof *c);
     cf_error err = {{0}};
@@ -59,12 +60,22 @@ cf_api_config *cf_api_config_load(const char *path_or_preset, const char *const 
         }
         return c;
     }
-    if (cf_config_load_with_overrides(path_or_preset, overrides, n_overrides, &c->cfg, &err) != 0) {
+    int rc = for_run ? cf_config_load_for_run(path_or_preset, overrides, n_overrides, &c->cfg, &err)
+                     : cf_config_load_with_overrides(path_or_preset, overrides, n_overrides, &c->cfg, &err);
+    if (rc != 0) {
         keep(&err);
         free(c);
         return NULL;
     }
     return c;
+}
+
+cf_api_config *cf_api_config_load(const char *path_or_preset, const char *const *overrides, int n_overrides) {
+    return config_load(path_or_preset, overrides, n_overrides, false);
+}
+
+cf_api_config *cf_api_config_load_for_run(const char *path_or_preset, const char *const *overrides, int n_overrides) {
+    return config_load(path_or_preset, overrides, n_overrides, true);
 }
 
 void cf_api_config_free(cf_api_config *c) { free(c); }
