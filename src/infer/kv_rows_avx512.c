@@ -11,22 +11,12 @@ static inline __m512 load_bf16(const cf_bf16 *p, long n) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Rows this many positions ahead are prefetched (into L2) while a row is read: the cache of
- * a layer was last read a whole token of weights ago, so it comes from memory, and a head's
- * rows are kv_dim apart (a stride the hardware prefetcher follows only slowly). */
-enum { KV_AHEAD = 16 };
-
-/* Row t's hd values (hd * 2 bytes) into L2, line by line. */
-static inline void prefetch_row(const cf_bf16 *row, long hd) {
-    for (long b = 0; b < hd * (long)sizeof(cf_bf16); b += 64) _mm_prefetch((const char *)row + b, _MM_HINT_T1);
-}
-
 /* Keys row by row, KV_AHEAD rows prefetched ahead. */
 void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
-    for (long t = 0; t < KV_AHEAD && t < T; t++) prefetch_row(k + t * stride, hd);
+    for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(k + t * stride, hd);
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
-        if (t + KV_AHEAD < T) prefetch_row(row + KV_AHEAD * stride, hd);
+        if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, hd);
         __m512 acc = _mm512_setzero_ps();
         for (long i = 0; i < hd; i += 16)
             acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(hd - i), q + i), load_bf16(row + i, hd - i), acc);
@@ -40,17 +30,17 @@ void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T
 enum { MAX_ACC = 8 };
 void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
     for (long i0 = 0; i0 < hd; i0 += 16 * MAX_ACC) {
-        long nacc = (hd - i0 + 15) / 16 < MAX_ACC ? (hd - i0 + 15) / 16 : MAX_ACC;
+        long width = hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC, nacc = (width + 15) / 16;
         __m512 acc[MAX_ACC];
         for (int a = 0; a < MAX_ACC; a++) acc[a] = _mm512_setzero_ps();
-        for (long t = 0; t < KV_AHEAD && t < T; t++) prefetch_row(v + t * stride + i0, hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC);
+        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(v + t * stride + i0, width);
         for (long t = 0; t < T; t++) {
             const cf_bf16 *row = v + t * stride + i0;
-            if (t + KV_AHEAD < T) prefetch_row(row + KV_AHEAD * stride, hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC);
+            if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, width);
             __m512 c = _mm512_set1_ps(s[t]);
-            for (int a = 0; a < nacc; a++) acc[a] = _mm512_fmadd_ps(c, load_bf16(row + 16 * a, hd - i0 - 16 * a), acc[a]);
+            for (long a = 0; a < nacc; a++) acc[a] = _mm512_fmadd_ps(c, load_bf16(row + 16 * a, width - 16 * a), acc[a]);
         }
-        for (int a = 0; a < nacc; a++) _mm512_mask_storeu_ps(out + i0 + 16 * a, tail_mask(hd - i0 - 16 * a), acc[a]);
+        for (long a = 0; a < nacc; a++) _mm512_mask_storeu_ps(out + i0 + 16 * a, tail_mask(width - 16 * a), acc[a]);
     }
 }
 
