@@ -33,13 +33,13 @@ enum { SPIN_PAUSES = 4000, SPIN_YIELDS = 2000 };
  * done with the rest, waits. When the caller waited more than STRAGGLE_FACTOR times its
  * own share of the job (and at least STRAGGLE_MIN_S), the next parallel-for jobs run on
  * the caller alone for a while: SOLO_FIRST_S, doubled each time the first job after it
- * straggles again, up to SOLO_MAX_S. So on a busy machine N threads cost about what one
- * does instead of a scheduler time slice per job; team jobs, which need every thread, are
- * not affected. */
+ * straggles again, up to SOLO_MAX_S (short, so threads come back soon after the machine
+ * frees up). So on a busy machine N threads cost about what one does instead of a
+ * scheduler time slice per job; team jobs, which need every thread, are not affected. */
 enum { STRAGGLE_FACTOR = 2 };
 #define STRAGGLE_MIN_S 100e-6
 #define SOLO_FIRST_S 0.02
-#define SOLO_MAX_S 1.0
+#define SOLO_MAX_S 0.2
 #define TICKET_CLOSED ((uint64_t)1 << 31)
 #define TICKET_COUNT (TICKET_CLOSED - 1)
 
