@@ -35,34 +35,46 @@ static void fill(float *x, size_t n, uint32_t seed) {
 /* One matrix [rows, in] in `dtype` as the decode kernels take it. */
 typedef struct matrix {
     long rows, in;
-    void *mem;
     matvec_q8 q8;
     const void *w;
 } matrix;
 
-static void make_matrix(matrix *m, cf_dtype dtype, long rows, long in, uint32_t seed) {
-    float *f = cf_aligned_alloc(sizeof(float) * (size_t)(rows * in));
+/* The matrices of one measurement, carved out of one allocation, which cf_aligned_alloc
+ * backs with huge pages as the inference model's weight slabs are (src/infer/model.c). */
+typedef struct arena {
+    char *base;
+    size_t used, size;
+} arena;
+
+static void *carve(arena *a, size_t bytes) {
+    void *p = a->base + a->used;
+    a->used += (bytes + 63) / 64 * 64;
+    if (a->used > a->size) {
+        fprintf(stderr, "bench_matvec: arena too small\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void make_matrix(matrix *m, arena *a, cf_dtype dtype, long rows, long in, uint32_t seed) {
+    float *f = malloc(sizeof(float) * (size_t)(rows * in));
     fill(f, (size_t)(rows * in), seed);
     m->rows = rows, m->in = in;
     if (dtype == CF_F32) {
-        m->mem = f, m->w = f;
-        return;
-    }
-    if (dtype == CF_BF16) {
-        cf_bf16 *b = cf_aligned_alloc(sizeof(cf_bf16) * (size_t)(rows * in));
+        m->w = memcpy(carve(a, sizeof(float) * (size_t)(rows * in)), f, sizeof(float) * (size_t)(rows * in));
+    } else if (dtype == CF_BF16) {
+        cf_bf16 *b = carve(a, sizeof(cf_bf16) * (size_t)(rows * in));
         for (long i = 0; i < rows * in; i++) b[i] = cf_f32_to_bf16(f[i]);
-        cf_aligned_free(f);
-        m->mem = b, m->w = b;
-        return;
+        m->w = b;
+    } else {
+        long have = (in + 31) / 32;
+        cf_block_q8_0 *blocks = malloc(sizeof(cf_block_q8_0) * (size_t)(rows * have));
+        cf_quantize_q8_0(f, blocks, rows, in);
+        matvec_q8_pack(blocks, rows, in, carve(a, matvec_q8_bytes(rows, in)), &m->q8);
+        m->w = &m->q8;
+        free(blocks);
     }
-    long have = (in + 31) / 32;
-    cf_block_q8_0 *blocks = malloc(sizeof(cf_block_q8_0) * (size_t)(rows * have));
-    cf_quantize_q8_0(f, blocks, rows, in);
-    m->mem = cf_aligned_alloc(matvec_q8_bytes(rows, in));
-    matvec_q8_pack(blocks, rows, in, m->mem, &m->q8);
-    m->w = &m->q8;
-    free(blocks);
-    cf_aligned_free(f);
+    free(f);
 }
 
 static size_t matrix_bytes(const matrix *m, cf_dtype dtype) { return cf_dtype_row_bytes(dtype, m->in) * (size_t)m->rows; }
@@ -107,19 +119,22 @@ int main(int argc, char **argv) {
     static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
     for (int d = 0; d < 3; d++) {
         if (only && strcmp(only, cf_dtype_name(dtypes[d])) != 0) continue;
+        /* the 110M model's matrices (below) and the small one: 135M weights at most 4 bytes each */
+        arena a = {.size = (size_t)560 << 20};
+        a.base = cf_aligned_alloc(a.size);
         matrix small;
-        make_matrix(&small, dtypes[d], 256, 768, 1);
+        make_matrix(&small, &a, dtypes[d], 256, 768, 1);
         double hot = rate(&small, 1, dtypes[d], 2000, runs, x, y, scratch);
         /* the 110M model: per layer qkv [2304, 768], o [768, 768], gate/up [4096, 768], down [768, 2048]; head [32000, 768] */
         enum { LAYERS = 12 };
         matrix ms[LAYERS * 4 + 1];
         for (int l = 0; l < LAYERS; l++) {
-            make_matrix(&ms[4 * l], dtypes[d], 2304, 768, 10u + (uint32_t)l);
-            make_matrix(&ms[4 * l + 1], dtypes[d], 768, 768, 100u + (uint32_t)l);
-            make_matrix(&ms[4 * l + 2], dtypes[d], 4096, 768, 200u + (uint32_t)l);
-            make_matrix(&ms[4 * l + 3], dtypes[d], 768, 2048, 300u + (uint32_t)l);
+            make_matrix(&ms[4 * l], &a, dtypes[d], 2304, 768, 10u + (uint32_t)l);
+            make_matrix(&ms[4 * l + 1], &a, dtypes[d], 768, 768, 100u + (uint32_t)l);
+            make_matrix(&ms[4 * l + 2], &a, dtypes[d], 4096, 768, 200u + (uint32_t)l);
+            make_matrix(&ms[4 * l + 3], &a, dtypes[d], 768, 2048, 300u + (uint32_t)l);
         }
-        make_matrix(&ms[4 * LAYERS], dtypes[d], 32000, 768, 400u);
+        make_matrix(&ms[4 * LAYERS], &a, dtypes[d], 32000, 768, 400u);
         double cold = rate(ms, 4 * LAYERS + 1, dtypes[d], 3, runs, x, y, scratch);
         printf("%-5s | %9.1f | %9.1f |", cf_dtype_name(dtypes[d]), hot, cold);
         if (dtypes[d] == CF_Q8_0) {
@@ -138,8 +153,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
         fflush(stdout);
-        cf_aligned_free(small.mem);
-        for (int i = 0; i < 4 * LAYERS + 1; i++) cf_aligned_free(ms[i].mem);
+        cf_aligned_free(a.base);
     }
     cf_aligned_free(x), cf_aligned_free(y), cf_aligned_free(scratch);
     return 0;

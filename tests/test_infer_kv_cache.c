@@ -14,7 +14,9 @@
 
 /* ---- kernels ---- */
 
-enum { MAX_T = 9, MAX_HD = 100, STRIDE = 103 };
+/* T past the kernels' prefetch distance (16 rows), hd past the bf16 weighted sum's 128
+ * outputs per pass over the rows */
+enum { MAX_T = 40, MAX_HD = 200, STRIDE = 203 };
 
 static float q[MAX_HD], s[MAX_T], out[MAX_HD];
 static cf_bf16 rows[MAX_T * STRIDE];
@@ -45,7 +47,7 @@ static void check_kernels(long T, long hd, const char *isa) {
 
 /* q8_0 rows of up to MAX_HD values, Q8_STRIDE bytes apart (2-byte aligned, as a cache row of
  * whole 34-byte blocks is, but not 4- or 64-byte aligned). */
-enum { Q8_STRIDE = 4 * CF_Q8_0_BLOCK_BYTES + 2 };
+enum { Q8_STRIDE = 7 * CF_Q8_0_BLOCK_BYTES + 2 };
 static _Alignas(64) unsigned char q8_rows[MAX_T * Q8_STRIDE];
 
 static void check_q8_kernels(long T, long hd, const char *isa) {
@@ -245,15 +247,16 @@ static void check_defaults(void) {
 }
 
 int main(void) {
-    static const long widths[] = {2, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100};
+    static const long widths[] = {2, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100, 129, 200};
+    static const long lengths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, MAX_T};
     for (long i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 31 + 5) % 97);
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
         const char *name = cf_isa_name((cf_isa)isa);
-        for (long T = 1; T <= MAX_T; T++)
+        for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++)
             for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
-                check_kernels(T, widths[k], name);
-                check_q8_kernels(T, widths[k], name);
+                check_kernels(lengths[t], widths[k], name);
+                check_q8_kernels(lengths[t], widths[k], name);
             }
         check_models(name);
     }

@@ -12,6 +12,7 @@
 #include "cformers/threads.h"
 
 #include "cformers/error.h"
+#include "obs/clock.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -26,6 +27,19 @@
 /* Waiting: this many pauses, then this many sched_yield calls (handing the core to
  * whatever else is runnable), then sleep. */
 enum { SPIN_PAUSES = 4000, SPIN_YIELDS = 2000 };
+
+/* A worker that joined a parallel-for and then lost its core (a busy machine) keeps its
+ * task until the scheduler gives it one back, often milliseconds later, while the caller,
+ * done with the rest, waits. When the caller waited more than STRAGGLE_FACTOR times its
+ * own share of the job (and at least STRAGGLE_MIN_S), the next parallel-for jobs run on
+ * the caller alone for a while: SOLO_FIRST_S, doubled each time the first job after it
+ * straggles again, up to SOLO_MAX_S (short, so threads come back soon after the machine
+ * frees up). So on a busy machine N threads cost about what one does instead of a
+ * scheduler time slice per job; team jobs, which need every thread, are not affected. */
+enum { STRAGGLE_FACTOR = 2 };
+#define STRAGGLE_MIN_S 100e-6
+#define SOLO_FIRST_S 0.02
+#define SOLO_MAX_S 0.2
 #define TICKET_CLOSED ((uint64_t)1 << 31)
 #define TICKET_COUNT (TICKET_CLOSED - 1)
 
@@ -53,6 +67,7 @@ static struct {
     job current;
     bool shutdown;
     bool started;
+    double solo_until, solo_window; /* parallel-for jobs on the caller alone until then (see above) */
 } pool = {.ticket = TICKET_CLOSED,
         .dispatch_lock = PTHREAD_MUTEX_INITIALIZER,
         .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -242,8 +257,21 @@ static void wait_for_workers(int want) {
     pthread_mutex_unlock(&pool.lock);
 }
 
+/* After a parallel-for that `waited` for joined workers past the caller's `own` share:
+ * starts, lengthens or ends the solo window (see STRAGGLE_FACTOR). */
+static void note_wait(double now, double own, double waited) {
+    if (waited > STRAGGLE_FACTOR * own && waited > STRAGGLE_MIN_S) {
+        double w = pool.solo_window > 0 ? 2 * pool.solo_window : SOLO_FIRST_S;
+        pool.solo_window = w < SOLO_MAX_S ? w : SOLO_MAX_S;
+        pool.solo_until = now + pool.solo_window;
+    } else {
+        pool.solo_window = 0;
+    }
+}
+
 static void run_on_pool(job *j) {
-    if (pool.n_threads == 1) {
+    double start = j->team_fn ? 0 : cf_clock_seconds();
+    if (pool.n_threads == 1 || (!j->team_fn && start < pool.solo_until)) {
         run_job(j, 0);
         return;
     }
@@ -268,8 +296,13 @@ static void run_on_pool(job *j) {
         return;
     }
     /* every task is claimed: close the job to latecomers, wait for those that joined */
+    double own = cf_clock_seconds() - start;
     uint64_t t = atomic_fetch_or(&pool.ticket, TICKET_CLOSED);
     wait_for_workers((int)(t & TICKET_COUNT));
+    if (t & TICKET_COUNT) {
+        double now = cf_clock_seconds();
+        note_wait(now, own, now - start - own);
+    }
 }
 
 /* Callers outside the pool take turns (the workers, the job slot and the thread ids

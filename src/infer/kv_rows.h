@@ -7,6 +7,16 @@
 
 #include "cformers/dtype.h"
 
+/* The bf16 kernels prefetch rows KV_AHEAD positions ahead into L2 while a row is read: a
+ * layer's cache was last read a whole token of weights ago, so it comes from memory, and a
+ * head's rows are kv_dim apart, a stride the hardware prefetcher follows only slowly (with
+ * the weighted sum reading each row once, attention went from 15.8% to 7.3% of a q8_0
+ * decode step of the 110M model at 128-192 positions). */
+enum { KV_AHEAD = 16 };
+static inline void kv_prefetch_row(const cf_bf16 *row, long n) {
+    for (long b = 0; b < n * (long)sizeof(cf_bf16); b += 64) __builtin_prefetch((const char *)row + b, 0, 2);
+}
+
 /* s[t] = scale * dot(q[hd], k[t * stride .. + hd]) for t < T. */
 void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
 /* out[hd] = sum over t < T of s[t] * v[t * stride .. + hd]. */

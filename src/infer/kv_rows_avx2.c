@@ -17,8 +17,10 @@ static inline float hsum(__m256 v) {
 
 void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
     long whole = hd / 8 * 8;
+    for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(k + t * stride, hd);
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
+        if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, hd);
         __m256 acc = _mm256_setzero_ps();
         for (long i = 0; i < whole; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_bf16(row + i), acc);
         float dot = hsum(acc);
@@ -27,13 +29,24 @@ void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, 
     }
 }
 
-/* A block of 8 outputs stays in a register over all positions; the tail is scalar. */
+/* Positions outer, up to MAX_ACC blocks of 8 outputs in registers (per output the same
+ * sums in the same order as a block at a time over all positions), each row read once;
+ * the tail is scalar. */
+enum { MAX_ACC = 8 };
 void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
     long whole = hd / 8 * 8;
-    for (long i = 0; i < whole; i += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (long t = 0; t < T; t++) acc = _mm256_fmadd_ps(_mm256_set1_ps(s[t]), load_bf16(v + t * stride + i), acc);
-        _mm256_storeu_ps(out + i, acc);
+    for (long i0 = 0; i0 < whole; i0 += 8 * MAX_ACC) {
+        long width = whole - i0 < 8 * MAX_ACC ? whole - i0 : 8 * MAX_ACC, nacc = width / 8;
+        __m256 acc[MAX_ACC];
+        for (int a = 0; a < MAX_ACC; a++) acc[a] = _mm256_setzero_ps();
+        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(v + t * stride + i0, width);
+        for (long t = 0; t < T; t++) {
+            const cf_bf16 *row = v + t * stride + i0;
+            if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, width);
+            __m256 c = _mm256_set1_ps(s[t]);
+            for (long a = 0; a < nacc; a++) acc[a] = _mm256_fmadd_ps(c, load_bf16(row + 8 * a), acc[a]);
+        }
+        for (long a = 0; a < nacc; a++) _mm256_storeu_ps(out + i0 + 8 * a, acc[a]);
     }
     for (long i = whole; i < hd; i++) {
         float acc = 0.0f;

@@ -11,9 +11,12 @@ static inline __m512 load_bf16(const cf_bf16 *p, long n) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* Keys row by row, KV_AHEAD rows prefetched ahead. */
 void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+    for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(k + t * stride, hd);
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
+        if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, hd);
         __m512 acc = _mm512_setzero_ps();
         for (long i = 0; i < hd; i += 16)
             acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask(hd - i), q + i), load_bf16(row + i, hd - i), acc);
@@ -21,13 +24,23 @@ void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T
     }
 }
 
-/* A block of 16 outputs stays in a register over all positions. */
+/* Positions outer, up to MAX_ACC blocks of 16 outputs in registers (the same sums in the
+ * same order per output as a block at a time over all positions, so the result is the
+ * same bit for bit), each row read once, front to back. */
+enum { MAX_ACC = 8 };
 void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    for (long i = 0; i < hd; i += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (long t = 0; t < T; t++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(s[t]), load_bf16(v + t * stride + i, hd - i), acc);
-        _mm512_mask_storeu_ps(out + i, tail_mask(hd - i), acc);
+    for (long i0 = 0; i0 < hd; i0 += 16 * MAX_ACC) {
+        long width = hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC, nacc = (width + 15) / 16;
+        __m512 acc[MAX_ACC];
+        for (int a = 0; a < MAX_ACC; a++) acc[a] = _mm512_setzero_ps();
+        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(v + t * stride + i0, width);
+        for (long t = 0; t < T; t++) {
+            const cf_bf16 *row = v + t * stride + i0;
+            if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, width);
+            __m512 c = _mm512_set1_ps(s[t]);
+            for (long a = 0; a < nacc; a++) acc[a] = _mm512_fmadd_ps(c, load_bf16(row + 16 * a, width - 16 * a), acc[a]);
+        }
+        for (long a = 0; a < nacc; a++) _mm512_mask_storeu_ps(out + i0 + 16 * a, tail_mask(width - 16 * a), acc[a]);
     }
 }
 

@@ -67,9 +67,11 @@ void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long 
     const float *dx = matvec_x_scales(xq, in);
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
+    MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
     for (long r = r0; r < r1; r += ROWS) {
         const uint8_t *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
+        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + ROWS < r1 ? r + dist + ROWS : r1)
         const cf_f16 *d[ROWS];
         __m256 acc[ROWS];
         for (int k = 0; k < ROWS; k++) {

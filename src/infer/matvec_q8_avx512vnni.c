@@ -29,9 +29,11 @@ void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0,
     const int32_t *offsets = matvec_x_offsets(xq, in);
     const float *dx = matvec_x_scales(xq, in);
     MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
+    MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
     for (long r = r0; r < r1; r += ROWS) {
         const uint8_t *row[ROWS], *ahead[ROWS];
         MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
+        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + ROWS < r1 ? r + dist + ROWS : r1)
         const cf_f16 *d[ROWS];
         __m512 acc[ROWS];
         for (int k = 0; k < ROWS; k++) {

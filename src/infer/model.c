@@ -14,9 +14,25 @@
 typedef const void *(*weight_source_fn)(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
                                         cf_error *err);
 
+/* Converted weights are carved, 64-byte aligned, out of slabs of at least OWN_SLAB bytes
+ * (one slab per larger tensor), which cf_aligned_alloc aligns to 2 MiB and asks for
+ * transparent huge pages. Tensors owned one by one (most under its 4 MiB threshold) sat in
+ * 4 KiB pages, and a decode step, which streams them all once, ran a TLB miss per 4 KiB
+ * with the hardware prefetcher stopping at each page: q8_0 products over the 110M model's
+ * matrices read 12-13 GB/s per CPU second from 4 KiB pages against 18-20 from huge ones
+ * (the same kernel, alternating runs). A slab's unused tail is never touched. */
+enum { OWN_SLAB = 32 << 20 };
 static void *own(cf_infer_model *m, size_t bytes) {
-    m->owned = cf_xrealloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
-    return m->owned[m->n_owned++] = cf_aligned_alloc(bytes ? bytes : 1);
+    bytes = bytes ? (bytes + 63) / 64 * 64 : 64;
+    if (bytes > m->slab_left) {
+        size_t size = bytes > OWN_SLAB ? bytes : OWN_SLAB;
+        m->owned = cf_xrealloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
+        m->slab_next = m->owned[m->n_owned++] = cf_aligned_alloc(size);
+        m->slab_left = size;
+    }
+    void *p = m->slab_next;
+    m->slab_next += bytes, m->slab_left -= bytes;
+    return p;
 }
 
 /* Returns rows x cols of data in dtype `want`, converting into an owned copy when stored
@@ -254,8 +270,9 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
-    m->k_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
-    m->v_cache = cf_aligned_alloc(cf_infer_kv_cache_bytes(m) / 2);
+    /* in the weights' huge pages too: a decode step streams the cache as it does the weights */
+    m->k_cache = own(m, cf_infer_kv_cache_bytes(m) / 2);
+    m->v_cache = own(m, cf_infer_kv_cache_bytes(m) / 2);
     if (m->kv_dtype != CF_F32) {
         m->k_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
         m->v_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
@@ -291,8 +308,8 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->owned);
     free(m->layers);
     cf_rope_table_free(&m->rope);
-    void *bufs[] = {m->k_cache, m->v_cache, m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,
-                    m->q,       m->att,     m->hb,    m->hb2,   m->scores, m->x_pairs, m->act16};
+    void *bufs[] = {m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,      m->q,
+                    m->att,   m->hb,    m->hb2,    m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     cf_ckpt_close(m->ckpt);

@@ -52,8 +52,10 @@ struct cf_infer_model {
     int score_threads;
 
     cf_ckpt *ckpt;   /* weights in place, when loaded from a file */
-    void **owned;    /* converted weight copies */
+    void **owned;    /* slabs of converted weight copies (model.c's own) */
     long n_owned;
+    char *slab_next; /* the free tail of the last slab */
+    size_t slab_left;
     cf_tokenizer *tokenizer;
     size_t weight_bytes;
 };

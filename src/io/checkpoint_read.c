@@ -223,6 +223,12 @@ static cf_ckpt *open_container(const char *path, cf_error *err) {
             return NULL;
         }
         c->map = m;
+#ifdef MADV_HUGEPAGE
+        /* weights used in place are streamed once per decoded token: huge pages where the
+         * file system gives them (ext4 here: 522 of 536 MB PMD-mapped on a first read,
+         * 477 without the advice) */
+        madvise(m, c->map_bytes, MADV_HUGEPAGE);
+#endif
     }
     close(fd);
     ckpt_header h;
