@@ -39,19 +39,15 @@ static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, 
     }
 }
 
-/* Two inputs at once, bit-identical to two calls of the one-input kernel (NULL: none). */
-typedef void (*matvec_rows2_fn)(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
-                                long in);
-
 /* x quantized for q8_0 weights (matvec_quantize_x and its vectorized twins). */
 typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
 
-/* One table per instruction set: the kernel for each weight dtype, the two-input kernels
- * where there are some, the pair block the bf16 kernel wants x arranged in (0: as it is)
+/* One table per instruction set: the kernel for each weight dtype, the several-input
+ * kernels by count where there are some (matvec.h), the pair block the bf16 kernel wants x arranged in (0: as it is)
  * and the quantizer of x for q8_0. */
 typedef struct matvec_kernels {
     matvec_rows_fn f32, bf16, q8_0;
-    matvec_rows2_fn f32_2, bf16_2;
+    const matvec_rowsn_fn *f32_n, *bf16_n;
     long pair_block;
     matvec_quantize_fn quantize_x;
 } matvec_kernels;
@@ -61,11 +57,11 @@ static const matvec_kernels kernels_scalar = {
 static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2,   matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
                                             NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
 static const matvec_kernels kernels_avx512 = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx2,      matvec_f32_rows2_avx512,
-    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
 static const matvec_kernels kernels_avx512_vnni = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx512vnni, matvec_f32_rows2_avx512,
-    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -82,7 +78,8 @@ typedef struct matvec_job {
     const void *x;
     long in, n, x_stride; /* n inputs, x_stride bytes apart once prepared; outputs part.y + t * part.rows */
     matvec_rows_fn rows_fn;
-    matvec_rows2_fn rows2_fn; /* two inputs per pass, or NULL */
+    const matvec_rowsn_fn *rowsn; /* several inputs per pass by count (matvec.h), or NULL */
+    long widest;                  /* the most inputs one pass takes: rowsn's last entry, or 1 */
     long chunk_rows, rows;
 } matvec_job;
 
@@ -103,14 +100,13 @@ static void matvec_rows(void *arg, long r0, long r1) {
         const matvec_part *part = &j->parts[p];
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
         if (lo >= hi) continue;
-        long t = 0;
-        for (; j->rows2_fn && t + 1 < j->n; t += 2) {
+        for (long t = 0; t < j->n;) { /* the widest kernel first, then narrower ones for the rest */
+            long take = j->n - t < j->widest ? j->n - t : j->widest;
             const char *x = (const char *)j->x + t * j->x_stride;
-            float *y = part->y + t * part->rows;
-            j->rows2_fn(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
+            if (take == 1) j->rows_fn(part->w, x, part->y + t * part->rows, lo, hi, j->in);
+            else j->rowsn[take](part->w, x, j->x_stride, part->y + t * part->rows, part->rows, lo, hi, j->in);
+            t += take;
         }
-        for (; t < j->n; t++)
-            j->rows_fn(part->w, (const char *)j->x + t * j->x_stride, part->y + t * part->rows, lo, hi, j->in);
     }
 }
 
@@ -130,7 +126,8 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     const matvec_kernels *k = active_kernels();
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
                       .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
-                      .rows2_fn = dtype == CF_BF16 ? k->bf16_2 : dtype == CF_F32 ? k->f32_2 : NULL};
+                      .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : NULL, .widest = 1};
+    while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;

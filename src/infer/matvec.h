@@ -139,11 +139,15 @@ void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, lon
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
-/* The AVX-512 kernels for two inputs at once (matvec_batch_avx512.c), bit-identical to two
- * calls of the one-input kernels. */
-void matvec_f32_rows2_avx512(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
-                             long in);
-void matvec_bf16_rows2_avx512(const void *w, const void *p0, const void *p1, float *y0, float *y1, long r0, long r1,
-                              long in);
+/* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at
+ * x + t * x_stride bytes (prepared as the one-input kernel takes them), outputs at
+ * y + t * y_stride floats, each bit-identical to the one-input kernel's for x_t alone. Per
+ * weight dtype a table indexed by n: entries 2 up to the widest kernel set, the others NULL
+ * (bf16 stops at 4, f32 at MATVEC_BATCH_MAX). */
+enum { MATVEC_BATCH_MAX = 8 };
+typedef void (*matvec_rowsn_fn)(const void *w, const void *x, long x_stride, float *y, long y_stride, long r0, long r1,
+                                long in);
+extern const matvec_rowsn_fn matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
 
 #endif
