@@ -11,10 +11,11 @@ static void scores_scalar(const float *q, const cf_bf16 *k, long stride, long T,
     }
 }
 
-static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                long T, long hd, float *out) {
     for (long i = 0; i < hd; i++) out[i] = 0.0f;
     for (long t = 0; t < T; t++)
-        for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(v[t * stride + i]);
+        for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(kv_row(v, stride, rows, off, t)[i]);
 }
 
 void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
@@ -25,12 +26,21 @@ void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long 
     }
 }
 
-void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+static void weighted_sum(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off, long T,
+                         long hd, float *out) {
     switch (cf_isa_active()) {
-    case CF_ISA_AVX512: kv_bf16_weighted_sum_avx512(s, v, stride, T, hd, out); break;
-    case CF_ISA_AVX2: kv_bf16_weighted_sum_avx2(s, v, stride, T, hd, out); break;
-    case CF_ISA_SCALAR: weighted_sum_scalar(s, v, stride, T, hd, out); break;
+    case CF_ISA_AVX512: kv_bf16_weighted_sum_avx512(s, v, stride, rows, off, T, hd, out); break;
+    case CF_ISA_AVX2: kv_bf16_weighted_sum_avx2(s, v, stride, rows, off, T, hd, out); break;
+    case CF_ISA_SCALAR: weighted_sum_scalar(s, v, stride, rows, off, T, hd, out); break;
     }
+}
+
+void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+    weighted_sum(s, v, stride, NULL, 0, T, hd, out);
+}
+
+void kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out) {
+    weighted_sum(s, NULL, 0, rows, off, T, hd, out);
 }
 
 /* Values in block b of a head of hd values (32, or fewer in a partial last block). */

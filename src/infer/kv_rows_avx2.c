@@ -28,16 +28,18 @@ void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, 
 }
 
 /* A block of 8 outputs stays in a register over all positions; the tail is scalar. */
-void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                               long T, long hd, float *out) {
     long whole = hd / 8 * 8;
     for (long i = 0; i < whole; i += 8) {
         __m256 acc = _mm256_setzero_ps();
-        for (long t = 0; t < T; t++) acc = _mm256_fmadd_ps(_mm256_set1_ps(s[t]), load_bf16(v + t * stride + i), acc);
+        for (long t = 0; t < T; t++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(s[t]), load_bf16(kv_row(v, stride, rows, off, t) + i), acc);
         _mm256_storeu_ps(out + i, acc);
     }
     for (long i = whole; i < hd; i++) {
         float acc = 0.0f;
-        for (long t = 0; t < T; t++) acc += s[t] * cf_bf16_to_f32(v[t * stride + i]);
+        for (long t = 0; t < T; t++) acc += s[t] * cf_bf16_to_f32(kv_row(v, stride, rows, off, t)[i]);
         out[i] = acc;
     }
 }

@@ -21,13 +21,22 @@ void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T
     }
 }
 
-/* A block of 16 outputs stays in a register over all positions. */
-void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    for (long i = 0; i < hd; i += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (long t = 0; t < T; t++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(s[t]), load_bf16(v + t * stride + i, hd - i), acc);
-        _mm512_mask_storeu_ps(out + i, tail_mask(hd - i), acc);
+/* Up to 4 blocks of 16 outputs stay in registers over all positions: 4 independent chains
+ * of multiply-adds per position instead of one (each lane still sums over t in order, so
+ * the result is that of one block at a time). */
+void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                 long T, long hd, float *out) {
+    enum { WIDE = 4 };
+    for (long i0 = 0; i0 < hd; i0 += WIDE * 16) {
+        int n = hd - i0 >= WIDE * 16 ? WIDE : (int)((hd - i0 + 15) / 16);
+        __m512 acc[WIDE];
+        for (int c = 0; c < WIDE; c++) acc[c] = _mm512_setzero_ps();
+        for (long t = 0; t < T; t++) {
+            __m512 st = _mm512_set1_ps(s[t]);
+            const cf_bf16 *row = kv_row(v, stride, rows, off, t) + i0;
+            for (int c = 0; c < n; c++) acc[c] = _mm512_fmadd_ps(st, load_bf16(row + c * 16, hd - i0 - c * 16), acc[c]);
+        }
+        for (int c = 0; c < n; c++) _mm512_mask_storeu_ps(out + i0 + c * 16, tail_mask(hd - i0 - c * 16), acc[c]);
     }
 }
 
