@@ -25,6 +25,14 @@ static const char *row_at(const infer_kv_pool *p, const char *base, long l, int3
     return base + (size_t)((l * p->n_blocks + block) * KV_BLOCK + off) * p->row_bytes;
 }
 
+/* Bytes [lo, hi) of n rows row_bytes apart, into L2 (a block of the cache is contiguous):
+ * the cache is read once per token, from memory, like the weights, and a head's slice of a
+ * row is only 2 of its cache lines, too little for the hardware prefetcher to run ahead. */
+static void prefetch_rows(const char *row, long n, size_t row_bytes, size_t lo, size_t hi) {
+    for (long r = 0; r < n; r++, row += row_bytes)
+        for (size_t off = lo & ~(size_t)63; off < hi; off += 64) __builtin_prefetch(row + off, 0, 2);
+}
+
 /* Query heads [h0, h0 + group) of token i over positions 0 .. pos: scores into s[pos + 1]
  * per head, the results into m->att, with the sums forward.c's decode takes in the same
  * order: an f32 cache read as decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows
@@ -50,9 +58,14 @@ static void attend(void *arg, int task, int thread) {
 #define HEAD_OFF(h) ((size_t)((h) / per_kv) * p->head_bytes)
 #define HEAD_Q(h) (m->q + i * m->dim + (h) * hd)
 #define HEAD_OUT(h) (m->att + i * m->dim + (h) * hd)
+    size_t lo = HEAD_OFF(h0), hi = HEAD_OFF(h1 - 1) + p->head_bytes; /* the group's bytes of a row */
     for (long t0 = 0; t0 < T && p->dtype != CF_F32; t0 += KV_BLOCK) {
         long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
         const char *k = row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0);
+        if (t0 + KV_BLOCK < T) { /* the next block's keys (all KV_BLOCK rows are allocated) */
+            prefetch_rows(row_at(p, p->k, l, blocks[t0 / KV_BLOCK + 1], 0), KV_BLOCK, p->row_bytes, lo, hi);
+        }
+        prefetch_rows(row_at(p, p->v, l, blocks[t0 / KV_BLOCK], 0), n, p->row_bytes, lo, hi); /* values, for later */
         for (long h = h0; h < h1; h++) {
             if (p->dtype == CF_Q8_0) kv_q8_scores(HEAD_Q(h), k + HEAD_OFF(h), p->row_bytes, n, hd, scale, HEAD_S(h) + t0);
             else kv_bf16_scores(HEAD_Q(h), (const cf_bf16 *)(k + HEAD_OFF(h)), p->kv_dim, n, hd, scale, HEAD_S(h) + t0);
