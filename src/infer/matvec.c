@@ -47,21 +47,21 @@ typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
  * and the quantizer of x for q8_0. */
 typedef struct matvec_kernels {
     matvec_rows_fn f32, bf16, q8_0;
-    const matvec_rowsn_fn *f32_n, *bf16_n;
+    const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n;
     long pair_block;
     matvec_quantize_fn quantize_x;
 } matvec_kernels;
 
 static const matvec_kernels kernels_scalar = {
-    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, 0, matvec_quantize_x};
-static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2,   matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
-                                            NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
+    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x};
+static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2, matvec_bf16_rows_avx2, matvec_q8_rows_avx2,   NULL, NULL,
+                                            NULL,                 MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
 static const matvec_kernels kernels_avx512 = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
 static const matvec_kernels kernels_avx512_vnni = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,    matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -130,7 +130,7 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     const matvec_kernels *k = active_kernels();
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
                       .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
-                      .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : NULL, .widest = 1};
+                      .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : k->q8_n, .widest = 1};
     while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {

@@ -11,14 +11,6 @@
 
 enum { BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 
-/* Rows r .. r + R - 1 of the tile (a short last tile repeats row r1 - 1) and where each
- * prefetches, `dist` rows on, as MATVEC_GROUP_ROWS does. */
-#define TILE_ROWS(row, ahead, w, r, r1, in, dist, R)                                                                   \
-    for (int k_ = 0; k_ < (R); k_++) {                                                                                 \
-        row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
-        ahead[k_] = (r) + (dist) + k_ < (r1) ? row[k_] + (dist) * (in) : row[k_];                                      \
-    }
-
 /* v held in a register from here: without it gcc reads x from memory again in every
  * multiply-add (a load per FMA, for R rows R loads of each x), and the loads, not the
  * multiply-adds, bound the kernel. */

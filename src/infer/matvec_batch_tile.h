@@ -14,7 +14,7 @@ static void TILE_CAT(f32_rows, TILE_N)(const void *wv, const void *xv, long x_st
     MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += R) {
         const float *row[R], *ahead[R];
-        TILE_ROWS(row, ahead, w, r, r1, in, dist, R)
+        MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, R)
         __m512 acc[R][N];
         for (int k = 0; k < R; k++)
             for (int t = 0; t < N; t++) acc[k][t] = _mm512_setzero_ps();
@@ -48,7 +48,7 @@ static void TILE_CAT(bf16_rows, TILE_N)(const void *wv, const void *xv, long x_s
     MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += R) {
         const cf_bf16 *row[R], *ahead[R];
-        TILE_ROWS(row, ahead, w, r, r1, in, dist, R)
+        MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, R)
         __m512 e[R][N], o[R][N];
         for (int k = 0; k < R; k++)
             for (int t = 0; t < N; t++) e[k][t] = o[k][t] = _mm512_setzero_ps();
