@@ -54,8 +54,9 @@ typedef struct matvec_kernels {
 
 static const matvec_kernels kernels_scalar = {
     f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x};
-static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2, matvec_bf16_rows_avx2, matvec_q8_rows_avx2,   NULL, NULL,
-                                            NULL,                 MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
+static const matvec_kernels kernels_avx2 = {
+    matvec_f32_rows_avx2, matvec_bf16_rows_avx2,  matvec_q8_rows_avx2,   matvec_f32_rowsn_avx2,
+    matvec_bf16_rowsn_avx2, NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
 static const matvec_kernels kernels_avx512 = {
     matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
     matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
@@ -89,10 +90,7 @@ void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
     long whole = in / block * block, half = block / 2;
     for (long b = 0; b < whole; b += block)
         for (long k = 0; k < half; k++) pairs[b + k] = x[b + 2 * k], pairs[b + half + k] = x[b + 2 * k + 1];
-    for (long i = whole; i < (in + block - 1) / block * block; i++) {
-        long k = i - whole;
-        pairs[whole + (k % 2 ? half : 0) + k / 2] = i < in ? x[i] : 0.0f;
-    }
+    for (long i = whole; i < (in + block - 1) / block * block; i++) pairs[matvec_pair_index(i, block)] = i < in ? x[i] : 0.0f;
 }
 
 /* Rows [r0, r1) of the parts stacked on top of each other, for every input in turn (the

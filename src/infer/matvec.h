@@ -43,6 +43,11 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
+/* Where input i sits in the arranged pairs. */
+static inline long matvec_pair_index(long i, long block) {
+    long k = i % block;
+    return i - k + (k % 2 ? block / 2 : 0) + k / 2;
+}
 
 /* The kernels take rows in groups of MATVEC_ROWS, which share each load of x. Row k of the
  * group starting at r (a short last group repeats its final row), and where its software
@@ -151,6 +156,9 @@ typedef void (*matvec_rowsn_fn)(const void *w, const void *x, long x_stride, flo
                                 long in);
 extern const matvec_rowsn_fn matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1];
 extern const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+/* AVX2 (matvec_batch_avx2.c): f32 up to 4 inputs, bf16 2. */
+extern const matvec_rowsn_fn matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* q8_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
 extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
 

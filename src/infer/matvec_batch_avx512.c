@@ -9,7 +9,33 @@
 
 #include "infer/matvec.h"
 
-enum { BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
+enum { LANES = 16, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
+
+/* matvec_batch_tile.h's vocabulary for 16-lane vectors: partial vectors by masked loads. */
+#define VEC __m512
+#define VECI __m512i
+#define VECI_SET1 _mm512_set1_epi32
+#define VEC_ZERO _mm512_setzero_ps
+#define VEC_FMA _mm512_fmadd_ps
+#define VEC_LOADU _mm512_loadu_ps
+#define F32_END(in) (in)
+#define BF16_END(in) (in)
+#define F32_LOAD(p, left) _mm512_maskz_loadu_ps((left) >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (left)) - 1), p)
+#define BF16_LOAD(p, left)                                                                                             \
+    _mm512_maskz_loadu_epi16((left) >= BLOCK ? (__mmask32)0xffffffffu : (__mmask32)((1u << (left)) - 1), p)
+#define BF16_WIDEN(v, high, even, odd)                                                                                 \
+    do {                                                                                                               \
+        __m512i v_ = (v);                                                                                              \
+        (even) = _mm512_castsi512_ps(_mm512_slli_epi32(v_, 16)), (odd) = _mm512_castsi512_ps(_mm512_and_si512(v_, high)); \
+    } while (0)
+static inline float f32_finish(__m512 acc, const float *row, const float *x, long in) {
+    (void)row, (void)x, (void)in;
+    return _mm512_reduce_add_ps(acc);
+}
+static inline float bf16_finish(__m512 even, __m512 odd, const cf_bf16 *row, const float *pairs, long in) {
+    (void)row, (void)pairs, (void)in;
+    return _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
+}
 
 /* v held in a register from here: without it gcc reads x from memory again in every
  * multiply-add (a load per FMA, for R rows R loads of each x), and the loads, not the
