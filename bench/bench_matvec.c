@@ -3,9 +3,11 @@
  * streamed from memory (the ~110M LLaMA's matrices, 12 layers of q/k/v, o, gate/up, down
  * and the head, one product each in a decode step's order), and the cost of quantizing x
  * for q8_0. A kernel's in-cache rate bounds what it can reach from memory; the gap between
- * the two shows how much of memory's time the kernel's work hides.
+ * the two shows how much of memory's time the kernel's work hides. With --batch B, B inputs
+ * per product (infer_matvec_batch, a batched serve step) and the rates are G multiply-adds
+ * (weights x inputs) per CPU second instead.
  *
- *   bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0] */
+ *   bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0] [--batch B] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,42 +81,49 @@ static void make_matrix(matrix *m, arena *a, cf_dtype dtype, long rows, long in,
 
 static size_t matrix_bytes(const matrix *m, cf_dtype dtype) { return cf_dtype_row_bytes(dtype, m->in) * (size_t)m->rows; }
 
-/* GB/s per CPU second of `reps` passes over ms[0..n) (one product each), median of runs. */
-static double rate(const matrix *ms, int n, cf_dtype dtype, int reps, int runs, const float *x, float *y, float *scratch) {
-    size_t bytes = 0;
-    for (int i = 0; i < n; i++) bytes += matrix_bytes(&ms[i], dtype);
+/* GB/s per CPU second of `reps` passes over ms[0..n) (one product each), median of runs;
+ * with batch > 1, G multiply-adds per CPU second of products of `batch` inputs. */
+static double rate(const matrix *ms, int n, cf_dtype dtype, int reps, int runs, long batch, const float *x, float *y,
+                   float *scratch) {
+    double bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += batch > 1 ? (double)ms[i].rows * (double)ms[i].in * (double)batch : (double)matrix_bytes(&ms[i], dtype);
     double r[16];
     for (int run = 0; run < runs; run++) {
         double c0 = cpu_seconds();
         for (int rep = 0; rep < reps; rep++)
             for (int i = 0; i < n; i++) {
                 matvec_part p = {ms[i].w, y, ms[i].rows};
-                infer_matvec(&p, 1, dtype, x, ms[i].in, scratch);
+                infer_matvec_batch(&p, 1, dtype, x, batch, ms[i].in, scratch);
             }
-        r[run] = (double)bytes * reps / (cpu_seconds() - c0) / 1e9;
+        r[run] = bytes * reps / (cpu_seconds() - c0) / 1e9;
     }
     return bench_median(r, runs);
 }
 
 int main(int argc, char **argv) {
     int runs = 5, threads = 1;
+    long batch = 1;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atol(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0]\n");
+            fprintf(stderr, "usage: bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0] [--batch B]\n");
             return 2;
         }
     }
-    if (runs < 1 || runs > 16 || threads < 1) return fprintf(stderr, "bench_matvec: --runs 1..16, --threads >= 1\n"), 2;
+    if (runs < 1 || runs > 16 || threads < 1 || batch < 1 || batch > 128)
+        return fprintf(stderr, "bench_matvec: --runs 1..16, --threads >= 1, --batch 1..128\n"), 2;
     cf_set_num_threads(threads);
-    float *x = cf_aligned_alloc(sizeof(float) * 2048), *y = cf_aligned_alloc(sizeof(float) * 32000);
-    float *scratch = cf_aligned_alloc(sizeof(float) * (size_t)matvec_pairs_floats(2048));
-    fill(x, 2048, 7);
-    printf("%s kernels, %d thread(s), GB/s of weights per CPU second, medians of %d\n", cf_isa_name(cf_isa_active()),
-           threads, runs);
+    float *x = cf_aligned_alloc(sizeof(float) * 2048 * (size_t)batch), *y = cf_aligned_alloc(sizeof(float) * 32000 * (size_t)batch);
+    float *scratch = cf_aligned_alloc(sizeof(float) * (size_t)(matvec_pairs_floats(2048) * batch));
+    fill(x, 2048 * (size_t)batch, 7);
+    printf("%s kernels, %d thread(s), %s per CPU second, medians of %d\n", cf_isa_name(cf_isa_active()), threads,
+           batch > 1 ? "G multiply-adds" : "GB/s of weights", runs);
+    if (batch > 1) printf("%ld inputs per product\n", batch);
     printf("%-5s | %9s | %9s | %s\n", "dtype", "in cache", "memory", "quantize x (q8_0), ns per 768 inputs");
     static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
     for (int d = 0; d < 3; d++) {
@@ -124,7 +133,7 @@ int main(int argc, char **argv) {
         a.base = cf_aligned_alloc(a.size);
         matrix small;
         make_matrix(&small, &a, dtypes[d], 256, 768, 1);
-        double hot = rate(&small, 1, dtypes[d], 2000, runs, x, y, scratch);
+        double hot = rate(&small, 1, dtypes[d], (int)(2000 / batch + 1), runs, batch, x, y, scratch);
         /* the 110M model: per layer qkv [2304, 768], o [768, 768], gate/up [4096, 768], down [768, 2048]; head [32000, 768] */
         enum { LAYERS = 12 };
         matrix ms[LAYERS * 4 + 1];
@@ -135,7 +144,7 @@ int main(int argc, char **argv) {
             make_matrix(&ms[4 * l + 3], &a, dtypes[d], 768, 2048, 300u + (uint32_t)l);
         }
         make_matrix(&ms[4 * LAYERS], &a, dtypes[d], 32000, 768, 400u);
-        double cold = rate(ms, 4 * LAYERS + 1, dtypes[d], 3, runs, x, y, scratch);
+        double cold = rate(ms, 4 * LAYERS + 1, dtypes[d], 3, runs, batch, x, y, scratch);
         printf("%-5s | %9.1f | %9.1f |", cf_dtype_name(dtypes[d]), hot, cold);
         if (dtypes[d] == CF_Q8_0) {
             typedef void (*quantize_fn)(const float *, long, void *);

@@ -1,6 +1,7 @@
 /* The bf16 and q8_0 KV caches: their decode kernels against a double-precision reference
  * under every instruction set (cf_isa_force), on head sizes with partial vectors and
- * partial q8_0 blocks; a small GQA LLaMA over random weights giving the same logits with a
+ * partial q8_0 blocks (the weighted sum over a table of rows bit for bit as over the rows
+ * copied in order); a small GQA LLaMA over random weights giving the same logits with a
  * bf16 or q8_0 cache as with an f32 one, within what rounding the cache allows; prefill in
  * one batch (over two chunks) matching token-by-token decode; the default dtype following
  * the weights; the cache's size per dtype. */
@@ -43,6 +44,19 @@ static void check_kernels(long T, long hd, const char *isa) {
                   isa, T, hd, i, (double)out[i], want);
     }
     CHECK_MSG(out[hd < MAX_HD ? hd : 0] == (hd < MAX_HD ? 1e9f : out[0]), "%s wrote past hd=%ld", isa, hd);
+    /* the rows where they lie (the paged cache: a table of rows, here in reverse order, at an
+     * offset into each) give the same bits as those rows copied in order */
+    static cf_bf16 copied[MAX_T * MAX_HD];
+    const void *table[MAX_T];
+    for (long t = 0; t < T; t++) {
+        table[t] = rows + (T - 1 - t) * STRIDE;
+        memcpy(copied + t * hd, rows + (T - 1 - t) * STRIDE + 3, sizeof(cf_bf16) * (size_t)hd);
+    }
+    float want_out[MAX_HD];
+    kv_bf16_weighted_sum(s, copied, hd, T, hd, want_out);
+    kv_bf16_weighted_sum_rows(s, table, 3 * sizeof(cf_bf16), T, hd, out);
+    CHECK_MSG(memcmp(out, want_out, sizeof(float) * (size_t)hd) == 0, "%s weighted sum over a row table T=%ld hd=%ld", isa,
+              T, hd);
 }
 
 /* q8_0 rows of up to MAX_HD values, Q8_STRIDE bytes apart (2-byte aligned, as a cache row of

@@ -17,65 +17,94 @@ typedef struct paged_job {
     const infer_kv_pool *p;
     const infer_segment *segs;
     long layer;
+    long group, groups; /* query heads per task, tasks per token */
+    long reserve;       /* floats per position at the start of a thread's scratch, before the scores */
 } paged_job;
 
 static const char *row_at(const infer_kv_pool *p, const char *base, long l, int32_t block, long off) {
     return base + (size_t)((l * p->n_blocks + block) * KV_BLOCK + off) * p->row_bytes;
 }
 
-/* Query head h of token i over positions 0 .. pos: scores into s[pos + 1], the result into
- * m->att, with the sums forward.c's decode takes in the same order: an f32 cache read as
- * decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows kernels (scores a block at a
- * time, the values gathered into one run first). Bit for bit equal matters beyond tidiness: a
- * difference in the last place can round a later layer's key to another bf16 value. */
+/* Bytes [lo, hi) of n rows row_bytes apart, into L2 (a block of the cache is contiguous):
+ * the cache is read once per token, from memory, like the weights, and a head's slice of a
+ * row is only 2 of its cache lines, too little for the hardware prefetcher to run ahead. */
+static void prefetch_rows(const char *row, long n, size_t row_bytes, size_t lo, size_t hi) {
+    for (long r = 0; r < n; r++, row += row_bytes)
+        for (size_t off = lo & ~(size_t)63; off < hi; off += 64) __builtin_prefetch(row + off, 0, 2);
+}
+
+/* Query heads [h0, h0 + group) of token i over positions 0 .. pos: scores into s[pos + 1]
+ * per head, the results into m->att, with the sums forward.c's decode takes in the same
+ * order: an f32 cache read as decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows
+ * kernels (scores a block at a time, the values summed in position order). Bit for bit
+ * equal matters beyond tidiness: a difference in the last place can round a later layer's
+ * key to another bf16 value. A task takes a group of heads, all of a token's when the step
+ * has tokens enough to keep the threads busy, so each block of the cache (KV_BLOCK whole
+ * rows, contiguous) is read once for them rather than a head's slice of each row at a time,
+ * and the bf16 values are read where they lie, through a table of their rows. */
 static void attend(void *arg, int task, int thread) {
     const paged_job *j = arg;
     cf_infer_model *m = j->m;
     const infer_kv_pool *p = j->p;
-    long heads = m->cfg.num_heads, i = task / heads, h = task % heads, hd = m->head_dim;
-    long kvh = h / (heads / m->cfg.num_kv_heads), T = p->positions[i] + 1, l = j->layer;
+    long heads = m->cfg.num_heads, i = task / j->groups, h0 = task % j->groups * j->group, hd = m->head_dim;
+    long h1 = h0 + j->group < heads ? h0 + j->group : heads, per_kv = heads / m->cfg.num_kv_heads;
+    long T = p->positions[i] + 1, l = j->layer;
     const int32_t *blocks = j->segs[p->seg_of[i]].blocks;
-    const float *q = m->q + i * m->dim + h * hd;
-    float *out = m->att + i * m->dim + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
+    /* the thread's scratch (INFER_CHUNK x max_seq floats): reserve x max_seq for the value
+     * rows' table or copies, then max_seq scores per head */
+    float *scratch = m->scores + (long)thread * INFER_CHUNK * m->max_seq, *s0 = scratch + j->reserve * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
-    size_t head_off = (size_t)kvh * p->head_bytes;
-    if (p->dtype == CF_Q8_0) {
-        for (long t0 = 0; t0 < T; t0 += KV_BLOCK) {
-            long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
-            kv_q8_scores(q, row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0) + head_off, p->row_bytes, n, hd, scale, s + t0);
+#define HEAD_S(h) (s0 + ((h) - h0) * m->max_seq)
+#define HEAD_OFF(h) ((size_t)((h) / per_kv) * p->head_bytes)
+#define HEAD_Q(h) (m->q + i * m->dim + (h) * hd)
+#define HEAD_OUT(h) (m->att + i * m->dim + (h) * hd)
+    size_t lo = HEAD_OFF(h0), hi = HEAD_OFF(h1 - 1) + p->head_bytes; /* the group's bytes of a row */
+    for (long t0 = 0; t0 < T && p->dtype != CF_F32; t0 += KV_BLOCK) {
+        long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
+        const char *k = row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0);
+        if (t0 + KV_BLOCK < T) { /* the next block's keys (all KV_BLOCK rows are allocated) */
+            prefetch_rows(row_at(p, p->k, l, blocks[t0 / KV_BLOCK + 1], 0), KV_BLOCK, p->row_bytes, lo, hi);
         }
-        cf_softmax(s, 1, T);
-        char *rows = (char *)(s + m->max_seq); /* as below: T slices of head_bytes fit the scratch */
-        for (long t = 0; t < T; t++)
-            memcpy(rows + (size_t)t * p->head_bytes, row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + head_off,
-                   p->head_bytes);
-        kv_q8_weighted_sum(s, rows, p->head_bytes, T, hd, out);
-        return;
+        prefetch_rows(row_at(p, p->v, l, blocks[t0 / KV_BLOCK], 0), n, p->row_bytes, lo, hi); /* values, for later */
+        for (long h = h0; h < h1; h++) {
+            if (p->dtype == CF_Q8_0) kv_q8_scores(HEAD_Q(h), k + HEAD_OFF(h), p->row_bytes, n, hd, scale, HEAD_S(h) + t0);
+            else kv_bf16_scores(HEAD_Q(h), (const cf_bf16 *)(k + HEAD_OFF(h)), p->kv_dim, n, hd, scale, HEAD_S(h) + t0);
+        }
     }
     if (p->dtype == CF_BF16) {
-        for (long t0 = 0; t0 < T; t0 += KV_BLOCK) {
-            long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
-            kv_bf16_scores(q, (const cf_bf16 *)(row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0) + head_off), p->kv_dim, n,
-                           hd, scale, s + t0);
+        const void **table = (const void **)scratch; /* value row t where it lies */
+        for (long t = 0; t < T; t++) table[t] = row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK);
+        for (long h = h0; h < h1; h++) {
+            cf_softmax(HEAD_S(h), 1, T);
+            kv_bf16_weighted_sum_rows(HEAD_S(h), table, HEAD_OFF(h), T, hd, HEAD_OUT(h));
         }
-        cf_softmax(s, 1, T);
-        /* the head's value rows gathered, so the kernel sums them in the contiguous order */
-        cf_bf16 *rows = (cf_bf16 *)(s + m->max_seq); /* the thread's scratch holds INFER_CHUNK x max_seq */
-        for (long t = 0; t < T; t++)
-            memcpy(rows + t * hd, row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + head_off,
-                   sizeof(cf_bf16) * (size_t)hd);
-        kv_bf16_weighted_sum(s, rows, hd, T, hd, out);
         return;
     }
-    for (long t = 0; t < T; t++)
-        s[t] = infer_dot(q, (const float *)(row_at(p, p->k, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + head_off), hd) *
-               scale;
-    cf_softmax(s, 1, T);
-    memset(out, 0, sizeof(float) * (size_t)hd);
-    for (long t = 0; t < T; t++) {
-        const float *v = (const float *)(row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + head_off);
-        for (long d = 0; d < hd; d++) out[d] += s[t] * v[d];
+    for (long h = h0; h < h1; h++) {
+        float *s = HEAD_S(h), *out = HEAD_OUT(h);
+        if (p->dtype == CF_Q8_0) {
+            cf_softmax(s, 1, T);
+            char *rows = (char *)scratch; /* the head's value rows gathered: T slices of head_bytes */
+            for (long t = 0; t < T; t++)
+                memcpy(rows + (size_t)t * p->head_bytes,
+                       row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h), p->head_bytes);
+            kv_q8_weighted_sum(s, rows, p->head_bytes, T, hd, out);
+            continue;
+        }
+        for (long t = 0; t < T; t++)
+            s[t] = infer_dot(HEAD_Q(h), (const float *)(row_at(p, p->k, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h)), hd) *
+                   scale;
+        cf_softmax(s, 1, T);
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (long t = 0; t < T; t++) {
+            const float *v = (const float *)(row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h));
+            for (long d = 0; d < hd; d++) out[d] += s[t] * v[d];
+        }
     }
+#undef HEAD_S
+#undef HEAD_OFF
+#undef HEAD_Q
+#undef HEAD_OUT
 }
 
 typedef struct step {
@@ -118,8 +147,19 @@ static void step_attend(void *ctx, long l, long n) {
     const step *s = ctx;
     cf_infer_model *m = s->m;
     store_rows(m, s->p, s->segs, l, n);
-    paged_job job = {.m = m, .p = s->p, .segs = s->segs, .layer = l};
-    long tasks = n * m->cfg.num_heads;
+    infer_kv_pool *p = s->p;
+    long heads = m->cfg.num_heads, threads = cf_num_threads();
+    /* a thread's scratch starts with the value rows' table (bf16: a pointer per position) or
+     * their copies (q8_0: head_bytes per position); the rest holds a group's scores */
+    long reserve = p->dtype == CF_BF16 ? (long)(sizeof(void *) / sizeof(float))
+                   : p->dtype == CF_Q8_0 ? (long)((p->head_bytes + sizeof(float) - 1) / sizeof(float))
+                                         : 0;
+    long cap = INFER_CHUNK - reserve, want = (4 * threads + n - 1) / n; /* ~4 tasks per thread */
+    long groups = want < 1 ? 1 : want > heads ? heads : want, group = (heads + groups - 1) / groups;
+    if (group > cap) group = cap;
+    paged_job job = {.m = m, .p = p, .segs = s->segs, .layer = l, .group = group,
+                     .groups = (heads + group - 1) / group, .reserve = reserve};
+    long tasks = n * job.groups;
     if (cf_num_threads() == 1 || tasks < 2)
         for (long t = 0; t < tasks; t++) attend(&job, (int)t, 0);
     else

@@ -11,10 +11,11 @@ static void scores_scalar(const float *q, const cf_bf16 *k, long stride, long T,
     }
 }
 
-static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                long T, long hd, float *out) {
     for (long i = 0; i < hd; i++) out[i] = 0.0f;
     for (long t = 0; t < T; t++)
-        for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(v[t * stride + i]);
+        for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(kv_row(v, stride, rows, off, t)[i]);
 }
 
 /* Values in block b of a head of hd values (32, or fewer in a partial last block). */
@@ -52,7 +53,8 @@ void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, lon
  * each KV dtype. */
 typedef struct kv_kernels {
     void (*bf16_scores)(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
-    void (*bf16_weighted_sum)(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+    void (*bf16_weighted_sum)(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off, long T,
+                              long hd, float *out);
     void (*q8_scores)(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
     void (*q8_weighted_sum)(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 } kv_kernels;
@@ -78,7 +80,11 @@ void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long 
 }
 
 void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    active_kernels()->bf16_weighted_sum(s, v, stride, T, hd, out);
+    active_kernels()->bf16_weighted_sum(s, v, stride, NULL, 0, T, hd, out);
+}
+
+void kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out) {
+    active_kernels()->bf16_weighted_sum(s, NULL, 0, rows, off, T, hd, out);
 }
 
 void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {

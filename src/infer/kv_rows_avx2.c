@@ -30,19 +30,20 @@ void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, 
 }
 
 /* Positions outer, up to MAX_ACC blocks of 8 outputs in registers (per output the same
- * sums in the same order as a block at a time over all positions), each row read once;
- * the tail is scalar. */
+ * sums in the same order as a block at a time over all positions), each row read once,
+ * rows KV_AHEAD positions ahead prefetched; the tail is scalar. Rows as kv_row gives them. */
 enum { MAX_ACC = 8 };
-void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                               long T, long hd, float *out) {
     long whole = hd / 8 * 8;
     for (long i0 = 0; i0 < whole; i0 += 8 * MAX_ACC) {
         long width = whole - i0 < 8 * MAX_ACC ? whole - i0 : 8 * MAX_ACC, nacc = width / 8;
         __m256 acc[MAX_ACC];
         for (int a = 0; a < MAX_ACC; a++) acc[a] = _mm256_setzero_ps();
-        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(v + t * stride + i0, width);
+        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(kv_row(v, stride, rows, off, t) + i0, width);
         for (long t = 0; t < T; t++) {
-            const cf_bf16 *row = v + t * stride + i0;
-            if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, width);
+            const cf_bf16 *row = kv_row(v, stride, rows, off, t) + i0;
+            if (t + KV_AHEAD < T) kv_prefetch_row(kv_row(v, stride, rows, off, t + KV_AHEAD) + i0, width);
             __m256 c = _mm256_set1_ps(s[t]);
             for (long a = 0; a < nacc; a++) acc[a] = _mm256_fmadd_ps(c, load_bf16(row + 8 * a), acc[a]);
         }
@@ -50,7 +51,7 @@ void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, lo
     }
     for (long i = whole; i < hd; i++) {
         float acc = 0.0f;
-        for (long t = 0; t < T; t++) acc += s[t] * cf_bf16_to_f32(v[t * stride + i]);
+        for (long t = 0; t < T; t++) acc += s[t] * cf_bf16_to_f32(kv_row(v, stride, rows, off, t)[i]);
         out[i] = acc;
     }
 }

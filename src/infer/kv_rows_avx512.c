@@ -26,17 +26,19 @@ void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T
 
 /* Positions outer, up to MAX_ACC blocks of 16 outputs in registers (the same sums in the
  * same order per output as a block at a time over all positions, so the result is the
- * same bit for bit), each row read once, front to back. */
+ * same bit for bit), each row read once, front to back; rows KV_AHEAD positions ahead
+ * prefetched. Rows as kv_row gives them (strided, or through a table of row pointers). */
 enum { MAX_ACC = 8 };
-void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                 long T, long hd, float *out) {
     for (long i0 = 0; i0 < hd; i0 += 16 * MAX_ACC) {
         long width = hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC, nacc = (width + 15) / 16;
         __m512 acc[MAX_ACC];
         for (int a = 0; a < MAX_ACC; a++) acc[a] = _mm512_setzero_ps();
-        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(v + t * stride + i0, width);
+        for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(kv_row(v, stride, rows, off, t) + i0, width);
         for (long t = 0; t < T; t++) {
-            const cf_bf16 *row = v + t * stride + i0;
-            if (t + KV_AHEAD < T) kv_prefetch_row(row + KV_AHEAD * stride, width);
+            const cf_bf16 *row = kv_row(v, stride, rows, off, t) + i0;
+            if (t + KV_AHEAD < T) kv_prefetch_row(kv_row(v, stride, rows, off, t + KV_AHEAD) + i0, width);
             __m512 c = _mm512_set1_ps(s[t]);
             for (long a = 0; a < nacc; a++) acc[a] = _mm512_fmadd_ps(c, load_bf16(row + 16 * a, width - 16 * a), acc[a]);
         }

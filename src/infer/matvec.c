@@ -47,33 +47,30 @@ static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, 
     }
 }
 
-/* Two inputs at once, bit-identical to two calls of the one-input kernel (NULL: none). */
-typedef void (*matvec_rows2_fn)(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
-                                long in);
-
 /* x quantized for q8_0 weights (matvec_quantize_x and its vectorized twins). */
 typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
 
-/* One table per instruction set: the kernel for each weight dtype, the two-input kernels
- * where there are some, the pair block the bf16 kernel wants x arranged in (0: as it is)
+/* One table per instruction set: the kernel for each weight dtype, the several-input
+ * kernels by count where there are some (matvec.h), the pair block the bf16 kernel wants x arranged in (0: as it is)
  * and the quantizer of x for q8_0. */
 typedef struct matvec_kernels {
     matvec_rows_fn f32, bf16, q8_0;
-    matvec_rows2_fn f32_2, bf16_2;
+    const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n;
     long pair_block;
     matvec_quantize_fn quantize_x;
 } matvec_kernels;
 
 static const matvec_kernels kernels_scalar = {
-    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, 0, matvec_quantize_x};
-static const matvec_kernels kernels_avx2 = {matvec_f32_rows_avx2,   matvec_bf16_rows_avx2, matvec_q8_rows_avx2, NULL,
-                                            NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
+    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x};
+static const matvec_kernels kernels_avx2 = {
+    matvec_f32_rows_avx2, matvec_bf16_rows_avx2,  matvec_q8_rows_avx2,   matvec_f32_rowsn_avx2,
+    matvec_bf16_rowsn_avx2, NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
 static const matvec_kernels kernels_avx512 = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx2,      matvec_f32_rows2_avx512,
-    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
 static const matvec_kernels kernels_avx512_vnni = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,  matvec_q8_rows_avx512vnni, matvec_f32_rows2_avx512,
-    matvec_bf16_rows2_avx512, MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,    matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
+    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -90,18 +87,20 @@ typedef struct matvec_job {
     const void *x;
     long in, n, x_stride; /* n inputs, x_stride bytes apart once prepared; outputs part.y + t * part.rows */
     matvec_rows_fn rows_fn;
-    matvec_rows2_fn rows2_fn; /* two inputs per pass, or NULL */
+    const matvec_rowsn_fn *rowsn; /* several inputs per pass by count (matvec.h), or NULL */
+    long widest;                  /* the most inputs one pass takes: rowsn's last entry, or 1 */
     long chunk_rows, max_chunk_rows, rows; /* range sizes in rows (multiples of MATVEC_ROWS) */
     int threads;
     atomic_long next_row; /* the first row not yet claimed */
 } matvec_job;
 
+/* Whole blocks by a plain loop the compiler vectorizes (a serve step arranges every
+ * token's input for every product), the partial last one element by element. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
-    long padded = (in + block - 1) / block * block;
-    for (long i = 0; i < padded; i++) {
-        long k = i % block;
-        pairs[i - k + (k % 2 ? block / 2 : 0) + k / 2] = i < in ? x[i] : 0.0f;
-    }
+    long whole = in / block * block, half = block / 2;
+    for (long b = 0; b < whole; b += block)
+        for (long k = 0; k < half; k++) pairs[b + k] = x[b + 2 * k], pairs[b + half + k] = x[b + 2 * k + 1];
+    for (long i = whole; i < (in + block - 1) / block * block; i++) pairs[matvec_pair_index(i, block)] = i < in ? x[i] : 0.0f;
 }
 
 /* Rows [r0, r1) of the parts stacked on top of each other, for every input in turn (the
@@ -113,14 +112,13 @@ static void matvec_rows(void *arg, long r0, long r1) {
         const matvec_part *part = &j->parts[p];
         long lo = r0 > first ? r0 - first : 0, hi = r1 - first < part->rows ? r1 - first : part->rows;
         if (lo >= hi) continue;
-        long t = 0;
-        for (; j->rows2_fn && t + 1 < j->n; t += 2) {
+        for (long t = 0; t < j->n;) { /* the widest kernel first, then narrower ones for the rest */
+            long take = j->n - t < j->widest ? j->n - t : j->widest;
             const char *x = (const char *)j->x + t * j->x_stride;
-            float *y = part->y + t * part->rows;
-            j->rows2_fn(part->w, x, x + j->x_stride, y, y + part->rows, lo, hi, j->in);
+            if (take == 1) j->rows_fn(part->w, x, part->y + t * part->rows, lo, hi, j->in);
+            else j->rowsn[take](part->w, x, j->x_stride, part->y + t * part->rows, part->rows, lo, hi, j->in);
+            t += take;
         }
-        for (; t < j->n; t++)
-            j->rows_fn(part->w, (const char *)j->x + t * j->x_stride, part->y + t * part->rows, lo, hi, j->in);
     }
 }
 
@@ -152,7 +150,8 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     const matvec_kernels *k = active_kernels();
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
                       .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
-                      .rows2_fn = dtype == CF_BF16 ? k->bf16_2 : dtype == CF_F32 ? k->f32_2 : NULL};
+                      .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : k->q8_n, .widest = 1};
+    while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;

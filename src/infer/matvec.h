@@ -43,6 +43,11 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
 void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
+/* Where input i sits in the arranged pairs. */
+static inline long matvec_pair_index(long i, long block) {
+    long k = i % block;
+    return i - k + (k % 2 ? block / 2 : 0) + k / 2;
+}
 
 /* The kernels take rows in groups of MATVEC_ROWS, which share each load of x. Row k of the
  * group starting at r (a short last group repeats its final row), and where its software
@@ -57,8 +62,10 @@ static inline long matvec_ahead_rows(long row_bytes) {
     long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);
     return MATVEC_ROWS * (groups > 1 ? groups : 1);
 }
-#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)                                                              \
-    for (int k_ = 0; k_ < MATVEC_ROWS; k_++) {                                                                         \
+#define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist) MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, MATVEC_ROWS)
+/* The same for a group of R rows (the several-input kernels' tiles). */
+#define MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, R)                                                            \
+    for (int k_ = 0; k_ < (R); k_++) {                                                                                 \
         row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
         ahead[k_] = (r) + (dist) + k_ < (r1) ? row[k_] + (dist) * (in) : row[k_];                                      \
     }
@@ -150,11 +157,20 @@ void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, lon
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
-/* The AVX-512 kernels for two inputs at once (matvec_batch_avx512.c), bit-identical to two
- * calls of the one-input kernels. */
-void matvec_f32_rows2_avx512(const void *w, const void *x0, const void *x1, float *y0, float *y1, long r0, long r1,
-                             long in);
-void matvec_bf16_rows2_avx512(const void *w, const void *p0, const void *p1, float *y0, float *y1, long r0, long r1,
-                              long in);
+/* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at
+ * x + t * x_stride bytes (prepared as the one-input kernel takes them), outputs at
+ * y + t * y_stride floats, each bit-identical to the one-input kernel's for x_t alone. Per
+ * weight dtype a table indexed by n: entries 2 up to the widest kernel set, the others NULL
+ * (bf16 and q8_0 stop at 4, f32 at MATVEC_BATCH_MAX). */
+enum { MATVEC_BATCH_MAX = 8 };
+typedef void (*matvec_rowsn_fn)(const void *w, const void *x, long x_stride, float *y, long y_stride, long r0, long r1,
+                                long in);
+extern const matvec_rowsn_fn matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+/* AVX2 (matvec_batch_avx2.c): f32 up to 4 inputs, bf16 2. */
+extern const matvec_rowsn_fn matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+/* q8_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
+extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
 
 #endif

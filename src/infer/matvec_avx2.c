@@ -31,12 +31,6 @@ void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, lon
     }
 }
 
-/* Where input i sits in x_pairs: per block, the even-indexed inputs, then the odd ones. */
-static inline long pair_index(long i) {
-    long k = i % BLOCK;
-    return i - k + (k % 2 ? BLOCK / 2 : 0) + k / 2;
-}
-
 /* 16 bf16 weights per load, split into even and odd by a shift and a mask (see
  * matvec.h); the columns after the last whole block are done one by one. */
 void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
@@ -62,7 +56,7 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) {
             float s = matvec_hsum256(_mm256_add_ps(even[k], odd[k]));
-            for (long i = vec_end; i < in; i++) s += cf_bf16_to_f32(row[k][i]) * x_pairs[pair_index(i)];
+            for (long i = vec_end; i < in; i++) s += cf_bf16_to_f32(row[k][i]) * x_pairs[matvec_pair_index(i, BLOCK)];
             y[r + k] = s;
         }
     }

@@ -60,3 +60,70 @@ void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0,
         for (int k = 0; k < ROWS && r + k < r1; k++) y[r + k] = _mm512_reduce_add_ps(acc[k]);
     }
 }
+
+/* Several inputs at once (matvec.h's matvec_rowsn_fn): a tile of Q_ROWS rows by N inputs,
+ * each weight load serving N vpdpbusd. Each output is summed exactly as above (the same
+ * per-pair products, scales and multiply-adds, in the same order), so bit for bit the
+ * one-input kernel's. Accumulators and scales are R x N registers each, so 4 inputs over 2
+ * rows are the widest tile. */
+enum { Q_ROWS = 2, Q_INPUTS = 4 };
+static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
+                                                          long ys, long r0, long r1, long in, const int N) {
+    const matvec_q8 *m = w;
+    long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
+    const int8_t *q[Q_INPUTS];
+    const int32_t *offsets[Q_INPUTS];
+    const float *dx[Q_INPUTS];
+    for (int t = 0; t < N; t++) {
+        q[t] = (const int8_t *)((const char *)xv + t * x_stride);
+        offsets[t] = matvec_x_offsets(q[t], in), dx[t] = matvec_x_scales(q[t], in);
+    }
+    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
+    for (long r = r0; r < r1; r += Q_ROWS) {
+        const uint8_t *row[Q_ROWS], *ahead[Q_ROWS];
+        MATVEC_TILE_ROWS(row, ahead, m->q, r, r1, row_bytes, dist, Q_ROWS)
+        const cf_f16 *d[Q_ROWS];
+        __m512 acc[Q_ROWS][Q_INPUTS];
+        for (int k = 0; k < Q_ROWS; k++) {
+            d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
+            for (int t = 0; t < N; t++) acc[k][t] = _mm512_setzero_ps();
+        }
+        for (long w0 = 0; w0 < nb; w0 += WINDOW) {
+            long wn = nb - w0 < WINDOW ? nb - w0 : WINDOW; /* even */
+            __mmask16 mask = (__mmask16)(wn == WINDOW ? 0xffffu : (1u << wn) - 1);
+            __m512 scale[Q_ROWS][Q_INPUTS];
+            for (int k = 0; k < Q_ROWS; k++) {
+                __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, d[k] + w0));
+                for (int t = 0; t < N; t++) scale[k][t] = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(mask, dx[t] + w0));
+            }
+            for (long p = 0; p < wn / 2; p++) {
+                long b = w0 + 2 * p;
+                __m512i lanes = _mm512_loadu_si512(pair_lanes[p]), x[Q_INPUTS], start[Q_INPUTS];
+                for (int t = 0; t < N; t++)
+                    x[t] = _mm512_loadu_si512(q[t] + b * CF_Q8_0_BLOCK), start[t] = _mm512_loadu_si512(offsets[t] + b * 8);
+                for (int k = 0; k < Q_ROWS; k++) {
+                    _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+                    __m512i wv = _mm512_loadu_si512(row[k] + b * CF_Q8_0_BLOCK);
+                    for (int t = 0; t < N; t++) {
+                        __m512i dot = _mm512_dpbusd_epi32(start[t], wv, x[t]);
+                        acc[k][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(lanes, scale[k][t]),
+                                                    acc[k][t]);
+                    }
+                }
+            }
+        }
+        for (int k = 0; k < Q_ROWS && r + k < r1; k++)
+            for (int t = 0; t < N; t++) y[t * ys + r + k] = _mm512_reduce_add_ps(acc[k][t]);
+    }
+}
+
+static void q8_rows2(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 2);
+}
+static void q8_rows3(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 3);
+}
+static void q8_rows4(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 4);
+}
+const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1] = {NULL, NULL, q8_rows2, q8_rows3, q8_rows4};
