@@ -119,7 +119,7 @@ with open(out, "a") as f:
     f.write(json.dumps(mine) + "\n")
     for p in peers:
         if p:
-            p.update(engine="pytorch", preset=preset, dtype=dtype, batch=int(batch), seq=int(seq))
+            p.update(engine="pytorch", preset=preset, dtype=mine.get("dtype", dtype), batch=int(batch), seq=int(seq))
             if p.get("tokens_per_s") and fpt and peak:
                 p["mfu"] = round(p["tokens_per_s"] * fpt / peak, 4)
             f.write(json.dumps(p) + "\n")
