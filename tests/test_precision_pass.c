@@ -5,7 +5,10 @@
  * f32), SwiGLU's gate and up are stored bf16, and each product's weight gradient
  * still lands directly in the f32 gradient block (no separate accumulation node); with
  * f16 attention stays f32. The planned arena shrinks (llama_110m at 1 x 1024: bf16 at
- * most 75% of f32's). Precision keys other than compute_dtype accept only float32. */
+ * most 75% of f32's). Precision keys other than compute_dtype accept only float32.
+ * With gradient accumulation the weight copies are made once per step (by the first
+ * micro-batch) and every micro-batch still sees the current weights: accumulating two
+ * copies of a micro-batch trains bit-identically to that micro-batch alone. */
 #include <string.h>
 
 #include "cformers/config.h"
@@ -14,6 +17,7 @@
 #include "core/passes.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
+#include "train/trainer_internal.h"
 #include "train_test_util.h"
 #include "test_util.h"
 
@@ -35,7 +39,9 @@ static void check_graph(cf_arch arch, cf_dtype compute) {
                       cf_dtype_name(n->inputs[0]->dtype), cf_dtype_name(n->inputs[1]->dtype));
         } else if (n->op == &cf_op_cast && n->inputs[0]->role == CF_ROLE_PARAM) {
             weight_casts++;
-            CHECK(n->outputs[0]->keep && n->index < forward_nodes);
+            CHECK(n->outputs[0]->keep && n->index < forward_nodes && n->weights_copy);
+        } else if (n->weights_copy) {
+            CHECK_MSG(0, "%s (%s) is marked a weight copy", n->outputs[0]->name, n->op->name);
         } else if (n->op == &cf_op_swiglu) {
             swiglus++;
             CHECK(n->inputs[0]->dtype == compute && n->inputs[1]->dtype == compute && n->outputs[0]->dtype == CF_F32);
@@ -67,6 +73,55 @@ static void check_graph(cf_arch arch, cf_dtype compute) {
     cf_graph_free(g);
 }
 
+static void count_weight_copies(void *ctx, const cf_node *node, double seconds) {
+    (void)seconds;
+    *(int *)ctx += node->weights_copy;
+}
+
+/* bf16, 3 steps of one micro-batch, then the same with gradient_accumulation_steps 2 and
+ * that micro-batch twice: the same losses and weights, bit for bit (the mean of two equal
+ * gradients is exact), with the weight copies made once per step. */
+static void check_accumulation(void) {
+    enum { STEPS = 3 };
+    double losses[2][STEPS];
+    float *last[2] = {NULL, NULL};
+    int64_t numel = 0;
+    int copies = 0, weights = 0;
+    for (int accum = 1; accum <= 2; accum++) {
+        cf_config cfg;
+        train_test_config(&cfg, CF_ARCH_LLAMA, "");
+        cfg.model.model_config.compute_dtype = CF_BF16;
+        cfg.runner_config.batch_size = 2;
+        cfg.runner_config.gradient_accumulation_steps = accum;
+        cfg.runner_config.train_steps = STEPS;
+        cf_error err;
+        cf_train_options opts = {.quiet = true};
+        cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
+        CHECK_MSG(t != NULL, "%s", err.msg);
+        if (!t) return;
+        int32_t tokens[2][2 * 33];
+        for (int i = 0; i < 2 * 33; i++) tokens[0][i] = tokens[1][i] = (i * 37 + 11) % 256;
+        if (accum == 2) cf_plan_set_hook(t->plan, count_weight_copies, &copies);
+        for (int s = 0; s < STEPS; s++) {
+            for (int i = 0; i < 2 * 33; i++) tokens[0][i] = tokens[1][i] = (tokens[0][i] * 5 + s) % 256;
+            CHECK_MSG(cf_trainer_step(t, tokens[0], &losses[accum - 1][s], &err) == 0, "%s", err.msg);
+        }
+        const cf_graph *g = cf_plan_graph(t->plan);
+        for (int i = 0; i < g->n_nodes; i++) weights += accum == 2 && g->nodes[i]->weights_copy;
+        float *w = cf_trainer_param(t, "model.layers.0.self_attn.q_proj.weight", &numel);
+        if (w) last[accum - 1] = memcpy(malloc(sizeof(float) * (size_t)numel), w, sizeof(float) * (size_t)numel);
+        cf_trainer_free(t);
+    }
+    for (int s = 0; s < STEPS; s++)
+        CHECK_MSG(losses[0][s] == losses[1][s], "step %d: loss %.9g alone, %.9g accumulated twice", s, losses[0][s],
+                  losses[1][s]);
+    CHECK(last[0] && last[1] && memcmp(last[0], last[1], sizeof(float) * (size_t)numel) == 0);
+    CHECK_MSG(weights > 0 && copies == STEPS * weights, "%d weight copies made in %d steps of %d weights", copies, STEPS,
+              weights);
+    free(last[0]);
+    free(last[1]);
+}
+
 static double arena_mib(const char *dtype) {
     const char *o[] = {"runner_config.batch_size=1", "runner_config.seq_length=1024", dtype};
     cf_config cfg;
@@ -95,6 +150,7 @@ int main(void) {
     check_graph(CF_ARCH_LLAMA, CF_BF16);
     check_graph(CF_ARCH_LLAMA, CF_F16);
     check_graph(CF_ARCH_GPT2, CF_BF16);
+    check_accumulation();
     double f32 = arena_mib("model.model_config.compute_dtype=float32");
     double bf16 = arena_mib("model.model_config.compute_dtype=bfloat16");
     double f16 = arena_mib("model.model_config.compute_dtype=float16");

@@ -106,6 +106,17 @@ def attention(q, k, v):
     return torch.softmax(s, dim=-1) @ v
 
 
+def sdpa_attention(q, k, v):
+    """attention() through torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x's
+    fused kernels), is_causal; not the default: tools/torch_train.py bench --sdpa sets
+    `attention = sdpa_attention` for the benchmark."""
+    H, KV = q.shape[1], k.shape[1]
+    if H != KV:
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 

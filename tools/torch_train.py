@@ -1,13 +1,22 @@
 #!/usr/bin/python3
 """The PyTorch peer of `cformers train`: the same model, optimizer and schedule, trained by
-PyTorch (python3-torch), for the benchmark and the demo's loss-curve comparison.
+PyTorch, for the benchmark and the demo's loss-curve comparison.
 
 The model is the one in tools/torch_reference.py (same conventions, same parameter names),
 here in float32.
 
   bench: the reference implementations' initialisation (normal(0, initializer_range)
          weights, unit norms, zero biases) and random tokens; times optimizer steps and
-         prints one JSON line {"tokens_per_s": median over the timed steps, "step_s": [...], ...}
+         prints one JSON line {"tokens_per_s": median over the timed steps, "step_s": [...],
+         "mode": ..., ...}, or {"error": ...} and exit status 1 when the mode fails (no
+         SDPA in PyTorch 1.x, a torch.compile failure). Modes, combinable (PyTorch 2.x):
+           (none)           eager, the reference's own attention (masked softmax)
+           --sdpa           attention by scaled_dot_product_attention(is_causal=True)
+           --compile        forward + loss under torch.compile (compiled during the
+                            warmup steps, so compile time is not timed; at least 1)
+           --autocast-bf16  forward + loss under CPU autocast to bfloat16
+           --autocast-f16   the same to float16
+         AdamW is the fused CPU kernel where PyTorch has one (2.4+), else the default.
   curve: replays a cformers run exactly: its initial weights (`cformers train
          --save-initial CKPT`) and every batch it trained and evaluated on (`--dump-batches
          FILE`), so only the arithmetic differs; prints {"step", "train_loss", "val_loss"}
@@ -16,7 +25,8 @@ here in float32.
 Both take a resolved config YAML: what `cformers config show` prints, or the config.yaml
 the trainer writes to output_dir.
 
-usage: /usr/bin/python3 tools/torch_train.py bench CONFIG.yaml [--steps 5] [--warmup 2] [--threads N]
+usage: PYTHON tools/torch_train.py bench CONFIG.yaml [--steps 5] [--warmup 2] [--threads N]
+              [--sdpa] [--compile] [--autocast-bf16 | --autocast-f16]
        /usr/bin/python3 tools/torch_train.py curve CONFIG.yaml --batches FILE --init CKPT [--threads N]
 """
 import argparse
@@ -87,14 +97,21 @@ def decays(name, shape, o):
                 (bias and o.get("no_decay_biases", True)) or (norm and o.get("no_decay_norms", True)))
 
 
-def make_optimizer(cfg, params, shapes):
+def make_optimizer(cfg, params, shapes, fused=False):
+    """AdamW over the trainer's decay groups; fused: PyTorch's fused CPU kernel (2.4+) when
+    this PyTorch has one, else its default implementation."""
     o = cfg["optimizer"]
     decay = [p for n, p in params.items() if decays(n, shapes[n], o)]
     no_decay = [p for n, p in params.items() if not decays(n, shapes[n], o)]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": float(o["weight_decay"])},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=float(cfg["lr_schedule"]["learning_rate"]),
-                             betas=(float(o["beta1"]), float(o["beta2"])), eps=float(o["eps"]))
+    groups = [{"params": decay, "weight_decay": float(o["weight_decay"])}, {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=float(cfg["lr_schedule"]["learning_rate"]), betas=(float(o["beta1"]), float(o["beta2"])),
+              eps=float(o["eps"]))
+    if fused:
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kw)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.AdamW(groups, **kw)
 
 
 def schedule(cfg, total):
@@ -117,11 +134,11 @@ def schedule(cfg, total):
 
 
 class Trainer:
-    def __init__(self, cfg, mc, params):
+    def __init__(self, cfg, mc, params, fused_adamw=False):
         self.cfg, self.mc = cfg, mc
         self.forward = ref.llama_forward if mc["arch"] == "llama" else ref.gpt2_forward
         self.params = params
-        self.opt = make_optimizer(cfg, self.params, param_shapes(mc))
+        self.opt = make_optimizer(cfg, self.params, param_shapes(mc), fused_adamw)
         rc = cfg["runner_config"]
         self.accum = int(rc.get("gradient_accumulation_steps", 1))
         self.clip = float(cfg["optimizer"].get("clip_grad_norm", 0.0))
@@ -146,23 +163,57 @@ class Trainer:
         return total
 
 
-def bench(args):
-    cfg, mc = load_config(args.config)
+def bench_mode(args):
+    """The mode's name: eager | sdpa | compile | sdpa+compile, +autocast-bf16 / -f16."""
+    mode = "+".join(m for m, on in (("sdpa", args.sdpa), ("compile", args.compile)) if on) or "eager"
+    amp = "bf16" if args.autocast_bf16 else "f16" if args.autocast_f16 else ""
+    return mode + ("+autocast-" + amp if amp else "")
+
+
+def bench_steps(args, cfg, mc):
+    """Median step time (and all timings) of the mode; raises what the mode raises."""
     rc = cfg["runner_config"]
     B, T = int(rc["batch_size"]), int(rc["seq_length"])
-    tr = Trainer(cfg, mc, init_params(mc, torch.Generator().manual_seed(int(cfg.get("seed", 1234)))))
+    if args.sdpa:
+        if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+            raise RuntimeError(f"PyTorch {torch.__version__} has no scaled_dot_product_attention")
+        ref.attention = ref.sdpa_attention
+    tr = Trainer(cfg, mc, init_params(mc, torch.Generator().manual_seed(int(cfg.get("seed", 1234)))),
+                 fused_adamw=True)
+    amp = torch.bfloat16 if args.autocast_bf16 else torch.float16 if args.autocast_f16 else None
+    plain = tr.loss
+
+    def loss(batch):  # autocast inside, so that torch.compile traces it
+        with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
+            return plain(batch)
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            raise RuntimeError(f"PyTorch {torch.__version__} has no torch.compile")
+        loss = torch.compile(loss)
+    tr.loss = loss
     gen = torch.Generator().manual_seed(0)
-    times = []
-    for step in range(args.warmup + args.steps):
+    warmup = max(args.warmup, 1) if args.compile else args.warmup
+    times, warm = [], []
+    for step in range(warmup + args.steps):
         batches = [torch.randint(0, mc["vocab_size"], (B, T + 1), generator=gen) for _ in range(tr.accum)]
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast_bf16):
-            tr.step(step, batches)
-        if step >= args.warmup:
-            times.append(time.perf_counter() - t0)
+        tr.step(step, batches)
+        (times if step >= warmup else warm).append(time.perf_counter() - t0)
+    return B * T * tr.accum, times, warm
+
+
+def bench(args):
+    cfg, mc = load_config(args.config)
+    out = {"mode": bench_mode(args), "threads": torch.get_num_threads(), "torch": torch.__version__}
+    try:
+        tokens, times, warm = bench_steps(args, cfg, mc)
+    except Exception as e:  # a mode this PyTorch lacks, a compile failure: reported, not fatal to the bench
+        out["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        print(json.dumps(out), flush=True)
+        return 1
     med = statistics.median(times)
-    print(json.dumps({"tokens_per_s": B * T * tr.accum / med, "step_s": times, "threads": torch.get_num_threads(),
-                      "torch": torch.__version__}))
+    print(json.dumps({"tokens_per_s": tokens / med, "step_s": times, "warmup_s": warm, **out}), flush=True)
+    return 0
 
 
 def read_batches(path):
@@ -203,14 +254,19 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--autocast-bf16", action="store_true", help="bench: the step under CPU autocast to bfloat16")
+    ap.add_argument("--autocast-bf16", action="store_true", help="bench: forward + loss under CPU autocast to bfloat16")
+    ap.add_argument("--autocast-f16", action="store_true", help="bench: forward + loss under CPU autocast to float16")
+    ap.add_argument("--sdpa", action="store_true", help="bench: attention by scaled_dot_product_attention")
+    ap.add_argument("--compile", action="store_true", help="bench: forward + loss under torch.compile")
     ap.add_argument("--batches", help="curve: the file of `cformers train --dump-batches`")
     ap.add_argument("--init", help="curve: the checkpoint of `cformers train --save-initial`")
     args = ap.parse_args()
     if args.mode == "curve" and not (args.batches and args.init):
         ap.error("curve needs --batches FILE and --init CKPT")
+    if args.autocast_bf16 and args.autocast_f16:
+        ap.error("--autocast-bf16 and --autocast-f16 exclude each other")
     torch.set_num_threads(args.threads)
-    bench(args) if args.mode == "bench" else curve(args)
+    sys.exit(bench(args) if args.mode == "bench" else curve(args))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ typedef struct cf_node {
      * in_place; set by whoever builds or rewrites the graph, e.g. a fusion pass). The
      * planner grants it only when that is safe, see cf_op_def.in_place. */
     unsigned in_place;
+    /* The node rewrites a copy of the weights (the precision pass's low-precision casts):
+     * cf_plan_run(..., | CF_RUN_WEIGHTS_CURRENT) skips it, for the micro-batches of a step
+     * after its first, when the weights have not moved since it ran. */
+    bool weights_copy;
 } cf_node;
 
 struct cf_op_def {

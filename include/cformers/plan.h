@@ -71,6 +71,9 @@ void cf_plan_zero_grads(cf_plan *p);
  * (each would cost a ~100-cycle assist; see gemm.h) and leaves the caller's
  * floating-point mode as it was; a node hook runs in the engine's mode. */
 void cf_plan_run(cf_plan *p, unsigned phases);
+/* A flag for cf_plan_run's phases: the parameters are unchanged since the last run, so
+ * the nodes that copy them (cf_node.weights_copy) are skipped. */
+enum { CF_RUN_WEIGHTS_CURRENT = 16 };
 
 /* Optional per-node timing hook for profilers: called after each node with its
  * wall-clock seconds. NULL to remove. */

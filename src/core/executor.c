@@ -18,7 +18,7 @@ void cf_plan_run(cf_plan *p, unsigned phases) {
     unsigned fp_mode = cf_denormals_off();
     for (int i = 0; i < g->n_nodes; i++) {
         const cf_node *n = g->nodes[i];
-        if (!(n->phase & phases)) continue;
+        if (!(n->phase & phases) || (n->weights_copy && (phases & CF_RUN_WEIGHTS_CURRENT))) continue;
         if (!p->hook) {
             n->op->forward(n);
             continue;

@@ -5,7 +5,8 @@
  *     right before their first product (one cast per tensor, shared by the products that
  *     read it, so a norm's output feeding Q, K and V is rounded once), weights through a
  *     cast at the start of the step into a copy kept outside the activation arena (the
- *     low-precision weights, rewritten from the f32 master weights by every forward);
+ *     low-precision weights, rewritten from the f32 master weights by the first forward
+ *     of each step: the trainer skips them in the other micro-batches);
  *   - with bf16, flash attention reads q, k, v in bf16 (there is no f16 attention kernel,
  *     so under f16 attention stays f32), and the fused output layer + loss takes its input
  *     and weights in bf16 for its three products (its logits, softmax, loss and gradients
@@ -42,7 +43,10 @@ static cf_tensor *low_of(precision *p, cf_tensor *t, cf_node *reader) {
     bool weight = t->role == CF_ROLE_PARAM;
     cf_tensor_set_name(c, "%s.%s", t->name, cf_dtype_name(p->to));
     cf_graph_move_node(p->g, c->producer, weight ? 0 : reader->index);
-    if (weight) cf_graph_keep(p->g, c);
+    if (weight) {
+        cf_graph_keep(p->g, c);
+        c->producer->weights_copy = true; /* once per step, not per micro-batch */
+    }
     if (t->id < p->n_known) p->low[t->id] = c;
     return c;
 }

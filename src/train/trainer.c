@@ -279,7 +279,8 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     for (int64_t k = 0; k < t->accum; k++) {
         if (t->sync && k == t->accum - 1) cf_grad_sync_arm(t->sync, t->pos.step);
         cf_trainer_load_batch(t, tokens + k * rows);
-        cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        /* the low-precision weight copies, made by the first micro-batch, still hold */
+        cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD | (k > 0 ? CF_RUN_WEIGHTS_CURRENT : 0));
         sum += *cf_tensor_f32(t->model.loss);
     }
     *cf_tensor_f32(t->lr) = (float)cf_lr_schedule_at(&t->schedule, t->pos.step);
