@@ -282,10 +282,10 @@ static void test_memory_estimate(void) {
     CHECK(est.weights_bytes == 4 * p && est.compute_weights_bytes == 2 * p && est.grads_bytes == 4 * p);
     CHECK(est.optimizer_bytes == 8 * p);
     /* per token: 32 layers x (6*4096 + 2*4096 + 3*11008) saved elements, of which the block
-     * input, attention output and residual sum (3*4096) stay f32 under bf16 mixed precision
-     * and the attention output has a bf16 copy (4096), the rest bf16, + (2 + 32 heads) f32;
-     * then the final norm (2*4096 bf16) and the f32 logits (32000) */
-    double blocks = 32 * ((4 * 4096 + 2 * 4096 + 3 * 11008) * 2.0 + (3 * 4096 + 2 + 32) * 4.0) + 2 * 4096 * 2.0;
+     * input and residual sum (2*4096) stay f32 under bf16 mixed precision (attention
+     * writes its output bf16), the rest bf16, + (2 + 32 heads) f32; then the final norm
+     * (2*4096 bf16) and the f32 logits (32000) */
+    double blocks = 32 * ((4 * 4096 + 2 * 4096 + 3 * 11008) * 2.0 + (2 * 4096 + 2 + 32) * 4.0) + 2 * 4096 * 2.0;
     cf_config unfused = cfg;
     unfused.context.fuse_cross_entropy = false;
     cf_config_memory_estimate(&unfused, &est);
@@ -293,17 +293,18 @@ static void test_memory_estimate(void) {
     CHECK_NEAR(est.workspace_bytes, 4096 * 32000 * 4.0, 1);
     CHECK(est.kernel_scratch_bytes > 0);
     CHECK_NEAR(est.total_bytes, 18 * p + est.activation_bytes + est.workspace_bytes + est.kernel_scratch_bytes, 1);
-    /* The fused head keeps its input's gradient (f32 per token) and the output weights'
-     * gradient, and one chunk of logits instead of all of them: chunks of equal size
-     * within 64 MiB, at least 256 tokens. */
+    /* The fused head keeps its input's gradient (f32 per token; the output weights' goes
+     * into the gradient block), and one chunk of logits instead of all of them: chunks of
+     * equal size within 64 MiB, at least 256 tokens; with bf16 operands the f32 logits of
+     * 128 of its rows at a time and the chunk's gradient in bf16. */
     CHECK(cf_cross_entropy_chunk_rows(4096, 32000) == 512); /* 8 chunks; 524 would fit */
     CHECK(cf_cross_entropy_chunk_rows(100, 32000) == 100);
     CHECK(cf_cross_entropy_chunk_rows(512, 50257) == 256); /* 333 fit: 2 equal chunks */
     CHECK(cf_cross_entropy_chunk_rows(2048, 128256) == 256); /* the floor, over 64 MiB */
     CHECK(cf_cross_entropy_chunk_rows(10000, 512) == 10000);
     cf_config_memory_estimate(&cfg, &est);
-    CHECK_NEAR(est.activation_bytes, 4096 * (blocks + 4096 * 4.0) + 32000 * 4096 * 4.0, 1);
-    CHECK_NEAR(est.workspace_bytes, 512 * 32000 * 4.0, 1);
+    CHECK_NEAR(est.activation_bytes, 4096 * (blocks + 4096 * 4.0), 1);
+    CHECK_NEAR(est.workspace_bytes, 128 * 32000 * 4.0 + 512 * 32000 * 2.0, 1);
 
     /* Full recompute keeps only block inputs: far less. */
     cf_config rc = cfg;

@@ -19,7 +19,11 @@
  * element, so the test measures the scale by the largest magnitude in the tensor:
  * |flash - unfused| <= 2e-5 + 4u max|unfused| (2e-5 as for f32, for sums that cancel to
  * exactly 0 in the unfused op, like every gradient of q and k with one token). Seen:
- * at most 1.2u max|unfused| (dk). */
+ * at most 1.2u max|unfused| (dk).
+ *
+ * bf16 output (attrs.i[1], as the mixed-precision pass asks when a product reads it): the
+ * forward's output is bit for bit the f32 output rounded to bf16, and the backward, which
+ * reads that rounded output for D = dO . O, stays within the bf16 tolerance above. */
 #include <math.h>
 #include <stdint.h>
 
@@ -29,6 +33,8 @@
 #include "cformers/plan.h"
 #include "cformers/threads.h"
 #include "kernels/flash_attention.h"
+#include "kernels/fused_ops.h"
+#include "kernels/graph_ops.h"
 #include "test_util.h"
 
 typedef struct attn_case {
@@ -57,6 +63,14 @@ static void fill(cf_tensor *t, uint32_t seed, bool bf16) {
 
 static cf_tensor *flash_bf16(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
     return cf_nn_flash_attention(g, cf_nn_cast(g, q, CF_BF16), cf_nn_cast(g, k, CF_BF16), cf_nn_cast(g, v, CF_BF16));
+}
+
+/* Flash attention writing its output in bf16, widened back for the comparisons. */
+static cf_tensor *flash_bf16_out(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
+    cf_attrs attrs = {.i = {0, 1}};
+    cf_tensor *in[3] = {cf_nn_cast(g, q, CF_BF16), cf_nn_cast(g, k, CF_BF16), cf_nn_cast(g, v, CF_BF16)};
+    cf_tensor *out = cf_op_apply(g, &cf_op_flash_attention, in, 3, &attrs);
+    return out ? cf_nn_cast(g, out, CF_F32) : NULL;
 }
 
 static attn_run build(const attn_case *c, attention_fn attend, bool bf16) {
@@ -107,8 +121,25 @@ static double compare(const char *what, const cf_tensor *got, const cf_tensor *w
     return scale > 0.0 ? worst / scale : worst;
 }
 
+/* The bf16 output against the f32 output of the same op (rounded: equal bits) and its
+ * gradients against the unfused op. */
+static void check_bf16_out(const attn_case *c, const attn_run *f32_out, const attn_run *ref) {
+    attn_run r = build(c, flash_bf16_out, true);
+    if (r.plan) {
+        const float *got = cf_tensor_f32(r.out), *want = cf_tensor_f32(f32_out->out);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < cf_tensor_numel(r.out); i++) differ += got[i] != cf_bf16_to_f32(cf_f32_to_bf16(want[i]));
+        CHECK_MSG(differ == 0, "bf16 out: %lld elements are not the f32 output rounded", (long long)differ);
+        compare("dq (bf16 out)", r.q->grad, ref->q->grad, true);
+        compare("dk (bf16 out)", r.k->grad, ref->k->grad, true);
+        compare("dv (bf16 out)", r.v->grad, ref->v->grad, true);
+    }
+    release(&r);
+}
+
 static void check_case(const attn_case *c, bool bf16) {
     attn_run flash = build(c, bf16 ? flash_bf16 : cf_nn_flash_attention, bf16), ref = build(c, cf_nn_attention, bf16);
+    if (bf16 && flash.plan && ref.plan) check_bf16_out(c, &flash, &ref);
     if (flash.plan && ref.plan) {
         double e = compare("out", flash.out, ref.out, bf16);
         double eq = compare("dq", flash.q->grad, ref.q->grad, bf16);

@@ -24,7 +24,9 @@ cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_ten
 /* cf_nn_cross_entropy(cf_nn_linear(x, w, NULL), targets) without the [tokens, vocab]
  * logits: x [..., D], w [V, D], targets [...] i32 (negative = ignored); the mean loss.
  * It takes the tokens a chunk at a time and computes the gradients for x and w in the
- * same pass (its backward scales them), so a forward-only run does that work too. */
+ * same pass (its backward scales them; w's goes straight into the gradient block when the
+ * backward's seed is an input or a constant); a forward-only run makes only the loss
+ * when w's gradient goes there, else it does that work too. */
 cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets);
 
 /* Tokens per chunk of cf_nn_linear_cross_entropy for `tokens` rows over `vocab` classes:
@@ -32,6 +34,11 @@ cf_tensor *cf_nn_linear_cross_entropy(cf_graph *g, cf_tensor *x, cf_tensor *w, c
  * matrix products stay efficient), in chunks of equal size. Its workspace holds one chunk;
  * memory estimates use the same rule. */
 long cf_cross_entropy_chunk_rows(long tokens, long vocab);
+
+/* Bytes of the logits a chunk of `chunk` rows needs in that workspace, for x and w of
+ * `dtype`: the f32 logits of the chunk; with bf16, the f32 logits of a part of it at a
+ * time and the bf16 gradient of the whole chunk. */
+size_t cf_cross_entropy_logits_bytes(long chunk, long vocab, cf_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@ static double now_seconds(void) {
 void cf_plan_run(cf_plan *p, unsigned phases) {
     const cf_graph *g = p->graph;
     unsigned fp_mode = cf_denormals_off();
+    if (g->grads_on) *(float *)g->grads_on->data = phases & CF_PHASE_BACKWARD ? 1.0f : 0.0f;
     for (int i = 0; i < g->n_nodes; i++) {
         const cf_node *n = g->nodes[i];
         if (!(n->phase & phases) || (n->weights_copy && (phases & CF_RUN_WEIGHTS_CURRENT))) continue;

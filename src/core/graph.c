@@ -227,6 +227,11 @@ int cf_graph_shard_optimizer(cf_graph *g, int64_t lo, int64_t hi, cf_error *err)
     return 0;
 }
 
+cf_tensor *cf_graph_grads_on(cf_graph *g) {
+    if (!g->grads_on && !g->failed) g->grads_on = cf_graph_new_tensor(g, "grads_on", CF_ROLE_INPUT, CF_F32, 0, NULL);
+    return g->grads_on;
+}
+
 cf_param_blocks cf_graph_blocks(cf_graph *g) {
     if (!g->blocks.params && !g->failed) {
         int64_t n[1] = {g->param_elems ? g->param_elems : 1};

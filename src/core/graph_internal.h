@@ -22,6 +22,7 @@ struct cf_graph {
     int64_t param_elems;
     int64_t opt_lo, opt_hi; /* optimizer shard (ZeRO-1); opt_hi 0: the whole block */
     cf_param_blocks blocks; /* created on first request */
+    cf_tensor *grads_on;    /* cf_graph_grads_on: created on first request */
 
     cf_const_data *consts;
     int n_consts, cap_consts;
@@ -36,6 +37,11 @@ struct cf_graph {
 /* A new tensor owned by the graph (zeroed fields, param_offset -1). */
 cf_tensor *cf_graph_new_tensor(cf_graph *g, const char *name, cf_role role, cf_dtype dtype, int ndim,
                                const int64_t *shape);
+
+/* An f32 scalar input the executor sets before each run: 1 when the run includes the
+ * backward phase, 0 for a forward alone (an evaluation). Ops that add into the gradient
+ * block from the forward read it, so an evaluation leaves the gradients alone. */
+cf_tensor *cf_graph_grads_on(cf_graph *g);
 
 /* The tensor whose storage t uses (t itself unless it is a view). */
 static inline cf_tensor *cf_tensor_root(cf_tensor *t) { return t->view_of ? t->view_of : t; }

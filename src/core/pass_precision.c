@@ -8,7 +8,10 @@
  *     low-precision weights, rewritten from the f32 master weights by the first forward
  *     of each step: the trainer skips them in the other micro-batches);
  *   - with bf16, flash attention reads q, k, v in bf16 (there is no f16 attention kernel,
- *     so under f16 attention stays f32), and the fused output layer + loss takes its input
+ *     so under f16 attention stays f32) and, when its only reader is a product (through
+ *     the heads' merge), writes its output in bf16 rather than f32 plus a bf16 cast: the
+ *     tensor its backward keeps takes half the bytes, as under autocast; and the fused
+ *     output layer + loss takes its input
  *     and weights in bf16 for its three products (its logits, softmax, loss and gradients
  *     stay f32; under f16 it stays f32: its unscaled logit gradients would underflow);
  *   - SwiGLU's gate and up are written by their products in the low type (SwiGLU computes
@@ -33,11 +36,27 @@ typedef struct precision {
     int n_known;
 } precision;
 
+/* Flash attention's output t (or its merge of heads), read only by `reader`, a product:
+ * attention writes it in bf16 instead (a reshape is a view: it follows). Whether it did. */
+static bool narrow_attention(precision *p, cf_tensor *t) {
+    cf_tensor *out = t->producer && t->producer->op == &cf_op_reshape ? t->producer->inputs[0] : t;
+    cf_node *fa = out->producer;
+    if (p->to != CF_BF16 || !fa || fa->op != &cf_op_flash_attention || fa->outputs[0] != out ||
+        fa->inputs[0]->dtype != CF_BF16 || out->keep || t->keep || cf_graph_readers(p->g, t) != 1 ||
+        (out != t && cf_graph_readers(p->g, out) != 1))
+        return false;
+    fa->attrs.i[1] = 1;
+    out->dtype = t->dtype = CF_BF16;
+    return true;
+}
+
 /* t in the low type: a parameter's copy made at the start of the step (kept, so it lives
- * outside the arena), an activation's cast placed right before `reader`. */
+ * outside the arena), attention's output written in it (narrow_attention), an
+ * activation's cast placed right before `reader`. */
 static cf_tensor *low_of(precision *p, cf_tensor *t, cf_node *reader) {
     if (t->dtype != CF_F32) return t;
     if (t->id < p->n_known && p->low[t->id]) return p->low[t->id];
+    if (t->role != CF_ROLE_PARAM && narrow_attention(p, t)) return t;
     cf_tensor *c = cf_nn_cast(p->g, t, p->to);
     if (!c) return NULL;
     bool weight = t->role == CF_ROLE_PARAM;

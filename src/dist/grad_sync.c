@@ -263,13 +263,14 @@ static int64_t span_end(const cf_graph *g, int p) {
     return p + 1 < g->n_params ? g->params[p + 1]->param_offset : g->param_elems;
 }
 
-/* ready[p]: the last backward node that writes parameter p's gradient block, -1 when
- * none does. */
+/* ready[p]: the last node before the update that writes parameter p's gradient block (a
+ * backward node, or the fused output layer's forward, which adds its weight gradient
+ * there), -1 when none does. */
 static void find_last_writers(const cf_graph *g, int *ready) {
     for (int p = 0; p < g->n_params; p++) ready[p] = -1;
     for (int k = 0; k < g->n_nodes; k++) {
         const cf_node *n = g->nodes[k];
-        if (n->phase != CF_PHASE_BACKWARD) continue;
+        if (n->phase == CF_PHASE_UPDATE) continue;
         for (int j = 0; j < n->n_outputs + n->n_inputs; j++) {
             bool output = j < n->n_outputs;
             if (!output && !(n->op->mutates >> (j - n->n_outputs) & 1u)) continue;

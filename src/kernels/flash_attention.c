@@ -87,10 +87,13 @@ struct fa_job {
     const fa_products *mul;
     cf_fa_shape s;
     long rep, ldq, ldk, n_tasks;
+    long ldo; /* of the rows O accumulates in: ldq in out (f32), head_dim in a slot (bf16 out) */
     float scale;
     const void *q, *k, *v; /* as given, f32 or bf16 */
-    const float *out, *lse, *dout;
-    float *o, *lse_out, *d;
+    const void *out; /* the forward's output, s.out */
+    const float *lse, *dout;
+    void *o; /* s.out */
+    float *lse_out, *d;
     void *dq, *dk, *dv;                   /* the gradients, in the inputs' dtype */
     long kv_rows;                         /* bf16: dK and dV rows a backward task sums */
     /* K^T and V^T: f32 [B, KV, hd, T]; bf16 pairs along hd [B, KV, hd/2, T]. */
@@ -182,9 +185,13 @@ static void prepare_q(const fa_job *j, long b, long h) {
     long hd = j->s.head_dim;
     for (long t = 0; t < j->s.seq; t++) {
         long r = q_row(j, b, h, t);
-        const float *o = j->out + r, *dout = j->dout + r;
+        const float *o = (const float *)j->out + r, *dout = j->dout + r;
+        const cf_bf16 *o16 = (const cf_bf16 *)j->out + r;
         float acc = 0.0f;
-        if (is_bf16(j)) {
+        if (j->s.out == CF_BF16) {
+            cf_convert_f32_to_bf16(dout, j->dout16 + r, (size_t)hd);
+            for (long d = 0; d < hd; d++) acc += cf_bf16_to_f32(o16[d]) * cf_bf16_to_f32(j->dout16[r + d]);
+        } else if (is_bf16(j)) {
             cf_convert_f32_to_bf16(dout, j->dout16 + r, (size_t)hd);
             for (long d = 0; d < hd; d++) acc += o[d] * cf_bf16_to_f32(j->dout16[r + d]);
         } else {
@@ -296,14 +303,18 @@ static size_t pack_floats(void) { return BQ * BK / 2; }
 typedef struct fwd_scratch {
     float *s, *m, *l;
     cf_bf16 *pack;
+    float *o; /* bf16 out: the block's rows of O, BQ x head_dim */
 } fwd_scratch;
 
-static size_t fwd_slot_floats(void) { return BQ * BK + 2 * BQ + pack_floats(); }
+static size_t fwd_slot_floats(const fa_job *j) {
+    return BQ * BK + 2 * BQ + pack_floats() + (j->s.out == CF_BF16 ? (size_t)(BQ * j->s.head_dim) : 0);
+}
 
 static fwd_scratch fwd_carve(float *p) {
     fwd_scratch w = {.s = p, .m = p + BQ * BK};
     w.l = w.m + BQ;
     w.pack = (cf_bf16 *)(w.l + BQ);
+    w.o = w.l + BQ + pack_floats();
     return w;
 }
 
@@ -324,7 +335,7 @@ static void online_softmax(const fa_job *j, const fwd_scratch *w, float *o, long
         w->m[ii] = m_new;
         for (long c = n; c < bc; c++) row[c] = 0.0f;
         if (corr != 1.0f) {
-            float *orow = o + ii * j->ldq;
+            float *orow = o + ii * j->ldo;
             for (long d = 0; d < hd; d++) orow[d] *= corr;
         }
     }
@@ -335,11 +346,12 @@ static void forward_task(fa_job *j, long task, float *scratch) {
     split_task(j, task, &b, &h, &i0);
     fwd_scratch w = fwd_carve(scratch);
     long br = tile_at(j, b, h, i0, 0, NULL).br;
-    float *o = j->o + q_row(j, b, h, i0);
+    bool to_bf16 = j->s.out == CF_BF16; /* O in the slot, rounded into out at the end */
+    float *o = to_bf16 ? w.o : (float *)j->o + q_row(j, b, h, i0);
     for (long ii = 0; ii < br; ii++) {
         w.m[ii] = -INFINITY;
         w.l[ii] = 0.0f;
-        memset(o + ii * j->ldq, 0, sizeof(float) * (size_t)hd);
+        memset(o + ii * j->ldo, 0, sizeof(float) * (size_t)hd);
     }
     for (long j0 = 0; j0 < i0 + br; j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
@@ -349,8 +361,9 @@ static void forward_task(fa_job *j, long task, float *scratch) {
     }
     float *lse = j->lse_out + lse_row(j, b, h, i0);
     for (long ii = 0; ii < br; ii++) {
-        float inv = 1.0f / w.l[ii], *orow = o + ii * j->ldq;
+        float inv = 1.0f / w.l[ii], *orow = o + ii * j->ldo;
         for (long d = 0; d < hd; d++) orow[d] *= inv;
+        if (to_bf16) cf_convert_f32_to_bf16(orow, (cf_bf16 *)j->o + q_row(j, b, h, i0 + ii), (size_t)hd);
         lse[ii] = w.m[ii] + logf(w.l[ii]);
     }
 }
@@ -459,7 +472,7 @@ static void scores_f32(const fa_job *j, const fa_tile *t, float *s) {
 
 static void pv_f32(const fa_job *j, const fa_tile *t, const float *p, float *o) {
     j->tiles->gemm(t->br, j->s.head_dim, t->bc, p, t->bc, 1, (const float *)j->v + k_row(j, t->b, t->g, t->j0), j->ldk,
-                   o, j->ldq, true);
+                   o, j->ldo, true);
 }
 
 static void dp_f32(const fa_job *j, const fa_tile *t, float *dp) {
@@ -534,7 +547,7 @@ static void scores_bf16(const fa_job *j, const fa_tile *t, float *s) {
 
 static void pv_bf16(const fa_job *j, const fa_tile *t, const float *p, float *o) {
     gemm_bf16(j, t->br, j->s.head_dim, t->bc, pack_rows(j, t, p), t->bc,
-                 j->vp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, o, j->ldq, true);
+                 j->vp + pair_row(j, t->b, t->g, j->s.kv_heads, t->j0), j->s.head_dim, o, j->ldo, true);
 }
 
 static void dp_bf16(const fa_job *j, const fa_tile *t, float *dp) {
@@ -564,6 +577,7 @@ static const fa_products products_bf16 = {scores_bf16, pv_bf16, dp_bf16, dv_bf16
 /* The job over inputs q, k, v; the caller sets the rest. */
 static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void *k, const void *v) {
     *j = (fa_job){.tiles = active_tiles(), .s = *s, .rep = s->heads / s->kv_heads, .ldq = s->heads * s->head_dim,
+                  .ldo = s->out == CF_BF16 ? s->head_dim : s->heads * s->head_dim,
                   .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
     j->mul = is_bf16(j) ? &products_bf16 : &products_f32;
     if (!is_bf16(j)) return;
@@ -606,14 +620,14 @@ static size_t forward_layout(fa_job *j, void *workspace, int slots) {
     carver c = {workspace, 0};
     j->kt = carve(&c, kt_bytes(&j->s));
     if (is_bf16(j)) j->vp = carve(&c, paired_bytes(&j->s, j->s.kv_heads));
-    return carve_slots(j, &c, slots, fwd_slot_floats());
+    return carve_slots(j, &c, slots, fwd_slot_floats(j));
 }
 
 size_t cf_flash_attention_forward_workspace(const cf_fa_shape *s, int slots) {
     return layout_bytes(s, slots, forward_layout);
 }
 
-void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void *k, const void *v, float *out,
+void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void *k, const void *v, void *out,
                                 float *lse, void *workspace, int slots) {
     fa_job j;
     job_init(&j, s, q, k, v);
@@ -650,7 +664,7 @@ size_t cf_flash_attention_backward_workspace(const cf_fa_shape *s, int slots) {
     return layout_bytes(s, slots, backward_layout);
 }
 
-void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void *k, const void *v, const float *out,
+void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void *k, const void *v, const void *out,
                                  const float *lse, const float *dout, void *dq, void *dk, void *dv, void *workspace,
                                  int slots) {
     fa_job j;

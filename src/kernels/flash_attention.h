@@ -5,8 +5,9 @@
  * saves only the log-sum-exp of each row (lse [B, H, T]); the backward recomputes the
  * probabilities of each tile from it, so memory is linear in T.
  *
- * q, k, v and their gradients are f32 or bf16 (cf_fa_shape.dtype); out, lse, dout and
- * every accumulation are f32. With bf16 the tile products take bf16 operands (the
+ * q, k, v and their gradients are f32 or bf16 (cf_fa_shape.dtype); lse, dout and every
+ * accumulation are f32, and so is out unless cf_fa_shape.out asks for bf16 (with bf16
+ * q, k, v: each row of O is summed in f32 and rounded once, as a cast after would). With bf16 the tile products take bf16 operands (the
  * probabilities and dS are rounded to bf16 for them, as GPU kernels do): AMX or
  * vdpbf16ps where the CPU has them, else the f32 products on tiles widened to f32.
  *
@@ -30,6 +31,7 @@ enum { CF_FA_BLOCK_Q = 64, CF_FA_BLOCK_K = 64 };
 typedef struct cf_fa_shape {
     long batch, seq, heads, kv_heads, head_dim;
     cf_dtype dtype; /* of q, k, v, dq, dk, dv: CF_F32 or CF_BF16 */
+    cf_dtype out;   /* of out: CF_F32 (the zero value), or CF_BF16 with dtype CF_BF16 */
 } cf_fa_shape;
 
 /* C[M x N] = A[M x K] B[K x N] (+ C when accumulate) for bf16 A and B, f32 C. A is
@@ -70,12 +72,12 @@ void cf_fa_amx_enter(void);
 void cf_fa_amx_leave(void);
 
 size_t cf_flash_attention_forward_workspace(const cf_fa_shape *s, int slots);
-void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void *k, const void *v, float *out,
+void cf_flash_attention_forward(const cf_fa_shape *s, const void *q, const void *k, const void *v, void *out,
                                 float *lse, void *workspace, int slots);
 
 size_t cf_flash_attention_backward_workspace(const cf_fa_shape *s, int slots);
 /* dq, dk, dv (the dtype of q, k, v) are overwritten. */
-void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void *k, const void *v, const float *out,
+void cf_flash_attention_backward(const cf_fa_shape *s, const void *q, const void *k, const void *v, const void *out,
                                  const float *lse, const float *dout, void *dq, void *dk, void *dv, void *workspace,
                                  int slots);
 

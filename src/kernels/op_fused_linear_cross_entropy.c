@@ -10,19 +10,30 @@
  * do) for d loss = 1, and the backward only scales them by the incoming d loss. Memory:
  * one chunk of logits instead of the logits and their gradient for every token.
  *
- * x and W are both f32 or both bf16 (bf16 mixed precision, pass_precision.c): then the
- * three products take bf16 operands (the logits' gradient rounded to bf16, in place, for
- * the two backward ones) and sum in f32; the logits, softmax, loss and both gradients
- * stay f32.
+ * The weight's gradient goes straight into the gradient block when the backward's seed
+ * is known before the forward runs (an input or a constant, as the training step's loss
+ * scale: the loss is the graph's output): the backward rule then hands the forward the
+ * seed s and the graph's grads_on flag (inputs 3 and 4), and the forward adds s dW into
+ * the block (autodiff marks output 2 as the parameter's gradient), so the [V, D]
+ * gradient never lies in the activation arena, whose peak is this node. With grads_on 0
+ * (a forward alone: an evaluation) the forward makes only the loss.
  *
- * inputs (x [..., D], W [V, D], targets [...] i32, negative = ignored);
- * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = 1 [V, D]), all f32. */
+ * x and W are both f32 or both bf16 (bf16 mixed precision, pass_precision.c): then the
+ * three products take bf16 operands and sum in f32; the logits, softmax and loss are f32
+ * and so are both gradients. The logits' gradient, which the two backward products read
+ * in bf16, is stored in bf16 for the whole chunk, and the f32 logits are made for a
+ * part of the chunk at a time (BF16_PART_ROWS): a chunk of 512 rows over 32000 classes
+ * takes 46.9 MiB instead of 62.5.
+ *
+ * inputs (x [..., D], W [V, D], targets [...] i32, negative = ignored[, s [], grads_on []]);
+ * outputs (loss [], dx for d loss = 1 [..., D], dW for d loss = s [V, D]), all f32. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cformers/fused.h"
 #include "cformers/gemm.h"
+#include "core/graph_internal.h"
 #include "kernels/exp_rows.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
@@ -36,7 +47,7 @@ typedef struct lce_job {
     float inv_valid;
 } lce_job;
 
-enum { CHUNK_BYTES = 64 << 20, MIN_CHUNK_ROWS = 256 };
+enum { CHUNK_BYTES = 64 << 20, MIN_CHUNK_ROWS = 256, BF16_PART_ROWS = 128 };
 
 long cf_cross_entropy_chunk_rows(long tokens, long vocab) {
     long most = CHUNK_BYTES / ((long)sizeof(float) * (vocab > 0 ? vocab : 1));
@@ -51,6 +62,23 @@ static long chunk_rows(const cf_node *n) {
     long rows = (long)cf_tensor_rows(n->inputs[0]);
     if (n->attrs.i[0] > 0) return n->attrs.i[0] < rows ? (long)n->attrs.i[0] : rows;
     return cf_cross_entropy_chunk_rows(rows, (long)n->inputs[1]->shape[0]);
+}
+
+/* Rows of a part of the logits with bf16 operands: at most BF16_PART_ROWS of a chunk. */
+static long part_rows(long chunk) { return chunk < BF16_PART_ROWS ? chunk : BF16_PART_ROWS; }
+
+static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+size_t cf_cross_entropy_logits_bytes(long chunk, long vocab, cf_dtype dtype) {
+    if (dtype == CF_BF16)
+        return align64(sizeof(float) * (size_t)(part_rows(chunk) * vocab)) +
+               align64(sizeof(cf_bf16) * (size_t)(chunk * vocab));
+    return align64(sizeof(float) * (size_t)(chunk * vocab));
+}
+
+/* Workspace bytes before the per-row losses: the logits of a chunk (see the top). */
+static size_t logits_bytes(const cf_node *n, long chunk) {
+    return cf_cross_entropy_logits_bytes(chunk, (long)n->inputs[1]->shape[0], n->inputs[0]->dtype);
 }
 
 static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
@@ -88,39 +116,55 @@ static void lce_rows(void *arg, long begin, long end) {
     }
 }
 
-/* Each row of the logits' gradient rounded to bf16 in place, at the start of its own row,
- * a piece at a time through a stack buffer: piece [a, a + P) lands on the bytes of
- * elements [a/2, a/2 + P/2), all read before (in this piece or an earlier one), and the
- * copy is a memcpy, so no type-based alias reordering can read a clobbered element. Row r
- * of the result starts at bf16 element 2 r vocab. */
-static void round_rows_in_place(void *arg, long begin, long end) {
-    enum { PIECE = 256 };
-    const lce_job *j = arg;
-    cf_bf16 tmp[PIECE];
-    for (long r = begin; r < end; r++) {
-        float *row = j->logits + r * j->vocab;
-        for (long a = 0; a < j->vocab; a += PIECE) {
-            long m = j->vocab - a < PIECE ? j->vocab - a : PIECE;
-            cf_convert_f32_to_bf16(row + a, tmp, (size_t)m);
-            memcpy((char *)row + a * (long)sizeof(cf_bf16), tmp, sizeof(cf_bf16) * (size_t)m);
-        }
-    }
+/* Rows of the logits' gradient (f32, from row 0) rounded into their bf16 rows. */
+typedef struct round_job {
+    const float *from;
+    cf_bf16 *to;
+    long vocab;
+} round_job;
+
+static void round_rows(void *arg, long begin, long end) {
+    const round_job *j = arg;
+    for (long r = begin; r < end; r++)
+        cf_convert_f32_to_bf16(j->from + r * j->vocab, j->to + r * j->vocab, (size_t)j->vocab);
 }
 
-/* The chunks with bf16 x and W: the logits' gradient, rounded to bf16 in place, feeds the
- * two backward products (leading dimension 2 vocab bf16 elements). */
-static void forward_bf16(const cf_node *n, lce_job *j, long rows, long dim, long vocab, long chunk) {
-    const cf_bf16 *xs = n->inputs[0]->data, *w = n->inputs[1]->data, *dlogits = (const cf_bf16 *)j->logits;
+/* What the gradient products do: whether they run (grads_on), dW's scale, and whether
+ * dW adds into the gradient block. */
+typedef struct lce_grads {
+    bool on, add;
+    float scale;
+} lce_grads;
+
+static lce_grads grads_of(const cf_node *n) {
+    bool folded = n->n_inputs > 3;
+    return (lce_grads){.on = !folded || *cf_in(n, 4) != 0.0f, .add = n->accumulate >> 2 & 1u,
+                       .scale = folded ? *cf_in(n, 3) : 1.0f};
+}
+
+/* The chunks with bf16 x and W. Per part of a chunk: its f32 logits, the loss and the
+ * logits' gradient, rounded into the chunk's bf16 gradient (workspace after the part's
+ * logits); then the two backward products read that. */
+static void forward_bf16(const cf_node *n, lce_job *j, long rows, long dim, long vocab, long chunk, lce_grads gr) {
+    const cf_bf16 *xs = n->inputs[0]->data, *w = n->inputs[1]->data;
+    long part = part_rows(chunk);
+    cf_bf16 *dlogits = (cf_bf16 *)((char *)j->logits + align64(sizeof(float) * (size_t)(part * vocab)));
     float *dx = cf_out(n, 1), *dw = cf_out(n, 2);
     for (long r0 = 0; r0 < rows; r0 += chunk) {
         long m = rows - r0 < chunk ? rows - r0 : chunk;
-        j->row0 = r0;
-        cf_gemm_bf16(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j->logits, vocab);
-        cf_parallel_rows(m, vocab * 4, lce_rows, j);
-        cf_parallel_rows(m, vocab, round_rows_in_place, j);
-        cf_gemm_bf16(false, false, m, dim, vocab, 1.0f, dlogits, 2 * vocab, w, dim, 0.0f, dx + r0 * dim, dim);
-        cf_gemm_bf16(true, false, vocab, dim, m, 1.0f, dlogits, 2 * vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw,
-                     dim);
+        for (long p0 = 0; p0 < m; p0 += part) {
+            long mp = m - p0 < part ? m - p0 : part;
+            j->row0 = r0 + p0;
+            cf_gemm_bf16(false, true, mp, vocab, dim, 1.0f, xs + (r0 + p0) * dim, dim, w, dim, 0.0f, j->logits, vocab);
+            cf_parallel_rows(mp, vocab * 4, lce_rows, j);
+            if (!gr.on) continue;
+            round_job rj = {j->logits, dlogits + p0 * vocab, vocab};
+            cf_parallel_rows(mp, vocab, round_rows, &rj);
+        }
+        if (!gr.on) continue;
+        cf_gemm_bf16(false, false, m, dim, vocab, 1.0f, dlogits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);
+        cf_gemm_bf16(true, false, vocab, dim, m, gr.scale, dlogits, vocab, xs + r0 * dim, dim, r0 || gr.add ? 1.0f : 0.0f,
+                     dw, dim);
     }
 }
 
@@ -132,10 +176,11 @@ static void linear_cross_entropy_forward(const cf_node *n) {
     for (long r = 0; r < rows; r++) valid += targets[r] >= 0;
     lce_job j = {.targets_tensor = t, .targets = targets, .logits = n->workspace, .vocab = vocab,
                  .inv_valid = valid ? 1.0f / (float)valid : 0.0f};
-    j.row_loss = j.logits + chunk * vocab;
+    j.row_loss = (float *)((char *)n->workspace + logits_bytes(n, chunk));
+    lce_grads gr = grads_of(n);
     float *dx = cf_out(n, 1), *dw = cf_out(n, 2);
     if (x->dtype == CF_BF16) {
-        forward_bf16(n, &j, rows, dim, vocab, chunk);
+        forward_bf16(n, &j, rows, dim, vocab, chunk, gr);
     } else {
         const float *xs = cf_in(n, 0), *w = cf_in(n, 1);
         for (long r0 = 0; r0 < rows; r0 += chunk) {
@@ -143,8 +188,10 @@ static void linear_cross_entropy_forward(const cf_node *n) {
             j.row0 = r0;
             cf_sgemm(false, true, m, vocab, dim, 1.0f, xs + r0 * dim, dim, w, dim, 0.0f, j.logits, vocab);
             cf_parallel_rows(m, vocab * 4, lce_rows, &j);
+            if (!gr.on) continue;
             cf_sgemm(false, false, m, dim, vocab, 1.0f, j.logits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);
-            cf_sgemm(true, false, vocab, dim, m, 1.0f, j.logits, vocab, xs + r0 * dim, dim, r0 ? 1.0f : 0.0f, dw, dim);
+            cf_sgemm(true, false, vocab, dim, m, gr.scale, j.logits, vocab, xs + r0 * dim, dim, r0 || gr.add ? 1.0f : 0.0f,
+                     dw, dim);
         }
     }
     double total = 0.0; /* in row order: deterministic */
@@ -153,7 +200,7 @@ static void linear_cross_entropy_forward(const cf_node *n) {
 }
 
 static size_t linear_cross_entropy_workspace(const cf_node *n) {
-    return sizeof(float) * (size_t)(chunk_rows(n) * n->inputs[1]->shape[0] + cf_tensor_rows(n->inputs[0]));
+    return logits_bytes(n, chunk_rows(n)) + sizeof(float) * (size_t)cf_tensor_rows(n->inputs[0]);
 }
 
 /* ---- scale_by: inputs (s [], x), output s * x: the saved gradients times d loss; for the
@@ -188,16 +235,29 @@ static void scale_by_forward(const cf_node *n) {
 static const cf_op_def scale_by = {.name = "scale_by", .n_outputs = 1, .infer = infer_scale_by,
                                    .forward = scale_by_forward, .accumulate_outputs = 1u};
 
+/* dx: the saved gradient times d loss. dW: the forward's output itself when the seed
+ * d loss is there before the forward runs (no producer), the forward then reading it and
+ * the grads_on flag (see the top); else the saved gradient times d loss as well. */
 static void linear_cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
-    for (int i = 0; i < 2; i++)
-        if (n->inputs[i]->requires_grad) dx[i] = cf_op_apply(g, &scale_by, (cf_tensor *[]){dy[0], n->outputs[i + 1]}, 2, NULL);
+    if (n->inputs[0]->requires_grad) dx[0] = cf_op_apply(g, &scale_by, (cf_tensor *[]){dy[0], n->outputs[1]}, 2, NULL);
+    if (!n->inputs[1]->requires_grad) return;
+    cf_node *fwd = cf_graph_node(g, n->index);
+    cf_tensor *on = dy[0]->producer || fwd->n_inputs != 3 ? NULL : cf_graph_grads_on(g);
+    if (!on) {
+        dx[1] = cf_op_apply(g, &scale_by, (cf_tensor *[]){dy[0], n->outputs[2]}, 2, NULL);
+        return;
+    }
+    fwd->inputs[3] = dy[0];
+    fwd->inputs[4] = on;
+    fwd->n_inputs = 5;
+    dx[1] = fwd->outputs[2];
 }
 
 const cf_op_def cf_op_linear_cross_entropy = {.name = "linear_cross_entropy", .n_outputs = 3,
                                               .infer = infer_linear_cross_entropy,
                                               .forward = linear_cross_entropy_forward,
                                               .backward = linear_cross_entropy_backward,
-                                              .workspace = linear_cross_entropy_workspace};
+                                              .workspace = linear_cross_entropy_workspace, .accumulate_outputs = 4u};
 
 cf_tensor *cf_nn_linear_cross_entropy_chunked(cf_graph *g, cf_tensor *x, cf_tensor *w, cf_tensor *targets,
                                               long chunk_rows) {

@@ -70,12 +70,12 @@ static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
      * ffn_norm out; gate, up, SwiGLU out (select_recompute rebuilds the last). Norm
      * statistics: 1/rms of the two norms. */
     cf_saved_terms e = {.compute = 6 * d + 2 * kv + (recomputed ? 2 : 3) * ffn, .f32 = 2};
-    /* Mixed precision (docs/precision.md) keeps the block input, the attention output and
-     * the residual sum f32 (with f16 also q, k, v, as attention runs f32), and adds the
-     * attention output's low-precision copy for its product. */
+    /* Mixed precision (docs/precision.md) keeps the block input and the residual sum f32;
+     * with bf16 attention writes its output in bf16; with f16 (attention runs f32) the
+     * output and q, k, v are f32, plus the output's f16 copy for its product. */
     if (m->compute_dtype != CF_F32) {
-        double f32 = 3 * d + (m->compute_dtype == CF_F16 ? d + 2 * kv : 0);
-        e.compute += d - f32;
+        double f32 = 2 * d + (m->compute_dtype == CF_F16 ? 2 * d + 2 * kv : 0);
+        e.compute += (m->compute_dtype == CF_F16 ? d : 0) - f32;
         e.f32 += f32;
     }
     return e;
@@ -136,8 +136,8 @@ static cf_saved_terms gpt2_saved(const cf_model_config *m, bool recomputed) {
     cf_saved_terms e = {.compute = 8 * d + (recomputed ? 1 : 2) * ffn, .f32 = 4};
     /* Mixed precision: as LLaMA's, and the c_fc output (GELU reads it) stays f32. */
     if (m->compute_dtype != CF_F32) {
-        double f32 = 3 * d + ffn + (m->compute_dtype == CF_F16 ? 3 * d : 0);
-        e.compute += d - f32;
+        double f32 = 2 * d + ffn + (m->compute_dtype == CF_F16 ? 4 * d : 0);
+        e.compute += (m->compute_dtype == CF_F16 ? d : 0) - f32;
         e.f32 += f32;
     }
     return e;

@@ -56,12 +56,13 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     per_token += 2 * (double)m->hidden_size * csize;
     double vocab = (double)m->vocab_size, d = (double)m->hidden_size;
     if (cfg->context.fuse_cross_entropy) {
-        /* The fused head keeps the gradients it computed in the forward (for x per token,
-         * for the output weights once) and works on one chunk of logits at a time. */
+        /* The fused head keeps the gradient of x it computed in the forward (the output
+         * weights' goes straight into the gradient block) and works on one chunk of logits
+         * at a time (with bf16 operands: f32 logits for part of it, its gradient bf16). */
         per_token += d * fsize;
-        est->activation_bytes = tokens * per_token + vocab * d * fsize;
-        double chunk = (double)cf_cross_entropy_chunk_rows((long)tokens, (long)vocab);
-        est->workspace_bytes = chunk * vocab * fsize;
+        est->activation_bytes = tokens * per_token;
+        long chunk = cf_cross_entropy_chunk_rows((long)tokens, (long)vocab);
+        est->workspace_bytes = (double)cf_cross_entropy_logits_bytes(chunk, (long)vocab, m->compute_dtype == CF_BF16 ? CF_BF16 : CF_F32);
     } else {
         /* The logits are kept in f32 for the loss; backward starts with every saved
          * activation alive plus the gradient of the logits, and later transients (one
