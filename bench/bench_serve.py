@@ -136,6 +136,40 @@ def kv_dtype(args):
     return "f32" if args.dtype == "f32" else "bf16"
 
 
+def gguf_matrix_types(path):
+    """The ggml type names of a GGUF v2/v3 file's 2-D tensors (its header read with struct)."""
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def skip_value(t):
+            if t == 8:  # string
+                f.seek(rd("Q"), 1)
+            elif t == 9:  # array
+                et, n = rd("I"), rd("Q")
+                for _ in range(n):
+                    skip_value(et)
+            else:
+                f.seek({0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t], 1)
+
+        if f.read(4) != b"GGUF" or rd("I") not in (2, 3):
+            raise SystemExit(f"{path}: not a GGUF v2/v3 file")
+        n_tensors, n_kv = rd("Q"), rd("Q")
+        for _ in range(n_kv):
+            f.seek(rd("Q"), 1)
+            skip_value(rd("I"))
+        types = set()
+        for _ in range(n_tensors):
+            f.seek(rd("Q"), 1)
+            dims = rd("I")
+            f.seek(8 * dims, 1)
+            t = rd("I")
+            rd("Q")
+            if dims == 2:
+                types.add({0: "f32", 1: "f16", 8: "q8_0", 30: "bf16"}.get(t, f"ggml type {t}"))
+        return types
+
+
 def start_ours(args, concurrency):
     """Starts `cformers serve`; returns (process, host, port) once it listens."""
     server = subprocess.Popen(
@@ -181,12 +215,6 @@ def start_llama_server(args, concurrency):
             server.kill()
             raise SystemExit(f"llama-server did not become ready in 600 s; see {log.name}")
         time.sleep(0.5)
-    with open(log.name) as f:
-        m = re.search(r"file type\s*=\s*(.*)", f.read())
-    want = {"f32": "F32", "bf16": "BF16", "q8_0": "Q8_0"}.get(args.dtype, args.dtype.upper())
-    if not m or want not in m.group(1).split():
-        server.kill()
-        raise SystemExit(f"llama-server loaded {args.gguf} as '{m.group(1) if m else '?'}', not {args.dtype}")
     return server, host, port
 
 
@@ -233,6 +261,7 @@ def run_level(args, server_name, concurrency, prompts):
         "failed": len(results) - len(ok), "wall_s": wall, "requests_per_s": len(ok) / wall,
         "tokens_per_s": len(ok) * args.gen / wall, "generated_tokens": generated,
         "streamed_events": sum(r["events"] for r in ok),
+        "usage_checked": sum(r["completion_tokens"] is not None for r in ok),
         "ttft_p50_s": percentile([r["ttft"] for r in ok], 50), "ttft_p99_s": percentile([r["ttft"] for r in ok], 99),
         "itl_p50_s": percentile(gaps, 50), "itl_p99_s": percentile(gaps, 99),
         "kv_blocks_peak": met.get("cformers_kv_blocks_peak"), "kv_blocks_total": met.get("cformers_kv_blocks_total"),
@@ -263,11 +292,15 @@ def setup_peer(args):
     args.gguf = os.path.join(args.workdir, os.path.splitext(os.path.basename(args.model))[0] + f"_{args.dtype}.gguf")
     if not os.path.exists(args.gguf) or os.path.getmtime(args.gguf) < os.path.getmtime(args.model):
         print(f"exporting {args.model} to {args.gguf} ...", file=sys.stderr)
-        # --to gguf keeps the checkpoint's dtype, or quantizes to q8_0; start_llama_server checks
-        # the dtype llama-server reports against --dtype
+        # --to gguf keeps the checkpoint's dtype, or quantizes to q8_0
         subprocess.run([args.bin, "convert", "--to", "gguf", args.model, "--output", args.gguf] +
                        (["--dtype", "q8_0"] if args.dtype == "q8_0" else []), check=True,
                        stdout=subprocess.DEVNULL)
+    types = gguf_matrix_types(args.gguf)
+    if types != {args.dtype}:
+        print(f"peer skipped: {args.gguf} holds {'/'.join(sorted(types))} matrices, not {args.dtype} "
+              f"(export a {args.dtype} checkpoint)", file=sys.stderr)
+        return False
     return True
 
 
