@@ -195,7 +195,7 @@ def start_llama_server(args, concurrency):
     server = subprocess.Popen(
         [args.peer_llama_server, "-m", args.gguf, "--host", host, "--port", str(port), "--parallel", str(slots),
          "-c", str(slots * (args.prompt_max + args.gen)), "-t", str(args.threads), "-tb", str(args.threads),
-         "--cont-batching", "-ctk", kv, "-ctv", kv, "--metrics", "--no-webui"],
+         "--cont-batching", "-ctk", kv, "-ctv", kv, "--metrics", "--no-webui"] + args.peer_arg,
         stdout=log, stderr=subprocess.STDOUT)
     log.close()
     deadline = time.time() + 600
@@ -329,6 +329,9 @@ def main():
                     help="llama-server to compare with (default: LLAMACPP_DIR/build/bin/llama-server if present)")
     ap.add_argument("--build-llamacpp", action="store_true",
                     help="build llama-server under LLAMACPP_DIR first if it is missing (long; never in CI)")
+    ap.add_argument("--peer-arg", action="append", default=[], metavar="ARG",
+                    help="one more llama-server argument (repeatable; later ones override ours, e.g. "
+                         "--peer-arg=-ctk --peer-arg=f16)")
     ap.add_argument("--no-peer", action="store_true", help="only cformers")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("serve_args", nargs="*", help="more `cformers serve` flags (after --)")
