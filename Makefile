@@ -88,6 +88,8 @@ bench-llamacpp: build
 	@bash bench/bench_llamacpp.sh $$([ -x "$${LLAMACPP_DIR:-/tmp/cformers-llamacpp}/build/bin/llama-bench" ] || echo --build-llamacpp)
 
 # BENCH_SERVE_ARGS, e.g. "--requests 32 --concurrency 1,16": see bench/bench_serve.py --help.
+# llama.cpp's llama-server runs the same load when $LLAMACPP_DIR/build/bin/llama-server exists
+# (`bash bench/llamacpp_build.sh llama-server` builds it outside the repository; never in CI).
 bench-serve: build
 	@python3 bench/bench_serve.py --bin $(BUILD)/cformers $(BENCH_SERVE_ARGS)
 

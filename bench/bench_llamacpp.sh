@@ -5,8 +5,8 @@
 # prompt, llama-bench -p 512) and decode (128 tokens one at a time from position 0,
 # llama-bench -n 128) tokens/s on 1 and 2 threads; the two engines interleaved (which one
 # goes first alternates), each figure the median of BENCH_RUNS runs. Never part of CI: it
-# needs a llama.cpp build, made here on request from the llama.cpp sources vendored in
-# PyPI's llama-cpp-python sdist (about half an hour on 2 cores).
+# needs a llama.cpp build, made here on request by bench/llamacpp_build.sh from the llama.cpp
+# sources vendored in PyPI's llama-cpp-python sdist (about half an hour on 2 cores).
 #
 #   bash bench/bench_llamacpp.sh [--build-llamacpp]
 #
@@ -33,22 +33,7 @@ LLAMA_BENCH=$LLAMACPP_DIR/build/bin/llama-bench
 MODELS=$LLAMACPP_DIR/models
 die() { echo "bench_llamacpp: $*" >&2; exit 1; }
 
-build_llamacpp() {
-    mkdir -p "$LLAMACPP_DIR"
-    local sdist=${LLAMACPP_SDIST:-}
-    if [ -z "$sdist" ]; then
-        python3 -m pip download --no-binary :all: --no-deps -d "$LLAMACPP_DIR" llama-cpp-python >&2
-        sdist=$(ls -t "$LLAMACPP_DIR"/llama_cpp_python-*.tar.gz | head -1)
-    fi
-    [ -f "$sdist" ] || die "no llama-cpp-python sdist at '$sdist'"
-    tar xzf "$sdist" -C "$LLAMACPP_DIR"
-    local src
-    src=$(ls -d "$LLAMACPP_DIR"/llama_cpp_python-*/vendor/llama.cpp | head -1)
-    [ -f "$src/CMakeLists.txt" ] || die "$sdist holds no vendor/llama.cpp"
-    cmake -S "$src" -B "$LLAMACPP_DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-        -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
-    nice -n 10 cmake --build "$LLAMACPP_DIR/build" -j"$(nproc)" --target llama-bench >&2
-}
+build_llamacpp() { bash bench/llamacpp_build.sh llama-bench; }
 
 if [ "${1:-}" = "--build-llamacpp" ]; then build_llamacpp; shift; fi
 [ $# -eq 0 ] || die "usage: bash bench/bench_llamacpp.sh [--build-llamacpp]"

@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
-"""`make bench-serve`: load on `cformers serve` over loopback.
+"""`make bench-serve`: load on `cformers serve` over loopback, and on llama.cpp's llama-server.
 
 For each concurrency level a fresh server is started; REQUESTS streamed completions with
 prompts of PROMPT_MIN..PROMPT_MAX random token ids (a fixed seed) and exactly GEN generated
 tokens each (ignore_eos) are sent by that many client threads. Reported per level: requests/s
 and aggregate generated tokens/s over the level's wall time, time to first token and
-inter-token latency (gaps between streamed events) as medians and p99 over all requests,
-and from /metrics the peak KV blocks, KV waste and preemptions.
+inter-token latency (gaps between streamed events that carry text) as medians and p99 over
+all requests, and from /metrics the peak KV blocks, KV waste and preemptions.
+
+The peer: where a llama-server binary is found (--peer-llama-server, default
+$LLAMACPP_DIR/build/bin/llama-server; bench/llamacpp_build.sh makes it, --build-llamacpp runs
+that), the same checkpoint is exported to GGUF in the same dtype (`cformers convert --to
+gguf`) and, at each level right after ours, llama-server gets the identical load: --parallel
+slots = the concurrency, a context of slots x (PROMPT_MAX + GEN), the same threads and KV
+dtype, continuous batching, the same /v1/completions bodies (prompts as token ids), read by
+the same client. Every request's generated token count is checked against GEN (llama-server's
+streamed usage), and each server's /metrics total of generated tokens against REQUESTS x GEN.
 
 The model is a ~110M LLaMA (llama2.c's stories110M shape) with random weights, written
 once as a llama2.c file and converted (bf16 weights) with the Llama 2 tokenizer, or any
@@ -19,6 +28,7 @@ import json
 import os
 import random
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -68,54 +78,151 @@ def percentile(xs, p):
 
 
 def one_request(host, port, prompt, gen, out):
-    body = json.dumps({"prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True})
+    """One streamed /v1/completions of GEN tokens; appends its timings (times of the events that
+    carry text) and the completion tokens the server reports in a usage object, if it sends one."""
+    body = json.dumps({"prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True,
+                       "stream_options": {"include_usage": True}})
     c = http.client.HTTPConnection(host, port, timeout=600)
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     r = c.getresponse()
     if r.status != 200:
-        out.append({"error": r.status})
+        out.append({"error": f"HTTP {r.status}: {r.read()[:200]!r}"})
         return
-    times = []
+    times, usage = [], None
     for line in r:
         if not line.startswith(b"data: "):
             continue
         if line.strip() == b"data: [DONE]":
             break
-        ch = json.loads(line[6:])["choices"][0]
-        if ch.get("text"):
+        ev = json.loads(line[6:])
+        if ev.get("usage"):
+            usage = ev["usage"].get("completion_tokens")
+        if ev.get("choices") and ev["choices"][0].get("text"):
             times.append(time.perf_counter())
     c.close()
     if not times:
         out.append({"error": "no tokens"})
         return
-    out.append({"ttft": times[0] - t0, "gaps": [b - a for a, b in zip(times, times[1:])], "end": times[-1] - t0})
+    out.append({"ttft": times[0] - t0, "gaps": [b - a for a, b in zip(times, times[1:])], "end": times[-1] - t0,
+                "events": len(times), "completion_tokens": usage})
 
 
 def metrics(host, port):
+    """The Prometheus text of /metrics as {name{labels}: value}."""
     c = http.client.HTTPConnection(host, port, timeout=30)
     c.request("GET", "/metrics")
     text = c.getresponse().read().decode()
     c.close()
     vals = {}
     for line in text.splitlines():
-        m = re.match(r'^(cformers_[a-z_]+(?:\{[^}]*\})?) (\S+)$', line)
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$', line)
         if m:
             vals[m.group(1)] = float(m.group(2))
     return vals
 
 
-def run_level(args, concurrency, prompts):
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kv_dtype(args):
+    """The KV dtype our server uses: --kv-cache among the extra flags, else f32 with f32 weights
+    and bf16 otherwise (docs/serving.md)."""
+    if "--kv-cache" in args.serve_args:
+        return args.serve_args[args.serve_args.index("--kv-cache") + 1]
+    return "f32" if args.dtype == "f32" else "bf16"
+
+
+def gguf_matrix_types(path):
+    """The ggml type names of a GGUF v2/v3 file's 2-D tensors (its header read with struct)."""
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def skip_value(t):
+            if t == 8:  # string
+                f.seek(rd("Q"), 1)
+            elif t == 9:  # array
+                et, n = rd("I"), rd("Q")
+                for _ in range(n):
+                    skip_value(et)
+            else:
+                f.seek({0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t], 1)
+
+        if f.read(4) != b"GGUF" or rd("I") not in (2, 3):
+            raise SystemExit(f"{path}: not a GGUF v2/v3 file")
+        n_tensors, n_kv = rd("Q"), rd("Q")
+        for _ in range(n_kv):
+            f.seek(rd("Q"), 1)
+            skip_value(rd("I"))
+        types = set()
+        for _ in range(n_tensors):
+            f.seek(rd("Q"), 1)
+            dims = rd("I")
+            f.seek(8 * dims, 1)
+            t = rd("I")
+            rd("Q")
+            if dims == 2:
+                types.add({0: "f32", 1: "f16", 8: "q8_0", 30: "bf16"}.get(t, f"ggml type {t}"))
+        return types
+
+
+def start_ours(args, concurrency):
+    """Starts `cformers serve`; returns (process, host, port) once it listens."""
     server = subprocess.Popen(
         [args.bin, "serve", "--model", args.model, "--port", "0", "--threads", str(args.threads),
          "--max-batch", str(max(concurrency, 1)), "--dtype", args.dtype] + args.serve_args,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = server.stdout.readline()
+    m = re.search(r"http://([0-9.]+):(\d+)", line)
+    if not m:
+        server.kill()
+        raise SystemExit("the server did not start: " + line + server.stdout.read())
+    return server, m.group(1), int(m.group(2))
+
+
+def start_llama_server(args, concurrency):
+    """Starts llama-server on the GGUF with one slot per client, each slot a context of
+    PROMPT_MAX + GEN tokens (llama.cpp rounds it up to a multiple of 256), our threads and KV
+    dtype; returns (process, host, port) once /health answers 200 (after load and warmup)."""
+    host, port = "127.0.0.1", free_port()
+    slots = max(concurrency, 1)
+    kv = kv_dtype(args)
+    log = open(os.path.join(args.workdir, f"llama-server-c{concurrency}.log"), "w")
+    server = subprocess.Popen(
+        [args.peer_llama_server, "-m", args.gguf, "--host", host, "--port", str(port), "--parallel", str(slots),
+         "-c", str(slots * (args.prompt_max + args.gen)), "-t", str(args.threads), "-tb", str(args.threads),
+         "--cont-batching", "-ctk", kv, "-ctv", kv, "--metrics", "--no-webui"] + args.peer_arg,
+        stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    deadline = time.time() + 600
+    while True:
+        if server.poll() is not None:
+            raise SystemExit(f"llama-server exited ({server.returncode}); see {log.name}")
+        try:
+            c = http.client.HTTPConnection(host, port, timeout=5)
+            c.request("GET", "/health")
+            status = c.getresponse().status
+            c.close()
+            if status == 200:
+                break
+        except OSError:
+            pass
+        if time.time() > deadline:
+            server.kill()
+            raise SystemExit(f"llama-server did not become ready in 600 s; see {log.name}")
+        time.sleep(0.5)
+    return server, host, port
+
+
+def run_level(args, server_name, concurrency, prompts):
+    """One level on one server: a fresh server, the load, its /metrics; the row of the table."""
+    start = start_ours if server_name == "cformers" else start_llama_server
+    server, host, port = start(args, concurrency)
     try:
-        line = server.stdout.readline()
-        m = re.search(r"http://([0-9.]+):(\d+)", line)
-        if not m:
-            raise SystemExit("the server did not start: " + line + server.stdout.read())
-        host, port = m.group(1), int(m.group(2))
         results, queue, lock = [], list(prompts), threading.Lock()
 
         def worker():
@@ -138,17 +245,67 @@ def run_level(args, concurrency, prompts):
         server.terminate()
         server.wait()
     ok = [r for r in results if "error" not in r]
+    for r in results:
+        if "error" in r:
+            print(f"  {server_name}: a request failed: {r['error']}", file=sys.stderr)
+    # exactly GEN tokens per request: per request where the server reports usage in the stream,
+    # and in all from the server's counter of generated tokens
+    short = [r["completion_tokens"] for r in ok if r["completion_tokens"] not in (None, args.gen)]
+    generated = met.get("cformers_generation_tokens_total", met.get("llamacpp:tokens_predicted_total"))
+    if short or generated is None or generated != len(prompts) * args.gen:
+        raise SystemExit(f"{server_name} at concurrency {concurrency}: generated {generated} tokens in all, "
+                         f"not {len(prompts)} x {args.gen} (per request: {short[:5]})")
     gaps = [g for r in ok for g in r["gaps"]]
     return {
-        "concurrency": concurrency, "requests": len(prompts), "failed": len(results) - len(ok),
-        "wall_s": wall, "requests_per_s": len(ok) / wall, "tokens_per_s": len(ok) * args.gen / wall,
+        "server": server_name, "concurrency": concurrency, "requests": len(prompts),
+        "failed": len(results) - len(ok), "wall_s": wall, "requests_per_s": len(ok) / wall,
+        "tokens_per_s": len(ok) * args.gen / wall, "generated_tokens": generated,
+        "streamed_events": sum(r["events"] for r in ok),
+        "usage_checked": sum(r["completion_tokens"] is not None for r in ok),
         "ttft_p50_s": percentile([r["ttft"] for r in ok], 50), "ttft_p99_s": percentile([r["ttft"] for r in ok], 99),
         "itl_p50_s": percentile(gaps, 50), "itl_p99_s": percentile(gaps, 99),
         "kv_blocks_peak": met.get("cformers_kv_blocks_peak"), "kv_blocks_total": met.get("cformers_kv_blocks_total"),
         "kv_waste": met.get("cformers_kv_waste_ratio"),
-        "preemptions": met.get('cformers_preemptions_total{mode="swap"}', 0) +
-                       met.get('cformers_preemptions_total{mode="recompute"}', 0),
+        "preemptions": (met.get('cformers_preemptions_total{mode="swap"}', 0) +
+                        met.get('cformers_preemptions_total{mode="recompute"}', 0)) if server_name == "cformers"
+        else None,
     }
+
+
+def setup_peer(args):
+    """Resolves the llama-server binary (building it on request) and exports the model to GGUF
+    in the served dtype; returns False, saying why, when the peer is skipped."""
+    if args.no_peer:
+        return False
+    bin_ = args.peer_llama_server or os.path.join(args.llamacpp_dir, "build/bin/llama-server")
+    if args.build_llamacpp and not args.peer_llama_server and not os.access(bin_, os.X_OK):
+        subprocess.run(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "llamacpp_build.sh"),
+                        "llama-server"], check=True, env=dict(os.environ, LLAMACPP_DIR=args.llamacpp_dir))
+    if not os.access(bin_, os.X_OK):
+        print(f"peer skipped: no llama-server at {bin_} (bench/llamacpp_build.sh llama-server, or "
+              f"--build-llamacpp, builds it; --peer-llama-server BIN names one)", file=sys.stderr)
+        return False
+    args.peer_llama_server = bin_
+    if args.dtype not in ("f32", "bf16", "q8_0"):
+        print(f"peer skipped: no GGUF export for --dtype {args.dtype}", file=sys.stderr)
+        return False
+    args.gguf = os.path.join(args.workdir, os.path.splitext(os.path.basename(args.model))[0] + f"_{args.dtype}.gguf")
+    if not os.path.exists(args.gguf) or os.path.getmtime(args.gguf) < os.path.getmtime(args.model):
+        print(f"exporting {args.model} to {args.gguf} ...", file=sys.stderr)
+        # --to gguf keeps the checkpoint's dtype, or quantizes to q8_0
+        subprocess.run([args.bin, "convert", "--to", "gguf", args.model, "--output", args.gguf] +
+                       (["--dtype", "q8_0"] if args.dtype == "q8_0" else []), check=True,
+                       stdout=subprocess.DEVNULL)
+    types = gguf_matrix_types(args.gguf)
+    if types != {args.dtype}:
+        print(f"peer skipped: {args.gguf} holds {'/'.join(sorted(types))} matrices, not {args.dtype} "
+              f"(export a {args.dtype} checkpoint)", file=sys.stderr)
+        return False
+    return True
+
+
+def fmt_ms(s):
+    return f"{s * 1e3:>7.0f}ms"
 
 
 def main():
@@ -166,11 +323,21 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000, help="prompt token ids are drawn below this")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--llamacpp-dir", default=os.environ.get("LLAMACPP_DIR", "/tmp/cformers-llamacpp"),
+                    help="llama.cpp build of bench/llamacpp_build.sh ($LLAMACPP_DIR)")
+    ap.add_argument("--peer-llama-server", metavar="BIN",
+                    help="llama-server to compare with (default: LLAMACPP_DIR/build/bin/llama-server if present)")
+    ap.add_argument("--build-llamacpp", action="store_true",
+                    help="build llama-server under LLAMACPP_DIR first if it is missing (long; never in CI)")
+    ap.add_argument("--peer-arg", action="append", default=[], metavar="ARG",
+                    help="one more llama-server argument (repeatable; later ones override ours, e.g. "
+                         "--peer-arg=-ctk --peer-arg=f16)")
+    ap.add_argument("--no-peer", action="store_true", help="only cformers")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("serve_args", nargs="*", help="more `cformers serve` flags (after --)")
     args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
     if not args.model:
-        os.makedirs(args.workdir, exist_ok=True)
         args.model = os.path.join(args.workdir, "llama110m_bf16.ckpt")
         if not os.path.exists(args.model):
             raw = os.path.join(args.workdir, "llama110m.bin")
@@ -180,28 +347,40 @@ def main():
             subprocess.run([args.bin, "convert", "--from", "llama2c", raw, "--tokenizer", tok, "--dtype", "bf16",
                             "--output", args.model], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             os.remove(raw)
+    servers = ["cformers"] + (["llama.cpp"] if setup_peer(args) else [])
     rng = random.Random(7)
     prompts = [[1] + [rng.randrange(3, args.vocab) for _ in range(rng.randint(args.prompt_min, args.prompt_max) - 1)]
                for _ in range(args.requests)]
     rows = []
-    print(f"model {os.path.basename(args.model)}, {args.dtype} weights, {args.threads} threads, prompts "
-          f"{args.prompt_min}-{args.prompt_max} tokens, {args.gen} generated each")
-    print(f"{'conc':>4} {'reqs':>4} {'wall s':>7} {'req/s':>6} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'ITL p50':>8} {'ITL p99':>8} {'KV peak':>8} {'waste':>6} {'preempt':>7}")
+    print(f"model {os.path.basename(args.model)}, {args.dtype} weights, {kv_dtype(args)} KV, {args.threads} threads, "
+          f"prompts {args.prompt_min}-{args.prompt_max} tokens, {args.gen} generated each")
+    print(f"{'server':<9} {'conc':>4} {'reqs':>4} {'wall s':>7} {'req/s':>6} {'tok/s':>7} {'TTFT p50':>9} "
+          f"{'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} {'KV peak':>8} {'waste':>6} {'preempt':>7}")
     for c in [int(x) for x in args.concurrency.split(",")]:
         n = args.requests_c1 if c == 1 else args.requests
-        r = run_level(args, c, prompts[:n])
-        rows.append(r)
-        print(f"{c:>4} {n:>4} {r['wall_s']:>7.1f} {r['requests_per_s']:>6.2f} {r['tokens_per_s']:>7.1f} "
-              f"{r['ttft_p50_s'] * 1e3:>7.0f}ms {r['ttft_p99_s'] * 1e3:>7.0f}ms {r['itl_p50_s'] * 1e3:>6.1f}ms "
-              f"{r['itl_p99_s'] * 1e3:>6.1f}ms {r['kv_blocks_peak']:>8.0f} {100 * (r['kv_waste'] or 0):>5.2f}% "
-              f"{r['preemptions']:>7.0f}", flush=True)
-        if r["failed"]:
-            print(f"  {r['failed']} requests failed", file=sys.stderr)
-    if rows and rows[0]["concurrency"] == 1 and rows[0]["tokens_per_s"] > 0:
-        for r in rows[1:]:
-            print(f"concurrency {r['concurrency']}: {r['tokens_per_s'] / rows[0]['tokens_per_s']:.1f}x the tokens/s "
-                  f"of concurrency 1")
+        for name in servers:
+            r = run_level(args, name, c, prompts[:n])
+            rows.append(r)
+            kv = (f"{r['kv_blocks_peak']:>8.0f} {100 * (r['kv_waste'] or 0):>5.2f}% {r['preemptions']:>7.0f}"
+                  if name == "cformers" else f"{'-':>8} {'-':>6} {'-':>7}")
+            print(f"{name:<9} {c:>4} {n:>4} {r['wall_s']:>7.1f} {r['requests_per_s']:>6.2f} {r['tokens_per_s']:>7.1f} "
+                  f"{fmt_ms(r['ttft_p50_s'])} {fmt_ms(r['ttft_p99_s'])} {r['itl_p50_s'] * 1e3:>6.1f}ms "
+                  f"{r['itl_p99_s'] * 1e3:>6.1f}ms {kv}", flush=True)
+            if r["failed"]:
+                print(f"  {r['failed']} requests failed", file=sys.stderr)
+    for name in servers:
+        mine = [r for r in rows if r["server"] == name]
+        if mine and mine[0]["concurrency"] == 1 and mine[0]["tokens_per_s"] > 0:
+            for r in mine[1:]:
+                print(f"{name} concurrency {r['concurrency']}: {r['tokens_per_s'] / mine[0]['tokens_per_s']:.1f}x "
+                      f"the tokens/s of concurrency 1")
+    if len(servers) > 1:
+        for c in sorted({r["concurrency"] for r in rows}):
+            a = [r for r in rows if r["concurrency"] == c and r["server"] == "cformers"]
+            b = [r for r in rows if r["concurrency"] == c and r["server"] == "llama.cpp"]
+            if a and b and b[0]["tokens_per_s"] > 0:
+                print(f"concurrency {c}: cformers at {a[0]['tokens_per_s'] / b[0]['tokens_per_s']:.2f}x "
+                      f"llama-server's tokens/s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
