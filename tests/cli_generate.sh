@@ -94,6 +94,9 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     stderr_has "non-UTF-8 prompt not cut short" "decode: 30 tokens"
     check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }
+    check "import gguf, its tokenizer included" 0 "$bin" convert --from gguf "$tmp/s.gguf" --output "$tmp/sg.ckpt"
+    check "generate greedy from the GGUF import" 0 "$bin" generate --model "$tmp/sg.ckpt" --temperature 0 -n 256
+    cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story after GGUF differs"; fail=1; }
 else
     echo "stories260K not found: skipping the pretrained checks"
 fi
