@@ -7,7 +7,8 @@
 # The corpus and tokenizer: with the shared assets (CFORMERS_DATA_DIR), Tiny Shakespeare and
 # the 512-token stories260K SentencePiece tokenizer; on a machine without them, the text of
 # Debian's `fortunes` package (/usr/share/games/fortunes, installed by install-deps.sh) and
-# a 512-token byte-level BPE tokenizer the demo trains on it with `cformers tokenizer train`.
+# a 512-token byte-level BPE tokenizer the demo trains on it with `cformers tokenizer train`
+# (scripts/fortunes-corpus.sh, which the README tour's test uses too).
 #
 # Builds nothing (make demo builds first). Extra arguments go to `cformers train`, e.g.
 #   bash scripts/demo.sh --runner_config.train_steps=100
@@ -19,7 +20,6 @@ cd "$(dirname "$0")/.."
 BIN=${BUILD:-build}/cformers
 DATA=${CFORMERS_DATA_DIR:-../shared/data}
 OUT=${DEMO_OUT:-output/tiny_shakespeare}
-FORTUNES=${FORTUNES_DIR:-/usr/share/games/fortunes}
 TEXT=$DATA/tinyshakespeare/input.txt
 TOKENIZER=$DATA/stories260K/tok512.model
 PROMPT="ROMEO:"
@@ -31,21 +31,14 @@ mkdir -p "$OUT"
 if [ -f "$TEXT" ] && [ -f "$TOKENIZER" ]; then
     echo "== corpus: Tiny Shakespeare ($TEXT), tokenizer: $TOKENIZER"
 else
-    # Each fortune file is plain text with "%" lines between the entries (the .dat files are
-    # their indexes, the .u8 names links to them).
-    mapfile -t files < <(find "$FORTUNES" -maxdepth 1 -type f ! -name '*.dat' 2>/dev/null | sort)
-    [ ${#files[@]} -gt 0 ] || {
-        echo "demo: neither the shared assets ($TEXT, $TOKENIZER) nor Debian's fortunes ($FORTUNES) are" \
-             "here: set CFORMERS_DATA_DIR, or run scripts/install-deps.sh" >&2
+    echo "== no shared assets in $DATA ($TEXT, $TOKENIZER)"
+    bash scripts/fortunes-corpus.sh "$BIN" "$OUT" || {
+        echo "demo: neither the shared assets nor Debian's fortunes are here" >&2
         exit 1
     }
     TEXT=$OUT/fortunes.txt
-    sed 's/^%$//' "${files[@]}" >"$TEXT"
     TOKENIZER=$OUT/tokenizer.json
     PROMPT="The"
-    echo "== corpus: Debian's fortunes (${#files[@]} files, $(wc -c <"$TEXT") bytes; no shared assets in $DATA)"
-    echo "== training a 512-token byte-level BPE tokenizer on it"
-    "$BIN" tokenizer train --input "$TEXT" --vocab-size 512 --output "$TOKENIZER" --quiet
 fi
 
 echo "== tokenizing $TEXT with $TOKENIZER"

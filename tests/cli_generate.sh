@@ -28,6 +28,14 @@ grep -q "^FAIL" "$tmp/out" || { echo "FAIL: validate did not print FAIL"; fail=1
 check "generate needs a tokenizer" 1 "$bin" generate --model "$tmp/tiny.ckpt"
 stderr_has "no tokenizer" "no tokenizer embedded"
 check "export safetensors" 0 "$bin" convert --to safetensors "$tmp/tiny.ckpt" --output "$tmp/hf"
+# PyTorch (tools/torch_logits_reference.py: HF's layout and rotate-half RoPE) runs the LLaMA
+# export itself and agrees with cformers within 1e-5
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    check "PyTorch runs the LLaMA export" 0 /usr/bin/python3 "$src/tools/torch_logits_reference.py" "$tmp/hf" \
+        --tokens 1,7,33,2,40,11,19,5 --output "$tmp/hf.logits"
+    check "validate against the export's PyTorch logits" 0 "$bin" validate --model "$tmp/tiny.ckpt" \
+        --reference "$tmp/hf.logits" --tolerance 1e-5
+fi
 check "import it back" 0 "$bin" convert --from hf "$tmp/hf" --output "$tmp/back.ckpt"
 check "validate round trip" 0 "$bin" validate --model "$tmp/back.ckpt" --reference "$fx/tiny.logits"
 
@@ -94,6 +102,9 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     stderr_has "non-UTF-8 prompt not cut short" "decode: 30 tokens"
     check "export gguf" 0 "$bin" convert --to gguf "$tmp/s.ckpt" --output "$tmp/s.gguf"
     head -c 4 "$tmp/s.gguf" | grep -q GGUF || { echo "FAIL: no GGUF magic"; fail=1; }
+    check "import gguf, its tokenizer included" 0 "$bin" convert --from gguf "$tmp/s.gguf" --output "$tmp/sg.ckpt"
+    check "generate greedy from the GGUF import" 0 "$bin" generate --model "$tmp/sg.ckpt" --temperature 0 -n 256
+    cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story after GGUF differs"; fail=1; }
 else
     echo "stories260K not found: skipping the pretrained checks"
 fi

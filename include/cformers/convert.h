@@ -37,7 +37,7 @@ int cf_import_hf(const char *hf_dir, const char *out_path, const cf_convert_opti
 int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_error *err);
 /* Writes a GGUF v3 file (general.architecture = the family's llama.cpp name, llama or
  * gpt2, with llama.cpp's tensor names; tokenizer.ggml.* from the embedded
- * tokenizer when there is one, which must be SentencePiece-style), tensors as stored:
+ * tokenizer when there is one: SentencePiece as "llama", byte-level BPE as "gpt2"), tensors as stored:
  * f32, f16 or bf16 (GGML type 30). */
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);
 /* The same with the matrices written as `matrices` (CF_Q8_0: quantized unless stored so;
@@ -48,8 +48,12 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
 /* GGUF (llama.cpp, v2 or v3, general.architecture = llama) -> cformers checkpoint, in
  * opt->dtype: f32, f16, bf16 and q8_0 tensors are read (q8_0 blocks are copied as they are
  * when q8_0 is written, so a re-import gives the same bits); any other tensor type is
- * refused naming the tensor and the type. The tokenizer is not imported: pass
- * opt->tokenizer_path. */
+ * refused naming the tensor and the type. The tokenizer in tokenizer.ggml.* is
+ * embedded (unless opt->tokenizer_path names one): "llama" (SentencePiece: tokens, scores,
+ * token_type, unknown/bos/eos ids, add_bos_token, add_space_prefix,
+ * remove_extra_whitespaces) as a tokenizer.model, "gpt2" (byte-level BPE: tokens, merges,
+ * token_type, pre "gpt-2" or "llama-bpe") as a tokenizer.json; any other
+ * tokenizer.ggml.model is refused naming it. */
 int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert_options *opt, cf_error *err);
 
 #ifdef __cplusplus

@@ -71,6 +71,11 @@ uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *tok);
  * tokenizer (whose file is a tokenizer.json already). */
 unsigned char *cf_tokenizer_to_sp_model(const cf_tokenizer *tok, size_t *len);
 
+/* A byte-level BPE tokenizer (GPT-2's encoder.json + vocab.bpe, a tokenizer.json) as the
+ * text of a Hugging Face tokenizer.json (malloc'd, NUL-terminated, length in *len) that
+ * loads back to the same ids; NULL for a SentencePiece one (cf_tokenizer_to_sp_model). */
+char *cf_tokenizer_to_hf_json(const cf_tokenizer *tok, size_t *len);
+
 /* Decodes a whole sequence into a malloc'd, NUL-terminated string. */
 char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n);
 

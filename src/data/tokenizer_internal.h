@@ -3,6 +3,7 @@
 #ifndef CFORMERS_DATA_TOKENIZER_INTERNAL_H
 #define CFORMERS_DATA_TOKENIZER_INTERNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,6 +69,12 @@ void cf_bpe_byte_to_unicode(uint32_t table[256]);
 /* Spells raw token bytes as GPT-2's vocabularies do (each byte as its bytes_to_unicode
  * character, UTF-8): out has room for 2 * len + 1; returns the length written (NUL after). */
 size_t cf_bpe_spell(const char *raw, size_t len, char *out);
+/* tokenizer.json's root for a byte-level BPE model (bpe_write.c): vocab (spelled token ->
+ * id), added_tokens and merges as given (references stolen), the pre-tokeniser and decoder
+ * that give `pre`'s splitting (GPT-2's or LLaMA-3's), no normaliser. */
+json_t *cf_bpe_json_root(json_t *vocab, json_t *added, json_t *merges, cf_pretoken_fn pre, bool ignore_merges);
+/* The merges by rank as (left id, right id): malloc'd, t->n_merges entries. */
+int32_t (*cf_bpe_merge_pairs(const cf_tokenizer *t))[2];
 /* Sets up merge tables once pieces and the (left, right) merge list are known. */
 int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err);
 

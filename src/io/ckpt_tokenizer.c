@@ -51,13 +51,35 @@ cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
     return tok;
 }
 
+int ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err) {
+    memset(f, 0, sizeof *f);
+    bool sp = strcmp(cf_tokenizer_type(tok), "sentencepiece-bpe") == 0;
+    snprintf(f->name, sizeof f->name, "%s", sp ? "tokenizer.model" : "tokenizer.json");
+    f->bytes = sp ? cf_tokenizer_to_sp_model(tok, &f->len) : (unsigned char *)cf_tokenizer_to_hf_json(tok, &f->len);
+    /* the file must load back to the same vocabulary (ids and token bytes) */
+    cf_tokenizer *back = ckpt_tok_file_load(f, err);
+    bool same = back && cf_tokenizer_fingerprint(back) == cf_tokenizer_fingerprint(tok) &&
+                cf_tokenizer_bos(back) == cf_tokenizer_bos(tok) && cf_tokenizer_eos(back) == cf_tokenizer_eos(tok);
+    cf_tokenizer_free(back);
+    if (same) return 0;
+    ckpt_tok_file_free(f);
+    if (back) cf_fail(err, "%s: the vocabulary does not survive its conversion to %s (duplicate tokens?)", source,
+                      sp ? "tokenizer.model" : "tokenizer.json");
+    else cf_fail_prefix(err, "%s: converted to %s: ", source, sp ? "tokenizer.model" : "tokenizer.json");
+    return -1;
+}
+
 int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err) {
     memset(f, 0, sizeof *f);
     cf_tokenizer *tok = cf_tokenizer_load(path, err);
     if (!tok) return -1;
-    cf_tokenizer_free(tok);
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0; /* encoder.json + vocab.bpe: not one file */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* encoder.json + vocab.bpe: not one file */
+        int rc = ckpt_tok_file_convert(tok, path, f, err);
+        cf_tokenizer_free(tok);
+        return rc;
+    }
+    cf_tokenizer_free(tok);
     f->bytes = cf_read_file(path, &f->len, err);
     if (!f->bytes) return -1;
     const char *base = strrchr(path, '/');

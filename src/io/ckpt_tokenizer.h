@@ -25,8 +25,12 @@ cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err);
  * none. Fails (-1) when the entry is there but its tensor is not. */
 int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err);
 /* Reads the tokenizer at `path` after checking that it loads. GPT-2's directory
- * (encoder.json + vocab.bpe) is not one file: f stays empty for it. */
+ * (encoder.json + vocab.bpe) is not one file: it becomes a tokenizer.json. */
 int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err);
+/* A loaded tokenizer as the file checkpoints embed: SentencePiece as tokenizer.model,
+ * byte-level BPE as tokenizer.json; checked to load back to the same vocabulary and
+ * specials, else -1 with err naming `source`. */
+int ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err);
 /* The byte vocabulary's tokenizer.json (cf_tokenizer_bytes_json). */
 void ckpt_tok_file_bytes(ckpt_tok_file *f);
 /* The tokenizer the file holds; NULL with err set when it does not load. */

@@ -45,6 +45,7 @@ static void kv_key(gguf *g, const char *key, uint32_t type) {
 }
 static void kv_u32(gguf *g, const char *key, uint32_t v) { kv_key(g, key, T_UINT32), put_u32(&g->kv, v); }
 static void kv_f32(gguf *g, const char *key, float v) { kv_key(g, key, T_FLOAT32), put(&g->kv, &v, 4); }
+static void kv_bool(gguf *g, const char *key, bool v) { kv_key(g, key, GGUF_T_BOOL), put(&g->kv, &(uint8_t){v}, 1); }
 static void kv_str(gguf *g, const char *key, const char *v) { kv_key(g, key, T_STRING), put_str(&g->kv, v, strlen(v)); }
 static void kv_array(gguf *g, const char *key, uint32_t elem_type, uint64_t n) {
     kv_key(g, key, T_ARRAY);
@@ -114,12 +115,7 @@ static void bpe_tokenizer_metadata(gguf *g, const cf_tokenizer *t) {
     kv_array(g, "tokenizer.ggml.token_type", T_INT32, (uint64_t)t->vocab_size);
     for (int i = 0; i < t->vocab_size; i++)
         put_u32(&g->kv, t->types[i] == SP_CONTROL ? GGUF_TOKEN_CONTROL : GGUF_TOKEN_NORMAL);
-    int32_t(*pairs)[2] = cf_xmalloc(sizeof *pairs * (size_t)(t->n_merges ? t->n_merges : 1));
-    for (size_t s = 0; s < t->merges.capacity; s++) { /* rank -> (left, right) */
-        const cf_strmap_slot *slot = &t->merges.slots[s];
-        if (slot->key_len != sizeof pairs[0] || slot->value < 0 || slot->value >= t->n_merges) continue;
-        memcpy(pairs[slot->value], cf_strmap_key(&t->merges, slot), sizeof pairs[0]);
-    }
+    int32_t(*pairs)[2] = cf_bpe_merge_pairs(t);
     kv_array(g, "tokenizer.ggml.merges", T_STRING, (uint64_t)t->n_merges);
     for (int r = 0; r < t->n_merges; r++) {
         const int32_t a = pairs[r][0], b = pairs[r][1];
@@ -142,6 +138,7 @@ static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, 
         bpe_tokenizer_metadata(g, t);
         if (t->bos >= 0) kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
         if (t->eos >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
+        kv_bool(g, "tokenizer.ggml.add_bos_token", t->bos >= 0); /* as cformers encodes */
         return 0;
     }
     kv_str(g, "tokenizer.ggml.model", "llama");
@@ -160,6 +157,10 @@ static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, 
     if (t->bos >= 0) kv_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos);
     if (t->eos >= 0) kv_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos);
     if (t->unk >= 0) kv_u32(g, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk);
+    kv_bool(g, "tokenizer.ggml.add_bos_token", t->bos >= 0);
+    /* the normaliser's two switches llama.cpp reads (it always escapes spaces as U+2581) */
+    kv_bool(g, "tokenizer.ggml.add_space_prefix", t->add_dummy_prefix);
+    kv_bool(g, "tokenizer.ggml.remove_extra_whitespaces", t->remove_extra_whitespaces);
     return 0;
 }
 

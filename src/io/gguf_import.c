@@ -17,6 +17,8 @@
 
 #include "cformers/checkpoint.h"
 #include "core/checked.h"
+#include "data/tokenizer_internal.h"
+#include "io/ckpt_tokenizer.h"
 #include "io/gguf_format.h"
 #include "io/model_import.h"
 
@@ -37,11 +39,29 @@ typedef struct gguf_tensor {
     const unsigned char *data;
 } gguf_tensor;
 
+/* The tokenizer.ggml.* keys the importer reads, as llama.cpp writes them. */
+enum { TOK_MODEL, TOK_PRE, TOK_TOKENS, TOK_SCORES, TOK_TYPES, TOK_MERGES, TOK_UNK, TOK_ADD_BOS, TOK_ADD_SPACE,
+       TOK_REMOVE_WS, TOK_KEYS };
+static const char *const tok_keys[TOK_KEYS] = {
+    "tokenizer.ggml.model",           "tokenizer.ggml.pre",          "tokenizer.ggml.tokens",
+    "tokenizer.ggml.scores",          "tokenizer.ggml.token_type",   "tokenizer.ggml.merges",
+    "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix",
+    "tokenizer.ggml.remove_extra_whitespaces"};
+
+/* Where a metadata value starts (after its type); at is NULL when the key is absent. The
+ * value has been skipped once, which checked that it lies inside the file. */
+typedef struct gguf_value {
+    const unsigned char *at;
+    uint32_t type;
+} gguf_value;
+
 typedef struct gguf_source {
     const char *path;
+    const unsigned char *base, *end; /* the mapped file */
     cf_model_config cfg;
     gguf_tensor *tensors;
     uint64_t n_tensors;
+    gguf_value tok[TOK_KEYS];
 } gguf_source;
 
 static bool need(reader *r, uint64_t n, const char *what) {
@@ -201,8 +221,10 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
             if (!*arch_ok)
                 return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2)", r->path,
                                (int)(alen < 64 ? alen : 64), (const char *)a);
-        } else if (!skip_value(r, type, 0, key)) {
-            return -1;
+        } else {
+            for (int t = 0; t < TOK_KEYS; t++)
+                if (key_is(k, klen, tok_keys[t])) s->tok[t] = (gguf_value){.at = r->p, .type = type};
+            if (!skip_value(r, type, 0, key)) return -1;
         }
     }
     return 0;
@@ -351,6 +373,223 @@ static int parse(reader *r, gguf_source *s, cf_error *err) {
     return 0;
 }
 
+/* ---- tokenizer.ggml.* -> the tokenizer file the checkpoint embeds ---- */
+
+/* A reader at key t's value, which must be an array of `elem` (or, for elem ==
+ * GGUF_T_COUNT, a scalar of any type: r is then at the value). *count gets the length. */
+static int tok_value(const gguf_source *s, int t, uint32_t elem, reader *r, uint64_t *count, cf_error *err) {
+    *r = (reader){.base = s->base, .p = s->tok[t].at, .end = s->end, .path = s->path, .err = err};
+    if (elem == GGUF_T_COUNT) return 0;
+    uint32_t got = GGUF_T_COUNT;
+    if (s->tok[t].type != GGUF_T_ARRAY || !get(r, &got, 4, tok_keys[t]) || got != elem || !get(r, count, 8, tok_keys[t]))
+        return cf_fail(err, "%s: metadata %s: expected an array of value type %u, got type %u (array of %u)", s->path,
+                       tok_keys[t], elem, s->tok[t].type, got);
+    return 0;
+}
+
+/* A string value (tokenizer.ggml.model, .pre) into buf, cut to fit; "" when absent. */
+static int tok_string(const gguf_source *s, int t, char *buf, size_t cap, cf_error *err) {
+    buf[0] = '\0';
+    if (!s->tok[t].at) return 0;
+    reader r;
+    const unsigned char *v;
+    uint64_t len, unused;
+    tok_value(s, t, GGUF_T_COUNT, &r, &unused, err);
+    if (s->tok[t].type != GGUF_T_STRING)
+        return cf_fail(err, "%s: metadata %s: expected a string, got value type %u", s->path, tok_keys[t], s->tok[t].type);
+    if (!get_string(&r, &v, &len, tok_keys[t])) return -1;
+    snprintf(buf, cap, "%.*s", (int)(len < cap - 1 ? len : cap - 1), (const char *)v);
+    return 0;
+}
+
+/* A bool (or number) value; `dflt` when absent. */
+static int tok_flag(const gguf_source *s, int t, bool dflt, bool *out, cf_error *err) {
+    *out = dflt;
+    if (!s->tok[t].at) return 0;
+    reader r;
+    uint64_t unused;
+    tok_value(s, t, GGUF_T_COUNT, &r, &unused, err);
+    double v = 0;
+    unsigned char b = 0;
+    bool ok = s->tok[t].type == GGUF_T_BOOL ? get(&r, &b, 1, tok_keys[t]) : read_number(&r, s->tok[t].type, &v, tok_keys[t]);
+    *out = b != 0 || v != 0;
+    return ok ? 0 : -1;
+}
+
+/* A special token id from the model config (-1: absent), which must be below n. */
+static int tok_id(const gguf_source *s, const char *key, int64_t id, int64_t n, int *out, cf_error *err) {
+    if (id >= n) return cf_fail(err, "%s: metadata %s: token %lld is not below the %lld tokens", s->path, key, (long long)id, (long long)n);
+    *out = (int)id;
+    return 0;
+}
+
+/* tokenizer.ggml.tokens: its count, checked against the model's vocabulary (ids the model
+ * cannot take are refused); r is left at the first string. */
+static int tok_count(const gguf_source *s, reader *r, int *n, cf_error *err) {
+    uint64_t count;
+    if (!s->tok[TOK_TOKENS].at) return cf_fail(err, "%s: metadata tokenizer.ggml.tokens is missing", s->path);
+    if (tok_value(s, TOK_TOKENS, GGUF_T_STRING, r, &count, err) != 0) return -1;
+    if (count == 0 || count > (uint64_t)s->cfg.vocab_size || count > INT32_MAX)
+        return cf_fail(err, "%s: metadata tokenizer.ggml.tokens: %llu tokens for a model of %lld", s->path,
+                       (unsigned long long)count, (long long)s->cfg.vocab_size);
+    *n = (int)count;
+    return 0;
+}
+
+/* Token types (llama.cpp's numbering is SentencePiece's; 0, undefined, counts as normal):
+ * n int32 values from 1 to 6, or all normal when the key is absent. */
+static uint8_t *tok_types(const gguf_source *s, int n, cf_error *err) {
+    uint8_t *types = cf_xmalloc((size_t)n);
+    memset(types, SP_NORMAL, (size_t)n);
+    if (!s->tok[TOK_TYPES].at) return types;
+    reader r;
+    uint64_t count;
+    int rc = tok_value(s, TOK_TYPES, GGUF_T_INT32, &r, &count, err);
+    if (rc == 0 && count != (uint64_t)n)
+        rc = cf_fail(err, "%s: metadata %s: %llu entries for %d tokens", s->path, tok_keys[TOK_TYPES],
+                     (unsigned long long)count, n);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int32_t v;
+        if (!get(&r, &v, 4, tok_keys[TOK_TYPES])) rc = -1;
+        else if (v < 0 || v > SP_BYTE)
+            rc = cf_fail(err, "%s: metadata %s[%d]: token type %d is not one of 0-6", s->path, tok_keys[TOK_TYPES], i, v);
+        else types[i] = v ? (uint8_t)v : SP_NORMAL;
+    }
+    if (rc == 0) return types;
+    free(types);
+    return NULL;
+}
+
+/* tokenizer.ggml.model "llama": SentencePiece pieces, scores and types, written as a
+ * tokenizer.model. llama.cpp's defaults: a dummy space prefix, spaces kept as they are. */
+static int sp_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
+    reader r;
+    int n = 0;
+    if (tok_count(s, &r, &n, err) != 0) return -1;
+    uint8_t *types = tok_types(s, n, err);
+    if (!types) return -1;
+    cf_tokenizer *t = cf_tok_new(CF_TOK_SENTENCEPIECE, n);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const unsigned char *p;
+        uint64_t len;
+        if (!get_string(&r, &p, &len, tok_keys[TOK_TOKENS])) rc = -1;
+        else if (len >= UINT32_MAX) rc = cf_fail(err, "%s: metadata %s[%d]: %llu bytes", s->path, tok_keys[TOK_TOKENS], i, (unsigned long long)len);
+        else cf_tok_set_piece(t, i, (const char *)p, (size_t)len);
+        t->types[i] = types[i];
+        t->byte_fallback |= types[i] == SP_BYTE;
+        if (types[i] == SP_UNKNOWN && t->unk < 0) t->unk = i;
+    }
+    free(types);
+    uint64_t count;
+    if (rc == 0 && s->tok[TOK_SCORES].at) {
+        rc = tok_value(s, TOK_SCORES, GGUF_T_FLOAT32, &r, &count, err);
+        if (rc == 0 && count != (uint64_t)n)
+            rc = cf_fail(err, "%s: metadata %s: %llu scores for %d tokens", s->path, tok_keys[TOK_SCORES],
+                         (unsigned long long)count, n);
+        if (rc == 0 && !get(&r, t->scores, sizeof(float) * (size_t)n, tok_keys[TOK_SCORES])) rc = -1;
+    }
+    bool add_bos = true;
+    if (rc == 0 && s->tok[TOK_UNK].at) {
+        double v;
+        rc = tok_value(s, TOK_UNK, GGUF_T_COUNT, &r, &count, err) || !read_number(&r, s->tok[TOK_UNK].type, &v, tok_keys[TOK_UNK]) ? -1 : 0;
+        if (rc == 0 && (v < 0 || v >= n))
+            rc = cf_fail(err, "%s: metadata %s: token %g is not below the %d tokens", s->path, tok_keys[TOK_UNK], v, n);
+        if (rc == 0) t->unk = (int)v;
+    }
+    if (t->unk < 0) t->unk = 0; /* SentencePiece's default */
+    if (rc == 0) rc = tok_id(s, "tokenizer.ggml.bos_token_id", s->cfg.bos_token_id, n, &t->bos, err);
+    if (rc == 0) rc = tok_id(s, "tokenizer.ggml.eos_token_id", s->cfg.eos_token_id, n, &t->eos, err);
+    if (rc == 0) rc = tok_flag(s, TOK_ADD_BOS, true, &add_bos, err);
+    if (rc == 0) rc = tok_flag(s, TOK_ADD_SPACE, true, &t->add_dummy_prefix, err);
+    if (rc == 0) rc = tok_flag(s, TOK_REMOVE_WS, false, &t->remove_extra_whitespaces, err);
+    if (!add_bos) t->bos = -1; /* cformers starts every sequence with the BOS a vocabulary names */
+    t->escape_whitespaces = true;
+    char source[4096];
+    snprintf(source, sizeof source, "%s: tokenizer.ggml.*", s->path);
+    if (rc == 0) rc = ckpt_tok_file_convert(t, source, f, err);
+    cf_tokenizer_free(t);
+    return rc;
+}
+
+/* tokenizer.ggml.model "gpt2": byte-level BPE (tokens spelled in GPT-2's byte alphabet,
+ * control and user-defined tokens verbatim, merges as "left right") as a tokenizer.json.
+ * tokenizer.ggml.pre picks the splitting: "gpt-2" (the default), or LLaMA-3's. */
+static int bpe_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
+    char pre[64];
+    if (tok_string(s, TOK_PRE, pre, sizeof pre, err) != 0) return -1;
+    bool llama3 = strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0;
+    if (!llama3 && pre[0] && strcmp(pre, "gpt-2") != 0 && strcmp(pre, "gpt2") != 0)
+        return cf_fail(err, "%s: metadata tokenizer.ggml.pre '%s' is not supported (gpt-2, llama-bpe)", s->path, pre);
+    reader r;
+    int n = 0;
+    if (tok_count(s, &r, &n, err) != 0) return -1;
+    uint8_t *types = tok_types(s, n, err);
+    if (!types) return -1;
+    json_t *vocab = json_object(), *added = json_array(), *merges = json_array();
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const unsigned char *p;
+        uint64_t len;
+        char q[CF_TOK_QUOTE_SIZE];
+        json_t *text;
+        if (!get_string(&r, &p, &len, tok_keys[TOK_TOKENS])) {
+            rc = -1;
+        } else if (memchr(p, 0, len) || len > 4096) {
+            rc = cf_fail(err, "%s: metadata %s[%d]: a token of %llu bytes with a NUL byte or over 4096", s->path,
+                         tok_keys[TOK_TOKENS], i, (unsigned long long)len);
+        } else if (!(text = json_stringn((const char *)p, (size_t)len))) {
+            rc = cf_fail(err, "%s: metadata %s[%d]: \"%s\" is not UTF-8", s->path, tok_keys[TOK_TOKENS], i,
+                         cf_tok_quote((const char *)p, (size_t)len, q));
+        } else if (types[i] == SP_CONTROL || types[i] == SP_USER_DEFINED) {
+            json_array_append_new(added, json_pack("{s:i, s:o, s:b}", "id", i, "content", text, "special", 1));
+        } else {
+            if (json_object_get(vocab, json_string_value(text)))
+                rc = cf_fail(err, "%s: metadata %s[%d]: token \"%s\" appears twice", s->path, tok_keys[TOK_TOKENS], i,
+                             cf_tok_quote((const char *)p, (size_t)len, q));
+            else json_object_set_new(vocab, json_string_value(text), json_integer(i));
+            json_decref(text);
+        }
+    }
+    free(types);
+    uint64_t count = 0;
+    if (rc == 0 && s->tok[TOK_MERGES].at) rc = tok_value(s, TOK_MERGES, GGUF_T_STRING, &r, &count, err);
+    for (uint64_t i = 0; rc == 0 && i < count; i++) {
+        const unsigned char *p;
+        uint64_t len;
+        json_t *merge = NULL;
+        if (!get_string(&r, &p, &len, tok_keys[TOK_MERGES])) rc = -1;
+        else if (memchr(p, 0, len) || !(merge = json_stringn((const char *)p, (size_t)len)))
+            rc = cf_fail(err, "%s: metadata %s[%llu]: a NUL byte or not UTF-8", s->path, tok_keys[TOK_MERGES],
+                         (unsigned long long)i);
+        else json_array_append_new(merges, merge);
+    }
+    json_t *root = cf_bpe_json_root(vocab, added, merges, llama3 ? cf_llama3_pretoken : cf_gpt2_pretoken, llama3);
+    if (rc == 0) {
+        char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        snprintf(f->name, sizeof f->name, "tokenizer.json");
+        f->bytes = (unsigned char *)text, f->len = strlen(text);
+        char name[4096];
+        snprintf(name, sizeof name, "%s: tokenizer.ggml.* as tokenizer.json", s->path);
+        cf_tokenizer *t = cf_tokenizer_load_memory(name, f->bytes, f->len, err);
+        rc = t ? 0 : -1;
+        cf_tokenizer_free(t);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* The file's tokenizer as the file a checkpoint embeds; f stays empty when it has none. */
+static int gguf_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
+    char model[64];
+    if (tok_string(s, TOK_MODEL, model, sizeof model, err) != 0) return -1;
+    if (!model[0] || strcmp(model, "none") == 0 || strcmp(model, "no_vocab") == 0) return 0;
+    if (strcmp(model, "llama") == 0) return sp_tokenizer(s, f, err);
+    if (strcmp(model, "gpt2") == 0) return bpe_tokenizer(s, f, err);
+    return cf_fail(err, "%s: metadata tokenizer.ggml.model '%s' is not supported (llama, gpt2): pass --tokenizer",
+                   s->path, model);
+}
+
 int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert_options *opt, cf_error *err) {
     int fd = open(gguf_path, O_RDONLY);
     struct stat st;
@@ -362,13 +601,16 @@ int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert
     void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (map == MAP_FAILED) return cf_fail(err, "%s: cannot map (%zu bytes)", gguf_path, size);
-    gguf_source s = {.path = gguf_path};
+    gguf_source s = {.path = gguf_path, .base = map, .end = (const unsigned char *)map + size};
     reader r = {.base = map, .p = map, .end = (const unsigned char *)map + size, .path = gguf_path, .err = err};
     int rc = parse(&r, &s, err);
     /* every weight present with its shape before anything is written or sized from cfg */
     check_ctx check = {.s = &s, .err = err};
     if (rc == 0) rc = cf_weights_foreach(&s.cfg, check_one, &check);
-    if (rc == 0) rc = model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, err);
+    ckpt_tok_file tok = {0}; /* --tokenizer wins over the file's own */
+    if (rc == 0 && !opt->tokenizer_path) rc = gguf_tokenizer(&s, &tok, err);
+    if (rc == 0) rc = model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, &tok, err);
+    ckpt_tok_file_free(&tok);
     free(s.tensors);
     munmap(map, size);
     return rc;

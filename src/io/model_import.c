@@ -61,11 +61,12 @@ static size_t largest_tensor(const cf_model_config *m) {
 
 int model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, model_fill_fn fill, void *ctx, cf_error *err) {
-    return model_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, err);
+    return model_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, NULL, err);
 }
 
 int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
-                          const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx, cf_error *err) {
+                          const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
+                          const ckpt_tok_file *tok, cf_error *err) {
     if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0)
         return cf_fail(err, "weights can be written as f32, bf16, f16 or q8_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
@@ -79,6 +80,7 @@ int model_import_write_q8(const char *out_path, const cf_model_config *cfg, cons
     free(config_text);
     int rc = cf_weights_foreach(cfg, import_one, &c);
     if (rc == 0 && opt->tokenizer_path) rc = ckpt_embed_tokenizer(w, opt->tokenizer_path, meta, err);
+    else if (rc == 0 && tok) rc = ckpt_embed_tok_file(w, tok, meta, err);
     free(c.f32);
     free(c.narrow);
     if (rc != 0) {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "cformers/convert.h"
+#include "io/ckpt_tokenizer.h"
 #include "io/model_weights.h"
 
 /* Fills dst (n floats, the tensor's shape in [out, in] order) with weight kind/layer. */
@@ -22,7 +23,10 @@ int model_import_write(const char *out_path, const cf_model_config *cfg, const c
  * written as they are when opt->dtype is q8_0 (quantizing their f32 fill would not
  * always give the same bits back). q8 may be NULL. */
 typedef const void *(*model_q8_fn)(void *ctx, const cf_family_weight *w, long layer);
+/* tok: the source's own tokenizer file (GGUF metadata), embedded when opt->tokenizer_path
+ * is NULL; NULL or empty for none. */
 int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
-                          const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx, cf_error *err);
+                          const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
+                          const ckpt_tok_file *tok, cf_error *err);
 
 #endif
