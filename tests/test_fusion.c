@@ -17,6 +17,7 @@
 #include "cformers/plan.h"
 #include "core/passes.h"
 #include "kernels/fused_ops.h"
+#include "graph_test_util.h"
 #include "test_util.h"
 
 typedef struct step {
@@ -26,18 +27,7 @@ typedef struct step {
 
 enum { BATCH = 2, SEQ = 9 };
 
-static cf_model_config tiny(cf_arch arch) {
-    return (cf_model_config){.arch = arch, .vocab_size = 61, .hidden_size = 32, .num_layers = 2, .num_heads = 4,
-                             .num_kv_heads = arch == CF_ARCH_LLAMA ? 2 : 4, .intermediate_size = 48,
-                             .max_position_embeddings = 16, .rope_theta = 10000.0, .rms_norm_eps = 1e-5,
-                             .tie_word_embeddings = arch == CF_ARCH_GPT2, .use_flash_attention = true,
-                             .initializer_range = 0.1};
-}
-
-static void fill_ids(cf_tensor *t, int salt) {
-    int32_t *ids = cf_tensor_i32(t);
-    for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 17 + salt) % 61);
-}
+static cf_model_config tiny(cf_arch arch) { return graph_test_model(arch, 61, 32, 2, 48, 16, true); }
 
 static step run_step(const cf_model_config *cfg, const cf_context_config *ctx) {
     step s = {0};
@@ -46,14 +36,8 @@ static step run_step(const cf_model_config *cfg, const cf_context_config *ctx) {
     if (!s.m.graph) return s;
     CHECK_MSG(cf_graph_fuse(s.m.graph, ctx, &err) == 0, "%s", err.msg);
     CHECK_MSG(cf_graph_backward(s.m.graph, s.m.loss, &err) == 0, "%s", err.msg);
-    s.plan = cf_plan_create(s.m.graph, &err);
-    CHECK_MSG(s.plan != NULL, "%s", err.msg);
+    s.plan = graph_test_train_step(&s.m, 5, 17, 61);
     if (!s.plan) return s;
-    cf_plan_init_params(s.plan, 5);
-    fill_ids(s.m.tokens, 3);
-    fill_ids(s.m.targets, 4);
-    cf_tensor_i32(s.m.targets)[5] = -1;
-    cf_plan_run(s.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
     return s;
 }
 

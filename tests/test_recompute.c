@@ -16,6 +16,7 @@
 #include "cformers/plan.h"
 #include "cformers/train.h"
 #include "core/passes.h"
+#include "graph_test_util.h"
 #include "test_util.h"
 
 enum { BATCH = 2, SEQ = 24 };
@@ -27,18 +28,9 @@ typedef struct step {
     float eval_loss; /* a forward-only run after the step */
 } step;
 
-static cf_model_config tiny(cf_arch arch, bool flash) {
-    return (cf_model_config){.arch = arch, .vocab_size = 97, .hidden_size = 64, .num_layers = 3, .num_heads = 4,
-                             .num_kv_heads = arch == CF_ARCH_LLAMA ? 2 : 4, .intermediate_size = 96,
-                             .max_position_embeddings = 32, .rope_theta = 10000.0, .rms_norm_eps = 1e-5,
-                             .tie_word_embeddings = arch == CF_ARCH_GPT2, .use_flash_attention = flash,
-                             .initializer_range = 0.1};
-}
+static cf_model_config tiny(cf_arch arch, bool flash) { return graph_test_model(arch, 97, 64, 3, 96, 32, flash); }
 
-static void fill_ids(cf_tensor *t, int salt) {
-    int32_t *ids = cf_tensor_i32(t);
-    for (int64_t i = 0; i < cf_tensor_numel(t); i++) ids[i] = (int32_t)((i * 31 + salt) % 97);
-}
+static void fill_ids(cf_tensor *t, int salt) { graph_test_fill_ids(t, 31, salt, 97); }
 
 static step run_step(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc) {
     step s = {0};
@@ -51,14 +43,8 @@ static step run_step(const cf_model_config *cfg, const cf_context_config *ctx, c
         s.clones = cf_graph_recompute(s.m.graph, rc, &err);
         CHECK_MSG(s.clones >= 0, "%s", err.msg);
     }
-    s.plan = cf_plan_create(s.m.graph, &err);
-    CHECK_MSG(s.plan != NULL, "%s", err.msg);
+    s.plan = graph_test_train_step(&s.m, 7, 31, 97);
     if (!s.plan) return s;
-    cf_plan_init_params(s.plan, 7);
-    fill_ids(s.m.tokens, 3);
-    fill_ids(s.m.targets, 4);
-    cf_tensor_i32(s.m.targets)[5] = -1;
-    cf_plan_run(s.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
     float loss = *cf_tensor_f32(s.m.loss);
     fill_ids(s.m.tokens, 8); /* validation: forward only, the recomputing nodes do not run */
     cf_plan_run(s.plan, CF_PHASE_FORWARD);
