@@ -87,9 +87,9 @@ static int bench_one(const char *spec, int warmup, int steps, int recompute) {
         if (s >= warmup) times[s - warmup] = cf_clock_seconds() - t0;
     }
     /* Measured again after the steps, the higher reading kept: one reading in a busy
-     * spell of a shared machine (half the real peak) once put MFU at 128%. */
-    double again = peak_of(compute);
-    if (again > peak) peak = again;
+     * spell of a shared machine (half the real peak) once put MFU at 128%; the first
+     * reading alone (cached per process) put it at 122% on an idle one. */
+    peak = 1e9 * cf_gemm_peak_remeasure(compute == CF_BF16 ? CF_BF16 : CF_F32, cf_num_threads());
     double median = bench_median(times, steps), tps = (double)(batch * seq) / median;
     printf("{\"engine\": \"cformers\", \"preset\": \"%s\", \"dtype\": \"%s\", \"params\": %lld, \"batch\": %ld, \"seq\": %ld, "
            "\"threads\": %d, \"step_s\": %.4f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, \"peak_gflops\": %.1f, "

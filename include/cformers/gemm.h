@@ -88,6 +88,10 @@ const char *cf_gemm_kernel_name(cf_dtype input);
  * cf_gemm_bf16 uses: AMX tiles, else vdpbf16ps, else f32 FMA). About a quarter second the
  * first time; later calls with the same arguments return the first measurement. */
 double cf_gemm_peak_gflops(cf_dtype input, int threads);
+/* The same measured again, the higher of this and the earlier readings kept (and returned
+ * by later cf_gemm_peak_gflops calls): one reading taken in a busy spell of a shared or
+ * virtual machine can be half the real peak. */
+double cf_gemm_peak_remeasure(cf_dtype input, int threads);
 
 /* Plain triple loop with double accumulation: the reference tests compare against. */
 void cf_sgemm_reference(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A, long lda,

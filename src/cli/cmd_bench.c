@@ -121,8 +121,8 @@ static int bench_gemm(const bench_args *a) {
     qsort(timed, (size_t)a->reps, sizeof rates[0], cmp_double);
     double median = a->reps % 2 ? timed[a->reps / 2] : 0.5 * (timed[a->reps / 2 - 1] + timed[a->reps / 2]);
     cf_dtype t = a->bf16 ? CF_BF16 : CF_F32;
-    /* Two readings, the higher kept: one taken in a busy spell of a shared machine reads low. */
-    double peak = fmax(cf_gemm_peak_gflops(t, cf_num_threads()), cf_gemm_peak_gflops(t, cf_num_threads()));
+    /* Read again, the higher reading kept: one taken in a busy spell of a shared machine reads low. */
+    double peak = cf_gemm_peak_remeasure(t, cf_num_threads());
     printf("gemm %c%c %ld x %ld x %ld %s (%s, %d threads): %.1f GFLOP/s, median of %ld; %.1f%% of the measured peak "
            "%.1f\n",
            a->ta ? 'T' : 'N', a->tb ? 'T' : 'N', a->m, a->n, a->k, cf_dtype_name(t), cf_gemm_kernel_name(t),
