@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cformers/dtype.h"
 #include "cformers/error.h"
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`.
@@ -75,5 +76,8 @@ void cf_gelu_tanh(const float *x, float *y, long n);
  * when rows * cost_per_row is below the threshold where threading pays. */
 typedef void (*cf_rows_fn)(void *ctx, long begin, long end);
 void cf_parallel_rows(long rows, long cost_per_row, cf_rows_fn fn, void *ctx);
+
+/* Internal: dst[0, n) = src rounded to `to` (CF_BF16 or CF_F16), over the pool. */
+void cf_parallel_narrow(const float *src, void *dst, cf_dtype to, long n);
 
 #endif

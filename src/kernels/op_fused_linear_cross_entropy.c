@@ -116,19 +116,6 @@ static void lce_rows(void *arg, long begin, long end) {
     }
 }
 
-/* Rows of the logits' gradient (f32, from row 0) rounded into their bf16 rows. */
-typedef struct round_job {
-    const float *from;
-    cf_bf16 *to;
-    long vocab;
-} round_job;
-
-static void round_rows(void *arg, long begin, long end) {
-    const round_job *j = arg;
-    for (long r = begin; r < end; r++)
-        cf_convert_f32_to_bf16(j->from + r * j->vocab, j->to + r * j->vocab, (size_t)j->vocab);
-}
-
 /* What the gradient products do: whether they run (grads_on), dW's scale, and whether
  * dW adds into the gradient block. */
 typedef struct lce_grads {
@@ -158,8 +145,7 @@ static void forward_bf16(const cf_node *n, lce_job *j, long rows, long dim, long
             cf_gemm_bf16(false, true, mp, vocab, dim, 1.0f, xs + (r0 + p0) * dim, dim, w, dim, 0.0f, j->logits, vocab);
             cf_parallel_rows(mp, vocab * 4, lce_rows, j);
             if (!gr.on) continue;
-            round_job rj = {j->logits, dlogits + p0 * vocab, vocab};
-            cf_parallel_rows(mp, vocab, round_rows, &rj);
+            cf_parallel_narrow(j->logits, dlogits + p0 * vocab, CF_BF16, mp * vocab);
         }
         if (!gr.on) continue;
         cf_gemm_bf16(false, false, m, dim, vocab, 1.0f, dlogits, vocab, w, dim, 0.0f, dx + r0 * dim, dim);

@@ -79,20 +79,6 @@ static const float *widen(const cf_tensor *t, float *dst) {
     return dst;
 }
 
-typedef struct narrow_job {
-    const float *src;
-    void *dst;
-    cf_dtype to;
-} narrow_job;
-
-static void narrow_rows(void *arg, long begin, long end) {
-    const narrow_job *j = arg;
-    if (j->to == CF_BF16)
-        cf_convert_f32_to_bf16(j->src + begin, (cf_bf16 *)j->dst + begin, (size_t)(end - begin));
-    else
-        cf_convert_f32_to_f16(j->src + begin, (cf_f16 *)j->dst + begin, (size_t)(end - begin));
-}
-
 static void matmul_forward(const cf_node *n) {
     mm_dims d = dims_of(n);
     const cf_tensor *a = n->inputs[0], *b = n->inputs[1];
@@ -110,8 +96,7 @@ static void matmul_forward(const cf_node *n) {
     default: cf_sgemm(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, c, d.n);
     }
     if (c != cf_out(n, 0)) {
-        narrow_job j = {.src = c, .dst = n->outputs[0]->data, .to = n->outputs[0]->dtype};
-        cf_parallel_rows((long)cf_tensor_numel(n->outputs[0]), 1, narrow_rows, &j);
+        cf_parallel_narrow(c, n->outputs[0]->data, n->outputs[0]->dtype, (long)cf_tensor_numel(n->outputs[0]));
     }
 }
 

@@ -32,3 +32,22 @@ void cf_parallel_rows(long rows, long cost_per_row, cf_rows_fn fn, void *ctx) {
     rows_job job = {.fn = fn, .ctx = ctx, .rows = rows, .chunks = (int)chunks};
     cf_parallel_for(job.chunks, run_chunk, &job);
 }
+
+typedef struct narrow_job {
+    const float *src;
+    void *dst;
+    cf_dtype to;
+} narrow_job;
+
+static void narrow_rows(void *arg, long begin, long end) {
+    const narrow_job *j = arg;
+    if (j->to == CF_BF16)
+        cf_convert_f32_to_bf16(j->src + begin, (cf_bf16 *)j->dst + begin, (size_t)(end - begin));
+    else
+        cf_convert_f32_to_f16(j->src + begin, (cf_f16 *)j->dst + begin, (size_t)(end - begin));
+}
+
+void cf_parallel_narrow(const float *src, void *dst, cf_dtype to, long n) {
+    narrow_job j = {.src = src, .dst = dst, .to = to};
+    cf_parallel_rows(n, 1, narrow_rows, &j);
+}
