@@ -6,23 +6,13 @@ format is embedded in checkpoints as a tokenizer.json (tests/test_gguf_tokenizer
 tests/cli_gpt2_tokenizer.sh). Standard library only: python3 tools/make_gpt2_tiny_tokenizer.py"""
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tokenizer_fixtures import bytes_to_unicode  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "data",
                    "gpt2_tiny")
-
-
-def bytes_to_unicode():
-    """GPT-2's encoder.py table: printable bytes stand for themselves, the others 256 + k."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
-        list(range(ord("\xae"), ord("\xff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def main():

@@ -100,10 +100,8 @@ def write_llama3_style_json(path):
     return vocab, merges
 
 
-def gpt2_encoder(pattern=GPT2_PATTERN, files=None, ignore_merges=False):
-    import regex as re
-    enc, merges = files or gpt2_files()
-    ranks = {tuple(m.split()): i for i, m in enumerate(merges)}
+def bytes_to_unicode():
+    """GPT-2's encoder.py table: printable bytes stand for themselves, the others 256 + k."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -112,7 +110,14 @@ def gpt2_encoder(pattern=GPT2_PATTERN, files=None, ignore_merges=False):
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    byte_encoder = dict(zip(bs, map(chr, cs)))
+    return dict(zip(bs, map(chr, cs)))
+
+
+def gpt2_encoder(pattern=GPT2_PATTERN, files=None, ignore_merges=False):
+    import regex as re
+    enc, merges = files or gpt2_files()
+    ranks = {tuple(m.split()): i for i, m in enumerate(merges)}
+    byte_encoder = bytes_to_unicode()
     pat = re.compile(pattern)
     cache = {}
 
