@@ -54,7 +54,7 @@ static void quantize_hand_block(void) {
     CHECK(cf_dtype_parse("q8_0", &t) == 0 && t == CF_Q8_0 && strcmp(cf_dtype_name(CF_Q8_0), "q8_0") == 0);
 }
 
-enum { MAX_ROWS = 1100, MAX_IN = 300 };
+enum { MAX_ROWS = 1100, MAX_IN = 520 }; /* 520: 18 blocks, two full spans of 8 scales and a short one (matvec_q8_avx2.c) */
 static float w32[MAX_ROWS * MAX_IN], x[MAX_IN], y[MAX_ROWS];
 static float scratch[2 * (MAX_IN + 64)] __attribute__((aligned(64)));
 static cf_block_q8_0 wq[MAX_ROWS * ((MAX_IN + 31) / 32)];
@@ -142,7 +142,7 @@ static void quantize_x_every_isa(void) {
 }
 
 static void kernels_every_isa(void) {
-    static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300};
+    static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300, 520};
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
         for (long rows = 1; rows <= 9; rows++)
