@@ -3,6 +3,7 @@
  * leave partial vectors and partial pair blocks, row counts that leave a short last
  * group of four. */
 #include <math.h>
+#include <string.h>
 
 #include "cformers/cpu.h"
 #include "infer/matvec.h"
@@ -50,6 +51,21 @@ static void check_dispatch(long rows, long in, const char *isa) {
     }
 }
 
+/* The AVX2 streaming twins (row by row, for products over L2) give each row bit for bit
+ * what the four-row kernels give, over ranges that start and end inside a group. */
+static void check_stream_twins(long rows, long in) {
+    float y4[MAX_ROWS], y1[MAX_ROWS];
+    matvec_arrange_pairs(x, in, MATVEC_PAIR_BLOCK_AVX2, pairs);
+    for (long r0 = 0; r0 < 2 && r0 < rows; r0++) {
+        matvec_f32_rows_avx2(w32, x, y4, r0, rows, in);
+        matvec_f32_stream_avx2(w32, x, y1, r0, rows, in);
+        CHECK_MSG(memcmp(y4 + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "f32 stream rows=%ld in=%ld", rows, in);
+        matvec_bf16_rows_avx2(w16, pairs, y4, r0, rows, in);
+        matvec_bf16_stream_avx2(w16, pairs, y1, r0, rows, in);
+        CHECK_MSG(memcmp(y4 + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "bf16 stream rows=%ld in=%ld", rows, in);
+    }
+}
+
 int main(void) {
     static const long widths[] = {1, 7, 15, 16, 17, 31, 32, 33, 64, 100};
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
@@ -58,6 +74,7 @@ int main(void) {
             for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
                 fill(rows, widths[k]);
                 check_dispatch(rows, widths[k], cf_isa_name((cf_isa)isa));
+                if (isa == CF_ISA_AVX2) check_stream_twins(rows, widths[k]);
             }
     }
     return test_finish();

@@ -141,12 +141,32 @@ static void quantize_x_every_isa(void) {
         }
 }
 
+/* The AVX2 streaming twin (row by row, for products over L2) gives each row bit for bit
+ * what the four-row kernel gives. */
+static void check_stream_twin(long rows, long in) {
+    for (long i = 0; i < rows * in; i++) w32[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+    for (long i = 0; i < in; i++) x[i] = (float)((i * 13 % 29) - 14) / 7.0f;
+    cf_quantize_q8_0(w32, wq, rows, in);
+    matvec_q8 m;
+    matvec_q8_pack(wq, rows, in, packed, &m);
+    matvec_quantize_x_avx2(x, in, scratch);
+    static float y1[MAX_ROWS];
+    for (long r0 = 0; r0 < 2 && r0 < rows; r0++) {
+        matvec_q8_rows_avx2(&m, scratch, y, r0, rows, in);
+        matvec_q8_stream_avx2(&m, scratch, y1, r0, rows, in);
+        CHECK_MSG(memcmp(y + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "q8_0 stream rows=%ld in=%ld", rows, in);
+    }
+}
+
 static void kernels_every_isa(void) {
     static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300, 520};
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
         for (long rows = 1; rows <= 9; rows++)
-            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) check_matvec(rows, widths[k], cf_isa_name((cf_isa)isa));
+            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+                check_matvec(rows, widths[k], cf_isa_name((cf_isa)isa));
+                if (isa == CF_ISA_AVX2) check_stream_twin(rows, widths[k]);
+            }
         for (int threads = 1; threads <= 2; threads++) { /* big enough for the pool: 1100 x 340 bytes */
             cf_set_num_threads(threads);
             check_matvec(MAX_ROWS - 1, MAX_IN, cf_isa_name((cf_isa)isa));

@@ -52,25 +52,28 @@ typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
 
 /* One table per instruction set: the kernel for each weight dtype, the several-input
  * kernels by count where there are some (matvec.h), the pair block the bf16 kernel wants x arranged in (0: as it is)
- * and the quantizer of x for q8_0. */
+ * and the quantizer of x for q8_0; then the one-input kernels for a product streamed from
+ * memory (over the L2 size: see MATVEC_ROWS in matvec.h), where they differ. */
 typedef struct matvec_kernels {
     matvec_rows_fn f32, bf16, q8_0;
     const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n;
     long pair_block;
     matvec_quantize_fn quantize_x;
+    matvec_rows_fn f32_stream, bf16_stream, q8_0_stream; /* NULL: the kernels above */
 } matvec_kernels;
 
 static const matvec_kernels kernels_scalar = {
-    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x};
+    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x, NULL, NULL, NULL};
 static const matvec_kernels kernels_avx2 = {
     matvec_f32_rows_avx2, matvec_bf16_rows_avx2,  matvec_q8_rows_avx2,   matvec_f32_rowsn_avx2,
-    matvec_bf16_rowsn_avx2, NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2};
+    matvec_bf16_rowsn_avx2, NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2,
+    matvec_f32_stream_avx2, matvec_bf16_stream_avx2, matvec_q8_stream_avx2};
 static const matvec_kernels kernels_avx512 = {
     matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512};
+    matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512, NULL, NULL, NULL};
 static const matvec_kernels kernels_avx512_vnni = {
     matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,    matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512};
+    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512, NULL, NULL, NULL};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -79,6 +82,12 @@ static const matvec_kernels *active_kernels(void) {
     case CF_ISA_SCALAR: break;
     }
     return &kernels_scalar;
+}
+
+/* A product over this many bytes of weights comes from memory, not cache: one L2. */
+static long stream_bytes(void) {
+    long l2 = (long)cf_cpu()->l2_bytes;
+    return l2 > 0 ? l2 : 1L << 20;
 }
 
 typedef struct matvec_job {
@@ -152,6 +161,10 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
                       .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
                       .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : k->q8_n, .widest = 1};
     while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
+    long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
+    for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
+    matvec_rows_fn stream = dtype == CF_Q8_0 ? k->q8_0_stream : dtype == CF_BF16 ? k->bf16_stream : k->f32_stream;
+    if (stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = stream; /* (several inputs: from cache) */
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;
@@ -159,8 +172,6 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
         else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
         job.x = scratch, job.x_stride = prepared;
     }
-    for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;
     if (job.chunk_rows < MATVEC_ROWS) job.chunk_rows = MATVEC_ROWS;
     job.max_chunk_rows = job.chunk_rows * (MAX_CHUNK_BYTES / CHUNK_BYTES);

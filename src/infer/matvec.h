@@ -56,7 +56,11 @@ static inline long matvec_pair_index(long i, long block) {
  * a few KiB ahead), so the loads in flight reach further than the hardware prefetcher does
  * (the row itself near the end of the range). The prefetches go to L2 (_MM_HINT_T1): into
  * L1 they held its few miss buffers, and decode ran at 8-12 GB/s per CPU second on one
- * thread against 15-17 into L2 (f32 / bf16 / q8_0 on the 110M model, docs/inference.md). */
+ * thread against 15-17 into L2 (f32 / bf16 / q8_0 on the 110M model, docs/inference.md).
+ * A one-input product larger than L2 goes row by row where the ISA's table has a streaming twin
+ * (AVX2): on Zen 3 four rows read side by side are four streams its prefetchers follow
+ * badly (q8_0 from memory 6-7 GB/s per CPU second, one row at a time 10-12); each row's
+ * arithmetic is the same either way, so the results are too. */
 enum { MATVEC_ROWS = 4, MATVEC_PREFETCH_BYTES = 8192 };
 static inline long matvec_ahead_rows(long row_bytes) {
     long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);
@@ -102,6 +106,8 @@ void matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, lon
 void matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
 void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
 void matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_stream_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
 
 /* q8_0 weights (dtype.h) multiply x quantized per block of 32 the same way, its scale
  * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32.
@@ -155,6 +161,7 @@ static inline long matvec_x_parts(void *scratch, long in, int8_t **q, int32_t **
 }
 void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
 /* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at

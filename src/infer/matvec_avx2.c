@@ -3,18 +3,20 @@
 #include "infer/matvec.h"
 #include "infer/matvec_hsum.h"
 
-enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
+enum { BLOCK = MATVEC_PAIR_BLOCK_AVX2 };
 
-/* A group of ROWS rows at a time (see matvec.h), scalar tail columns. */
-void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+/* A group of ROWS rows at a time (MATVEC_ROWS, or 1 for the streaming twin: see matvec.h),
+ * scalar tail columns. */
+static inline __attribute__((always_inline)) void f32_rows(const void *wv, const void *xv, float *y, long r0, long r1,
+                                                           long in, const int ROWS) {
     const float *w = wv, *x = xv;
     long vec_end = in - in % 8;
     long dist = matvec_ahead_rows(in * (long)sizeof(float));
     MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
-        const float *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
-        __m256 acc[ROWS];
+        const float *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
+        MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, ROWS)
+        __m256 acc[MATVEC_ROWS];
         for (int k = 0; k < ROWS; k++) acc[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += 8) {
             __m256 xv = _mm256_loadu_ps(x + i);
@@ -33,7 +35,8 @@ void matvec_f32_rows_avx2(const void *wv, const void *xv, float *y, long r0, lon
 
 /* 16 bf16 weights per load, split into even and odd by a shift and a mask (see
  * matvec.h); the columns after the last whole block are done one by one. */
-void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+static inline __attribute__((always_inline)) void bf16_rows(const void *wv, const void *xv, float *y, long r0, long r1,
+                                                            long in, const int ROWS) {
     const cf_bf16 *w = wv;
     const float *x_pairs = xv;
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
@@ -41,9 +44,9 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
     long dist = matvec_ahead_rows(in * (long)sizeof(cf_bf16));
     MATVEC_PREFETCH_START(w, r0, r1, in, dist)
     for (long r = r0; r < r1; r += ROWS) {
-        const cf_bf16 *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist)
-        __m256 even[ROWS], odd[ROWS];
+        const cf_bf16 *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
+        MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, ROWS)
+        __m256 even[MATVEC_ROWS], odd[MATVEC_ROWS];
         for (int k = 0; k < ROWS; k++) even[k] = odd[k] = _mm256_setzero_ps();
         for (long i = 0; i < vec_end; i += BLOCK) {
             __m256 xe = _mm256_loadu_ps(x_pairs + i), xo = _mm256_loadu_ps(x_pairs + i + BLOCK / 2);
@@ -60,4 +63,17 @@ void matvec_bf16_rows_avx2(const void *wv, const void *xv, float *y, long r0, lo
             y[r + k] = s;
         }
     }
+}
+
+void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+    f32_rows(w, x, y, r0, r1, in, MATVEC_ROWS);
+}
+void matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+    f32_rows(w, x, y, r0, r1, in, 1);
+}
+void matvec_bf16_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+    bf16_rows(w, x, y, r0, r1, in, MATVEC_ROWS);
+}
+void matvec_bf16_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+    bf16_rows(w, x, y, r0, r1, in, 1);
 }

@@ -2,7 +2,8 @@
  * does the int8 products: |w| (unsigned) times x with w's sign, so maddubs (unsigned by
  * signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation) and madd by
  * ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
- * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x. */
+ * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, or one by one
+ * (the streaming twin, matvec.h). */
 #include <float.h>
 #include <immintrin.h>
 #include <string.h>
@@ -59,62 +60,70 @@ void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
     }
 }
 
+/* One block of a row against x's: the int32 sums of its products (8 lanes) as floats. */
+static inline __m256 block_dot(__m256i x, const uint8_t *w_block) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w_block), flip);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), ones));
+}
+
 /* Per row of the group, 8 blocks' combined scales d_w * d_x come from one 8-wide f16
  * conversion and are broadcast lane by lane (vpermps), instead of a scalar conversion,
- * product and broadcast per block and row; the blocks go in pairs (nb is even), so one
- * prefetch covers a 64-byte line of each row. In cache 16 -> 20 GB/s per CPU second on
- * Zen 3. */
-void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    enum { ROWS = MATVEC_ROWS, SPAN = 8 };
+ * product and broadcast per block and row (which the last nb % 8 blocks keep: the same
+ * f32 product); the blocks go in pairs (nb is even), so one prefetch covers a 64-byte
+ * line of each row. In cache 16 -> 20 GB/s per CPU second on Zen 3. */
+static inline __attribute__((always_inline)) void q8_rows(const void *w, const void *xq, float *y, long r0, long r1,
+                                                          long in, const int ROWS) {
+    enum { SPAN = 8 };
     const matvec_q8 *m = w;
     long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
+    long spans_end = nb / SPAN * SPAN;
     const int8_t *q = xq;
     const float *dx = matvec_x_scales(xq, in);
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
     MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
     for (long r = r0; r < r1; r += ROWS) {
-        const uint8_t *row[ROWS], *ahead[ROWS];
-        MATVEC_GROUP_ROWS(row, ahead, m->q, r, r1, row_bytes, dist)
+        const uint8_t *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
+        MATVEC_TILE_ROWS(row, ahead, m->q, r, r1, row_bytes, dist, ROWS)
         if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + ROWS < r1 ? r + dist + ROWS : r1)
-        const cf_f16 *d[ROWS];
-        __m256 acc[ROWS];
+        const cf_f16 *d[MATVEC_ROWS];
+        __m256 acc[MATVEC_ROWS];
         for (int k = 0; k < ROWS; k++) {
             d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
             acc[k] = _mm256_setzero_ps();
         }
-        for (long b0 = 0; b0 < nb; b0 += SPAN) {
-            int span = nb - b0 < SPAN ? (int)(nb - b0) : SPAN; /* even */
-            __m256 sc[ROWS];
-            if (span == SPAN) {
-                __m256 dxv = _mm256_loadu_ps(dx + b0);
-                for (int k = 0; k < ROWS; k++)
-                    sc[k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0))), dxv);
-            } else { /* a short last span: the scales past the row are not read */
-                float dxs[SPAN] = {0};
-                memcpy(dxs, dx + b0, sizeof(float) * (size_t)span);
-                for (int k = 0; k < ROWS; k++) {
-                    cf_f16 ds[SPAN] = {0};
-                    memcpy(ds, d[k] + b0, sizeof(cf_f16) * (size_t)span);
-                    sc[k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ds)), _mm256_loadu_ps(dxs));
-                }
-            }
-            for (int j = 0; j < span; j += 2) {
+        for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
+            __m256 sc[MATVEC_ROWS], dxv = _mm256_loadu_ps(dx + b0);
+            for (int k = 0; k < ROWS; k++)
+                sc[k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0))), dxv);
+            for (int j = 0; j < SPAN; j += 2) {
                 long b = b0 + j;
                 for (int k = 0; k < ROWS; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
                 for (int h = 0; h < 2; h++) {
                     __m256i x = _mm256_loadu_si256((const __m256i *)(q + (b + h) * CF_Q8_0_BLOCK));
                     __m256i lane = _mm256_set1_epi32(j + h);
-                    for (int k = 0; k < ROWS; k++) {
-                        __m256i v = _mm256_xor_si256(
-                            _mm256_loadu_si256((const __m256i *)(row[k] + (b + h) * CF_Q8_0_BLOCK)), flip);
-                        __m256i dot =
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), ones);
-                        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k], lane), acc[k]);
-                    }
+                    for (int k = 0; k < ROWS; k++)
+                        acc[k] = _mm256_fmadd_ps(block_dot(x, row[k] + (b + h) * CF_Q8_0_BLOCK),
+                                                 _mm256_permutevar8x32_ps(sc[k], lane), acc[k]);
                 }
+            }
+        }
+        for (long b = spans_end; b < nb; b += 2) {
+            for (int k = 0; k < ROWS; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+            for (long c = b; c < b + 2; c++) {
+                __m256i x = _mm256_loadu_si256((const __m256i *)(q + c * CF_Q8_0_BLOCK));
+                for (int k = 0; k < ROWS; k++)
+                    acc[k] = _mm256_fmadd_ps(block_dot(x, row[k] + c * CF_Q8_0_BLOCK),
+                                             _mm256_set1_ps(_cvtsh_ss(d[k][c]) * dx[c]), acc[k]);
             }
         }
         for (int k = 0; k < ROWS && r + k < r1; k++) y[r + k] = matvec_hsum256(acc[k]);
     }
+}
+
+void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_rows(w, xq, y, r0, r1, in, MATVEC_ROWS);
+}
+void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_rows(w, xq, y, r0, r1, in, 1);
 }
