@@ -90,6 +90,8 @@ int main(void) {
                     for (long n = 1; n <= MAX_N; n++) check(dtypes[d], row_counts[r], widths[k], n, name);
             /* over the pool: many chunks of rows, claimed by both threads */
             for (long n = 1; n <= MAX_N; n += 3) check(dtypes[d], 1031, 300, n, name);
+            /* q8_0 rows of 18 blocks: two full spans of 8 scales and a short one (matvec_q8_avx2.c) */
+            for (long n = 1; n <= MAX_N; n++) check(dtypes[d], 67, 520, n, name);
         }
     }
     return test_finish();

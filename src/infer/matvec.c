@@ -66,11 +66,11 @@ static const matvec_kernels kernels_scalar = {
     f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x, NULL, NULL, NULL};
 static const matvec_kernels kernels_avx2 = {
     matvec_f32_rows_avx2, matvec_bf16_rows_avx2,  matvec_q8_rows_avx2,   matvec_f32_rowsn_avx2,
-    matvec_bf16_rowsn_avx2, NULL, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2,
+    matvec_bf16_rowsn_avx2, matvec_q8_rowsn_avx2, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2,
     matvec_f32_stream_avx2, matvec_bf16_stream_avx2, matvec_q8_stream_avx2};
 static const matvec_kernels kernels_avx512 = {
     matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, NULL,                    MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512, NULL, NULL, NULL};
+    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx2,     MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512, NULL, NULL, NULL};
 static const matvec_kernels kernels_avx512_vnni = {
     matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,    matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
     matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512, NULL, NULL, NULL};

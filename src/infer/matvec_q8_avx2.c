@@ -127,3 +127,62 @@ void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long 
 void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     q8_rows(w, xq, y, r0, r1, in, 1);
 }
+
+/* Several inputs at once (matvec.h's matvec_rowsn_fn): one row at a time (one stream) by N
+ * inputs, each weight load, flip and |w| serving N products. Each output is summed exactly
+ * as q8_rows sums it (the same lanes, the same f32 scale products d_w * d_x, the same
+ * order of blocks), so bit for bit the one-input kernel's. */
+enum { Q8_INPUTS = 4 };
+static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
+                                                          long ys, long r0, long r1, long in, const int N) {
+    enum { SPAN = 8 };
+    const matvec_q8 *m = w;
+    long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
+    long spans_end = nb / SPAN * SPAN;
+    const int8_t *q[Q8_INPUTS];
+    const float *dx[Q8_INPUTS];
+    for (int t = 0; t < N; t++) q[t] = (const int8_t *)((const char *)xv + t * x_stride), dx[t] = matvec_x_scales(q[t], in);
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
+    MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
+    for (long r = r0; r < r1; r++) {
+        const uint8_t *row = m->q + r * row_bytes, *ahead = r + dist < r1 ? row + dist * row_bytes : row;
+        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + 1)
+        const cf_f16 *d = m->d + r * nb;
+        __m256 acc[Q8_INPUTS];
+        for (int t = 0; t < N; t++) acc[t] = _mm256_setzero_ps();
+        for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
+            __m256 sc[Q8_INPUTS], dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b0)));
+            for (int t = 0; t < N; t++) sc[t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+            for (int j = 0; j < SPAN; j += 2) {
+                long b = b0 + j;
+                _mm_prefetch((const char *)(ahead + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+                for (int h = 0; h < 2; h++) {
+                    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + (b + h) * CF_Q8_0_BLOCK)), flip);
+                    __m256i a = _mm256_sign_epi8(v, v), lane = _mm256_set1_epi32(j + h);
+                    for (int t = 0; t < N; t++) {
+                        __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + (b + h) * CF_Q8_0_BLOCK));
+                        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
+                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[t], lane), acc[t]);
+                    }
+                }
+            }
+        }
+        for (long b = spans_end; b < nb; b += 2) {
+            _mm_prefetch((const char *)(ahead + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+            for (long c = b; c < b + 2; c++) {
+                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + c * CF_Q8_0_BLOCK)), flip);
+                __m256i a = _mm256_sign_epi8(v, v);
+                float dwc = _cvtsh_ss(d[c]);
+                for (int t = 0; t < N; t++) {
+                    __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + c * CF_Q8_0_BLOCK));
+                    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][c]), acc[t]);
+                }
+            }
+        }
+        for (int t = 0; t < N; t++) y[t * ys + r] = matvec_hsum256(acc[t]);
+    }
+}
+
+MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_tile)

@@ -117,13 +117,4 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
     }
 }
 
-static void q8_rows2(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 2);
-}
-static void q8_rows3(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 3);
-}
-static void q8_rows4(const void *w, const void *x, long xs, float *y, long ys, long r0, long r1, long in) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 4);
-}
-const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1] = {NULL, NULL, q8_rows2, q8_rows3, q8_rows4};
+MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx512vnni, q8_tile)
