@@ -21,6 +21,9 @@
 #      BENCH_DTYPES (default "float32 bfloat16 float16"),
 #      BENCH_PEER_MODES (default "eager sdpa compile"; "" = no PyTorch runs),
 #      BENCH_PEER_F16=1 (float16 rows also run PyTorch's CPU autocast to f16; off by default),
+#      BENCH_PEER_BF16 (1: bfloat16 rows run PyTorch's bf16 autocast; 0: they do not; default
+#      1 where the CPU has AVX-512 BF16 or AMX, else 0: there PyTorch's bf16 falls to slow
+#      reference kernels, 20-40x its f32, and a 110M run takes over half an hour),
 #      BENCH_PEER_TIMEOUT (seconds per PyTorch run, default 1800),
 #      CFORMERS_TORCH_VENV (the venv, default ~/.cache/cformers/torch2-venv; point it at an
 #      existing one with torch, numpy and pyyaml), CFORMERS_TORCH_PYTHON (a python to make it
@@ -36,6 +39,7 @@ SIZES=${BENCH_SIZES:-"llama_15m:8:256 llama_42m:2:512 llama_110m:1:1024"}
 DTYPES=${BENCH_DTYPES:-"float32 bfloat16 float16"}
 MODES=${BENCH_PEER_MODES-"eager sdpa compile"}
 PEER_TIMEOUT=${BENCH_PEER_TIMEOUT:-1800}
+if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null; then PEER_BF16=${BENCH_PEER_BF16:-1}; else PEER_BF16=${BENCH_PEER_BF16:-0}; fi
 VENV=${CFORMERS_TORCH_VENV:-$HOME/.cache/cformers/torch2-venv}
 JSON=${BENCH_JSON:-$BUILD/bench_train.jsonl}
 FMT=/usr/bin/python3
@@ -70,6 +74,8 @@ if [ -n "$MODES" ]; then
     PEER=$(peer_python)
     has_peer_modules "$PEER" || { say "$PEER has no torch/numpy/yaml either: PyTorch columns left empty"; PEER=""; }
 fi
+[ "$PEER_BF16" = 1 ] || [[ " $DTYPES " != *" bfloat16 "* ]] || [ -z "$PEER" ] ||
+    say "no AVX-512 BF16 on this CPU: PyTorch's bf16 autocast is not run (its reference kernels take 20-40x its f32; BENCH_PEER_BF16=1 runs it)"
 torch_version=$([ -n "$PEER" ] && "$PEER" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || echo none)
 : >"$JSON"
 
@@ -100,7 +106,8 @@ for spec in $SIZES; do
         case $dtype in bfloat16) amp=--autocast-bf16 ;; float16) amp=--autocast-f16 ;; esac
         : >"$work/peers"
         for mode in eager sdpa compile; do
-            if [ -n "$PEER" ] && [[ " $MODES " == *" $mode "* ]] && { [ "$dtype" != float16 ] || [ "${BENCH_PEER_F16:-0}" = 1 ]; }; then
+            if [ -n "$PEER" ] && [[ " $MODES " == *" $mode "* ]] && { [ "$dtype" != float16 ] || [ "${BENCH_PEER_F16:-0}" = 1 ]; } &&
+                { [ "$dtype" != bfloat16 ] || [ "$PEER_BF16" = 1 ]; }; then
                 peer_run "$work/$preset.yaml" "$amp" "$mode" >>"$work/peers"
             else
                 echo '{}' >>"$work/peers"
