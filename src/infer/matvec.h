@@ -179,6 +179,9 @@ extern const matvec_rowsn_fn matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 extern const matvec_rowsn_fn matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* q8_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
 extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
+/* q8_0 without VNNI (matvec_q8_avx2.c: AVX2, and AVX-512 CPUs without VNNI), up to 4 inputs,
+ * one row at a time. */
+extern const matvec_rowsn_fn matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* Defines `table`, entries 2 to 4 the inline tile(w, x, x_stride, y, y_stride, r0, r1, in, N)
  * with N fixed (the q8_0 kernels' tables). */
 #define MATVEC_ROWSN_TABLE_2_TO_4(table, tile)                                                                          \
@@ -192,6 +195,5 @@ extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
         tile(w, x, xs, y, ys, r0, r1, in, 4);                                                                          \
     }                                                                                                                  \
     const matvec_rowsn_fn table[MATVEC_BATCH_MAX + 1] = {NULL, NULL, tile##_2, tile##_3, tile##_4};
-extern const matvec_rowsn_fn matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 
 #endif
