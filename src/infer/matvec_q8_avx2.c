@@ -60,81 +60,17 @@ void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
     }
 }
 
-/* One block of a row against x's: the int32 sums of its products (8 lanes) as floats. */
-static inline __m256 block_dot(__m256i x, const uint8_t *w_block) {
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w_block), flip);
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), ones));
-}
-
-/* Per row of the group, 8 blocks' combined scales d_w * d_x come from one 8-wide f16
- * conversion and are broadcast lane by lane (vpermps), instead of a scalar conversion,
- * product and broadcast per block and row (which the last nb % 8 blocks keep: the same
- * f32 product); the blocks go in pairs (nb is even), so one prefetch covers a 64-byte
- * line of each row. In cache 16 -> 20 GB/s per CPU second on Zen 3. */
-static inline __attribute__((always_inline)) void q8_rows(const void *w, const void *xq, float *y, long r0, long r1,
-                                                          long in, const int ROWS) {
-    enum { SPAN = 8 };
-    const matvec_q8 *m = w;
-    long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
-    long spans_end = nb / SPAN * SPAN;
-    const int8_t *q = xq;
-    const float *dx = matvec_x_scales(xq, in);
-    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
-    MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
-    for (long r = r0; r < r1; r += ROWS) {
-        const uint8_t *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
-        MATVEC_TILE_ROWS(row, ahead, m->q, r, r1, row_bytes, dist, ROWS)
-        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + ROWS < r1 ? r + dist + ROWS : r1)
-        const cf_f16 *d[MATVEC_ROWS];
-        __m256 acc[MATVEC_ROWS];
-        for (int k = 0; k < ROWS; k++) {
-            d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
-            acc[k] = _mm256_setzero_ps();
-        }
-        for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
-            __m256 sc[MATVEC_ROWS], dxv = _mm256_loadu_ps(dx + b0);
-            for (int k = 0; k < ROWS; k++)
-                sc[k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0))), dxv);
-            for (int j = 0; j < SPAN; j += 2) {
-                long b = b0 + j;
-                for (int k = 0; k < ROWS; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
-                for (int h = 0; h < 2; h++) {
-                    __m256i x = _mm256_loadu_si256((const __m256i *)(q + (b + h) * CF_Q8_0_BLOCK));
-                    __m256i lane = _mm256_set1_epi32(j + h);
-                    for (int k = 0; k < ROWS; k++)
-                        acc[k] = _mm256_fmadd_ps(block_dot(x, row[k] + (b + h) * CF_Q8_0_BLOCK),
-                                                 _mm256_permutevar8x32_ps(sc[k], lane), acc[k]);
-                }
-            }
-        }
-        for (long b = spans_end; b < nb; b += 2) {
-            for (int k = 0; k < ROWS; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
-            for (long c = b; c < b + 2; c++) {
-                __m256i x = _mm256_loadu_si256((const __m256i *)(q + c * CF_Q8_0_BLOCK));
-                for (int k = 0; k < ROWS; k++)
-                    acc[k] = _mm256_fmadd_ps(block_dot(x, row[k] + c * CF_Q8_0_BLOCK),
-                                             _mm256_set1_ps(_cvtsh_ss(d[k][c]) * dx[c]), acc[k]);
-            }
-        }
-        for (int k = 0; k < ROWS && r + k < r1; k++) y[r + k] = matvec_hsum256(acc[k]);
-    }
-}
-
-void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_rows(w, xq, y, r0, r1, in, MATVEC_ROWS);
-}
-void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_rows(w, xq, y, r0, r1, in, 1);
-}
-
-/* Several inputs at once (matvec.h's matvec_rowsn_fn): one row at a time (one stream) by N
- * inputs, each weight load, flip and |w| serving N products. Each output is summed exactly
- * as q8_rows sums it (the same lanes, the same f32 scale products d_w * d_x, the same
- * order of blocks), so bit for bit the one-input kernel's. */
+/* A tile of R rows by N inputs (R > 1 with N = 1: rows in groups sharing each load of x; R
+ * = 1: one row at a time, one stream, each weight load, flip and |w| serving N inputs). Per
+ * output the same arithmetic whatever the tile, so every tile gives bit for bit the
+ * one-input kernel's sums: per row, 8 blocks' combined scales d_w * d_x come from one 8-wide
+ * f16 conversion and are broadcast lane by lane (vpermps) instead of a scalar conversion,
+ * product and broadcast per block (which the last nb % 8 blocks keep: the same f32
+ * product); the blocks go in pairs (nb is even), so one prefetch covers a 64-byte line of
+ * each row. In cache 16 -> 20 GB/s per CPU second on Zen 3. */
 enum { Q8_INPUTS = 4 };
 static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
-                                                          long ys, long r0, long r1, long in, const int N) {
+                                                          long ys, long r0, long r1, long in, const int R, const int N) {
     enum { SPAN = 8 };
     const matvec_q8 *m = w;
     long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
@@ -145,44 +81,70 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
     MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
-    for (long r = r0; r < r1; r++) {
-        const uint8_t *row = m->q + r * row_bytes, *ahead = r + dist < r1 ? row + dist * row_bytes : row;
-        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + 1)
-        const cf_f16 *d = m->d + r * nb;
-        __m256 acc[Q8_INPUTS];
-        for (int t = 0; t < N; t++) acc[t] = _mm256_setzero_ps();
+    for (long r = r0; r < r1; r += R) {
+        const uint8_t *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
+        MATVEC_TILE_ROWS(row, ahead, m->q, r, r1, row_bytes, dist, R)
+        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + R < r1 ? r + dist + R : r1)
+        const cf_f16 *d[MATVEC_ROWS];
+        __m256 acc[MATVEC_ROWS][Q8_INPUTS];
+        for (int k = 0; k < R; k++) {
+            d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
+            for (int t = 0; t < N; t++) acc[k][t] = _mm256_setzero_ps();
+        }
         for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
-            __m256 sc[Q8_INPUTS], dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b0)));
-            for (int t = 0; t < N; t++) sc[t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+            __m256 sc[MATVEC_ROWS][Q8_INPUTS];
+            for (int k = 0; k < R; k++) {
+                __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0)));
+                for (int t = 0; t < N; t++) sc[k][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+            }
             for (int j = 0; j < SPAN; j += 2) {
                 long b = b0 + j;
-                _mm_prefetch((const char *)(ahead + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+                for (int k = 0; k < R; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
                 for (int h = 0; h < 2; h++) {
-                    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + (b + h) * CF_Q8_0_BLOCK)), flip);
-                    __m256i a = _mm256_sign_epi8(v, v), lane = _mm256_set1_epi32(j + h);
-                    for (int t = 0; t < N; t++) {
-                        __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + (b + h) * CF_Q8_0_BLOCK));
-                        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
-                        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[t], lane), acc[t]);
+                    __m256i lane = _mm256_set1_epi32(j + h);
+                    for (int k = 0; k < R; k++) {
+                        __m256i v = _mm256_xor_si256(
+                            _mm256_loadu_si256((const __m256i *)(row[k] + (b + h) * CF_Q8_0_BLOCK)), flip);
+                        __m256i a = _mm256_sign_epi8(v, v);
+                        for (int t = 0; t < N; t++) {
+                            __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + (b + h) * CF_Q8_0_BLOCK));
+                            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
+                            acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k][t], lane),
+                                                        acc[k][t]);
+                        }
                     }
                 }
             }
         }
         for (long b = spans_end; b < nb; b += 2) {
-            _mm_prefetch((const char *)(ahead + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
-            for (long c = b; c < b + 2; c++) {
-                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + c * CF_Q8_0_BLOCK)), flip);
-                __m256i a = _mm256_sign_epi8(v, v);
-                float dwc = _cvtsh_ss(d[c]);
-                for (int t = 0; t < N; t++) {
-                    __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + c * CF_Q8_0_BLOCK));
-                    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
-                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][c]), acc[t]);
+            for (int k = 0; k < R; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
+            for (long c = b; c < b + 2; c++)
+                for (int k = 0; k < R; k++) {
+                    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row[k] + c * CF_Q8_0_BLOCK)), flip);
+                    __m256i a = _mm256_sign_epi8(v, v);
+                    float dwc = _cvtsh_ss(d[k][c]);
+                    for (int t = 0; t < N; t++) {
+                        __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + c * CF_Q8_0_BLOCK));
+                        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
+                        acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][c]), acc[k][t]);
+                    }
                 }
-            }
         }
-        for (int t = 0; t < N; t++) y[t * ys + r] = matvec_hsum256(acc[t]);
+        for (int k = 0; k < R && r + k < r1; k++)
+            for (int t = 0; t < N; t++) y[t * ys + r + k] = matvec_hsum256(acc[k][t]);
     }
 }
 
-MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_tile)
+void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1);
+}
+void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1);
+}
+
+/* Several inputs at once (matvec.h's matvec_rowsn_fn): one row by N inputs. */
+static inline __attribute__((always_inline)) void q8_rows_n(const void *w, const void *x, long xs, float *y, long ys,
+                                                            long r0, long r1, long in, const int N) {
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N);
+}
+MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_rows_n)
