@@ -1,5 +1,5 @@
 /* GGUF (llama.cpp) -> cformers checkpoint: the <arch>.* metadata (llama, gpt2) becomes the model config,
- * the tensors (f32, f16, bf16, q8_0) the weights. Every count, size and offset read from
+ * the tensors (f32, f16, bf16 and the quantized types of io/gguf_quants.h) the weights. Every count, size and offset read from
  * the file is checked against the bytes that are there before it is used.
  *
  * Layout: "GGUF", u32 version (2 or 3), u64 tensor count, u64 metadata count; metadata as
@@ -20,6 +20,7 @@
 #include "data/tokenizer_internal.h"
 #include "io/ckpt_tokenizer.h"
 #include "io/gguf_format.h"
+#include "io/gguf_quants.h"
 #include "io/model_import.h"
 
 enum { MAX_NAME = 256, MAX_DIMS = 4, MAX_DEPTH = 2 };
@@ -62,6 +63,7 @@ typedef struct gguf_source {
     gguf_tensor *tensors;
     uint64_t n_tensors;
     gguf_value tok[TOK_KEYS];
+    void *q8; /* stored_q8's conversion */
 } gguf_source;
 
 static bool need(reader *r, uint64_t n, const char *what) {
@@ -238,15 +240,18 @@ static int tensor_bytes(reader *r, gguf_tensor *t) {
     case GGML_F32: t->nbytes = numel * 4; return 0;
     case GGML_F16:
     case GGML_BF16: t->nbytes = numel * 2; return 0;
-    case GGML_Q8_0:
-        if (t->dims[0] % CF_Q8_0_BLOCK)
-            return cf_fail(r->err, "%s: tensor %.*s: q8_0 rows of %lld are not whole blocks of 32", r->path,
-                           (int)t->name_len, (const char *)t->name, (long long)t->dims[0]);
-        t->nbytes = numel / CF_Q8_0_BLOCK * CF_Q8_0_BLOCK_BYTES;
+    default:;
+        const gguf_quant *q = gguf_quant_find(t->type);
+        if (!q)
+            return cf_fail(r->err, "%s: tensor %.*s has type %s (%u), which cformers does not import (f32, f16, bf16, %s)",
+                           r->path, (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), t->type,
+                           gguf_quant_names());
+        if (t->dims[0] % q->block)
+            return cf_fail(r->err, "%s: tensor %.*s: %s rows of %lld are not whole blocks of %d", r->path,
+                           (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), (long long)t->dims[0],
+                           q->block);
+        t->nbytes = numel / (uint64_t)q->block * (uint64_t)q->block_bytes;
         return 0;
-    default:
-        return cf_fail(r->err, "%s: tensor %.*s has type %s (%u), which cformers does not import (f32, f16, bf16, q8_0)",
-                       r->path, (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), t->type);
     }
 }
 
@@ -298,8 +303,8 @@ static const gguf_tensor *weight(const gguf_source *s, const cf_family_weight *w
                 ndim == 2 ? (long long)shape[0] : 1LL);
         return NULL;
     }
-    if (ndim == 1 && t->type == GGML_Q8_0) {
-        cf_fail(err, "%s: tensor %s: q8_0 norms are not supported", s->path, name);
+    if (ndim == 1 && gguf_quant_find(t->type)) {
+        cf_fail(err, "%s: tensor %s: %s norms are not supported", s->path, name, gguf_type_name(t->type));
         return NULL;
     }
     return t;
@@ -313,14 +318,23 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
     case GGML_F32: memcpy(dst, t->data, n * sizeof(float)); break;
     case GGML_F16: cf_convert_f16_to_f32((const cf_f16 *)(const void *)t->data, dst, n); break;
     case GGML_BF16: cf_convert_bf16_to_f32((const cf_bf16 *)(const void *)t->data, dst, n); break;
-    default: cf_dequantize_q8_0(t->data, dst, (int64_t)(n / (size_t)t->dims[0]), t->dims[0]); break;
+    default: gguf_quant_find(t->type)->dequantize(t->data, dst, (int64_t)n); break;
     }
     return 0;
 }
 
+/* A matrix's q8_0 blocks where the file's type converts to them exactly (q8_0, q4_0, q5_0),
+ * in s->q8 until the next call, or NULL: it is then quantized from its floats. */
 static const void *stored_q8(void *arg, const cf_family_weight *w, long layer) {
-    const gguf_tensor *t = weight(arg, w, layer, NULL);
-    return t && t->type == GGML_Q8_0 ? t->data : NULL;
+    gguf_source *s = arg;
+    const gguf_tensor *t = weight(s, w, layer, NULL);
+    const gguf_quant *q = t ? gguf_quant_find(t->type) : NULL;
+    if (!q || !q->to_q8_0) return NULL;
+    uint64_t n = t->nbytes / (uint64_t)q->block_bytes * (uint64_t)q->block; /* elements */
+    free(s->q8);
+    s->q8 = cf_xmalloc(n / CF_Q8_0_BLOCK * CF_Q8_0_BLOCK_BYTES);
+    q->to_q8_0(t->data, s->q8, (int64_t)n);
+    return s->q8;
 }
 
 typedef struct check_ctx {
@@ -612,6 +626,7 @@ int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert
     if (rc == 0) rc = model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, &tok, err);
     ckpt_tok_file_free(&tok);
     free(s.tensors);
+    free(s.q8);
     munmap(map, size);
     return rc;
 }
