@@ -1,11 +1,11 @@
 /* Generation speed: prefill and decode tokens/s on stories260K and on a ~110M LLaMA with
- * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32, bf16 and q8_0 weights.
+ * random weights (llama2.c's stories110M shape), 1 and 2 threads, f32, bf16, q8_0 and q4_0 weights.
  * Decode reads every matmul weight once per token, so it is compared against this
  * machine's read bandwidth, measured in the same run (just before each decode measurement)
  * by a STREAM-like sum over 1 GiB (larger than any cache) on the same number of threads.
  *
  *   bench_generate [--runs R] [--prefill P] [--decode D] [--skip-110m] [--compete]
- *   bench_generate --model CKPT --threads N [--dtype f32|bf16|q8_0] [--runs R] [--prefill P] [--decode D]
+ *   bench_generate --model CKPT --threads N [--dtype f32|bf16|q8_0|q4_0] [--runs R] [--prefill P] [--decode D]
  *   bench_generate --write-llama2c OUT.bin
  *
  * --compete runs a busy loop in a child process for the whole run (a machine where another
@@ -262,8 +262,8 @@ static cf_infer_model *open_model(const model_source *s, cf_dtype dtype, long ma
 /* The read bandwidth is measured right before each decode measurement at the same thread
  * count, so both see the same machine load (other processes come and go on a shared box). */
 static int bench_model(const model_source *s, const float *stream, int runs) {
-    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
-    for (int d = 0; d < 3; d++) {
+    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0, CF_Q4_0};
+    for (int d = 0; d < (int)(sizeof dtypes / sizeof dtypes[0]); d++) {
         cf_error err;
         cf_infer_model *m = open_model(s, dtypes[d], s->prefill + s->decode, &err);
         if (!m) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cformers against llama.cpp on the same weights: the random ~110M LLaMA of bench_generate
-# (llama2.c's stories110M shape, untied head), converted to cformers checkpoints in f32, bf16
-# and q8_0 and exported from those with `cformers convert --to gguf`. Prefill (a 512-token
+# (llama2.c's stories110M shape, untied head), converted to cformers checkpoints in f32, bf16,
+# q8_0 and q4_0 and exported from those with `cformers convert --to gguf`. Prefill (a 512-token
 # prompt, llama-bench -p 512) and decode (128 tokens one at a time from position 0,
 # llama-bench -n 128) tokens/s on 1 and 2 threads; the two engines interleaved (which one
 # goes first alternates), each figure the median of BENCH_RUNS runs. Never part of CI: it
@@ -13,7 +13,7 @@
 # env: BUILD (our build dir, default build); LLAMACPP_DIR (default /tmp/cformers-llamacpp:
 #      the llama.cpp build, bin/llama-bench, and the models); LLAMACPP_SDIST (a downloaded
 #      llama_cpp_python-*.tar.gz to build from instead of `pip download`); BENCH_RUNS (3),
-#      BENCH_THREADS ("1 2"), BENCH_DTYPES ("f32 bf16 q8_0"), BENCH_PREFILL (512),
+#      BENCH_THREADS ("1 2"), BENCH_DTYPES ("f32 bf16 q8_0 q4_0"), BENCH_PREFILL (512),
 #      BENCH_DECODE (128); BENCH_PRIORITY=1 runs each measurement at autogroup nice -20 (a
 #      shared machine; needs the right to raise priority); CFORMERS_DATA_DIR (for
 #      llama2c-tokenizer/tokenizer.bin, the 32000-token vocabulary the export writes).
@@ -24,7 +24,7 @@ BUILD=${BUILD:-build}
 LLAMACPP_DIR=${LLAMACPP_DIR:-/tmp/cformers-llamacpp}
 RUNS=${BENCH_RUNS:-3}
 THREADS=${BENCH_THREADS:-1 2}
-DTYPES=${BENCH_DTYPES:-f32 bf16 q8_0}
+DTYPES=${BENCH_DTYPES:-f32 bf16 q8_0 q4_0}
 PREFILL=${BENCH_PREFILL:-512}
 DECODE=${BENCH_DECODE:-128}
 DATA=${CFORMERS_DATA_DIR:-$ROOT/../shared/data}

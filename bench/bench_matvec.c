@@ -7,7 +7,7 @@
  * per product (infer_matvec_batch, a batched serve step) and the rates are G multiply-adds
  * (weights x inputs) per CPU second instead.
  *
- *   bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0] [--batch B] */
+ *   bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0|q4_0] [--batch B] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +38,7 @@ static void fill(float *x, size_t n, uint32_t seed) {
 typedef struct matrix {
     long rows, in;
     matvec_q8 q8;
+    matvec_q4 q4;
     const void *w;
 } matrix;
 
@@ -69,11 +70,16 @@ static void make_matrix(matrix *m, arena *a, cf_dtype dtype, long rows, long in,
         for (long i = 0; i < rows * in; i++) b[i] = cf_f32_to_bf16(f[i]);
         m->w = b;
     } else {
-        long have = (in + 31) / 32;
-        cf_block_q8_0 *blocks = malloc(sizeof(cf_block_q8_0) * (size_t)(rows * have));
-        cf_quantize_q8_0(f, blocks, rows, in);
-        matvec_q8_pack(blocks, rows, in, carve(a, matvec_q8_bytes(rows, in)), &m->q8);
-        m->w = &m->q8;
+        void *blocks = malloc((size_t)rows * cf_dtype_row_bytes(dtype, in));
+        if (dtype == CF_Q8_0) {
+            cf_quantize_q8_0(f, blocks, rows, in);
+            matvec_q8_pack(blocks, rows, in, carve(a, matvec_q8_bytes(rows, in)), &m->q8);
+            m->w = &m->q8;
+        } else {
+            cf_quantize_q4_0(f, blocks, rows, in);
+            matvec_q4_pack(blocks, rows, in, carve(a, matvec_q4_bytes(rows, in)), &m->q4);
+            m->w = &m->q4;
+        }
         free(blocks);
     }
     free(f);
@@ -111,7 +117,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) only = argv[++i];
         else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atol(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0] [--batch B]\n");
+            fprintf(stderr, "usage: bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0|q4_0] [--batch B]\n");
             return 2;
         }
     }
@@ -125,8 +131,8 @@ int main(int argc, char **argv) {
            batch > 1 ? "G multiply-adds" : "GB/s of weights", runs);
     if (batch > 1) printf("%ld inputs per product\n", batch);
     printf("%-5s | %9s | %9s | %s\n", "dtype", "in cache", "memory", "quantize x (q8_0), ns per 768 inputs");
-    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0};
-    for (int d = 0; d < 3; d++) {
+    static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0, CF_Q4_0};
+    for (int d = 0; d < (int)(sizeof dtypes / sizeof dtypes[0]); d++) {
         if (only && strcmp(only, cf_dtype_name(dtypes[d])) != 0) continue;
         /* the 110M model's matrices (below) and the small one: 135M weights at most 4 bytes each */
         arena a = {.size = (size_t)560 << 20};

@@ -19,7 +19,8 @@
 
 static uint32_t u32_at(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 
-/* Every type in the fixture against ggml's floats; returns how many types were checked. */
+/* Every type in the fixture against ggml's floats, and cformers' q4_0 quantizer against
+ * ggml's blocks of the same input; returns how many types were checked. */
 static int check_fixture(void) {
     const char *path = test_source_path("tests/fixtures/gguf/quants.bin");
     FILE *f = fopen(path, "rb");
@@ -28,22 +29,25 @@ static int check_fixture(void) {
     static unsigned char buf[1 << 16];
     size_t size = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    CHECK(size > 8 && memcmp(buf, "GGQF", 4) == 0);
-    uint32_t count = u32_at(buf + 4);
-    const unsigned char *p = buf + 8, *end = buf + size;
+    CHECK(size > 16 && memcmp(buf, "GGQF", 4) == 0);
+    uint32_t count = u32_at(buf + 4), rows = u32_at(buf + 8), cols = u32_at(buf + 12);
+    size_t n = (size_t)rows * cols;
+    CHECK(rows > 0 && cols % 256 == 0 && 16 + 4 * n <= size);
+    if (16 + 4 * n > size) return 0;
+    float *x = malloc(sizeof(float) * n), *mine = malloc(sizeof(float) * n), *ggml = malloc(sizeof(float) * n);
+    memcpy(x, buf + 16, sizeof(float) * n); /* little-endian, as this machine */
+    const unsigned char *p = buf + 16 + 4 * n, *end = buf + size;
     int checked = 0;
-    for (uint32_t k = 0; k < count && p + 16 <= end; k++) {
-        uint32_t type = u32_at(p), rows = u32_at(p + 4), cols = u32_at(p + 8), bytes = u32_at(p + 12);
-        p += 16;
-        size_t n = (size_t)rows * cols;
+    for (uint32_t k = 0; k < count && p + 8 <= end; k++) {
+        uint32_t type = u32_at(p), bytes = u32_at(p + 4);
+        p += 8;
         CHECK(p + bytes + 4 * n <= end);
         if (p + bytes + 4 * n > end) break;
         const gguf_quant *q = gguf_quant_find(type);
         CHECK_MSG(q != NULL, "ggml type %u has no description", type);
         if (q) {
             CHECK(bytes == n / (size_t)q->block * (size_t)q->block_bytes);
-            float *mine = malloc(sizeof(float) * n), *ggml = malloc(sizeof(float) * n);
-            memcpy(ggml, p + bytes, sizeof(float) * n); /* little-endian, as this machine */
+            memcpy(ggml, p + bytes, sizeof(float) * n);
             q->dequantize(p, mine, (int64_t)n);
             size_t differ = 0;
             for (size_t i = 0; i < n; i++) differ += memcmp(&mine[i], &ggml[i], sizeof(float)) != 0;
@@ -55,11 +59,18 @@ static int check_fixture(void) {
                 CHECK_MSG(memcmp(mine, ggml, sizeof(float) * n) == 0, "ggml type %u: its q8_0 blocks differ", type);
                 free(b);
             }
-            free(mine), free(ggml);
+            if (type == 2 || type == 8) { /* cformers quantizes to q4_0 and q8_0 as ggml does */
+                unsigned char *blocks = malloc(bytes);
+                if (type == 2) cf_quantize_q4_0(x, blocks, rows, cols);
+                else cf_quantize_q8_0(x, blocks, rows, cols);
+                CHECK_MSG(memcmp(blocks, p, bytes) == 0, "ggml type %u: cformers' blocks differ from ggml's", type);
+                free(blocks);
+            }
             checked++;
         }
         p += bytes + 4 * n;
     }
+    free(x), free(mine), free(ggml);
     return checked;
 }
 

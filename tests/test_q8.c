@@ -16,7 +16,7 @@
 #include "cformers/threads.h"
 #include "cformers/tokenizer.h"
 #include "infer/matvec.h"
-#include "test_util.h"
+#include "quant_test_util.h"
 
 /* Dequantization is f16(d) * q (ggml's dequantize_row_q8_0): a block written by hand,
  * d = 0.5 (f16 0x3800, little-endian), including the -128 a file may hold. */
@@ -252,22 +252,25 @@ static void gguf_round_trip(const char *ckpt, const char *ckpt_q8, const char *t
     CHECK_MSG(cf_import_gguf(gguf32, back32, &opt, &err) == 0, "%s", err.msg);
     same_logits(ckpt, back32, CF_F32, "f32 checkpoint -> GGUF -> checkpoint");
 
-    /* token_embd.weight retyped as q4_K (12): its type field follows the name, n_dims, 2 dims */
+    /* token_embd.weight retyped as q3_K (11), a type cformers does not read: its type field
+     * follows the name, n_dims, 2 dims; then as q4_K (12), which it reads, but in rows of 256 */
     size_t len = 0;
     char *bytes = test_read_file(gguf, &len);
     const char *name = "token_embd.weight";
     char *at = bytes ? memmem(bytes, len, name, strlen(name)) : NULL;
     CHECK(at != NULL);
     if (at) {
-        uint32_t q4k = 12;
-        memcpy(at + strlen(name) + 4 + 16, &q4k, 4);
-        FILE *f = fopen(bad, "wb");
-        CHECK(f && fwrite(bytes, 1, len, f) == len);
-        if (f) fclose(f);
-        CHECK(cf_import_gguf(bad, back, &opt, &err) == -1);
-        CHECK_CONTAINS(err.msg, "tensor token_embd.weight has type q4_K (12)");
+        for (uint32_t type = 11; type <= 12; type++) {
+            memcpy(at + strlen(name) + 4 + 16, &type, 4);
+            FILE *f = fopen(bad, "wb");
+            CHECK(f && fwrite(bytes, 1, len, f) == len);
+            if (f) fclose(f);
+            CHECK(cf_import_gguf(bad, back, &opt, &err) == -1);
+            CHECK_CONTAINS(err.msg, type == 11 ? "tensor token_embd.weight has type q3_K (11)"
+                                               : "tensor token_embd.weight: q4_K rows of 64 are not whole blocks of 256");
+        }
         memcpy(bytes, "GGUX", 4);
-        f = fopen(bad, "wb");
+        FILE *f = fopen(bad, "wb");
         CHECK(f && fwrite(bytes, 1, len / 2, f) == len / 2);
         if (f) fclose(f);
         CHECK(cf_import_gguf(bad, back, &opt, &err) == -1);
@@ -277,22 +280,6 @@ static void gguf_round_trip(const char *ckpt, const char *ckpt_q8, const char *t
     unlink(gguf), unlink(back), unlink(gguf32), unlink(back32), unlink(bad);
 }
 
-static double perplexity(cf_infer_model *m, const int32_t *toks, long n) {
-    long V = cf_infer_config(m)->vocab_size;
-    float *logits = malloc(sizeof(float) * (size_t)(n * V));
-    cf_error err;
-    CHECK_MSG(cf_infer_forward(m, toks, n, 0, logits, true, &err) == 0, "%s", err.msg);
-    double nll = 0.0;
-    for (long t = 0; t + 1 < n; t++) {
-        const float *l = logits + t * V;
-        double mx = l[0], sum = 0.0;
-        for (long i = 1; i < V; i++) mx = fmax(mx, l[i]);
-        for (long i = 0; i < V; i++) sum += exp(l[i] - mx);
-        nll += mx + log(sum) - l[toks[t + 1]];
-    }
-    free(logits);
-    return exp(nll / (double)(n - 1));
-}
 
 static long greedy(cf_infer_model *m, int32_t *ids, long n) {
     cf_error err;
@@ -302,43 +289,20 @@ static long greedy(cf_infer_model *m, int32_t *ids, long n) {
     return s.generated_tokens;
 }
 
-static cf_infer_model *load(const char *ckpt, cf_dtype dtype) {
-    cf_error err;
-    cf_infer_options opt = {.weight_dtype = dtype, .kv_cache = CF_KV_F32};
-    cf_infer_model *m = cf_infer_load(ckpt, &opt, &err);
-    CHECK_MSG(m != NULL, "%s", err.msg);
-    return m;
-}
 
 static void stories260k(void) {
-    const char *model, *tok, *text;
-    if (!(model = test_data_path("stories260K/stories260K.bin")) || access(model, R_OK) != 0 ||
-        !(tok = test_data_path("stories260K/tok512.bin")) || access(tok, R_OK) != 0 ||
-        !(text = test_data_path("tinyshakespeare/input.txt")) || access(text, R_OK) != 0) {
-        fprintf(stderr, "skipping stories260K checks: assets missing\n");
-        return;
-    }
+    const char *tok, *text;
     char ckpt[128], ckpt_q8[128];
     snprintf(ckpt, sizeof ckpt, "/tmp/cf_test_q8_%d.ckpt", (int)getpid());
     snprintf(ckpt_q8, sizeof ckpt_q8, "/tmp/cf_test_q8_%d_q.ckpt", (int)getpid());
-    cf_error err;
-    cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok};
-    CHECK_MSG(cf_import_llama2c(model, ckpt, &opt, &err) == 0, "%s", err.msg);
-    opt.dtype = CF_Q8_0;
-    CHECK_MSG(cf_import_llama2c(model, ckpt_q8, &opt, &err) == 0, "%s", err.msg);
-    cf_infer_model *f = load(ckpt, CF_F32), *q = load(ckpt, CF_Q8_0), *qs = load(ckpt_q8, CF_Q8_0);
-    if (!f || !q || !qs) return;
-
+    if (!stories260k_import(ckpt, ckpt_q8, CF_Q8_0, &tok, &text)) return;
+    cf_infer_model *f = quant_test_load(ckpt, CF_F32), *q = quant_test_load(ckpt, CF_Q8_0);
+    cf_infer_model *qs = quant_test_load(ckpt_q8, CF_Q8_0);
     /* perplexity over the validation split's first max_seq tokens */
-    size_t len = 0;
-    char *all = test_read_file(text, &len);
-    CHECK(all != NULL);
-    if (!all) return;
-    size_t start = len / 10 * 9;
-    int32_t *ids = NULL;
-    long n = cf_tokenizer_encode(cf_infer_tokenizer(f), all + start, len - start, true, &ids, &err);
-    CHECK(n > 16);
-    if (n > cf_infer_max_seq(f)) n = cf_infer_max_seq(f);
+    long n = 0;
+    int32_t *ids = f && q && qs ? validation_ids(f, text, &n) : NULL;
+    if (!ids) return;
+    cf_error err;
     double pf = perplexity(f, ids, n), pq = perplexity(q, ids, n), pqs = perplexity(qs, ids, n);
     fprintf(stderr, "stories260K perplexity on %ld validation tokens: f32 %.4f, q8_0 %.4f (%+.3f%%)\n", n, pf, pq,
             100.0 * (pq / pf - 1.0));
@@ -365,7 +329,7 @@ static void stories260k(void) {
     CHECK_MSG(same >= 50, "q8_0 greedy text leaves f32's after %ld tokens", same);
     CHECK(cf_infer_weight_bytes(q) < cf_infer_weight_bytes(f) / 3);
 
-    free(ids), free(all);
+    free(ids);
     cf_infer_free(f), cf_infer_free(q), cf_infer_free(qs);
     gguf_round_trip(ckpt, ckpt_q8, tok);
     unlink(ckpt), unlink(ckpt_q8);

@@ -7,8 +7,10 @@ back, so test_gguf_quants checks cformers' dequantization against ggml's, value 
         tests/fixtures/gguf/quants.bin
 
 LLAMACPP_LIB: a directory with libggml-base.so (bench/llamacpp_build.sh builds one); numpy.
-File: "GGQF", u32 count; then per type: u32 ggml type, u32 rows, u32 cols, u32 bytes, the
-blocks, then rows * cols little-endian f32."""
+File: "GGQF", u32 count, u32 rows, u32 cols, the input rows * cols f32; then per type: u32
+ggml type, u32 bytes, the blocks ggml_quantize_chunk made of the input (no importance
+matrix: ggml's reference rules), then the rows * cols f32 dequantize_row_<type> gives back.
+All little-endian."""
 import ctypes
 import os
 import struct
@@ -33,7 +35,7 @@ def main(out):
     x = (rng.standard_normal((ROWS, COLS)) * np.array([[0.02], [1.0], [30.0]])).astype(np.float32)
     x[1, 5] = 90.0
     x[2, 64:160] = 0.0
-    parts = [b"GGQF", struct.pack("<I", len(TYPES))]
+    parts = [b"GGQF", struct.pack("<III", len(TYPES), ROWS, COLS), x.astype("<f4").tobytes()]
     for name, t in TYPES.items():
         lib.ggml_quantize_init(t)
         row = lib.ggml_row_size(t, COLS)
@@ -44,7 +46,7 @@ def main(out):
         deq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         y = np.zeros((ROWS, COLS), np.float32)
         deq(q, y.ctypes.data, ROWS * COLS)
-        parts += [struct.pack("<IIII", t, ROWS, COLS, n), q.raw[:n], y.astype("<f4").tobytes()]
+        parts += [struct.pack("<II", t, n), q.raw[:n], y.astype("<f4").tobytes()]
         print(f"{name}: {n} bytes, max |x - dequantized| {np.abs(x - y).max():.4g}")
     with open(out, "wb") as f:
         f.write(b"".join(parts))

@@ -40,9 +40,10 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
  * tokenizer when there is one: SentencePiece as "llama", byte-level BPE as "gpt2"), tensors as stored:
  * f32, f16 or bf16 (GGML type 30). */
 int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *err);
-/* The same with the matrices written as `matrices` (CF_Q8_0: quantized unless stored so;
- * CF_DTYPE_COUNT: as stored). q8_0 matrices whose rows are not whole blocks of 32 (GGUF
- * cannot hold cformers' padded rows) are written as f32, which holds them exactly. */
+/* The same with the matrices written as `matrices` (CF_Q8_0 or CF_Q4_0: quantized unless
+ * stored so, q4_0 into q8_0 exactly; CF_DTYPE_COUNT: as stored). q8_0 and q4_0 matrices
+ * whose rows are not whole blocks of 32 (GGUF cannot hold cformers' padded rows) are
+ * written as f32, which holds them exactly. */
 int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtype matrices, cf_error *err);
 
 /* GGUF (llama.cpp, v2 or v3, general.architecture = llama) -> cformers checkpoint, in

@@ -18,22 +18,23 @@ typedef enum cf_dtype {
     CF_I8 = 3,
     CF_I32 = 4,
     CF_Q8_0 = 5, /* GGUF's q8_0: blocks of 32 weights, each an f16 scale d and 32 int8 q (w = d * q) */
+    CF_Q4_0 = 6, /* GGUF's q4_0: blocks of 32 weights, each an f16 scale d and 32 4-bit q (w = d * (q - 8)) */
     CF_DTYPE_COUNT
 } cf_dtype;
 
 typedef uint16_t cf_bf16;
 typedef uint16_t cf_f16;
 
-/* Bytes per element; 0 for the block type q8_0 (see cf_dtype_row_bytes). */
+/* Bytes per element; 0 for the block types q8_0 and q4_0 (see cf_dtype_row_bytes). */
 size_t cf_dtype_size(cf_dtype t);
 /* Bytes of one row of `cols` elements (the innermost dim): cols * cf_dtype_size, or for
- * q8_0 ceil(cols / 32) blocks of 34 bytes, the last one zero-padded (GGUF requires whole
- * blocks; cformers pads rows such as stories260K's 172-wide down projection). */
+ * q8_0 ceil(cols / 32) blocks of 34 bytes (q4_0: 18), the last one zero-padded (GGUF
+ * requires whole blocks; cformers pads rows such as stories260K's 172-wide down projection). */
 size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols);
 /* Bytes of a tensor of this shape (rows of the innermost dim). The caller has checked that
  * the element count fits (it is at most 2^40 in checkpoints and GGUF files). */
 uint64_t cf_dtype_tensor_bytes(cf_dtype t, int ndim, const int64_t *shape);
-/* "f32", "bf16", "f16", "i8", "i32", "q8_0". */
+/* "f32", "bf16", "f16", "i8", "i32", "q8_0", "q4_0". */
 const char *cf_dtype_name(cf_dtype t);
 /* Accepts the names above and the MindFormers spellings ("float32", "bfloat16", "float16",
  * "int8", "int32"); returns -1 for anything else. */
@@ -66,6 +67,22 @@ typedef struct cf_block_q8_0 {
  * as f16. Dequantization is w = f16(d) * q; a padded block's tail is not written back. */
 void cf_quantize_q8_0(const float *src, void *dst, int64_t rows, int64_t cols);
 void cf_dequantize_q8_0(const void *src, float *dst, int64_t rows, int64_t cols);
+
+/* q4_0 blocks (ggml's block_q4_0): 18 bytes; element j < 16 is the low nibble of qs[j],
+ * element j + 16 its high nibble, w = d * (nibble - 8). */
+enum { CF_Q4_0_BLOCK_BYTES = 18 };
+typedef struct cf_block_q4_0 {
+    cf_f16 d;
+    uint8_t qs[CF_Q8_0_BLOCK / 2];
+} cf_block_q4_0;
+
+/* rows x cols floats into rows of q4_0 blocks, by ggml's reference rule (quantize_row_q4_0_ref):
+ * m the element of largest magnitude (the first such), d = m / -8, q = min(15, trunc(x / d + 8.5))
+ * (x * (1/d) with the f32 d); non-finite inputs give defined nibbles. Padding quantizes as 0. */
+void cf_quantize_q4_0(const float *src, void *dst, int64_t rows, int64_t cols);
+void cf_dequantize_q4_0(const void *src, float *dst, int64_t rows, int64_t cols);
+/* q4_0 into q8_0 blocks holding the same values (the same d, q - 8), rows x cols. */
+void cf_q4_0_to_q8_0(const void *src, void *dst, int64_t rows, int64_t cols);
 
 float cf_f16_to_f32(cf_f16 h);
 cf_f16 cf_f32_to_f16(float f);

@@ -37,6 +37,11 @@ int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtyp
     return 0;
 }
 
+int cli_check_weight_dtype(const char *cmd, cf_dtype dtype) {
+    if (dtype == CF_F32 || dtype == CF_BF16 || dtype == CF_Q8_0 || dtype == CF_Q4_0) return 0;
+    return cli_usage_error(cmd, "--dtype must be f32, bf16, q8_0 or q4_0, not %s", cf_dtype_name(dtype));
+}
+
 int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out) {
     if (strcmp(text, "f32") == 0) *out = CF_KV_F32;
     else if (strcmp(text, "bf16") == 0) *out = CF_KV_BF16;

@@ -7,7 +7,7 @@
 
 static const char usage[] =
     "usage: cformers convert --from llama2c|hf|gguf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
-    "       cformers convert --to safetensors|gguf CKPT --output OUT [--dtype q8_0]\n"
+    "       cformers convert --to safetensors|gguf CKPT --output OUT [--dtype q8_0|q4_0]\n"
     "\n"
     "Imports a model into a cformers checkpoint, or exports a checkpoint for other tools.\n"
     "\n"
@@ -16,16 +16,16 @@ static const char usage[] =
     "                             with model.safetensors.index.json); f32, bf16 or f16\n"
     "  --from gguf FILE.gguf      llama.cpp GGUF (llama, gpt2): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,\n"
     "                             q4_K, q5_K and q6_K tensors (q8_0, q4_0 and q5_0 kept exactly with\n"
-    "                             --dtype q8_0, the others dequantized); its tokenizer.ggml.* (llama:\n"
-    "                             SentencePiece, gpt2: byte-level BPE) is embedded\n"
+    "                             --dtype q8_0, q4_0 with --dtype q4_0, the others dequantized); its\n"
+    "                             tokenizer.ggml.* (llama: SentencePiece, gpt2: byte-level BPE) is embedded\n"
     "  --tokenizer FILE           tokenizer to embed instead (llama2.c tokenizer.bin, SentencePiece\n"
     "                             .model, tokenizer.json, or a directory with GPT-2's encoder.json +\n"
     "                             vocab.bpe; for hf, DIR/tokenizer.model or tokenizer.json by default)\n"
-    "  --dtype f32|bf16|f16|q8_0  weight dtype in the checkpoint (default f32; q8_0: GGUF's int8\n"
-    "                             blocks of 32 with an f16 scale, matrices only)\n"
+    "  --dtype f32|bf16|f16|q8_0|q4_0  weight dtype in the checkpoint (default f32; q8_0 / q4_0:\n"
+    "                             GGUF's int8 / 4-bit blocks of 32 with an f16 scale, matrices only)\n"
     "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
-    "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp); --dtype q8_0 quantizes\n"
-    "                             the matrices (rows not a multiple of 32 stay f32)\n"
+    "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp); --dtype q8_0 or q4_0\n"
+    "                             quantizes the matrices (rows not a multiple of 32 stay f32)\n"
     "  --output OUT               where to write\n";
 
 int cmd_convert(int argc, char **argv) {

@@ -25,7 +25,8 @@ static const char usage[] =
     "  --top-p P            nucleus sampling mass (default 0.9; 1 = off)\n"
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
-    "  --dtype f32|bf16|q8_0  dtype of the weights matmuls read (default f32; q8_0: int8 blocks)\n"
+    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default f32; q8_0: int8 blocks,\n"
+    "                       q4_0: 4-bit blocks)\n"
     "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
@@ -64,8 +65,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         if (rc) return rc;
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
-    if (a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_Q8_0)
-        return cli_usage_error(cmd, "--dtype must be f32, bf16 or q8_0");
+    if (cli_check_weight_dtype(cmd, a->dtype) != 0) return 2;
     return 0;
 }
 

@@ -33,7 +33,8 @@ static const char usage[] =
     "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
     "  --chat-template T       llama2, llama3 or chatml (default: from the tokenizer)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
-    "  --dtype f32|bf16|q8_0   dtype of the weights matmuls read (default f32; q8_0: int8 blocks)\n"
+    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default f32; q8_0: int8\n"
+    "                          blocks, q4_0: 4-bit blocks)\n"
     "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n";
 
 /* "1048576", "512K", "64M", "2G", "1.5GiB" -> bytes. */
@@ -92,8 +93,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
     if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
-    if (a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_Q8_0)
-        return cli_usage_error(cmd, "--dtype must be f32, bf16 or q8_0");
+    if (cli_check_weight_dtype(cmd, a->dtype) != 0) return 2;
     const char *t = a->server.chat_template;
     if (t && strcmp(t, "llama2") && strcmp(t, "llama3") && strcmp(t, "chatml"))
         return cli_usage_error(cmd, "--chat-template must be llama2, llama3 or chatml, not '%s'", t);

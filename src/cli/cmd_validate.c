@@ -7,7 +7,7 @@
 #include "cli_parse.h"
 
 static const char usage[] =
-    "usage: cformers validate --model CKPT --reference FILE [--tolerance X] [--dtype f32|bf16|q8_0]\n"
+    "usage: cformers validate --model CKPT --reference FILE [--tolerance X] [--dtype f32|bf16|q8_0|q4_0]\n"
     "\n"
     "Runs the reference's prompt tokens through the model and compares the logits of every\n"
     "position with the reference (written by tools/torch_logits_reference.py or any tool that\n"
@@ -38,8 +38,7 @@ int cmd_validate(int argc, char **argv) {
         if (rc) return rc;
     }
     if (!model || !reference) return cli_usage_error(cmd, "--model and --reference are required");
-    if (dtype != CF_F32 && dtype != CF_BF16 && dtype != CF_Q8_0)
-        return cli_usage_error(cmd, "--dtype must be f32, bf16 or q8_0");
+    if (cli_check_weight_dtype(cmd, dtype) != 0) return 2;
     cf_error err;
     cf_logits_reference ref;
     if (cf_logits_reference_load(reference, &ref, &err) != 0) {

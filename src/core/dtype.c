@@ -15,12 +15,16 @@ static const struct {
     [CF_I8] = {"i8", "int8", 1},
     [CF_I32] = {"i32", "int32", 4},
     [CF_Q8_0] = {"q8_0", "Q8_0", 0},
+    [CF_Q4_0] = {"q4_0", "Q4_0", 0},
 };
 
 _Static_assert(sizeof(cf_block_q8_0) == CF_Q8_0_BLOCK_BYTES, "q8_0 blocks are 34 packed bytes");
+_Static_assert(sizeof(cf_block_q4_0) == CF_Q4_0_BLOCK_BYTES, "q4_0 blocks are 18 packed bytes");
+_Static_assert(CF_DTYPE_COUNT == 7, "a new dtype needs its row in dtype_table and cf_dtype_row_bytes");
 
 size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols) {
     if (t == CF_Q8_0) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * CF_Q8_0_BLOCK_BYTES;
+    if (t == CF_Q4_0) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * CF_Q4_0_BLOCK_BYTES;
     return (size_t)cols * cf_dtype_size(t);
 }
 
@@ -58,6 +62,51 @@ void cf_dequantize_q8_0(const void *src, float *dst, int64_t rows, int64_t cols)
             int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
             for (int i = 0; i < n; i++) y[i] = d * (float)in->q[i];
         }
+}
+
+void cf_quantize_q4_0(const float *src, void *dst, int64_t rows, int64_t cols) {
+    int64_t blocks = (cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    cf_block_q4_0 *out = dst;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < blocks; b++, out++) {
+            const float *x = src + r * cols + b * CF_Q8_0_BLOCK;
+            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            float amax = 0.0f, max = 0.0f;
+            for (int i = 0; i < n; i++)
+                if (amax < fabsf(x[i])) amax = fabsf(x[i]), max = x[i];
+            float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            out->d = cf_f32_to_f16(d);
+            uint8_t q[CF_Q8_0_BLOCK];
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++) /* [0.5, 16.5] for finite blocks: ggml's (int8_t) cast then min */
+                q[i] = i < n ? (uint8_t)fmaxf(0.0f, fminf(15.0f, x[i] * id + 8.5f)) : 8;
+            for (int i = 0; i < CF_Q8_0_BLOCK / 2; i++) out->qs[i] = (uint8_t)(q[i] | q[i + CF_Q8_0_BLOCK / 2] << 4);
+        }
+}
+
+/* Nibble j of a q4_0 block, minus 8. */
+static int q4_0_value(const cf_block_q4_0 *b, int j) {
+    return (j < CF_Q8_0_BLOCK / 2 ? b->qs[j] & 0xf : b->qs[j - CF_Q8_0_BLOCK / 2] >> 4) - 8;
+}
+
+void cf_dequantize_q4_0(const void *src, float *dst, int64_t rows, int64_t cols) {
+    int64_t blocks = (cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
+    const cf_block_q4_0 *in = src;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < blocks; b++, in++) {
+            float d = cf_f16_to_f32(in->d), *y = dst + r * cols + b * CF_Q8_0_BLOCK;
+            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            for (int i = 0; i < n; i++) y[i] = (float)q4_0_value(in, i) * d;
+        }
+}
+
+void cf_q4_0_to_q8_0(const void *src, void *dst, int64_t rows, int64_t cols) {
+    int64_t blocks = rows * ((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK);
+    const cf_block_q4_0 *in = src;
+    cf_block_q8_0 *out = dst;
+    for (int64_t b = 0; b < blocks; b++) {
+        out[b].d = in[b].d;
+        for (int i = 0; i < CF_Q8_0_BLOCK; i++) out[b].q[i] = (int8_t)q4_0_value(&in[b], i);
+    }
 }
 
 size_t cf_dtype_size(cf_dtype t) { return t < CF_DTYPE_COUNT ? dtype_table[t].size : 0; }

@@ -14,6 +14,8 @@ void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const i
         float *dst = m->x + t * m->dim;
         if (m->embed_dtype == CF_Q8_0)
             matvec_q8_row(m->embed, tokens[t], m->dim, dst);
+        else if (m->embed_dtype == CF_Q4_0)
+            matvec_q4_row(m->embed, tokens[t], m->dim, dst);
         else if (m->embed_dtype == CF_BF16)
             cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
         else

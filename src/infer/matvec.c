@@ -55,25 +55,33 @@ typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
  * and the quantizer of x for q8_0; then the one-input kernels for a product streamed from
  * memory (over the L2 size: see MATVEC_ROWS in matvec.h), where they differ. */
 typedef struct matvec_kernels {
-    matvec_rows_fn f32, bf16, q8_0;
-    const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n;
+    matvec_rows_fn f32, bf16, q8_0, q4_0;
+    const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n, *q4_n;
     long pair_block;
     matvec_quantize_fn quantize_x;
-    matvec_rows_fn f32_stream, bf16_stream, q8_0_stream; /* NULL: the kernels above */
+    matvec_rows_fn f32_stream, bf16_stream, q8_0_stream, q4_0_stream; /* NULL: the kernels above */
 } matvec_kernels;
 
+/* (AVX-512 CPUs take AVX2's q4_0 kernels, and q8_0's too without VNNI.) */
 static const matvec_kernels kernels_scalar = {
-    f32_rows_scalar, bf16_rows_scalar, matvec_q8_rows_scalar, NULL, NULL, NULL, 0, matvec_quantize_x, NULL, NULL, NULL};
+    .f32 = f32_rows_scalar, .bf16 = bf16_rows_scalar, .q8_0 = matvec_q8_rows_scalar, .q4_0 = matvec_q4_rows_scalar,
+    .quantize_x = matvec_quantize_x};
 static const matvec_kernels kernels_avx2 = {
-    matvec_f32_rows_avx2, matvec_bf16_rows_avx2,  matvec_q8_rows_avx2,   matvec_f32_rowsn_avx2,
-    matvec_bf16_rowsn_avx2, matvec_q8_rowsn_avx2, MATVEC_PAIR_BLOCK_AVX2, matvec_quantize_x_avx2,
-    matvec_f32_stream_avx2, matvec_bf16_stream_avx2, matvec_q8_stream_avx2};
+    .f32 = matvec_f32_rows_avx2, .bf16 = matvec_bf16_rows_avx2, .q8_0 = matvec_q8_rows_avx2,
+    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx2, .bf16_n = matvec_bf16_rowsn_avx2,
+    .q8_n = matvec_q8_rowsn_avx2, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX2,
+    .quantize_x = matvec_quantize_x_avx2, .f32_stream = matvec_f32_stream_avx2,
+    .bf16_stream = matvec_bf16_stream_avx2, .q8_0_stream = matvec_q8_stream_avx2, .q4_0_stream = matvec_q4_stream_avx2};
 static const matvec_kernels kernels_avx512 = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512, matvec_q8_rows_avx2,      matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx2,     MATVEC_PAIR_BLOCK_AVX512, matvec_quantize_x_avx512, NULL, NULL, NULL};
+    .f32 = matvec_f32_rows_avx512, .bf16 = matvec_bf16_rows_avx512, .q8_0 = matvec_q8_rows_avx2,
+    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx512, .bf16_n = matvec_bf16_rowsn_avx512,
+    .q8_n = matvec_q8_rowsn_avx2, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX512,
+    .quantize_x = matvec_quantize_x_avx512};
 static const matvec_kernels kernels_avx512_vnni = {
-    matvec_f32_rows_avx512,   matvec_bf16_rows_avx512,    matvec_q8_rows_avx512vnni, matvec_f32_rowsn_avx512,
-    matvec_bf16_rowsn_avx512, matvec_q8_rowsn_avx512vnni, MATVEC_PAIR_BLOCK_AVX512,  matvec_quantize_x_avx512, NULL, NULL, NULL};
+    .f32 = matvec_f32_rows_avx512, .bf16 = matvec_bf16_rows_avx512, .q8_0 = matvec_q8_rows_avx512vnni,
+    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx512, .bf16_n = matvec_bf16_rowsn_avx512,
+    .q8_n = matvec_q8_rowsn_avx512vnni, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX512,
+    .quantize_x = matvec_quantize_x_avx512};
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -157,18 +165,29 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
 void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
                         float *scratch) {
     const matvec_kernels *k = active_kernels();
+    bool quantized = dtype == CF_Q8_0 || dtype == CF_Q4_0; /* x quantized per block */
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
-                      .rows_fn = dtype == CF_Q8_0 ? k->q8_0 : dtype == CF_BF16 ? k->bf16 : k->f32,
-                      .rowsn = dtype == CF_BF16 ? k->bf16_n : dtype == CF_F32 ? k->f32_n : k->q8_n, .widest = 1};
+                      .rows_fn = dtype == CF_Q8_0   ? k->q8_0
+                                 : dtype == CF_Q4_0 ? k->q4_0
+                                 : dtype == CF_BF16 ? k->bf16
+                                                    : k->f32,
+                      .rowsn = dtype == CF_Q8_0   ? k->q8_n
+                               : dtype == CF_Q4_0 ? k->q4_n
+                               : dtype == CF_BF16 ? k->bf16_n
+                                                  : k->f32_n,
+                      .widest = 1};
     while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    matvec_rows_fn stream = dtype == CF_Q8_0 ? k->q8_0_stream : dtype == CF_BF16 ? k->bf16_stream : k->f32_stream;
+    matvec_rows_fn stream = dtype == CF_Q8_0   ? k->q8_0_stream
+                            : dtype == CF_Q4_0 ? k->q4_0_stream
+                            : dtype == CF_BF16 ? k->bf16_stream
+                                               : k->f32_stream;
     if (stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = stream; /* (several inputs: from cache) */
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
-    for (long t = 0; t < n && (dtype == CF_Q8_0 || (dtype == CF_BF16 && k->pair_block)); t++) {
+    for (long t = 0; t < n && (quantized || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;
-        if (dtype == CF_Q8_0) k->quantize_x(x + t * in, in, dst);
+        if (quantized) k->quantize_x(x + t * in, in, dst);
         else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
         job.x = scratch, job.x_stride = prepared;
     }

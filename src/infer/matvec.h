@@ -160,6 +160,28 @@ static inline long matvec_x_parts(void *scratch, long in, int8_t **q, int32_t **
     return blocks;
 }
 void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+
+/* q4_0 weights multiply x quantized as for q8_0 (matvec_quantize_x): per block b,
+ * d_w * d_x * sum((q_w - 8) * q_x), the sum exact in int32. Repacked at load like q8_0: per
+ * row `blocks` (matvec_q8_blocks: even) blocks of 16 bytes of nibbles as GGUF stores them
+ * (element j < 16 the low nibble of byte j, j + 16 its high nibble; a 32-byte load is two
+ * whole blocks), then the rows' f16 scales; padding blocks are zero (scale 0). */
+typedef struct matvec_q4 {
+    const uint8_t *q; /* [rows, blocks * 16] */
+    const cf_f16 *d;  /* [rows, blocks] */
+    long blocks;
+} matvec_q4;
+enum { MATVEC_Q4_BLOCK_BYTES = CF_Q8_0_BLOCK / 2 };
+static inline size_t matvec_q4_bytes(long rows, long in) {
+    return (size_t)rows * (size_t)matvec_q8_blocks(in) * CF_Q4_0_BLOCK_BYTES;
+}
+void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out);
+void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst);
+void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+/* AVX2 (matvec_q8_avx2.c, one tile with q8_0's), also on AVX-512 CPUs: grouped rows and the
+ * streaming twin (several inputs: matvec_q4_rowsn_avx2 below). */
+void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
@@ -182,6 +204,8 @@ extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
 /* q8_0 without VNNI (matvec_q8_avx2.c: AVX2, and AVX-512 CPUs without VNNI), up to 4 inputs,
  * one row at a time. */
 extern const matvec_rowsn_fn matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+/* q4_0 likewise (matvec_q8_avx2.c), up to 4 inputs. */
+extern const matvec_rowsn_fn matvec_q4_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* Defines `table`, entries 2 to 4 the inline tile(w, x, x_stride, y, y_stride, r0, r1, in, N)
  * with N fixed (the q8_0 kernels' tables). */
 #define MATVEC_ROWSN_TABLE_2_TO_4(table, tile)                                                                          \

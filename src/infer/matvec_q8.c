@@ -1,5 +1,5 @@
-/* q8_0 decode products: the repacked weight layout, the activation quantizer and the
- * portable kernel (matvec.h). */
+/* q8_0 and q4_0 decode products: the repacked weight layouts, the activation quantizer and
+ * the portable kernels (matvec.h). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -60,6 +60,50 @@ void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, lon
         for (long b = 0; b < m->blocks; b++) {
             int32_t dot = 0;
             for (int i = 0; i < CF_Q8_0_BLOCK; i++) dot += (row[b * CF_Q8_0_BLOCK + i] - 128) * q[b * CF_Q8_0_BLOCK + i];
+            s += cf_f16_to_f32(m->d[r * m->blocks + b]) * d[b] * (float)dot;
+        }
+        y[r] = s;
+    }
+}
+
+void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out) {
+    long have = (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK, nb = matvec_q8_blocks(in);
+    uint8_t *q = mem;
+    cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * MATVEC_Q4_BLOCK_BYTES);
+    const cf_block_q4_0 *src = blocks;
+    for (long r = 0; r < rows; r++)
+        for (long b = 0; b < nb; b++) {
+            const cf_block_q4_0 *s = b < have ? &src[r * have + b] : NULL;
+            uint8_t *dst = q + (r * nb + b) * MATVEC_Q4_BLOCK_BYTES;
+            if (s) memcpy(dst, s->qs, MATVEC_Q4_BLOCK_BYTES);
+            else memset(dst, 0x88, MATVEC_Q4_BLOCK_BYTES); /* nibbles 8: value 0 (the scale is 0 too) */
+            d[r * nb + b] = s ? s->d : 0;
+        }
+    *out = (matvec_q4){.q = q, .d = d, .blocks = nb};
+}
+
+/* Nibble i of a q4_0 row's repacked blocks, minus 8. */
+static int q4_value(const uint8_t *row, long i) {
+    const uint8_t *b = row + i / CF_Q8_0_BLOCK * MATVEC_Q4_BLOCK_BYTES;
+    int j = (int)(i % CF_Q8_0_BLOCK);
+    return (j < MATVEC_Q4_BLOCK_BYTES ? b[j] & 0xf : b[j - MATVEC_Q4_BLOCK_BYTES] >> 4) - 8;
+}
+
+void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) {
+    const uint8_t *q = w->q + r * w->blocks * MATVEC_Q4_BLOCK_BYTES;
+    for (long i = 0; i < in; i++) dst[i] = (float)q4_value(q, i) * cf_f16_to_f32(w->d[r * w->blocks + i / CF_Q8_0_BLOCK]);
+}
+
+void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    const matvec_q4 *m = w;
+    const int8_t *q = xq;
+    const float *d = matvec_x_scales(xq, in);
+    for (long r = r0; r < r1; r++) {
+        const uint8_t *row = m->q + r * m->blocks * MATVEC_Q4_BLOCK_BYTES;
+        float s = 0.0f;
+        for (long b = 0; b < m->blocks; b++) {
+            int32_t dot = 0;
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dot += q4_value(row, b * CF_Q8_0_BLOCK + i) * q[b * CF_Q8_0_BLOCK + i];
             s += cf_f16_to_f32(m->d[r * m->blocks + b]) * d[b] * (float)dot;
         }
         y[r] = s;

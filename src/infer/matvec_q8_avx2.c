@@ -1,7 +1,7 @@
-/* q8_0 decode kernel for AVX2 (matvec.h's repacked layout). Without VNNI the sign trick
- * does the int8 products: |w| (unsigned) times x with w's sign, so maddubs (unsigned by
- * signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation) and madd by
- * ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
+/* q8_0 and q4_0 decode kernels for AVX2 (matvec.h's repacked layouts). Without VNNI the
+ * sign trick does q8_0's int8 products: |w| (unsigned) times x with w's sign, so maddubs
+ * (unsigned by signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation)
+ * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
  * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, or one by one
  * (the streaming twin, matvec.h). */
 #include <float.h>
@@ -60,35 +60,85 @@ void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
     }
 }
 
+/* One pair of blocks of a row, ready for the products with x: q8_0 as |w| (unsigned) and w
+ * itself for the sign of x (the sign trick); q4_0 as its nibbles unsigned, 0..15 (maddubs's
+ * pairs then reach 2 * 15 * 127: no saturation), the -8 taken off per block of x by its
+ * offset term (see pair_dot). */
+typedef struct q_pair {
+    __m256i a[2], v[2];
+} q_pair;
+
+static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, const int Q4) {
+    q_pair w;
+    if (Q4) { /* 32 bytes: two blocks of 16, the low nibbles elements 0-15, the high ones 16-31 */
+        const __m256i low = _mm256_set1_epi8(0x0f);
+        __m256i raw = _mm256_loadu_si256((const __m256i *)p);
+        __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+        w.a[0] = _mm256_permute2x128_si256(lo, hi, 0x20), w.a[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+    } else {
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+        for (int h = 0; h < 2; h++) {
+            w.v[h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + h * CF_Q8_0_BLOCK)), flip);
+            w.a[h] = _mm256_sign_epi8(w.v[h], w.v[h]);
+        }
+    }
+    return w;
+}
+
+/* Block h of the pair times x's block (quants xq, offset term off: lane 0 -128 * sum(q_x)) in
+ * 8 int32 lanes whose sum is the block's exact dot product. q4_0: sum(q * x) - 8 * sum(x), the
+ * second term as off / 16 in lane 0. */
+static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, int h, const int8_t *xq,
+                                                              const int32_t *off, const int Q4) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i x = _mm256_loadu_si256((const __m256i *)xq);
+    if (Q4)
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], x), ones),
+                                _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)off), 4));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], _mm256_sign_epi8(x, w->v[h])), ones);
+}
+
 /* A tile of R rows by N inputs (R > 1 with N = 1: rows in groups sharing each load of x; R
- * = 1: one row at a time, one stream, each weight load, flip and |w| serving N inputs). Per
- * output the same arithmetic whatever the tile, so every tile gives bit for bit the
- * one-input kernel's sums: per row, 8 blocks' combined scales d_w * d_x come from one 8-wide
- * f16 conversion and are broadcast lane by lane (vpermps) instead of a scalar conversion,
- * product and broadcast per block (which the last nb % 8 blocks keep: the same f32
- * product); the blocks go in pairs (nb is even), so one prefetch covers a 64-byte line of
- * each row. In cache 16 -> 20 GB/s per CPU second on Zen 3. */
+ * = 1: one row at a time, one stream, each weight load and expansion serving N inputs), of
+ * q8_0 or (Q4) q4_0 weights. Per output the same arithmetic whatever the tile, so every tile
+ * gives bit for bit the one-input kernel's sums: per row, 8 blocks' combined scales d_w * d_x
+ * come from one 8-wide f16 conversion and are broadcast lane by lane (vpermps) instead of a
+ * scalar conversion, product and broadcast per block (which the last nb % 8 blocks keep: the
+ * same f32 product); the blocks go in pairs (nb is even), so one prefetch covers a 64-byte
+ * line of each q8_0 row. q8_0 in cache 16 -> 20 GB/s per CPU second on Zen 3. */
 enum { Q8_INPUTS = 4 };
 static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
-                                                          long ys, long r0, long r1, long in, const int R, const int N) {
+                                                          long ys, long r0, long r1, long in, const int R, const int N,
+                                                          const int Q4) {
     enum { SPAN = 8 };
-    const matvec_q8 *m = w;
-    long nb = m->blocks, row_bytes = nb * CF_Q8_0_BLOCK, dist = matvec_ahead_rows(nb * CF_Q8_0_BLOCK_BYTES);
+    matvec_q8 m; /* the planes (a matvec_q4 has the same three fields) */
+    if (Q4) {
+        const matvec_q4 *m4 = w;
+        m = (matvec_q8){.q = m4->q, .d = m4->d, .blocks = m4->blocks};
+    } else {
+        m = *(const matvec_q8 *)w;
+    }
+    const long block_bytes = Q4 ? MATVEC_Q4_BLOCK_BYTES : CF_Q8_0_BLOCK;
+    long nb = m.blocks, row_bytes = nb * block_bytes;
+    long dist = matvec_ahead_rows(nb * (Q4 ? CF_Q4_0_BLOCK_BYTES : CF_Q8_0_BLOCK_BYTES));
     long spans_end = nb / SPAN * SPAN;
     const int8_t *q[Q8_INPUTS];
+    const int32_t *off[Q8_INPUTS];
     const float *dx[Q8_INPUTS];
-    for (int t = 0; t < N; t++) q[t] = (const int8_t *)((const char *)xv + t * x_stride), dx[t] = matvec_x_scales(q[t], in);
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    MATVEC_PREFETCH_START(m->q, r0, r1, row_bytes, dist)
-    MATVEC_Q8_PREFETCH_SCALES(m, r0, r0 + dist < r1 ? r0 + dist : r1)
+    for (int t = 0; t < N; t++) {
+        q[t] = (const int8_t *)((const char *)xv + t * x_stride);
+        off[t] = matvec_x_offsets(q[t], in), dx[t] = matvec_x_scales(q[t], in);
+    }
+    MATVEC_PREFETCH_START(m.q, r0, r1, row_bytes, dist)
+    MATVEC_Q8_PREFETCH_SCALES(&m, r0, r0 + dist < r1 ? r0 + dist : r1)
     for (long r = r0; r < r1; r += R) {
         const uint8_t *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
-        MATVEC_TILE_ROWS(row, ahead, m->q, r, r1, row_bytes, dist, R)
-        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(m, r + dist, r + dist + R < r1 ? r + dist + R : r1)
+        MATVEC_TILE_ROWS(row, ahead, m.q, r, r1, row_bytes, dist, R)
+        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(&m, r + dist, r + dist + R < r1 ? r + dist + R : r1)
         const cf_f16 *d[MATVEC_ROWS];
         __m256 acc[MATVEC_ROWS][Q8_INPUTS];
         for (int k = 0; k < R; k++) {
-            d[k] = m->d + (row[k] - m->q) / CF_Q8_0_BLOCK;
+            d[k] = m.d + (row[k] - m.q) / block_bytes;
             for (int t = 0; t < N; t++) acc[k][t] = _mm256_setzero_ps();
         }
         for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
@@ -99,16 +149,13 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
             }
             for (int j = 0; j < SPAN; j += 2) {
                 long b = b0 + j;
-                for (int k = 0; k < R; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
-                for (int h = 0; h < 2; h++) {
-                    __m256i lane = _mm256_set1_epi32(j + h);
-                    for (int k = 0; k < R; k++) {
-                        __m256i v = _mm256_xor_si256(
-                            _mm256_loadu_si256((const __m256i *)(row[k] + (b + h) * CF_Q8_0_BLOCK)), flip);
-                        __m256i a = _mm256_sign_epi8(v, v);
+                for (int k = 0; k < R; k++) {
+                    if (!Q4 || j % 4 == 0) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
+                    q_pair p = load_pair(row[k] + b * block_bytes, Q4);
+                    for (int h = 0; h < 2; h++) {
+                        __m256i lane = _mm256_set1_epi32(j + h);
                         for (int t = 0; t < N; t++) {
-                            __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + (b + h) * CF_Q8_0_BLOCK));
-                            __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
+                            __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off[t] + (b + h) * 8, Q4);
                             acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k][t], lane),
                                                         acc[k][t]);
                         }
@@ -116,35 +163,44 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                 }
             }
         }
-        for (long b = spans_end; b < nb; b += 2) {
-            for (int k = 0; k < R; k++) _mm_prefetch((const char *)(ahead[k] + b * CF_Q8_0_BLOCK), _MM_HINT_T1);
-            for (long c = b; c < b + 2; c++)
-                for (int k = 0; k < R; k++) {
-                    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row[k] + c * CF_Q8_0_BLOCK)), flip);
-                    __m256i a = _mm256_sign_epi8(v, v);
-                    float dwc = _cvtsh_ss(d[k][c]);
+        for (long b = spans_end; b < nb; b += 2)
+            for (int k = 0; k < R; k++) {
+                _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
+                q_pair p = load_pair(row[k] + b * block_bytes, Q4);
+                for (int h = 0; h < 2; h++) {
+                    float dwc = _cvtsh_ss(d[k][b + h]);
                     for (int t = 0; t < N; t++) {
-                        __m256i x = _mm256_loadu_si256((const __m256i *)(q[t] + c * CF_Q8_0_BLOCK));
-                        __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, v)), ones);
-                        acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][c]), acc[k][t]);
+                        __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off[t] + (b + h) * 8, Q4);
+                        acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][b + h]), acc[k][t]);
                     }
                 }
-        }
+            }
         for (int k = 0; k < R && r + k < r1; k++)
             for (int t = 0; t < N; t++) y[t * ys + r + k] = matvec_hsum256(acc[k][t]);
     }
 }
 
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0);
 }
 void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1, 0);
+}
+void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1);
+}
+void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1, 1);
 }
 
 /* Several inputs at once (matvec.h's matvec_rowsn_fn): one row by N inputs. */
 static inline __attribute__((always_inline)) void q8_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N);
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 0);
 }
 MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_rows_n)
+static inline __attribute__((always_inline)) void q4_rows_n(const void *w, const void *x, long xs, float *y, long ys,
+                                                            long r0, long r1, long in, const int N) {
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1);
+}
+MATVEC_ROWSN_TABLE_2_TO_4(matvec_q4_rowsn_avx2, q4_rows_n)

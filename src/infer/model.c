@@ -36,18 +36,21 @@ static void *own(cf_infer_model *m, size_t bytes) {
 }
 
 /* Returns rows x cols of data in dtype `want`, converting into an owned copy when stored
- * otherwise (through f32: widened, dequantized, rounded or quantized). q8_0 comes back
- * repacked for the kernels (a matvec_q8, matvec.h), from stored blocks as they are. */
+ * otherwise (through f32: widened, dequantized, rounded or quantized). q8_0 and q4_0 come
+ * back repacked for the kernels (a matvec_q8 / matvec_q4, matvec.h), from stored blocks of
+ * that type as they are. */
 static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, int64_t rows,
                             int64_t cols) {
-    if (have == want && want != CF_Q8_0) return data;
+    bool blocks_wanted = want == CF_Q8_0 || want == CF_Q4_0;
+    if (have == want && !blocks_wanted) return data;
     size_t n = (size_t)(rows * cols);
     float *f32 = NULL;
-    if (have != CF_Q8_0 || want != CF_Q8_0) {
+    if (have != want) {
         f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
         if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
         else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
         else if (have == CF_Q8_0) cf_dequantize_q8_0(data, f32, rows, cols);
+        else if (have == CF_Q4_0) cf_dequantize_q4_0(data, f32, rows, cols);
         else memcpy(f32, data, n * sizeof(float));
         if (want == CF_F32) return f32;
     }
@@ -58,13 +61,25 @@ static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, 
         return out;
     }
     void *blocks = NULL;
-    if (f32) {
+    if (have == CF_Q4_0 && want == CF_Q8_0) { /* exactly: the same scales, q - 8 */
+        free(f32), f32 = NULL;
         blocks = cf_xmalloc((size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols));
-        cf_quantize_q8_0(f32, blocks, rows, cols);
+        cf_q4_0_to_q8_0(data, blocks, rows, cols);
+    }
+    if (f32) {
+        blocks = cf_xmalloc((size_t)rows * cf_dtype_row_bytes(want, cols));
+        if (want == CF_Q8_0) cf_quantize_q8_0(f32, blocks, rows, cols);
+        else cf_quantize_q4_0(f32, blocks, rows, cols);
         free(f32);
     }
-    char *mem = own(m, 64 + matvec_q8_bytes((long)rows, (long)cols)); /* the header, then the planes */
-    matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
+    char *mem; /* the header, then the planes */
+    if (want == CF_Q8_0) {
+        mem = own(m, 64 + matvec_q8_bytes((long)rows, (long)cols));
+        matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
+    } else {
+        mem = own(m, 64 + matvec_q4_bytes((long)rows, (long)cols));
+        matvec_q4_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q4 *)(void *)mem);
+    }
     free(blocks);
     return mem;
 }
@@ -102,8 +117,8 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     const float *f32 = ndim == 1 || w->role == WR_POS_EMBED ? as_dtype(m, data, have, CF_F32, rows, cols) : NULL;
     infer_layer *L = &m->layers[layer];
     switch (w->role) {
-    case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 with q8_0 weights */
-        m->embed_dtype = b->wdtype == CF_Q8_0 ? CF_Q8_0 : have == CF_BF16 ? CF_BF16 : CF_F32;
+    case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 / q4_0 with such weights */
+        m->embed_dtype = b->wdtype == CF_Q8_0 || b->wdtype == CF_Q4_0 ? b->wdtype : have == CF_BF16 ? CF_BF16 : CF_F32;
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         break;
     case WR_POS_EMBED: m->pos_embed = f32; break;
@@ -140,8 +155,9 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     cf_infer_options defaults = {.weight_dtype = CF_F32};
     if (!opt) opt = &defaults;
     if (cf_model_config_check(cfg, source_name, err) != 0) return NULL;
-    if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16 && opt->weight_dtype != CF_Q8_0) {
-        cf_fail(err, "inference weights must be f32, bf16 or q8_0, not %s", cf_dtype_name(opt->weight_dtype));
+    if (opt->weight_dtype != CF_F32 && opt->weight_dtype != CF_BF16 && opt->weight_dtype != CF_Q8_0 &&
+        opt->weight_dtype != CF_Q4_0) {
+        cf_fail(err, "inference weights must be f32, bf16, q8_0 or q4_0, not %s", cf_dtype_name(opt->weight_dtype));
         return NULL;
     }
     if (opt->kv_cache != CF_KV_AUTO && opt->kv_cache != CF_KV_F32 && opt->kv_cache != CF_KV_BF16 &&
@@ -285,8 +301,8 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
-    /* one input's worth for decode; a prompt chunk's with q8_0 weights (infer_matvec_batch) */
-    bool q8 = m->layers[0].wq.dtype == CF_Q8_0;
+    /* one input's worth for decode; a prompt chunk's with q8_0 / q4_0 weights (infer_matvec_batch) */
+    bool q8 = m->layers[0].wq.dtype == CF_Q8_0 || m->layers[0].wq.dtype == CF_Q4_0;
     m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)(q8 ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
     infer_alloc_thread_scratch(m);
     return 0;

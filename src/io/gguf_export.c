@@ -182,33 +182,50 @@ typedef struct tensor_ctx {
     void **owned;
     long n;
     uint64_t data_offset;
-    bool q8;           /* matrices written as q8_0 */
+    cf_dtype blocks;   /* matrices written as q8_0 or q4_0; CF_DTYPE_COUNT: as stored */
     cf_error *err;
 } tensor_ctx;
 
-/* A tensor as written: as stored, except q8_0 wanted (quantized from any float type) or
- * q8_0 stored with rows GGUF cannot hold (not a whole number of blocks: dequantized to
- * f32, exactly). Sets the ggml type and the bytes. */
+/* A tensor as written: as stored, except blocks wanted (x->blocks: q8_0 or q4_0, quantized
+ * from any other type; q4_0 into q8_0 exactly) or blocks stored with rows GGUF cannot hold
+ * (not a whole number of blocks: dequantized to f32, exactly). Sets the ggml type and the
+ * bytes. */
 static const void *tensor_data(tensor_ctx *x, const cf_ckpt_tensor *t, int ndim, const int64_t *shape,
                                uint32_t *type, size_t *nbytes) {
-    bool whole_blocks = shape[ndim - 1] % CF_Q8_0_BLOCK == 0;
-    bool to_q8 = ndim == 2 && whole_blocks && (t->dtype == CF_Q8_0 || x->q8);
-    *type = to_q8 ? GGML_Q8_0 : t->dtype == CF_F16 ? GGML_F16 : t->dtype == CF_BF16 ? GGML_BF16 : GGML_F32;
+    bool whole_blocks = shape[ndim - 1] % CF_Q8_0_BLOCK == 0, stored_blocks = t->dtype == CF_Q8_0 || t->dtype == CF_Q4_0;
+    cf_dtype to = ndim == 2 && whole_blocks ? (x->blocks != CF_DTYPE_COUNT ? x->blocks : stored_blocks ? t->dtype : CF_F32)
+                                            : CF_F32; /* CF_F32: no blocks */
+    bool to_blocks = to == CF_Q8_0 || to == CF_Q4_0;
+    *type = to == CF_Q8_0   ? GGML_Q8_0
+            : to == CF_Q4_0 ? GGML_Q4_0
+            : t->dtype == CF_F16  ? GGML_F16
+            : t->dtype == CF_BF16 ? GGML_BF16
+                                  : GGML_F32;
     *nbytes = t->nbytes;
-    if (to_q8 == (t->dtype == CF_Q8_0)) return t->data;
+    if (to_blocks ? t->dtype == to : !stored_blocks) return t->data;
     int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
     size_t n = (size_t)(rows * cols);
+    void *out;
+    if (to == CF_Q8_0 && t->dtype == CF_Q4_0) {
+        *nbytes = (size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols);
+        out = cf_xmalloc(*nbytes);
+        cf_q4_0_to_q8_0(t->data, out, rows, cols);
+        x->owned[x->n] = out;
+        return out;
+    }
     float *f32 = cf_xmalloc(n * sizeof(float));
     if (t->dtype == CF_Q8_0) cf_dequantize_q8_0(t->data, f32, rows, cols);
+    else if (t->dtype == CF_Q4_0) cf_dequantize_q4_0(t->data, f32, rows, cols);
     else if (t->dtype == CF_BF16) cf_convert_bf16_to_f32(t->data, f32, n);
     else if (t->dtype == CF_F16) cf_convert_f16_to_f32(t->data, f32, n);
     else memcpy(f32, t->data, n * sizeof(float));
-    void *out = f32;
+    out = f32;
     *nbytes = n * sizeof(float);
-    if (to_q8) {
-        *nbytes = (size_t)rows * cf_dtype_row_bytes(CF_Q8_0, cols);
+    if (to_blocks) {
+        *nbytes = (size_t)rows * cf_dtype_row_bytes(to, cols);
         out = cf_xmalloc(*nbytes);
-        cf_quantize_q8_0(f32, out, rows, cols);
+        if (to == CF_Q8_0) cf_quantize_q8_0(f32, out, rows, cols);
+        else cf_quantize_q4_0(f32, out, rows, cols);
         free(f32);
     } else {
         *type = GGML_F32;
@@ -263,13 +280,13 @@ int cf_export_gguf(const char *checkpoint_path, const char *out_path, cf_error *
 }
 
 int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtype matrices, cf_error *err) {
-    if (matrices != CF_DTYPE_COUNT && matrices != CF_Q8_0)
-        return cf_fail(err, "GGUF export converts matrices to q8_0 only, not %s", cf_dtype_name(matrices));
+    if (matrices != CF_DTYPE_COUNT && matrices != CF_Q8_0 && matrices != CF_Q4_0)
+        return cf_fail(err, "GGUF export converts matrices to q8_0 or q4_0 only, not %s", cf_dtype_name(matrices));
     cf_ckpt *c = cf_ckpt_open(checkpoint_path, false, err);
     if (!c) return -1;
     cf_model_config cfg;
     gguf g = {0};
-    tensor_ctx x = {.c = c, .cfg = &cfg, .err = err, .q8 = matrices == CF_Q8_0};
+    tensor_ctx x = {.c = c, .cfg = &cfg, .err = err, .blocks = matrices};
     bool has_tok = false;
     cf_tokenizer *tok = NULL;
     int rc = cf_ckpt_model_config(c, &cfg, err);
@@ -287,9 +304,10 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
     if (rc == 0) {
         char wo_name[128]; /* every family has an attention output matrix: its dtype is the file's */
         cf_weight_name(cf_family_weight_of(cf_family_of(cfg.arch), WR_WO), 0, wo_name, sizeof wo_name);
-        cf_dtype wd = x.q8 ? CF_Q8_0 : cf_ckpt_find(c, wo_name)->dtype;
+        cf_dtype wd = x.blocks != CF_DTYPE_COUNT ? x.blocks : cf_ckpt_find(c, wo_name)->dtype;
         model_metadata(&g, &cfg, wd == CF_F16 ? GGUF_FILE_MOSTLY_F16 : wd == CF_BF16 ? GGUF_FILE_MOSTLY_BF16
-                                 : wd == CF_Q8_0 ? GGUF_FILE_MOSTLY_Q8_0 : GGUF_FILE_ALL_F32);
+                                 : wd == CF_Q8_0 ? GGUF_FILE_MOSTLY_Q8_0 : wd == CF_Q4_0 ? GGUF_FILE_MOSTLY_Q4_0
+                                 : GGUF_FILE_ALL_F32);
         tok = ckpt_load_tokenizer(c, &has_tok, err);
         if (has_tok && !tok) rc = -1;
         if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);

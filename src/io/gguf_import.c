@@ -323,12 +323,14 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
     return 0;
 }
 
-/* A matrix's q8_0 blocks where the file's type converts to them exactly (q8_0, q4_0, q5_0),
- * in s->q8 until the next call, or NULL: it is then quantized from its floats. */
-static const void *stored_q8(void *arg, const cf_family_weight *w, long layer) {
+/* A matrix's blocks of `want` where the file holds them exactly: q4_0 as they are, q8_0
+ * from q8_0, q4_0 and q5_0 (in s->q8 until the next call); or NULL: it is then quantized
+ * from its floats. */
+static const void *stored_q8(void *arg, const cf_family_weight *w, long layer, cf_dtype want) {
     gguf_source *s = arg;
     const gguf_tensor *t = weight(s, w, layer, NULL);
     const gguf_quant *q = t ? gguf_quant_find(t->type) : NULL;
+    if (want == CF_Q4_0) return q && t->type == GGML_Q4_0 ? t->data : NULL;
     if (!q || !q->to_q8_0) return NULL;
     uint64_t n = t->nbytes / (uint64_t)q->block_bytes * (uint64_t)q->block; /* elements */
     free(s->q8);

@@ -13,22 +13,16 @@ static float f16_at(const uint8_t *p) {
     return cf_f16_to_f32(h);
 }
 
-/* q4_0: f16 d, 16 bytes of nibbles: element j the low nibble of byte j, element j + 16 its
- * high nibble, value (nibble - 8) * d. */
-static int q4_0_quant(const uint8_t *b, int j) { return (j < 16 ? b[2 + j] & 0xf : b[2 + j - 16] >> 4) - 8; }
-/* q5_0: f16 d, u32 qh (bit j: element j's fifth bit), then q4_0's nibbles; (q - 16) * d. */
+/* q4_0 is cformers' own dtype too (cformers/dtype.h). q5_0: f16 d, u32 qh (bit j: element
+ * j's fifth bit), then q4_0's 16 bytes of nibbles (element j < 16 the low nibble of byte j,
+ * element j + 16 its high nibble); value (q - 16) * d. */
 static int q5_quant(const uint8_t *qh, const uint8_t *qs, int j) {
     uint32_t h;
     memcpy(&h, qh, sizeof h);
     return (j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
 }
 
-static void q4_0_dequantize(const uint8_t *b, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i += QK, b += 18) {
-        float d = f16_at(b);
-        for (int j = 0; j < QK; j++) y[i + j] = (float)q4_0_quant(b, j) * d;
-    }
-}
+static void q4_0_dequantize(const uint8_t *b, float *y, int64_t n) { cf_dequantize_q4_0(b, y, 1, n); }
 /* q4_1: f16 d, f16 m, nibbles as q4_0: nibble * d + m. */
 static void q4_1_dequantize(const uint8_t *b, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += QK, b += 20) {
@@ -51,13 +45,7 @@ static void q5_1_dequantize(const uint8_t *b, float *y, int64_t n) {
 }
 static void q8_0_dequantize(const uint8_t *b, float *y, int64_t n) { cf_dequantize_q8_0(b, y, 1, n); }
 
-static void q4_0_to_q8_0(const uint8_t *b, void *q8, int64_t n) {
-    cf_block_q8_0 *out = q8;
-    for (int64_t i = 0; i < n; i += QK, b += 18, out++) {
-        memcpy(&out->d, b, sizeof out->d);
-        for (int j = 0; j < QK; j++) out->q[j] = (int8_t)q4_0_quant(b, j);
-    }
-}
+static void q4_0_to_q8_0(const uint8_t *b, void *q8, int64_t n) { cf_q4_0_to_q8_0(b, q8, 1, n); }
 static void q5_0_to_q8_0(const uint8_t *b, void *q8, int64_t n) {
     cf_block_q8_0 *out = q8;
     for (int64_t i = 0; i < n; i += QK, b += 22, out++) {
@@ -121,7 +109,7 @@ static void q6_k_dequantize(const uint8_t *b, float *y, int64_t n) {
 }
 
 static const gguf_quant quants[] = {
-    {2, QK, 18, q4_0_dequantize, q4_0_to_q8_0},   {3, QK, 20, q4_1_dequantize, NULL},
+    {GGML_Q4_0, QK, CF_Q4_0_BLOCK_BYTES, q4_0_dequantize, q4_0_to_q8_0},   {3, QK, 20, q4_1_dequantize, NULL},
     {6, QK, 22, q5_0_dequantize, q5_0_to_q8_0},   {7, QK, 24, q5_1_dequantize, NULL},
     {GGML_Q8_0, QK, CF_Q8_0_BLOCK_BYTES, q8_0_dequantize, q8_0_to_q8_0},
     {12, QK_K, 144, q4_k_dequantize, NULL},       {13, QK_K, 176, q5_k_dequantize, NULL},

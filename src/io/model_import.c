@@ -31,19 +31,22 @@ static int import_one(void *arg, const cf_family_weight *wt, long layer) {
     cf_weight_numel(c->cfg, wt, &n); /* fits: cf_model_config_check */
     if (c->opt->progress && wt->role == WR_ATTN_NORM)
         fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
-    const void *stored = ndim == 2 && c->opt->dtype == CF_Q8_0 && c->q8 ? c->q8(c->fill_ctx, wt, layer) : NULL;
-    if (stored) return cf_ckpt_write_tensor(c->w, name, CF_Q8_0, ndim, shape, stored, c->err);
+    cf_dtype want = c->opt->dtype;
+    bool blocks = want == CF_Q8_0 || want == CF_Q4_0;
+    const void *stored = ndim == 2 && blocks && c->q8 ? c->q8(c->fill_ctx, wt, layer, want) : NULL;
+    if (stored) return cf_ckpt_write_tensor(c->w, name, want, ndim, shape, stored, c->err);
     if (c->fill(c->fill_ctx, wt, layer, c->f32, n, c->err) != 0) return -1;
     /* norms stay f32: they are tiny and numerically sensitive */
     cf_dtype dt = ndim == 1 ? CF_F32 : c->opt->dtype;
     const void *data = c->f32;
     if (dt == CF_BF16) cf_convert_f32_to_bf16(c->f32, c->narrow, n), data = c->narrow;
     if (dt == CF_F16) cf_convert_f32_to_f16(c->f32, c->narrow, n), data = c->narrow;
-    if (dt != CF_Q8_0) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
-    void *blocks = cf_xmalloc(cf_dtype_tensor_bytes(CF_Q8_0, ndim, shape)); /* rows padded to whole blocks */
-    cf_quantize_q8_0(c->f32, blocks, shape[0], shape[1]);
-    int rc = cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, blocks, c->err);
-    free(blocks);
+    if (!blocks || ndim == 1) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    void *q = cf_xmalloc(cf_dtype_tensor_bytes(dt, ndim, shape)); /* rows padded to whole blocks */
+    if (dt == CF_Q8_0) cf_quantize_q8_0(c->f32, q, shape[0], shape[1]);
+    else cf_quantize_q4_0(c->f32, q, shape[0], shape[1]);
+    int rc = cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, q, c->err);
+    free(q);
     return rc;
 }
 
@@ -67,8 +70,9 @@ int model_import_write(const char *out_path, const cf_model_config *cfg, const c
 int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                           const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
                           const ckpt_tok_file *tok, cf_error *err) {
-    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0)
-        return cf_fail(err, "weights can be written as f32, bf16, f16 or q8_0, not %s", cf_dtype_name(opt->dtype));
+    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0 &&
+        opt->dtype != CF_Q4_0)
+        return cf_fail(err, "weights can be written as f32, bf16, f16, q8_0 or q4_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
     if (!w) return -1;
     size_t biggest = largest_tensor(cfg);

@@ -18,11 +18,11 @@ typedef int (*model_fill_fn)(void *ctx, const cf_family_weight *w, long layer, f
 int model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, model_fill_fn fill, void *ctx, cf_error *err);
 
-/* The same, where the source may hold some matrices as q8_0 already: q8 returns a tensor's
- * stored blocks (rows of whole blocks, cformers' layout) or NULL, and blocks it returns are
- * written as they are when opt->dtype is q8_0 (quantizing their f32 fill would not
- * always give the same bits back). q8 may be NULL. */
-typedef const void *(*model_q8_fn)(void *ctx, const cf_family_weight *w, long layer);
+/* The same, where the source may hold some matrices quantized already: q8 returns a
+ * tensor's blocks of opt->dtype (q8_0 or q4_0: rows of whole blocks, cformers' layout) when
+ * the source holds it exactly so, else NULL; blocks it returns are written as they are
+ * (quantizing their f32 fill would not always give the same bits back). q8 may be NULL. */
+typedef const void *(*model_q8_fn)(void *ctx, const cf_family_weight *w, long layer, cf_dtype want);
 /* tok: the source's own tokenizer file (GGUF metadata), embedded when opt->tokenizer_path
  * is NULL; NULL or empty for none. */
 int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
