@@ -163,9 +163,11 @@ void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, lon
 
 /* q4_0 weights multiply x quantized as for q8_0 (matvec_quantize_x): per block b,
  * d_w * d_x * sum((q_w - 8) * q_x), the sum exact in int32. Repacked at load like q8_0: per
- * row `blocks` (matvec_q8_blocks: even) blocks of 16 bytes of nibbles as GGUF stores them
- * (element j < 16 the low nibble of byte j, j + 16 its high nibble; a 32-byte load is two
- * whole blocks), then the rows' f16 scales; padding blocks are zero (scale 0). */
+ * row `blocks` (matvec_q8_blocks: even) blocks of nibbles, 16 bytes each, in pairs: byte j
+ * (< 32) of a pair holds element j of its first block in the low nibble and element j of
+ * its second in the high one (GGUF pairs elements j and j + 16 of one block instead), so
+ * one 32-byte load, a mask and a shift give two blocks' values in order; then the rows'
+ * f16 scales. Padding blocks are nibbles 8 (value 0) with scale 0. */
 typedef struct matvec_q4 {
     const uint8_t *q; /* [rows, blocks * 16] */
     const cf_f16 *d;  /* [rows, blocks] */

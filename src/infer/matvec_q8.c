@@ -72,21 +72,25 @@ void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4
     cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * MATVEC_Q4_BLOCK_BYTES);
     const cf_block_q4_0 *src = blocks;
     for (long r = 0; r < rows; r++)
-        for (long b = 0; b < nb; b++) {
-            const cf_block_q4_0 *s = b < have ? &src[r * have + b] : NULL;
-            uint8_t *dst = q + (r * nb + b) * MATVEC_Q4_BLOCK_BYTES;
-            if (s) memcpy(dst, s->qs, MATVEC_Q4_BLOCK_BYTES);
-            else memset(dst, 0x88, MATVEC_Q4_BLOCK_BYTES); /* nibbles 8: value 0 (the scale is 0 too) */
-            d[r * nb + b] = s ? s->d : 0;
+        for (long b = 0; b < nb; b += 2) {
+            uint8_t *pair = q + (r * nb + b) * MATVEC_Q4_BLOCK_BYTES;
+            int nib[2][CF_Q8_0_BLOCK];
+            for (int h = 0; h < 2; h++) {
+                const cf_block_q4_0 *s = b + h < have ? &src[r * have + b + h] : NULL;
+                for (int j = 0; j < CF_Q8_0_BLOCK; j++)
+                    nib[h][j] = !s ? 8 : j < MATVEC_Q4_BLOCK_BYTES ? s->qs[j] & 0xf : s->qs[j - MATVEC_Q4_BLOCK_BYTES] >> 4;
+                d[r * nb + b + h] = s ? s->d : 0;
+            }
+            for (int j = 0; j < CF_Q8_0_BLOCK; j++) pair[j] = (uint8_t)(nib[0][j] | nib[1][j] << 4);
         }
     *out = (matvec_q4){.q = q, .d = d, .blocks = nb};
 }
 
-/* Nibble i of a q4_0 row's repacked blocks, minus 8. */
+/* Element i of a repacked q4_0 row (see matvec_q4), minus 8. */
 static int q4_value(const uint8_t *row, long i) {
-    const uint8_t *b = row + i / CF_Q8_0_BLOCK * MATVEC_Q4_BLOCK_BYTES;
-    int j = (int)(i % CF_Q8_0_BLOCK);
-    return (j < MATVEC_Q4_BLOCK_BYTES ? b[j] & 0xf : b[j - MATVEC_Q4_BLOCK_BYTES] >> 4) - 8;
+    long b = i / CF_Q8_0_BLOCK;
+    uint8_t byte = row[b / 2 * 2 * MATVEC_Q4_BLOCK_BYTES + i % CF_Q8_0_BLOCK];
+    return (b % 2 ? byte >> 4 : byte & 0xf) - 8;
 }
 
 void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) {

@@ -70,11 +70,10 @@ typedef struct q_pair {
 
 static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, const int Q4) {
     q_pair w;
-    if (Q4) { /* 32 bytes: two blocks of 16, the low nibbles elements 0-15, the high ones 16-31 */
+    if (Q4) { /* 32 bytes: the low nibbles the first block's elements, the high ones the second's */
         const __m256i low = _mm256_set1_epi8(0x0f);
         __m256i raw = _mm256_loadu_si256((const __m256i *)p);
-        __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-        w.a[0] = _mm256_permute2x128_si256(lo, hi, 0x20), w.a[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+        w.a[0] = _mm256_and_si256(raw, low), w.a[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
     } else {
         const __m256i flip = _mm256_set1_epi8((char)0x80);
         for (int h = 0; h < 2; h++) {
@@ -147,7 +146,8 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                 __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0)));
                 for (int t = 0; t < N; t++) sc[k][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
             }
-            for (int j = 0; j < SPAN; j += 2) {
+#pragma GCC unroll 4
+            for (int j = 0; j < SPAN; j += 2) { /* unrolled: the lane indices below are constants */
                 long b = b0 + j;
                 for (int k = 0; k < R; k++) {
                     if (!Q4 || j % 4 == 0) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
