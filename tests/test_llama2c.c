@@ -48,7 +48,7 @@ static void bad_inputs(void) {
     CHECK_CONTAINS(err.msg, "/nonexistent.bin");
     opt.dtype = CF_I32;
     CHECK(cf_import_llama2c(fixture("tests/fixtures/infer/tiny_v1.bin"), out, &opt, &err) == -1);
-    CHECK_CONTAINS(err.msg, "f32, bf16, f16 or q8_0");
+    CHECK_CONTAINS(err.msg, "f32, bf16, f16, q8_0 or q4_0");
     unlink(bad);
 }
 
