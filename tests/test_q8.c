@@ -125,7 +125,8 @@ static void quantize_x_every_isa(void) {
             }
             memset(want, 0xa5, sizeof want), memset(got, 0xa5, sizeof got);
             matvec_quantize_x(xs, in, want);
-            size_t bytes = (size_t)((const char *)(matvec_x_scales(want, in) + matvec_q8_blocks(in)) - (const char *)want);
+            size_t bytes = (size_t)((const char *)(matvec_x_q4_offsets(want, in) + 8 * matvec_q8_blocks(in)) -
+                                    (const char *)want); /* quants, offsets, scales and q4_0's offsets */
             if (pattern == 2) /* denormal blocks: a scale with no finite inverse quantizes to 0, not 127 for 0 * inf */
                 for (long i = 0; i < in; i++) CHECK_MSG(((const int8_t *)want)[i] == 0, "denormal x[%ld] -> %d", i,
                                                         ((const int8_t *)want)[i]);

@@ -138,7 +138,9 @@ void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
 /* x quantized (one per input in the scratch; 64-byte aligned, matvec_pairs_floats(in)
  * floats): the quants [blocks * 32] int8, then per pair of blocks 16 int32 that are zero
  * but lanes 0 and 8, -128 * sum(q_x) of each block (the offset's share, the start of a
- * 512-bit vpdpbusd), then the f32 scales [blocks]; padding blocks are zero. */
+ * 512-bit vpdpbusd), then the f32 scales [blocks], then per block 8 int32 that are zero but
+ * lane 0, -8 * sum(q_x) (q4_0's offset's share, matvec_x_q4_offsets); padding blocks are
+ * zero. */
 void matvec_quantize_x(const float *x, long in, void *scratch);
 /* The same, bit for bit, vectorized (matvec_q8_avx512.c, matvec_q8_avx2.c). */
 void matvec_quantize_x_avx512(const float *x, long in, void *scratch);
@@ -149,6 +151,15 @@ static inline const int32_t *matvec_x_offsets(const void *scratch, long in) {
 static inline const float *matvec_x_scales(const void *scratch, long in) {
     return (const float *)(matvec_x_offsets(scratch, in) + matvec_q8_blocks(in) * 8);
 }
+static inline const int32_t *matvec_x_q4_offsets(const void *scratch, long in) {
+    return (const int32_t *)(matvec_x_scales(scratch, in) + matvec_q8_blocks(in));
+}
+/* Block b's scale and sum of quants into x's scratch (every quantizer's last step). */
+static inline void matvec_x_block_done(int32_t *offsets, float *d, long blocks, long b, float scale, int32_t sum) {
+    d[b] = scale;
+    offsets[b * 8] = -128 * sum;                                  /* lane 0 or 8 of its pair's 16 */
+    ((int32_t *)(d + blocks))[b * 8] = -8 * sum; /* matvec_x_q4_offsets */
+}
 /* The three parts of x's quantized scratch, the offsets zeroed (the quantizers' start);
  * returns the number of blocks. */
 static inline long matvec_x_parts(void *scratch, long in, int8_t **q, int32_t **offsets, float **d) {
@@ -157,6 +168,7 @@ static inline long matvec_x_parts(void *scratch, long in, int8_t **q, int32_t **
     *offsets = (int32_t *)matvec_x_offsets(scratch, in);
     *d = (float *)matvec_x_scales(scratch, in);
     memset(*offsets, 0, sizeof(int32_t) * 8 * (size_t)blocks);
+    memset(*d + blocks, 0, sizeof(int32_t) * 8 * (size_t)blocks); /* matvec_x_q4_offsets */
     return blocks;
 }
 void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);

@@ -45,8 +45,7 @@ void matvec_quantize_x(const float *x, long in, void *scratch) {
             q[b * CF_Q8_0_BLOCK + i] = v;
             sum += v;
         }
-        d[b] = scale;
-        offsets[b * 8] = -128 * sum; /* lane 0 or 8 of its pair's 16 */
+        matvec_x_block_done(offsets, d, blocks, b, scale, sum);
     }
 }
 

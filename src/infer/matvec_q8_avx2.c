@@ -55,15 +55,14 @@ void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-        d[b] = scale;
-        offsets[b * 8] = -128 * _mm_cvtsi128_si32(s4);
+        matvec_x_block_done(offsets, d, blocks, b, scale, _mm_cvtsi128_si32(s4));
     }
 }
 
 /* One pair of blocks of a row, ready for the products with x: q8_0 as |w| (unsigned) and w
  * itself for the sign of x (the sign trick); q4_0 as its nibbles unsigned, 0..15 (maddubs's
- * pairs then reach 2 * 15 * 127: no saturation), the -8 taken off per block of x by its
- * offset term (see pair_dot). */
+ * pairs then reach 2 * 15 * 127: no saturation), the -8 added per block from x's
+ * -8 * sum(q_x) (matvec_x_q4_offsets). */
 typedef struct q_pair {
     __m256i a[2], v[2];
 } q_pair;
@@ -84,16 +83,16 @@ static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, 
     return w;
 }
 
-/* Block h of the pair times x's block (quants xq, offset term off: lane 0 -128 * sum(q_x)) in
- * 8 int32 lanes whose sum is the block's exact dot product. q4_0: sum(q * x) - 8 * sum(x), the
- * second term as off / 16 in lane 0. */
+/* Block h of the pair times x's block (quants xq) in 8 int32 lanes whose sum is the block's
+ * exact dot product; q4_0: sum(q * x) of the nibbles plus x's -8 * sum(x) (off4: lane 0 of
+ * matvec_x_q4_offsets' 8). */
 static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, int h, const int8_t *xq,
-                                                              const int32_t *off, const int Q4) {
+                                                              const int32_t *off4, const int Q4) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i x = _mm256_loadu_si256((const __m256i *)xq);
     if (Q4)
         return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], x), ones),
-                                _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)off), 4));
+                                _mm256_loadu_si256((const __m256i *)off4));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], _mm256_sign_epi8(x, w->v[h])), ones);
 }
 
@@ -122,11 +121,11 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
     long dist = matvec_ahead_rows(nb * (Q4 ? CF_Q4_0_BLOCK_BYTES : CF_Q8_0_BLOCK_BYTES));
     long spans_end = nb / SPAN * SPAN;
     const int8_t *q[Q8_INPUTS];
-    const int32_t *off[Q8_INPUTS];
     const float *dx[Q8_INPUTS];
+    const int32_t *off4[Q8_INPUTS]; /* q4_0's -8 * sum(q_x) */
     for (int t = 0; t < N; t++) {
         q[t] = (const int8_t *)((const char *)xv + t * x_stride);
-        off[t] = matvec_x_offsets(q[t], in), dx[t] = matvec_x_scales(q[t], in);
+        dx[t] = matvec_x_scales(q[t], in), off4[t] = matvec_x_q4_offsets(q[t], in);
     }
     MATVEC_PREFETCH_START(m.q, r0, r1, row_bytes, dist)
     MATVEC_Q8_PREFETCH_SCALES(&m, r0, r0 + dist < r1 ? r0 + dist : r1)
@@ -155,7 +154,7 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                     for (int h = 0; h < 2; h++) {
                         __m256i lane = _mm256_set1_epi32(j + h);
                         for (int t = 0; t < N; t++) {
-                            __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off[t] + (b + h) * 8, Q4);
+                            __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4);
                             acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k][t], lane),
                                                         acc[k][t]);
                         }
@@ -170,7 +169,7 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                 for (int h = 0; h < 2; h++) {
                     float dwc = _cvtsh_ss(d[k][b + h]);
                     for (int t = 0; t < N; t++) {
-                        __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off[t] + (b + h) * 8, Q4);
+                        __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4);
                         acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][b + h]), acc[k][t]);
                     }
                 }

@@ -38,7 +38,6 @@ void matvec_quantize_x_avx512(const float *x, long in, void *scratch) {
         q0 = _mm512_maskz_mov_epi32(m0, q0), q1 = _mm512_maskz_mov_epi32(m1, q1);
         _mm_storeu_si128((__m128i *)(q + b * CF_Q8_0_BLOCK), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * CF_Q8_0_BLOCK + 16), _mm512_cvtepi32_epi8(q1));
-        d[b] = scale;
-        offsets[b * 8] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        matvec_x_block_done(offsets, d, blocks, b, scale, _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
     }
 }
