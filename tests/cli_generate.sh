@@ -79,6 +79,14 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     check "generate from q8_0 weights" 0 "$bin" generate --model "$tmp/s8.ckpt" --dtype q8_0 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 story"; cat "$tmp/out"; fail=1; }
     stderr_has "q8_0 weights get a bf16 cache" "q8_0 weights, bf16 KV cache of"
+    # without --dtype the matmuls read what the checkpoint stores: no silent widening to f32
+    check "generate from q8_0 weights, dtype as stored" 0 "$bin" generate --model "$tmp/s8.ckpt" --temperature 0 -n 30
+    stderr_has "q8_0 as stored" "q8_0 weights, bf16 KV cache of"
+    check "convert to q4_0" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+        --tokenizer "$data/stories260K/tok512.bin" --dtype q4_0 --output "$tmp/s4.ckpt"
+    check "generate from q4_0 weights" 0 "$bin" generate --model "$tmp/s4.ckpt" --temperature 0 -n 30
+    grep -q "^Once upon a time, there was a" "$tmp/out" || { echo "FAIL: q4_0 story"; cat "$tmp/out"; fail=1; }
+    stderr_has "q4_0 as stored" "q4_0 weights, bf16 KV cache of"
     check "quantize at load" 0 "$bin" generate --model "$tmp/s.ckpt" --dtype q8_0 --temperature 0 -n 30
     grep -q "^Once upon a time, there was a little girl named Lily" "$tmp/out" || { echo "FAIL: q8_0 at load"; cat "$tmp/out"; fail=1; }
     check "bf16 cache on f32 weights" 0 "$bin" generate --model "$tmp/s.ckpt" --kv-cache bf16 --temperature 0 -n 30

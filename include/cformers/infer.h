@@ -37,11 +37,16 @@ typedef enum cf_kv_cache_dtype {
 } cf_kv_cache_dtype;
 
 typedef struct cf_infer_options {
-    cf_dtype weight_dtype; /* CF_F32, CF_BF16 or CF_Q8_0: the dtype matmuls read; other stored dtypes are converted at load */
+    cf_dtype weight_dtype; /* CF_F32, CF_BF16, CF_Q8_0 or CF_Q4_0: the dtype matmuls read; other stored dtypes are
+                              converted at load. CF_DTYPE_COUNT: as the checkpoint stores its matrices (f16 read as
+                              f32; cf_infer_load only) */
     long max_seq;          /* KV cache length in tokens, at most (and by default, 0) the config's
                               max_position_embeddings */
     cf_kv_cache_dtype kv_cache; /* default (0): follows weight_dtype */
 } cf_infer_options;
+
+/* The dtype the model's matmuls read (weight_dtype once resolved). */
+cf_dtype cf_infer_weight_dtype(const cf_infer_model *m);
 
 /* Loads a checkpoint written by `cformers convert` or the trainer (any family's weights,
  * see docs/checkpoint-format.md). opt may be NULL (f32, full context). */

@@ -38,7 +38,7 @@ int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtyp
 }
 
 int cli_check_weight_dtype(const char *cmd, cf_dtype dtype) {
-    if (dtype == CF_F32 || dtype == CF_BF16 || dtype == CF_Q8_0 || dtype == CF_Q4_0) return 0;
+    if (dtype == CF_DTYPE_COUNT || dtype == CF_F32 || dtype == CF_BF16 || dtype == CF_Q8_0 || dtype == CF_Q4_0) return 0;
     return cli_usage_error(cmd, "--dtype must be f32, bf16, q8_0 or q4_0, not %s", cf_dtype_name(dtype));
 }
 

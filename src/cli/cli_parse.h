@@ -13,7 +13,8 @@ int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char **
 int cli_parse_long(const char *cmd, const char *flag, const char *text, long min, long max, long *out);
 int cli_parse_double(const char *cmd, const char *flag, const char *text, double min, double max, double *out);
 int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtype *out);
-/* The weight dtypes inference runs (--dtype of generate, serve, validate): 0, or a usage error. */
+/* The weight dtypes inference runs (--dtype of generate, serve, validate; CF_DTYPE_COUNT:
+ * not given, as stored): 0, or a usage error. */
 int cli_check_weight_dtype(const char *cmd, cf_dtype dtype);
 /* --kv-cache f32|bf16|q8_0. */
 int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out);

@@ -25,8 +25,8 @@ static const char usage[] =
     "  --top-p P            nucleus sampling mass (default 0.9; 1 = off)\n"
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
-    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default f32; q8_0: int8 blocks,\n"
-    "                       q4_0: 4-bit blocks)\n"
+    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint stores\n"
+    "                       its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
     "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
@@ -43,7 +43,7 @@ typedef struct generate_args {
 
 static int parse_args(int argc, char **argv, generate_args *a) {
     const char *cmd = "generate";
-    *a = (generate_args){.prompt = "", .n = 256, .temperature = 1.0, .top_p = 0.9, .dtype = CF_F32,
+    *a = (generate_args){.prompt = "", .n = 256, .temperature = 1.0, .top_p = 0.9, .dtype = CF_DTYPE_COUNT,
                          .seed = (uint64_t)time(NULL)};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v = NULL;
@@ -127,7 +127,7 @@ int cmd_generate(int argc, char **argv) {
                 "%s KV cache of %.2f MiB)\n",
                 s.prompt_tokens, s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
                 s.generated_tokens, s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
-                cf_num_threads(), cf_dtype_name(a.dtype), cf_dtype_name(cf_infer_kv_dtype(m)),
+                cf_num_threads(), cf_dtype_name(cf_infer_weight_dtype(m)), cf_dtype_name(cf_infer_kv_dtype(m)),
                 (double)cf_infer_kv_cache_bytes(m) / (1 << 20));
     else
         fprintf(stderr, "cformers generate: %s\n", err.msg);

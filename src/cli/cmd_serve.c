@@ -33,8 +33,8 @@ static const char usage[] =
     "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
     "  --chat-template T       llama2, llama3 or chatml (default: from the tokenizer)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
-    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default f32; q8_0: int8\n"
-    "                          blocks, q4_0: 4-bit blocks)\n"
+    "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint\n"
+    "                          stores its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
     "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n";
 
 /* "1048576", "512K", "64M", "2G", "1.5GiB" -> bytes. */
@@ -64,7 +64,7 @@ typedef struct serve_args {
 
 static int parse_args(int argc, char **argv, serve_args *a) {
     const char *cmd = "serve";
-    *a = (serve_args){.dtype = CF_F32, .server = {.port = 8080}};
+    *a = (serve_args){.dtype = CF_DTYPE_COUNT, .server = {.port = 8080}};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v = NULL;
         long x = 0;
@@ -125,10 +125,11 @@ int cmd_serve(int argc, char **argv) {
     }
     cf_serve_stats st;
     cf_serve_stats_get(e, &st);
-    printf("serve: http://%s:%d/v1 (model '%s', context %ld, %ld KV blocks of 16 tokens in %s, %d threads); "
+    printf("serve: http://%s:%d/v1 (model '%s', %s weights, context %ld, %ld KV blocks of 16 tokens in %s, %d threads); "
            "Ctrl-C to stop\n",
-           a.server.host ? a.server.host : "127.0.0.1", cf_server_port(s), a.server.model_name, cf_infer_max_seq(m),
-           st.kv_blocks_total, cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads());
+           a.server.host ? a.server.host : "127.0.0.1", cf_server_port(s), a.server.model_name,
+           cf_dtype_name(cf_infer_weight_dtype(m)), cf_infer_max_seq(m), st.kv_blocks_total,
+           cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads());
     fflush(stdout);
     cli_wait_stop_signal();
     cf_server_stop(s);

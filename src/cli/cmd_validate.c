@@ -15,7 +15,8 @@ static const char usage[] =
     "per position, then PASS (exit 0) or FAIL (exit 1).\n"
     "\n"
     "  --tolerance X   largest allowed relative error, max|diff| / max|reference| (default 1e-4)\n"
-    "  --dtype D       dtype of the weights matmuls read (default f32)\n";
+    "  --dtype D       dtype of the weights matmuls read (default: as the checkpoint stores its\n"
+    "                  matrices, f16 as f32)\n";
 
 int cmd_validate(int argc, char **argv) {
     const char *cmd = "validate";
@@ -25,7 +26,7 @@ int cmd_validate(int argc, char **argv) {
     }
     const char *model = NULL, *reference = NULL;
     double tolerance = 1e-4;
-    cf_dtype dtype = CF_F32;
+    cf_dtype dtype = CF_DTYPE_COUNT; /* as stored */
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v;
         int rc = 0;

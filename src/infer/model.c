@@ -230,6 +230,16 @@ static int check_tensor_set(cf_ckpt *c, const cf_model_config *cfg, cf_error *er
     return 0;
 }
 
+/* The dtype a checkpoint stores its matrices in, by its attention output projection (every
+ * family has one), as inference reads it: f16 as f32. */
+static cf_dtype stored_matrix_dtype(const cf_ckpt *c, const cf_model_config *cfg) {
+    char name[128];
+    cf_weight_name(cf_family_weight_of(cf_family_of(cfg->arch), WR_WO), 0, name, sizeof name);
+    const cf_ckpt_tensor *t = cf_ckpt_find(c, name); /* present: check_tensor_set */
+    cf_dtype d = t ? t->dtype : CF_F32;
+    return d == CF_BF16 || d == CF_Q8_0 || d == CF_Q4_0 ? d : CF_F32;
+}
+
 cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, false, err);
     if (!c) return NULL;
@@ -238,8 +248,10 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
     cf_tokenizer *tok = NULL;
     bool has_tokenizer = false;
     if (cf_ckpt_model_config(c, &cfg, err) == 0 && check_tensor_set(c, &cfg, err) == 0) {
+        cf_infer_options resolved = opt ? *opt : (cf_infer_options){.weight_dtype = CF_F32};
+        if (resolved.weight_dtype == CF_DTYPE_COUNT) resolved.weight_dtype = stored_matrix_dtype(c, &cfg);
         tok = ckpt_load_tokenizer(c, &has_tokenizer, err);
-        if (tok || !has_tokenizer) m = build(&cfg, path, ckpt_source, c, opt, c, err);
+        if (tok || !has_tokenizer) m = build(&cfg, path, ckpt_source, c, &resolved, c, err);
     }
     if (!m) {
         if (tok) cf_tokenizer_free(tok);
@@ -269,6 +281,8 @@ cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_look
     lookup_ctx l = {.fn = lookup, .ctx = ctx};
     return build(cfg, "model config", lookup_source, &l, opt, NULL, err);
 }
+
+cf_dtype cf_infer_weight_dtype(const cf_infer_model *m) { return m->layers[0].wo.dtype; }
 
 int infer_model_finish(cf_infer_model *m, cf_error *err) {
     const cf_model_config *c = &m->cfg;
