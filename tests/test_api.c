@@ -60,9 +60,14 @@ static void model_and_trainer(void) {
     close(fd);
     CHECK_MSG(cf_api_convert_llama2c(test_source_path("tests/fixtures/infer/tiny_v1.bin"), NULL, ckpt) == 0, "%s",
               cf_api_last_error());
-    CHECK(cf_api_model_load("/nonexistent.ckpt", 0, 0) == NULL);
+    CHECK(cf_api_model_load("/nonexistent.ckpt", 0, NULL) == NULL);
     CHECK_CONTAINS(cf_api_last_error(), "/nonexistent.ckpt");
-    cf_api_model *m = cf_api_model_load(ckpt, 0, 0);
+    CHECK(cf_api_model_load(ckpt, 0, "int4") == NULL);
+    CHECK_CONTAINS(cf_api_last_error(), "dtype 'int4' is not float32, bfloat16, q8_0, q4_0 or auto");
+    cf_api_model *m4 = cf_api_model_load(ckpt, 0, "q4_0"); /* quantized at load */
+    CHECK_MSG(m4 != NULL, "%s", cf_api_last_error());
+    cf_api_model_free(m4);
+    cf_api_model *m = cf_api_model_load(ckpt, 0, NULL);
     CHECK_MSG(m != NULL, "%s", cf_api_last_error());
     if (m) {
         int vocab = cf_api_model_vocab_size(m);

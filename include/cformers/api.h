@@ -77,9 +77,10 @@ char *cf_api_tokenizer_decode(const cf_api_tokenizer *t, const int32_t *ids, int
 /* ------------------------------------------------------------------ models */
 
 typedef struct cf_api_model cf_api_model;
-/* A cformers checkpoint for inference; max_seq 0 = the model's whole context; bf16 != 0
- * reads the weights as bfloat16. */
-cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, int bf16);
+/* A cformers checkpoint for inference; max_seq 0 = the model's whole context; dtype the one
+ * its matmuls read ("float32", "bfloat16", "q8_0", "q4_0", or their short names), NULL or
+ * "auto": as the checkpoint stores its matrices (f16 as float32). */
+cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, const char *dtype);
 void cf_api_model_free(cf_api_model *m);
 int cf_api_model_vocab_size(const cf_api_model *m);
 int64_t cf_api_model_max_seq(const cf_api_model *m);

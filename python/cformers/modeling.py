@@ -27,7 +27,8 @@ def _checkpoint_path(path):
 
 
 class PreTrainedModel:
-    """A model loaded for inference (f32 weights, or bf16 with dtype="bfloat16")."""
+    """A model loaded for inference. dtype: the one its matmuls read, "auto" (the default) as the
+    checkpoint stores its matrices, or "float32", "bfloat16", "q8_0", "q4_0"."""
 
     def __init__(self, handle, path):
         self._handle = handle
@@ -37,12 +38,12 @@ class PreTrainedModel:
         self.tokenizer = AutoTokenizer(tok, owner=self) if tok else None
 
     @classmethod
-    def from_pretrained(cls, path, max_seq=0, dtype="float32"):
-        if dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype must be 'float32' or 'bfloat16', not {dtype!r}")
+    def from_pretrained(cls, path, max_seq=0, dtype="auto"):
+        if dtype not in ("auto", "float32", "bfloat16", "q8_0", "q4_0"):
+            raise ValueError(f"dtype must be 'auto', 'float32', 'bfloat16', 'q8_0' or 'q4_0', not {dtype!r}")
         ckpt, temporary = _checkpoint_path(path)
         try:
-            handle = check(lib.cf_api_model_load(encode(ckpt), int(max_seq), int(dtype == "bfloat16")), lambda h: not h)
+            handle = check(lib.cf_api_model_load(encode(ckpt), int(max_seq), encode(dtype)), lambda h: not h)
         finally:
             if temporary:
                 os.unlink(ckpt)

@@ -157,6 +157,21 @@ def test_hugging_face_directory():
     assert model([1, 2, 3]).shape == (3, 48)
 
 
+def test_dtype_as_stored_or_asked(stories, tmp_path):
+    # dtype="auto" (the default) runs the matmuls in the checkpoint's own dtype, as the CLI does:
+    # a q4_0 checkpoint generates what `cformers generate` gives it, and asking for q4_0 on the
+    # f32 checkpoint quantizes the same blocks at load
+    q4 = str(tmp_path / "s4.ckpt")
+    cli("convert", "--from", "llama2c", STORIES, "--tokenizer", TOK512, "--dtype", "q4_0", "--output", q4)
+    r = cli("generate", "--model", q4, "--prompt", "Lily", "--temperature", "0", "-n", "40")
+    text = cformers.AutoModel.from_pretrained(q4).generate("Lily", max_new_tokens=40, temperature=0)
+    assert text + "\n" == r.stdout
+    assert cformers.AutoModel.from_pretrained(stories, dtype="q4_0").generate(
+        "Lily", max_new_tokens=40, temperature=0) == text
+    with pytest.raises(ValueError, match="dtype must be"):
+        cformers.AutoModel.from_pretrained(stories, dtype="int4")
+
+
 def test_generate_greedy_equals_cli(stories):
     model = cformers.AutoModel.from_pretrained(stories)
     text = model.generate("", max_new_tokens=256, temperature=0)

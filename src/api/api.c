@@ -208,10 +208,15 @@ struct cf_api_model {
     long vocab;
 };
 
-cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, int bf16) {
+cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, const char *dtype) {
     clear_error();
     cf_error err = {{0}};
-    cf_infer_options opt = {.weight_dtype = bf16 ? CF_BF16 : CF_F32, .max_seq = (long)max_seq};
+    cf_infer_options opt = {.weight_dtype = CF_DTYPE_COUNT, .max_seq = (long)max_seq};
+    if (dtype && strcmp(dtype, "auto") != 0 && cf_dtype_parse(dtype, &opt.weight_dtype) != 0) {
+        cf_fail(&err, "dtype '%s' is not float32, bfloat16, q8_0, q4_0 or auto", dtype);
+        keep(&err);
+        return NULL;
+    }
     cf_infer_model *m = cf_infer_load(checkpoint, &opt, &err);
     if (!m) {
         keep(&err);
