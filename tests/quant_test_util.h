@@ -7,9 +7,33 @@
 #include <unistd.h>
 
 #include "cformers/convert.h"
+#include "cformers/cpu.h"
 #include "cformers/infer.h"
+#include "cformers/threads.h"
 #include "cformers/tokenizer.h"
 #include "test_util.h"
+
+/* The decode kernels of every instruction set this CPU runs: check(rows, in, isa name) over
+ * odd sizes (rows padded to whole blocks, short last groups), twin(rows, in) there too from
+ * AVX2 on (the AVX2 streaming twin against the grouped kernel), then check(big_rows, big_in)
+ * on 1 and 2 threads, big enough for the pool. */
+static inline void quant_kernels_every_isa(void (*check)(long rows, long in, const char *isa),
+                                           void (*twin)(long rows, long in), long big_rows, long big_in) {
+    static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300, 520};
+    for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
+        CHECK(cf_isa_force((cf_isa)isa) == 0);
+        for (long rows = 1; rows <= 9; rows++)
+            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+                check(rows, widths[k], cf_isa_name((cf_isa)isa));
+                if (isa >= CF_ISA_AVX2) twin(rows, widths[k]);
+            }
+        for (int threads = 1; threads <= 2; threads++) {
+            cf_set_num_threads(threads);
+            check(big_rows, big_in, cf_isa_name((cf_isa)isa));
+        }
+    }
+    cf_isa_force(cf_isa_supported());
+}
 
 /* stories260K imported with tok512.bin as f32 into f32_path and as `dtype` into q_path;
  * *tok the tokenizer's path, *text Tiny Shakespeare's. False, having said so, when an asset

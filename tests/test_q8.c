@@ -159,22 +159,7 @@ static void check_stream_twin(long rows, long in) {
     }
 }
 
-static void kernels_every_isa(void) {
-    static const long widths[] = {1, 7, 31, 32, 33, 64, 100, 172, 300, 520};
-    for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
-        CHECK(cf_isa_force((cf_isa)isa) == 0);
-        for (long rows = 1; rows <= 9; rows++)
-            for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
-                check_matvec(rows, widths[k], cf_isa_name((cf_isa)isa));
-                if (isa == CF_ISA_AVX2) check_stream_twin(rows, widths[k]);
-            }
-        for (int threads = 1; threads <= 2; threads++) { /* big enough for the pool: 1100 x 340 bytes */
-            cf_set_num_threads(threads);
-            check_matvec(MAX_ROWS - 1, MAX_IN, cf_isa_name((cf_isa)isa));
-        }
-    }
-    cf_isa_force(cf_isa_supported());
-}
+static void kernels_every_isa(void) { quant_kernels_every_isa(check_matvec, check_stream_twin, MAX_ROWS - 1, MAX_IN); }
 
 /* A q8_0 tensor in a differential checkpoint is stored whole (the difference is per
  * element) and reads back as written. */
