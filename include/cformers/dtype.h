@@ -3,6 +3,7 @@
 #ifndef CFORMERS_DTYPE_H
 #define CFORMERS_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,6 +35,8 @@ size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols);
 /* Bytes of a tensor of this shape (rows of the innermost dim). The caller has checked that
  * the element count fits (it is at most 2^40 in checkpoints and GGUF files). */
 uint64_t cf_dtype_tensor_bytes(cf_dtype t, int ndim, const int64_t *shape);
+/* True for the block types, q8_0 and q4_0 (their cf_dtype_size is 0). */
+bool cf_dtype_is_blocks(cf_dtype t);
 /* "f32", "bf16", "f16", "i8", "i32", "q8_0", "q4_0". */
 const char *cf_dtype_name(cf_dtype t);
 /* Accepts the names above and the MindFormers spellings ("float32", "bfloat16", "float16",
@@ -83,6 +86,14 @@ void cf_quantize_q4_0(const float *src, void *dst, int64_t rows, int64_t cols);
 void cf_dequantize_q4_0(const void *src, float *dst, int64_t rows, int64_t cols);
 /* q4_0 into q8_0 blocks holding the same values (the same d, q - 8), rows x cols. */
 void cf_q4_0_to_q8_0(const void *src, void *dst, int64_t rows, int64_t cols);
+/* Nibble j (< 32) of a q4_0 block's 16 bytes qs: element j < 16 is the low nibble of qs[j],
+ * element j + 16 its high nibble (q5_0 and q4_1 keep theirs the same way). */
+static inline int cf_q4_nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4; }
+
+/* rows x cols of dtype t (f32, bf16, f16, q8_0 or q4_0, rows of whole blocks) as f32. */
+void cf_dtype_to_f32(cf_dtype t, const void *src, float *dst, int64_t rows, int64_t cols);
+/* rows x cols floats into rows of blocks of the block type t (q8_0 or q4_0). */
+void cf_quantize_blocks(cf_dtype t, const float *src, void *dst, int64_t rows, int64_t cols);
 
 float cf_f16_to_f32(cf_f16 h);
 cf_f16 cf_f32_to_f16(float f);

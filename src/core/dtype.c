@@ -5,27 +5,36 @@
 #include "cformers/cpu.h"
 #include "core/dtype_convert.h"
 
+/* Per dtype: names, bytes per element, and for the block types (GGUF's blocks of 32 weights
+ * with an f16 scale) bytes per block instead. */
 static const struct {
     const char *name, *alias;
-    size_t size;
+    size_t size, block_bytes;
 } dtype_table[CF_DTYPE_COUNT] = {
-    [CF_F32] = {"f32", "float32", 4},
-    [CF_BF16] = {"bf16", "bfloat16", 2},
-    [CF_F16] = {"f16", "float16", 2},
-    [CF_I8] = {"i8", "int8", 1},
-    [CF_I32] = {"i32", "int32", 4},
-    [CF_Q8_0] = {"q8_0", "Q8_0", 0},
-    [CF_Q4_0] = {"q4_0", "Q4_0", 0},
+    [CF_F32] = {"f32", "float32", 4, 0},
+    [CF_BF16] = {"bf16", "bfloat16", 2, 0},
+    [CF_F16] = {"f16", "float16", 2, 0},
+    [CF_I8] = {"i8", "int8", 1, 0},
+    [CF_I32] = {"i32", "int32", 4, 0},
+    [CF_Q8_0] = {"q8_0", "Q8_0", 0, CF_Q8_0_BLOCK_BYTES},
+    [CF_Q4_0] = {"q4_0", "Q4_0", 0, CF_Q4_0_BLOCK_BYTES},
 };
 
 _Static_assert(sizeof(cf_block_q8_0) == CF_Q8_0_BLOCK_BYTES, "q8_0 blocks are 34 packed bytes");
 _Static_assert(sizeof(cf_block_q4_0) == CF_Q4_0_BLOCK_BYTES, "q4_0 blocks are 18 packed bytes");
-_Static_assert(CF_DTYPE_COUNT == 7, "a new dtype needs its row in dtype_table and cf_dtype_row_bytes");
+_Static_assert(CF_DTYPE_COUNT == 7, "a new dtype needs its row in dtype_table (and, for a block type, "
+                                    "cf_dtype_to_f32 and cf_quantize_blocks)");
+
+bool cf_dtype_is_blocks(cf_dtype t) { return t < CF_DTYPE_COUNT && dtype_table[t].block_bytes != 0; }
 
 size_t cf_dtype_row_bytes(cf_dtype t, int64_t cols) {
-    if (t == CF_Q8_0) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * CF_Q8_0_BLOCK_BYTES;
-    if (t == CF_Q4_0) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * CF_Q4_0_BLOCK_BYTES;
+    if (cf_dtype_is_blocks(t)) return (size_t)((cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK) * dtype_table[t].block_bytes;
     return (size_t)cols * cf_dtype_size(t);
+}
+
+/* Elements of block b in a row of `cols` (the last one may be short). */
+static int block_len(int64_t cols, int64_t b) {
+    return cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
 }
 
 uint64_t cf_dtype_tensor_bytes(cf_dtype t, int ndim, const int64_t *shape) {
@@ -41,7 +50,7 @@ void cf_quantize_q8_0(const float *src, void *dst, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < blocks; b++, out++) {
             const float *x = src + r * cols + b * CF_Q8_0_BLOCK;
-            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            int n = block_len(cols, b);
             float amax = 0.0f;
             for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
             float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -59,7 +68,7 @@ void cf_dequantize_q8_0(const void *src, float *dst, int64_t rows, int64_t cols)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < blocks; b++, in++) {
             float d = cf_f16_to_f32(in->d), *y = dst + r * cols + b * CF_Q8_0_BLOCK;
-            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            int n = block_len(cols, b);
             for (int i = 0; i < n; i++) y[i] = d * (float)in->q[i];
         }
 }
@@ -70,7 +79,7 @@ void cf_quantize_q4_0(const float *src, void *dst, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < blocks; b++, out++) {
             const float *x = src + r * cols + b * CF_Q8_0_BLOCK;
-            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            int n = block_len(cols, b);
             float amax = 0.0f, max = 0.0f;
             for (int i = 0; i < n; i++)
                 if (amax < fabsf(x[i])) amax = fabsf(x[i]), max = x[i];
@@ -84,9 +93,7 @@ void cf_quantize_q4_0(const float *src, void *dst, int64_t rows, int64_t cols) {
 }
 
 /* Nibble j of a q4_0 block, minus 8. */
-static int q4_0_value(const cf_block_q4_0 *b, int j) {
-    return (j < CF_Q8_0_BLOCK / 2 ? b->qs[j] & 0xf : b->qs[j - CF_Q8_0_BLOCK / 2] >> 4) - 8;
-}
+static int q4_0_value(const cf_block_q4_0 *b, int j) { return cf_q4_nibble(b->qs, j) - 8; }
 
 void cf_dequantize_q4_0(const void *src, float *dst, int64_t rows, int64_t cols) {
     int64_t blocks = (cols + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
@@ -94,7 +101,7 @@ void cf_dequantize_q4_0(const void *src, float *dst, int64_t rows, int64_t cols)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < blocks; b++, in++) {
             float d = cf_f16_to_f32(in->d), *y = dst + r * cols + b * CF_Q8_0_BLOCK;
-            int n = cols - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? (int)(cols - b * CF_Q8_0_BLOCK) : CF_Q8_0_BLOCK;
+            int n = block_len(cols, b);
             for (int i = 0; i < n; i++) y[i] = (float)q4_0_value(in, i) * d;
         }
 }
@@ -107,6 +114,25 @@ void cf_q4_0_to_q8_0(const void *src, void *dst, int64_t rows, int64_t cols) {
         out[b].d = in[b].d;
         for (int i = 0; i < CF_Q8_0_BLOCK; i++) out[b].q[i] = (int8_t)q4_0_value(&in[b], i);
     }
+}
+
+void cf_dtype_to_f32(cf_dtype t, const void *src, float *dst, int64_t rows, int64_t cols) {
+    size_t n = (size_t)(rows * cols);
+    switch (t) {
+    case CF_BF16: cf_convert_bf16_to_f32(src, dst, n); break;
+    case CF_F16: cf_convert_f16_to_f32(src, dst, n); break;
+    case CF_Q8_0: cf_dequantize_q8_0(src, dst, rows, cols); break;
+    case CF_Q4_0: cf_dequantize_q4_0(src, dst, rows, cols); break;
+    case CF_F32:
+    case CF_I8:
+    case CF_I32:
+    case CF_DTYPE_COUNT: memcpy(dst, src, n * sizeof(float)); break; /* f32 (the others: callers never pass) */
+    }
+}
+
+void cf_quantize_blocks(cf_dtype t, const float *src, void *dst, int64_t rows, int64_t cols) {
+    if (t == CF_Q4_0) cf_quantize_q4_0(src, dst, rows, cols);
+    else cf_quantize_q8_0(src, dst, rows, cols);
 }
 
 size_t cf_dtype_size(cf_dtype t) { return t < CF_DTYPE_COUNT ? dtype_table[t].size : 0; }

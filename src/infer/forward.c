@@ -15,8 +15,8 @@
  * single token takes one fused matrix-vector dispatch, a chunk one GEMM per weight. */
 static void linears(cf_infer_model *m, const infer_linear *const *L, float *const *y, int count, const float *x,
                     long n) {
-    if (n == 1 || L[0]->dtype == CF_Q8_0 || L[0]->dtype == CF_Q4_0) { /* q8_0 / q4_0 prompts too: each chunk of
-                                                                          rows read once for all tokens */
+    if (n == 1 || cf_dtype_is_blocks(L[0]->dtype)) { /* q8_0 / q4_0 prompts too: each chunk of rows read once for
+                                                        all tokens */
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
         infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);

@@ -50,38 +50,65 @@ static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, 
 /* x quantized for q8_0 weights (matvec_quantize_x and its vectorized twins). */
 typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
 
-/* One table per instruction set: the kernel for each weight dtype, the several-input
- * kernels by count where there are some (matvec.h), the pair block the bf16 kernel wants x arranged in (0: as it is)
- * and the quantizer of x for q8_0; then the one-input kernels for a product streamed from
- * memory (over the L2 size: see MATVEC_ROWS in matvec.h), where they differ. */
+/* One table per instruction set: per weight dtype, the kernel, the several-input kernels by
+ * count where there are some (matvec.h), and the one-input kernel for a product streamed
+ * from memory (over the L2 size: see MATVEC_ROWS in matvec.h) where it differs; then the
+ * pair block the bf16 kernel wants x arranged in (0: as it is) and the quantizer of x for
+ * q8_0 and q4_0. AVX-512 CPUs take AVX2's q4_0 kernels, and q8_0's too without VNNI. */
+typedef struct matvec_dtype_kernels {
+    matvec_rows_fn rows;
+    const matvec_rowsn_fn *rowsn; /* NULL: none */
+    matvec_rows_fn stream;        /* NULL: rows */
+} matvec_dtype_kernels;
+
 typedef struct matvec_kernels {
-    matvec_rows_fn f32, bf16, q8_0, q4_0;
-    const matvec_rowsn_fn *f32_n, *bf16_n, *q8_n, *q4_n;
+    matvec_dtype_kernels f32, bf16, q8_0, q4_0;
     long pair_block;
     matvec_quantize_fn quantize_x;
-    matvec_rows_fn f32_stream, bf16_stream, q8_0_stream, q4_0_stream; /* NULL: the kernels above */
 } matvec_kernels;
 
-/* (AVX-512 CPUs take AVX2's q4_0 kernels, and q8_0's too without VNNI.) */
 static const matvec_kernels kernels_scalar = {
-    .f32 = f32_rows_scalar, .bf16 = bf16_rows_scalar, .q8_0 = matvec_q8_rows_scalar, .q4_0 = matvec_q4_rows_scalar,
+    .f32 = {.rows = f32_rows_scalar},
+    .bf16 = {.rows = bf16_rows_scalar},
+    .q8_0 = {.rows = matvec_q8_rows_scalar},
+    .q4_0 = {.rows = matvec_q4_rows_scalar},
     .quantize_x = matvec_quantize_x};
 static const matvec_kernels kernels_avx2 = {
-    .f32 = matvec_f32_rows_avx2, .bf16 = matvec_bf16_rows_avx2, .q8_0 = matvec_q8_rows_avx2,
-    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx2, .bf16_n = matvec_bf16_rowsn_avx2,
-    .q8_n = matvec_q8_rowsn_avx2, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX2,
-    .quantize_x = matvec_quantize_x_avx2, .f32_stream = matvec_f32_stream_avx2,
-    .bf16_stream = matvec_bf16_stream_avx2, .q8_0_stream = matvec_q8_stream_avx2, .q4_0_stream = matvec_q4_stream_avx2};
+    .f32 = {.rows = matvec_f32_rows_avx2, .rowsn = matvec_f32_rowsn_avx2, .stream = matvec_f32_stream_avx2},
+    .bf16 = {.rows = matvec_bf16_rows_avx2, .rowsn = matvec_bf16_rowsn_avx2, .stream = matvec_bf16_stream_avx2},
+    .q8_0 = {.rows = matvec_q8_rows_avx2, .rowsn = matvec_q8_rowsn_avx2, .stream = matvec_q8_stream_avx2},
+    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2, .stream = matvec_q4_stream_avx2},
+    .pair_block = MATVEC_PAIR_BLOCK_AVX2,
+    .quantize_x = matvec_quantize_x_avx2};
 static const matvec_kernels kernels_avx512 = {
-    .f32 = matvec_f32_rows_avx512, .bf16 = matvec_bf16_rows_avx512, .q8_0 = matvec_q8_rows_avx2,
-    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx512, .bf16_n = matvec_bf16_rowsn_avx512,
-    .q8_n = matvec_q8_rowsn_avx2, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX512,
+    .f32 = {.rows = matvec_f32_rows_avx512, .rowsn = matvec_f32_rowsn_avx512},
+    .bf16 = {.rows = matvec_bf16_rows_avx512, .rowsn = matvec_bf16_rowsn_avx512},
+    .q8_0 = {.rows = matvec_q8_rows_avx2, .rowsn = matvec_q8_rowsn_avx2},
+    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2},
+    .pair_block = MATVEC_PAIR_BLOCK_AVX512,
     .quantize_x = matvec_quantize_x_avx512};
 static const matvec_kernels kernels_avx512_vnni = {
-    .f32 = matvec_f32_rows_avx512, .bf16 = matvec_bf16_rows_avx512, .q8_0 = matvec_q8_rows_avx512vnni,
-    .q4_0 = matvec_q4_rows_avx2, .f32_n = matvec_f32_rowsn_avx512, .bf16_n = matvec_bf16_rowsn_avx512,
-    .q8_n = matvec_q8_rowsn_avx512vnni, .q4_n = matvec_q4_rowsn_avx2, .pair_block = MATVEC_PAIR_BLOCK_AVX512,
+    .f32 = {.rows = matvec_f32_rows_avx512, .rowsn = matvec_f32_rowsn_avx512},
+    .bf16 = {.rows = matvec_bf16_rows_avx512, .rowsn = matvec_bf16_rowsn_avx512},
+    .q8_0 = {.rows = matvec_q8_rows_avx512vnni, .rowsn = matvec_q8_rowsn_avx512vnni},
+    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2},
+    .pair_block = MATVEC_PAIR_BLOCK_AVX512,
     .quantize_x = matvec_quantize_x_avx512};
+
+/* The table's kernels for weights of `dtype` (f32 for anything not listed). */
+static const matvec_dtype_kernels *dtype_kernels(const matvec_kernels *k, cf_dtype dtype) {
+    switch (dtype) {
+    case CF_BF16: return &k->bf16;
+    case CF_Q8_0: return &k->q8_0;
+    case CF_Q4_0: return &k->q4_0;
+    case CF_F32:
+    case CF_F16:
+    case CF_I8:
+    case CF_I32:
+    case CF_DTYPE_COUNT: break;
+    }
+    return &k->f32;
+}
 
 static const matvec_kernels *active_kernels(void) {
     switch (cf_isa_active()) {
@@ -165,25 +192,15 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
 void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
                         float *scratch) {
     const matvec_kernels *k = active_kernels();
-    bool quantized = dtype == CF_Q8_0 || dtype == CF_Q4_0; /* x quantized per block */
+    bool quantized = cf_dtype_is_blocks(dtype); /* x quantized per block */
+    const matvec_dtype_kernels *dk = dtype_kernels(k, dtype);
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
-                      .rows_fn = dtype == CF_Q8_0   ? k->q8_0
-                                 : dtype == CF_Q4_0 ? k->q4_0
-                                 : dtype == CF_BF16 ? k->bf16
-                                                    : k->f32,
-                      .rowsn = dtype == CF_Q8_0   ? k->q8_n
-                               : dtype == CF_Q4_0 ? k->q4_n
-                               : dtype == CF_BF16 ? k->bf16_n
-                                                  : k->f32_n,
-                      .widest = 1};
+                      .rows_fn = dk->rows, .rowsn = dk->rowsn, .widest = 1};
     while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    matvec_rows_fn stream = dtype == CF_Q8_0   ? k->q8_0_stream
-                            : dtype == CF_Q4_0 ? k->q4_0_stream
-                            : dtype == CF_BF16 ? k->bf16_stream
-                                               : k->f32_stream;
-    if (stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = stream; /* (several inputs: from cache) */
+    if (dk->stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = dk->stream; /* (several inputs:
+                                                                                                  from cache) */
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (quantized || (dtype == CF_BF16 && k->pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;

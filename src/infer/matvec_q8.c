@@ -21,11 +21,6 @@ void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8
     *out = (matvec_q8){.q = q, .d = d, .blocks = nb};
 }
 
-void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) {
-    const uint8_t *q = w->q + r * w->blocks * CF_Q8_0_BLOCK;
-    for (long i = 0; i < in; i++) dst[i] = cf_f16_to_f32(w->d[r * w->blocks + i / CF_Q8_0_BLOCK]) * (float)(q[i] - 128);
-}
-
 void matvec_quantize_x(const float *x, long in, void *scratch) {
     int8_t *q;
     int32_t *offsets;
@@ -49,22 +44,6 @@ void matvec_quantize_x(const float *x, long in, void *scratch) {
     }
 }
 
-void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    const matvec_q8 *m = w;
-    const int8_t *q = xq;
-    const float *d = matvec_x_scales(xq, in);
-    for (long r = r0; r < r1; r++) {
-        const uint8_t *row = m->q + r * m->blocks * CF_Q8_0_BLOCK;
-        float s = 0.0f;
-        for (long b = 0; b < m->blocks; b++) {
-            int32_t dot = 0;
-            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dot += (row[b * CF_Q8_0_BLOCK + i] - 128) * q[b * CF_Q8_0_BLOCK + i];
-            s += cf_f16_to_f32(m->d[r * m->blocks + b]) * d[b] * (float)dot;
-        }
-        y[r] = s;
-    }
-}
-
 void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out) {
     long have = (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK, nb = matvec_q8_blocks(in);
     uint8_t *q = mem;
@@ -77,7 +56,7 @@ void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4
             for (int h = 0; h < 2; h++) {
                 const cf_block_q4_0 *s = b + h < have ? &src[r * have + b + h] : NULL;
                 for (int j = 0; j < CF_Q8_0_BLOCK; j++)
-                    nib[h][j] = !s ? 8 : j < MATVEC_Q4_BLOCK_BYTES ? s->qs[j] & 0xf : s->qs[j - MATVEC_Q4_BLOCK_BYTES] >> 4;
+                    nib[h][j] = s ? cf_q4_nibble(s->qs, j) : 8;
                 d[r * nb + b + h] = s ? s->d : 0;
             }
             for (int j = 0; j < CF_Q8_0_BLOCK; j++) pair[j] = (uint8_t)(nib[0][j] | nib[1][j] << 4);
@@ -85,30 +64,47 @@ void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4
     *out = (matvec_q4){.q = q, .d = d, .blocks = nb};
 }
 
-/* Element i of a repacked q4_0 row (see matvec_q4), minus 8. */
-static int q4_value(const uint8_t *row, long i) {
+/* Element i of a repacked row: q8_0's stored q + 128, q4_0's nibble (see matvec_q4), as
+ * the signed weight. */
+static inline int weight_value(const uint8_t *row, long i, bool q4) {
+    if (!q4) return row[i] - 128;
     long b = i / CF_Q8_0_BLOCK;
     uint8_t byte = row[b / 2 * 2 * MATVEC_Q4_BLOCK_BYTES + i % CF_Q8_0_BLOCK];
     return (b % 2 ? byte >> 4 : byte & 0xf) - 8;
 }
 
-void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) {
-    const uint8_t *q = w->q + r * w->blocks * MATVEC_Q4_BLOCK_BYTES;
-    for (long i = 0; i < in; i++) dst[i] = (float)q4_value(q, i) * cf_f16_to_f32(w->d[r * w->blocks + i / CF_Q8_0_BLOCK]);
+/* Row r of either layout back to floats (the planes q, d of nb blocks a row). */
+static void row_floats(const uint8_t *q, const cf_f16 *d, long nb, bool q4, long r, long in, float *dst) {
+    const uint8_t *row = q + r * nb * (q4 ? MATVEC_Q4_BLOCK_BYTES : CF_Q8_0_BLOCK);
+    for (long i = 0; i < in; i++) dst[i] = (float)weight_value(row, i, q4) * cf_f16_to_f32(d[r * nb + i / CF_Q8_0_BLOCK]);
 }
 
-void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    const matvec_q4 *m = w;
+/* The portable kernel of either layout: per block the exact int dot, times d_w * d_x. */
+static void rows_scalar(const uint8_t *wq, const cf_f16 *wd, long nb, bool q4, const void *xq, float *y, long r0,
+                        long r1, long in) {
     const int8_t *q = xq;
     const float *d = matvec_x_scales(xq, in);
     for (long r = r0; r < r1; r++) {
-        const uint8_t *row = m->q + r * m->blocks * MATVEC_Q4_BLOCK_BYTES;
+        const uint8_t *row = wq + r * nb * (q4 ? MATVEC_Q4_BLOCK_BYTES : CF_Q8_0_BLOCK);
         float s = 0.0f;
-        for (long b = 0; b < m->blocks; b++) {
+        for (long b = 0; b < nb; b++) {
             int32_t dot = 0;
-            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dot += q4_value(row, b * CF_Q8_0_BLOCK + i) * q[b * CF_Q8_0_BLOCK + i];
-            s += cf_f16_to_f32(m->d[r * m->blocks + b]) * d[b] * (float)dot;
+            for (int i = 0; i < CF_Q8_0_BLOCK; i++)
+                dot += weight_value(row, b * CF_Q8_0_BLOCK + i, q4) * q[b * CF_Q8_0_BLOCK + i];
+            s += cf_f16_to_f32(wd[r * nb + b]) * d[b] * (float)dot;
         }
         y[r] = s;
     }
+}
+
+void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, false, r, in, dst); }
+void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, true, r, in, dst); }
+
+void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    const matvec_q8 *m = w;
+    rows_scalar(m->q, m->d, m->blocks, false, xq, y, r0, r1, in);
+}
+void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+    const matvec_q4 *m = w;
+    rows_scalar(m->q, m->d, m->blocks, true, xq, y, r0, r1, in);
 }

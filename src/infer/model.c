@@ -41,17 +41,12 @@ static void *own(cf_infer_model *m, size_t bytes) {
  * that type as they are. */
 static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, cf_dtype want, int64_t rows,
                             int64_t cols) {
-    bool blocks_wanted = want == CF_Q8_0 || want == CF_Q4_0;
-    if (have == want && !blocks_wanted) return data;
+    if (have == want && !cf_dtype_is_blocks(want)) return data;
     size_t n = (size_t)(rows * cols);
     float *f32 = NULL;
     if (have != want) {
         f32 = want == CF_F32 ? own(m, n * sizeof(float)) : cf_xmalloc(n * sizeof(float));
-        if (have == CF_BF16) cf_convert_bf16_to_f32(data, f32, n);
-        else if (have == CF_F16) cf_convert_f16_to_f32(data, f32, n);
-        else if (have == CF_Q8_0) cf_dequantize_q8_0(data, f32, rows, cols);
-        else if (have == CF_Q4_0) cf_dequantize_q4_0(data, f32, rows, cols);
-        else memcpy(f32, data, n * sizeof(float));
+        cf_dtype_to_f32(have, data, f32, rows, cols);
         if (want == CF_F32) return f32;
     }
     if (want == CF_BF16) {
@@ -68,8 +63,7 @@ static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, 
     }
     if (f32) {
         blocks = cf_xmalloc((size_t)rows * cf_dtype_row_bytes(want, cols));
-        if (want == CF_Q8_0) cf_quantize_q8_0(f32, blocks, rows, cols);
-        else cf_quantize_q4_0(f32, blocks, rows, cols);
+        cf_quantize_blocks(want, f32, blocks, rows, cols);
         free(f32);
     }
     char *mem; /* the header, then the planes */
@@ -118,7 +112,7 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     infer_layer *L = &m->layers[layer];
     switch (w->role) {
     case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 / q4_0 with such weights */
-        m->embed_dtype = b->wdtype == CF_Q8_0 || b->wdtype == CF_Q4_0 ? b->wdtype : have == CF_BF16 ? CF_BF16 : CF_F32;
+        m->embed_dtype = cf_dtype_is_blocks(b->wdtype) ? b->wdtype : have == CF_BF16 ? CF_BF16 : CF_F32;
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         break;
     case WR_POS_EMBED: m->pos_embed = f32; break;
@@ -237,7 +231,7 @@ static cf_dtype stored_matrix_dtype(const cf_ckpt *c, const cf_model_config *cfg
     cf_weight_name(cf_family_weight_of(cf_family_of(cfg->arch), WR_WO), 0, name, sizeof name);
     const cf_ckpt_tensor *t = cf_ckpt_find(c, name); /* present: check_tensor_set */
     cf_dtype d = t ? t->dtype : CF_F32;
-    return d == CF_BF16 || d == CF_Q8_0 || d == CF_Q4_0 ? d : CF_F32;
+    return d == CF_BF16 || cf_dtype_is_blocks(d) ? d : CF_F32;
 }
 
 cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_error *err) {
@@ -316,8 +310,9 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
     /* one input's worth for decode; a prompt chunk's with q8_0 / q4_0 weights (infer_matvec_batch) */
-    bool q8 = m->layers[0].wq.dtype == CF_Q8_0 || m->layers[0].wq.dtype == CF_Q4_0;
-    m->x_pairs = cf_aligned_alloc(sizeof(float) * (size_t)(q8 ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
+    bool blocks = cf_dtype_is_blocks(m->layers[0].wq.dtype);
+    m->x_pairs =
+        cf_aligned_alloc(sizeof(float) * (size_t)(blocks ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
     infer_alloc_thread_scratch(m);
     return 0;
 }

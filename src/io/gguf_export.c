@@ -192,10 +192,10 @@ typedef struct tensor_ctx {
  * bytes. */
 static const void *tensor_data(tensor_ctx *x, const cf_ckpt_tensor *t, int ndim, const int64_t *shape,
                                uint32_t *type, size_t *nbytes) {
-    bool whole_blocks = shape[ndim - 1] % CF_Q8_0_BLOCK == 0, stored_blocks = t->dtype == CF_Q8_0 || t->dtype == CF_Q4_0;
+    bool whole_blocks = shape[ndim - 1] % CF_Q8_0_BLOCK == 0, stored_blocks = cf_dtype_is_blocks(t->dtype);
     cf_dtype to = ndim == 2 && whole_blocks ? (x->blocks != CF_DTYPE_COUNT ? x->blocks : stored_blocks ? t->dtype : CF_F32)
                                             : CF_F32; /* CF_F32: no blocks */
-    bool to_blocks = to == CF_Q8_0 || to == CF_Q4_0;
+    bool to_blocks = cf_dtype_is_blocks(to);
     *type = to == CF_Q8_0   ? GGML_Q8_0
             : to == CF_Q4_0 ? GGML_Q4_0
             : t->dtype == CF_F16  ? GGML_F16
@@ -214,18 +214,13 @@ static const void *tensor_data(tensor_ctx *x, const cf_ckpt_tensor *t, int ndim,
         return out;
     }
     float *f32 = cf_xmalloc(n * sizeof(float));
-    if (t->dtype == CF_Q8_0) cf_dequantize_q8_0(t->data, f32, rows, cols);
-    else if (t->dtype == CF_Q4_0) cf_dequantize_q4_0(t->data, f32, rows, cols);
-    else if (t->dtype == CF_BF16) cf_convert_bf16_to_f32(t->data, f32, n);
-    else if (t->dtype == CF_F16) cf_convert_f16_to_f32(t->data, f32, n);
-    else memcpy(f32, t->data, n * sizeof(float));
+    cf_dtype_to_f32(t->dtype, t->data, f32, rows, cols);
     out = f32;
     *nbytes = n * sizeof(float);
     if (to_blocks) {
         *nbytes = (size_t)rows * cf_dtype_row_bytes(to, cols);
         out = cf_xmalloc(*nbytes);
-        if (to == CF_Q8_0) cf_quantize_q8_0(f32, out, rows, cols);
-        else cf_quantize_q4_0(f32, out, rows, cols);
+        cf_quantize_blocks(to, f32, out, rows, cols);
         free(f32);
     } else {
         *type = GGML_F32;

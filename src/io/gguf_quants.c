@@ -19,7 +19,7 @@ static float f16_at(const uint8_t *p) {
 static int q5_quant(const uint8_t *qh, const uint8_t *qs, int j) {
     uint32_t h;
     memcpy(&h, qh, sizeof h);
-    return (j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
+    return cf_q4_nibble(qs, j) | (int)((h >> j) & 1) << 4;
 }
 
 static void q4_0_dequantize(const uint8_t *b, float *y, int64_t n) { cf_dequantize_q4_0(b, y, 1, n); }
@@ -27,7 +27,7 @@ static void q4_0_dequantize(const uint8_t *b, float *y, int64_t n) { cf_dequanti
 static void q4_1_dequantize(const uint8_t *b, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += QK, b += 20) {
         float d = f16_at(b), m = f16_at(b + 2);
-        for (int j = 0; j < QK; j++) y[i + j] = (float)(j < 16 ? b[4 + j] & 0xf : b[4 + j - 16] >> 4) * d + m;
+        for (int j = 0; j < QK; j++) y[i + j] = (float)cf_q4_nibble(b + 4, j) * d + m;
     }
 }
 static void q5_0_dequantize(const uint8_t *b, float *y, int64_t n) {

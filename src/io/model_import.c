@@ -32,8 +32,7 @@ static int import_one(void *arg, const cf_family_weight *wt, long layer) {
     if (c->opt->progress && wt->role == WR_ATTN_NORM)
         fprintf(stderr, "convert: layer %ld/%lld\n", layer + 1, (long long)c->cfg->num_layers);
     cf_dtype want = c->opt->dtype;
-    bool blocks = want == CF_Q8_0 || want == CF_Q4_0;
-    const void *stored = ndim == 2 && blocks && c->q8 ? c->q8(c->fill_ctx, wt, layer, want) : NULL;
+    const void *stored = ndim == 2 && cf_dtype_is_blocks(want) && c->q8 ? c->q8(c->fill_ctx, wt, layer, want) : NULL;
     if (stored) return cf_ckpt_write_tensor(c->w, name, want, ndim, shape, stored, c->err);
     if (c->fill(c->fill_ctx, wt, layer, c->f32, n, c->err) != 0) return -1;
     /* norms stay f32: they are tiny and numerically sensitive */
@@ -41,10 +40,9 @@ static int import_one(void *arg, const cf_family_weight *wt, long layer) {
     const void *data = c->f32;
     if (dt == CF_BF16) cf_convert_f32_to_bf16(c->f32, c->narrow, n), data = c->narrow;
     if (dt == CF_F16) cf_convert_f32_to_f16(c->f32, c->narrow, n), data = c->narrow;
-    if (!blocks || ndim == 1) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
+    if (!cf_dtype_is_blocks(dt)) return cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, data, c->err);
     void *q = cf_xmalloc(cf_dtype_tensor_bytes(dt, ndim, shape)); /* rows padded to whole blocks */
-    if (dt == CF_Q8_0) cf_quantize_q8_0(c->f32, q, shape[0], shape[1]);
-    else cf_quantize_q4_0(c->f32, q, shape[0], shape[1]);
+    cf_quantize_blocks(dt, c->f32, q, shape[0], shape[1]);
     int rc = cf_ckpt_write_tensor(c->w, name, dt, ndim, shape, q, c->err);
     free(q);
     return rc;
@@ -70,8 +68,7 @@ int model_import_write(const char *out_path, const cf_model_config *cfg, const c
 int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                           const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
                           const ckpt_tok_file *tok, cf_error *err) {
-    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && opt->dtype != CF_Q8_0 &&
-        opt->dtype != CF_Q4_0)
+    if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && !cf_dtype_is_blocks(opt->dtype))
         return cf_fail(err, "weights can be written as f32, bf16, f16, q8_0 or q4_0, not %s", cf_dtype_name(opt->dtype));
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
     if (!w) return -1;

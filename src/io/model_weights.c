@@ -30,7 +30,7 @@ int model_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *c
 static const cf_ckpt_tensor *weight_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape, bool q8,
                                            cf_error *err) {
     const cf_ckpt_tensor *t = cf_ckpt_find(c, name);
-    bool q8_ok = q8 && t && (t->dtype == CF_Q8_0 || t->dtype == CF_Q4_0) && t->ndim == 2;
+    bool q8_ok = q8 && t && cf_dtype_is_blocks(t->dtype) && t->ndim == 2;
     if (t && t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16 && !q8_ok) {
         cf_fail(err, "%s: tensor %s: dtype %s is not supported for %s (f32, bf16, f16%s)", cf_ckpt_path(c), name,
                 cf_dtype_name(t->dtype), q8 ? "this weight" : "weights", q8 ? ", q8_0 or q4_0 for matrices" : "");
