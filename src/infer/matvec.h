@@ -9,6 +9,7 @@
 #ifndef CFORMERS_INFER_MATVEC_H
 #define CFORMERS_INFER_MATVEC_H
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "cformers/dtype.h"
@@ -57,16 +58,50 @@ static inline long matvec_pair_index(long i, long block) {
  * (the row itself near the end of the range). The prefetches go to L2 (_MM_HINT_T1): into
  * L1 they held its few miss buffers, and decode ran at 8-12 GB/s per CPU second on one
  * thread against 15-17 into L2 (f32 / bf16 / q8_0 on the 110M model, docs/inference.md).
- * A one-input product larger than L2 goes row by row where the ISA's table has a streaming twin
- * (AVX2): on Zen 3 four rows read side by side are four streams its prefetchers follow
- * badly (q8_0 from memory 6-7 GB/s per CPU second, one row at a time 10-12); each row's
- * arithmetic is the same either way, so the results are too. */
+ * A one-input product larger than L2 goes through the ISA table's streaming twin where it
+ * has one (AVX2): the group's four rows spread a quarter of the range apart (matvec_groups
+ * below), so they are four long sequential streams, and no software prefetch. Zen 3's
+ * prefetchers follow those well and four adjacent rows (four interleaved streams) badly;
+ * the prefetch instructions only cost load slots there. Decode of the 110M model on one
+ * thread, medians of 5 interleaved runs: f32 24.3 -> 37.5 tok/s, bf16 51.2 -> 78.9, q8_0
+ * 121.5 -> 138.7, against one row at a time with prefetch (the twin before; adjacent groups
+ * were slower still). Each row's arithmetic is the grouped kernel's, so the results are
+ * bit for bit the same. */
 enum { MATVEC_ROWS = 4, MATVEC_PREFETCH_BYTES = 8192 };
 static inline long matvec_ahead_rows(long row_bytes) {
     long groups = (MATVEC_PREFETCH_BYTES + MATVEC_ROWS * row_bytes - 1) / (MATVEC_ROWS * row_bytes);
     return MATVEC_ROWS * (groups > 1 ? groups : 1);
 }
 #define MATVEC_GROUP_ROWS(row, ahead, w, r, r1, in, dist) MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, MATVEC_ROWS)
+/* The groups of R rows a kernel takes over [r0, r1). Contiguous (rows r, r + 1, ...) unless
+ * spread: then the first (r1 - r0) / R groups take rows r0 + g + k * spread, so the group's R
+ * rows are R sequential streams (r1 - r0) / R rows apart, and the rows left after them go in
+ * contiguous groups (the streaming twins, above). */
+typedef struct matvec_groups {
+    long r1, spread, rest, count;
+} matvec_groups;
+static inline matvec_groups matvec_groups_of(long r0, long r1, int R, int spread) {
+    long n = spread ? (r1 - r0) / R : 0, rest = r0 + n * R;
+    return (matvec_groups){.r1 = r1, .spread = n, .rest = rest, .count = n + (r1 - rest + R - 1) / R};
+}
+/* Group g's rows into idx[R] (a short last group repeats r1 - 1); returns how many are real. */
+static inline int matvec_group_rows(const matvec_groups *gs, long g, int R, long *idx) {
+    bool spread = g < gs->spread;
+    long first = spread ? gs->rest - gs->spread * R + g : gs->rest + (g - gs->spread) * R, step = spread ? gs->spread : 1;
+    int n = 0;
+    for (int k = 0; k < R; k++) {
+        long i = first + k * step;
+        idx[k] = i < gs->r1 ? (n++, i) : gs->r1 - 1;
+    }
+    return n;
+}
+/* Row pointers for the rows idx[R] of w (rows `in` elements apart) and their prefetch
+ * addresses `dist` rows on (the row itself near the end of the range). */
+#define MATVEC_IDX_ROWS(row, ahead, w, idx, r1, in, dist, R)                                                           \
+    for (int k_ = 0; k_ < (R); k_++) {                                                                                 \
+        row[k_] = (w) + (idx)[k_] * (in);                                                                              \
+        ahead[k_] = (idx)[k_] + (dist) < (r1) ? row[k_] + (dist) * (in) : row[k_];                                     \
+    }
 /* The same for a group of R rows (the several-input kernels' tiles). */
 #define MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, R)                                                            \
     for (int k_ = 0; k_ < (R); k_++) {                                                                                 \

@@ -2,8 +2,8 @@
  * sign trick does q8_0's int8 products: |w| (unsigned) times x with w's sign, so maddubs
  * (unsigned by signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation)
  * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
- * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, or one by one
- * (the streaming twin, matvec.h). */
+ * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
+ * spread over the range (the streaming twin, matvec.h). */
 #include <float.h>
 #include <immintrin.h>
 #include <string.h>
@@ -96,9 +96,10 @@ static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, i
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], _mm256_sign_epi8(x, w->v[h])), ones);
 }
 
-/* A tile of R rows by N inputs (R > 1 with N = 1: rows in groups sharing each load of x; R
- * = 1: one row at a time, one stream, each weight load and expansion serving N inputs), of
- * q8_0 or (Q4) q4_0 weights. Per output the same arithmetic whatever the tile, so every tile
+/* A tile of R rows by N inputs (R > 1 with N = 1: rows in groups sharing each load of x,
+ * spread over the range without software prefetch for STREAM (matvec.h); R = 1: one row at
+ * a time, one stream, each weight load and expansion serving N inputs), of q8_0 or (Q4)
+ * q4_0 weights. Per output the same arithmetic whatever the tile, so every tile
  * gives bit for bit the one-input kernel's sums: per row, 8 blocks' combined scales d_w * d_x
  * come from one 8-wide f16 conversion and are broadcast lane by lane (vpermps) instead of a
  * scalar conversion, product and broadcast per block (which the last nb % 8 blocks keep: the
@@ -107,7 +108,8 @@ static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, i
 enum { Q8_INPUTS = 4 };
 static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
                                                           long ys, long r0, long r1, long in, const int R, const int N,
-                                                          const int Q4) {
+                                                          const int Q4, const int STREAM) {
+    const bool PREFETCH = !STREAM;
     enum { SPAN = 8 };
     matvec_q8 m; /* the planes (a matvec_q4 has the same three fields) */
     if (Q4) {
@@ -127,12 +129,18 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
         q[t] = (const int8_t *)((const char *)xv + t * x_stride);
         dx[t] = matvec_x_scales(q[t], in), off4[t] = matvec_x_q4_offsets(q[t], in);
     }
-    MATVEC_PREFETCH_START(m.q, r0, r1, row_bytes, dist)
-    MATVEC_Q8_PREFETCH_SCALES(&m, r0, r0 + dist < r1 ? r0 + dist : r1)
-    for (long r = r0; r < r1; r += R) {
+    if (PREFETCH) {
+        MATVEC_PREFETCH_START(m.q, r0, r1, row_bytes, dist)
+        MATVEC_Q8_PREFETCH_SCALES(&m, r0, r0 + dist < r1 ? r0 + dist : r1)
+    }
+    matvec_groups gs = matvec_groups_of(r0, r1, R, STREAM);
+    for (long g = 0; g < gs.count; g++) {
+        long idx[MATVEC_ROWS];
+        int real = matvec_group_rows(&gs, g, R, idx);
+        long r = idx[0];
         const uint8_t *row[MATVEC_ROWS], *ahead[MATVEC_ROWS];
-        MATVEC_TILE_ROWS(row, ahead, m.q, r, r1, row_bytes, dist, R)
-        if (r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(&m, r + dist, r + dist + R < r1 ? r + dist + R : r1)
+        MATVEC_IDX_ROWS(row, ahead, m.q, idx, r1, row_bytes, dist, R)
+        if (PREFETCH && r + dist < r1) MATVEC_Q8_PREFETCH_SCALES(&m, r + dist, r + dist + R < r1 ? r + dist + R : r1)
         const cf_f16 *d[MATVEC_ROWS];
         __m256 acc[MATVEC_ROWS][Q8_INPUTS];
         for (int k = 0; k < R; k++) {
@@ -149,7 +157,7 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
             for (int j = 0; j < SPAN; j += 2) { /* unrolled: the lane indices below are constants */
                 long b = b0 + j;
                 for (int k = 0; k < R; k++) {
-                    if (!Q4 || j % 4 == 0) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
+                    if (PREFETCH && (!Q4 || j % 4 == 0)) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
                     q_pair p = load_pair(row[k] + b * block_bytes, Q4);
                     for (int h = 0; h < 2; h++) {
                         __m256i lane = _mm256_set1_epi32(j + h);
@@ -164,7 +172,7 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
         }
         for (long b = spans_end; b < nb; b += 2)
             for (int k = 0; k < R; k++) {
-                _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
+                if (PREFETCH) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
                 q_pair p = load_pair(row[k] + b * block_bytes, Q4);
                 for (int h = 0; h < 2; h++) {
                     float dwc = _cvtsh_ss(d[k][b + h]);
@@ -174,32 +182,32 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                     }
                 }
             }
-        for (int k = 0; k < R && r + k < r1; k++)
-            for (int t = 0; t < N; t++) y[t * ys + r + k] = matvec_hsum256(acc[k][t]);
+        for (int k = 0; k < real; k++)
+            for (int t = 0; t < N; t++) y[t * ys + idx[k]] = matvec_hsum256(acc[k][t]);
     }
 }
 
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 0);
 }
 void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1, 0);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 1);
 }
 void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 0);
 }
 void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, 1, 1, 1);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 1);
 }
 
 /* Several inputs at once (matvec.h's matvec_rowsn_fn): one row by N inputs. */
 static inline __attribute__((always_inline)) void q8_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 0);
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 0, 0);
 }
 MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_rows_n)
 static inline __attribute__((always_inline)) void q4_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1);
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1, 0);
 }
 MATVEC_ROWSN_TABLE_2_TO_4(matvec_q4_rowsn_avx2, q4_rows_n)
