@@ -20,6 +20,7 @@
  * Each figure is the median of R runs (default 3). */
 #include <immintrin.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,48 +43,75 @@ enum { STREAM_FLOATS = 1 << 28 }; /* 1 GiB */
 typedef struct stream_job {
     const float *a;
     long n;
-    int streams; /* per thread: 1 or STREAMS */
+    int streams;   /* per thread: 1, 4 or STREAMS */
+    bool prefetch; /* software prefetch into L2 */
     float sums[64];
 } stream_job;
 
-/* STREAMS equal pieces of a[0, n) read side by side, one accumulator each: several
- * sequential streams keep more cache-line fills in flight than one on the Intel machine
- * this was written on (about 30% more read bandwidth per core), as the decode kernels'
- * groups of rows do, each prefetched into L2 8 KiB ahead as the kernels do
- * (src/infer/matvec.h; without it the kernels beat this probe by a quarter). Zen 3 reads
- * one stream faster than eight (12-13 against 8-11 GB/s on one core), so the probe is the
- * better of the two: the machine's read bandwidth, whichever access pattern gets it. */
-enum { STREAMS = 8, PREFETCH_FLOATS = 2048 };
+/* `streams` equal pieces of a[0, n) read side by side, one accumulator each, prefetched into
+ * L2 8 KiB ahead as the grouped decode kernels are (src/infer/matvec.h), or not, as the
+ * AVX2 streaming twins are. Machines differ in which pattern reads fastest: on the Intel
+ * machine this was written on several prefetched streams kept more cache-line fills in
+ * flight than one (about 30% more per core; without the prefetch the kernels beat this
+ * probe by a quarter); Zen 3 read one prefetched stream faster than eight (12-13 against
+ * 8-11 GB/s on one core) and four streams without prefetch faster still: 17-18 GB/s a
+ * quarter MiB apart in each MiB, as the AVX2 streaming twins read their ranges, against
+ * 12-14 a quarter of a GiB apart. So the probe is the best of the PATTERNS: the machine's
+ * read bandwidth, whichever access pattern gets it. */
+enum { STREAMS = 8, PREFETCH_FLOATS = 2048, PIECE_FLOATS = 1 << 18 };
+static const struct {
+    int streams;
+    bool prefetch;
+} PATTERNS[] = {{1, true}, {STREAMS, true}, {4, false}};
 
-__attribute__((target("avx2"))) static float sum_avx2(const float *a, long n, int streams) {
-    long len = n / streams / 8 * 8;
-    __m256 acc[STREAMS];
-    for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_setzero_ps();
-    if (streams == 1) /* one stream, its 8 accumulators along it */
-        for (long i = 0; i < len / 64 * 64; i += 64) {
-            _mm_prefetch((const char *)(a + i + PREFETCH_FLOATS), _MM_HINT_T1);
-            _mm_prefetch((const char *)(a + i + 16 + PREFETCH_FLOATS), _MM_HINT_T1);
-            _mm_prefetch((const char *)(a + i + 32 + PREFETCH_FLOATS), _MM_HINT_T1);
-            _mm_prefetch((const char *)(a + i + 48 + PREFETCH_FLOATS), _MM_HINT_T1);
-            for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + i + 8 * s));
-        }
-    else
-        for (long i = 0; i < len; i += 8)
-            for (int s = 0; s < STREAMS; s++) {
-                if (i % 16 == 0) _mm_prefetch((const char *)(a + s * len + i + PREFETCH_FLOATS), _MM_HINT_T1);
-                acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + s * len + i));
-            }
-    for (int s = 1; s < STREAMS; s++) acc[0] = _mm256_add_ps(acc[0], acc[s]);
+/* The sum of acc[0, n)'s lanes. */
+__attribute__((target("avx2"))) static float fold(__m256 *acc, int n) {
+    for (int s = 1; s < n; s++) acc[0] = _mm256_add_ps(acc[0], acc[s]);
     float out[8];
     _mm256_storeu_ps(out, acc[0]);
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+/* N streams (a constant, so the accumulators stay in registers). */
+__attribute__((target("avx2"), always_inline)) static inline float sum_streams(const float *a, long len, const int N,
+                                                                                bool prefetch) {
+    __m256 acc[STREAMS];
+    for (int s = 0; s < N; s++) acc[s] = _mm256_setzero_ps();
+    for (long i = 0; i < len; i += 8)
+        for (int s = 0; s < N; s++) {
+            if (prefetch && i % 16 == 0) _mm_prefetch((const char *)(a + s * len + i + PREFETCH_FLOATS), _MM_HINT_T1);
+            acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + s * len + i));
+        }
+    return fold(acc, N);
+}
+
+__attribute__((target("avx2"))) static float sum_avx2(const float *a, long n, int streams, bool prefetch) {
+    long len = n / streams / 8 * 8;
+    if (streams == 4) { /* within each MiB, as the streaming twins read a range */
+        float sum = 0.0f;
+        for (long p = 0; p < n; p += PIECE_FLOATS) {
+            long piece = n - p < PIECE_FLOATS ? n - p : PIECE_FLOATS;
+            sum += sum_streams(a + p, piece / 4 / 8 * 8, 4, prefetch);
+        }
+        return sum;
+    }
+    if (streams == STREAMS) return sum_streams(a, len, STREAMS, prefetch);
+    /* one stream, its 8 accumulators along it */
+    __m256 acc[STREAMS];
+    for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_setzero_ps();
+    for (long i = 0; i < len / 64 * 64; i += 64) {
+        if (prefetch)
+            for (int l = 0; l < 64; l += 16) _mm_prefetch((const char *)(a + i + l + PREFETCH_FLOATS), _MM_HINT_T1);
+        for (int s = 0; s < STREAMS; s++) acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(a + i + 8 * s));
+    }
+    return fold(acc, STREAMS);
 }
 
 static void stream_part(void *arg, int thread, int n_threads) {
     stream_job *j = arg;
     long begin, end;
     cf_split_range(j->n, n_threads, thread, &begin, &end);
-    j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin, j->streams);
+    j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin, j->streams, j->prefetch);
 }
 
 /* CPU seconds of the whole process: on one thread, the time the work had a core, which a
@@ -95,13 +123,13 @@ static double cpu_seconds(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Wall-clock read bandwidth, and per CPU second in *per_cpu: the median of `runs` with one
- * stream per thread and of `runs` with STREAMS, whichever is higher (see sum_avx2). */
+/* Wall-clock read bandwidth, and per CPU second in *per_cpu: for each of the PATTERNS the
+ * median of `runs`, the highest of those (see sum_avx2). */
 static double read_bandwidth_gbs(const float *a, int runs, double *per_cpu) {
     double best = 0.0;
     *per_cpu = 0.0;
-    for (int streams = 1; streams <= STREAMS; streams += STREAMS - 1) {
-        stream_job job = {.a = a, .n = STREAM_FLOATS, .streams = streams};
+    for (size_t p = 0; p < sizeof PATTERNS / sizeof PATTERNS[0]; p++) {
+        stream_job job = {.a = a, .n = STREAM_FLOATS, .streams = PATTERNS[p].streams, .prefetch = PATTERNS[p].prefetch};
         double t[16], c[16];
         for (int r = 0; r < runs; r++) {
             double t0 = cf_clock_seconds(), c0 = cpu_seconds();
@@ -336,7 +364,7 @@ int main(int argc, char **argv) {
         }
     float *stream = cf_aligned_alloc(sizeof(float) * STREAM_FLOATS);
     fill_random(stream, STREAM_FLOATS);
-    printf("%s kernels%s; read = STREAM-like sum over 1 GiB (the better of 1 and 8 streams a thread) just before each decode measurement%s\n\n",
+    printf("%s kernels%s; read = STREAM-like sum over 1 GiB (the best of 1 and 8 prefetched streams and 4 unprefetched per MiB, a thread) just before each decode measurement%s\n\n",
            cf_isa_name(cf_isa_active()), cf_cpu()->avx512_vnni ? " (VNNI for q8_0)" : "",
            busy > 0 ? "; a busy loop competes for a core" : "");
     printf("%-12s %-5s %7s | %10s %10s | %8s %8s %9s | %8s %8s %9s\n", "model", "dtype", "threads", "prefill/s",
