@@ -45,6 +45,7 @@ typedef struct stream_job {
     long n;
     int streams;   /* per thread: 1, 4 or STREAMS */
     bool prefetch; /* software prefetch into L2 */
+    long piece;    /* floats read as one piece of `streams`, 0: the thread's whole share */
     float sums[64];
 } stream_job;
 
@@ -62,7 +63,8 @@ enum { STREAMS = 8, PREFETCH_FLOATS = 2048, PIECE_FLOATS = 1 << 18 };
 static const struct {
     int streams;
     bool prefetch;
-} PATTERNS[] = {{1, true}, {STREAMS, true}, {4, false}};
+    long piece; /* as in stream_job */
+} PATTERNS[] = {{1, true, 0}, {STREAMS, true, 0}, {4, false, PIECE_FLOATS}};
 
 /* The sum of acc[0, n)'s lanes. */
 __attribute__((target("avx2"))) static float fold(__m256 *acc, int n) {
@@ -87,14 +89,7 @@ __attribute__((target("avx2"), always_inline)) static inline float sum_streams(c
 
 __attribute__((target("avx2"))) static float sum_avx2(const float *a, long n, int streams, bool prefetch) {
     long len = n / streams / 8 * 8;
-    if (streams == 4) { /* within each MiB, as the streaming twins read a range */
-        float sum = 0.0f;
-        for (long p = 0; p < n; p += PIECE_FLOATS) {
-            long piece = n - p < PIECE_FLOATS ? n - p : PIECE_FLOATS;
-            sum += sum_streams(a + p, piece / 4 / 8 * 8, 4, prefetch);
-        }
-        return sum;
-    }
+    if (streams == 4) return sum_streams(a, len, 4, prefetch);
     if (streams == STREAMS) return sum_streams(a, len, STREAMS, prefetch);
     /* one stream, its 8 accumulators along it */
     __m256 acc[STREAMS];
@@ -111,7 +106,10 @@ static void stream_part(void *arg, int thread, int n_threads) {
     stream_job *j = arg;
     long begin, end;
     cf_split_range(j->n, n_threads, thread, &begin, &end);
-    j->sums[thread % 64] = sum_avx2(j->a + begin, end - begin, j->streams, j->prefetch);
+    long piece = j->piece > 0 ? j->piece : end - begin;
+    float sum = 0.0f;
+    for (long p = begin; p < end; p += piece) sum += sum_avx2(j->a + p, end - p < piece ? end - p : piece, j->streams, j->prefetch);
+    j->sums[thread % 64] = sum;
 }
 
 /* CPU seconds of the whole process: on one thread, the time the work had a core, which a
@@ -129,7 +127,8 @@ static double read_bandwidth_gbs(const float *a, int runs, double *per_cpu) {
     double best = 0.0;
     *per_cpu = 0.0;
     for (size_t p = 0; p < sizeof PATTERNS / sizeof PATTERNS[0]; p++) {
-        stream_job job = {.a = a, .n = STREAM_FLOATS, .streams = PATTERNS[p].streams, .prefetch = PATTERNS[p].prefetch};
+        stream_job job = {.a = a, .n = STREAM_FLOATS, .streams = PATTERNS[p].streams, .prefetch = PATTERNS[p].prefetch,
+                          .piece = PATTERNS[p].piece};
         double t[16], c[16];
         for (int r = 0; r < runs; r++) {
             double t0 = cf_clock_seconds(), c0 = cpu_seconds();

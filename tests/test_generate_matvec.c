@@ -51,8 +51,9 @@ static void check_dispatch(long rows, long in, const char *isa) {
     }
 }
 
-/* The AVX2 streaming twins (row by row, for products over L2) give each row bit for bit
- * what the four-row kernels give, over ranges that start and end inside a group. */
+/* The AVX2 streaming twins (rows spread over the range, for products over L2) give each
+ * row bit for bit what the four-row kernels give, over ranges that start and end inside a
+ * group. */
 static void check_stream_twins(long rows, long in) {
     float y4[MAX_ROWS], y1[MAX_ROWS];
     matvec_arrange_pairs(x, in, MATVEC_PAIR_BLOCK_AVX2, pairs);

@@ -95,19 +95,20 @@ static inline int matvec_group_rows(const matvec_groups *gs, long g, int R, long
     }
     return n;
 }
-/* Row pointers for the rows idx[R] of w (rows `in` elements apart) and their prefetch
- * addresses `dist` rows on (the row itself near the end of the range). */
+/* Row i of w (rows `in` elements apart) into row[k], and into ahead[k] where its software
+ * prefetch reads: `dist` rows on, or the row itself near the end of the range. */
+#define MATVEC_ROW_AT(row, ahead, k, w, i, r1, in, dist)                                                               \
+    do {                                                                                                               \
+        long i_ = (i);                                                                                                 \
+        row[k] = (w) + i_ * (in);                                                                                      \
+        ahead[k] = i_ + (dist) < (r1) ? row[k] + (dist) * (in) : row[k];                                               \
+    } while (0)
+/* The rows idx[R] (matvec_group_rows). */
 #define MATVEC_IDX_ROWS(row, ahead, w, idx, r1, in, dist, R)                                                           \
-    for (int k_ = 0; k_ < (R); k_++) {                                                                                 \
-        row[k_] = (w) + (idx)[k_] * (in);                                                                              \
-        ahead[k_] = (idx)[k_] + (dist) < (r1) ? row[k_] + (dist) * (in) : row[k_];                                     \
-    }
-/* The same for a group of R rows (the several-input kernels' tiles). */
+    for (int k_ = 0; k_ < (R); k_++) MATVEC_ROW_AT(row, ahead, k_, w, (idx)[k_], r1, in, dist);
+/* The same as MATVEC_GROUP_ROWS for a group of R rows (the several-input kernels' tiles). */
 #define MATVEC_TILE_ROWS(row, ahead, w, r, r1, in, dist, R)                                                            \
-    for (int k_ = 0; k_ < (R); k_++) {                                                                                 \
-        row[k_] = (w) + ((r) + k_ < (r1) ? (r) + k_ : (r1) - 1) * (in);                                                \
-        ahead[k_] = (r) + (dist) + k_ < (r1) ? row[k_] + (dist) * (in) : row[k_];                                      \
-    }
+    for (int k_ = 0; k_ < (R); k_++) MATVEC_ROW_AT(row, ahead, k_, w, (r) + k_ < (r1) ? (r) + k_ : (r1) - 1, r1, in, dist);
 
 /* A kernel's first `dist` rows, prefetched at once before its loop (to L2, line by line):
  * the in-loop prefetch reaches `dist` rows ahead only from the first group on, so without
