@@ -54,7 +54,7 @@ typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
  * count where there are some (matvec.h), and the one-input kernel for a product streamed
  * from memory (over the L2 size: see MATVEC_ROWS in matvec.h) where it differs; then the
  * pair block the bf16 kernel wants x arranged in (0: as it is) and the quantizer of x for
- * q8_0 and q4_0. AVX-512 CPUs take AVX2's q4_0 kernels, and q8_0's too without VNNI. */
+ * q8_0 and q4_0. AVX-512 CPUs without VNNI take AVX2's q8_0 and q4_0 kernels. */
 typedef struct matvec_dtype_kernels {
     matvec_rows_fn rows;
     const matvec_rowsn_fn *rowsn; /* NULL: none */
@@ -91,7 +91,7 @@ static const matvec_kernels kernels_avx512_vnni = {
     .f32 = {.rows = matvec_f32_rows_avx512, .rowsn = matvec_f32_rowsn_avx512},
     .bf16 = {.rows = matvec_bf16_rows_avx512, .rowsn = matvec_bf16_rowsn_avx512},
     .q8_0 = {.rows = matvec_q8_rows_avx512vnni, .rowsn = matvec_q8_rowsn_avx512vnni},
-    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2},
+    .q4_0 = {.rows = matvec_q4_rows_avx512vnni, .rowsn = matvec_q4_rowsn_avx512vnni},
     .pair_block = MATVEC_PAIR_BLOCK_AVX512,
     .quantize_x = matvec_quantize_x_avx512};
 

@@ -225,16 +225,25 @@ enum { MATVEC_Q4_BLOCK_BYTES = CF_Q8_0_BLOCK / 2 };
 static inline size_t matvec_q4_bytes(long rows, long in) {
     return (size_t)rows * (size_t)matvec_q8_blocks(in) * CF_Q4_0_BLOCK_BYTES;
 }
+/* The planes of a matvec_q8 or (q4) matvec_q4 as a matvec_q8 (the same three fields): the
+ * kernels that take both. */
+static inline matvec_q8 matvec_q_planes(const void *w, bool q4) {
+    if (!q4) return *(const matvec_q8 *)w;
+    const matvec_q4 *m4 = w;
+    return (matvec_q8){.q = m4->q, .d = m4->d, .blocks = m4->blocks};
+}
 void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out);
 void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst);
 void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
-/* AVX2 (matvec_q8_avx2.c, one tile with q8_0's), also on AVX-512 CPUs: grouped rows and the
- * streaming twin (several inputs: matvec_q4_rowsn_avx2 below). */
+/* AVX2 (matvec_q8_avx2.c, one tile with q8_0's), also on AVX-512 CPUs without VNNI: grouped
+ * rows and the streaming twin (several inputs: matvec_q4_rowsn_avx2 below); with VNNI
+ * (matvec_q8_avx512vnni.c, one tile with q8_0's). */
 void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
 /* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at
  * x + t * x_stride bytes (prepared as the one-input kernel takes them), outputs at
@@ -249,8 +258,9 @@ extern const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
 /* AVX2 (matvec_batch_avx2.c): f32 up to 4 inputs, bf16 2. */
 extern const matvec_rowsn_fn matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 extern const matvec_rowsn_fn matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
-/* q8_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
+/* q8_0 and q4_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
 extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn matvec_q4_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
 /* q8_0 without VNNI (matvec_q8_avx2.c: AVX2, and AVX-512 CPUs without VNNI), up to 4 inputs,
  * one row at a time. */
 extern const matvec_rowsn_fn matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];

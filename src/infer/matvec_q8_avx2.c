@@ -111,13 +111,7 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                                                           const int Q4, const int STREAM) {
     const bool PREFETCH = !STREAM;
     enum { SPAN = 8 };
-    matvec_q8 m; /* the planes (a matvec_q4 has the same three fields) */
-    if (Q4) {
-        const matvec_q4 *m4 = w;
-        m = (matvec_q8){.q = m4->q, .d = m4->d, .blocks = m4->blocks};
-    } else {
-        m = *(const matvec_q8 *)w;
-    }
+    matvec_q8 m = matvec_q_planes(w, Q4);
     const long block_bytes = Q4 ? MATVEC_Q4_BLOCK_BYTES : CF_Q8_0_BLOCK;
     long nb = m.blocks, row_bytes = nb * block_bytes;
     long dist = matvec_ahead_rows(nb * (Q4 ? CF_Q4_0_BLOCK_BYTES : CF_Q8_0_BLOCK_BYTES));
