@@ -29,6 +29,7 @@
 
 #include "cformers/cpu.h"
 #include "cformers/fused.h"
+#include "cformers/gemm.h"
 #include "cformers/gradcheck.h"
 #include "cformers/plan.h"
 #include "cformers/threads.h"
@@ -171,8 +172,13 @@ static void gradcheck_flash(int64_t heads, int64_t kv_heads) {
 
 /* Which bf16 product the flash op picks on the active ISA. */
 static const char *bf16_product_name(void) {
-    if (cf_fa_amx_usable()) return "AMX, vdpbf16ps for partial tiles";
-    return cf_has_avx512_bf16() ? "vdpbf16ps" : "tiles widened to f32";
+    switch (cf_bf16_unit_active()) {
+    case CF_BF16_UNIT_AMX: return "AMX, vdpbf16ps for partial tiles";
+    case CF_BF16_UNIT_DOT: return "vdpbf16ps";
+    case CF_BF16_UNIT_WIDEN:
+    case CF_BF16_UNIT_COUNT: break;
+    }
+    return "tiles widened to f32";
 }
 
 int main(void) {
@@ -200,6 +206,16 @@ int main(void) {
         }
         gradcheck_flash(2, 2);
         gradcheck_flash(4, 1);
+        /* the other bf16 units this CPU has (cf_bf16_unit_active picks one), one thread */
+        cf_bf16_unit chosen = cf_bf16_unit_active();
+        cf_set_num_threads(1);
+        for (int u = 0; u < CF_BF16_UNIT_COUNT; u++) {
+            if (u == (int)chosen || cf_bf16_unit_force((cf_bf16_unit)u) != 0 || cf_bf16_unit_active() != (cf_bf16_unit)u)
+                continue;
+            printf("ISA %s (bf16 products: %s), 1 thread\n", cf_isa_name((cf_isa)isa), bf16_product_name());
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], true);
+        }
+        cf_bf16_unit_force(CF_BF16_UNIT_COUNT);
     }
     return test_finish();
 }

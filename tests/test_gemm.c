@@ -574,9 +574,13 @@ int main(void) {
             check_fixed_shapes(check_packed_f32);
             check_fixed_shapes(check_packed_bf16);
         }
-        if (isa == CF_ISA_AVX512 && cf_gemm_amx_usable()) { /* the vdpbf16ps kernel too */
-            cf_gemm_allow_amx(false);
-            printf("avx512 without AMX: %s\n", cf_gemm_kernel_name(CF_BF16));
+        /* every other bf16 unit this CPU has (AMX, vdpbf16ps, widened to f32) */
+        cf_bf16_unit chosen = cf_bf16_unit_active();
+        for (int u = 0; u < CF_BF16_UNIT_COUNT; u++) {
+            if (u == (int)chosen || cf_bf16_unit_force((cf_bf16_unit)u) != 0 || cf_bf16_unit_active() != (cf_bf16_unit)u)
+                continue;
+            printf("%s, bf16 on %s: %s\n", cf_isa_name((cf_isa)isa), cf_bf16_unit_name((cf_bf16_unit)u),
+                   cf_gemm_kernel_name(CF_BF16));
             for (int i = 0; i < random_cases; i++) {
                 shape s = random_shape(i);
                 check_bf16(&s);
@@ -584,8 +588,8 @@ int main(void) {
             }
             check_fixed_shapes(check_bf16);
             check_fixed_shapes(check_packed_bf16);
-            cf_gemm_allow_amx(true);
         }
+        CHECK(cf_bf16_unit_force(CF_BF16_UNIT_COUNT) == 0 && cf_bf16_unit_active() == chosen);
         check_alpha_zero_and_k_zero();
         check_small_bounds();
         check_denormals();

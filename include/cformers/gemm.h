@@ -83,9 +83,21 @@ size_t cf_gemm_scratch_bytes(cf_dtype input);
  * under the active ISA, e.g. "avx512-f32", "avx512bf16" (for benchmarks and logs). */
 const char *cf_gemm_kernel_name(cf_dtype input);
 
+/* The unit bf16 products run on (cf_gemm_bf16, bf16 flash attention tiles): bf16 widened to
+ * f32 for the f32 FMA kernels, vdpbf16ps, or AMX tiles. */
+typedef enum { CF_BF16_UNIT_WIDEN, CF_BF16_UNIT_DOT, CF_BF16_UNIT_AMX, CF_BF16_UNIT_COUNT } cf_bf16_unit;
+/* The unit in use: widen unless the active ISA is AVX-512 and the CPU has AVX512-BF16; then
+ * AMX where the OS grants it, else vdpbf16ps where this core runs it at least 3/4 as fast as
+ * its f32 FMAs (measured once per process, about a millisecond), else widen. */
+cf_bf16_unit cf_bf16_unit_active(void);
+/* Forces a unit (tests, benchmarks), CF_BF16_UNIT_COUNT restoring the automatic choice; -1
+ * (nothing changed) for a unit this CPU lacks. Under another ISA than AVX-512 it widens. */
+int cf_bf16_unit_force(cf_bf16_unit unit);
+const char *cf_bf16_unit_name(cf_bf16_unit unit);
+
 /* The machine's measured multiply-add peak in GFLOP/s on `threads` threads of the pool:
- * independent FMA chains on the active ISA's widest vectors (for CF_BF16, the unit
- * cf_gemm_bf16 uses: AMX tiles, else vdpbf16ps, else f32 FMA). About a quarter second the
+ * independent FMA chains on the active ISA's widest vectors (for CF_BF16, those of
+ * cf_bf16_unit_active: AMX tiles, vdpbf16ps, or f32 FMA). About a quarter second the
  * first time; later calls with the same arguments return the first measurement. */
 double cf_gemm_peak_gflops(cf_dtype input, int threads);
 /* The same measured again, the higher of this and the earlier readings kept (and returned

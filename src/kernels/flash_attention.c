@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "cformers/cpu.h"
+#include "cformers/gemm.h"
 #include "cformers/threads.h"
 #include "kernels/kernels.h"
 
@@ -581,13 +582,16 @@ static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void 
                   .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
     j->mul = is_bf16(j) ? &products_bf16 : &products_f32;
     if (!is_bf16(j)) return;
-    /* The fastest bf16 product the CPU has: AMX, vdpbf16ps, or (none) gemm_widened. */
-    if (cf_fa_amx_usable()) {
+    /* The bf16 unit GEMMs use (cformers/gemm.h): AMX, vdpbf16ps, or (none) gemm_widened. */
+    switch (cf_bf16_unit_active()) {
+    case CF_BF16_UNIT_AMX:
         j->gemm_bf16 = cf_fa_gemm_bf16_amx;
         j->enter = cf_fa_amx_enter;
         j->leave = cf_fa_amx_leave;
-    } else if (cf_has_avx512_bf16()) {
-        j->gemm_bf16 = cf_fa_gemm_bf16_avx512bf16;
+        break;
+    case CF_BF16_UNIT_DOT: j->gemm_bf16 = cf_fa_gemm_bf16_avx512bf16; break;
+    case CF_BF16_UNIT_WIDEN:
+    case CF_BF16_UNIT_COUNT: break;
     }
 }
 

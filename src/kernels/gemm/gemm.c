@@ -43,13 +43,14 @@ static const gemm_kernel *f32_kernel(void) {
     }
 }
 
-static atomic_bool g_amx_allowed = true;
-
-void cf_gemm_allow_amx(bool allow) { g_amx_allowed = allow; }
-
 static const gemm_kernel *bf16_kernel(void) {
-    if (!cf_has_avx512_bf16()) return f32_kernel();
-    return g_amx_allowed && cf_gemm_amx_usable() ? &cf_gemm_kernel_bf16_amx : &cf_gemm_kernel_bf16_avx512bf16;
+    switch (cf_bf16_unit_active()) {
+    case CF_BF16_UNIT_AMX: return &cf_gemm_kernel_bf16_amx;
+    case CF_BF16_UNIT_DOT: return &cf_gemm_kernel_bf16_avx512bf16;
+    case CF_BF16_UNIT_WIDEN:
+    case CF_BF16_UNIT_COUNT: break;
+    }
+    return f32_kernel();
 }
 
 const gemm_kernel *cf_gemm_kernel_for(cf_dtype input) { return input == CF_BF16 ? bf16_kernel() : f32_kernel(); }
@@ -309,18 +310,18 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
      * against AMX, 1 thread / 2 threads, 16-24 interleaved rounds, 768-8192 rows of
      * weights: M = 3 with K >= 1024 +15..62% / +4..59%, K = 768 +20% / -15%, K = 288 -14%;
      * M = 4 with K >= 2048 +6..28% / -2..+29%; M = 5 -4%).
-     * Without vdpbf16ps, B's rows are widened to f32 in registers (AVX2 or portable C;
+     * Without vdpbf16ps (or where it is slow: cf_bf16_unit_active), B's rows are widened to f32 in registers (AVX2 or portable C;
      * AVX-512 CPUs without BF16 take the AVX2 one), where packing would widen all of B
      * into a copy twice its size: AVX2, 8192 x 2048 weights, against that packed path
      * M = 1 6.8x, M = 4 5.2x, M = 16 1.3-1.6x (0.86x the f32 product there). */
-    const gemm_kernel *kern = bf16_kernel();
-    long dot_max_m = kern == &cf_gemm_kernel_bf16_amx ? skinny_max_m_amx(K)
-                     : cf_has_avx512_bf16()           ? SKINNY_MAX_M
-                                                      : SKINNY_MAX_M_WIDEN;
+    cf_bf16_unit unit = cf_bf16_unit_active();
+    long dot_max_m = unit == CF_BF16_UNIT_AMX   ? skinny_max_m_amx(K)
+                     : unit == CF_BF16_UNIT_DOT ? SKINNY_MAX_M
+                                                : SKINNY_MAX_M_WIDEN;
     if (M <= dot_max_m && trans_b && !trans_a) {
         skinny_job j = {.elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                         .A = a, .B = B, .ldb = ldb, .trans_b = true, .C = C, .ldc = ldc};
-        if (cf_has_avx512_bf16()) {
+        if (unit != CF_BF16_UNIT_WIDEN) {
             j.kern = &cf_gemm_skinny_avx512;
             j.dot = cf_gemm_dot_bf16;
         } else { /* A's few rows widened once here, B's rows as they are read */
@@ -334,7 +335,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
         skinny(j);
         return;
     }
-    cf_gemm_blocked(kern, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+    cf_gemm_blocked(bf16_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,

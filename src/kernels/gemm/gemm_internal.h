@@ -112,8 +112,6 @@ bool cf_gemm_amx_usable(void);
  * eight tiles 16 rows x 64 bytes), and releases the tile state again. */
 void cf_gemm_amx_enter(void);
 void cf_gemm_amx_leave(void);
-/* Lets tests switch AMX off to reach the vdpbf16ps kernel on AMX machines. */
-void cf_gemm_allow_amx(bool allow);
 
 extern const gemm_skinny cf_gemm_skinny_scalar;
 extern const gemm_skinny cf_gemm_skinny_avx2;
@@ -143,11 +141,16 @@ void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long
  * transposed [tokens, 32000] logits gradient: 2x slower to pack). */
 void cf_gemm_block_kmajor_f32_avx512(const float *src, long s_k, long lines, long K, int w, float *dst);
 void cf_gemm_block_kmajor_f32_avx2(const float *src, long s_k, long lines, long K, int w, float *dst);
+/* The same from bf16, widened to f32 as it is read (bf16 operands of the f32 kernels). */
+void cf_gemm_block_kmajor_bf16_avx512(const uint16_t *src, long s_k, long lines, long K, int w, float *dst);
+void cf_gemm_block_kmajor_bf16_avx2(const uint16_t *src, long s_k, long lines, long K, int w, float *dst);
 
 /* One f32 strip (see gemm_pack.c) whose lines are contiguous along k (line i, k at
  * src[i*s_line + k]), padding included. */
 void cf_gemm_strip_f32_avx512(const float *src, long s_line, int h, long K, int w, float *dst);
 void cf_gemm_strip_f32_avx2(const float *src, long s_line, int h, long K, int w, float *dst);
+void cf_gemm_strip_bf16_avx512(const uint16_t *src, long s_line, int h, long K, int w, float *dst);
+void cf_gemm_strip_bf16_avx2(const uint16_t *src, long s_line, int h, long K, int w, float *dst);
 
 /* One bf16 strip into `pairs` k pairs (zero past K) with AVX-512, when a stride is 1
  * (and a line stride is even, so pairs are 32-bit words); false for other layouts. */

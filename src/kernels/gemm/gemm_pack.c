@@ -52,16 +52,20 @@ static void strip_f32_from_f32(const strip *s, float *dst) {
     }
 }
 
-/* Vector moves of f32 data, for the two layouts they take: strips whose lines run along
- * k, and whole blocks whose lines are adjacent (k-major); NULL for the portable path. */
+/* Vector moves into f32 panels, for the two layouts they take: strips whose lines run along
+ * k, and whole blocks whose lines are adjacent (k-major); from f32 and from bf16 (widened).
+ * NULL for the portable path. */
 typedef struct fast_f32 {
     void (*strip)(const float *src, long s_line, int h, long K, int w, float *dst);
     void (*block)(const float *src, long s_k, long lines, long K, int w, float *dst);
+    void (*strip_bf16)(const uint16_t *src, long s_line, int h, long K, int w, float *dst);
+    void (*block_bf16)(const uint16_t *src, long s_k, long lines, long K, int w, float *dst);
 } fast_f32;
 
 static void strip_f32(const strip *s, float *dst, bool pad, const fast_f32 *fast) {
-    if (fast && !s->src->bf16 && s->s_k == 1) { /* k-major sources go through the block routine */
-        fast->strip((const float *)s->src->data + s->base, s->s_line, s->h, s->K, s->w, dst);
+    if (fast && s->s_k == 1) { /* k-major sources go through the block routine */
+        if (s->src->bf16) fast->strip_bf16((const uint16_t *)s->src->data + s->base, s->s_line, s->h, s->K, s->w, dst);
+        else fast->strip((const float *)s->src->data + s->base, s->s_line, s->h, s->K, s->w, dst);
         return;
     }
     if (s->src->bf16) {
@@ -124,8 +128,10 @@ static strip b_strip(const gemm_operand *src, long r0, long c0, long rows, long 
  * else false: the caller goes strip by strip. */
 static bool block_f32(const gemm_operand *src, long r0, long c0, long s_line, long s_k, long lines, long K, int w,
                       float *dst, const fast_f32 *fast) {
-    if (!fast || src->bf16 || s_line != 1) return false;
-    fast->block((const float *)src->data + r0 * src->row_stride + c0 * src->col_stride, s_k, lines, K, w, dst);
+    if (!fast || s_line != 1) return false;
+    long at = r0 * src->row_stride + c0 * src->col_stride;
+    if (src->bf16) fast->block_bf16((const uint16_t *)src->data + at, s_k, lines, K, w, dst);
+    else fast->block((const float *)src->data + at, s_k, lines, K, w, dst);
     return true;
 }
 
@@ -147,8 +153,10 @@ static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, lon
     }
 }
 
-static const fast_f32 fast_avx512 = {cf_gemm_strip_f32_avx512, cf_gemm_block_kmajor_f32_avx512};
-static const fast_f32 fast_avx2 = {cf_gemm_strip_f32_avx2, cf_gemm_block_kmajor_f32_avx2};
+static const fast_f32 fast_avx512 = {cf_gemm_strip_f32_avx512, cf_gemm_block_kmajor_f32_avx512,
+                                     cf_gemm_strip_bf16_avx512, cf_gemm_block_kmajor_bf16_avx512};
+static const fast_f32 fast_avx2 = {cf_gemm_strip_f32_avx2, cf_gemm_block_kmajor_f32_avx2, cf_gemm_strip_bf16_avx2,
+                                   cf_gemm_block_kmajor_bf16_avx2};
 
 void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
     pack_a_f32(src, r0, c0, rows, cols, mr, dst, NULL);

@@ -4,6 +4,8 @@
 #include "gemm_internal.h"
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 /* r[i] = row i of an 8 x 8 block; on return r[k] holds column k. */
 INLINE void transpose8(__m256 r[8]) {
@@ -31,6 +33,17 @@ typedef __m256 pack_vec;
 typedef __m256i pack_mask;
 INLINE pack_mask pack_lanes(long n) { return lanes8(n); }
 INLINE pack_vec pack_load(pack_mask m, const float *p) { return _mm256_maskload_ps(p, m); }
+INLINE pack_vec pack_load_bf16(long n, const uint16_t *p) { /* no 16-bit masked load: a short vector is copied */
+    __m128i h;
+    if (n >= PACK_LANES) {
+        h = _mm_loadu_si128((const __m128i *)p);
+    } else {
+        uint16_t part[PACK_LANES] = {0};
+        if (n > 0) memcpy(part, p, sizeof(uint16_t) * (size_t)n);
+        h = _mm_loadu_si128((const __m128i *)part);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 INLINE void pack_store(float *p, pack_mask m, pack_vec v) { _mm256_maskstore_ps(p, m, v); }
 INLINE pack_vec pack_zero(void) { return _mm256_setzero_ps(); }
 INLINE void pack_transpose(pack_vec r[PACK_LANES]) { transpose8(r); }
@@ -43,4 +56,12 @@ void cf_gemm_block_kmajor_f32_avx2(const float *src, long s_k, long lines, long 
 
 void cf_gemm_strip_f32_avx2(const float *src, long s_line, int h, long K, int w, float *dst) {
     strip_transpose(src, s_line, h, K, w, dst);
+}
+
+void cf_gemm_block_kmajor_bf16_avx2(const uint16_t *src, long s_k, long lines, long K, int w, float *dst) {
+    block_kmajor_bf16(src, s_k, lines, K, w, dst);
+}
+
+void cf_gemm_strip_bf16_avx2(const uint16_t *src, long s_line, int h, long K, int w, float *dst) {
+    strip_transpose_bf16(src, s_line, h, K, w, dst);
 }

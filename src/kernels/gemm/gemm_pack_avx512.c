@@ -14,6 +14,10 @@ typedef __m512 pack_vec;
 typedef __mmask16 pack_mask;
 GEMM_INLINE pack_mask pack_lanes(long n) { return lanes16(n); }
 GEMM_INLINE pack_vec pack_load(pack_mask m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
+GEMM_INLINE pack_vec pack_load_bf16(long n, const uint16_t *p) {
+    __m256i h = _mm256_maskz_loadu_epi16(lanes16(n), p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 GEMM_INLINE void pack_store(float *p, pack_mask m, pack_vec v) { _mm512_mask_storeu_ps(p, m, v); }
 GEMM_INLINE pack_vec pack_zero(void) { return _mm512_setzero_ps(); }
 GEMM_INLINE void pack_transpose(pack_vec r[PACK_LANES]) { transpose16(r); }
@@ -26,6 +30,14 @@ void cf_gemm_block_kmajor_f32_avx512(const float *src, long s_k, long lines, lon
 
 void cf_gemm_strip_f32_avx512(const float *src, long s_line, int h, long K, int w, float *dst) {
     strip_transpose(src, s_line, h, K, w, dst);
+}
+
+void cf_gemm_block_kmajor_bf16_avx512(const uint16_t *src, long s_k, long lines, long K, int w, float *dst) {
+    block_kmajor_bf16(src, s_k, lines, K, w, dst);
+}
+
+void cf_gemm_strip_bf16_avx512(const uint16_t *src, long s_line, int h, long K, int w, float *dst) {
+    strip_transpose_bf16(src, s_line, h, K, w, dst);
 }
 
 /* bf16 pairs: (k, k+1) of a line that is contiguous along k are one 32-bit word, so

@@ -49,8 +49,8 @@ static double measure(cf_dtype input, int threads) {
     case CF_ISA_AVX2: j.chains = cf_peak_chains_avx2; break;
     default: j.chains = cf_peak_chains_scalar; break;
     }
-    if (input == CF_BF16 && cf_has_avx512_bf16())
-        j.chains = cf_gemm_amx_usable() ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
+    if (input == CF_BF16 && cf_bf16_unit_active() != CF_BF16_UNIT_WIDEN)
+        j.chains = cf_bf16_unit_active() == CF_BF16_UNIT_AMX ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
     if (cf_in_parallel() || j.threads < 1) j.threads = 1;
     if (j.threads > cf_num_threads()) j.threads = cf_num_threads();
     if (j.threads > MAX_PEAK_THREADS) j.threads = MAX_PEAK_THREADS;
