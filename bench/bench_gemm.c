@@ -463,8 +463,8 @@ int main(int argc, char **argv) {
         else usage();
     }
     if (!reps) reps = quick ? 3 : 5;
-    printf("cpu: %s, isa %s, kernels %s / %s, %d threads\n", cf_cpu()->brand, cf_isa_name(cf_isa_active()),
-           cf_gemm_kernel_name(CF_F32), cf_gemm_kernel_name(CF_BF16), all);
+    printf("cpu: %s, isa %s, kernels %s / %s (bf16 on %s), %d threads\n", cf_cpu()->brand, cf_isa_name(cf_isa_active()),
+           cf_gemm_kernel_name(CF_F32), cf_gemm_kernel_name(CF_BF16), cf_bf16_unit_name(cf_bf16_unit_active()), all);
     load_peers();
 
     size_t max_a = 0, max_b = 0, max_c = 0;

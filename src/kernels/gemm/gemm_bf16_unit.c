@@ -71,7 +71,7 @@ int cf_bf16_unit_force(cf_bf16_unit unit) {
 }
 
 const char *cf_bf16_unit_name(cf_bf16_unit unit) {
-    static const char *const names[] = {"f32 FMA (bf16 widened)", "vdpbf16ps", "AMX"};
+    static const char *const names[] = {"f32 FMA, bf16 widened", "vdpbf16ps", "AMX"};
     _Static_assert(sizeof names / sizeof names[0] == CF_BF16_UNIT_COUNT, "a name per unit");
     return unit >= 0 && unit < CF_BF16_UNIT_COUNT ? names[unit] : "?";
 }
