@@ -577,8 +577,8 @@ int main(void) {
         /* every other bf16 unit this CPU has (AMX, vdpbf16ps, widened to f32) */
         cf_bf16_unit chosen = cf_bf16_unit_active();
         for (int u = 0; u < CF_BF16_UNIT_COUNT; u++) {
-            if (u == (int)chosen || cf_bf16_unit_force((cf_bf16_unit)u) != 0 || cf_bf16_unit_active() != (cf_bf16_unit)u)
-                continue;
+            if (u == (int)chosen || cf_bf16_unit_force((cf_bf16_unit)u) != 0) continue;
+            CHECK(cf_bf16_unit_active() == (cf_bf16_unit)u);
             printf("%s, bf16 on %s: %s\n", cf_isa_name((cf_isa)isa), cf_bf16_unit_name((cf_bf16_unit)u),
                    cf_gemm_kernel_name(CF_BF16));
             for (int i = 0; i < random_cases; i++) {

@@ -7,7 +7,6 @@
 #include "cformers/threads.h"
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,8 +42,8 @@ static const gemm_kernel *f32_kernel(void) {
     }
 }
 
-static const gemm_kernel *bf16_kernel(void) {
-    switch (cf_bf16_unit_active()) {
+static const gemm_kernel *bf16_kernel_on(cf_bf16_unit unit) {
+    switch (unit) {
     case CF_BF16_UNIT_AMX: return &cf_gemm_kernel_bf16_amx;
     case CF_BF16_UNIT_DOT: return &cf_gemm_kernel_bf16_avx512bf16;
     case CF_BF16_UNIT_WIDEN:
@@ -52,6 +51,7 @@ static const gemm_kernel *bf16_kernel(void) {
     }
     return f32_kernel();
 }
+static const gemm_kernel *bf16_kernel(void) { return bf16_kernel_on(cf_bf16_unit_active()); }
 
 const gemm_kernel *cf_gemm_kernel_for(cf_dtype input) { return input == CF_BF16 ? bf16_kernel() : f32_kernel(); }
 
@@ -335,7 +335,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
         skinny(j);
         return;
     }
-    cf_gemm_blocked(bf16_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+    cf_gemm_blocked(bf16_kernel_on(unit), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,

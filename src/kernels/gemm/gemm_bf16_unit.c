@@ -7,12 +7,12 @@
  * (gemm_peak_*.c) for well under a millisecond, best of three, alternating. */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "gemm_internal.h"
 #include "gemm_peak_internal.h"
+#include "obs/clock.h"
 
 /* vdpbf16ps is chosen where it reaches this share of the f32 FMAs' multiply-adds per second:
  * it also halves the bytes of packed panels and skips the widening. */
@@ -24,11 +24,7 @@ static cf_bf16_unit g_measured = CF_BF16_UNIT_WIDEN;
 static atomic_int g_forced = CF_BF16_UNIT_COUNT; /* COUNT: the automatic choice */
 
 static double flops_per_second(double (*chains)(long iters)) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    double flops = chains(CHAIN_ITERS);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double t0 = cf_clock_seconds(), flops = chains(CHAIN_ITERS), s = cf_clock_seconds() - t0;
     return s > 0 ? flops / s : 0;
 }
 

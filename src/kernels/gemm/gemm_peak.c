@@ -11,9 +11,9 @@
 #include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "obs/clock.h"
 
 #include <pthread.h>
-#include <time.h>
 
 enum { RUNS = 5 };
 #define TARGET_SECONDS 0.02
@@ -27,19 +27,13 @@ typedef struct peak_job {
     double seconds[MAX_PEAK_THREADS]; /* per thread, of the current run */
 } peak_job;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void peak_thread(void *ctx, int thread, int n_threads) {
     peak_job *j = ctx;
     if (n_threads > 1) cf_team_barrier();
     if (thread >= j->threads) return;
-    double t0 = now();
+    double t0 = cf_clock_seconds();
     j->chains(j->iters);
-    j->seconds[thread] = now() - t0;
+    j->seconds[thread] = cf_clock_seconds() - t0;
 }
 
 static double measure(cf_dtype input, int threads) {
@@ -49,17 +43,17 @@ static double measure(cf_dtype input, int threads) {
     case CF_ISA_AVX2: j.chains = cf_peak_chains_avx2; break;
     default: j.chains = cf_peak_chains_scalar; break;
     }
-    if (input == CF_BF16 && cf_bf16_unit_active() != CF_BF16_UNIT_WIDEN)
-        j.chains = cf_bf16_unit_active() == CF_BF16_UNIT_AMX ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
+    cf_bf16_unit unit = input == CF_BF16 ? cf_bf16_unit_active() : CF_BF16_UNIT_WIDEN;
+    if (unit != CF_BF16_UNIT_WIDEN) j.chains = unit == CF_BF16_UNIT_AMX ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
     if (cf_in_parallel() || j.threads < 1) j.threads = 1;
     if (j.threads > cf_num_threads()) j.threads = cf_num_threads();
     if (j.threads > MAX_PEAK_THREADS) j.threads = MAX_PEAK_THREADS;
 
     double flops_per_thread = 0;
     for (j.iters = 1024;; j.iters *= 2) { /* calibrate on one thread */
-        double t0 = now();
+        double t0 = cf_clock_seconds();
         flops_per_thread = j.chains(j.iters);
-        if (now() - t0 > TARGET_SECONDS) break;
+        if (cf_clock_seconds() - t0 > TARGET_SECONDS) break;
     }
     double best = 0;
     for (int r = 0; r < RUNS; r++) {
