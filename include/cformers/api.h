@@ -8,6 +8,8 @@
  * signatures. docs/python.md documents the Python layer over it. */
 #ifndef CFORMERS_API_H
 #define CFORMERS_API_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stddef.h>
 #include <stdint.h>
@@ -119,4 +121,5 @@ int64_t cf_api_trainer_steps_done(const cf_api_trainer *t);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

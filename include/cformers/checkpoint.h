@@ -12,6 +12,8 @@
  * and the tensor or byte offset at fault. */
 #ifndef CFORMERS_CHECKPOINT_H
 #define CFORMERS_CHECKPOINT_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -128,4 +130,5 @@ void cf_model_config_init_llama(cf_model_config *m);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -11,6 +11,8 @@
  * free. Field names follow the YAML keys; docs/config.md lists every key. */
 #ifndef CFORMERS_CONFIG_H
 #define CFORMERS_CONFIG_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -311,4 +313,5 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

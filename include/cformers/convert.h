@@ -13,6 +13,8 @@
  * by HF tooling), and GGUF v3 for llama.cpp. */
 #ifndef CFORMERS_CONVERT_H
 #define CFORMERS_CONVERT_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 
@@ -60,4 +62,5 @@ int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -6,6 +6,8 @@
  * avx512 on a machine without it is an error reported by cf_isa_active's first caller). */
 #ifndef CFORMERS_CPU_H
 #define CFORMERS_CPU_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,4 +59,5 @@ int cf_isa_parse(const char *name, cf_isa *out);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -20,6 +20,8 @@
  * yields exactly the batches an uninterrupted run would have. */
 #ifndef CFORMERS_DATASET_H
 #define CFORMERS_DATASET_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -98,4 +100,5 @@ cf_dataset_stats cf_dataset_get_stats(const cf_dataset *ds);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -16,6 +16,8 @@
  * instead of waiting for this one. */
 #ifndef CFORMERS_DIST_H
 #define CFORMERS_DIST_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,4 +62,5 @@ int cf_dist_check_same(cf_dist *d, uint64_t value, const char *what, cf_error *e
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

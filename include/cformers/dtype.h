@@ -2,6 +2,8 @@
  * conversions to them round to nearest even, as hardware does. */
 #ifndef CFORMERS_DTYPE_H
 #define CFORMERS_DTYPE_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -107,4 +109,5 @@ void cf_convert_f16_to_f32(const cf_f16 *src, float *dst, size_t n);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

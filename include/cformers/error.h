@@ -6,6 +6,8 @@
  * err is allowed: the reason is then dropped. */
 #ifndef CFORMERS_ERROR_H
 #define CFORMERS_ERROR_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stddef.h>
 
@@ -47,4 +49,5 @@ _Noreturn void cf_assert_fail(const char *file, int line, const char *expr);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

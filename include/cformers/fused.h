@@ -4,6 +4,8 @@
  * enable_matrix_combine; docs/fusion.md) put them in place of the unfused chains. */
 #ifndef CFORMERS_FUSED_H
 #define CFORMERS_FUSED_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include "cformers/graph.h"
 
@@ -43,4 +45,5 @@ size_t cf_cross_entropy_logits_bytes(long chunk, long vocab, cf_dtype dtype);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

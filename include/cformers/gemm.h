@@ -22,6 +22,8 @@
  * turns on the pool (see threads.h). */
 #ifndef CFORMERS_GEMM_H
 #define CFORMERS_GEMM_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -112,4 +114,5 @@ void cf_sgemm_reference(bool trans_a, bool trans_b, long M, long N, long K, floa
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

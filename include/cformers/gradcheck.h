@@ -6,6 +6,8 @@
  * from the forward outputs. Used by the op tests and for user-registered ops. */
 #ifndef CFORMERS_GRADCHECK_H
 #define CFORMERS_GRADCHECK_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdint.h>
 
@@ -43,4 +45,5 @@ int cf_gradcheck(cf_graph *g, cf_tensor *y, const cf_gradcheck_opts *opts, cf_gr
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -21,6 +21,8 @@
  * the optimizer, all-reduce buckets and checkpoints are flat loops. */
 #ifndef CFORMERS_GRAPH_H
 #define CFORMERS_GRAPH_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -205,4 +207,5 @@ cf_grad_stats_tensors cf_graph_grad_stats(const cf_tensor *grad_norm);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -7,6 +7,8 @@
  * (the trainer samples from the weights it is training, without a file round trip). */
 #ifndef CFORMERS_INFER_H
 #define CFORMERS_INFER_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -143,4 +145,5 @@ int cf_validate(cf_infer_model *m, const cf_logits_reference *ref, cf_validate_r
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -2,6 +2,8 @@
  * config (MindFormers names), also filled by checkpoint importers. */
 #ifndef CFORMERS_MODEL_CONFIG_H
 #define CFORMERS_MODEL_CONFIG_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,4 +58,5 @@ static inline int64_t cf_model_head_dim(const cf_model_config *m) { return m->hi
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -9,6 +9,8 @@
  * by 1/sqrt(2 * num_layers). */
 #ifndef CFORMERS_MODEL_GRAPH_H
 #define CFORMERS_MODEL_GRAPH_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,4 +63,5 @@ int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *witho
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -21,6 +21,8 @@
  * They must not allocate: scratch memory comes from the workspace the op asks for. */
 #ifndef CFORMERS_OP_H
 #define CFORMERS_OP_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -129,4 +131,5 @@ void cf_node_output_like(cf_node *node, int k, const cf_tensor *like);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -11,6 +11,8 @@
  * nothing during a step. */
 #ifndef CFORMERS_PLAN_H
 #define CFORMERS_PLAN_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stddef.h>
 #include <stdint.h>
@@ -86,4 +88,5 @@ void cf_memory_report_format(const cf_memory_report *r, char *buf, size_t size);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -6,6 +6,8 @@
  * document boundaries. A split ("train", "valid") is the files DIR/<split>-NNNNN.cfrec. */
 #ifndef CFORMERS_RECORDS_H
 #define CFORMERS_RECORDS_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,4 +78,5 @@ void cf_record_remove(const char *dir);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

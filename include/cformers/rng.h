@@ -6,6 +6,8 @@
  * split. Normals use the Box-Muller transform (both values of each pair are used). */
 #ifndef CFORMERS_RNG_H
 #define CFORMERS_RNG_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,4 +38,5 @@ void cf_rng_fill_uniform(cf_rng *r, float *x, size_t n, float lo, float hi);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -12,6 +12,8 @@
  * greedy request gives the same text whatever else is running. */
 #ifndef CFORMERS_SERVE_H
 #define CFORMERS_SERVE_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -120,4 +122,5 @@ void cf_server_stop(cf_server *s);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

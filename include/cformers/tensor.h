@@ -6,6 +6,8 @@
  * storage of its base tensor at an element offset. */
 #ifndef CFORMERS_TENSOR_H
 #define CFORMERS_TENSOR_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -87,4 +89,5 @@ char *cf_tensor_shape_str(const cf_tensor *t, char *buf, size_t size);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -15,6 +15,8 @@
  * mode itself around its products, plan runs and inference forwards. */
 #ifndef CFORMERS_THREADS_H
 #define CFORMERS_THREADS_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 
@@ -58,4 +60,5 @@ bool cf_in_parallel(void);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

@@ -11,6 +11,8 @@
  * cf_tokenizer_bytes() gives that byte vocabulary. */
 #ifndef CFORMERS_TOKENIZER_H
 #define CFORMERS_TOKENIZER_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,4 +84,5 @@ char *cf_tokenizer_decode(const cf_tokenizer *tok, const int32_t *ids, size_t n)
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif

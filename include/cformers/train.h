@@ -8,6 +8,8 @@
  * RNG, data position), so a resumed run continues with bit-identical losses. */
 #ifndef CFORMERS_TRAIN_H
 #define CFORMERS_TRAIN_H
+#include "cformers/export.h"
+CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -134,4 +136,5 @@ const float *cf_trainer_logits(const cf_trainer *t);
 #ifdef __cplusplus
 }
 #endif
+CF_API_END
 #endif
