@@ -4,7 +4,8 @@
 # unknown run is 404 and a POST 405; in a real browser (headless Chromium, where
 # installed) the page loads Chart.js from the server, logs nothing to the console and draws
 # every run's points and the memory plan's blocks, and a screenshot has the runs' colours
-# drawn (tools/png_pixels.py); `train --dashboard` serves a run while it trains, and new
+# drawn (tools/png_pixels.py); the live page (polling) keeps every canvas's height over 15 s and
+# its screenshot has the runs drawn; `train --dashboard` serves a run while it trains, and new
 # steps show; a trained run's memory_plan.json is served.
 source "$(dirname "$0")/lib_cli.sh"
 chart=/usr/share/javascript/chart.js/chart.min.js
@@ -64,16 +65,34 @@ else
         --window-size=380,900 --dump-dom "${url}?once" >"$tmp/narrow.html" 2>/dev/null
     grep -q 'data-overflow="false"' "$tmp/narrow.html" ||
         { fail_because "the page is wider than the narrowest window (headless Chromium widens 380 px to ~485)"; grep -o '<body[^>]*>' "$tmp/narrow.html"; }
-    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=10000 \
-        --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "${url}?once" >/dev/null 2>&1
-    [ -s "$tmp/dashboard.png" ] || fail_because "no screenshot"
-    # run a's lines are #1f77b4, run b's #d62728 (the page's COLORS); both must be drawn
-    if [ -s "$tmp/dashboard.png" ]; then
+    # screenshot PAGE BUDGET_MS: a 1400 x 1200 screenshot of PAGE after BUDGET_MS of virtual
+    # time has run a's lines (#1f77b4) and run b's (#d62728, the page's COLORS) drawn.
+    screenshot() {
+        rm -f "$tmp/dashboard.png"
+        timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget="$2" \
+            --window-size=1400,1200 --screenshot="$tmp/dashboard.png" "$1" >/dev/null 2>&1
+        [ -s "$tmp/dashboard.png" ] || { fail_because "no screenshot of $1"; return; }
         /usr/bin/python3 "$src/tools/png_pixels.py" "$tmp/dashboard.png" '#1f77b4' '#d62728' >"$tmp/pixels" ||
-            fail_because "tools/png_pixels.py could not read the screenshot"
+            fail_because "tools/png_pixels.py could not read the screenshot of $1"
         awk '$1 == "#1f77b4" && $2 < 500 || $1 == "#d62728" && $2 < 500 || $1 == "saturated" && $2 < 3000 { bad = 1 }
-             END { exit bad }' "$tmp/pixels" || { fail_because "the screenshot lacks drawn series"; cat "$tmp/pixels"; }
-    fi
+             END { exit bad }' "$tmp/pixels" || { fail_because "the screenshot of $1 lacks drawn series"; cat "$tmp/pixels"; }
+    }
+    screenshot "${url}?once" 10000
+    # The live page (polling every 2 s, Chart.js resizing each canvas to its box) for 15 s of
+    # virtual time: every canvas keeps the height of the first draw (it once grew without end).
+    timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=15000 \
+        --window-size=1400,1200 --dump-dom "$url" >"$tmp/live.html" 2>/dev/null
+    attr() { grep -o "data-$1=\"[^\"]*\"" "$tmp/live.html" | head -1 | sed 's/.*="//; s/"$//'; }
+    first=$(attr first-canvas-heights)
+    last=$(attr canvas-heights)
+    draws=$(attr draws)
+    [ "${draws:-0}" -ge 5 ] || fail_because "the live page drew ${draws:-0} times in 15 s (polls every 2 s)"
+    [ -n "$first" ] && [ "$first" = "$last" ] ||
+        fail_because "the live page's canvases changed height: first draw $first, after 15 s $last"
+    for h in ${last//,/ }; do
+        [ "$h" -ge 100 ] && [ "$h" -le 260 ] || fail_because "a live canvas is $h px tall (its box is 240 px)"
+    done
+    screenshot "$url" 15000
 fi
 
 # train --dashboard: the run's own page, live.
