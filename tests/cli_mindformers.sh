@@ -11,7 +11,9 @@ stdout_has "intermediate_size from multiple_of" "intermediate_size: 11008"
 stdout_has "seq_length from model_config" "seq_length: 4096"
 stdout_has "dataset_dir" 'data_dir: "/data/wiki4096"'
 stderr_has "one line per inert key" "pretrain_llama2_7b.yaml:120: context.mode: has no effect here"
-[ "$(grep -c 'has no effect here' "$tmp/err")" = "$(wc -l <"$tmp/err")" ] || fail_because "stderr holds more than warnings"
+[ "$(grep -c 'has no effect here\|float32 is used instead' "$tmp/err")" = "$(wc -l <"$tmp/err")" ] || fail_because "stderr holds more than warnings"
+stderr_has "the release file's float16 master weights: float32, one line" \
+    "pretrain_llama2_7b.yaml:151: model.model_config.param_init_type: float16 asked; float32 is used instead"
 "$bin" config import "$fx/pretrain_llama2_7b.yaml" >"$tmp/native.yaml" 2>/dev/null
 check "the imported config loads back, silently" 0 "$bin" config import "$tmp/native.yaml"
 [ -s "$tmp/err" ] && fail_because "native config warned: $(cat "$tmp/err")"

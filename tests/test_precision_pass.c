@@ -141,18 +141,36 @@ static double arena_mib(const char *dtype, const char *recompute) {
     return (double)r.arena_bytes / 1048576.0;
 }
 
-static void check_config_errors(void) {
+static char warned[4096];
+static void keep_warning(const char *line, void *ctx) {
+    (void)ctx;
+    snprintf(warned, sizeof warned, "%s", line);
+}
+
+/* Lower precision asked for the parts kept in float32 (MindFormers' release YAMLs say
+ * param_init_type: float16): accepted, float32 used, one warning naming the key; through
+ * the API's validation (no warning channel) still refused. */
+static void check_lower_precision_keys(void) {
     const char *keys[] = {"model.model_config.param_init_type=bfloat16", "model.model_config.softmax_compute_type=float16",
                           "model.model_config.layernorm_compute_type=bfloat16", "model.model_config.rotary_dtype=float16"};
+    cf_config_set_warning_handler(keep_warning, NULL);
     for (int i = 0; i < 4; i++) {
         cf_config cfg;
         cf_error err;
-        CHECK(cf_config_load_with_overrides("llama_15m", &keys[i], 1, &cfg, &err) != 0);
+        warned[0] = '\0';
+        CHECK_MSG(cf_config_load_with_overrides("llama_15m", &keys[i], 1, &cfg, &err) == 0, "%s", err.msg);
+        const cf_model_config *m = &cfg.model.model_config;
+        CHECK(m->param_init_type == CF_F32 && m->softmax_compute_type == CF_F32 && m->layernorm_compute_type == CF_F32 &&
+              m->rotary_dtype == CF_F32);
         char key[64];
         snprintf(key, sizeof key, "%.*s", (int)(strchr(keys[i], '=') - keys[i]), keys[i]);
+        CHECK_CONTAINS(warned, key);
+        CHECK_CONTAINS(warned, "float32 is used instead");
+        CHECK_MSG(cf_config_apply_override(&cfg, keys[i], &err) == 0, "%s", err.msg);
+        CHECK(cf_config_validate(&cfg, &err) != 0);
         CHECK_CONTAINS(err.msg, key);
-        CHECK_CONTAINS(err.msg, "float32");
     }
+    cf_config_set_warning_handler(NULL, NULL);
 }
 
 int main(void) {
@@ -170,6 +188,6 @@ int main(void) {
            f32, bf16, 100 * bf16 / f32, f16, 100 * f16 / f32, bf16_full, 100 * bf16_full / f32);
     CHECK_MSG(bf16 <= 0.60 * f32 && f16 < f32 && bf16_full <= 0.35 * f32, "bf16 %.0f, f16 %.0f, bf16 recomputed %.0f, f32 %.0f MiB",
               bf16, f16, bf16_full, f32);
-    check_config_errors();
+    check_lower_precision_keys();
     return test_finish();
 }

@@ -167,6 +167,7 @@ int cf_config_load_with_overrides(const char *path_or_preset, const char *const 
     int rc = load_source(path_or_preset, cfg, origins, source, sizeof source, err);
     for (int i = 0; rc == 0 && i < n_overrides; i++) rc = assign(cfg, overrides[i], NULL, origins, err);
     if (rc == 0) {
+        cf_config_raise_precision(cfg, origins);
         cf_config_fill_derived(cfg);
         rc = cf_config_check(cfg, origins, err);
     }
@@ -183,6 +184,7 @@ int cf_config_load_for_run(const char *path_or_preset, const char *const *overri
     for (int i = 0; rc == 0 && i < n_overrides; i++) rc = assign(cfg, overrides[i], NULL, origins, err);
     if (rc == 0 && cfg->load_checkpoint[0]) rc = cf_config_adopt_checkpoint(cfg, origins, err);
     if (rc == 0) {
+        cf_config_raise_precision(cfg, origins);
         cf_config_fill_derived(cfg);
         rc = cf_config_check(cfg, origins, err);
     }

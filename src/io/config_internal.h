@@ -19,6 +19,13 @@ typedef struct cf_config_origins {
 int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_config *cfg, cf_config_origins *origins,
                          cf_error *err);
 
+/* Precision keys that ask for less than cformers keeps in float32 while training
+ * (param_init_type, softmax_compute_type, layernorm_compute_type, rotary_dtype at float16
+ * or bfloat16, as MindFormers' release YAMLs say): set to float32, one warning line each
+ * naming the file, line and key, when the run trains (inference computes these in float32
+ * whatever they say). Other values are left for cf_config_check to refuse. */
+void cf_config_raise_precision(cf_config *cfg, const cf_config_origins *origins);
+
 /* Fills values that default to others (num_kv_heads, intermediate_size, max_position_embeddings). */
 void cf_config_fill_derived(cf_config *cfg);
 

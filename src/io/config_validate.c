@@ -2,6 +2,7 @@
  * checked when a value is read (config_value.c); what remains is here. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,39 @@
 #include "core/checked.h"
 #include "io/config_internal.h"
 #include "models/family.h"
+
+/* The parts cformers always keeps in float32 while training, whatever these keys say. */
+static const struct {
+    const char *path;
+    size_t offset; /* of the cf_dtype in cf_model_config */
+    const char *what;
+} f32_only[] = {
+    {"model.model_config.param_init_type", offsetof(cf_model_config, param_init_type),
+     "master weights, their gradients and AdamW's moments"},
+    {"model.model_config.softmax_compute_type", offsetof(cf_model_config, softmax_compute_type), "softmax and the loss"},
+    {"model.model_config.layernorm_compute_type", offsetof(cf_model_config, layernorm_compute_type),
+     "RMSNorm and LayerNorm"},
+    {"model.model_config.rotary_dtype", offsetof(cf_model_config, rotary_dtype), "RoPE"},
+};
+#define N_F32_ONLY (sizeof f32_only / sizeof f32_only[0])
+
+static cf_dtype *f32_only_field(cf_model_config *m, size_t i) { return (cf_dtype *)((char *)m + f32_only[i].offset); }
+
+void cf_config_raise_precision(cf_config *cfg, const cf_config_origins *origins) {
+    if (cfg->run_mode != CF_RUN_TRAIN && cfg->run_mode != CF_RUN_FINETUNE) return; /* inference runs f32 anyway */
+    for (size_t i = 0; i < N_F32_ONLY; i++) {
+        cf_dtype *d = f32_only_field(&cfg->model.model_config, i);
+        if (*d != CF_F16 && *d != CF_BF16) continue;
+        char where[512], line[1024];
+        cf_config_describe_origin(origins, cf_config_key_find(f32_only[i].path), where, sizeof where);
+        snprintf(line, sizeof line,
+                 "%s: %s asked; float32 is used instead (%s are float32 here; compute_dtype sets the precision of "
+                 "the matmuls and attention)",
+                 where, *d == CF_F16 ? "float16" : "bfloat16", f32_only[i].what);
+        cf_config_warn(line);
+        *d = CF_F32;
+    }
+}
 
 void cf_config_fill_derived(cf_config *cfg) {
     cf_model_config *m = &cfg->model.model_config;
@@ -99,20 +133,14 @@ static int check_model(checker *c, const cf_config *cfg) {
      * (eval, predict) runs f32 whatever these say, so MindFormers' inference configs, which
      * often say float16, load. */
     bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
-    const struct {
-        const char *path;
-        cf_dtype dtype;
-        const char *what;
-    } f32_only[] = {{MC "param_init_type", m->param_init_type, "master weights, their gradients and AdamW's moments"},
-                    {MC "softmax_compute_type", m->softmax_compute_type, "softmax and the loss"},
-                    {MC "layernorm_compute_type", m->layernorm_compute_type, "RMSNorm and LayerNorm"},
-                    {MC "rotary_dtype", m->rotary_dtype, "RoPE"}};
-    for (size_t i = 0; i < sizeof f32_only / sizeof f32_only[0]; i++)
-        if (trains && f32_only[i].dtype != CF_F32)
+    for (size_t i = 0; i < N_F32_ONLY; i++) {
+        cf_dtype d = *f32_only_field((cf_model_config *)m, i);
+        if (trains && d != CF_F32)
             return fail_at(c, f32_only[i].path,
                            "%s is not supported: %s are float32 here (compute_dtype sets the precision of the "
                            "matmuls and attention)",
-                           cf_dtype_name(f32_only[i].dtype), f32_only[i].what);
+                           cf_dtype_name(d), f32_only[i].what);
+    }
     if (cfg->runner_config.seq_length > m->max_position_embeddings)
         return fail_at(c, "runner_config.seq_length", "%" PRId64 " exceeds max_position_embeddings %" PRId64,
                        cfg->runner_config.seq_length, m->max_position_embeddings);
