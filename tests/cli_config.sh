@@ -84,8 +84,8 @@ run 2 "$bin" config frobnicate
 expect "$err" "unknown action 'frobnicate'"
 run 2 "$bin" config show
 expect "$err" "show needs a preset NAME or a YAML FILE"
-run 2 "$bin" config show gpt2 --verbose
-expect "$err" "unknown option '--verbose'"
+run 2 "$bin" config show gpt2 --verbos
+expect "$err" "unknown option '--verbos'"
 
 # Bad configs: exit 1, one line naming the place and the key.
 run 1 "$bin" config show lama2_7b

@@ -6,12 +6,15 @@
 source "$(dirname "$0")/lib_cli.sh"
 fx="$src/tests/fixtures/mindformers"
 
-check "import pretrain_llama2_7b" 0 "$bin" config import "$fx/pretrain_llama2_7b.yaml"
+check "import pretrain_llama2_7b, summarised" 0 "$bin" config import "$fx/pretrain_llama2_7b.yaml"
+[ "$(grep -c 'no effect here' "$tmp/err")" = 1 ] || fail_because "the inert keys are not one line: $(head -3 "$tmp/err")"
+stderr_has "the summary names file and count" "pretrain_llama2_7b.yaml: 47 keys have no effect here"
+check "import pretrain_llama2_7b --verbose" 0 "$bin" config import "$fx/pretrain_llama2_7b.yaml" --verbose
 stdout_has "intermediate_size from multiple_of" "intermediate_size: 11008"
 stdout_has "seq_length from model_config" "seq_length: 4096"
 stdout_has "dataset_dir" 'data_dir: "/data/wiki4096"'
 stderr_has "one line per inert key" "pretrain_llama2_7b.yaml:120: context.mode: has no effect here"
-[ "$(grep -c 'has no effect here\|float32 is used instead' "$tmp/err")" = "$(wc -l <"$tmp/err")" ] || fail_because "stderr holds more than warnings"
+[ "$(grep -c 'cformers config: warning: .*\(has no effect here\|float32 is used instead\)' "$tmp/err")" = "$(wc -l <"$tmp/err")" ] || fail_because "stderr holds more than warnings"
 stderr_has "the release file's float16 master weights: float32, one line" \
     "pretrain_llama2_7b.yaml:151: model.model_config.param_init_type: float16 asked; float32 is used instead"
 "$bin" config import "$fx/pretrain_llama2_7b.yaml" >"$tmp/native.yaml" 2>/dev/null

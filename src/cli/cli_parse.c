@@ -1,9 +1,12 @@
 #include "cli_parse.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cformers/config.h"
 #include "cli.h"
 
 int cli_flag_value(const char *cmd, int argc, char **argv, int *i, const char **value) {
@@ -48,4 +51,43 @@ int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out
     else if (strcmp(text, "q8_0") == 0) *out = CF_KV_Q8_0;
     else return cli_usage_error(cmd, "--kv-cache must be f32, bf16 or q8_0, not '%s'", text);
     return 0;
+}
+
+/* Config warnings while a command loads its config (cli_config_warnings_begin/_end). */
+static struct {
+    const char *cmd;
+    bool verbose;
+    int inert;             /* "has no effect here" lines held back */
+    char source[512];      /* the file of the first of them */
+} config_warnings;
+
+static void config_warning(const char *line, void *ctx) {
+    (void)ctx;
+    const char *inert = strstr(line, ": has no effect here");
+    if (inert && !config_warnings.verbose) {
+        if (config_warnings.inert++ == 0) {
+            size_t n = strcspn(line, ":");
+            snprintf(config_warnings.source, sizeof config_warnings.source, "%.*s", (int)n, line);
+        }
+        return;
+    }
+    fprintf(stderr, "cformers %s: warning: %s\n", config_warnings.cmd, line);
+}
+
+void cli_config_warnings_begin(const char *cmd, bool verbose) {
+    config_warnings.cmd = cmd;
+    config_warnings.verbose = verbose;
+    config_warnings.inert = 0;
+    cf_config_set_warning_handler(config_warning, NULL);
+}
+
+void cli_config_warnings_end(void) {
+    cf_config_set_warning_handler(NULL, NULL);
+    if (config_warnings.inert)
+        fprintf(stderr,
+                "cformers %s: warning: %s: %d key%s ha%s no effect here (Ascend / MindSpore settings and the like); "
+                "--verbose lists them\n",
+                config_warnings.cmd, config_warnings.source, config_warnings.inert, config_warnings.inert == 1 ? "" : "s",
+                config_warnings.inert == 1 ? "s" : "ve");
+    config_warnings.inert = 0;
 }

@@ -3,6 +3,7 @@
 #ifndef CFORMERS_CLI_PARSE_H
 #define CFORMERS_CLI_PARSE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cformers/dtype.h"
@@ -18,5 +19,11 @@ int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtyp
 int cli_check_weight_dtype(const char *cmd, cf_dtype dtype);
 /* --kv-cache f32|bf16|q8_0. */
 int cli_parse_kv_cache(const char *cmd, const char *text, cf_kv_cache_dtype *out);
+
+/* Around a command's config load: warnings that a key "has no effect here" (MindFormers'
+ * Ascend-only keys: 30-50 in a release YAML) become one summary line at _end naming the
+ * file and the count, unless verbose; every other warning is printed as it comes. */
+void cli_config_warnings_begin(const char *cmd, bool verbose);
+void cli_config_warnings_end(void);
 
 #endif

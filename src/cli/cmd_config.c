@@ -7,12 +7,13 @@
 #include "cformers/config.h"
 #include "cformers/model_graph.h"
 #include "cli.h"
+#include "cli_parse.h"
 
 static void print_help(void) {
     printf("usage: cformers config list\n"
-           "       cformers config show NAME|FILE [--section.key=value ...]\n"
+           "       cformers config show NAME|FILE [--verbose] [--section.key=value ...]\n"
            "       cformers config keys\n"
-           "       cformers config import FILE [--section.key=value ...]\n"
+           "       cformers config import FILE [--verbose] [--section.key=value ...]\n"
            "       cformers config mindformers-keys\n"
            "\n"
            "list   the built-in presets with their parameter counts\n"
@@ -21,7 +22,8 @@ static void print_help(void) {
            "       gradients, AdamW state, activations at runner_config.batch_size x seq_length)\n"
            "keys   every key with its type, default and meaning (a Markdown table)\n"
            "import read a MindFormers YAML file (its own keys are mapped, Ascend-only keys are\n"
-           "       accepted with a warning each) and print the equivalent native config\n"
+           "       accepted, counted in one warning line; --verbose names each) and print the\n"
+           "       equivalent native config\n"
            "       (docs/mindformers.md has the mapping)\n"
            "mindformers-keys  how each MindFormers key is taken (a Markdown table)\n"
            "\n"
@@ -57,11 +59,14 @@ static int show(int argc, char **argv, bool import) {
     const char *source = NULL;
     const char *overrides[256];
     int n_overrides = 0;
+    bool verbose = false;
     for (int i = 0; i < argc; i++) {
         if (cf_config_is_override_arg(argv[i]) || (strncmp(argv[i], "--", 2) == 0 && strchr(argv[i], '.'))) {
             if (n_overrides == (int)(sizeof overrides / sizeof overrides[0]))
                 return cli_usage_error("config", "too many overrides");
             overrides[n_overrides++] = argv[i];
+        } else if (strcmp(argv[i], "--verbose") == 0) {
+            verbose = true;
         } else if (argv[i][0] == '-') {
             return cli_usage_error("config", "unknown option '%s'", argv[i]);
         } else if (source) {
@@ -73,7 +78,10 @@ static int show(int argc, char **argv, bool import) {
     if (!source) return cli_usage_error("config", "show needs a preset NAME or a YAML FILE");
     cf_config cfg;
     cf_error err;
-    if (cf_config_load_with_overrides(source, overrides, n_overrides, &cfg, &err) < 0) {
+    cli_config_warnings_begin("config", verbose);
+    int loaded = cf_config_load_with_overrides(source, overrides, n_overrides, &cfg, &err);
+    cli_config_warnings_end();
+    if (loaded < 0) {
         fprintf(stderr, "cformers config: %s\n", err.msg);
         return 1;
     }

@@ -1,5 +1,6 @@
 /* cformers train: resolve the config, build the trainer, run it. */
 #include "cli.h"
+#include "cli_parse.h"
 
 #include <math.h>
 #include <signal.h>
@@ -20,7 +21,7 @@
 static void print_help(void) {
     printf("usage: cformers train --config FILE|PRESET [--section.key=value ...] [--resume [CKPT]]\n"
            "                      [--overwrite] [--steps N] [--quiet] [--dump-batches FILE]\n"
-           "                      [--save-initial CKPT]\n"
+           "                      [--save-initial CKPT] [--verbose]\n"
            "\n"
            "Trains a model from a YAML config or a named preset (`cformers config list`): random\n"
            "init from `seed` (or `load_checkpoint`), AdamW with the lr_schedule, evaluation on the\n"
@@ -39,6 +40,8 @@ static void print_help(void) {
            "  --steps N              stop after N optimizer steps in total (the schedule still spans\n"
            "                         runner_config.train_steps, so a later --resume carries on)\n"
            "  --quiet                no progress display, reports or samples\n"
+           "  --verbose              name each config key that has no effect here (MindFormers'\n"
+           "                         Ascend settings), instead of one line counting them\n"
            "  --dump-batches FILE    write every training and evaluation batch (token ids) to FILE,\n"
            "                         for replaying the run in PyTorch (docs/training.md)\n"
            "  --save-initial CKPT    write the weights before the first step to checkpoint CKPT\n"
@@ -72,6 +75,7 @@ typedef struct train_args {
     const char **overrides;
     int n_overrides;
     int dashboard_port; /* -1: no dashboard */
+    bool verbose;       /* every config warning, each inert key on its own line */
     cf_train_options opts;
 } train_args;
 
@@ -108,6 +112,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->opts.overwrite = true;
         } else if (strcmp(arg, "--quiet") == 0) {
             a->opts.quiet = true;
+        } else if (strcmp(arg, "--verbose") == 0) {
+            a->verbose = true;
         } else if (cf_config_is_override_arg(arg)) {
             a->overrides[a->n_overrides++] = arg;
         } else {
@@ -232,9 +238,13 @@ int cmd_train(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     cf_config cfg;
     cf_error err = {{0}};
-    if (rc == 0 && cf_config_load_for_run(a.config, a.overrides, a.n_overrides, &cfg, &err) != 0) {
-        fprintf(stderr, "cformers train: %s\n", err.msg);
-        rc = 2;
+    if (rc == 0) {
+        cli_config_warnings_begin("train", a.verbose);
+        if (cf_config_load_for_run(a.config, a.overrides, a.n_overrides, &cfg, &err) != 0) {
+            fprintf(stderr, "cformers train: %s\n", err.msg);
+            rc = 2;
+        }
+        cli_config_warnings_end();
     }
     free(a.overrides);
     if (rc != 0) return rc;
