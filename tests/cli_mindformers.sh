@@ -96,6 +96,8 @@ check "run_mode eval without a checkpoint" 2 "$bin" train "${small[@]}" --run_mo
 stderr_has "eval needs a checkpoint" "load_checkpoint: run_mode eval needs the checkpoint"
 check "run_mode predict without a checkpoint" 2 "$bin" train "${small[@]}" --run_mode=predict
 stderr_has "predict needs a checkpoint" "load_checkpoint: run_mode predict needs the checkpoint to generate with"
+check "config show of a predict file without its checkpoint" 0 "$bin" config show "$fx/pretrain_llama2_7b.yaml" --run_mode=predict
+stdout_has "the predict config is shown" "run_mode: predict"
 
 # run_mode predict generates: greedy (MindFormers' do_sample: False) as `cformers generate`.
 if [ -f "$data/stories260K/stories260K.bin" ]; then

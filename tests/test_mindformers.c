@@ -171,11 +171,14 @@ static void problems(void) {
     /* consistency problems come together too */
     cf_config_defaults(&c);
     CHECK(cf_config_parse_string("model:\n  model_config:\n    hidden_size: 100\n    num_heads: 3\n    vocab_size: 10\n"
-                                 "    num_layers: 1\nrunner_config:\n  seq_length: 8\nrun_mode: finetune\n",
+                                 "    num_layers: 1\nrunner_config:\n  seq_length: 8\nrun_mode: finetune\n"
+                                 "lr_schedule:\n  learning_rate: 0.001\n  lr_end: 0.01\n",
                                  "v.yaml", &c, &err) == 0);
     CHECK(cf_config_validate(&c, &err) < 0);
     CHECK_CONTAINS(err.msg, "model.model_config.num_heads: hidden_size 100 is not divisible by num_heads 3\n");
-    CHECK_CONTAINS(err.msg, "load_checkpoint: run_mode finetune needs a checkpoint");
+    CHECK_CONTAINS(err.msg, "lr_schedule.lr_end: 0.01 is above learning_rate 0.001");
+    /* a config is shown and checked without its checkpoint; a run needs it */
+    CHECK(strstr(err.msg, "load_checkpoint") == NULL);
     /* MindFormers' clipping is off unless use_clip_grad says so */
     cf_config_defaults(&c);
     CHECK(cf_config_parse_string("runner_wrapper:\n  type: MFTrainOneStepCell\n", "w.yaml", &c, &err) == 0);

@@ -188,6 +188,7 @@ int cf_config_load_for_run(const char *path_or_preset, const char *const *overri
         cf_config_fill_derived(cfg);
         rc = cf_config_check(cfg, origins, err);
     }
+    if (rc == 0) rc = cf_config_check_run(cfg, origins, err);
     free(origins);
     return rc;
 }

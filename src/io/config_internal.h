@@ -19,6 +19,12 @@ typedef struct cf_config_origins {
 int cf_config_parse_yaml(const char *text, size_t len, const char *source, cf_config *cfg, cf_config_origins *origins,
                          cf_error *err);
 
+/* What a run of cfg's run_mode needs beyond a consistent config (a config is shown
+ * without it): load_checkpoint for finetune, eval and predict. The reason, or NULL. */
+const char *cf_config_missing_checkpoint(const cf_config *cfg);
+/* The same as an error placed at the key's origin. */
+int cf_config_check_run(const cf_config *cfg, const cf_config_origins *origins, cf_error *err);
+
 /* Precision keys that ask for less than cformers keeps in float32 while training
  * (param_init_type, softmax_compute_type, layernorm_compute_type, rotary_dtype at float16
  * or bfloat16, as MindFormers' release YAMLs say): set to float32, one warning line each

@@ -218,12 +218,6 @@ static int check_training(checker *c, const cf_config *cfg) {
     bool trains = cfg->run_mode == CF_RUN_TRAIN || cfg->run_mode == CF_RUN_FINETUNE;
     if (trains && r->train_steps == 0 && r->epochs == 0)
         return fail_at(c, "runner_config.train_steps", "one of train_steps and epochs must be > 0");
-    if (cfg->run_mode == CF_RUN_FINETUNE && !cfg->load_checkpoint[0])
-        return fail_at(c, "load_checkpoint", "run_mode finetune needs a checkpoint to start from");
-    if ((cfg->run_mode == CF_RUN_EVAL || cfg->run_mode == CF_RUN_PREDICT) && !cfg->load_checkpoint[0])
-        return fail_at(c, "load_checkpoint", "run_mode %s needs the checkpoint to %s",
-                       cfg->run_mode == CF_RUN_EVAL ? "eval" : "predict",
-                       cfg->run_mode == CF_RUN_EVAL ? "evaluate" : "generate with");
     if (cfg->run_mode == CF_RUN_EVAL && cfg->train_dataset.eval_split <= 0)
         return fail_at(c, "train_dataset.eval_split", "must be > 0 for run_mode eval (the held-out split it evaluates on)");
     if (cfg->lr_schedule.lr_end > cfg->lr_schedule.learning_rate)
@@ -239,6 +233,22 @@ static int check_training(checker *c, const cf_config *cfg) {
         return fail_at(c, "callbacks.profile_monitor.stop_step", "%" PRId64 " is before start_step %" PRId64,
                        p->stop_step, p->start_step);
     return 0;
+}
+
+const char *cf_config_missing_checkpoint(const cf_config *cfg) {
+    if (cfg->load_checkpoint[0]) return NULL;
+    switch (cfg->run_mode) {
+    case CF_RUN_FINETUNE: return "run_mode finetune needs a checkpoint to start from";
+    case CF_RUN_EVAL: return "run_mode eval needs the checkpoint to evaluate";
+    case CF_RUN_PREDICT: return "run_mode predict needs the checkpoint to generate with";
+    default: return NULL;
+    }
+}
+
+int cf_config_check_run(const cf_config *cfg, const cf_config_origins *origins, cf_error *err) {
+    checker c = {.origins = origins, .err = err};
+    const char *missing = cf_config_missing_checkpoint(cfg);
+    return missing ? fail_at(&c, "load_checkpoint", "%s", missing) : 0;
 }
 
 int cf_config_check(const cf_config *cfg, const cf_config_origins *origins, cf_error *err) {

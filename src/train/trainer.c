@@ -3,6 +3,7 @@
 #include "train/trainer_internal.h"
 
 #include "core/passes.h"
+#include "io/config_internal.h"
 #include "obs/rss.h"
 #include "train/run_dir.h"
 
@@ -99,6 +100,8 @@ static int init_state(cf_trainer *t, cf_error *err) {
     if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
     if (cf_run_dir_begin(t, resume, err) != 0) return -1;
     if (resume) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
+    const char *missing = cf_config_missing_checkpoint(&t->cfg);
+    if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
     if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
     if (!t->opts.quiet)
