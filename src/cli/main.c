@@ -8,6 +8,7 @@
 
 #include "cformers/cpu.h"
 #include "cformers/threads.h"
+#include "io/config_schema.h"
 
 typedef struct subcommand {
     const char *name;
@@ -95,8 +96,16 @@ int main(int argc, char **argv) {
         printf("cformers 0.1.0 (%s kernels on this CPU)\n", cf_isa_name(cf_isa_active()));
         return 0;
     }
-    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    const char *closest = NULL;
+    int best = 3; /* a typo of up to two edits ("trian") gets a suggestion */
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
         if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "cformers: unknown command '%s' (see `cformers --help`)\n", argv[1]);
+        int d = cf_edit_distance(argv[1], subcommands[i].name, best - 1);
+        if (d < best) best = d, closest = subcommands[i].name;
+    }
+    if (closest)
+        fprintf(stderr, "cformers: unknown command '%s' (did you mean '%s'? see `cformers --help`)\n", argv[1], closest);
+    else
+        fprintf(stderr, "cformers: unknown command '%s' (see `cformers --help`)\n", argv[1]);
     return 2;
 }
