@@ -148,7 +148,7 @@ static void rope_scaling_config(void) {
     snprintf(cmd, sizeof cmd, "sed -i 's/llama3/yarn/' %s/config.json", dir);
     CHECK(system(cmd) == 0);
     CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
-    CHECK_CONTAINS(err.msg, "rope_scaling type 'yarn' is not supported");
+    CHECK_CONTAINS(err.msg, "rope_scaling.rope_type 'yarn' is not supported (default, llama3)");
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, out);
     CHECK(system(cmd) == 0);
 }
