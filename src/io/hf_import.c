@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cformers/checkpoint.h"
+#include "io/hf_config.h"
 #include "io/hf_tokenizer.h"
 #include "io/model_import.h"
 #include "io/safetensors.h"
@@ -260,7 +261,7 @@ static const cf_family *family_of_type(const char *type) {
     return NULL;
 }
 
-static int read_config(const char *dir, cf_model_config *m, cf_error *err) {
+int hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t jerr;
@@ -407,7 +408,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
 
 int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options *opt, cf_error *err) {
     hf_source s = {.dir = dir};
-    if (read_config(dir, &s.cfg, err) != 0) return -1;
+    if (hf_read_config(dir, &s.cfg, err) != 0) return -1;
     int rc = open_files(&s, err);
     /* Every tensor present with the shape config.json implies before the import allocates
      * buffers sized from config.json: the files, not the config, bound the sizes. */
