@@ -10,6 +10,7 @@
  *   - export to safetensors and import back, and GGUF export and import, give bit-identical
  *     logits. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -237,8 +238,32 @@ static void check_train_generate_interop(cf_arch a) {
     free(step_logits);
 }
 
+/* issue 46: a hostile config's hidden_size near INT64_MAX / 4 overflowed int64 in the
+ * intermediate_size default (4 hidden) and in GPT-2's fused QKV rows (3 hidden) before
+ * any check ran (UBSan halts there); both are refused with a message now. */
+static void hostile_sizes(cf_arch a) {
+    const cf_family *f = cf_family_of(a);
+    cf_model_config m;
+    cf_model_config_init_llama(&m);
+    m.arch = a, m.vocab_size = 1, m.num_layers = 1, m.num_heads = m.num_kv_heads = 1, m.max_position_embeddings = 1;
+    m.hidden_size = INT64_MAX / 4 + 1;
+    CHECK_MSG(f->default_ff(&m) < 1, "%s: default intermediate_size %lld from hidden_size 2^61", f->name,
+              (long long)f->default_ff(&m));
+    m.hidden_size = INT64_MAX / 3 + 2; /* even (RoPE); 3 hidden (QKV rows) passes INT64_MAX, the embedding not */
+    m.intermediate_size = 1;
+    cf_error err = {{0}};
+    CHECK(cf_model_config_check(&m, "hostile", &err) == -1);
+    CHECK_CONTAINS(err.msg, "overflows the address space");
+    int64_t shape[2];
+    for (int i = 0; i < f->n_weights; i++) {
+        cf_weight_shape(&m, &f->weights[i], shape);
+        CHECK_MSG(shape[0] >= -1 && (f->weights[i].ndim < 2 || shape[1] >= -1), "%s: a wrapped dimension", f->name);
+    }
+}
+
 int main(void) {
     CHECK(mkdtemp(tmp_dir) != NULL);
+    for (int a = 0; a < CF_ARCH_COUNT; a++) hostile_sizes((cf_arch)a);
     char text[300];
     snprintf(text, sizeof text, "%s/text.txt", tmp_dir);
     train_test_write_text(text);

@@ -206,6 +206,28 @@ static void pretrained_dir(void) {
     CHECK(cf_config_load(test_source_path("tests/fixtures/infer"), &c, &err) < 0);
     CHECK_CONTAINS(err.msg, "is a directory without a config.json");
     EXPECT_ERROR("pretrained_model_dir: /nonexistent/dir\n", "mf.yaml:1: pretrained_model_dir: /nonexistent/dir/config.json");
+    /* config.json means what it means to `convert --from hf` (one reader): transformers 5's
+     * rope_parameters read, keys that change the math and are not implemented refused */
+    char dir[] = "/tmp/cformers_mf_hf_XXXXXX", path[300], text[400];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    static const char base[] = "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 48, "
+                               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 48, "
+                               "\"max_position_embeddings\": 32, ";
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%s\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500000.0}}", base);
+    fclose(f);
+    snprintf(yaml, sizeof yaml, "pretrained_model_dir: %s\n", dir);
+    cf_config_defaults(&c);
+    CHECK_MSG(cf_config_parse_string(yaml, "new.yaml", &c, &err) == 0, "%s", err.msg);
+    CHECK_MSG(c.model.model_config.rope_theta == 500000.0, "rope_theta %g", c.model.model_config.rope_theta);
+    f = fopen(path, "w");
+    fprintf(f, "%s\"attention_bias\": true}", base);
+    fclose(f);
+    snprintf(text, sizeof text, "mf.yaml:1: pretrained_model_dir: %s: attention_bias: true is not supported", path);
+    EXPECT_ERROR(yaml, text);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void) {

@@ -67,7 +67,12 @@ static void hostile_headers(void) {
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,9223372036854775804]}}", 4,
          "lie outside the file's 4-byte data section"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8, "span 4 bytes, but shape and dtype F32"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[1,5]}}", 8, "is not aligned to its 4-byte F32"},
+        /* overlapping spans at offsets 1, 2, 3: at least two are unaligned whatever the header
+         * length, and copying them would take more than the data section holds */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[1,5]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]},"
+         "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[3,7]}}",
+         7, "unaligned tensors overlap (their spans exceed the 7-byte data section)"},
         {"{\"t\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, "dtype U64 is not supported"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "header entry needs dtype, shape and data_offsets"},
         {"[1, 2]", 0, "offset 8: header is not a JSON object"},
@@ -79,6 +84,36 @@ static void hostile_headers(void) {
     unlink(path);
 }
 
+/* issue 46: other writers pack tensors back to back (and need not pad the header), so data
+ * may sit at any offset: read correctly, not refused. Header of odd length, a BF16 [3]
+ * (6 bytes) then an F32 [2] at data offset 6: both misaligned in the file. */
+static void unaligned_data(void) {
+    const char *path = temp_path("unaligned.safetensors");
+    static const char header[] = "{\"h\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]},"
+                                 "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[6,14]}}";
+    uint64_t len = sizeof header - 1;
+    CHECK(len % 2 == 1);
+    const uint16_t h[3] = {0x3f80, 0x4000, 0xbf80}; /* bf16 1, 2, -1 */
+    const float fv[2] = {0.5f, -3.25f};
+    unsigned char buf[512];
+    memcpy(buf, &len, 8), memcpy(buf + 8, header, len), memcpy(buf + 8 + len, h, 6), memcpy(buf + 8 + len + 6, fv, 8);
+    write_bytes(path, buf, 8 + len + 14);
+    st_file f;
+    cf_error err = {{0}};
+    CHECK_MSG(st_open(&f, path, &err) == 0, "%s", err.msg);
+    const st_tensor *th = st_find(&f, "h"), *tf = st_find(&f, "f");
+    CHECK(th && tf);
+    if (th && tf) {
+        CHECK((uintptr_t)th->data % 2 == 0 && (uintptr_t)tf->data % 4 == 0);
+        float out[3];
+        cf_convert_bf16_to_f32(th->data, out, 3);
+        CHECK(out[0] == 1.0f && out[1] == 2.0f && out[2] == -1.0f);
+        CHECK(((const float *)tf->data)[0] == 0.5f && ((const float *)tf->data)[1] == -3.25f);
+    }
+    st_close(&f);
+    unlink(path);
+}
+
 /* config.json sizes far beyond what the tensors hold: refused by shape, before any buffer
  * sized from config.json is allocated. */
 static void hostile_config_json(void) {
@@ -86,14 +121,20 @@ static void hostile_config_json(void) {
     static const struct {
         const char *from, *to, *needle;
     } cases[] = {
-        {"\"vocab_size\": 48", "\"vocab_size\": 1099511627776",
-         "model.embed_tokens.weight has shape [48, 16], config.json implies [1099511627776, 16]"},
-        {"\"intermediate_size\": 48", "\"intermediate_size\": 1099511627776",
-         "model.layers.0.mlp.gate_proj.weight has shape [48, 16], config.json implies [1099511627776, 16]"},
-        {"\"vocab_size\": 48", "\"vocab_size\": 4611686018427387904", "overflows the address space"},
-        {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000", "model.layers.2.input_layernorm.weight is missing"},
-        {"\"rope_theta\": 10000.0", "\"rope_theta\": -1", "rope_theta -1 must be positive and finite"},
-        {"\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0", "rms_norm_eps 0 must be in (0, 1]"},
+        /* the largest sizes the checkpoint schema takes, far beyond the file's tensors */
+        {"\"vocab_size\": 48", "\"vocab_size\": 2147483647",
+         "model.embed_tokens.weight has shape [48, 16], config.json implies [2147483647, 16]"},
+        {"\"intermediate_size\": 48", "\"intermediate_size\": 16777216",
+         "model.layers.0.mlp.gate_proj.weight has shape [48, 16], config.json implies [16777216, 16]"},
+        {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 100000", "model.layers.2.input_layernorm.weight is missing"},
+        /* beyond the schema's ranges: refused before any shape is computed (issue 46: a
+         * converter refuses what no reader takes) */
+        {"\"vocab_size\": 48", "\"vocab_size\": 4611686018427387904",
+         "model_config.vocab_size: 4611686018427387904 is out of range"},
+        {"\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000000",
+         "model_config.num_layers: 1000000000 is out of range"},
+        {"\"rope_theta\": 10000.0", "\"rope_theta\": -1", "model_config.rope_theta: -1 is out of range (must be > 0)"},
+        {"\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0", "model_config.rms_norm_eps: 0 is out of range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[2048];
@@ -167,6 +208,7 @@ static void many_tensors(void) {
 
 int main(void) {
     hostile_headers();
+    unaligned_data();
     hostile_config_json();
     many_tensors();
     return test_finish();

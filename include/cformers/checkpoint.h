@@ -120,6 +120,11 @@ char *cf_model_config_to_json(const cf_model_config *m);
 /* Reads a model_config object (JSON text); keys not present keep the values already
  * in *m, unknown keys are an error naming the key. */
 int cf_model_config_from_json(const char *json, cf_model_config *m, cf_error *err);
+/* Every number of m in the range the config schema gives its YAML key (the rule the
+ * checkpoint reader applies); importers check it before writing, so no file cformers
+ * writes is one it then refuses. The error names the key ("model_config.pad_token_id: -100
+ * is out of range (...)"). */
+int cf_model_config_check_ranges(const cf_model_config *m, cf_error *err);
 /* Reads the "model_config" object of a checkpoint's metadata (LLaMA defaults for keys
  * it lacks); the error names the file. */
 int cf_ckpt_model_config(const cf_ckpt *c, cf_model_config *m, cf_error *err);

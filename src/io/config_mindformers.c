@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "io/config_walk.h"
+#include "io/hf_config.h"
 #include "models/family.h"
 
 typedef enum mf_kind {
@@ -578,89 +579,54 @@ static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *ke
     w->pretrained_line = cf_walk_line(value);
 }
 
-static void set_from_json(cf_walker *w, const char *config_path, const char *native_key, json_t *v) {
+/* Sets a key the YAML itself does not set from pretrained_model_dir's config. */
+static void set_from_hf(cf_walker *w, const char *config_path, const char *native_key, const cf_config *hf) {
     int index = native(native_key);
-    if (!v || json_is_null(v) || w->set_line[index]) return; /* the YAML's own value wins */
-    if (json_is_array(v)) v = json_array_get(v, 0);             /* eos_token_id: [a, b] */
-    char text[64];
-    if (json_is_integer(v))
-        snprintf(text, sizeof text, "%" PRId64, (int64_t)json_integer_value(v));
-    else if (json_is_real(v))
-        snprintf(text, sizeof text, "%.17g", json_real_value(v));
-    else if (json_is_boolean(v))
-        snprintf(text, sizeof text, "%s", json_is_true(v) ? "true" : "false");
-    else
-        return;
-    char shown[CF_CONFIG_PATH_MAX + 64];
+    if (w->set_line[index]) return; /* the YAML's own value wins */
+    char text[CF_CONFIG_VALUE_MAX], shown[CF_CONFIG_PATH_MAX + 64];
+    cf_config_key_format(&cf_config_keys[index], hf, text, sizeof text);
     snprintf(shown, sizeof shown, "pretrained_model_dir (%s)", config_path);
     cf_walk_set_text(w, index, shown, text, w->pretrained_line);
 }
 
+/* The model is read by the Hugging Face importer's reader (hf_config.h), so a config.json
+ * means the same here as to `convert --from hf`: keys that change the computation used or
+ * refused, never defaulted. */
 void cf_mf_finish(cf_walker *w) {
     if (!w->pretrained_dir[0]) return;
     char config_path[CF_CONFIG_PATH_MAX + 16];
     snprintf(config_path, sizeof config_path, "%s/config.json", w->pretrained_dir);
-    json_error_t jerr;
-    json_t *hf = json_load_file(config_path, 0, &jerr);
-    if (!hf || !json_is_object(hf)) {
-        cf_walk_error(w, "%s:%d: pretrained_model_dir: %s: %s", w->source, w->pretrained_line, config_path,
-                      hf ? "not a JSON object" : jerr.text);
-        json_decref(hf);
+    cf_config hf;
+    cf_error err;
+    cf_config_defaults(&hf);
+    if (hf_read_config(w->pretrained_dir, &hf.model.model_config, &err) != 0) {
+        cf_walk_error(w, "%s:%d: pretrained_model_dir: %s", w->source, w->pretrained_line, err.msg);
         return;
     }
-    const char *type = json_string_value(json_object_get(hf, "model_type"));
-    const cf_family *fam = NULL;
-    for (int a = 0; a < CF_ARCH_COUNT && type; a++)
-        if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) fam = cf_family_of((cf_arch)a);
-    if (type && !fam) {
-        cf_walk_error(w, "%s:%d: pretrained_model_dir: %s: model_type '%s' is not a model cformers has (llama, gpt2)",
-                      w->source, w->pretrained_line, config_path, type);
-        json_decref(hf);
-        return;
-    }
-    int arch = native(MC "arch");
-    if (type && !w->set_line[arch]) {
-        char shown[CF_CONFIG_PATH_MAX + 64];
-        snprintf(shown, sizeof shown, "pretrained_model_dir (%s)", config_path);
-        cf_walk_set_text(w, arch, shown, fam->name, w->pretrained_line);
-    }
-    /* Hugging Face names (LLaMA's, then GPT-2's) of each model key. */
-    static const char *const names[][2] = {
-        {"vocab_size", MC "vocab_size"},
-        {"hidden_size", MC "hidden_size"},
-        {"n_embd", MC "hidden_size"},
-        {"num_hidden_layers", MC "num_layers"},
-        {"n_layer", MC "num_layers"},
-        {"num_attention_heads", MC "num_heads"},
-        {"n_head", MC "num_heads"},
-        {"num_key_value_heads", MC "num_kv_heads"},
-        {"intermediate_size", MC "intermediate_size"},
-        {"n_inner", MC "intermediate_size"},
-        {"max_position_embeddings", MC "max_position_embeddings"},
-        {"n_positions", MC "max_position_embeddings"},
-        {"rope_theta", MC "rope_theta"},
-        {"rms_norm_eps", MC "rms_norm_eps"},
-        {"layer_norm_epsilon", MC "rms_norm_eps"},
-        {"tie_word_embeddings", MC "tie_word_embeddings"},
-        {"bos_token_id", MC "bos_token_id"},
-        {"eos_token_id", MC "eos_token_id"},
-        {"pad_token_id", MC "pad_token_id"},
-        {"initializer_range", MC "initializer_range"},
+    static const char *const keys[] = {
+        "arch", "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+        "max_position_embeddings", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "bos_token_id",
+        "eos_token_id", "pad_token_id", "rope_scaling_factor",
+        /* only with scaling on: the YAML schema has no "unset" for them */
+        "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position",
     };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        set_from_json(w, config_path, names[i][1], json_object_get(hf, names[i][0]));
-    /* Train at the model's context unless the file says otherwise. */
-    json_t *context = json_object_get(hf, "max_position_embeddings");
-    set_from_json(w, config_path, "runner_config.seq_length", context ? context : json_object_get(hf, "n_positions"));
-    json_t *scaling = json_object_get(hf, "rope_scaling");
-    if (json_is_object(scaling)) {
-        set_from_json(w, config_path, MC "rope_scaling_factor", json_object_get(scaling, "factor"));
-        set_from_json(w, config_path, MC "rope_low_freq_factor", json_object_get(scaling, "low_freq_factor"));
-        set_from_json(w, config_path, MC "rope_high_freq_factor", json_object_get(scaling, "high_freq_factor"));
-        set_from_json(w, config_path, MC "rope_original_max_position",
-                      json_object_get(scaling, "original_max_position_embeddings"));
+    double factor = hf.model.model_config.rope_scaling_factor;
+    size_t n = factor != 0 && factor != 1 ? sizeof keys / sizeof keys[0] : sizeof keys / sizeof keys[0] - 3;
+    for (size_t i = 0; i < n; i++) {
+        char key[96];
+        snprintf(key, sizeof key, MC "%s", keys[i]);
+        set_from_hf(w, config_path, key, &hf);
     }
-    json_decref(hf);
+    /* Train at the model's context unless the file says otherwise. */
+    hf.runner_config.seq_length = hf.model.model_config.max_position_embeddings;
+    set_from_hf(w, config_path, "runner_config.seq_length", &hf);
+    /* The init's spread is no part of the model's math: taken when config.json has it. */
+    json_t *root = json_load_file(config_path, 0, NULL), *range = json_object_get(root, "initializer_range");
+    if (json_is_number(range)) {
+        hf.model.model_config.initializer_range = json_number_value(range);
+        set_from_hf(w, config_path, MC "initializer_range", &hf);
+    }
+    json_decref(root);
 }
 
 /* One row per rule, as docs/mindformers.md shows them. */

@@ -100,7 +100,7 @@ static int out_of_range(const cf_config_key *key, const char *text, cf_error *er
 
 int cf_config_key_check_range(const cf_config_key *key, double v, cf_error *err) {
     char text[32];
-    snprintf(text, sizeof text, "%.15g", v);
+    snprintf(text, sizeof text, key->type == CF_KEY_INT && fabs(v) < 1e19 ? "%.0f" : "%.15g", v); /* 2^62 exactly */
     return in_range(key, v) ? 0 : out_of_range(key, text, err);
 }
 

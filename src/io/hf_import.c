@@ -1,13 +1,16 @@
 /* Hugging Face directory (LLaMA, GPT-2) -> cformers checkpoint: config.json for the family
  * and shape, weights from model.safetensors or from the shards named in
  * model.safetensors.index.json, converted from the family's HF layouts. */
+#include <assert.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cformers/checkpoint.h"
+#include "io/hf_config.h"
 #include "io/hf_tokenizer.h"
 #include "io/model_import.h"
 #include "io/safetensors.h"
@@ -24,78 +27,278 @@ static bool file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static int64_t get_int(json_t *o, const char *key, int64_t fallback) {
-    json_t *v = json_object_get(o, key);
-    if (json_is_array(v)) v = json_array_get(v, 0); /* eos_token_id may be a list */
-    return json_is_integer(v) ? json_integer_value(v) : fallback;
+/* ---- config.json ----
+ * Read exactly: a key that is present is used with its type checked (never replaced by a
+ * default), a key that changes the computation and that cformers does not implement is
+ * refused naming it and the file (the family's rule table below), and keys that change
+ * nothing (torch_dtype, transformers_version, use_cache, architectures, dropouts, ...)
+ * are ignored. Defaults stand only for keys left out, and are the HF config class's. */
+
+typedef struct hf_config {
+    json_t *root;
+    const char *path;
+    cf_error *err;
+    int rc; /* the first problem's -1; later problems keep its message */
+} hf_config;
+
+static void refuse(hf_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(hf_config *c, const char *fmt, ...) {
+    if (c->rc != 0) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->rc = cf_fail(c->err, "%s: %s", c->path, msg);
 }
 
-static double get_real(json_t *o, const char *key, double fallback) {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : fallback;
+/* o[key], or NULL when the key is absent or null (HF's None: the class default). */
+static json_t *present(json_t *o, const char *key) {
+    json_t *v = key ? json_object_get(o, key) : NULL;
+    return json_is_null(v) ? NULL : v;
 }
 
-static int64_t get_size(json_t *o, const char *key, int64_t fallback) { return key ? get_int(o, key, fallback) : fallback; }
+/* Typed getters: `prefix` names the enclosing object in messages ("rope_parameters."). */
+static int64_t get_int(hf_config *c, json_t *o, const char *prefix, const char *key, int64_t fallback) {
+    json_t *v = present(o, key);
+    if (!v) return fallback;
+    if (!json_is_integer(v)) return refuse(c, "%s%s must be an integer", prefix, key), fallback;
+    return json_integer_value(v);
+}
 
-static int read_config(const char *dir, cf_model_config *m, cf_error *err) {
+static double get_real(hf_config *c, json_t *o, const char *prefix, const char *key, double fallback) {
+    json_t *v = present(o, key);
+    if (!v) return fallback;
+    if (!json_is_number(v)) return refuse(c, "%s%s must be a number", prefix, key), fallback;
+    return json_number_value(v);
+}
+
+/* A number that must be there (llama3 rope scaling has no defaults in HF either). */
+static double need_real(hf_config *c, json_t *o, const char *prefix, const char *key, const char *why) {
+    if (!present(o, key)) return refuse(c, "%s%s is missing (%s)", prefix, key, why), 0;
+    return get_real(c, o, prefix, key, 0);
+}
+
+static bool get_bool(hf_config *c, json_t *o, const char *prefix, const char *key, bool fallback) {
+    json_t *v = present(o, key);
+    if (!v) return fallback;
+    if (!json_is_boolean(v)) return refuse(c, "%s%s must be true or false", prefix, key), fallback;
+    return json_is_true(v);
+}
+
+static const char *get_string(hf_config *c, json_t *o, const char *prefix, const char *key) {
+    json_t *v = present(o, key);
+    if (v && !json_is_string(v)) return refuse(c, "%s%s must be a string", prefix, key), NULL;
+    return json_string_value(v);
+}
+
+/* A token id: an integer, or a list whose first entry is taken (eos_token_id lists). */
+static int64_t get_token(hf_config *c, const char *key) {
+    json_t *v = present(c->root, key);
+    if (json_is_array(v)) v = json_array_get(v, 0);
+    if (!v) return -1;
+    if (!json_is_integer(v)) return refuse(c, "%s must be an integer or a list of integers", key), -1;
+    return json_integer_value(v);
+}
+
+/* What a family accepts of a config.json key that changes the computation; an absent or
+ * null key is always accepted (it is the HF class's default, which is what cformers does). */
+typedef enum hf_rule_kind {
+    HF_FALSE,    /* only false: a bias or variant the family does not have */
+    HF_TRUE,     /* only true */
+    HF_STRINGS,  /* one of `accept` */
+    HF_ONE,      /* only the number 1 */
+    HF_HEAD_DIM, /* only hidden_size / num_attention_heads */
+    HF_WINDOW,   /* a sliding window that never takes effect: use_sliding_window false, or
+                    at least max_position_embeddings */
+} hf_rule_kind;
+
+typedef struct hf_rule {
+    const char *key;
+    hf_rule_kind kind;
+    const char *accept[3]; /* HF_STRINGS, NULL-terminated */
+} hf_rule;
+
+/* Per family: the HF class's defaults for keys left out, and the rule table (ends with {NULL}). */
+typedef struct hf_family_rules {
+    int64_t max_pos;
+    double eps;
+    const hf_rule *rules;
+} hf_family_rules;
+
+static const hf_rule llama_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"mlp_bias", HF_FALSE, {0}},
+    {"head_dim", HF_HEAD_DIM, {0}},
+    {"sliding_window", HF_WINDOW, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+static const hf_rule gpt2_rules[] = {
+    {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
+    {"scale_attn_weights", HF_TRUE, {0}},
+    {"scale_attn_by_inverse_layer_idx", HF_FALSE, {0}},
+    {"add_cross_attention", HF_FALSE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
+static const hf_family_rules family_rules[] = {
+    [CF_ARCH_LLAMA] = {.max_pos = 2048, .eps = 1e-6, .rules = llama_rules}, /* LlamaConfig */
+    [CF_ARCH_GPT2] = {.max_pos = 1024, .eps = 1e-5, .rules = gpt2_rules},   /* GPT2Config */
+};
+static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
+
+/* Applies one rule to o[r->key] (o is the config or a nested object named by prefix). */
+static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rule *r, const cf_model_config *m) {
+    json_t *v = present(o, r->key);
+    if (!v) return;
+    switch (r->kind) {
+    case HF_FALSE:
+    case HF_TRUE: {
+        bool want = r->kind == HF_TRUE;
+        if (get_bool(c, o, prefix, r->key, want) != want)
+            refuse(c, "%s%s: %s is not supported (only %s)", prefix, r->key, want ? "false" : "true",
+                   want ? "true" : "false");
+        break;
+    }
+    case HF_STRINGS: {
+        const char *s = get_string(c, o, prefix, r->key);
+        bool ok = s == NULL;
+        for (int i = 0; i < 3 && r->accept[i] && !ok; i++) ok = strcmp(s, r->accept[i]) == 0;
+        if (!ok)
+            refuse(c, "%s%s '%s' is not supported (%s%s%s)", prefix, r->key, s, r->accept[0],
+                   r->accept[1] ? ", " : "", r->accept[1] ? r->accept[1] : "");
+        break;
+    }
+    case HF_ONE: {
+        double x = get_real(c, o, prefix, r->key, 1);
+        if (x != 1) refuse(c, "%s%s %g is not supported (rotary on the whole head only: 1)", prefix, r->key, x);
+        break;
+    }
+    case HF_HEAD_DIM: {
+        int64_t d = get_int(c, o, prefix, r->key, 0);
+        if (c->rc == 0 && m->num_heads > 0 && d != m->hidden_size / m->num_heads)
+            refuse(c, "%s%s %lld differs from hidden_size / num_attention_heads = %lld: a head_dim of its own is not "
+                      "supported",
+                   prefix, r->key, (long long)d, (long long)(m->hidden_size / m->num_heads));
+        break;
+    }
+    case HF_WINDOW: {
+        int64_t w = get_int(c, o, prefix, r->key, 0);
+        bool on = get_bool(c, o, prefix, "use_sliding_window", true);
+        if (c->rc == 0 && on && w < m->max_position_embeddings)
+            refuse(c, "%s%s %lld is shorter than max_position_embeddings %lld: sliding-window attention is not "
+                      "supported",
+                   prefix, r->key, (long long)w, (long long)m->max_position_embeddings);
+        break;
+    }
+    }
+}
+
+/* The RoPE settings one layout gives: rope_theta from theta_obj (the default 10000 when
+ * absent), the scaling from `scaling` (NULL: none), named by the prefixes in messages. */
+static void rope_from(hf_config *c, json_t *theta_obj, const char *theta_prefix, json_t *scaling,
+                      const char *scaling_prefix, cf_model_config *m) {
+    m->rope_theta = get_real(c, theta_obj, theta_prefix, "rope_theta", 10000.0);
+    m->rope_scaling_factor = 0;
+    if (!scaling) return;
+    const char *kind = get_string(c, scaling, scaling_prefix, "rope_type"), *kind_key = "rope_type";
+    if (!kind && (kind = get_string(c, scaling, scaling_prefix, "type"))) kind_key = "type"; /* older spelling */
+    static const hf_rule partial = {"partial_rotary_factor", HF_ONE, {0}};
+    check_rule(c, scaling, scaling_prefix, &partial, m);
+    if (!kind || strcmp(kind, "default") == 0) return;
+    if (strcmp(kind, "llama3") != 0) {
+        refuse(c, "%s%s '%s' is not supported (default, llama3)", scaling_prefix, kind_key, kind);
+        return;
+    }
+    static const char why[] = "rope_type llama3 needs factor, low_freq_factor, high_freq_factor and "
+                              "original_max_position_embeddings";
+    m->rope_scaling_factor = need_real(c, scaling, scaling_prefix, "factor", why);
+    m->rope_low_freq_factor = need_real(c, scaling, scaling_prefix, "low_freq_factor", why);
+    m->rope_high_freq_factor = need_real(c, scaling, scaling_prefix, "high_freq_factor", why);
+    if (!present(scaling, "original_max_position_embeddings"))
+        refuse(c, "%soriginal_max_position_embeddings is missing (%s)", scaling_prefix, why);
+    m->rope_original_max_position = get_int(c, scaling, scaling_prefix, "original_max_position_embeddings", 0);
+}
+
+/* An object-valued key, or NULL when absent or null (refused when something else). */
+static json_t *get_object(hf_config *c, const char *key) {
+    json_t *v = present(c->root, key);
+    if (v && !json_is_object(v)) return refuse(c, "%s must be an object", key), NULL;
+    return v;
+}
+
+/* LLaMA's RoPE from transformers 5's rope_parameters {rope_theta, rope_type, factor, ...}
+ * or from the legacy top-level rope_theta and rope_scaling; a config with both must have
+ * them agree. */
+static void read_rope(hf_config *c, cf_model_config *m) {
+    json_t *params = get_object(c, "rope_parameters"), *legacy = get_object(c, "rope_scaling");
+    if (!params) {
+        rope_from(c, c->root, "", legacy, "rope_scaling.", m);
+        return;
+    }
+    bool own_theta = present(params, "rope_theta") != NULL;
+    rope_from(c, own_theta ? params : c->root, own_theta ? "rope_parameters." : "", params, "rope_parameters.", m);
+    if (!legacy && !(own_theta && present(c->root, "rope_theta"))) return;
+    cf_model_config old = *m;
+    rope_from(c, c->root, "", legacy, "rope_scaling.", &old);
+    bool scaled = m->rope_scaling_factor != 0 || old.rope_scaling_factor != 0;
+    if (c->rc == 0 && (old.rope_theta != m->rope_theta || old.rope_scaling_factor != m->rope_scaling_factor ||
+                       (scaled && (old.rope_low_freq_factor != m->rope_low_freq_factor ||
+                                   old.rope_high_freq_factor != m->rope_high_freq_factor ||
+                                   old.rope_original_max_position != m->rope_original_max_position))))
+        refuse(c, "rope_parameters (rope_theta %g, factor %g) and the legacy rope_theta/rope_scaling (rope_theta %g, "
+                  "factor %g) disagree: keep one",
+               m->rope_theta, m->rope_scaling_factor, old.rope_theta, old.rope_scaling_factor);
+}
+
+static const cf_family *family_of_type(const char *type) {
+    for (int a = 0; a < CF_ARCH_COUNT && type; a++)
+        if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) return cf_family_of((cf_arch)a);
+    return NULL;
+}
+
+int hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t jerr;
-    json_t *c = json_load_file(path, 0, &jerr);
-    if (!c) return cf_fail(err, "%s: line %d: %s", path, jerr.line, jerr.text);
-    const char *type = json_string_value(json_object_get(c, "model_type"));
-    const cf_family *f = NULL;
-    for (int a = 0; a < CF_ARCH_COUNT && type; a++)
-        if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) f = cf_family_of((cf_arch)a);
-    if (!f) {
-        json_decref(c);
-        return cf_fail(err, "%s: model_type '%s' is not supported (llama, gpt2)", path, type ? type : "(missing)");
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) return cf_fail(err, "%s: line %d: %s", path, jerr.line, jerr.text);
+    hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
+    const char *type = get_string(c, root, "", "model_type");
+    const cf_family *f = family_of_type(type);
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2)", type ? type : "(missing)");
+    if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
+        json_decref(root);
+        return -1;
     }
     const cf_hf_keys *k = &f->hf;
-    int rc = 0;
+    const hf_family_rules *fr = &family_rules[f->arch];
     cf_model_config_init_llama(m);
     m->arch = f->arch;
-    m->vocab_size = get_size(c, k->vocab, 0);
-    m->hidden_size = get_size(c, k->hidden, 0);
-    m->num_layers = get_size(c, k->layers, 0);
-    m->num_heads = get_size(c, k->heads, 0);
-    m->num_kv_heads = get_size(c, k->kv_heads, m->num_heads);
-    m->intermediate_size = get_size(c, k->ff, 0); /* GPT-2's n_inner may be null */
-    if (m->intermediate_size == 0 && m->hidden_size > 0) m->intermediate_size = f->default_ff(m);
-    m->max_position_embeddings = get_size(c, k->max_pos, 2048);
-    m->rms_norm_eps = get_real(c, k->eps, 1e-6);
-    json_t *tie = json_object_get(c, "tie_word_embeddings");
-    m->tie_word_embeddings = json_is_boolean(tie) ? json_is_true(tie) : k->tie_default;
-    m->bos_token_id = get_int(c, "bos_token_id", -1);
-    m->eos_token_id = get_int(c, "eos_token_id", -1);
-    m->pad_token_id = get_int(c, "pad_token_id", -1);
-    switch (f->arch) {
-    case CF_ARCH_LLAMA: {
-        m->rope_theta = get_real(c, "rope_theta", 10000.0);
-        json_t *rs = json_object_get(c, "rope_scaling");
-        if (json_is_object(rs)) {
-            const char *kind = json_string_value(json_object_get(rs, "rope_type"));
-            if (!kind) kind = json_string_value(json_object_get(rs, "type"));
-            if (!kind || strcmp(kind, "llama3") != 0)
-                rc = cf_fail(err, "%s: rope_scaling type '%s' is not supported (llama3)", path, kind ? kind : "?");
-            m->rope_scaling_factor = get_real(rs, "factor", 1.0);
-            m->rope_low_freq_factor = get_real(rs, "low_freq_factor", 1.0);
-            m->rope_high_freq_factor = get_real(rs, "high_freq_factor", 4.0);
-            m->rope_original_max_position = get_int(rs, "original_max_position_embeddings", 8192);
-        }
-        break;
-    }
-    case CF_ARCH_GPT2: {
-        const char *act = json_string_value(json_object_get(c, "activation_function"));
-        if (act && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
-            rc = cf_fail(err, "%s: activation_function '%s' is not supported (gelu_new)", path, act);
-        break;
-    }
-    case CF_ARCH_COUNT: break;
-    }
-    if (rc == 0) rc = cf_model_config_check(m, path, err);
-    json_decref(c);
-    return rc;
+    m->vocab_size = get_int(c, root, "", k->vocab, 0);
+    m->hidden_size = get_int(c, root, "", k->hidden, 0);
+    m->num_layers = get_int(c, root, "", k->layers, 0);
+    m->num_heads = get_int(c, root, "", k->heads, 0);
+    m->num_kv_heads = get_int(c, root, "", k->kv_heads, m->num_heads);
+    m->intermediate_size = get_int(c, root, "", k->ff, 0); /* GPT-2's n_inner may be null */
+    if (c->rc == 0 && !present(root, k->ff) && m->hidden_size > 0 && (m->intermediate_size = f->default_ff(m)) < 1)
+        refuse(c, "%s is missing and the default from %s %lld overflows", k->ff, k->hidden, (long long)m->hidden_size);
+    m->max_position_embeddings = get_int(c, root, "", k->max_pos, fr->max_pos);
+    m->rms_norm_eps = get_real(c, root, "", k->eps, fr->eps);
+    m->tie_word_embeddings = get_bool(c, root, "", "tie_word_embeddings", k->tie_default);
+    m->bos_token_id = get_token(c, "bos_token_id");
+    m->eos_token_id = get_token(c, "eos_token_id");
+    m->pad_token_id = get_token(c, "pad_token_id");
+    if (f->block.position == CF_POS_ROPE) read_rope(c, m);
+    for (const hf_rule *r = fr->rules; r->key; r++) check_rule(c, root, "", r, m);
+    if (c->rc == 0 && cf_model_config_check_ranges(m, err) != 0) c->rc = cf_fail_prefix(err, "%s: ", path);
+    if (c->rc == 0) c->rc = cf_model_config_check(m, path, err);
+    json_decref(root);
+    return c->rc;
 }
 
 /* Shard file names from the index's weight_map (each once), or the single file. */
@@ -205,7 +408,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
 
 int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options *opt, cf_error *err) {
     hf_source s = {.dir = dir};
-    if (read_config(dir, &s.cfg, err) != 0) return -1;
+    if (hf_read_config(dir, &s.cfg, err) != 0) return -1;
     int rc = open_files(&s, err);
     /* Every tensor present with the shape config.json implies before the import allocates
      * buffers sized from config.json: the files, not the config, bound the sizes. */

@@ -96,17 +96,26 @@ static int check_range(const config_key *k, double v, cf_error *err) {
     return cf_fail_prefix(err, "model_config.%s: ", k->name);
 }
 
+int cf_model_config_check_ranges(const cf_model_config *m, cf_error *err) {
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const void *p = (const char *)m + keys[i].offset;
+        if (keys[i].kind == KEY_INT && check_range(&keys[i], (double)*(const int64_t *)p, err) != 0) return -1;
+        if (keys[i].kind == KEY_REAL && check_range(&keys[i], *(const double *)p, err) != 0) return -1;
+    }
+    return 0;
+}
+
 static int set_key(const config_key *k, json_t *v, cf_model_config *m, cf_error *err) {
     void *p = (char *)m + k->offset;
     switch (k->kind) {
     case KEY_INT:
         if (!json_is_integer(v)) return cf_fail(err, "model_config.%s: expected an integer", k->name);
         *(int64_t *)p = json_integer_value(v);
-        return check_range(k, (double)json_integer_value(v), err);
+        return 0;
     case KEY_REAL:
         if (!json_is_number(v)) return cf_fail(err, "model_config.%s: expected a number", k->name);
         *(double *)p = json_number_value(v);
-        return check_range(k, json_number_value(v), err);
+        return 0;
     case KEY_BOOL:
         if (!json_is_boolean(v)) return cf_fail(err, "model_config.%s: expected true or false", k->name);
         *(bool *)p = json_is_true(v);
@@ -143,7 +152,7 @@ int cf_model_config_from_json(const char *json, cf_model_config *m, cf_error *er
         if (rc != 0) break;
     }
     json_decref(o);
-    return rc;
+    return rc != 0 ? rc : cf_model_config_check_ranges(m, err);
 }
 
 int cf_ckpt_model_config(const cf_ckpt *c, cf_model_config *m, cf_error *err) {

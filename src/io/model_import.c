@@ -70,6 +70,8 @@ int model_import_write_q8(const char *out_path, const cf_model_config *cfg, cons
                           const ckpt_tok_file *tok, cf_error *err) {
     if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && !cf_dtype_is_blocks(opt->dtype))
         return cf_fail(err, "weights can be written as f32, bf16, f16, q8_0 or q4_0, not %s", cf_dtype_name(opt->dtype));
+    /* what the checkpoint reader refuses is refused before anything is written */
+    if (cf_model_config_check_ranges(cfg, err) != 0) return cf_fail_prefix(err, "%s import: ", source);
     cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
     if (!w) return -1;
     size_t biggest = largest_tensor(cfg);

@@ -30,8 +30,8 @@ static const char *dtype_name(cf_dtype t) {
 
 /* One header entry, checked against the data section [data_start, f->size): every dim a
  * non-negative integer, the element count and byte size computed without overflow, the
- * offsets integers inside the section, their span exactly the shape times the dtype size,
- * and the start aligned to the element size (the data is read in place). */
+ * offsets integers inside the section, their span exactly the shape times the dtype size.
+ * Data not aligned to its element size is copied afterwards (align_copies). */
 static int parse_tensor(st_file *f, const char *name, json_t *e, uint64_t data_start, st_tensor *t, cf_error *err) {
     const char *dtype;
     json_t *shape, *offsets;
@@ -65,10 +65,39 @@ static int parse_tensor(st_file *f, const char *name, json_t *e, uint64_t data_s
     if (!cf_mul_size(numel, cf_dtype_size(t->dtype), &expect) || t->nbytes != expect)
         return cf_fail(err, "%s: tensor %s: data_offsets span %zu bytes, but shape and dtype %s need %zu elements of %zu",
                        f->path, name, t->nbytes, dtype, numel, cf_dtype_size(t->dtype));
-    if ((data_start + (uint64_t)begin) % cf_dtype_size(t->dtype))
-        return cf_fail(err, "%s: tensor %s: data at file offset %llu is not aligned to its %zu-byte %s elements", f->path,
-                       name, (unsigned long long)(data_start + (uint64_t)begin), cf_dtype_size(t->dtype), dtype);
     t->data = f->map + data_start + begin;
+    return 0;
+}
+
+static bool misaligned(const st_tensor *t) { return (uintptr_t)t->data % cf_dtype_size(t->dtype) != 0; }
+
+/* Other writers (and ours before it ordered the data) pack tensors back to back, so a BF16
+ * tensor of odd length leaves the next F32 one at an offset that is not a multiple of 4;
+ * the mapping is page-aligned, so such data is exactly the data whose address is
+ * misaligned. Those tensors are copied once into one buffer, each at an 8-byte multiple,
+ * and every st_tensor's data is then read in place as its type. The copies are bounded by
+ * the data section (tensors do not overlap in a valid file); a header whose misaligned
+ * spans add up to more is refused. */
+static int align_copies(st_file *f, uint64_t data_size, cf_error *err) {
+    size_t bytes = 0, padded = 0;
+    for (long i = 0; i < f->n; i++)
+        if (misaligned(&f->tensors[i])) {
+            bytes += f->tensors[i].nbytes; /* each is at most data_size: no wrap before the check */
+            padded += (f->tensors[i].nbytes + 7) / 8 * 8;
+            if (bytes > data_size)
+                return cf_fail(err, "%s: tensor %s: unaligned tensors overlap (their spans exceed the %llu-byte data "
+                                    "section)",
+                               f->path, f->tensors[i].name, (unsigned long long)data_size);
+        }
+    if (padded == 0) return 0;
+    unsigned char *copy = f->copies = cf_xmalloc(padded);
+    for (long i = 0; i < f->n; i++) {
+        st_tensor *t = &f->tensors[i];
+        if (!misaligned(t)) continue;
+        memcpy(copy, t->data, t->nbytes);
+        t->data = copy;
+        copy += (t->nbytes + 7) / 8 * 8;
+    }
     return 0;
 }
 
@@ -119,6 +148,10 @@ int st_open(st_file *f, const char *path, cf_error *err) {
             }
             f->n++;
         }
+        if (align_copies(f, f->size - 8 - header_len, err) != 0) {
+            st_close(f);
+            return -1;
+        }
         f->by_name = cf_xcalloc((size_t)f->n + 1, sizeof *f->by_name);
         for (long i = 0; i < f->n; i++) f->by_name[i] = &f->tensors[i];
         qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
@@ -139,21 +172,36 @@ void st_close(st_file *f) {
     json_decref(f->header);
     free(f->tensors);
     free(f->by_name);
+    free(f->copies);
     free(f->path);
     *f = (st_file){0};
 }
 
+/* Tensors of element size `size` go in data pass `pass` (0: 8-byte elements ... 3: bytes). */
+static int data_pass(const st_tensor *t) {
+    size_t size = cf_dtype_size(t->dtype);
+    return size >= 8 ? 0 : size >= 4 ? 1 : size >= 2 ? 2 : 3;
+}
+
 int st_write(const char *path, const st_tensor *tensors, long n, cf_error *err) {
+    /* The data holds the tensors by element size, largest first (as the safetensors library
+     * orders them): each then starts at a multiple of its element size, without the gaps
+     * between tensors that the format forbids ("the byte buffer ... cannot contain holes").
+     * The header keeps the order given. offsets: [n] start of each tensor's data. */
+    uint64_t *offsets = cf_xcalloc((size_t)n + 1, sizeof *offsets), offset = 0;
+    for (int pass = 0; pass < 4; pass++)
+        for (long i = 0; i < n; i++)
+            if (data_pass(&tensors[i]) == pass) offsets[i] = offset, offset += tensors[i].nbytes;
     json_t *header = json_object();
-    uint64_t offset = 0;
     for (long i = 0; i < n; i++) {
         json_t *shape = json_array();
         for (int d = 0; d < tensors[i].ndim; d++) json_array_append_new(shape, json_integer(tensors[i].shape[d]));
         json_object_set_new(header, tensors[i].name,
                             json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype_name(tensors[i].dtype), "shape", shape,
-                                      "data_offsets", (json_int_t)offset, (json_int_t)(offset + tensors[i].nbytes)));
-        offset += tensors[i].nbytes;
+                                      "data_offsets", (json_int_t)offsets[i],
+                                      (json_int_t)(offsets[i] + tensors[i].nbytes)));
     }
+    free(offsets);
     json_object_set_new(header, "__metadata__", json_pack("{s:s}", "format", "pt"));
     char *text = json_dumps(header, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(header);
@@ -164,7 +212,9 @@ int st_write(const char *path, const st_tensor *tensors, long n, cf_error *err) 
     if (rc == 0) rc = atomic_file_write(&a, &padded, 8, err);
     if (rc == 0) rc = atomic_file_write(&a, text, len, err);
     if (rc == 0) rc = atomic_file_write(&a, "       ", padded - len, err);
-    for (long i = 0; i < n && rc == 0; i++) rc = atomic_file_write(&a, tensors[i].data, tensors[i].nbytes, err);
+    for (int pass = 0; pass < 4; pass++)
+        for (long i = 0; i < n && rc == 0; i++)
+            if (data_pass(&tensors[i]) == pass) rc = atomic_file_write(&a, tensors[i].data, tensors[i].nbytes, err);
     free(text);
     if (rc == 0) return atomic_file_commit(&a, err);
     if (a.path) atomic_file_abort(&a);

@@ -56,11 +56,27 @@ static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) 
     return NULL;
 }
 
-/* 2/3 of 4 hidden, times ffn_dim_multiplier, rounded up to a multiple of multiple_of. */
+/* a * b of config sizes, or -1 when either is negative or the product passes INT64_MAX
+ * (hostile configs: the checks that follow refuse -1, and no signed product overflows). */
+static int64_t size_product(int64_t a, int64_t b) {
+    size_t r;
+    return a >= 0 && b >= 0 && cf_mul_size((uint64_t)a, (uint64_t)b, &r) && r <= INT64_MAX ? (int64_t)r : -1;
+}
+
+/* 2/3 of 4 hidden, times ffn_dim_multiplier, rounded up to a multiple of multiple_of; -1
+ * when that passes INT64_MAX. */
 static int64_t llama_default_ff(const cf_model_config *m) {
-    int64_t ffn = 2 * (4 * m->hidden_size) / 3, multiple = m->multiple_of > 0 ? m->multiple_of : 256;
-    if (m->ffn_dim_multiplier > 0) ffn = (int64_t)(m->ffn_dim_multiplier * (double)ffn);
-    return (ffn + multiple - 1) / multiple * multiple;
+    int64_t ffn = size_product(8, m->hidden_size), multiple = m->multiple_of > 0 ? m->multiple_of : 256;
+    if (ffn < 0) return -1;
+    ffn /= 3;
+    if (m->ffn_dim_multiplier > 0) {
+        double scaled = m->ffn_dim_multiplier * (double)ffn;
+        if (!(scaled < 0x1p63)) return -1;
+        ffn = (int64_t)scaled;
+    }
+    size_t up;
+    if (!cf_add_size((uint64_t)ffn, (uint64_t)multiple - 1, &up) || up > INT64_MAX) return -1;
+    return (int64_t)up / multiple * multiple;
 }
 
 static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
@@ -127,7 +143,7 @@ static const char *gpt2_check(const cf_model_config *m, char *msg, size_t cap) {
     return NULL;
 }
 
-static int64_t gpt2_default_ff(const cf_model_config *m) { return 4 * m->hidden_size; }
+static int64_t gpt2_default_ff(const cf_model_config *m) { return size_product(4, m->hidden_size); }
 
 static cf_saved_terms gpt2_saved(const cf_model_config *m, bool recomputed) {
     double d = (double)m->hidden_size, ffn = (double)m->intermediate_size;
@@ -227,10 +243,10 @@ static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
     switch (d) {
     case WD_VOCAB: return m->vocab_size;
     case WD_HIDDEN: return m->hidden_size;
-    case WD_KV: return m->num_kv_heads * cf_model_head_dim(m);
+    case WD_KV: return m->num_heads > 0 ? size_product(m->num_kv_heads, cf_model_head_dim(m)) : -1;
     case WD_FF: return m->intermediate_size;
     case WD_POS: return m->max_position_embeddings;
-    case WD_QKV: return 3 * m->hidden_size;
+    case WD_QKV: return size_product(3, m->hidden_size); /* -1 past INT64_MAX: cf_weight_numel refuses it */
     }
     return 0;
 }

@@ -11,8 +11,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char model[1024];
     snprintf(model, sizeof model, "%s", fuzz_write("model.gguf", data, size));
     cf_convert_options opt = {.dtype = CF_F32};
-    cf_import_gguf(model, fuzz_path("out.ckpt"), &opt, NULL);
+    cf_error *err = fuzz_err();
+    fuzz_failed(cf_import_gguf(model, fuzz_path("out.ckpt"), &opt, err) != 0, err, "cf_import_gguf f32");
     opt.dtype = CF_Q8_0;
-    cf_import_gguf(model, fuzz_path("out8.ckpt"), &opt, NULL);
+    err = fuzz_err();
+    fuzz_failed(cf_import_gguf(model, fuzz_path("out8.ckpt"), &opt, err) != 0, err, "cf_import_gguf q8_0");
     return 0;
 }

@@ -11,8 +11,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *dir = fuzz_scratch();
     fuzz_write("encoder.json", parts[0].data, parts[0].size);
     if (n > 1) fuzz_write("vocab.bpe", parts[1].data, parts[1].size);
-    cf_tokenizer *tok = cf_tokenizer_load(dir, NULL);
-    if (tok) fuzz_exercise_tokenizer(tok, parts[0].data, parts[0].size);
+    cf_error *err = fuzz_err();
+    cf_tokenizer *tok = cf_tokenizer_load(dir, err);
+    if (!fuzz_failed(!tok, err, "cf_tokenizer_load")) fuzz_exercise_tokenizer(tok, parts[0].data, parts[0].size);
     cf_tokenizer_free(tok);
     return 0;
 }

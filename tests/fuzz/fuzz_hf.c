@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char out[1024];
     snprintf(out, sizeof out, "%s", fuzz_path("out.ckpt"));
     cf_convert_options opt = {.dtype = CF_F32};
-    cf_import_hf(dir, out, &opt, NULL);
+    cf_error *err = fuzz_err();
+    fuzz_failed(cf_import_hf(dir, out, &opt, err) != 0, err, "cf_import_hf");
     return 0;
 }

@@ -10,6 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char model[1024];
     snprintf(model, sizeof model, "%s", fuzz_write("model.bin", data, size));
     cf_convert_options opt = {.dtype = CF_F32};
-    cf_import_llama2c(model, fuzz_path("out.ckpt"), &opt, NULL);
+    cf_error *err = fuzz_err();
+    fuzz_failed(cf_import_llama2c(model, fuzz_path("out.ckpt"), &opt, err) != 0, err, "cf_import_llama2c");
     return 0;
 }

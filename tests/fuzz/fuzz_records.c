@@ -41,7 +41,8 @@ static void fix_checksums(uint8_t *data, size_t size) {
 
 static void read_shard(const char *path) {
     cf_record_shard s;
-    if (cf_record_shard_open(&s, path, NULL) != 0) return;
+    cf_error *err = fuzz_err();
+    if (fuzz_failed(cf_record_shard_open(&s, path, err) != 0, err, "cf_record_shard_open")) return;
     int32_t buf[256];
     for (uint64_t i = 0; i < s.n_tokens; i += 256)
         cf_record_shard_read(&s, i, s.n_tokens - i < 256 ? (size_t)(s.n_tokens - i) : 256, buf);
@@ -54,10 +55,14 @@ static void load_batches(const char *dir) {
     opt.batch_size = 2;
     opt.seq_len = 3;
     opt.num_workers = 0;
-    cf_dataset *ds = cf_dataset_open(&opt, NULL);
-    if (!ds) return;
+    cf_error *err = fuzz_err();
+    cf_dataset *ds = cf_dataset_open(&opt, err);
+    if (fuzz_failed(!ds, err, "cf_dataset_open")) return;
     int32_t tokens[2 * 4];
-    for (int i = 0; i < 2; i++) cf_dataset_next(ds, tokens, NULL);
+    for (int i = 0; i < 2; i++) {
+        err = fuzz_err();
+        fuzz_failed(cf_dataset_next(ds, tokens, err) != 0, err, "cf_dataset_next");
+    }
     cf_dataset_close(ds);
 }
 

@@ -5,8 +5,9 @@
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    cf_tokenizer *tok = cf_sp_load_model("fuzz.model", data, size, NULL);
-    if (tok) fuzz_exercise_tokenizer(tok, data, size);
+    cf_error *err = fuzz_err();
+    cf_tokenizer *tok = cf_sp_load_model("fuzz.model", data, size, err);
+    if (!fuzz_failed(!tok, err, "cf_sp_load_model")) fuzz_exercise_tokenizer(tok, data, size);
     cf_tokenizer_free(tok);
     return 0;
 }

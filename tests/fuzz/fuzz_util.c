@@ -73,6 +73,20 @@ const char *fuzz_write(const char *name, const void *data, size_t size) {
     return path;
 }
 
+cf_error *fuzz_err(void) {
+    static cf_error err;
+    err.msg[0] = '\0';
+    return &err;
+}
+
+bool fuzz_failed(bool failed, const cf_error *err, const char *call) {
+    if (failed && !err->msg[0]) {
+        fprintf(stderr, "%s failed without a message\n", call);
+        abort();
+    }
+    return failed;
+}
+
 void fuzz_exercise_tokenizer(const cf_tokenizer *tok, const uint8_t *text, size_t size) {
     static const char fixed[] = "Hello, world! It's 2024:\n\tcaf\xc3\xa9 \xe2\x82\xac <0x41> <s></s> \xff\xfe  end";
     char buf[sizeof fixed + 256];
@@ -80,8 +94,9 @@ void fuzz_exercise_tokenizer(const cf_tokenizer *tok, const uint8_t *text, size_
     memcpy(buf, fixed, sizeof fixed - 1);
     if (extra) memcpy(buf + sizeof fixed - 1, text, extra);
     int32_t *ids;
-    long n = cf_tokenizer_encode(tok, buf, sizeof fixed - 1 + extra, true, &ids, NULL);
-    if (n >= 0) {
+    cf_error *err = fuzz_err();
+    long n = cf_tokenizer_encode(tok, buf, sizeof fixed - 1 + extra, true, &ids, err);
+    if (!fuzz_failed(n < 0, err, "cf_tokenizer_encode")) {
         free(cf_tokenizer_decode(tok, ids, (size_t)n));
         free(ids);
     }

@@ -10,9 +10,11 @@
 #ifndef CFORMERS_FUZZ_UTIL_H
 #define CFORMERS_FUZZ_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cformers/error.h"
 #include "cformers/tokenizer.h"
 
 #define FUZZ_SEPARATOR "\n--cf-fuzz-file--\n"
@@ -35,6 +37,14 @@ const char *fuzz_scratch(void);
 const char *fuzz_write(const char *name, const void *data, size_t size);
 /* The path `name` inside the scratch directory (the same static buffer as fuzz_write). */
 const char *fuzz_path(const char *name);
+
+/* A scratch cf_error for the next call, its message emptied. Harnesses pass one to every
+ * call that takes an err: with NULL, cf_fail formats nothing, so a bad argument in an
+ * error message (a freed string, a wrong format) never runs under the fuzzers. */
+cf_error *fuzz_err(void);
+/* After a call that took fuzz_err(): a failure (`failed`) must say why in one message; an
+ * empty one aborts, a finding (a path that returns -1 without cf_fail). Returns failed. */
+bool fuzz_failed(bool failed, const cf_error *err, const char *call);
 
 /* Runs a loaded tokenizer over a fixed text plus `text` (at most 256 bytes of it), decodes
  * the ids back and asks for the pieces of every id near the ends of the vocabulary. */

@@ -37,9 +37,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_scratch();
     cf_logits_reference ref;
-    if (cf_logits_reference_load(fuzz_write("ref.logits", data, size), &ref, NULL) != 0) return 0;
+    cf_error *err = fuzz_err();
+    if (fuzz_failed(cf_logits_reference_load(fuzz_write("ref.logits", data, size), &ref, err) != 0, err,
+                    "cf_logits_reference_load"))
+        return 0;
     cf_validate_row *rows = calloc((size_t)ref.n_tokens, sizeof *rows);
-    cf_validate(model, &ref, rows, NULL);
+    err = fuzz_err();
+    fuzz_failed(cf_validate(model, &ref, rows, err) != 0, err, "cf_validate");
     free(rows);
     cf_logits_reference_free(&ref);
     return 0;
