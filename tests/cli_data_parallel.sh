@@ -2,7 +2,8 @@
 # `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
 # checkpoints (the metrics carry the communication figures, the Chrome trace a
 # communication lane); a resume on 2 ranks continues; parallel_config.data_parallel that
-# is not the job's size is a one-line error; a rank killed with SIGKILL makes the whole
+# is not the job's size is a one-line error, and so is model_parallel or pipeline_stage
+# above 1 (not trained yet); a rank killed with SIGKILL makes the whole
 # job exit with an error within seconds instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -26,6 +27,11 @@ stdout_has "resume reported" "resumed at step 3"
 
 check "data_parallel is not the job's size" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" --parallel_config.data_parallel=4
 stderr_has "the mismatch is named" "parallel_config.data_parallel is 4 but the job has 2 processes"
+# The process groups exist, tensor and pipeline training do not yet: refused, named.
+check "model_parallel 2 is refused" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" --parallel_config.model_parallel=2
+stderr_has "tensor parallelism named" "parallel_config.model_parallel is 2: tensor parallelism is not implemented yet"
+check "pipeline_stage 2 is refused" 1 "$bin" train "${tiny[@]}" --parallel_config.pipeline_stage=2
+stderr_has "pipeline parallelism named" "parallel_config.pipeline_stage is 2: pipeline parallelism is not implemented yet"
 
 # A rank killed mid-run: mpirun ends the job; it must not hang (timeout would say 124).
 long=("${tiny[@]}" --output_dir="$tmp/long" --runner_config.train_steps=100000 --runner_config.eval_interval=0

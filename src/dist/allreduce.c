@@ -32,12 +32,12 @@ static int wait_all(cf_allreduce *a, MPI_Request *reqs, int n, const char *call,
     }
 }
 
-static MPI_Comm exchange_comm(const cf_allreduce *a) { return a->hierarchical ? a->d->leader_comm : a->d->world; }
+static MPI_Comm exchange_comm(const cf_allreduce *a) { return a->hierarchical ? a->g->leader_comm : a->g->comm; }
 
-int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebit, double timeout, int64_t elems,
-                      int64_t max_bucket, cf_error *err) {
+int cf_allreduce_init(cf_allreduce *a, const cf_dist_group *g, bool hierarchical, bool onebit, double timeout,
+                      int64_t elems, int64_t max_bucket, cf_error *err) {
     memset(a, 0, sizeof *a);
-    a->d = d;
+    a->g = g;
     a->hierarchical = hierarchical;
     a->onebit = onebit;
     a->timeout = timeout;
@@ -51,18 +51,18 @@ int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebi
     a->send = cf_xmalloc(bytes);
     a->gather = cf_xmalloc(bytes);
     /* The reducer of a share receives every rank's copy of it: at most ranks x share. */
-    a->recv = cf_xmalloc(bytes + (size_t)d->size * CF_ONEBIT_CHUNK_BYTES);
-    a->counts = cf_xmalloc(sizeof(int) * 4 * (size_t)d->size);
+    a->recv = cf_xmalloc(bytes + (size_t)g->size * CF_ONEBIT_CHUNK_BYTES);
+    a->counts = cf_xmalloc(sizeof(int) * 4 * (size_t)g->size);
     return 0;
 }
 
 void cf_allreduce_shard(cf_allreduce *a, int64_t *bounds, int64_t max_bucket) {
     a->bounds = bounds;
     int64_t part = 0;
-    for (int r = 0; r < a->d->size; r++)
+    for (int r = 0; r < a->g->size; r++)
         if (bounds[r + 1] - bounds[r] > part) part = bounds[r + 1] - bounds[r];
     a->scratch = cf_xmalloc(sizeof(float) * (size_t)(part < max_bucket ? part : max_bucket) + 64);
-    a->counts = a->counts ? a->counts : cf_xmalloc(sizeof(int) * 4 * (size_t)a->d->size);
+    a->counts = a->counts ? a->counts : cf_xmalloc(sizeof(int) * 4 * (size_t)a->g->size);
 }
 
 void cf_allreduce_free(cf_allreduce *a) {
@@ -170,7 +170,7 @@ static void shard_part(const cf_allreduce *a, int r, int64_t begin, int64_t n, i
  * the wait node clears. (p - 1) / p of the bucket sent per rank: half an all-reduce. */
 static int reduce_scatter(cf_allreduce *a, float *buf, int64_t n, int64_t offset, cf_grad_sync_stats *st,
                           cf_error *err) {
-    int ranks = a->d->size;
+    int ranks = a->g->size;
     int *counts = a->counts;
     for (int r = 0; r < ranks; r++) {
         int64_t lo, hi;
@@ -178,11 +178,11 @@ static int reduce_scatter(cf_allreduce *a, float *buf, int64_t n, int64_t offset
         counts[r] = (int)(hi - lo);
     }
     MPI_Request req;
-    int rc = MPI_Ireduce_scatter(buf, a->scratch, counts, MPI_FLOAT, MPI_SUM, a->d->world, &req);
+    int rc = MPI_Ireduce_scatter(buf, a->scratch, counts, MPI_FLOAT, MPI_SUM, a->g->comm, &req);
     if (cf_dist_check(rc, "MPI_Ireduce_scatter", err) != 0 || wait_all(a, &req, 1, "MPI_Ireduce_scatter", err) != 0)
         return -1;
     int64_t lo, hi;
-    shard_part(a, a->d->rank, offset, n, &lo, &hi);
+    shard_part(a, a->g->rank, offset, n, &lo, &hi);
     memcpy(buf + (lo - offset), a->scratch, sizeof(float) * (size_t)(hi - lo));
     double bytes = (double)(ranks - 1) / ranks * (double)n * sizeof(float);
     st->bytes_sent += bytes;
@@ -191,14 +191,14 @@ static int reduce_scatter(cf_allreduce *a, float *buf, int64_t n, int64_t offset
 }
 
 int cf_allreduce_gather(cf_allreduce *a, float *params, cf_grad_sync_stats *st, cf_error *err) {
-    int ranks = a->d->size, *counts = a->counts, *displs = counts + ranks;
+    int ranks = a->g->size, *counts = a->counts, *displs = counts + ranks;
     for (int r = 0; r < ranks; r++) {
         counts[r] = (int)(a->bounds[r + 1] - a->bounds[r]);
         displs[r] = (int)a->bounds[r];
     }
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params, counts, displs, MPI_FLOAT, a->d->world);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params, counts, displs, MPI_FLOAT, a->g->comm);
     if (cf_dist_check(rc, "MPI_Allgatherv", err) != 0) return -1;
-    double bytes = (double)counts[a->d->rank] * sizeof(float) * (ranks - 1);
+    double bytes = (double)counts[a->g->rank] * sizeof(float) * (ranks - 1);
     st->bytes_sent += bytes;
     st->raw_bytes += bytes;
     return 0;
@@ -208,19 +208,19 @@ int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, 
                         cf_error *err) {
     if (a->bounds) return reduce_scatter(a, buf, n, offset, st, err);
     compress = compress && a->onebit;
-    if (!a->hierarchical) return exchange(a, a->d->world, buf, n, offset, compress, st, err);
+    if (!a->hierarchical) return exchange(a, a->g->comm, buf, n, offset, compress, st, err);
     /* Inside the node the ranks share memory: the leader (local rank 0) gathers the sum,
      * the leaders exchange among the nodes, and the leader sends the result back. */
-    MPI_Comm node = a->d->node_comm;
+    MPI_Comm node = a->g->node_comm;
     MPI_Request req;
-    if (a->d->local_size > 1) {
-        bool leader = a->d->local_rank == 0;
+    if (a->g->local_size > 1) {
+        bool leader = a->g->local_rank == 0;
         int rc = MPI_Ireduce(leader ? MPI_IN_PLACE : buf, leader ? buf : NULL, (int)n, MPI_FLOAT, MPI_SUM, 0, node, &req);
         if (cf_dist_check(rc, "MPI_Ireduce", err) != 0 || wait_all(a, &req, 1, "MPI_Ireduce", err) != 0) return -1;
     }
     if (exchange_comm(a) != MPI_COMM_NULL && exchange(a, exchange_comm(a), buf, n, offset, compress, st, err) != 0)
         return -1;
-    if (a->d->local_size > 1) {
+    if (a->g->local_size > 1) {
         int rc = MPI_Ibcast(buf, (int)n, MPI_FLOAT, 0, node, &req);
         if (cf_dist_check(rc, "MPI_Ibcast", err) != 0 || wait_all(a, &req, 1, "MPI_Ibcast", err) != 0) return -1;
     }
@@ -229,10 +229,10 @@ int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, 
 
 int cf_allreduce_rows(cf_allreduce *a, float *side, int64_t vocab, int64_t dim, uint32_t *touched, int32_t *rows,
                       float *grad, cf_grad_sync_stats *st, cf_error *err) {
-    MPI_Comm world = a->d->world;
-    int ranks = a->d->size, words = (int)((vocab + 31) / 32);
+    MPI_Comm comm = a->g->comm;
+    int ranks = a->g->size, words = (int)((vocab + 31) / 32);
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, touched, words, MPI_UINT32_T, MPI_BOR, world, &req);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, touched, words, MPI_UINT32_T, MPI_BOR, comm, &req);
     if (cf_dist_check(rc, "MPI_Iallreduce (embedding rows)", err) != 0 ||
         wait_all(a, &req, 1, "MPI_Iallreduce (embedding rows)", err) != 0)
         return -1;
@@ -247,7 +247,7 @@ int cf_allreduce_rows(cf_allreduce *a, float *side, int64_t vocab, int64_t dim, 
     int64_t step = ((int64_t)1 << 28) / dim > 0 ? ((int64_t)1 << 28) / dim : 1; /* rows per MPI call */
     for (int64_t u0 = 0; u0 < n && rc == MPI_SUCCESS; u0 += step) {
         int64_t m = n - u0 < step ? n - u0 : step;
-        rc = MPI_Iallreduce(MPI_IN_PLACE, side + u0 * dim, (int)(m * dim), MPI_FLOAT, MPI_SUM, world, &req);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, side + u0 * dim, (int)(m * dim), MPI_FLOAT, MPI_SUM, comm, &req);
         if (cf_dist_check(rc, "MPI_Iallreduce (embedding rows)", err) != 0 ||
             wait_all(a, &req, 1, "MPI_Iallreduce (embedding rows)", err) != 0)
             return -1;

@@ -13,7 +13,7 @@
 
 
 typedef struct cf_allreduce {
-    cf_dist *d;
+    const cf_dist_group *g; /* the ranks that sum: the data-parallel group */
     bool hierarchical;     /* reduce in the node, all-reduce among leaders, broadcast */
     bool onebit;           /* compress the exchange among leaders (or all ranks) */
     double timeout;        /* seconds one bucket may take */
@@ -29,10 +29,10 @@ typedef struct cf_allreduce {
     float *scratch; /* this rank's part of the largest bucket */
 } cf_allreduce;
 
-/* Sets up the algorithm for a gradient block of `elems` floats whose largest bucket has
- * `max_bucket` elements. */
-int cf_allreduce_init(cf_allreduce *a, cf_dist *d, bool hierarchical, bool onebit, double timeout, int64_t elems,
-                      int64_t max_bucket, cf_error *err);
+/* Sets up the algorithm over group g for a gradient block of `elems` floats whose largest
+ * bucket has `max_bucket` elements. Hierarchical reduces inside g's nodes first. */
+int cf_allreduce_init(cf_allreduce *a, const cf_dist_group *g, bool hierarchical, bool onebit, double timeout,
+                      int64_t elems, int64_t max_bucket, cf_error *err);
 /* Makes cf_allreduce_bucket reduce-scatter into the shards `bounds` (ranks + 1 entries,
  * kept by the caller) instead of all-reducing. */
 void cf_allreduce_shard(cf_allreduce *a, int64_t *bounds, int64_t max_bucket);
@@ -40,7 +40,7 @@ void cf_allreduce_shard(cf_allreduce *a, int64_t *bounds, int64_t max_bucket);
 int cf_allreduce_gather(cf_allreduce *a, float *params, cf_grad_sync_stats *st, cf_error *err);
 void cf_allreduce_free(cf_allreduce *a);
 
-/* Sums buf[0 .. n) over the ranks in place. `offset` is buf's position in the gradient
+/* Sums buf[0 .. n) over the group's ranks in place. `offset` is buf's position in the gradient
  * block (where its error feedback lives); `compress` picks the 1-bit exchange (after the
  * warm-up). Adds what it sent to st->bytes_sent and st->raw_bytes. */
 int cf_allreduce_bucket(cf_allreduce *a, float *buf, int64_t n, int64_t offset, bool compress, cf_grad_sync_stats *st,

@@ -37,6 +37,7 @@ typedef struct rows_job {
 
 struct cf_grad_sync {
     cf_dist *dist;
+    const cf_dist_group *group; /* the data-parallel group: the ranks whose gradients are summed */
     cf_parallel_config pc;
     cf_allreduce algo;
     bucket *buckets;
@@ -160,7 +161,8 @@ static void wait_forward(const cf_node *n) {
     bool failed = s->failed;
     pthread_mutex_unlock(&s->lock);
     if (s->bounds && !failed) { /* outside its shard a rank holds only its own gradient */
-        int64_t lo = s->bounds[cf_dist_rank(s->dist)], hi = s->bounds[cf_dist_rank(s->dist) + 1];
+        int rank = cf_dist_group_rank(s->group);
+        int64_t lo = s->bounds[rank], hi = s->bounds[rank + 1];
         int64_t all = cf_tensor_numel(n->inputs[0]);
         memset(s->grads, 0, sizeof(float) * (size_t)lo);
         memset(s->grads + hi, 0, sizeof(float) * (size_t)(all - hi));
@@ -198,20 +200,21 @@ static void fail_update(cf_grad_sync *s, const char *what, const cf_error *err) 
 }
 
 /* grad_sync_norm (ZeRO-1): input the gradient norm of this rank's shard, made the norm
- * of the whole gradient: sqrt of the sum of the ranks' squares. */
+ * of the whole gradient: sqrt of the sum of the data group's squares. */
 static void norm_forward(const cf_node *n) {
     cf_grad_sync *s = (cf_grad_sync *)n->attrs.p;
     float *norm = cf_tensor_f32(n->inputs[0]);
     double sq = (double)*norm * *norm;
     cf_error err = {{0}};
-    if (!s->failed && cf_dist_sum_f64(s->dist, &sq, 1, &err) != 0) fail_update(s, "gradient norm", &err);
+    if (!s->failed && cf_dist_group_sum_f64(s->group, &sq, 1, &err) != 0) fail_update(s, "gradient norm", &err);
     *norm = s->failed ? NAN : (float)sqrt(sq);
     cf_grad_stats_tensors stats = cf_graph_grad_stats(n->inputs[0]);
     if (*cf_tensor_i32(stats.enable) && !s->failed) { /* each rank summed its shard's part */
         float *per = cf_tensor_f32(stats.param_sq);
         int64_t count = cf_tensor_numel(stats.param_sq);
         for (int64_t i = 0; i < count; i++) s->stats_sq[i] = per[i];
-        if (cf_dist_sum_f64(s->dist, s->stats_sq, (int)count, &err) != 0) fail_update(s, "gradient statistics", &err);
+        if (cf_dist_group_sum_f64(s->group, s->stats_sq, (int)count, &err) != 0)
+            fail_update(s, "gradient statistics", &err);
         for (int64_t i = 0; i < count; i++) per[i] = (float)s->stats_sq[i];
     }
 }
@@ -402,9 +405,10 @@ static int insert_nodes(cf_grad_sync *s, cf_graph *g, cf_error *err) {
     return cf_graph_error(g, err);
 }
 
-/* ZeRO-1: rank r keeps the optimizer state of an equal, 64-byte aligned part of the block. */
+/* ZeRO-1: data rank r keeps the optimizer state of an equal, 64-byte aligned part of the
+ * block. */
 static int shard_optimizer(cf_grad_sync *s, cf_graph *g, int64_t largest, cf_error *err) {
-    int ranks = cf_dist_size(s->dist), rank = cf_dist_rank(s->dist);
+    int ranks = cf_dist_group_size(s->group), rank = cf_dist_group_rank(s->group);
     if (g->param_elems > INT_MAX) return cf_fail(err, "ZeRO-1: %lld parameters exceed MPI's counts", (long long)g->param_elems);
     s->bounds = cf_xmalloc(sizeof *s->bounds * (size_t)(ranks + 1));
     for (int r = 0; r <= ranks; r++) s->bounds[r] = r == ranks ? g->param_elems : (g->param_elems * r / ranks) & ~(int64_t)15;
@@ -414,10 +418,10 @@ static int shard_optimizer(cf_grad_sync *s, cf_graph *g, int64_t largest, cf_err
     return 0;
 }
 
-static bool use_hierarchical(const cf_dist *d, cf_tristate mode) {
+static bool use_hierarchical(const cf_dist_group *g, cf_tristate mode) {
     if (mode == CF_OFF) return false;
     if (mode == CF_ON) return true;
-    return cf_dist_nodes(d) > 1 && cf_dist_local_size(d) > 1 && cf_dist_uniform_nodes(d);
+    return cf_dist_group_nodes(g) > 1 && cf_dist_group_local_size(g) > 1 && cf_dist_group_uniform_nodes(g);
 }
 
 cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_config *pc, cf_error *err) {
@@ -427,6 +431,7 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
     }
     cf_grad_sync *s = cf_xcalloc(1, sizeof *s);
     s->dist = d;
+    s->group = cf_dist_group_of(d, CF_GROUP_DATA);
     s->pc = *pc;
     int64_t target = (int64_t)(pc->bucket_size_mb * 1024.0 * 1024.0 / sizeof(float));
     if (target < 1) target = 1;
@@ -441,7 +446,7 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
     int64_t largest = 0;
     for (int b = 0; b < s->n_buckets; b++)
         if (s->buckets[b].end - s->buckets[b].begin > largest) largest = s->buckets[b].end - s->buckets[b].begin;
-    bool zero = pc->optimizer_shard, hier = !zero && use_hierarchical(d, pc->hierarchical_allreduce);
+    bool zero = pc->optimizer_shard, hier = !zero && use_hierarchical(s->group, pc->hierarchical_allreduce);
     if (zero && pc->gradient_compression != CF_COMPRESSION_NONE) {
         cf_fail(err, "parallel_config.optimizer_shard with gradient_compression=onebit is not supported: choose one");
         free_rows(s);
@@ -449,7 +454,7 @@ cf_grad_sync *cf_grad_sync_create(cf_graph *g, cf_dist *d, const cf_parallel_con
         free(s);
         return NULL;
     }
-    if (cf_allreduce_init(&s->algo, d, hier, pc->gradient_compression == CF_COMPRESSION_ONEBIT, pc->comm_timeout,
+    if (cf_allreduce_init(&s->algo, s->group, hier, pc->gradient_compression == CF_COMPRESSION_ONEBIT, pc->comm_timeout,
                           g->param_elems, largest, err) != 0 ||
         (zero && shard_optimizer(s, g, largest, err) != 0) || insert_nodes(s, g, err) != 0) {
         cf_allreduce_free(&s->algo);
@@ -512,12 +517,12 @@ const cf_grad_sync_span *cf_grad_sync_spans(const cf_grad_sync *s, int *n) {
 }
 
 void cf_grad_sync_describe(const cf_grad_sync *s, char *buf, size_t size) {
-    const cf_dist *d = s->dist;
-    int len = snprintf(buf, size, "%d ranks, %d gradient buckets of about %.1f MiB, %s", cf_dist_size(d), s->n_buckets,
-                       s->pc.bucket_size_mb, s->pc.overlap_comm ? "overlapped with backward" : "after backward");
+    const cf_dist_group *d = s->group;
+    int len = snprintf(buf, size, "%d ranks, %d gradient buckets of about %.1f MiB, %s", cf_dist_group_size(d),
+                       s->n_buckets, s->pc.bucket_size_mb, s->pc.overlap_comm ? "overlapped with backward" : "after backward");
     if (len > 0 && (size_t)len < size && s->algo.hierarchical)
-        len += snprintf(buf + len, size - (size_t)len, ", hierarchical over %d nodes x %d", cf_dist_nodes(d),
-                        cf_dist_local_size(d));
+        len += snprintf(buf + len, size - (size_t)len, ", hierarchical over %d nodes x %d", cf_dist_group_nodes(d),
+                        cf_dist_group_local_size(d));
     if (len > 0 && (size_t)len < size && s->n_rows)
         len += snprintf(buf + len, size - (size_t)len, ", embedding rows exchanged sparsely");
     if (len > 0 && (size_t)len < size && s->bounds)
@@ -530,7 +535,7 @@ bool cf_grad_sync_sharded(const cf_grad_sync *s) { return s && s->bounds; }
 
 int cf_grad_sync_gather_moments(cf_grad_sync *s, const float *shard_m, const float *shard_v, float **m, float **v,
                                 cf_error *err) {
-    int ranks = cf_dist_size(s->dist), rank = cf_dist_rank(s->dist);
+    int ranks = cf_dist_group_size(s->group), rank = cf_dist_group_rank(s->group);
     int *counts = cf_xmalloc(sizeof(int) * 2 * (size_t)ranks), *displs = counts + ranks;
     for (int r = 0; r < ranks; r++) {
         counts[r] = (int)(s->bounds[r + 1] - s->bounds[r]);
@@ -539,9 +544,9 @@ int cf_grad_sync_gather_moments(cf_grad_sync *s, const float *shard_m, const flo
     size_t all = sizeof(float) * (size_t)s->bounds[ranks];
     *m = rank == 0 ? cf_xmalloc(all) : NULL;
     *v = rank == 0 ? cf_xmalloc(all) : NULL;
-    MPI_Comm world = s->dist->world;
-    int rc = MPI_Gatherv(shard_m, counts[rank], MPI_FLOAT, *m, counts, displs, MPI_FLOAT, 0, world);
-    if (rc == MPI_SUCCESS) rc = MPI_Gatherv(shard_v, counts[rank], MPI_FLOAT, *v, counts, displs, MPI_FLOAT, 0, world);
+    MPI_Comm comm = s->group->comm;
+    int rc = MPI_Gatherv(shard_m, counts[rank], MPI_FLOAT, *m, counts, displs, MPI_FLOAT, 0, comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Gatherv(shard_v, counts[rank], MPI_FLOAT, *v, counts, displs, MPI_FLOAT, 0, comm);
     free(counts);
     if (cf_dist_check(rc, "MPI_Gatherv (optimizer moments)", err) == 0) return 0;
     free(*m);

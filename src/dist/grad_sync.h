@@ -9,6 +9,10 @@
  * earlier layers. Buckets are contiguous ranges of the gradient block, reduced in place:
  * nothing is copied or allocated per step.
  *
+ * The ranks are those of the data-parallel group (cf_dist_group_of(d, CF_GROUP_DATA)):
+ * every rank with this rank's tensor rank and pipeline stage; with model_parallel =
+ * pipeline_stage = 1 that is the world, on the world's own communicators.
+ *
  * The reduction is a sum (the loss is scaled by 1 / (ranks x accumulation steps), so the
  * sum is the mean gradient of the global batch) by one of the algorithms in allreduce.c:
  * MPI's MPI_Iallreduce; hierarchical (reduce inside the node, all-reduce among node

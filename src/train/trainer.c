@@ -141,20 +141,29 @@ static void keep_global_batch(cf_trainer *t, int64_t planned) {
     rc->gradient_accumulation_steps = per_rank / batch;
 }
 
-/* The data-parallel world: parallel_config.data_parallel must match it (0 takes it; so
- * does the planned size of a job run on fewer ranks), and every rank must run the same
- * config (a different one would deadlock or diverge). */
+/* The data-parallel world: the layout of parallel_config (cf_dist_set_layout: data_parallel
+ * must be the job's size, 0 takes it; so does the planned size of a job run on fewer
+ * ranks), this rank's place in the data group, and every rank must run the same config
+ * (a different one would deadlock or diverge). Tensor and pipeline parallelism are not
+ * trained yet: model_parallel or pipeline_stage above 1 is refused here. */
 static int join_world(cf_trainer *t, cf_error *err) {
+    cf_parallel_config *pc = &t->cfg.parallel_config;
+    if (pc->model_parallel > 1 || pc->pipeline_stage > 1) {
+        bool tensor = pc->model_parallel > 1;
+        return cf_fail(err, "parallel_config.%s is %lld: %s parallelism is not implemented yet (only its process "
+                            "groups are); set it to 1", tensor ? "model_parallel" : "pipeline_stage",
+                       (long long)(tensor ? pc->model_parallel : pc->pipeline_stage), tensor ? "tensor" : "pipeline");
+    }
     t->dist = t->opts.dist;
-    t->rank = cf_dist_rank(t->dist);
-    t->world = cf_dist_size(t->dist);
-    int64_t want = t->cfg.parallel_config.data_parallel, planned = planned_ranks(t->world);
-    if (planned != t->world) keep_global_batch(t, planned);
-    if (want != 0 && want != t->world && want != planned)
-        return cf_fail(err, "parallel_config.data_parallel is %lld but the job has %d process%s (mpirun -n / cformers "
-                            "launch -n); set it to %d or 0", (long long)want, t->world, t->world == 1 ? "" : "es",
-                       t->world);
-    t->cfg.parallel_config.data_parallel = t->world;
+    int64_t planned = planned_ranks(cf_dist_size(t->dist));
+    cf_parallel_config layout = *pc;
+    if (planned != cf_dist_size(t->dist) && layout.data_parallel == planned) layout.data_parallel = 0;
+    if (cf_dist_set_layout(t->dist, &layout, err) != 0) return -1;
+    const cf_dist_group *data = cf_dist_group_of(t->dist, CF_GROUP_DATA);
+    t->rank = cf_dist_group_rank(data);
+    t->world = cf_dist_group_size(data);
+    if (planned != cf_dist_size(t->dist)) keep_global_batch(t, planned);
+    pc->data_parallel = t->world;
     if (t->rank != 0) t->opts.quiet = true;
     char *text = NULL;
     size_t len = 0;
