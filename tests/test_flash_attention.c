@@ -92,7 +92,7 @@ static attn_run build(const attn_case *c, attention_fn attend, bool bf16) {
     fill(r.k, 2, bf16);
     fill(r.v, 3, bf16);
     fill(r.dy, 4, false);
-    cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     return r;
 }
 

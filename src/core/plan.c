@@ -50,6 +50,17 @@ static void bind_storage(cf_plan *p, const cf_arena_layout *l) {
         memcpy(g->consts[i].tensor->data, g->consts[i].data, cf_tensor_bytes(g->consts[i].tensor));
 }
 
+/* Every node's op has a kernel in the backend's column (cf_op_def.kernels). */
+static int check_kernels(const cf_graph *g, cf_backend backend, cf_error *err) {
+    static const char *const names[CF_BACKEND_COUNT] = {[CF_BACKEND_CPU] = "CPU"};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const cf_node *n = g->nodes[i];
+        if (!n->op->kernels[backend])
+            return cf_fail(err, "op %s (node %d) has no %s kernel", n->op->name, n->index, names[backend]);
+    }
+    return 0;
+}
+
 static int check_mutations(const cf_graph *g, cf_error *err) {
     for (int i = 0; i < g->n_nodes; i++) {
         const cf_node *n = g->nodes[i];
@@ -62,12 +73,13 @@ static int check_mutations(const cf_graph *g, cf_error *err) {
 }
 
 cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
-    if (cf_graph_error(g, err) || check_mutations(g, err)) return NULL;
+    if (cf_graph_error(g, err) || check_mutations(g, err) || check_kernels(g, CF_BACKEND_CPU, err)) return NULL;
     if (g->n_params) cf_graph_blocks(g);
     cf_arena_layout l = {0};
     if (cf_arena_layout_compute(g, &l, err)) return NULL;
     cf_plan *p = cf_xcalloc(1, sizeof *p);
     p->graph = g;
+    p->backend = CF_BACKEND_CPU;
     p->report = l.report;
     size_t block = sizeof(float) * (size_t)(g->param_elems ? g->param_elems : 1);
     p->arena = alloc_zeroed(l.report.arena_bytes);

@@ -12,6 +12,7 @@
 #include "cformers/threads.h"
 
 #include "cformers/error.h"
+#include "core/kernel_status.h"
 #include "obs/clock.h"
 
 #include <immintrin.h>
@@ -50,6 +51,7 @@ typedef struct job {
     int n_tasks;
     atomic_int next_task;
     unsigned fp_mode; /* the dispatching thread's MXCSR */
+    cf_kernel_status *kernel_status; /* the dispatching thread's plan-run error slot, or NULL */
 } job;
 
 static struct {
@@ -131,7 +133,9 @@ static void *worker_main(void *arg) {
          * core/denormals.h), as a serial run would; the worker's own comes back after. */
         unsigned own_mode = _mm_getcsr();
         _mm_setcsr(pool.current.fp_mode);
+        cf_kernel_status_current = pool.current.kernel_status; /* its kernels report to the caller's run */
         run_job(&pool.current, thread);
+        cf_kernel_status_current = NULL;
         _mm_setcsr(own_mode);
         bool team = pool.current.team_fn != NULL; /* read before leaving: the next job may overwrite it */
         /* seq_cst against the caller's close then load of `left`: one of the two sees the other */
@@ -280,6 +284,7 @@ static void run_on_pool(job *j) {
     pool.current.ctx = j->ctx;
     pool.current.n_tasks = j->n_tasks;
     pool.current.fp_mode = _mm_getcsr();
+    pool.current.kernel_status = cf_kernel_status_current;
     atomic_store(&pool.current.next_task, 0);
     atomic_store(&pool.left, 0);
     unsigned gen = ticket_generation(atomic_load(&pool.ticket)) + 1;
