@@ -5,6 +5,8 @@
 . "$(dirname "$0")/lib_cli.sh"
 require_asset stories260K/tok512.model
 tok="$data/stories260K/tok512.model"
+PYTHON=/usr/bin/python3 # Debian's, with python3-numpy (scripts/install-deps.sh)
+"$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP: no numpy for tools/record_set_token.py"; exit 77; }
 head -c 20000 "$data/tinyshakespeare/input.txt" >"$tmp/corpus.txt" 2>/dev/null ||
     for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/corpus.txt"
 check "preprocess" 0 "$bin" preprocess --input "$tmp/corpus.txt" --tokenizer "$tok" --output "$tmp/rec" \
@@ -14,7 +16,7 @@ tiny_run --train_dataset.data_dir="$tmp/rec" --train_dataset.tokenizer="$tok" --
     --runner_config.train_steps=2 --output_dir="$tmp/run" --quiet
 check "train on the intact shard" 0 "$bin" train "${tiny[@]}"
 
-offset=$(python3 "$src/tools/record_set_token.py" "$shard" 10 600) || fail_because "cannot edit $shard"
+offset=$("$PYTHON" "$src/tools/record_set_token.py" "$shard" 10 600) || fail_because "cannot edit $shard"
 check "train on a shard with id 600 of a vocabulary of 512" 1 "$bin" train "${tiny[@]}" --output_dir="$tmp/bad"
 stderr_has "bad id" "train-00000.cfrec: offset $offset: token 10 has id 600 outside the vocabulary of 512"
 [ "$(grep -c . "$tmp/err")" = 1 ] || fail_because "bad id: not one line: $(cat "$tmp/err")"

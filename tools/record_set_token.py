@@ -6,23 +6,12 @@ that an id past the vocabulary is refused with the shard and offset named.
 
     record_set_token.py SHARD INDEX ID
 """
+import os
 import struct
 import sys
 
-_TABLE = []
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _TABLE.append(_c)
-
-
-def crc32c(data):
-    """CRC32C (Castagnoli), as cf_crc32c(0, data, len)."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = (crc >> 8) ^ _TABLE[(crc ^ b) & 0xFF]
-    return crc ^ 0xFFFFFFFF
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_reader import crc32c  # noqa: E402  (CRC32C, as cf_crc32c(0, data, len))
 
 
 def set_token(path, index, token_id):
