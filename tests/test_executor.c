@@ -214,7 +214,7 @@ static void check_denormals(void) {
 
 /* Same seed, same thread count: bit-identical; other thread counts: equal to rounding. */
 static void run_steps(int threads, float *loss_out, float *param_out) {
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     cf_model_config cfg = tiny(CF_ARCH_GPT2);
     trainer t;
     if (setup(&t, &cfg, 2, 8)) return;
@@ -229,7 +229,7 @@ static void check_reproducible(void) {
     run_steps(2, &l1, &p1);
     run_steps(2, &l2, &p2);
     run_steps(1, &l3, &p3);
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
     CHECK(l1 == l2 && p1 == p2);
     CHECK_NEAR(l1, l3, 1e-5);
     CHECK_NEAR(p1, p3, 1e-6);

@@ -134,7 +134,7 @@ static void check_backend_column(void) {
 
 int main(void) {
     for (int threads = 1; threads <= 2; threads++) {
-        cf_set_num_threads(threads);
+        cf_set_num_threads(threads, NULL);
         check_embedding();
         check_cross_entropy(false);
         check_cross_entropy(true);
