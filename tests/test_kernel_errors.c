@@ -3,7 +3,8 @@
  * cross-entropy and a fused linear cross-entropy fed an id past the vocabulary; a kernel
  * failing on a pool worker (not the calling thread) reaches the caller's run. The nodes
  * after the failing one do not run, the next run with good data succeeds, and a plan
- * refuses an op without a kernel for its backend, as the registry does. */
+ * refuses an op without a kernel for its backend, as the registry does. A plan whose
+ * memory the machine cannot give fails with an error instead of aborting. */
 #include <stdint.h>
 #include <string.h>
 
@@ -132,6 +133,22 @@ static void check_backend_column(void) {
     cf_graph_free(g);
 }
 
+/* ASan would report the 8 EiB request as an error of its own instead of returning NULL. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* 4 EiB of input and 4 of output: no machine has them, whatever its overcommit policy. */
+static void check_plan_out_of_memory(void) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *x = cf_graph_input(g, "x", CF_F32, 2, (int64_t[]){(int64_t)1 << 30, (int64_t)1 << 30});
+    cf_graph_keep(g, cf_nn_scale(g, x, 2.0f));
+    cf_error err = {{0}};
+    CHECK(cf_graph_error(g, &err) == 0);
+    CHECK(cf_plan_create(g, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "memory plan: out of memory for the arena (0 bytes), inputs (9223372036854775808)");
+    cf_graph_free(g);
+}
+
 int main(void) {
     for (int threads = 1; threads <= 2; threads++) {
         cf_set_num_threads(threads, NULL);
@@ -141,5 +158,6 @@ int main(void) {
         check_worker_thread(threads);
     }
     check_backend_column();
+    check_plan_out_of_memory();
     return test_finish();
 }

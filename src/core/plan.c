@@ -9,9 +9,10 @@
 #include "core/plan_internal.h"
 #include "core/plan_run.h"
 
+/* NULL when the memory is not there (the sizes come from the model: cf_plan_create fails). */
 static void *alloc_zeroed(size_t bytes) {
-    void *p = cf_aligned_alloc(bytes ? bytes : CF_PLAN_ALIGN);
-    memset(p, 0, bytes ? bytes : CF_PLAN_ALIGN);
+    void *p = cf_aligned_try_alloc(bytes ? bytes : CF_PLAN_ALIGN);
+    if (p) memset(p, 0, bytes ? bytes : CF_PLAN_ALIGN);
     return p;
 }
 
@@ -92,6 +93,13 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     p->adam_m = alloc_zeroed(moments);
     p->adam_v = alloc_zeroed(moments);
     p->step = alloc_zeroed(sizeof(int32_t));
+    if (!p->arena || !p->io || !p->params || !p->grads || !p->adam_m || !p->adam_v || !p->step) {
+        cf_fail(err, "memory plan: out of memory for the arena (%zu bytes), inputs (%zu), parameters and gradients "
+                "(2 x %zu) and AdamW moments (2 x %zu)", l.report.arena_bytes, l.report.io_bytes, block, moments);
+        cf_arena_layout_free(&l);
+        cf_plan_free(p);
+        return NULL;
+    }
     bind_storage(p, &l);
     cf_arena_layout_free(&l);
     cf_gemm_reserve_scratch(CF_F32); /* so no step allocates, whichever thread runs a product */
