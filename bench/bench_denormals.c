@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
         for (int state = 0; state < 2; state++) {
             set_state(&b, n, dormant, state == 1);
             double t0 = cf_clock_seconds();
-            cf_plan_run(plan, CF_PHASE_UPDATE);
+            cf_plan_run(plan, CF_PHASE_UPDATE, NULL);
             if (r >= 0) t[state][r] = cf_clock_seconds() - t0;
         }
     double clean = bench_median(t[0], runs), denormal = bench_median(t[1], runs);

@@ -78,10 +78,10 @@ typedef struct timing {
 /* One warm-up run (page faults, caches), then the median of `runs` timed ones. */
 static timing time_runs(cf_plan *p, unsigned phases, int runs) {
     double *t = calloc(2 * (size_t)runs, sizeof *t), *cpu = t + runs;
-    cf_plan_run(p, phases);
+    cf_plan_run(p, phases, NULL);
     for (int r = 0; r < runs; r++) {
         double t0 = cf_clock_seconds(), c0 = cpu_seconds();
-        cf_plan_run(p, phases);
+        cf_plan_run(p, phases, NULL);
         t[r] = cf_clock_seconds() - t0;
         cpu[r] = cpu_seconds() - c0;
     }
@@ -248,7 +248,7 @@ static int bench_steps(const bench_opts *o, const step_model *model) {
         for (int v = 0; v < N_VARIANTS; v++) {
             if (!plans[v]) continue;
             double t0 = cf_clock_seconds(), c0 = cpu_seconds();
-            cf_plan_run(plans[v], CF_PHASE_ALL);
+            cf_plan_run(plans[v], CF_PHASE_ALL, NULL);
             if (r >= 0) {
                 wall[v * o->runs + r] = cf_clock_seconds() - t0;
                 cpu[v * o->runs + r] = cpu_seconds() - c0;

@@ -279,7 +279,7 @@ static void measure(contender *cs, int n, const shape *s, buffers *b, int reps, 
 }
 
 static void set_threads(int threads) {
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     for (int i = 0; i < n_peers; i++) {
         if (peers[i].set_threads_int) peers[i].set_threads_int(threads);
         if (peers[i].set_threads_long) peers[i].set_threads_long(threads);

@@ -259,7 +259,7 @@ static int bench_checkpoint(const char *ckpt, cf_dtype dtype, int threads, long 
         fprintf(stderr, "bench_generate: %s\n", err.msg);
         return 1;
     }
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     int32_t bos = 1;
     float *logits = malloc(sizeof(float) * (size_t)cf_infer_config(m)->vocab_size);
     int rc = logits ? cf_infer_forward(m, &bos, 1, 0, logits, false, &err) : -1; /* warm-up: every weight once */
@@ -298,7 +298,7 @@ static int bench_model(const model_source *s, const float *stream, int runs) {
             return 1;
         }
         for (int threads = 1; threads <= 2; threads++) {
-            cf_set_num_threads(threads);
+            cf_set_num_threads(threads, NULL);
             double read_cpu, bandwidth = read_bandwidth_gbs(stream, runs, &read_cpu);
             speed sp;
             if (measure(m, s->prefill, s->decode, false, runs, &sp) != 0) return cf_infer_free(m), 1;

@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     }
     if (runs < 1 || runs > 16 || threads < 1 || batch < 1 || batch > 128)
         return fprintf(stderr, "bench_matvec: --runs 1..16, --threads >= 1, --batch 1..128\n"), 2;
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     float *x = cf_aligned_alloc(sizeof(float) * 2048 * (size_t)batch), *y = cf_aligned_alloc(sizeof(float) * 32000 * (size_t)batch);
     float *scratch = cf_aligned_alloc(sizeof(float) * (size_t)(matvec_pairs_floats(2048) * batch));
     fill(x, 2048 * (size_t)batch, 7);

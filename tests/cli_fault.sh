@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Disk errors seen from the command line (CFORMERS_FAULT, core/fault.h): `convert` and
 # `preprocess` that hit ENOSPC / EIO / a short write exit 1 with one line naming the file,
-# keep what an earlier run wrote, and leave no temporary file.
+# keep what an earlier run wrote, and leave no temporary file. A thread the system refuses
+# to `train` is one line and exit 1 too, not an abort.
 . "$(dirname "$0")/lib_cli.sh"
 hf="$src/tests/fixtures/infer/tiny_hf"
 
@@ -33,4 +34,9 @@ if [ -e "$tok" ]; then
         [ -z "$(find "$tmp/rec" -name '*.cfrec*' 2>/dev/null)" ] || fail_because "preprocess $fault: shards left behind"
     done
 fi
+
+tiny_run --runner_config.train_steps=2 --output_dir="$tmp/run" --quiet
+check "train thread:1" 1 env CFORMERS_FAULT=thread:1 "$bin" train "${tiny[@]}" --context.num_threads=2
+[ "$(grep -c . "$tmp/err")" = 1 ] || fail_because "train thread:1: not one line: $(cat "$tmp/err")"
+stderr_has "train thread:1" "context.num_threads: thread pool: cannot start thread 2 of 2 (pthread_create: "
 finish "cli fault"

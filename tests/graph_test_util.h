@@ -41,7 +41,7 @@ static inline cf_plan *graph_test_train_step(cf_model_graph *m, uint64_t seed, i
     graph_test_fill_ids(m->tokens, mul, 3, vocab);
     graph_test_fill_ids(m->targets, mul, 4, vocab);
     cf_tensor_i32(m->targets)[5] = -1;
-    cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     return plan;
 }
 

@@ -28,7 +28,7 @@ static inline void quant_kernels_every_isa(void (*check)(long rows, long in, con
                 if (isa >= CF_ISA_AVX2) twin(rows, widths[k]);
             }
         for (int threads = 1; threads <= 2; threads++) {
-            cf_set_num_threads(threads);
+            cf_set_num_threads(threads, NULL);
             check(big_rows, big_in, cf_isa_name((cf_isa)isa));
         }
     }

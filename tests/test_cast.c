@@ -35,7 +35,7 @@ int main(void) {
             cf_tensor_f32(x)[i] = in[i];
             cf_tensor_f32(dy)[i] = seed[i];
         }
-        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
         const cf_bf16 *h = x16->data;
         for (int i = 0; i < N; i++) {
             CHECK_MSG(h[i] == cf_f32_to_bf16(in[i]), "x16[%d] = 0x%04x, want 0x%04x", i, h[i], cf_f32_to_bf16(in[i]));

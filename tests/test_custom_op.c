@@ -49,7 +49,7 @@ static void cube_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, c
 }
 
 static const cf_op_def cube_op = {.name = "test.cube", .n_outputs = 1, .infer = cube_infer,
-                                  .forward = cube_forward, .backward = cube_backward};
+                                  .kernels[CF_BACKEND_CPU] = cube_forward, .backward = cube_backward};
 
 static cf_tensor *cube(cf_graph *g, cf_tensor *x) {
     cf_node *n = cf_graph_node_add(g, cf_op_find("test.cube"), (cf_tensor *[]){x}, 1, NULL);
@@ -62,7 +62,8 @@ int main(void) {
     EXPECT(cf_op_register(&cube_op, &err) == 0);
     EXPECT(cf_op_find("test.cube") == &cube_op);
     EXPECT(cf_op_register(&cube_op, &err) == -1 && strstr(err.msg, "already registered"));
-    static const cf_op_def clash = {.name = "matmul", .n_outputs = 1, .infer = cube_infer, .forward = cube_forward};
+    static const cf_op_def clash = {.name = "matmul", .n_outputs = 1, .infer = cube_infer,
+                                    .kernels[CF_BACKEND_CPU] = cube_forward};
     EXPECT(cf_op_register(&clash, &err) == -1 && strstr(err.msg, "matmul"));
 
     /* Gradient check of cube inside a small expression: sum-weighted cube(a) * b. */

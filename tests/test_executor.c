@@ -114,7 +114,7 @@ static void check_training(cf_arch arch, const char *what) {
     for (int step = 0; step < 12; step++) {
         atomic_store(&allocations, 0);
         atomic_store(&counting, step > 0);
-        cf_plan_run(t.plan, CF_PHASE_ALL);
+        CHECK(cf_plan_run(t.plan, CF_PHASE_ALL, NULL) == 0);
         atomic_store(&counting, false);
         allocs_after_first += atomic_load(&allocations);
         if (step == 0) first = loss_of(&t);
@@ -141,15 +141,15 @@ static void check_phases(void) {
     float *params = cf_tensor_f32(b.params), *grads = cf_tensor_f32(b.grads);
     float *before = malloc(sizeof(float) * (size_t)n), *once = malloc(sizeof(float) * (size_t)n);
     memcpy(before, params, sizeof(float) * (size_t)n);
-    cf_plan_run(t.plan, CF_PHASE_FORWARD);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_FORWARD, NULL) == 0);
     CHECK(memcmp(before, params, sizeof(float) * (size_t)n) == 0);
-    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     memcpy(once, grads, sizeof(float) * (size_t)n);
-    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     int mismatched = 0;
     for (int64_t i = 0; i < n; i++) mismatched += fabsf(grads[i] - 2.0f * once[i]) > 1e-6f + 1e-5f * fabsf(once[i]);
     CHECK_MSG(mismatched == 0, "%d gradients did not accumulate", mismatched);
-    cf_plan_run(t.plan, CF_PHASE_UPDATE);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_UPDATE, NULL) == 0);
     int nonzero = 0;
     for (int64_t i = 0; i < n; i++) nonzero += grads[i] != 0.0f;
     CHECK(nonzero == 0);
@@ -158,9 +158,9 @@ static void check_phases(void) {
 
     /* A non-finite gradient norm skips the step and clears the gradients. */
     memcpy(before, params, sizeof(float) * (size_t)n);
-    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     grads[3] = INFINITY;
-    cf_plan_run(t.plan, CF_PHASE_UPDATE);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_UPDATE, NULL) == 0);
     CHECK(isinf(*cf_tensor_f32(t.grad_norm)));
     CHECK(memcmp(before, params, sizeof(float) * (size_t)n) == 0);
     CHECK(*cf_tensor_i32(b.step) == 1 && grads[3] == 0.0f);
@@ -183,7 +183,7 @@ static void check_hook(void) {
     int expected[CF_PHASE_ALL + 1] = {0}, calls[CF_PHASE_ALL + 1] = {0};
     for (int i = 0; i < cf_graph_num_nodes(t.m.graph); i++) expected[cf_graph_node(t.m.graph, i)->phase]++;
     cf_plan_set_hook(t.plan, count_node, calls);
-    cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_UPDATE);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_FORWARD | CF_PHASE_UPDATE, NULL) == 0);
     CHECK(calls[CF_PHASE_FORWARD] == expected[CF_PHASE_FORWARD] && calls[CF_PHASE_UPDATE] == expected[CF_PHASE_UPDATE]);
     CHECK(calls[CF_PHASE_BACKWARD] == 0 && expected[CF_PHASE_BACKWARD] > 0);
     teardown(&t);
@@ -203,7 +203,7 @@ static void check_denormals(void) {
     for (int64_t i = 0; i < n; i++) m[i] = v[i] = 1e-39f; /* below 2^-126 */
     memset(cf_tensor_f32(b.grads), 0, sizeof(float) * (size_t)n);
     unsigned before = _mm_getcsr();
-    cf_plan_run(t.plan, CF_PHASE_UPDATE);
+    CHECK(cf_plan_run(t.plan, CF_PHASE_UPDATE, NULL) == 0);
     CHECK(_mm_getcsr() == before);
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++) kept += m[i] != 0.0f || v[i] != 0.0f;
@@ -214,11 +214,11 @@ static void check_denormals(void) {
 
 /* Same seed, same thread count: bit-identical; other thread counts: equal to rounding. */
 static void run_steps(int threads, float *loss_out, float *param_out) {
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     cf_model_config cfg = tiny(CF_ARCH_GPT2);
     trainer t;
     if (setup(&t, &cfg, 2, 8)) return;
-    for (int s = 0; s < 3; s++) cf_plan_run(t.plan, CF_PHASE_ALL);
+    for (int s = 0; s < 3; s++) CHECK(cf_plan_run(t.plan, CF_PHASE_ALL, NULL) == 0);
     *loss_out = loss_of(&t);
     *param_out = cf_tensor_f32(cf_graph_blocks(t.m.graph).params)[100];
     teardown(&t);
@@ -229,7 +229,7 @@ static void check_reproducible(void) {
     run_steps(2, &l1, &p1);
     run_steps(2, &l2, &p2);
     run_steps(1, &l3, &p3);
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
     CHECK(l1 == l2 && p1 == p2);
     CHECK_NEAR(l1, l3, 1e-5);
     CHECK_NEAR(p1, p3, 1e-6);

@@ -201,7 +201,8 @@ static void check_train_generate_interop(cf_arch a) {
     cf_infer_free(im);
 
     /* the training graph's forward on the generated sequence (seq[SEQ] is its last target) */
-    cf_trainer_gradients(t, seq);
+    double loss;
+    CHECK(cf_trainer_gradients(t, seq, &loss, NULL) == 0);
     const float *train_logits = cf_trainer_logits(t);
     float *prefill = infer_logits(ckpt, seq, SEQ, vocab);
     int compared = 0;

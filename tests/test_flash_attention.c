@@ -92,7 +92,7 @@ static attn_run build(const attn_case *c, attention_fn attend, bool bf16) {
     fill(r.k, 2, bf16);
     fill(r.v, 3, bf16);
     fill(r.dy, 4, false);
-    cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     return r;
 }
 
@@ -196,7 +196,7 @@ int main(void) {
     for (int isa = cf_isa_supported(); isa >= CF_ISA_SCALAR; isa--) {
         cf_isa_force((cf_isa)isa);
         for (int t = 0; t < 2; t++) {
-            cf_set_num_threads(thread_counts[t]);
+            cf_set_num_threads(thread_counts[t], NULL);
             printf("ISA %s (bf16 products: %s), %d threads\n", cf_isa_name((cf_isa)isa), bf16_product_name(),
                    thread_counts[t]);
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -208,7 +208,7 @@ int main(void) {
         gradcheck_flash(4, 1);
         /* the other bf16 units this CPU has (cf_bf16_unit_active picks one), one thread */
         cf_bf16_unit chosen = cf_bf16_unit_active();
-        cf_set_num_threads(1);
+        cf_set_num_threads(1, NULL);
         for (int u = 0; u < CF_BF16_UNIT_COUNT; u++) {
             if (u == (int)chosen || cf_bf16_unit_force((cf_bf16_unit)u) != 0) continue;
             CHECK(cf_bf16_unit_active() == (cf_bf16_unit)u);

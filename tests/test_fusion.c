@@ -166,7 +166,7 @@ static void check_op_chunks(void) {
         if (p) {
             cf_plan_init_params(p, 9);
             for (int r = 0; r < ROWS; r++) cf_tensor_i32(t)[r] = r % 7 == 3 ? -1 : (r * 5) % VOCAB;
-            cf_plan_run(p, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+            CHECK(cf_plan_run(p, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
             loss[fused] = *cf_tensor_f32(l);
             memcpy(grads[fused], cf_tensor_f32(x->grad), sizeof(float) * ROWS * DIM);
             memcpy(grads[fused] + ROWS * DIM, cf_tensor_f32(w->grad), sizeof(float) * VOCAB * DIM);

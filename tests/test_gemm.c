@@ -458,7 +458,7 @@ static void check_thread_counts(bool sanitized) {
     static const int counts[] = {1, 3, 4, 6, 7};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         if (sanitized && c % 2) continue;
-        cf_set_num_threads(counts[c]);
+        cf_set_num_threads(counts[c], NULL);
         CHECK(cf_num_threads() == counts[c]);
         for (int t = 0; t < 4; t++) {
             bool ta = t & 1, tb = t >> 1;
@@ -477,7 +477,7 @@ static void check_thread_counts(bool sanitized) {
         check_batched(2);
         check_batched(11);
     }
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
 }
 
 /* Grids that split only M or only N claim their row tiles or column units as the
@@ -488,7 +488,7 @@ static void check_thread_counts(bool sanitized) {
 static void check_claimed(void) {
     static const int counts[] = {2, 3};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
-        cf_set_num_threads(counts[c]);
+        cf_set_num_threads(counts[c], NULL);
         for (int ta = 0; ta < 2; ta++) {
             const shape shapes[] = {{ta, false, 4200, 40, 100, 1.0f, 0.5f},
                                     {ta, true, 600, 544, 520, 0.5f, 0.0f},
@@ -500,7 +500,7 @@ static void check_claimed(void) {
             }
         }
     }
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
 }
 
 static float g_bad[16];

@@ -125,7 +125,7 @@ int main(void) {
     cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok};
     CHECK_MSG(cf_import_llama2c(model, ckpt, &opt, &err) == 0, "%s", err.msg);
     for (int threads = 1; threads <= 2 && expected; threads++) {
-        cf_set_num_threads(threads);
+        cf_set_num_threads(threads, NULL);
         greedy_story(ckpt, CF_F32, expected);
     }
     greedy_story(ckpt, CF_BF16, expected);

@@ -114,7 +114,7 @@ static void check_autodiff_structure(void) {
         for (int i = 0; i < 6; i++) cf_tensor_f32(x)[i] = (float)i * 0.1f;
         cf_tensor_i32(targets)[0] = 1;
         cf_tensor_i32(targets)[1] = 2;
-        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
         float total = 0;
         for (int i = 0; i < 9; i++) total += fabsf(cf_tensor_f32(w->grad)[i]);
         CHECK(total > 0 && isfinite(total));
@@ -143,7 +143,7 @@ static void check_views(void) {
     cf_plan *plan = cf_plan_create(g, &err);
     CHECK(plan && v->view_of && v->data == v->view_of->data);
     for (int i = 0; i < 24; i++) cf_tensor_f32(x)[i] = (float)i;
-    cf_plan_run(plan, CF_PHASE_ALL);
+    CHECK(cf_plan_run(plan, CF_PHASE_ALL, NULL) == 0);
     CHECK(cf_tensor_f32(y)[23] == 46.0f);
     cf_plan_free(plan);
     cf_graph_free(g);
@@ -177,9 +177,9 @@ static void check_direct_accumulation(void) {
         int64_t n = cf_graph_param_elems(g);
         CHECK(n <= 128);
         float *grads = cf_tensor_f32(cf_graph_blocks(g).grads), once[128];
-        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
         memcpy(once, grads, sizeof(float) * (size_t)n);
-        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
         int bad = 0;
         for (int64_t i = 0; i < n; i++) bad += fabsf(grads[i] - 2.0f * once[i]) > 1e-5f * (1.0f + fabsf(once[i]));
         CHECK_MSG(bad == 0, "%d gradients did not accumulate", bad);

@@ -165,7 +165,7 @@ static void test_activations(long n) {
 
 int main(void) {
     for (int threads = 1; threads <= 2; threads++) {
-        cf_set_num_threads(threads);
+        cf_set_num_threads(threads, NULL);
         test_rmsnorm(3, 13);
         test_rmsnorm(257, 300);
         test_layernorm(2, 5);

@@ -1,10 +1,12 @@
 /* The loader: EOS packing, exact batches after a restore (also across epochs and with
  * any number of prefetch workers), disjoint rank shards that together equal one big
- * batch, per-epoch shuffles, and errors for unusable record directories. */
+ * batch, per-epoch shuffles, and errors for unusable record directories and for a
+ * loader thread the system refuses. */
 #include <unistd.h>
 
 #include "cformers/dataset.h"
 #include "cformers/records.h"
+#include "core/fault.h"
 #include "test_util.h"
 
 enum { VOCAB = 1000, EOS = 0, N_DOCS = 60 };
@@ -151,6 +153,14 @@ static void check_errors(const char *dir) {
     o.split = "test";
     CHECK(cf_dataset_open(&o, &err) == NULL);
     CHECK_CONTAINS(err.msg, "no test-");
+    /* The second of 3 prefetch threads is refused (EAGAIN): the open fails, naming it. */
+    o.split = "train";
+    o.seq_len = 8;
+    o.num_workers = 3;
+    cf_fault_arm(CF_FAULT_THREAD, 2, CF_FAULT_ENOSPC);
+    CHECK(cf_dataset_open(&o, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "cannot start loader thread 2 of 3 (train_dataset.num_parallel_workers)");
+    o.num_workers = 1;
     /* A shard from another tokenizer in the same split. */
     char other[4096];
     snprintf(other, sizeof other, "%s/mixed", dir);

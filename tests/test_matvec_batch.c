@@ -98,7 +98,7 @@ int main(void) {
     static const cf_dtype dtypes[] = {CF_F32, CF_BF16, CF_Q8_0, CF_Q4_0};
     static const long widths[] = {1, 15, 17, 33, 100};
     static const long row_counts[] = {3, 7, 13};
-    cf_set_num_threads(2);
+    cf_set_num_threads(2, NULL);
     for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
         CHECK(cf_isa_force((cf_isa)isa) == 0);
         const char *name = cf_isa_name((cf_isa)isa);

@@ -66,7 +66,7 @@ static void check_full_timeline(void) {
         cf_profiler_step_begin(p, step);
         cf_profiler_data_done(p);
         cf_plan_set_hook(plan, cf_profiler_node_done, p);
-        cf_plan_run(plan, CF_PHASE_ALL);
+        CHECK(cf_plan_run(plan, CF_PHASE_ALL, NULL) == 0);
         cf_plan_set_hook(plan, NULL, NULL);
         cf_profiler_step_end(p);
     }

@@ -47,7 +47,7 @@ static step run_step(const cf_model_config *cfg, const cf_context_config *ctx, c
     if (!s.plan) return s;
     float loss = *cf_tensor_f32(s.m.loss);
     fill_ids(s.m.tokens, 8); /* validation: forward only, the recomputing nodes do not run */
-    cf_plan_run(s.plan, CF_PHASE_FORWARD);
+    CHECK(cf_plan_run(s.plan, CF_PHASE_FORWARD, NULL) == 0);
     s.eval_loss = *cf_tensor_f32(s.m.loss);
     *cf_tensor_f32(s.m.loss) = loss;
     return s;

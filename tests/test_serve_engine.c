@@ -345,7 +345,7 @@ int main(void) {
     cf_error err;
     cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok};
     CHECK_MSG(cf_import_llama2c(model, ckpt, &opt, &err) == 0, "%s", err.msg);
-    cf_set_num_threads(2);
+    cf_set_num_threads(2, NULL);
     story_from_bos();
     batching();
     prefix_sharing();

@@ -122,7 +122,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
         if (cf_isa_force(isas[i]) != 0) continue;
         for (int threads = 1; threads <= 2; threads++) {
-            cf_set_num_threads(threads);
+            cf_set_num_threads(threads, NULL);
             char what[96];
             snprintf(what, sizeof what, "%s, %d threads, f32 cache", cf_isa_name(isas[i]), threads);
             compare(ckpt, CF_F32, CF_KV_F32, what);

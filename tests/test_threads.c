@@ -1,6 +1,8 @@
 /* The thread pool runs every task exactly once, gives concurrent tasks distinct thread
  * ids, runs nested calls serially, its team barrier orders phases, and several threads
- * of the program may call it at once; tasks run in the caller's floating-point mode. */
+ * of the program may call it at once; tasks run in the caller's floating-point mode.
+ * Resizing from inside a task, and a thread the system refuses, are errors the caller
+ * gets back (the process goes on, on the threads the pool has). */
 #include <immintrin.h>
 #include <pthread.h>
 #include <time.h>
@@ -9,6 +11,7 @@
 
 #include "cformers/threads.h"
 #include "core/denormals.h"
+#include "core/fault.h"
 #include "test_util.h"
 
 enum { N_TASKS = 1000, MAX_THREADS = 64 };
@@ -99,7 +102,7 @@ static void *caller_main(void *arg) {
 }
 
 static void check_concurrent_callers(int threads) {
-    cf_set_num_threads(threads);
+    cf_set_num_threads(threads, NULL);
     atomic_int failures;
     atomic_init(&failures, 0);
     pthread_t callers[CALLERS];
@@ -110,21 +113,44 @@ static void check_concurrent_callers(int threads) {
     CHECK(atomic_load(&id_clash) == 0);
 }
 
-/* A pool task that resizes the pool would wait for its own job: it must stop with a
- * message instead of hanging. Run in a child process, before this process starts its
- * pool (a forked child has no workers). */
+/* A pool task that resizes the pool would wait for its own job: it gets an error instead
+ * of hanging, and the pool is unchanged. */
 static void resize_task(void *ctx, int task, int thread) {
-    (void)ctx, (void)task, (void)thread;
-    cf_set_num_threads(3);
+    (void)thread;
+    cf_error *errs = ctx;
+    CHECK(cf_set_num_threads(3, &errs[task]) == -1);
 }
 
-static void resize_inside_task(void) { cf_parallel_for(2, resize_task, NULL); }
+static void check_resize_inside_task(void) {
+    cf_set_num_threads(2, NULL);
+    cf_error errs[2] = {{{0}}, {{0}}};
+    cf_parallel_for(2, resize_task, errs);
+    for (int i = 0; i < 2; i++) CHECK_CONTAINS(errs[i].msg, "cf_set_num_threads called from inside a pool task");
+    CHECK(cf_num_threads() == 2);
+}
+
+/* The system refuses the pool's third thread (the fault hook's EAGAIN, as at a thread
+ * limit): resizing to 4 fails naming it, and the pool runs every task on the 2 it has. */
+static void check_refused_thread(void) {
+    cf_set_num_threads(1, NULL);
+    cf_fault_arm(CF_FAULT_THREAD, 2, CF_FAULT_ENOSPC);
+    cf_error err = {{0}};
+    CHECK(cf_set_num_threads(4, &err) == -1);
+    CHECK_CONTAINS(err.msg, "cannot start thread 3 of 4 (pthread_create: Resource temporarily unavailable); running on 2");
+    CHECK(cf_num_threads() == 2);
+    for (int i = 0; i < N_TASKS; i++) atomic_store(&counts[i], 0);
+    cf_parallel_for(N_TASKS, count_task, counts);
+    int wrong = 0;
+    for (int i = 0; i < N_TASKS; i++) wrong += atomic_load(&counts[i]) != 1;
+    CHECK(wrong == 0);
+    CHECK(cf_set_num_threads(3, &err) == 0 && cf_num_threads() == 3); /* the fault fired once */
+}
 
 /* A child forked while the pool runs has none of its workers: its jobs must still run
  * (it starts new ones) rather than wait for threads that are gone. The child reports by
  * its exit status; one that hangs is killed after a while and counts as a failure. */
 static void check_fork(void) {
-    cf_set_num_threads(3);
+    cf_set_num_threads(3, NULL);
     cf_parallel_for(N_TASKS, count_task, counts); /* the workers are up */
     fflush(stdout);
     pid_t pid = fork();
@@ -159,7 +185,7 @@ static void straggling_task(void *ctx, int task, int thread) {
 }
 
 static void check_after_straggler(void) {
-    cf_set_num_threads(2);
+    cf_set_num_threads(2, NULL);
     for (int rep = 0; rep < 3; rep++) {
         atomic_int ran = 0;
         cf_parallel_for(64, straggling_task, &ran);
@@ -175,9 +201,10 @@ static void check_after_straggler(void) {
 
 int main(void) {
     check_after_straggler();
-    check_aborts(resize_inside_task, "cf_set_num_threads called from inside a pool task");
+    check_resize_inside_task();
+    check_refused_thread();
     for (int threads = 1; threads <= 4; threads++) {
-        cf_set_num_threads(threads);
+        cf_set_num_threads(threads, NULL);
         CHECK(cf_num_threads() == threads);
         for (int rep = 0; rep < 20; rep++) {
             for (int i = 0; i < N_TASKS; i++) atomic_store(&counts[i], 0);
@@ -214,6 +241,6 @@ int main(void) {
     check_concurrent_callers(1);
     check_concurrent_callers(3);
     check_fork();
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
     return test_finish();
 }

@@ -42,14 +42,14 @@ int main(void) {
     CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
     CHECK(cf_usable_cores() == 1);
     CHECK(default_under(NULL, NULL) == 1);
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
     CHECK(cf_num_threads() == 1);
     CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
 
     /* CFORMERS_THREADS overrides; a value that is no count in 1..1024 is ignored. */
     setenv("CFORMERS_THREADS", "3", 1);
     CHECK(default_under("2", NULL) == 3);
-    cf_set_num_threads(0);
+    cf_set_num_threads(0, NULL);
     CHECK(cf_num_threads() == 3);
     setenv("CFORMERS_THREADS", "many", 1);
     CHECK(default_under(NULL, NULL) == cores);

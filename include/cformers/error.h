@@ -35,6 +35,9 @@ void *cf_xrealloc(void *ptr, size_t size);
 char *cf_xstrdup(const char *s);
 /* 64-byte aligned allocation (cache line and AVX-512 vector); free with cf_aligned_free. */
 void *cf_aligned_alloc(size_t size);
+/* The same, returning NULL when the memory is not there: for blocks whose size comes from
+ * the input (a memory plan's arena), so the caller can fail with an error naming it. */
+void *cf_aligned_try_alloc(size_t size);
 void cf_aligned_free(void *ptr);
 
 /* An internal invariant, checked in every build (as GGML_ASSERT): on failure prints the

@@ -1,8 +1,8 @@
 /* The op registry: what a graph node can compute.
  *
- * An op is described by a cf_op_def: a shape/dtype rule, a forward kernel, an optional
- * backward rule that appends the gradient nodes to the graph, and an optional workspace
- * size. The built-in ops (graph.h) are registered this way too, and users add their own
+ * An op is described by a cf_op_def: a shape/dtype rule, a forward kernel per backend
+ * (its `kernels` column; CPU today), an optional backward rule that appends the gradient
+ * nodes to the graph, and an optional workspace size. The built-in ops (graph.h) are registered this way too, and users add their own
  * with cf_op_register() and put them in a graph with cf_graph_node_add():
  *
  *     static int sq_infer(cf_node *n, cf_error *err) {
@@ -14,11 +14,14 @@
  *         dx[0] = cf_mul(g, dy[0], cf_scale(g, n->inputs[0], 2.0f));
  *     }
  *     static const cf_op_def square = {.name = "square", .n_outputs = 1, .infer = sq_infer,
- *                                       .forward = sq_forward, .backward = sq_backward};
+ *                                       .kernels[CF_BACKEND_CPU] = sq_forward, .backward = sq_backward};
  *     cf_op_register(&square, &err);
  *
  * Kernels run on the caller's thread and may split work over the pool (threads.h).
- * They must not allocate: scratch memory comes from the workspace the op asks for. */
+ * They must not allocate: scratch memory comes from the workspace the op asks for. A
+ * kernel that meets bad data (a token id past the vocabulary) calls cf_kernel_fail and
+ * returns without reading or writing out of bounds; cf_plan_run then stops the step and
+ * returns the message, naming the op and node. */
 #ifndef CFORMERS_OP_H
 #define CFORMERS_OP_H
 #include "cformers/export.h"
@@ -41,6 +44,18 @@ extern "C" {
 
 typedef struct cf_graph cf_graph;
 typedef struct cf_op_def cf_op_def;
+typedef struct cf_node cf_node;
+
+/* Where a plan's kernels run and its memory lives. A graph is backend-neutral; the plan
+ * picks the backend and each op's kernel from the op's `kernels` column for it (see
+ * docs/graph.md, "A second backend"). */
+typedef enum cf_backend {
+    CF_BACKEND_CPU = 0,
+    CF_BACKEND_COUNT,
+} cf_backend;
+
+/* A forward kernel: computes node's outputs from its inputs. */
+typedef void (*cf_kernel_fn)(const cf_node *node);
 
 /* Which part of a training step a node belongs to. */
 typedef enum cf_phase {
@@ -58,7 +73,7 @@ typedef struct cf_attrs {
     const void *p;
 } cf_attrs;
 
-typedef struct cf_node {
+struct cf_node {
     const cf_op_def *op;
     int n_inputs, n_outputs;
     cf_tensor *inputs[CF_MAX_INPUTS];
@@ -78,7 +93,7 @@ typedef struct cf_node {
      * cf_plan_run(..., | CF_RUN_WEIGHTS_CURRENT) skips it, for the micro-batches of a step
      * after its first, when the weights have not moved since it ran. */
     bool weights_copy;
-} cf_node;
+};
 
 struct cf_op_def {
     const char *name;
@@ -88,9 +103,10 @@ struct cf_op_def {
     /* Sets dtype and shape of every output from the inputs and attrs (use the
      * cf_node_output* helpers); returns -1 with err set when the inputs do not fit. */
     int (*infer)(cf_node *node, cf_error *err);
-    /* Computes the outputs (and, for ops that update state, the inputs named by
-     * `mutates`) from the inputs. */
-    void (*forward)(const cf_node *node);
+    /* Per backend (cf_backend), the kernel that computes the outputs (and, for ops that
+     * update state, the inputs named by `mutates`) from the inputs. The CPU kernel is
+     * required; a plan on another backend refuses a graph with an op lacking its kernel. */
+    cf_kernel_fn kernels[CF_BACKEND_COUNT];
     /* Appends nodes to g that compute the gradients of the inputs. dy[k] is the gradient
      * of output k, NULL when none reaches it. Set dx[i] for each input i that has
      * requires_grad (leaving NULL means a zero gradient); its shape must equal input i's.
@@ -123,6 +139,14 @@ int cf_op_register(const cf_op_def *def, cf_error *err);
 
 /* The op registered under `name`, or NULL. Built-in ops are always present. */
 const cf_op_def *cf_op_find(const char *name);
+
+/* Called by a kernel that meets bad data (printf-style, one line: the offending value
+ * and where it is, e.g. "token id 999 at row 17 of tokens is outside the vocabulary of
+ * 512"). Safe from any pool thread; the first failure of a run is kept. The kernel then
+ * returns (finishing its work on the good data or not), and cf_plan_run returns -1 with
+ * "op (node N): message" once the node is done, running no later node. Only valid while
+ * cf_plan_run runs a kernel. */
+void cf_kernel_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Helpers for infer rules. */
 void cf_node_output(cf_node *node, int k, cf_dtype dtype, int ndim, const int64_t *shape);

@@ -71,8 +71,11 @@ void cf_plan_zero_grads(cf_plan *p);
  * evaluates (validation, gradient checks); FORWARD|BACKWARD accumulates gradients;
  * UPDATE applies the optimizer. Never allocates. Computes with denormal floats as zero
  * (each would cost a ~100-cycle assist; see gemm.h) and leaves the caller's
- * floating-point mode as it was; a node hook runs in the engine's mode. */
-void cf_plan_run(cf_plan *p, unsigned phases);
+ * floating-point mode as it was; a node hook runs in the engine's mode.
+ * Returns 0, or -1 when a kernel met bad data (cf_kernel_fail: a token id past the
+ * vocabulary): err then says "op (node N): what", the nodes after it did not run and
+ * the step's results are not to be used. */
+int cf_plan_run(cf_plan *p, unsigned phases, cf_error *err);
 /* A flag for cf_plan_run's phases: the parameters are unchanged since the last run, so
  * the nodes that copy them (cf_node.weights_copy) are skipped. */
 enum { CF_RUN_WEIGHTS_CURRENT = 16 };

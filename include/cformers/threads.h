@@ -20,6 +20,8 @@ CF_API_BEGIN
 
 #include <stdbool.h>
 
+#include "cformers/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -52,8 +54,11 @@ int cf_usable_cores(void);
  * mpirun started without binding them to cores, at least 1. */
 int cf_default_num_threads(void);
 /* Resizes the pool (n < 1 means the default), once any job running on it has finished.
- * Called from inside a pool task, it says so on stderr and aborts. */
-void cf_set_num_threads(int n);
+ * Fails, naming the reason, when called from inside a pool task (the pool is unchanged)
+ * or when the system refuses a thread: the pool then keeps the threads it could start
+ * (cf_num_threads says how many; results do not depend on it). The pool's first use
+ * sizes it to cf_default_num_threads() and says on stderr if it started fewer. */
+int cf_set_num_threads(int n, cf_error *err);
 /* True while the calling thread is running a pool task. */
 bool cf_in_parallel(void);
 

@@ -107,8 +107,9 @@ int cf_trainer_stop_signal(const cf_trainer *t);
  * micro-batches goes to *loss. */
 int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err);
 /* Forward and backward of one micro-batch (batch_size rows of seq_length + 1 ids) without
- * updating: the gradients are readable with cf_trainer_grad until cf_trainer_zero_grads. */
-double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens);
+ * updating: the loss goes to *loss, the gradients are readable with cf_trainer_grad until
+ * cf_trainer_zero_grads. Fails when a kernel meets bad data (an id past the vocabulary). */
+int cf_trainer_gradients(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err);
 void cf_trainer_zero_grads(cf_trainer *t);
 /* Mean loss over runner_config.eval_steps batches of the held-out split (always the same
  * batches, so evaluations are comparable). */

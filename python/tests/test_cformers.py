@@ -311,3 +311,26 @@ def test_trainer_mindformers_yaml_and_errors(tmp_path):
     t = cformers.Trainer(cfg, train_dataset=text, output_dir=tmp_path / "boom", callbacks=[boom])
     with pytest.raises(KeyError, match="from the callback"):
         t.train()
+
+
+def test_trainer_refuses_a_shard_with_an_id_past_the_vocabulary(tmp_path):
+    """A record shard holding a token id past the vocabulary raises CformersError naming the
+    shard, the offset and the id (tests/cli_bad_tokens.sh checks the CLI's exit 1)."""
+    tok = os.path.join(DATA, "stories260K", "tok512.model")
+    if not os.path.exists(tok):
+        pytest.skip(f"no {tok} (shared asset)")
+    text = _text(tmp_path)
+    cli("preprocess", "--input", str(text), "--tokenizer", tok, "--output", str(tmp_path / "rec"),
+        "--valid-fraction", "0", "--quiet")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("record_set_token", os.path.join(SRC, "tools", "record_set_token.py"))
+    edit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(edit)
+    offset = edit.set_token(str(tmp_path / "rec" / "train-00000.cfrec"), 10, 600)
+    overrides = {a[2:].split("=")[0].replace(".", "__"): a.split("=", 1)[1] for a in TINY}
+    overrides.update(train_dataset__tokenizer=tok, model__model_config__vocab_size=512, runner_config__train_steps=3,
+                     runner_config__eval_interval=0, train_dataset__eval_split=0)
+    with pytest.raises(cformers.CformersError,
+                       match=f"train-00000.cfrec: offset {offset}: token 10 has id 600 outside the vocabulary of 512"):
+        cformers.Trainer("tiny_shakespeare", train_dataset=str(tmp_path / "rec"), output_dir=tmp_path / "run",
+                         **overrides).train()

@@ -142,6 +142,10 @@ int cmd_bench(int argc, char **argv) {
     bench_args a = {.m = 1024, .n = 1024, .k = 1024, .reps = 5};
     int rc = parse_args(argc, argv, gemm, &a);
     if (rc) return rc;
-    if (a.threads) cf_set_num_threads((int)a.threads);
+    cf_error err;
+    if (a.threads && cf_set_num_threads((int)a.threads, &err) != 0) {
+        fprintf(stderr, "cformers bench: --threads: %s\n", err.msg);
+        return 1;
+    }
     return gemm ? bench_gemm(&a) : bench_peak(cf_num_threads());
 }

@@ -97,8 +97,11 @@ int cmd_generate(int argc, char **argv) {
     generate_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
-    if (a.threads) cf_set_num_threads((int)a.threads);
     cf_error err;
+    if (a.threads && cf_set_num_threads((int)a.threads, &err) != 0) {
+        fprintf(stderr, "cformers generate: --threads: %s\n", err.msg);
+        return 1;
+    }
     /* The cache holds the prompt and the new tokens, not the model's whole context; the
      * prompt is counted in tokens, which may be several per byte (a malformed UTF-8 byte
      * falls back to the three byte tokens of U+FFFD). */

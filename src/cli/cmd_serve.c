@@ -108,9 +108,12 @@ int cmd_serve(int argc, char **argv) {
     serve_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
-    if (a.threads) cf_set_num_threads((int)a.threads);
-    cli_block_stop_signals(); /* the server's threads inherit the mask */
     cf_error err = {{0}};
+    if (a.threads && cf_set_num_threads((int)a.threads, &err) != 0) {
+        fprintf(stderr, "cformers serve: --threads: %s\n", err.msg);
+        return 1;
+    }
+    cli_block_stop_signals(); /* the server's threads inherit the mask */
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = a.max_seq, .kv_cache = a.kv_cache};
     cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
     cf_serve_engine *e = m ? cf_serve_engine_new(m, &a.engine, &err) : NULL;

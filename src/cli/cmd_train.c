@@ -248,7 +248,10 @@ int cmd_train(int argc, char **argv) {
     }
     free(a.overrides);
     if (rc != 0) return rc;
-    if (cfg.context.num_threads > 0) cf_set_num_threads((int)cfg.context.num_threads);
+    if (cfg.context.num_threads > 0 && cf_set_num_threads((int)cfg.context.num_threads, &err) != 0) {
+        fprintf(stderr, "cformers train: context.num_threads: %s\n", err.msg);
+        return 1;
+    }
     cf_dist *dist = cf_dist_open(&err);
     if (!dist) {
         fprintf(stderr, "cformers train: %s\n", err.msg);

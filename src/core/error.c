@@ -60,16 +60,19 @@ char *cf_xstrdup(const char *s) {
 /* Blocks of 4 MiB and more (arenas, staging buffers, caches) are aligned to 2 MiB and
  * asked for transparent huge pages: a 1.3 GB buffer's first touch then faults 660 times,
  * not 330,000 (where THP is "madvise", as on Debian). */
-void *cf_aligned_alloc(size_t size) {
+void *cf_aligned_try_alloc(size_t size) {
     enum { HUGE = 2u << 20 };
     bool huge = size >= 2 * (size_t)HUGE;
     size_t align = huge ? HUGE : 64, rounded = (size + align - 1) & ~(align - 1);
+    if (rounded < size) return NULL; /* SIZE_MAX-ish: no such block */
     void *p = cf_fault_alloc() ? NULL : aligned_alloc(align, rounded ? rounded : 64);
 #ifdef MADV_HUGEPAGE
     if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
 #endif
-    return check_alloc(p, size);
+    return p;
 }
+
+void *cf_aligned_alloc(size_t size) { return check_alloc(cf_aligned_try_alloc(size), size); }
 
 void cf_aligned_free(void *ptr) { free(ptr); }
 

@@ -29,9 +29,10 @@ static int arm_spec(const char *spec, cf_error *err) {
     int m = 0;
     while (m < 3 && strcmp(mode, modes[m]) != 0) m++;
     bool write = strcmp(kind, "write") == 0 && got == 3, alloc = strcmp(kind, "alloc") == 0 && got == 2;
-    if (got < 2 || spec[end] || n < 1 || m == 3 || !(write || alloc))
-        return cf_fail(err, "CFORMERS_FAULT=%s: expected write:N:enospc|eio|short or alloc:N (N >= 1)", spec);
-    arm(write ? CF_FAULT_WRITE : CF_FAULT_ALLOC, n, (cf_fault_mode)m);
+    bool thread = strcmp(kind, "thread") == 0 && got == 2;
+    if (got < 2 || spec[end] || n < 1 || m == 3 || !(write || alloc || thread))
+        return cf_fail(err, "CFORMERS_FAULT=%s: expected write:N:enospc|eio|short, alloc:N or thread:N (N >= 1)", spec);
+    arm(write ? CF_FAULT_WRITE : alloc ? CF_FAULT_ALLOC : CF_FAULT_THREAD, n, (cf_fault_mode)m);
     return 0;
 }
 
@@ -73,3 +74,7 @@ size_t cf_fwrite(const void *data, size_t n, FILE *f) {
 }
 
 bool cf_fault_alloc(void) { return hit(CF_FAULT_ALLOC); }
+
+int cf_thread_create(pthread_t *t, void *(*fn)(void *), void *arg) {
+    return hit(CF_FAULT_THREAD) ? EAGAIN : pthread_create(t, NULL, fn, arg);
+}

@@ -9,9 +9,10 @@
 #include "core/plan_internal.h"
 #include "core/plan_run.h"
 
+/* NULL when the memory is not there (the sizes come from the model: cf_plan_create fails). */
 static void *alloc_zeroed(size_t bytes) {
-    void *p = cf_aligned_alloc(bytes ? bytes : CF_PLAN_ALIGN);
-    memset(p, 0, bytes ? bytes : CF_PLAN_ALIGN);
+    void *p = cf_aligned_try_alloc(bytes ? bytes : CF_PLAN_ALIGN);
+    if (p) memset(p, 0, bytes ? bytes : CF_PLAN_ALIGN);
     return p;
 }
 
@@ -50,6 +51,17 @@ static void bind_storage(cf_plan *p, const cf_arena_layout *l) {
         memcpy(g->consts[i].tensor->data, g->consts[i].data, cf_tensor_bytes(g->consts[i].tensor));
 }
 
+/* Every node's op has a kernel in the backend's column (cf_op_def.kernels). */
+static int check_kernels(const cf_graph *g, cf_backend backend, cf_error *err) {
+    static const char *const names[CF_BACKEND_COUNT] = {[CF_BACKEND_CPU] = "CPU"};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const cf_node *n = g->nodes[i];
+        if (!n->op->kernels[backend])
+            return cf_fail(err, "op %s (node %d) has no %s kernel", n->op->name, n->index, names[backend]);
+    }
+    return 0;
+}
+
 static int check_mutations(const cf_graph *g, cf_error *err) {
     for (int i = 0; i < g->n_nodes; i++) {
         const cf_node *n = g->nodes[i];
@@ -62,12 +74,13 @@ static int check_mutations(const cf_graph *g, cf_error *err) {
 }
 
 cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
-    if (cf_graph_error(g, err) || check_mutations(g, err)) return NULL;
+    if (cf_graph_error(g, err) || check_mutations(g, err) || check_kernels(g, CF_BACKEND_CPU, err)) return NULL;
     if (g->n_params) cf_graph_blocks(g);
     cf_arena_layout l = {0};
     if (cf_arena_layout_compute(g, &l, err)) return NULL;
     cf_plan *p = cf_xcalloc(1, sizeof *p);
     p->graph = g;
+    p->backend = CF_BACKEND_CPU;
     p->report = l.report;
     size_t block = sizeof(float) * (size_t)(g->param_elems ? g->param_elems : 1);
     p->arena = alloc_zeroed(l.report.arena_bytes);
@@ -80,6 +93,13 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     p->adam_m = alloc_zeroed(moments);
     p->adam_v = alloc_zeroed(moments);
     p->step = alloc_zeroed(sizeof(int32_t));
+    if (!p->arena || !p->io || !p->params || !p->grads || !p->adam_m || !p->adam_v || !p->step) {
+        cf_fail(err, "memory plan: out of memory for the arena (%zu bytes), inputs (%zu), parameters and gradients "
+                "(2 x %zu) and AdamW moments (2 x %zu)", l.report.arena_bytes, l.report.io_bytes, block, moments);
+        cf_arena_layout_free(&l);
+        cf_plan_free(p);
+        return NULL;
+    }
     bind_storage(p, &l);
     cf_arena_layout_free(&l);
     cf_gemm_reserve_scratch(CF_F32); /* so no step allocates, whichever thread runs a product */

@@ -6,6 +6,7 @@
 
 struct cf_plan {
     cf_graph *graph;
+    cf_backend backend; /* whose column of each op's kernels runs (CF_BACKEND_CPU today) */
     cf_memory_report report;
     char *arena, *io;
     float *params, *grads, *adam_m, *adam_v;

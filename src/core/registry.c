@@ -6,6 +6,12 @@
 #include "cformers/op.h"
 #include "kernels/graph_ops.h"
 
+/* Each op's kernels are a column per backend (cf_op_def.kernels). Adding a backend means
+ * filling its column in every op here, in the fused ops (kernels/fused_ops.h) and the
+ * gradient-sync ops (dist/grad_sync.c); cf_plan_create refuses a graph on a backend
+ * whose kernel an op lacks. This fails to compile until that is done. */
+_Static_assert(CF_BACKEND_COUNT == 1, "a new backend fills its kernels column in every op table (docs/graph.md)");
+
 static const cf_op_def *const builtin_ops[] = {
     &cf_op_add,           &cf_op_mul,           &cf_op_scale,
     &cf_op_add_broadcast, &cf_op_sum_leading,   &cf_op_reshape,
@@ -44,7 +50,8 @@ static void free_user_ops(void) { free(user.ops); }
 
 int cf_op_register(const cf_op_def *def, cf_error *err) {
     if (!def || !def->name || !*def->name) return cf_fail(err, "op registration: the op needs a name");
-    if (!def->infer || !def->forward) return cf_fail(err, "op %s: infer and forward are required", def->name);
+    if (!def->infer || !def->kernels[CF_BACKEND_CPU])
+        return cf_fail(err, "op %s: infer and the CPU kernel (kernels[CF_BACKEND_CPU]) are required", def->name);
     if (def->n_outputs < 0 || def->n_outputs > CF_MAX_OUTPUTS)
         return cf_fail(err, "op %s: %d outputs (at most %d)", def->name, def->n_outputs, CF_MAX_OUTPUTS);
     pthread_mutex_lock(&user.lock);

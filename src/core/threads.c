@@ -12,6 +12,8 @@
 #include "cformers/threads.h"
 
 #include "cformers/error.h"
+#include "core/fault.h"
+#include "core/kernel_status.h"
 #include "obs/clock.h"
 
 #include <immintrin.h>
@@ -50,6 +52,7 @@ typedef struct job {
     int n_tasks;
     atomic_int next_task;
     unsigned fp_mode; /* the dispatching thread's MXCSR */
+    cf_kernel_status *kernel_status; /* the dispatching thread's plan-run error slot, or NULL */
 } job;
 
 static struct {
@@ -131,7 +134,9 @@ static void *worker_main(void *arg) {
          * core/denormals.h), as a serial run would; the worker's own comes back after. */
         unsigned own_mode = _mm_getcsr();
         _mm_setcsr(pool.current.fp_mode);
+        cf_kernel_status_current = pool.current.kernel_status; /* its kernels report to the caller's run */
         run_job(&pool.current, thread);
+        cf_kernel_status_current = NULL;
         _mm_setcsr(own_mode);
         bool team = pool.current.team_fn != NULL; /* read before leaving: the next job may overwrite it */
         /* seq_cst against the caller's close then load of `left`: one of the two sees the other */
@@ -187,17 +192,32 @@ static void stop_workers(void) {
     pool.shutdown = false;
 }
 
-static void start_workers(int n) {
-    pool.n_threads = n;
+/* Starts workers 1 .. n-1. When the system refuses a thread (pthread_create: a thread or
+ * memory limit), the pool keeps the threads it has, at least the caller's (results do not
+ * depend on the thread count, only speed does), and this returns -1 saying so. Workers
+ * read n_threads only inside a job, which no one posts before this returns. */
+static int start_workers(int n, cf_error *err) {
     pool.start_generation = ticket_generation(atomic_load(&pool.ticket));
     pool.workers = cf_xcalloc((size_t)(n > 1 ? n - 1 : 1), sizeof(pthread_t));
-    for (int i = 1; i < n; i++) {
-        if (pthread_create(&pool.workers[i - 1], NULL, worker_main, (void *)(long)i) != 0) {
-            fprintf(stderr, "cformers: cannot start thread %d of %d\n", i, n);
-            abort();
+    int started = 1, rc = 0;
+    for (; started < n; started++) {
+        int e = cf_thread_create(&pool.workers[started - 1], worker_main, (void *)(long)started);
+        if (e != 0) {
+            rc = cf_fail(err, "thread pool: cannot start thread %d of %d (pthread_create: %s); running on %d", started + 1,
+                         n, strerror(e), started);
+            break;
         }
     }
+    pool.n_threads = started;
     pool.started = true;
+    return rc;
+}
+
+/* Starts the pool's workers where no caller can take an error (the first use, the first
+ * job after a fork): a refused thread is said on stderr and the pool runs on fewer. */
+static void start_workers_or_warn(int n) {
+    cf_error err;
+    if (start_workers(n, &err) != 0) fprintf(stderr, "cformers: %s\n", err.msg);
 }
 
 /* In a child forked from a process using the pool, only the forking thread exists: the
@@ -218,7 +238,7 @@ static void forget_workers_after_fork(void) {
 }
 
 static void init_pool(void) {
-    start_workers(cf_default_num_threads());
+    start_workers_or_warn(cf_default_num_threads());
     atexit(stop_workers);
     pthread_atfork(NULL, NULL, forget_workers_after_fork);
 }
@@ -228,19 +248,19 @@ int cf_num_threads(void) {
     return pool.n_threads;
 }
 
-void cf_set_num_threads(int n) {
-    if (tls_in_pool) { /* its job holds the pool: resizing would wait for itself */
-        fprintf(stderr, "cformers: cf_set_num_threads called from inside a pool task\n");
-        abort();
-    }
+int cf_set_num_threads(int n, cf_error *err) {
+    if (tls_in_pool) /* its job holds the pool: resizing would wait for itself */
+        return cf_fail(err, "cf_set_num_threads called from inside a pool task");
     pthread_once(&init_once, init_pool);
     if (n < 1) n = cf_default_num_threads();
+    int rc = 0;
     pthread_mutex_lock(&pool.dispatch_lock);
     if (n != pool.n_threads) {
         stop_workers();
-        start_workers(n);
+        rc = start_workers(n, err);
     }
     pthread_mutex_unlock(&pool.dispatch_lock);
+    return rc;
 }
 
 bool cf_in_parallel(void) { return tls_in_pool; }
@@ -280,6 +300,7 @@ static void run_on_pool(job *j) {
     pool.current.ctx = j->ctx;
     pool.current.n_tasks = j->n_tasks;
     pool.current.fp_mode = _mm_getcsr();
+    pool.current.kernel_status = cf_kernel_status_current;
     atomic_store(&pool.current.next_task, 0);
     atomic_store(&pool.left, 0);
     unsigned gen = ticket_generation(atomic_load(&pool.ticket)) + 1;
@@ -310,7 +331,7 @@ static void run_on_pool(job *j) {
 static void dispatch(job *j) {
     pthread_once(&init_once, init_pool);
     pthread_mutex_lock(&pool.dispatch_lock);
-    if (!pool.started) start_workers(pool.n_threads); /* first job after a fork */
+    if (!pool.started) start_workers_or_warn(pool.n_threads); /* first job after a fork */
     run_on_pool(j);
     pthread_mutex_unlock(&pool.dispatch_lock);
 }

@@ -318,11 +318,14 @@ static int write_json(const trainer *t, int32_t n_tokens, const int32_t (*merges
 int cf_bpe_train(const cf_bpe_train_options *opt, cf_error *err) {
     if (opt->vocab_size < 258) return cf_fail(err, "vocabulary size %d is below 258 (256 bytes, 1 merge, 1 special)", opt->vocab_size);
     int saved = cf_num_threads();
-    if (opt->threads > 0) cf_set_num_threads(opt->threads);
+    if (opt->threads > 0 && cf_set_num_threads(opt->threads, err) != 0) {
+        cf_set_num_threads(saved, NULL);
+        return -1;
+    }
     trainer t = {0};
     cf_strmap_init(&t.pair_index);
     int rc = count_words(&t, opt, err);
-    cf_set_num_threads(saved);
+    cf_set_num_threads(saved, NULL); /* as many as ran before */
     int32_t target = opt->vocab_size - 1, n_tokens = 256, n_merges = 0, cap_merges = 0;
     int32_t (*merges)[2] = NULL;
     cf_strmap token_ids; /* two merges can spell the same bytes; they share one token */

@@ -11,6 +11,7 @@
 
 #include "cformers/records.h"
 #include "core/checked.h"
+#include "core/fault.h"
 #include "obs/clock.h"
 #include "obs/profile.h"
 
@@ -52,7 +53,7 @@ struct cf_dataset {
     slot *slots;
     int depth;
     pthread_t *workers;
-    int n_workers;
+    int n_workers, n_running; /* asked for; started by the last start_workers */
     int workers_started; /* under lock: each worker's index */
     bool stop, running;
     uint64_t base_step;    /* global step (epoch * steps_per_epoch + step) of seq 0 */
@@ -189,11 +190,22 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void start_workers(cf_dataset *ds) {
+static void stop_workers(cf_dataset *ds);
+
+/* Starts the loader threads; when the system refuses one, stops those started and fails. */
+static int start_workers(cf_dataset *ds, cf_error *err) {
     ds->stop = false;
     ds->workers_started = 0;
-    for (int i = 0; i < ds->n_workers; i++) pthread_create(&ds->workers[i], NULL, worker_main, ds);
     ds->running = true;
+    for (ds->n_running = 0; ds->n_running < ds->n_workers; ds->n_running++) {
+        int e = cf_thread_create(&ds->workers[ds->n_running], worker_main, ds);
+        if (e != 0) {
+            stop_workers(ds);
+            return cf_fail(err, "%s: cannot start loader thread %d of %d (train_dataset.num_parallel_workers): %s",
+                           ds->dir, ds->n_running + 1, ds->n_workers, strerror(e));
+        }
+    }
+    return 0;
 }
 
 static void stop_workers(cf_dataset *ds) {
@@ -203,7 +215,7 @@ static void stop_workers(cf_dataset *ds) {
     ds->stop = true;
     pthread_cond_broadcast(&ds->space);
     pthread_mutex_unlock(&ds->lock);
-    for (int i = 0; i < ds->n_workers; i++) pthread_join(ds->workers[i], NULL);
+    for (int i = 0; i < ds->n_running; i++) pthread_join(ds->workers[i], NULL);
 }
 
 cf_dataset_options cf_dataset_default_options(void) {
@@ -285,7 +297,10 @@ cf_dataset *cf_dataset_open(const cf_dataset_options *opt, cf_error *err) {
         cf_dataset_close(ds);
         return NULL;
     }
-    if (!opt->start) start_workers(ds);
+    if (!opt->start && start_workers(ds, err) != 0) {
+        cf_dataset_close(ds);
+        return NULL;
+    }
     return ds;
 }
 
@@ -352,8 +367,7 @@ int cf_dataset_seek(cf_dataset *ds, const cf_dataset_position *pos, cf_error *er
     ds->base_step = pos->epoch * ds->steps_per_epoch + pos->step;
     ds->next_seq = ds->consumer_seq = 0;
     for (int i = 0; i < ds->depth; i++) ds->slots[i].ready = false;
-    start_workers(ds);
-    return 0;
+    return start_workers(ds, err);
 }
 
 cf_dataset_info cf_dataset_get_info(const cf_dataset *ds) {

@@ -193,8 +193,8 @@ int cf_preprocess(const cf_preprocess_options *opt, cf_preprocess_result *res, c
     r.train = cf_record_writer_open(opt->output_dir, "train", &ro, err);
     r.valid = r.train ? cf_record_writer_open(opt->output_dir, "valid", &ro, err) : NULL;
     int saved_threads = cf_num_threads();
-    if (opt->workers > 0) cf_set_num_threads(opt->workers);
     int rc = r.valid ? 0 : -1;
+    if (rc == 0 && opt->workers > 0) rc = cf_set_num_threads(opt->workers, err);
     for (int i = 0; rc == 0 && i < opt->n_inputs; i++) {
         size_t size;
         char *text = cf_map_file(opt->inputs[i], &size, err);
@@ -206,7 +206,7 @@ int cf_preprocess(const cf_preprocess_options *opt, cf_preprocess_result *res, c
         if (rc == 0) rc = flush_batch(&r, err); /* documents point into `text` */
         cf_unmap_file(text, size);
     }
-    cf_set_num_threads(saved_threads);
+    cf_set_num_threads(saved_threads, NULL); /* as many as ran before */
     if (rc == 0 && res->train_tokens + res->valid_tokens == 0)
         rc = cf_fail(err, "%s: no documents with any text in the input", opt->n_inputs ? opt->inputs[0] : "(no input)");
     if (rc == 0 && cf_record_writer_close(r.train, &res->train_shards, err) != 0) rc = -1;

@@ -116,15 +116,23 @@ static int check_index(cf_record_shard *s, const cf_record_header *h, const unsi
     return 0;
 }
 
-static int check_ids(cf_record_shard *s, cf_error *err) {
+/* Every id below the header's vocabulary size; a bad one is named with its token index
+ * and its byte offset (that of its zstd chunk when compressed). */
+static int check_ids(cf_record_shard *s, const cf_record_header *h, const unsigned char *base, cf_error *err) {
+    const cf_record_chunk *chunks = (const cf_record_chunk *)(base + h->index_offset);
+    bool zstd = h->flags & CF_RECORD_FLAG_ZSTD;
     int32_t buf[4096];
-    for (uint64_t i = 0; i < s->n_tokens; i += 4096) {
-        size_t n = s->n_tokens - i < 4096 ? (size_t)(s->n_tokens - i) : 4096;
-        cf_record_shard_read(s, i, n, buf);
-        for (size_t k = 0; k < n; k++)
-            if (buf[k] < 0 || buf[k] >= s->vocab_size)
-                return fail(s, err, sizeof(cf_record_header), "token %llu has id %d outside the vocabulary of %d",
-                            (unsigned long long)(i + k), buf[k], s->vocab_size);
+    for (uint32_t c = 0, first = 0; c < h->n_chunks; first += chunks[c].n_tokens, c++) {
+        for (uint32_t i = 0; i < chunks[c].n_tokens; i += 4096) {
+            size_t n = chunks[c].n_tokens - i < 4096 ? (size_t)(chunks[c].n_tokens - i) : 4096;
+            cf_record_shard_read(s, (uint64_t)first + i, n, buf);
+            for (size_t k = 0; k < n; k++)
+                if (buf[k] < 0 || buf[k] >= s->vocab_size)
+                    return fail(s, err, chunks[c].offset + (zstd ? 0 : (i + k) * (uint64_t)h->token_bytes),
+                                "token %llu has id %d outside the vocabulary of %d%s",
+                                (unsigned long long)first + i + k, buf[k], s->vocab_size,
+                                zstd ? " (in the zstd chunk at that offset)" : "");
+        }
     }
     return 0;
 }
@@ -161,7 +169,7 @@ int cf_record_shard_open(cf_record_shard *s, const char *path, cf_error *err) {
     s->n_docs = h.n_docs;
     s->n_tokens = h.n_tokens;
     if (check_chunks(s, &h, s->map, err) != 0 || check_index(s, &h, s->map, err) != 0) return -1;
-    return check_ids(s, err);
+    return check_ids(s, &h, s->map, err);
 }
 
 void cf_record_shard_close(cf_record_shard *s) {

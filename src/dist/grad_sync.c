@@ -142,7 +142,7 @@ static void start_forward(const cf_node *n) {
 }
 
 static const cf_op_def op_grad_sync_start = {.name = "grad_sync_start", .n_outputs = 0, .infer = infer_nothing,
-                                             .forward = start_forward, .mutates = 1u};
+                                             .kernels[CF_BACKEND_CPU] = start_forward, .mutates = 1u};
 
 /* grad_sync_wait: input the gradient block. Without overlap the buckets are handed over
  * here, all at once; either way the update starts when the last one is summed. A failed
@@ -172,7 +172,7 @@ static void wait_forward(const cf_node *n) {
 }
 
 static const cf_op_def op_grad_sync_wait = {.name = "grad_sync_wait", .n_outputs = 0, .infer = infer_nothing,
-                                            .forward = wait_forward, .mutates = 1u};
+                                            .kernels[CF_BACKEND_CPU] = wait_forward, .mutates = 1u};
 
 /* grad_sync_rows: inputs (side [V, D], ids, the gradient block), attrs.i[0] the rows
  * job. Runs after the lookup's backward in every micro-batch: marks the rows its ids hit,
@@ -191,7 +191,7 @@ static void rows_forward(const cf_node *n) {
 }
 
 static const cf_op_def op_grad_sync_rows = {.name = "grad_sync_rows", .n_outputs = 0, .infer = infer_nothing,
-                                            .forward = rows_forward, .mutates = 1u | 4u};
+                                            .kernels[CF_BACKEND_CPU] = rows_forward, .mutates = 1u | 4u};
 
 static void fail_update(cf_grad_sync *s, const char *what, const cf_error *err) {
     s->failed = true;
@@ -220,7 +220,7 @@ static void norm_forward(const cf_node *n) {
 }
 
 static const cf_op_def op_grad_sync_norm = {.name = "grad_sync_norm", .n_outputs = 0, .infer = infer_nothing,
-                                            .forward = norm_forward, .mutates = 1u};
+                                            .kernels[CF_BACKEND_CPU] = norm_forward, .mutates = 1u};
 
 /* grad_sync_gather (ZeRO-1): input the parameter block; every rank's updated shard is
  * sent to all. Not overlapped: the next forward needs every weight. */
@@ -237,7 +237,7 @@ static void gather_forward(const cf_node *n) {
 }
 
 static const cf_op_def op_grad_sync_gather = {.name = "grad_sync_gather", .n_outputs = 0, .infer = infer_nothing,
-                                              .forward = gather_forward, .mutates = 1u};
+                                              .kernels[CF_BACKEND_CPU] = gather_forward, .mutates = 1u};
 
 /* Adds a node of `op` right after the first node of `after` (UPDATE phase), over
  * `input`, or over that node's output when input is NULL. */

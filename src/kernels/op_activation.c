@@ -82,7 +82,7 @@ static void swiglu_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy,
 }
 
 const cf_op_def cf_op_swiglu = {.name = "swiglu", .n_outputs = 1, .infer = infer_swiglu,
-                                .forward = swiglu_forward, .backward = swiglu_backward};
+                                .kernels[CF_BACKEND_CPU] = swiglu_forward, .backward = swiglu_backward};
 
 cf_tensor *cf_nn_swiglu(cf_graph *g, cf_tensor *gate, cf_tensor *up) {
     return cf_op_apply(g, &cf_op_swiglu, (cf_tensor *[]){gate, up}, 2, NULL);
@@ -124,7 +124,7 @@ static void swiglu_backward_forward(const cf_node *n) {
 }
 
 const cf_op_def cf_op_swiglu_backward = {.name = "swiglu_backward", .n_outputs = 2, .infer = infer_swiglu_backward,
-                                         .forward = swiglu_backward_forward};
+                                         .kernels[CF_BACKEND_CPU] = swiglu_backward_forward};
 
 /* ---- gelu (tanh): y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) ---- */
 
@@ -134,8 +134,8 @@ static void gelu_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, c
     dx[0] = cf_op_apply(g, &cf_op_gelu_backward, (cf_tensor *[]){dy[0], n->inputs[0]}, 2, NULL);
 }
 
-const cf_op_def cf_op_gelu = {.name = "gelu", .n_outputs = 1, .infer = infer_elementwise, .forward = gelu_forward,
-                              .backward = gelu_backward};
+const cf_op_def cf_op_gelu = {.name = "gelu", .n_outputs = 1, .infer = infer_elementwise,
+                              .kernels[CF_BACKEND_CPU] = gelu_forward, .backward = gelu_backward};
 
 cf_tensor *cf_nn_gelu(cf_graph *g, cf_tensor *x) { return cf_op_apply(g, &cf_op_gelu, (cf_tensor *[]){x}, 1, NULL); }
 
@@ -155,4 +155,4 @@ static void gelu_backward_forward(const cf_node *n) {
 }
 
 const cf_op_def cf_op_gelu_backward = {.name = "gelu_backward", .n_outputs = 1, .infer = infer_elementwise,
-                                       .forward = gelu_backward_forward};
+                                       .kernels[CF_BACKEND_CPU] = gelu_backward_forward};

@@ -77,7 +77,7 @@ static void attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *
 }
 
 const cf_op_def cf_op_attention = {.name = "attention", .n_outputs = 2, .infer = infer_attention,
-                                   .forward = attention_forward, .backward = attention_backward};
+                                   .kernels[CF_BACKEND_CPU] = attention_forward, .backward = attention_backward};
 
 cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
     return cf_op_apply(g, &cf_op_attention, (cf_tensor *[]){q, k, v}, 3, NULL);
@@ -159,5 +159,5 @@ static size_t attention_backward_workspace(const cf_node *n) {
 
 const cf_op_def cf_op_attention_backward = {.name = "attention_backward", .n_outputs = 3,
                                             .infer = infer_attention_backward,
-                                            .forward = attention_backward_forward,
+                                            .kernels[CF_BACKEND_CPU] = attention_backward_forward,
                                             .workspace = attention_backward_workspace};

@@ -41,8 +41,8 @@ static void cast_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, c
     dx[0] = cf_nn_cast(g, dy[0], n->inputs[0]->dtype);
 }
 
-const cf_op_def cf_op_cast = {.name = "cast", .n_outputs = 1, .infer = infer_cast, .forward = cast_forward,
-                              .backward = cast_backward};
+const cf_op_def cf_op_cast = {.name = "cast", .n_outputs = 1, .infer = infer_cast,
+                              .kernels[CF_BACKEND_CPU] = cast_forward, .backward = cast_backward};
 
 cf_tensor *cf_nn_cast(cf_graph *g, cf_tensor *x, cf_dtype dtype) {
     if (x && x->dtype == dtype) return x;

@@ -2,9 +2,6 @@
  * lse = max + log(sum exp(x - max)) (stable), loss_r = lse - x[target]. lse is saved so
  * the backward is one pass: dlogits = (exp(x - lse) - onehot(target)) * dloss / n_valid.
  * Rows whose target is negative are ignored (PyTorch's ignore_index). */
-#include <stdio.h>
-#include <stdlib.h>
-
 #include "kernels/exp_rows.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -18,12 +15,14 @@ typedef struct ce_job {
     float grad_scale;
 } ce_job;
 
+/* Row r's target; negative (ignored) for ignore_index and, reported so the run stops
+ * after this node, for an id past the vocabulary. */
 static long target_of(const ce_job *j, long r) {
     int32_t t = j->targets[r];
     if (t >= j->vocab) {
-        fprintf(stderr, "cformers: cross_entropy: %s[%ld] = %d is outside [0, %ld)\n", j->targets_tensor->name, r, t,
-                j->vocab);
-        abort();
+        cf_kernel_fail("target id %d at row %ld of %s is outside the vocabulary of %ld", t, r, j->targets_tensor->name,
+                       j->vocab);
+        return -1;
     }
     return t;
 }
@@ -78,8 +77,8 @@ static void cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tensor *con
 }
 
 const cf_op_def cf_op_cross_entropy = {.name = "cross_entropy", .n_outputs = 2, .infer = infer_cross_entropy,
-                                       .forward = cross_entropy_forward, .backward = cross_entropy_backward,
-                                       .workspace = cross_entropy_workspace};
+                                       .kernels[CF_BACKEND_CPU] = cross_entropy_forward,
+                                       .backward = cross_entropy_backward, .workspace = cross_entropy_workspace};
 
 cf_tensor *cf_nn_cross_entropy(cf_graph *g, cf_tensor *logits, cf_tensor *targets) {
     return cf_op_apply(g, &cf_op_cross_entropy, (cf_tensor *[]){logits, targets}, 2, NULL);
@@ -119,4 +118,4 @@ static void cross_entropy_backward_forward(const cf_node *n) {
 
 const cf_op_def cf_op_cross_entropy_backward = {.name = "cross_entropy_backward", .n_outputs = 1,
                                                 .infer = infer_cross_entropy_backward,
-                                                .forward = cross_entropy_backward_forward};
+                                                .kernels[CF_BACKEND_CPU] = cross_entropy_backward_forward};

@@ -63,12 +63,12 @@ static void scale_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, 
     dx[0] = cf_nn_scale(g, dy[0], (float)n->attrs.f[0]);
 }
 
-const cf_op_def cf_op_add = {.name = "add", .n_outputs = 1, .infer = infer_same_f32, .forward = add_forward,
-                             .backward = add_backward};
-const cf_op_def cf_op_mul = {.name = "mul", .n_outputs = 1, .infer = infer_same_f32, .forward = mul_forward,
-                             .backward = mul_backward};
-const cf_op_def cf_op_scale = {.name = "scale", .n_outputs = 1, .infer = infer_same_f32, .forward = scale_forward,
-                               .backward = scale_backward};
+const cf_op_def cf_op_add = {.name = "add", .n_outputs = 1, .infer = infer_same_f32,
+                             .kernels[CF_BACKEND_CPU] = add_forward, .backward = add_backward};
+const cf_op_def cf_op_mul = {.name = "mul", .n_outputs = 1, .infer = infer_same_f32,
+                             .kernels[CF_BACKEND_CPU] = mul_forward, .backward = mul_backward};
+const cf_op_def cf_op_scale = {.name = "scale", .n_outputs = 1, .infer = infer_same_f32,
+                               .kernels[CF_BACKEND_CPU] = scale_forward, .backward = scale_backward};
 
 cf_tensor *cf_nn_add(cf_graph *g, cf_tensor *a, cf_tensor *b) { return cf_op_apply(g, &cf_op_add, (cf_tensor *[]){a, b}, 2, NULL); }
 cf_tensor *cf_nn_mul(cf_graph *g, cf_tensor *a, cf_tensor *b) { return cf_op_apply(g, &cf_op_mul, (cf_tensor *[]){a, b}, 2, NULL); }
@@ -111,7 +111,8 @@ static void add_broadcast_backward(cf_graph *g, const cf_node *n, cf_tensor *con
 }
 
 const cf_op_def cf_op_add_broadcast = {.name = "add_broadcast", .n_outputs = 1, .infer = infer_add_broadcast,
-                                       .forward = add_broadcast_forward, .backward = add_broadcast_backward};
+                                       .kernels[CF_BACKEND_CPU] = add_broadcast_forward,
+                                       .backward = add_broadcast_backward};
 
 cf_tensor *cf_nn_add_broadcast(cf_graph *g, cf_tensor *x, cf_tensor *b) {
     return cf_op_apply(g, &cf_op_add_broadcast, (cf_tensor *[]){x, b}, 2, NULL);
@@ -152,7 +153,7 @@ static void sum_leading_forward(const cf_node *n) {
 
 /* Only appears in backward passes, so it needs no backward of its own. */
 const cf_op_def cf_op_sum_leading = {.name = "sum_leading", .n_outputs = 1, .infer = infer_sum_leading,
-                                     .forward = sum_leading_forward, .accumulate_outputs = 1u};
+                                     .kernels[CF_BACKEND_CPU] = sum_leading_forward, .accumulate_outputs = 1u};
 
 cf_tensor *cf_nn_sum_leading(cf_graph *g, cf_tensor *x, int ndim) {
     cf_attrs attrs = {.i = {ndim}};

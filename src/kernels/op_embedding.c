@@ -1,7 +1,5 @@
 /* embedding: rows of a [V, D] table gathered at i32 ids; its backward scatter-adds the
  * output gradient into a [V, D] table gradient. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cformers/threads.h"
@@ -17,12 +15,14 @@ typedef struct gather_job {
     bool accumulate; /* backward: add into dst instead of overwriting it */
 } gather_job;
 
+/* The id of row r, or -1 (reported: the run stops after this node) when it is outside
+ * the table. */
 static long checked_id(const gather_job *j, long r) {
     int32_t id = j->ids[r];
     if (id < 0 || id >= j->vocab) {
-        /* A kernel cannot return an error: bad ids are a caller bug the data loader should catch. */
-        fprintf(stderr, "cformers: embedding: %s[%ld] = %d is outside [0, %ld)\n", j->ids_tensor->name, r, id, j->vocab);
-        abort();
+        cf_kernel_fail("token id %d at row %ld of %s is outside the vocabulary of %ld", id, r, j->ids_tensor->name,
+                       j->vocab);
+        return -1;
     }
     return id;
 }
@@ -41,8 +41,11 @@ static int infer_embedding(cf_node *n, cf_error *err) {
 
 static void gather_rows(void *arg, long begin, long end) {
     gather_job *j = arg;
-    for (long r = begin; r < end; r++)
-        memcpy(j->dst + r * j->dim, j->src + checked_id(j, r) * j->dim, sizeof(float) * (size_t)j->dim);
+    for (long r = begin; r < end; r++) {
+        long id = checked_id(j, r);
+        if (id >= 0) memcpy(j->dst + r * j->dim, j->src + id * j->dim, sizeof(float) * (size_t)j->dim);
+        else memset(j->dst + r * j->dim, 0, sizeof(float) * (size_t)j->dim);
+    }
 }
 
 static void embedding_forward(const cf_node *n) {
@@ -58,7 +61,7 @@ static void embedding_backward(cf_graph *g, const cf_node *n, cf_tensor *const *
 }
 
 const cf_op_def cf_op_embedding = {.name = "embedding", .n_outputs = 1, .infer = infer_embedding,
-                                   .forward = embedding_forward, .backward = embedding_backward};
+                                   .kernels[CF_BACKEND_CPU] = embedding_forward, .backward = embedding_backward};
 
 cf_tensor *cf_nn_embedding(cf_graph *g, cf_tensor *weight, cf_tensor *ids) {
     return cf_op_apply(g, &cf_op_embedding, (cf_tensor *[]){weight, ids}, 2, NULL);
@@ -80,8 +83,10 @@ static void scatter_columns(void *arg, long begin, long end) {
     if (!j->accumulate)
         for (long v = 0; v < j->vocab; v++) memset(j->dst + v * j->dim + begin, 0, width);
     for (long r = 0; r < j->n_ids; r++) {
+        long id = checked_id(j, r);
+        if (id < 0) continue;
         const float *src = j->src + r * j->dim;
-        float *dst = j->dst + checked_id(j, r) * j->dim;
+        float *dst = j->dst + id * j->dim;
         for (long c = begin; c < end; c++) dst[c] += src[c];
     }
 }
@@ -95,5 +100,6 @@ static void embedding_backward_forward(const cf_node *n) {
 }
 
 const cf_op_def cf_op_embedding_backward = {.name = "embedding_backward", .n_outputs = 1,
-                                            .infer = infer_embedding_backward, .forward = embedding_backward_forward,
+                                            .infer = infer_embedding_backward,
+                                            .kernels[CF_BACKEND_CPU] = embedding_backward_forward,
                                             .accumulate_outputs = 1u};

@@ -61,8 +61,8 @@ static void flash_attention_backward(cf_graph *g, const cf_node *n, cf_tensor *c
 }
 
 const cf_op_def cf_op_flash_attention = {.name = "flash_attention", .n_outputs = 2, .infer = infer_flash_attention,
-                                         .forward = flash_attention_forward, .backward = flash_attention_backward,
-                                         .workspace = flash_attention_workspace};
+                                         .kernels[CF_BACKEND_CPU] = flash_attention_forward,
+                                         .backward = flash_attention_backward, .workspace = flash_attention_workspace};
 
 cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
     return cf_op_apply(g, &cf_op_flash_attention, (cf_tensor *[]){q, k, v}, 3, NULL);
@@ -91,5 +91,5 @@ static size_t flash_attention_backward_workspace(const cf_node *n) {
 
 const cf_op_def cf_op_flash_attention_backward = {.name = "flash_attention_backward", .n_outputs = 3,
                                                   .infer = infer_flash_attention_backward,
-                                                  .forward = flash_attention_backward_forward,
+                                                  .kernels[CF_BACKEND_CPU] = flash_attention_backward_forward,
                                                   .workspace = flash_attention_backward_workspace};

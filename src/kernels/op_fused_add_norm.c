@@ -78,6 +78,6 @@ static void add_norm_backward(cf_graph *g, const cf_node *n, cf_tensor *const *d
 }
 
 const cf_op_def cf_op_add_rmsnorm = {.name = "add_rmsnorm", .n_outputs = 3, .infer = infer_add_norm,
-                                     .forward = add_norm_forward, .backward = add_norm_backward};
+                                     .kernels[CF_BACKEND_CPU] = add_norm_forward, .backward = add_norm_backward};
 const cf_op_def cf_op_add_layernorm = {.name = "add_layernorm", .n_outputs = 4, .infer = infer_add_norm,
-                                       .forward = add_norm_forward, .backward = add_norm_backward};
+                                       .kernels[CF_BACKEND_CPU] = add_norm_forward, .backward = add_norm_backward};

@@ -119,7 +119,7 @@ static size_t linear_combined_backward_workspace(const cf_node *n) { return stac
 /* One op definition per part count, as n_outputs is static. */
 #define BACKWARD_DEF(parts)                                                                                            \
     {.name = "linear_combined" #parts "_backward", .n_outputs = parts + 1, .infer = infer_linear_combined_backward,   \
-     .forward = linear_combined_backward_forward, .workspace = linear_combined_backward_workspace}
+     .kernels[CF_BACKEND_CPU] = linear_combined_backward_forward, .workspace = linear_combined_backward_workspace}
 static const cf_op_def backward_defs[2] = {BACKWARD_DEF(2), BACKWARD_DEF(3)};
 
 static void linear_combined_backward_rule(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
@@ -140,6 +140,6 @@ static void linear_combined_backward_rule(cf_graph *g, const cf_node *n, cf_tens
 
 #define COMBINED_DEF(parts)                                                                                            \
     {.name = "linear_combined" #parts, .n_outputs = parts, .infer = infer_linear_combined,                            \
-     .forward = linear_combined_forward, .backward = linear_combined_backward_rule,                                   \
+     .kernels[CF_BACKEND_CPU] = linear_combined_forward, .backward = linear_combined_backward_rule,                    \
      .workspace = linear_combined_workspace}
 const cf_op_def cf_op_linear_combined[2] = {COMBINED_DEF(2), COMBINED_DEF(3)};

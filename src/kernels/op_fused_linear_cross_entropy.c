@@ -104,10 +104,10 @@ static void lce_rows(void *arg, long begin, long end) {
     for (long r = begin; r < end; r++) {
         float *x = j->logits + r * j->vocab;
         int32_t t = j->targets[j->row0 + r];
-        if (t >= j->vocab) {
-            fprintf(stderr, "cformers: linear_cross_entropy: %s[%ld] = %d is outside [0, %ld)\n",
-                    j->targets_tensor->name, j->row0 + r, t, j->vocab);
-            abort();
+        if (t >= j->vocab) { /* reported (the run stops after this node), then ignored */
+            cf_kernel_fail("target id %d at row %ld of %s is outside the vocabulary of %ld", t, j->row0 + r,
+                           j->targets_tensor->name, j->vocab);
+            t = -1;
         }
         float lse = cf_log_sum_exp(k, x, j->vocab), scale = t < 0 ? 0.0f : j->inv_valid;
         j->row_loss[j->row0 + r] = t < 0 ? 0.0f : lse - x[t];
@@ -219,7 +219,7 @@ static void scale_by_forward(const cf_node *n) {
 }
 
 static const cf_op_def scale_by = {.name = "scale_by", .n_outputs = 1, .infer = infer_scale_by,
-                                   .forward = scale_by_forward, .accumulate_outputs = 1u};
+                                   .kernels[CF_BACKEND_CPU] = scale_by_forward, .accumulate_outputs = 1u};
 
 /* dx: the saved gradient times d loss. dW: the forward's output itself when the seed
  * d loss is there before the forward runs (no producer), the forward then reading it and
@@ -241,7 +241,7 @@ static void linear_cross_entropy_backward(cf_graph *g, const cf_node *n, cf_tens
 
 const cf_op_def cf_op_linear_cross_entropy = {.name = "linear_cross_entropy", .n_outputs = 3,
                                               .infer = infer_linear_cross_entropy,
-                                              .forward = linear_cross_entropy_forward,
+                                              .kernels[CF_BACKEND_CPU] = linear_cross_entropy_forward,
                                               .backward = linear_cross_entropy_backward,
                                               .workspace = linear_cross_entropy_workspace, .accumulate_outputs = 4u};
 

@@ -116,7 +116,8 @@ static void matmul_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy,
     }
 }
 
-const cf_op_def cf_op_matmul = {.name = "matmul", .n_outputs = 1, .infer = infer_matmul, .forward = matmul_forward,
+const cf_op_def cf_op_matmul = {.name = "matmul", .n_outputs = 1, .infer = infer_matmul,
+                                .kernels[CF_BACKEND_CPU] = matmul_forward,
                                 .backward = matmul_backward, .workspace = matmul_workspace, .accumulate_outputs = 1u};
 
 cf_tensor *cf_nn_matmul(cf_graph *g, cf_tensor *a, cf_tensor *b, bool trans_a, bool trans_b) {

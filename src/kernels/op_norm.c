@@ -121,7 +121,7 @@ static void rmsnorm_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy
 }
 
 const cf_op_def cf_op_rmsnorm = {.name = "rmsnorm", .n_outputs = 2, .infer = infer_rmsnorm,
-                                 .forward = rmsnorm_forward, .backward = rmsnorm_backward};
+                                 .kernels[CF_BACKEND_CPU] = rmsnorm_forward, .backward = rmsnorm_backward};
 
 cf_tensor *cf_nn_rmsnorm(cf_graph *g, cf_tensor *x, cf_tensor *weight, float eps) {
     cf_attrs attrs = {.f = {eps}};
@@ -147,7 +147,7 @@ static void rmsnorm_backward_forward(const cf_node *n) {
 static size_t rmsnorm_backward_workspace(const cf_node *n) { return norm_bwd_workspace(n, 1); }
 
 const cf_op_def cf_op_rmsnorm_backward = {.name = "rmsnorm_backward", .n_outputs = 2, .infer = infer_rmsnorm_backward,
-                                          .forward = rmsnorm_backward_forward,
+                                          .kernels[CF_BACKEND_CPU] = rmsnorm_backward_forward,
                                           .workspace = rmsnorm_backward_workspace, .accumulate_outputs = 2u};
 
 /* ---- layernorm: inputs (x, w, b), outputs (y, mean, rstd), attrs.f[0] = eps ---- */
@@ -168,7 +168,7 @@ static void layernorm_backward(cf_graph *g, const cf_node *n, cf_tensor *const *
 }
 
 const cf_op_def cf_op_layernorm = {.name = "layernorm", .n_outputs = 3, .infer = infer_layernorm,
-                                   .forward = layernorm_forward, .backward = layernorm_backward};
+                                   .kernels[CF_BACKEND_CPU] = layernorm_forward, .backward = layernorm_backward};
 
 cf_tensor *cf_nn_layernorm(cf_graph *g, cf_tensor *x, cf_tensor *weight, cf_tensor *bias, float eps) {
     cf_attrs attrs = {.f = {eps}};
@@ -195,5 +195,6 @@ static void layernorm_backward_forward(const cf_node *n) {
 static size_t layernorm_backward_workspace(const cf_node *n) { return norm_bwd_workspace(n, 2); }
 
 const cf_op_def cf_op_layernorm_backward = {.name = "layernorm_backward", .n_outputs = 3,
-                                            .infer = infer_layernorm_backward, .forward = layernorm_backward_forward,
+                                            .infer = infer_layernorm_backward,
+                                            .kernels[CF_BACKEND_CPU] = layernorm_backward_forward,
                                             .workspace = layernorm_backward_workspace, .accumulate_outputs = 6u};

@@ -33,7 +33,7 @@ static void grad_accumulate_forward(const cf_node *n) {
 }
 
 const cf_op_def cf_op_grad_accumulate = {.name = "grad_accumulate", .n_outputs = 0, .infer = infer_nothing,
-                                         .forward = grad_accumulate_forward, .mutates = 1u};
+                                         .kernels[CF_BACKEND_CPU] = grad_accumulate_forward, .mutates = 1u};
 
 /* ---- grad_norm: inputs the gradient block, the statistics switch (i32 scalar) and
  * optionally the loss scale's inverse (f32 scalar: the block holds gradients times the
@@ -100,7 +100,7 @@ static void grad_norm_forward(const cf_node *n) {
 static size_t grad_norm_workspace(const cf_node *n) { return sizeof(double) * CF_REDUCE_CHUNKS; }
 
 const cf_op_def cf_op_grad_norm = {.name = "grad_norm", .n_outputs = 2, .infer = infer_grad_norm,
-                                   .forward = grad_norm_forward, .workspace = grad_norm_workspace};
+                                   .kernels[CF_BACKEND_CPU] = grad_norm_forward, .workspace = grad_norm_workspace};
 
 /* ---- adamw: inputs (params, grads, m, v, step, lr, grad_norm[, the loss scale's inverse,
  * which multiplies every gradient]), attrs.f = {beta1, beta2,
@@ -186,8 +186,8 @@ static void adamw_forward(const cf_node *n) {
     cf_parallel_rows(j.n, 12, adamw_range, &j);
 }
 
-const cf_op_def cf_op_adamw = {.name = "adamw", .n_outputs = 0, .infer = infer_nothing, .forward = adamw_forward,
-                               .mutates = 0x1fu};
+const cf_op_def cf_op_adamw = {.name = "adamw", .n_outputs = 0, .infer = infer_nothing,
+                               .kernels[CF_BACKEND_CPU] = adamw_forward, .mutates = 0x1fu};
 
 cf_tensor *cf_graph_adamw(cf_graph *g, const cf_adamw_config *cfg, cf_tensor *lr) {
     return cf_graph_adamw_scaled(g, cfg, lr, NULL);

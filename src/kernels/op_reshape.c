@@ -26,7 +26,7 @@ static void reshape_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy
 }
 
 const cf_op_def cf_op_reshape = {.name = "reshape", .n_outputs = 1, .infer = infer_reshape,
-                                 .forward = reshape_forward, .backward = reshape_backward};
+                                 .kernels[CF_BACKEND_CPU] = reshape_forward, .backward = reshape_backward};
 
 cf_tensor *cf_nn_reshape(cf_graph *g, cf_tensor *x, int ndim, const int64_t *shape) {
     if (x && ndim == x->ndim) {

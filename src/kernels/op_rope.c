@@ -92,8 +92,8 @@ static void rope_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, c
     if (dx[0]) dx[0]->producer->in_place = n->in_place;
 }
 
-const cf_op_def cf_op_rope = {.name = "rope", .n_outputs = 1, .infer = infer_rope, .forward = rope_forward,
-                              .backward = rope_backward, .in_place = 1u};
+const cf_op_def cf_op_rope = {.name = "rope", .n_outputs = 1, .infer = infer_rope,
+                              .kernels[CF_BACKEND_CPU] = rope_forward, .backward = rope_backward, .in_place = 1u};
 
 static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse) {
     cf_attrs attrs = {.i = {inverse}};

@@ -49,7 +49,7 @@ static void split_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, 
 
 /* The op table needs one definition per part count (n_outputs is static). */
 #define SPLIT_DEF(parts)                                                                                               \
-    {.name = "split" #parts, .n_outputs = parts, .infer = infer_split, .forward = split_forward,                      \
+    {.name = "split" #parts, .n_outputs = parts, .infer = infer_split, .kernels[CF_BACKEND_CPU] = split_forward,       \
      .backward = split_backward}
 const cf_op_def cf_op_split[CF_MAX_OUTPUTS - 1] = {SPLIT_DEF(2), SPLIT_DEF(3), SPLIT_DEF(4)};
 
@@ -97,7 +97,8 @@ static void concat_forward(const cf_node *n) {
     cf_parallel_rows((long)cf_tensor_rows(n->outputs[0]), (long)cf_tensor_cols(n->outputs[0]), concat_rows, &j);
 }
 
-const cf_op_def cf_op_concat = {.name = "concat", .n_outputs = 1, .infer = infer_concat, .forward = concat_forward};
+const cf_op_def cf_op_concat = {.name = "concat", .n_outputs = 1, .infer = infer_concat,
+                                .kernels[CF_BACKEND_CPU] = concat_forward};
 
 static cf_tensor *concat(cf_graph *g, cf_tensor *const *parts, int n_parts) {
     cf_tensor *present[CF_MAX_OUTPUTS];

@@ -292,13 +292,14 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
         if (t->sync && k == t->accum - 1) cf_grad_sync_arm(t->sync, t->pos.step);
         cf_trainer_load_batch(t, tokens + k * rows);
         /* the low-precision weight copies, made by the first micro-batch, still hold */
-        cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD | (k > 0 ? CF_RUN_WEIGHTS_CURRENT : 0));
+        if (cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD | (k > 0 ? CF_RUN_WEIGHTS_CURRENT : 0), err))
+            return -1;
         sum += *cf_tensor_f32(t->model.loss);
     }
     *cf_tensor_f32(t->lr) = (float)cf_lr_schedule_at(&t->schedule, t->pos.step);
     bool stats = t->stats_interval > 0 && (t->pos.step + 1) % t->stats_interval == 0;
     if (stats) stats_begin(t);
-    cf_plan_run(t->plan, CF_PHASE_UPDATE);
+    if (cf_plan_run(t->plan, CF_PHASE_UPDATE, err) != 0) return -1;
     if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
     if (stats) stats_end(t, t->pos.step + 1);
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
@@ -313,12 +314,13 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     return 0;
 }
 
-double cf_trainer_gradients(cf_trainer *t, const int32_t *tokens) {
+int cf_trainer_gradients(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
     *cf_tensor_f32(t->loss_scale) = 1.0f;
     *cf_tensor_f32(t->unscale) = 1.0f;
     cf_trainer_load_batch(t, tokens);
-    cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
-    return *cf_tensor_f32(t->model.loss);
+    if (cf_plan_run(t->plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, err) != 0) return -1;
+    *loss = *cf_tensor_f32(t->model.loss);
+    return 0;
 }
 
 void cf_trainer_zero_grads(cf_trainer *t) { cf_plan_zero_grads(t->plan); }
@@ -338,7 +340,7 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
             cf_batch_dump_write(&t->batch_dump, CF_BATCH_EVAL, t->pos.step, t->batch, t->seq + 1, t->tokens, err) != 0)
             return -1;
         cf_trainer_load_batch(t, t->tokens);
-        cf_plan_run(t->plan, CF_PHASE_FORWARD);
+        if (cf_plan_run(t->plan, CF_PHASE_FORWARD, err) != 0) return -1;
         sum += *cf_tensor_f32(t->model.loss);
     }
     if (cf_dist_sum_f64(t->dist, &sum, 1, err) != 0) return -1; /* each rank held its share of the batches */
