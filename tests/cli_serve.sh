@@ -130,6 +130,59 @@ err_is "a bad role" 400 messages "$main/v1/chat/completions" -d '{"messages":[{"
 err_is "unknown model" 404 model "$main/v1/completions" -d '{"model":"gpt-4","prompt":"x"}'
 err_is "GET a POST route" 405 None "$main/v1/completions"
 err_is "unknown route" 404 None "$main/v2/anything"
+# issue 42: a field the server does not act on is refused naming it (400, param and message),
+# never ignored; at OpenAI's default value, or a no-op field (user), it is accepted
+refused() { # refused ENDPOINT FIELD BODY: 400 with param FIELD and FIELD in the message
+    err_is "$2 refused" 400 "$2" "$main/v1/$1" -d "$3"
+    json "d['error']['message']" | grep -qF "'$2'" || fail_because "$2: the message does not name it: $(cat "$tmp/body")"
+}
+refused completions logprobs '{"prompt":"x","logprobs":1}'
+refused completions echo '{"prompt":"x","echo":true,"max_tokens":1}'
+refused completions best_of '{"prompt":"x","best_of":2}'
+refused completions suffix '{"prompt":"x","suffix":" the end"}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"50":-100}}'
+refused completions min_p '{"prompt":"x","min_p":0.1}'
+refused completions messages '{"prompt":"x","messages":[]}'
+chat_body() { printf '{"messages":[{"role":"user","content":"Lily"}],%s}' "$1"; }
+refused chat/completions logprobs "$(chat_body '"logprobs":true')"
+refused chat/completions top_logprobs "$(chat_body '"top_logprobs":2')"
+refused chat/completions response_format "$(chat_body '"response_format":{"type":"json_object"}')"
+refused chat/completions tools "$(chat_body '"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]')"
+refused chat/completions tool_choice "$(chat_body '"tool_choice":"auto"')"
+refused chat/completions logit_bias "$(chat_body '"logit_bias":{"50":-100}')"
+refused chat/completions prompt "$(chat_body '"prompt":"x"')"
+refused completions max_tokens '{"prompt":"x","max_tokens":0}'
+refused chat/completions max_completion_tokens "$(chat_body '"max_completion_tokens":0')"
+refused completions stream_options '{"prompt":"x","stream_options":{"include_usage":true}}'
+err_is "a message's name" 400 messages "$main/v1/chat/completions" \
+    -d '{"messages":[{"role":"user","content":"Lily","name":"Bob"}]}'
+err_is "five stop strings" 400 stop "$main/v1/completions" -d '{"prompt":"x","stop":["a","b","c","d","e"]}'
+err_is "n over --max-batch" 400 n "$main/v1/completions" -d '{"prompt":"x","n":5}'
+json "d['error']['message']" | grep -q "max-batch 4" || fail_because "n over --max-batch: $(cat "$tmp/body")"
+[ "$(status "$main/v1/completions" -d '{"prompt":"x","max_tokens":2,"echo":false,"logprobs":null,"best_of":1,"logit_bias":{},"user":"u1"}')" = 200 ] ||
+    fail_because "defaults and user should be accepted: $(cat "$tmp/body")"
+[ "$(status "$main/v1/chat/completions" -d "$(chat_body '"max_tokens":2,"logprobs":false,"tools":[],"tool_choice":"none","response_format":{"type":"text"}')")" = 200 ] ||
+    fail_because "chat defaults should be accepted: $(cat "$tmp/body")"
+# four stop strings (OpenAI's limit), the fourth acting
+[ "$(status "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stop":["zzz","qqq","xxx","girl"]}')" = 200 ] &&
+    [ "$(json "d['choices'][0]['finish_reason'], 'girl' not in d['choices'][0]['text']")" = "stop True" ] ||
+    fail_because "the fourth stop string: $(cat "$tmp/body")"
+# stream_options.include_usage: every chunk has "usage": null, then a last chunk with no choices
+# and the usage, then [DONE]
+curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$tmp/sse"
+python3 - "$tmp/sse" <<'EOF2' || { fail_because "include_usage stream"; cat "$tmp/sse"; }
+import json, sys
+ev = [l[6:].strip() for l in open(sys.argv[1]) if l.startswith("data: ")]
+assert ev[-1] == "[DONE]", ev[-1]
+chunks = [json.loads(e) for e in ev[:-1]]
+last = chunks[-1]
+assert last["choices"] == [] and last["usage"]["completion_tokens"] == 12 and last["usage"]["prompt_tokens"] > 0, last
+assert last["usage"]["total_tokens"] == 12 + last["usage"]["prompt_tokens"], last
+assert all("usage" in c and c["usage"] is None for c in chunks[:-1]), "a chunk without usage: null"
+EOF2
+curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":12,"stream":true}' >"$tmp/sse"
+grep -q '"usage"' "$tmp/sse" && fail_because "usage in a stream that did not ask for it"
+
 head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/huge"
 err_is "huge body" 413 None "$main/v1/completions" --data-binary @"$tmp/huge"
 [ "$(status "$main/health")" = 200 ] || fail_because "the server stopped serving after bad requests"

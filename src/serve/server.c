@@ -82,6 +82,7 @@ typedef struct call {
     cf_server *s;
     cf_serve_request *r;
     bool chat;
+    bool include_usage; /* streams: "usage": null on each chunk, then a last chunk with the usage */
     char id[40];
     long created;
 } call;
@@ -109,6 +110,12 @@ static json_t *envelope(const call *k, bool chunk) {
                      k->s->model);
 }
 
+/* OpenAI's usage object: the prompt's tokens (once: the n samples share it) and those generated. */
+static json_t *usage_json(long prompt, long completion) {
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
+                     "total_tokens", (json_int_t)(prompt + completion));
+}
+
 static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     uint64_t version = 0;
     while (!cf_serve_wait(k->r, &version, 1000)) {
@@ -124,9 +131,7 @@ static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     }
     cf_serve_release(k->r);
     json_object_set_new(body, "choices", choices);
-    json_object_set_new(body, "usage", json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt,
-                                                 "completion_tokens", (json_int_t)completion, "total_tokens",
-                                                 (json_int_t)(prompt + completion)));
+    json_object_set_new(body, "usage", usage_json(prompt, completion));
     return reply_json(k->s, c, 200, body);
 }
 
@@ -135,6 +140,8 @@ typedef struct stream {
     call k;
     uint64_t version;
     size_t *sent;
+    long *completion; /* tokens of each sample so far */
+    long prompt;
     bool *finished, *started;
     char *buf;
     size_t len, off, cap;
@@ -142,6 +149,7 @@ typedef struct stream {
 } stream;
 
 static void put_event(stream *st, json_t *j) {
+    if (st->k.include_usage && !json_object_get(j, "usage")) json_object_set_new(j, "usage", json_null());
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = strlen(text) + 8;
@@ -158,6 +166,7 @@ static void gather(stream *st) {
         if (st->finished[i]) continue;
         cf_serve_output o;
         cf_serve_read(st->k.r, i, st->sent[i], &o);
+        st->prompt = o.prompt_tokens, st->completion[i] = o.completion_tokens;
         if (o.len || !st->started[i]) {
             json_t *ev = envelope(&st->k, true);
             json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, o.text, o.len, NULL, true,
@@ -176,6 +185,14 @@ static void gather(stream *st) {
     if (all) {
         bool every = true;
         for (int i = 0; i < n; i++) every &= st->finished[i];
+        if (every && st->k.include_usage) {
+            long completion = 0;
+            for (int i = 0; i < n; i++) completion += st->completion[i];
+            json_t *ev = envelope(&st->k, true);
+            json_object_set_new(ev, "choices", json_array());
+            json_object_set_new(ev, "usage", usage_json(st->prompt, completion));
+            put_event(st, ev);
+        }
         if (every) {
             const char *done = "data: [DONE]\n\n";
             size_t dn = strlen(done);
@@ -204,7 +221,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 static void stream_free(void *cls) {
     stream *st = cls;
     cf_serve_release(st->k.r);
-    free(st->sent), free(st->finished), free(st->started), free(st->buf);
+    free(st->sent), free(st->completion), free(st->finished), free(st->started), free(st->buf);
     free(st);
 }
 
@@ -213,6 +230,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     st->k = *k;
     int n = cf_serve_request_n(k->r);
     st->sent = cf_xcalloc((size_t)n, sizeof *st->sent);
+    st->completion = cf_xcalloc((size_t)n, sizeof *st->completion);
     st->finished = cf_xcalloc((size_t)n, sizeof *st->finished);
     st->started = cf_xcalloc((size_t)n, sizeof *st->started);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
@@ -231,8 +249,8 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
     cf_error err;
-    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)), s->chat,
-                                     &q, &err);
+    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
+                                     cf_serve_max_batch(s->e), s->chat, &q, &err);
     if (status == 0 && q.text) {
         const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
         q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
@@ -245,14 +263,14 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
         status = r ? 0 : (int)why;
     }
-    bool stream = q.stream;
+    bool stream = q.stream, include_usage = q.include_usage;
     if (!r) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
         serve_request_free(&q);
         return res;
     }
     serve_request_free(&q); /* the stop strings were copied by submit */
-    call k = {.s = s, .r = r, .chat = chat, .created = (long)time(NULL)};
+    call k = {.s = s, .r = r, .chat = chat, .include_usage = include_usage, .created = (long)time(NULL)};
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
     return stream ? reply_stream(&k, c) : reply_whole(&k, c);
 }

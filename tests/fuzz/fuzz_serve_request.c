@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     serve_chat_template tmpl = (serve_chat_template)((data[0] >> 1) % 3);
     serve_request_body q;
     cf_error err = {{0}};
-    int status = serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, tmpl, &q, &err);
+    int status = serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, 16, tmpl, &q, &err);
     if (status != 0 && ((status != 400 && status != 404) || !err.msg[0])) {
         fprintf(stderr, "fuzz_serve_request: refused with %d and message '%s'\n", status, err.msg);
         abort();
