@@ -110,6 +110,7 @@ typedef struct cf_server_options {
     const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
     const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
+    const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */
 } cf_server_options;
 
 typedef struct cf_server cf_server;

@@ -35,7 +35,14 @@ static int integer_field(json_t *body, const char *name, long lo, long hi, long 
  * JSON), which is what the server does anyway, and refused naming the field otherwise. null
  * counts as absent for every field. A field not in the table is refused too: no field is
  * ignored. */
-enum { ON_COMPLETIONS = 1, ON_CHAT = 2, ON_BOTH = 3 };
+enum {
+    ON_COMPLETIONS = 1 << SERVE_COMPLETIONS,
+    ON_CHAT = 1 << SERVE_CHAT,
+    ON_BOTH = ON_COMPLETIONS | ON_CHAT,
+    ON_TOKENIZE = 1 << SERVE_TOKENIZE,
+    ON_DETOKENIZE = 1 << SERVE_DETOKENIZE,
+};
+static const char *const ENDPOINT_PATH[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
 typedef enum field_kind { FIELD_USED, FIELD_NOOP, FIELD_DEFAULT_ONLY } field_kind;
 typedef struct request_field {
     const char *name;
@@ -45,9 +52,15 @@ typedef struct request_field {
 } request_field;
 
 static const request_field FIELDS[] = {
-    {"model", ON_BOTH, FIELD_USED, NULL},
-    {"prompt", ON_COMPLETIONS, FIELD_USED, NULL},
-    {"messages", ON_CHAT, FIELD_USED, NULL},
+    {"model", ON_BOTH | ON_TOKENIZE | ON_DETOKENIZE, FIELD_USED, NULL},
+    {"prompt", ON_COMPLETIONS | ON_TOKENIZE, FIELD_USED, NULL},
+    {"messages", ON_CHAT | ON_TOKENIZE, FIELD_USED, NULL},
+    {"content", ON_TOKENIZE, FIELD_USED, NULL},     /* llama-server's text field */
+    {"add_special", ON_TOKENIZE, FIELD_USED, NULL}, /* llama-server's: BOS first (default false) */
+    {"add_special_tokens", ON_TOKENIZE, FIELD_USED, NULL}, /* vLLM's: BOS first (default true) */
+    {"with_pieces", ON_TOKENIZE, FIELD_USED, NULL}, /* llama-server's: each token's text too */
+    {"add_generation_prompt", ON_TOKENIZE, FIELD_DEFAULT_ONLY, "true"}, /* vLLM's; the templates always add it */
+    {"tokens", ON_DETOKENIZE, FIELD_USED, NULL},
     {"max_tokens", ON_BOTH, FIELD_USED, NULL},
     {"max_completion_tokens", ON_CHAT, FIELD_USED, NULL},
     {"temperature", ON_BOTH, FIELD_USED, NULL},
@@ -86,17 +99,17 @@ static const request_field FIELDS[] = {
 };
 
 /* Refuses a field this server would not act on (see FIELDS). */
-static int check_fields(json_t *body, bool chat, serve_request_body *q, cf_error *err) {
+static int check_fields(json_t *body, serve_endpoint at, serve_request_body *q, cf_error *err) {
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v) {
         const request_field *f = NULL;
         for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0] && !f; i++)
-            if (FIELDS[i].on & (chat ? ON_CHAT : ON_COMPLETIONS) && strcmp(FIELDS[i].name, key) == 0) f = &FIELDS[i];
+            if (FIELDS[i].on & (1 << at) && strcmp(FIELDS[i].name, key) == 0) f = &FIELDS[i];
         if (!f) {
             q->param = key;
             return cf_fail(err, "'%.100s' is not a field of %s that this server takes (docs/serving.md lists them)", key,
-                           chat ? "/v1/chat/completions" : "/v1/completions");
+                           ENDPOINT_PATH[at]);
         }
         if (f->kind != FIELD_DEFAULT_ONLY || json_is_null(v)) continue;
         json_t *deflt = json_loads(f->deflt, JSON_DECODE_ANY, NULL);
@@ -212,8 +225,8 @@ static int parse_prompt(json_t *body, serve_request_body *q, cf_error *err) {
     return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
 }
 
-int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
-                        serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
+/* The body as a JSON object whose "model", if any, is `model`: 0, or the status of the refusal. */
+static int load_body(const char *body, size_t len, const char *model, serve_request_body *q, cf_error *err) {
     memset(q, 0, sizeof *q);
     json_error_t jerr;
     q->json = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
@@ -225,7 +238,15 @@ int serve_request_parse(const char *body, size_t len, bool chat, const char *mod
         return cf_fail(err, "The model '%.256s' does not exist; this server serves '%s' (GET /v1/models)",
                        json_is_string(name) ? json_string_value(name) : "(not a string)", model), 404;
     }
-    if (check_fields(q->json, chat, q, err) != 0 || parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
+    return 0;
+}
+
+int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
+                        serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
+    int status = load_body(body, len, model, q, err);
+    if (status) return status;
+    if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
+        parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
         return 400;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
@@ -233,6 +254,72 @@ int serve_request_parse(const char *body, size_t len, bool chat, const char *mod
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
     if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = serve_chat_stop(tmpl);
+    return 0;
+}
+
+/* An optional boolean field into *out (left as it is when absent or null). */
+static int bool_field(json_t *body, const char *name, bool *out, serve_request_body *q, cf_error *err) {
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return q->param = name, cf_fail(err, "'%s' must be true or false", name);
+    *out = json_is_true(v);
+    return 0;
+}
+
+int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+                         serve_request_body *q, cf_error *err) {
+    int status = load_body(body, len, model, q, err);
+    if (status) return status;
+    if (check_fields(q->json, detokenize ? SERVE_DETOKENIZE : SERVE_TOKENIZE, q, err) != 0) return 400;
+    if (detokenize) {
+        json_t *tokens = json_object_get(q->json, "tokens");
+        q->param = "tokens";
+        if (!json_is_array(tokens)) return cf_fail(err, "'tokens' must be an array of token ids"), 400;
+        q->n_ids = (long)json_array_size(tokens);
+        q->ids = cf_xmalloc(sizeof *q->ids * (size_t)(q->n_ids ? q->n_ids : 1));
+        for (long i = 0; i < q->n_ids; i++) {
+            json_t *v = json_array_get(tokens, (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return cf_fail(err, "'tokens' must be an array of token ids (tokens[%ld] is not)", i), 400;
+            q->ids[i] = (int32_t)json_integer_value(v);
+        }
+        q->param = NULL;
+        return 0;
+    }
+    /* the text: llama-server's "content", vLLM's "prompt", or vLLM's chat "messages" (the
+     * prompt a chat completion would run) */
+    const char *fields[] = {"content", "prompt", "messages"};
+    int given = -1;
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(q->json, fields[i]);
+        if (!v || json_is_null(v)) continue;
+        q->param = fields[i];
+        if (given >= 0) return cf_fail(err, "give one of 'content', 'prompt' or 'messages', not both '%s' and '%s'",
+                                       fields[given], fields[i]), 400;
+        given = i;
+        if (i < 2 && !json_is_string(v)) return cf_fail(err, "'%s' must be a string", fields[i]), 400;
+    }
+    if (given < 0) return q->param = "content", cf_fail(err, "give the text as 'content' (or 'prompt' or 'messages')"), 400;
+    if (given == 2) {
+        q->text = serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+        if (!q->text) return 400;
+        q->text_len = strlen(q->text);
+    } else {
+        json_t *v = json_object_get(q->json, fields[given]);
+        q->text_len = json_string_length(v);
+        q->text = cf_xmalloc(q->text_len + 1);
+        memcpy(q->text, json_string_value(v), q->text_len + 1);
+    }
+    /* BOS: llama-server's default is none, vLLM's (and what completions run) one */
+    q->add_special = given != 0;
+    json_t *a = json_object_get(q->json, "add_special"), *b = json_object_get(q->json, "add_special_tokens");
+    if (a && !json_is_null(a) && b && !json_is_null(b) && !json_equal(a, b))
+        return q->param = "add_special", cf_fail(err, "give 'add_special' or 'add_special_tokens', not both"), 400;
+    if (bool_field(q->json, "add_special", &q->add_special, q, err) != 0 ||
+        bool_field(q->json, "add_special_tokens", &q->add_special, q, err) != 0 ||
+        bool_field(q->json, "with_pieces", &q->with_pieces, q, err) != 0)
+        return 400;
+    q->param = NULL;
     return 0;
 }
 
