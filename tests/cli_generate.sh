@@ -69,6 +69,13 @@ if [ -f "$data/stories260K/stories260K.bin" ]; then
     cmp -s "$tmp/out" "$fx/stories260K_greedy.txt" || { echo "FAIL: greedy story differs from llama2.c's"; diff "$tmp/out" "$fx/stories260K_greedy.txt"; fail=1; }
     stderr_has "speed report" "decode: 256 tokens"
     stderr_has "f32 weights keep an f32 cache" "f32 KV cache of"
+    # why generation stopped, on the status line (issue 43): -n, end-of-text, the context
+    stderr_has "stopped at -n" "; stopped: length, -n 256 tokens"
+    check "generate to end-of-text" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "Once upon a time" --temperature 0 -n 1000
+    stderr_has "stopped at EOS" "; stopped: end-of-text after [0-9]* of -n 1000 tokens"
+    long=$(for _ in $(seq 31); do printf 'Lily went to the park and played with her ball. '; done)
+    check "generate to the end of the context" 0 "$bin" generate --model "$tmp/s.ckpt" --prompt "$long" --temperature 0 -n 1000
+    stderr_has "stopped at the context" "; stopped: context, the 512-token context is full"
     check "convert to bf16" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
         --tokenizer "$data/stories260K/tok512.bin" --dtype bf16 --output "$tmp/s16.ckpt"
     check "generate from bf16 weights" 0 "$bin" generate --model "$tmp/s16.ckpt" --dtype bf16 --temperature 0 -n 30

@@ -4,12 +4,14 @@
 # streamed deltas add up to the whole text; chat completions; 8 concurrent requests give
 # the texts they give one by one, also on a second server whose pool is far too small
 # (swaps counted in /metrics); bad requests get OpenAI error JSON with 400/404/405/413 and
-# the server keeps serving; a client that leaves mid-stream frees its blocks; the `openai`
+# the server keeps serving; every field it does not act on is refused naming it; /tokenize,
+# /detokenize, /v1/models/{id}; --api-key; a client that leaves mid-stream frees its blocks; the `openai`
 # Python package talks to it where installed; q8_0 weights serve generate's text.
 source "$(dirname "$0")/lib_cli.sh"
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 require_asset stories260K/stories260K.bin
+unset CFORMERS_API_KEY
 
 check "no --model" 2 "$bin" serve
 stderr_has "usage" "--model is required"
@@ -130,6 +132,91 @@ err_is "a bad role" 400 messages "$main/v1/chat/completions" -d '{"messages":[{"
 err_is "unknown model" 404 model "$main/v1/completions" -d '{"model":"gpt-4","prompt":"x"}'
 err_is "GET a POST route" 405 None "$main/v1/completions"
 err_is "unknown route" 404 None "$main/v2/anything"
+# issue 42: a field the server does not act on is refused naming it (400, param and message),
+# never ignored; at OpenAI's default value, or a no-op field (user), it is accepted
+refused() { # refused ENDPOINT FIELD BODY: 400 with param FIELD and FIELD in the message
+    err_is "$2 refused" 400 "$2" "$main/v1/$1" -d "$3"
+    json "d['error']['message']" | grep -qF "'$2'" || fail_because "$2: the message does not name it: $(cat "$tmp/body")"
+}
+refused completions logprobs '{"prompt":"x","logprobs":1}'
+refused completions echo '{"prompt":"x","echo":true,"max_tokens":1}'
+refused completions best_of '{"prompt":"x","best_of":2}'
+refused completions suffix '{"prompt":"x","suffix":" the end"}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"50":-100}}'
+refused completions min_p '{"prompt":"x","min_p":0.1}'
+refused completions messages '{"prompt":"x","messages":[]}'
+chat_body() { printf '{"messages":[{"role":"user","content":"Lily"}],%s}' "$1"; }
+refused chat/completions logprobs "$(chat_body '"logprobs":true')"
+refused chat/completions top_logprobs "$(chat_body '"top_logprobs":2')"
+refused chat/completions response_format "$(chat_body '"response_format":{"type":"json_object"}')"
+refused chat/completions tools "$(chat_body '"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]')"
+refused chat/completions tool_choice "$(chat_body '"tool_choice":"auto"')"
+refused chat/completions logit_bias "$(chat_body '"logit_bias":{"50":-100}')"
+refused chat/completions prompt "$(chat_body '"prompt":"x"')"
+refused completions max_tokens '{"prompt":"x","max_tokens":0}'
+refused chat/completions max_completion_tokens "$(chat_body '"max_completion_tokens":0')"
+refused completions stream_options '{"prompt":"x","stream_options":{"include_usage":true}}'
+err_is "a message's name" 400 messages "$main/v1/chat/completions" \
+    -d '{"messages":[{"role":"user","content":"Lily","name":"Bob"}]}'
+err_is "five stop strings" 400 stop "$main/v1/completions" -d '{"prompt":"x","stop":["a","b","c","d","e"]}'
+err_is "n over --max-batch" 400 n "$main/v1/completions" -d '{"prompt":"x","n":5}'
+json "d['error']['message']" | grep -q "max-batch 4" || fail_because "n over --max-batch: $(cat "$tmp/body")"
+[ "$(status "$main/v1/completions" -d '{"prompt":"x","max_tokens":2,"echo":false,"logprobs":null,"best_of":1,"logit_bias":{},"user":"u1"}')" = 200 ] ||
+    fail_because "defaults and user should be accepted: $(cat "$tmp/body")"
+[ "$(status "$main/v1/chat/completions" -d "$(chat_body '"max_tokens":2,"logprobs":false,"tools":[],"tool_choice":"none","response_format":{"type":"text"}')")" = 200 ] ||
+    fail_because "chat defaults should be accepted: $(cat "$tmp/body")"
+# four stop strings (OpenAI's limit), the fourth acting
+[ "$(status "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stop":["zzz","qqq","xxx","girl"]}')" = 200 ] &&
+    [ "$(json "d['choices'][0]['finish_reason'], 'girl' not in d['choices'][0]['text']")" = "stop True" ] ||
+    fail_because "the fourth stop string: $(cat "$tmp/body")"
+# stream_options.include_usage: every chunk has "usage": null, then a last chunk with no choices
+# and the usage, then [DONE]
+curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$tmp/sse"
+python3 - "$tmp/sse" <<'EOF2' || { fail_because "include_usage stream"; cat "$tmp/sse"; }
+import json, sys
+ev = [l[6:].strip() for l in open(sys.argv[1]) if l.startswith("data: ")]
+assert ev[-1] == "[DONE]", ev[-1]
+chunks = [json.loads(e) for e in ev[:-1]]
+last = chunks[-1]
+assert last["choices"] == [] and last["usage"]["completion_tokens"] == 12 and last["usage"]["prompt_tokens"] > 0, last
+assert last["usage"]["total_tokens"] == 12 + last["usage"]["prompt_tokens"], last
+assert all("usage" in c and c["usage"] is None for c in chunks[:-1]), "a chunk without usage: null"
+EOF2
+curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":12,"stream":true}' >"$tmp/sse"
+grep -q '"usage"' "$tmp/sse" && fail_because "usage in a stream that did not ask for it"
+
+# /tokenize and /detokenize (llama-server's and vLLM's shapes), /v1/models/{id}
+[ "$(status "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":1}')" = 200 ] || fail_because "completion"
+prompt_tokens=$(json "d['usage']['prompt_tokens']")
+[ "$(status "$main/tokenize" -d '{"model":"stories","prompt":"Once upon a time"}')" = 200 ] &&
+    [ "$(json "d['count'] == len(d['tokens']), d['tokens'][0], d['count'], d['max_model_len']")" = "True 1 $prompt_tokens 512" ] ||
+    fail_because "vLLM's /tokenize: BOS first, the completion's prompt_tokens ($prompt_tokens): $(cat "$tmp/body")"
+[ "$(status "$main/tokenize" -d '{"content":"Once upon a time"}')" = 200 ] &&
+    [ "$(json "d['count'], 1 in d['tokens']")" = "$((prompt_tokens - 1)) False" ] ||
+    fail_because "llama-server's /tokenize: no BOS: $(cat "$tmp/body")"
+ids=$(json "d['tokens']")
+[ "$(status "$main/tokenize" -d '{"content":"Once upon a time","add_special":true,"with_pieces":true}')" = 200 ] &&
+    [ "$(json "d['tokens'][0]['id'], ''.join(t['piece'] for t in d['tokens'][1:])")" = "1 Once upon a time" ] ||
+    fail_because "with_pieces: $(cat "$tmp/body")"
+[ "$(status "$main/detokenize" -d "{\"tokens\":$ids}")" = 200 ] &&
+    [ "$(json "d['content'] + '|' + d['prompt']")" = "Once upon a time|Once upon a time" ] ||
+    fail_because "/detokenize: $(cat "$tmp/body")"
+[ "$(status "$main/tokenize" -d '{"messages":[{"role":"user","content":"Lily"}]}')" = 200 ] || fail_because "/tokenize messages"
+chat_count=$(json "d['count']")
+[ "$(status "$main/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Lily"}],"max_tokens":1}')" = 200 ] &&
+    [ "$(json "d['usage']['prompt_tokens']")" = "$chat_count" ] || fail_because "/tokenize messages counts what chat runs"
+err_is "detokenize out of the vocabulary" 400 tokens "$main/detokenize" -d '{"tokens":[1,512]}'
+err_is "detokenize no tokens" 400 tokens "$main/detokenize" -d '{}'
+err_is "detokenize a text field" 400 content "$main/detokenize" -d '{"content":"x"}'
+err_is "tokenize without text" 400 content "$main/tokenize" -d '{}'
+err_is "tokenize two texts" 400 prompt "$main/tokenize" -d '{"content":"a","prompt":"b"}'
+err_is "tokenize unknown field" 400 return_token_strs "$main/tokenize" -d '{"prompt":"a","return_token_strs":true}'
+err_is "tokenize another model" 404 model "$main/tokenize" -d '{"model":"gpt-4","prompt":"a"}'
+err_is "GET /tokenize" 405 None "$main/tokenize"
+[ "$(status "$main/v1/models/stories")" = 200 ] && [ "$(json "d['id'], d['object']")" = "stories model" ] ||
+    fail_because "/v1/models/stories: $(cat "$tmp/body")"
+err_is "/v1/models/another" 404 model "$main/v1/models/gpt-4"
+
 head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/huge"
 err_is "huge body" 413 None "$main/v1/completions" --data-binary @"$tmp/huge"
 [ "$(status "$main/health")" = 200 ] || fail_because "the server stopped serving after bad requests"
@@ -157,6 +244,31 @@ for name in cformers_time_to_first_token_seconds_bucket cformers_inter_token_lat
     'cformers_http_responses_total{code="413"} 1'; do
     grep -q "^$name" "$tmp/metrics" || fail_because "/metrics lacks $name"
 done
+
+# --api-key / CFORMERS_API_KEY: every route but /health needs the Bearer key, else 401 JSON
+check "empty --api-key" 2 "$bin" serve --model x --api-key ""
+start_server "$tmp/key.out" --api-key sekret
+keyed="$url"
+grep -q "API key required" "$tmp/key.out" || fail_because "the start line does not say a key is needed"
+[ "$(status "$keyed/health")" = 200 ] || fail_because "/health needs no key"
+err_is "no key" 401 None "$keyed/v1/models"
+[ "$(json "d['error']['code']")" = invalid_api_key ] || fail_because "401 code: $(cat "$tmp/body")"
+err_is "a wrong key" 401 None "$keyed/v1/models" -H "Authorization: Bearer sekreT"
+err_is "a longer key" 401 None "$keyed/v1/models" -H "Authorization: Bearer sekret2"
+err_is "not Bearer" 401 None "$keyed/v1/models" -H "Authorization: sekret"
+err_is "POST without the key" 401 None "$keyed/v1/completions" -d '{"prompt":"x","max_tokens":2}'
+err_is "tokenize without the key" 401 None "$keyed/tokenize" -d '{"prompt":"x"}'
+err_is "metrics without the key" 401 None "$keyed/metrics"
+[ "$(status "$keyed/v1/models" -H "Authorization: Bearer sekret")" = 200 ] || fail_because "the right key, GET"
+[ "$(status "$keyed/v1/completions" -H "Authorization: Bearer sekret" -d '{"prompt":"x","max_tokens":2}')" = 200 ] ||
+    fail_because "the right key, POST: $(cat "$tmp/body")"
+curl -s -H "Authorization: Bearer sekret" "$keyed/metrics" | grep -q '^cformers_http_responses_total{code="401"} 7$' ||
+    fail_because "401s not counted in /metrics"
+export CFORMERS_API_KEY=fromenv
+start_server "$tmp/envkey.out"
+unset CFORMERS_API_KEY
+err_is "CFORMERS_API_KEY, no key" 401 None "$url/v1/models"
+[ "$(status "$url/v1/models" -H "Authorization: Bearer fromenv")" = 200 ] || fail_because "CFORMERS_API_KEY's key"
 
 # the openai package, where installed
 if python3 -c "import openai" 2>/dev/null; then

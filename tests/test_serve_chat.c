@@ -50,6 +50,8 @@ int main(void) {
     refuses("[{\"content\":\"x\"}]", "messages[0] must be an object with a string 'role'");
     refuses("[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"wizard\",\"content\":\"x\"}]",
             "messages[1].role 'wizard'");
+    refuses("[{\"role\":\"user\",\"content\":\"x\",\"name\":\"Bob\"}]", "messages[0].name is not supported");
+    refuses("[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[]}]", "messages[0].tool_calls");
     refuses("[{\"role\":\"user\",\"content\":7}]", "messages[0].content must be a string");
     refuses("[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]", "messages[0].content[0] must be a text part");
     return test_finish();

@@ -82,6 +82,7 @@ int cf_dataset_seek(cf_dataset *ds, const cf_dataset_position *pos, cf_error *er
 typedef struct cf_dataset_info {
     int vocab_size;
     int eos_id;               /* the id packed between documents */
+    uint64_t tokenizer_hash;  /* cf_tokenizer_fingerprint of the tokenizer that made the shards; 0: not recorded */
     uint64_t documents;
     uint64_t tokens;          /* document tokens, without the EOS separators */
     uint64_t steps_per_epoch; /* global batches per epoch */

@@ -36,7 +36,7 @@ typedef struct cf_serve_options {
     bool no_prefix_sharing;
 } cf_serve_options;
 
-enum { CF_SERVE_MAX_STOP = 4 };
+enum { CF_SERVE_MAX_STOP = 5 }; /* OpenAI's 4, and a chat template's end of turn */
 
 typedef struct cf_serve_params {
     long max_tokens;          /* new tokens at most; 0: to the end of the context */
@@ -55,6 +55,8 @@ typedef struct cf_serve_request cf_serve_request;
 cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *opt, cf_error *err);
 void cf_serve_engine_free(cf_serve_engine *e);
 const cf_infer_model *cf_serve_model(const cf_serve_engine *e);
+/* Sequences running at once (the server's --max-batch): a request's n at most. */
+long cf_serve_max_batch(const cf_serve_engine *e);
 
 /* Why a submit failed: the HTTP status it maps to. */
 typedef enum cf_serve_refusal { CF_SERVE_BAD_REQUEST = 400, CF_SERVE_BUSY = 503 } cf_serve_refusal;
@@ -110,6 +112,7 @@ typedef struct cf_server_options {
     const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
     const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
+    const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */
 } cf_server_options;
 
 typedef struct cf_server cf_server;

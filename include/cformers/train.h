@@ -61,6 +61,9 @@ typedef struct cf_train_options {
     /* A fresh run refuses an output_dir holding checkpoints (another run's) unless this
      * is set; then it deletes them. */
     bool overwrite;
+    /* train_dataset.tokenizer was named on purpose (the command line): it is used even
+     * when the resumed or loaded checkpoint embeds a tokenizer, which wins otherwise. */
+    bool tokenizer_given;
     /* Stop once this many optimizer steps are done (0: runner_config.train_steps). The
      * schedule still spans train_steps, so a stopped run resumes where it left off. */
     int64_t stop_after;

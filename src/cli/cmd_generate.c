@@ -14,7 +14,8 @@ static const char usage[] =
     "\n"
     "Generates text from a checkpoint (see `cformers convert` to import llama2.c or Hugging Face\n"
     "models): the prompt is run as one batched prefill, then tokens are decoded one by one with a\n"
-    "KV cache and streamed to stdout. Speeds are reported on stderr at the end.\n"
+    "KV cache and streamed to stdout. Speeds, and why generation stopped (end-of-text, length:\n"
+    "-n tokens, or context: the model's context is full), are reported on stderr at the end.\n"
     "\n"
     "options:\n"
     "  --model CKPT         cformers checkpoint (with its tokenizer embedded, or see --tokenizer)\n"
@@ -124,14 +125,22 @@ int cmd_generate(int argc, char **argv) {
     rc = cf_generate(m, tok, a.prompt, &p, print_piece, NULL, NULL, &s, &err);
     printf("\n");
     fflush(stdout); /* the text ends before the speeds appear on stderr */
+    /* why it stopped: EOS (or a new BOS), -n, or the cache (the model's context) full */
+    char why[96];
+    if (s.stopped_at_eos)
+        snprintf(why, sizeof why, "stopped: end-of-text after %ld of -n %ld tokens", s.generated_tokens, a.n);
+    else if (s.generated_tokens >= a.n)
+        snprintf(why, sizeof why, "stopped: length, -n %ld tokens", a.n);
+    else
+        snprintf(why, sizeof why, "stopped: context, the %ld-token context is full", cf_infer_max_seq(m));
     if (rc == 0)
         fprintf(stderr,
                 "prefill: %ld tokens, %.1f tok/s; decode: %ld tokens, %.1f tok/s (%d threads, %s weights, "
-                "%s KV cache of %.2f MiB)\n",
+                "%s KV cache of %.2f MiB); %s\n",
                 s.prompt_tokens, s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
                 s.generated_tokens, s.decode_seconds > 0 ? s.generated_tokens / s.decode_seconds : 0.0,
                 cf_num_threads(), cf_dtype_name(cf_infer_weight_dtype(m)), cf_dtype_name(cf_infer_kv_dtype(m)),
-                (double)cf_infer_kv_cache_bytes(m) / (1 << 20));
+                (double)cf_infer_kv_cache_bytes(m) / (1 << 20), why);
     else
         fprintf(stderr, "cformers generate: %s\n", err.msg);
     cf_tokenizer_free(tok);

@@ -13,7 +13,8 @@ static const char usage[] =
     "\n"
     "Serves a checkpoint over HTTP with an OpenAI-compatible API (docs/serving.md):\n"
     "  POST /v1/completions, /v1/chat/completions   (\"stream\": true for server-sent events)\n"
-    "  GET  /v1/models, /health, /metrics (Prometheus text)\n"
+    "  POST /tokenize, /detokenize                   (llama-server's and vLLM's shapes)\n"
+    "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)\n"
     "Requests are batched continuously over a paged KV cache: every step decodes one token\n"
     "of each running sequence and prefills waiting prompts in chunks, in one batch.\n"
     "\n"
@@ -22,6 +23,8 @@ static const char usage[] =
     "  --host ADDR             IPv4 address to listen on (default 127.0.0.1)\n"
     "  --port N                port (default 8080; 0 = any free port, printed at start)\n"
     "  --model-name NAME       the model id clients name (default: the checkpoint's file name)\n"
+    "  --api-key KEY           every route but /health needs 'Authorization: Bearer KEY', else 401\n"
+    "                          (default: CFORMERS_API_KEY when set, else no key)\n"
     "  --max-batch N           sequences decoded together at most (default 16)\n"
     "  --kv-blocks N           KV cache blocks of 16 tokens (default: --max-batch full contexts)\n"
     "  --kv-memory SIZE        the KV cache's size instead, e.g. 512M or 2G\n"
@@ -78,6 +81,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--host") == 0) a->server.host = v;
         else if (strcmp(flag, "--port") == 0) rc = cli_parse_long(cmd, flag, v, 0, 65535, &x), a->server.port = (int)x;
         else if (strcmp(flag, "--model-name") == 0) a->server.model_name = v;
+        else if (strcmp(flag, "--api-key") == 0) a->server.api_key = v;
         else if (strcmp(flag, "--max-batch") == 0) rc = cli_parse_long(cmd, flag, v, 1, 128, &a->engine.max_batch);
         else if (strcmp(flag, "--kv-blocks") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->engine.kv_blocks);
         else if (strcmp(flag, "--kv-memory") == 0) rc = parse_size(flag, v, &a->engine.kv_memory);
@@ -92,6 +96,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         if (rc) return rc;
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
+    if (a->server.api_key && !*a->server.api_key) return cli_usage_error(cmd, "--api-key must not be empty");
+    if (!a->server.api_key) a->server.api_key = getenv("CFORMERS_API_KEY");
     if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
     if (cli_check_weight_dtype(cmd, a->dtype) != 0) return 2;
     const char *t = a->server.chat_template;
@@ -128,11 +134,12 @@ int cmd_serve(int argc, char **argv) {
     }
     cf_serve_stats st;
     cf_serve_stats_get(e, &st);
-    printf("serve: http://%s:%d/v1 (model '%s', %s weights, context %ld, %ld KV blocks of 16 tokens in %s, %d threads); "
+    printf("serve: http://%s:%d/v1 (model '%s', %s weights, context %ld, %ld KV blocks of 16 tokens in %s, %d threads%s); "
            "Ctrl-C to stop\n",
            a.server.host ? a.server.host : "127.0.0.1", cf_server_port(s), a.server.model_name,
            cf_dtype_name(cf_infer_weight_dtype(m)), cf_infer_max_seq(m), st.kv_blocks_total,
-           cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads());
+           cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads(),
+           a.server.api_key && *a.server.api_key ? ", API key required" : "");
     fflush(stdout);
     cli_wait_stop_signal();
     cf_server_stop(s);

@@ -116,6 +116,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->verbose = true;
         } else if (cf_config_is_override_arg(arg)) {
             a->overrides[a->n_overrides++] = arg;
+            if (strncmp(arg, "--train_dataset.tokenizer=", 26) == 0) a->opts.tokenizer_given = true;
         } else {
             return cli_usage_error("train", "unknown argument '%s'", arg);
         }
@@ -168,25 +169,24 @@ static char **predict_prompts(const char *input, int *n) {
 
 /* run_mode predict: generation from load_checkpoint for each prompt of predict.input_data,
  * one "prompt + continuation" line each (what `cformers generate` prints). */
-static int run_predict(const cf_config *cfg) {
+static int run_predict(const cf_config *cfg, bool tokenizer_given) {
     const cf_predict_config *p = &cfg->predict;
     cf_error err = {{0}};
     if (!cfg->load_checkpoint[0]) {
         fprintf(stderr, "cformers train: run_mode predict needs load_checkpoint (the model to generate with)\n");
         return 2;
     }
+    /* The checkpoint's own tokenizer, unless one is named on the command line (or it has none). */
     cf_tokenizer *tok = NULL;
-    if (cfg->train_dataset.tokenizer[0]) {
-        tok = cf_tokenizer_load(cfg->train_dataset.tokenizer, &err);
-    } else {
+    bool present = false;
+    if (!tokenizer_given) {
         cf_ckpt *c = cf_ckpt_open(cfg->load_checkpoint, false, &err);
-        bool present = false;
-        if (c) {
-            tok = ckpt_load_tokenizer(c, &present, &err);
-            if (!present) cf_fail(&err, "%s: no tokenizer embedded; set train_dataset.tokenizer", cfg->load_checkpoint);
-            cf_ckpt_close(c);
-        }
+        if (c) tok = ckpt_load_tokenizer(c, &present, &err);
+        cf_ckpt_close(c);
+        if (!c) present = true; /* the error is the checkpoint's */
     }
+    if (!present && cfg->train_dataset.tokenizer[0]) tok = cf_tokenizer_load(cfg->train_dataset.tokenizer, &err);
+    else if (!present) cf_fail(&err, "%s: no tokenizer embedded; set train_dataset.tokenizer", cfg->load_checkpoint);
     cf_infer_options opt = {.weight_dtype = CF_F32};
     cf_infer_model *m = tok ? cf_infer_load(cfg->load_checkpoint, &opt, &err) : NULL;
     if (!m) {
@@ -276,7 +276,7 @@ int cmd_train(int argc, char **argv) {
         fflush(stdout);
     }
     if (cfg.run_mode == CF_RUN_PREDICT) {
-        int prc = cf_dist_rank(dist) == 0 ? run_predict(&cfg) : 0;
+        int prc = cf_dist_rank(dist) == 0 ? run_predict(&cfg, a.opts.tokenizer_given) : 0;
         cf_dashboard_stop(dashboard);
         cf_dist_close(dist);
         return prc;

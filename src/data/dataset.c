@@ -44,6 +44,7 @@ struct cf_dataset {
     doc_ref *docs;
     uint64_t n_docs, n_tokens;
     int vocab_size, eos_id;
+    uint64_t tokenizer_hash;
     uint64_t steps_per_epoch;
     size_t batch_tokens; /* B * (T+1) */
 
@@ -254,6 +255,7 @@ static int open_shards(cf_dataset *ds, cf_error *err) {
     }
     ds->vocab_size = ds->shards[0].vocab_size;
     ds->eos_id = ds->shards[0].eos_id;
+    ds->tokenizer_hash = ds->shards[0].tokenizer_hash;
     return 0;
 }
 
@@ -371,7 +373,8 @@ int cf_dataset_seek(cf_dataset *ds, const cf_dataset_position *pos, cf_error *er
 }
 
 cf_dataset_info cf_dataset_get_info(const cf_dataset *ds) {
-    return (cf_dataset_info){.vocab_size = ds->vocab_size, .eos_id = ds->eos_id, .documents = ds->n_docs,
+    return (cf_dataset_info){.vocab_size = ds->vocab_size, .eos_id = ds->eos_id,
+                             .tokenizer_hash = ds->tokenizer_hash, .documents = ds->n_docs,
                              .tokens = ds->n_tokens, .steps_per_epoch = ds->steps_per_epoch};
 }
 

@@ -105,6 +105,13 @@ char *serve_chat_render(serve_chat_template tpl, json_t *messages, cf_error *err
             cf_fail(err, "messages[%zu].role '%s' is not system, user or assistant", i, role);
             goto fail;
         }
+        const char *key;
+        json_t *v;
+        json_object_foreach(msg, key, v) /* a key the template would not render is refused, not dropped */
+            if (strcmp(key, "role") && strcmp(key, "content") && !json_is_null(v)) {
+                cf_fail(err, "messages[%zu].%.100s is not supported by this server (only role and content are)", i, key);
+                goto fail;
+            }
         content.len = 0;
         puts_(&content, "");
         if (content_of(msg, i, &content, err) != 0) goto fail;

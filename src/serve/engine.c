@@ -648,6 +648,8 @@ void cf_serve_engine_free(cf_serve_engine *e) {
 
 const cf_infer_model *cf_serve_model(const cf_serve_engine *e) { return e->m; }
 
+long cf_serve_max_batch(const cf_serve_engine *e) { return e->o.max_batch; }
+
 void cf_serve_stats_get(cf_serve_engine *e, cf_serve_stats *s) {
     pthread_mutex_lock(&e->mu);
     *s = e->st;

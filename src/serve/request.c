@@ -28,24 +28,148 @@ static int integer_field(json_t *body, const char *name, long lo, long hi, long 
     return 0;
 }
 
+/* Every top-level field a request may hold, described once (docs/serving.md has the same
+ * table): FIELD_USED fields are parsed below and act on the result; FIELD_NOOP ones change
+ * nothing a client receives and are accepted as they are; FIELD_DEFAULT_ONLY ones are OpenAI
+ * features this server does not implement: accepted only at OpenAI's default (`deflt`, as
+ * JSON), which is what the server does anyway, and refused naming the field otherwise. null
+ * counts as absent for every field. A field not in the table is refused too: no field is
+ * ignored. */
+enum {
+    ON_COMPLETIONS = 1 << SERVE_COMPLETIONS,
+    ON_CHAT = 1 << SERVE_CHAT,
+    ON_BOTH = ON_COMPLETIONS | ON_CHAT,
+    ON_TOKENIZE = 1 << SERVE_TOKENIZE,
+    ON_DETOKENIZE = 1 << SERVE_DETOKENIZE,
+};
+static const char *const ENDPOINT_PATH[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
+typedef enum field_kind { FIELD_USED, FIELD_NOOP, FIELD_DEFAULT_ONLY } field_kind;
+typedef struct request_field {
+    const char *name;
+    int on;
+    field_kind kind;
+    const char *deflt; /* FIELD_DEFAULT_ONLY: the one value taken */
+} request_field;
+
+static const request_field FIELDS[] = {
+    {"model", ON_BOTH | ON_TOKENIZE | ON_DETOKENIZE, FIELD_USED, NULL},
+    {"prompt", ON_COMPLETIONS | ON_TOKENIZE, FIELD_USED, NULL},
+    {"messages", ON_CHAT | ON_TOKENIZE, FIELD_USED, NULL},
+    {"content", ON_TOKENIZE, FIELD_USED, NULL},     /* llama-server's text field */
+    {"add_special", ON_TOKENIZE, FIELD_USED, NULL}, /* llama-server's: BOS first (default false) */
+    {"add_special_tokens", ON_TOKENIZE, FIELD_USED, NULL}, /* vLLM's: BOS first (default true) */
+    {"with_pieces", ON_TOKENIZE, FIELD_USED, NULL}, /* llama-server's: each token's text too */
+    {"add_generation_prompt", ON_TOKENIZE, FIELD_DEFAULT_ONLY, "true"}, /* vLLM's; the templates always add it */
+    {"tokens", ON_DETOKENIZE, FIELD_USED, NULL},
+    {"max_tokens", ON_BOTH, FIELD_USED, NULL},
+    {"max_completion_tokens", ON_CHAT, FIELD_USED, NULL},
+    {"temperature", ON_BOTH, FIELD_USED, NULL},
+    {"top_p", ON_BOTH, FIELD_USED, NULL},
+    {"top_k", ON_BOTH, FIELD_USED, NULL},
+    {"seed", ON_BOTH, FIELD_USED, NULL},
+    {"n", ON_BOTH, FIELD_USED, NULL},
+    {"presence_penalty", ON_BOTH, FIELD_USED, NULL},
+    {"frequency_penalty", ON_BOTH, FIELD_USED, NULL},
+    {"stop", ON_BOTH, FIELD_USED, NULL},
+    {"stream", ON_BOTH, FIELD_USED, NULL},
+    {"stream_options", ON_BOTH, FIELD_USED, NULL},
+    {"ignore_eos", ON_BOTH, FIELD_USED, NULL},
+    {"user", ON_BOTH, FIELD_NOOP, NULL},
+    {"logprobs", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
+    {"logprobs", ON_CHAT, FIELD_DEFAULT_ONLY, "false"},
+    {"top_logprobs", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"echo", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "false"},
+    {"best_of", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "1"},
+    {"suffix", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
+    {"logit_bias", ON_BOTH, FIELD_DEFAULT_ONLY, "{}"},
+    {"response_format", ON_CHAT, FIELD_DEFAULT_ONLY, "{\"type\": \"text\"}"},
+    {"tools", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
+    {"tool_choice", ON_CHAT, FIELD_DEFAULT_ONLY, "\"none\""},
+    {"parallel_tool_calls", ON_CHAT, FIELD_DEFAULT_ONLY, "true"},
+    {"functions", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
+    {"function_call", ON_CHAT, FIELD_DEFAULT_ONLY, "\"none\""},
+    {"modalities", ON_CHAT, FIELD_DEFAULT_ONLY, "[\"text\"]"},
+    {"audio", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"prediction", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"reasoning_effort", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"web_search_options", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"store", ON_CHAT, FIELD_DEFAULT_ONLY, "false"},
+    {"metadata", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
+    {"service_tier", ON_CHAT, FIELD_DEFAULT_ONLY, "\"auto\""},
+};
+
+/* Refuses a field this server would not act on (see FIELDS). */
+static int check_fields(json_t *body, serve_endpoint at, serve_request_body *q, cf_error *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        const request_field *f = NULL;
+        for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0] && !f; i++)
+            if (FIELDS[i].on & (1 << at) && strcmp(FIELDS[i].name, key) == 0) f = &FIELDS[i];
+        if (!f) {
+            q->param = key;
+            return cf_fail(err, "'%.100s' is not a field of %s that this server takes (docs/serving.md lists them)", key,
+                           ENDPOINT_PATH[at]);
+        }
+        if (f->kind != FIELD_DEFAULT_ONLY || json_is_null(v)) continue;
+        json_t *deflt = json_loads(f->deflt, JSON_DECODE_ANY, NULL);
+        bool same = json_equal(v, deflt);
+        json_decref(deflt);
+        if (!same) {
+            q->param = f->name;
+            return cf_fail(err, "'%s' is not supported by this server (only its default, %s, is accepted)", f->name,
+                           f->deflt);
+        }
+    }
+    return 0;
+}
+
+/* stream_options: {"include_usage": bool}, only with stream: true (as OpenAI). */
+static int parse_stream_options(json_t *body, serve_request_body *q, cf_error *err) {
+    json_t *so = json_object_get(body, "stream_options");
+    if (!so || json_is_null(so)) return 0;
+    q->param = "stream_options";
+    if (!json_is_object(so)) return cf_fail(err, "'stream_options' must be an object");
+    if (!q->stream) return cf_fail(err, "'stream_options' is only allowed when 'stream' is true");
+    const char *key;
+    json_t *v;
+    json_object_foreach(so, key, v) {
+        if (strcmp(key, "include_usage") != 0)
+            return cf_fail(err, "'stream_options.%.100s' is not supported by this server (only include_usage is)", key);
+        if (!json_is_boolean(v) && !json_is_null(v)) return cf_fail(err, "'stream_options.include_usage' must be true or false");
+        q->include_usage = json_is_true(v);
+    }
+    return 0;
+}
+
 /* The sampling fields both endpoints take. */
-static int parse_params(json_t *body, bool chat, long max_seq, serve_request_body *q, cf_error *err) {
+static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, serve_request_body *q, cf_error *err) {
     double temperature = 1.0, top_p = 1.0, presence = 0.0, frequency = 0.0;
     long max_tokens = chat ? 0 : 16, top_k = 0, seed = 0, n = 1;
-    if (integer_field(body, chat && json_object_get(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                      0, 1L << 30, &max_tokens, q, err) ||
+    json_t *mt = json_object_get(body, "max_tokens"), *mct = chat ? json_object_get(body, "max_completion_tokens") : NULL;
+    bool has_mct = mct && !json_is_null(mct);
+    const char *mt_name = has_mct ? "max_completion_tokens" : "max_tokens";
+    if (has_mct && mt && !json_is_null(mt) && !json_equal(mt, mct))
+        return q->param = "max_tokens", cf_fail(err, "give 'max_tokens' or 'max_completion_tokens', not both");
+    /* max_tokens 0 is refused: OpenAI's 0 asks for a prompt's scoring (echo + logprobs), which
+     * this server does not do; it never means "to the end of the text". */
+    if (integer_field(body, mt_name, 1, 1L << 30, &max_tokens, q, err) ||
         number_field(body, "temperature", 0.0, 2.0, &temperature, q, err) ||
         number_field(body, "top_p", 0.0, 1.0, &top_p, q, err) || integer_field(body, "top_k", 0, 1L << 30, &top_k, q, err) ||
-        integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) || integer_field(body, "n", 1, 128, &n, q, err) ||
+        integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) ||
+        integer_field(body, "n", 1, 1L << 30, &n, q, err) ||
         number_field(body, "presence_penalty", -2.0, 2.0, &presence, q, err) ||
         number_field(body, "frequency_penalty", -2.0, 2.0, &frequency, q, err))
         return -1;
+    if (n > max_batch)
+        return q->param = "n", cf_fail(err, "'n' must be between 1 and the server's --max-batch %ld, not %ld", max_batch, n);
     if (max_tokens > max_seq)
-        return q->param = "max_tokens", cf_fail(err, "max_tokens %ld is beyond the context of %ld tokens", max_tokens, max_seq);
+        return q->param = mt_name, cf_fail(err, "%s %ld is beyond the context of %ld tokens", mt_name, max_tokens, max_seq);
     json_t *stream = json_object_get(body, "stream");
     if (stream && !json_is_null(stream) && !json_is_boolean(stream))
         return q->param = "stream", cf_fail(err, "'stream' must be true or false");
     q->stream = json_is_true(stream);
+    if (parse_stream_options(body, q, err) != 0) return -1;
     json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
     if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
         return q->param = "ignore_eos", cf_fail(err, "'ignore_eos' must be true or false");
@@ -57,10 +181,11 @@ static int parse_params(json_t *body, bool chat, long max_seq, serve_request_bod
     json_t *stop = json_object_get(body, "stop");
     q->param = "stop";
     if (json_is_string(stop)) {
+        if (json_string_length(stop) == 0) return cf_fail(err, "'stop' must hold non-empty strings");
         q->p.stop[q->p.n_stop++] = json_string_value(stop);
     } else if (json_is_array(stop)) {
-        if (json_array_size(stop) > CF_SERVE_MAX_STOP - 1)
-            return cf_fail(err, "'stop' takes at most %d strings", CF_SERVE_MAX_STOP - 1);
+        if (json_array_size(stop) > SERVE_REQUEST_MAX_STOP)
+            return cf_fail(err, "'stop' takes at most %d strings", SERVE_REQUEST_MAX_STOP);
         size_t i;
         json_t *v;
         json_array_foreach(stop, i, v) {
@@ -100,8 +225,8 @@ static int parse_prompt(json_t *body, serve_request_body *q, cf_error *err) {
     return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
 }
 
-int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq,
-                        serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
+/* The body as a JSON object whose "model", if any, is `model`: 0, or the status of the refusal. */
+static int load_body(const char *body, size_t len, const char *model, serve_request_body *q, cf_error *err) {
     memset(q, 0, sizeof *q);
     json_error_t jerr;
     q->json = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
@@ -113,13 +238,88 @@ int serve_request_parse(const char *body, size_t len, bool chat, const char *mod
         return cf_fail(err, "The model '%.256s' does not exist; this server serves '%s' (GET /v1/models)",
                        json_is_string(name) ? json_string_value(name) : "(not a string)", model), 404;
     }
-    if (parse_params(q->json, chat, max_seq, q, err) != 0) return 400;
+    return 0;
+}
+
+int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
+                        serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
+    int status = load_body(body, len, model, q, err);
+    if (status) return status;
+    if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
+        parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
+        return 400;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
     q->text = serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
     if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = serve_chat_stop(tmpl);
+    return 0;
+}
+
+/* An optional boolean field into *out (left as it is when absent or null). */
+static int bool_field(json_t *body, const char *name, bool *out, serve_request_body *q, cf_error *err) {
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return q->param = name, cf_fail(err, "'%s' must be true or false", name);
+    *out = json_is_true(v);
+    return 0;
+}
+
+int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+                         serve_request_body *q, cf_error *err) {
+    int status = load_body(body, len, model, q, err);
+    if (status) return status;
+    if (check_fields(q->json, detokenize ? SERVE_DETOKENIZE : SERVE_TOKENIZE, q, err) != 0) return 400;
+    if (detokenize) {
+        json_t *tokens = json_object_get(q->json, "tokens");
+        q->param = "tokens";
+        if (!json_is_array(tokens)) return cf_fail(err, "'tokens' must be an array of token ids"), 400;
+        q->n_ids = (long)json_array_size(tokens);
+        q->ids = cf_xmalloc(sizeof *q->ids * (size_t)(q->n_ids ? q->n_ids : 1));
+        for (long i = 0; i < q->n_ids; i++) {
+            json_t *v = json_array_get(tokens, (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return cf_fail(err, "'tokens' must be an array of token ids (tokens[%ld] is not)", i), 400;
+            q->ids[i] = (int32_t)json_integer_value(v);
+        }
+        q->param = NULL;
+        return 0;
+    }
+    /* the text: llama-server's "content", vLLM's "prompt", or vLLM's chat "messages" (the
+     * prompt a chat completion would run) */
+    const char *fields[] = {"content", "prompt", "messages"};
+    int given = -1;
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(q->json, fields[i]);
+        if (!v || json_is_null(v)) continue;
+        q->param = fields[i];
+        if (given >= 0) return cf_fail(err, "give one of 'content', 'prompt' or 'messages', not both '%s' and '%s'",
+                                       fields[given], fields[i]), 400;
+        given = i;
+        if (i < 2 && !json_is_string(v)) return cf_fail(err, "'%s' must be a string", fields[i]), 400;
+    }
+    if (given < 0) return q->param = "content", cf_fail(err, "give the text as 'content' (or 'prompt' or 'messages')"), 400;
+    if (given == 2) {
+        q->text = serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+        if (!q->text) return 400;
+        q->text_len = strlen(q->text);
+    } else {
+        json_t *v = json_object_get(q->json, fields[given]);
+        q->text_len = json_string_length(v);
+        q->text = cf_xmalloc(q->text_len + 1);
+        memcpy(q->text, json_string_value(v), q->text_len + 1);
+    }
+    /* BOS: llama-server's default is none, vLLM's (and what completions run) one */
+    q->add_special = given != 0;
+    json_t *a = json_object_get(q->json, "add_special"), *b = json_object_get(q->json, "add_special_tokens");
+    if (a && !json_is_null(a) && b && !json_is_null(b) && !json_equal(a, b))
+        return q->param = "add_special", cf_fail(err, "give 'add_special' or 'add_special_tokens', not both"), 400;
+    if (bool_field(q->json, "add_special", &q->add_special, q, err) != 0 ||
+        bool_field(q->json, "add_special_tokens", &q->add_special, q, err) != 0 ||
+        bool_field(q->json, "with_pieces", &q->with_pieces, q, err) != 0)
+        return 400;
+    q->param = NULL;
     return 0;
 }
 

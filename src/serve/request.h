@@ -14,22 +14,38 @@
 #include "cformers/serve.h"
 #include "serve/chat.h"
 
+/* The endpoints whose bodies are parsed here. */
+typedef enum serve_endpoint { SERVE_COMPLETIONS, SERVE_CHAT, SERVE_TOKENIZE, SERVE_DETOKENIZE } serve_endpoint;
+
+/* Stop strings a request may give (OpenAI's limit); chat adds its template's end of turn. */
+enum { SERVE_REQUEST_MAX_STOP = 4 };
+_Static_assert(SERVE_REQUEST_MAX_STOP + 1 <= CF_SERVE_MAX_STOP, "no room for the chat template's stop string");
+
 typedef struct serve_request_body {
     cf_serve_params p;  /* stop strings point into json */
     bool stream;
+    bool include_usage; /* stream_options.include_usage: a last chunk with the usage */
     char *text;         /* the prompt to tokenize (malloc'd), or NULL when given as ids */
     size_t text_len;
     int32_t *ids;       /* the prompt as token ids (malloc'd), when given so */
     long n_ids;
+    bool add_special;   /* /tokenize: BOS first */
+    bool with_pieces;   /* /tokenize: each token's text too */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
 } serve_request_body;
 
 /* Parses `len` bytes of `body`: 0, or the HTTP status of the refusal (400 bad request, 404
- * a "model" other than `model`) with err saying why. `max_seq` bounds max_tokens; `tmpl`
- * renders chat messages. serve_request_free releases *q either way. */
-int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq,
+ * a "model" other than `model`) with err saying why and q->param naming the field. A field
+ * the server does not act on is refused (request.c's FIELDS). `max_seq` bounds max_tokens,
+ * `max_batch` n; `tmpl` renders chat messages. serve_request_free releases *q either way. */
+int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
                         serve_chat_template tmpl, serve_request_body *q, cf_error *err);
+/* /tokenize (llama-server's {"content", "add_special", "with_pieces"} or vLLM's {"prompt" or
+ * "messages", "add_special_tokens"}: text, add_special and with_pieces set) or /detokenize
+ * ({"tokens": [ids]}: ids set); refusals as serve_request_parse. */
+int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+                         serve_request_body *q, cf_error *err);
 void serve_request_free(serve_request_body *q);
 
 #endif

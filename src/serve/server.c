@@ -1,7 +1,9 @@
 /* The OpenAI-compatible HTTP front of the serving engine (libmicrohttpd, one thread per
  * connection so that a request can wait for its tokens; JSON with jansson):
- *   GET  /health, /v1/models, /metrics (Prometheus text)
- *   POST /v1/completions, /v1/chat/completions (stream: true as server-sent events)
+ *   GET  /health, /v1/models, /v1/models/{id}, /metrics (Prometheus text)
+ *   POST /v1/completions, /v1/chat/completions (stream: true as server-sent events),
+ *        /tokenize, /detokenize (llama-server's and vLLM's shapes)
+ * With an API key every route but /health needs "Authorization: Bearer KEY" (else 401).
  * Errors are OpenAI's {"error": {"message", "type", "param", "code"}} with the status. */
 #include <jansson.h>
 #include <stdarg.h>
@@ -17,8 +19,8 @@
 #include "serve/chat.h"
 #include "serve/request.h"
 
-enum { STATUS_KINDS = 8 };
-static const unsigned status_codes[STATUS_KINDS] = {200, 400, 404, 405, 413, 500, 503, 0};
+enum { STATUS_KINDS = 9 };
+static const unsigned status_codes[STATUS_KINDS] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
 
 struct cf_server {
     cf_serve_engine *e;
@@ -27,6 +29,7 @@ struct cf_server {
     char model[256];
     serve_chat_template chat;
     size_t max_body;
+    char *api_key; /* NULL: none asked */
     atomic_ulong next_id;
     atomic_ulong responses[STATUS_KINDS]; /* by status_codes; the last: any other */
 };
@@ -36,6 +39,7 @@ typedef struct upload {
     char *body;
     size_t len;
     bool too_big;
+    bool unauthorized; /* answered 401 once the body is in */
 } upload;
 
 static void count_status(cf_server *s, unsigned status) {
@@ -54,7 +58,8 @@ static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsign
 static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsigned status, const char *param,
                                    const char *message) {
     const char *type = status >= 500 ? "server_error" : "invalid_request_error";
-    const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy" : NULL;
+    const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy"
+                       : status == 401 ? "invalid_api_key" : NULL;
     json_t *err = json_pack("{s:s, s:s, s:s?, s:s?}", "message", message, "type", type, "param", param, "code", code);
     return reply_json(s, c, status, json_pack("{s:o}", "error", err));
 }
@@ -82,6 +87,7 @@ typedef struct call {
     cf_server *s;
     cf_serve_request *r;
     bool chat;
+    bool include_usage; /* streams: "usage": null on each chunk, then a last chunk with the usage */
     char id[40];
     long created;
 } call;
@@ -109,6 +115,12 @@ static json_t *envelope(const call *k, bool chunk) {
                      k->s->model);
 }
 
+/* OpenAI's usage object: the prompt's tokens (once: the n samples share it) and those generated. */
+static json_t *usage_json(long prompt, long completion) {
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
+                     "total_tokens", (json_int_t)(prompt + completion));
+}
+
 static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     uint64_t version = 0;
     while (!cf_serve_wait(k->r, &version, 1000)) {
@@ -124,9 +136,7 @@ static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     }
     cf_serve_release(k->r);
     json_object_set_new(body, "choices", choices);
-    json_object_set_new(body, "usage", json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt,
-                                                 "completion_tokens", (json_int_t)completion, "total_tokens",
-                                                 (json_int_t)(prompt + completion)));
+    json_object_set_new(body, "usage", usage_json(prompt, completion));
     return reply_json(k->s, c, 200, body);
 }
 
@@ -135,6 +145,8 @@ typedef struct stream {
     call k;
     uint64_t version;
     size_t *sent;
+    long *completion; /* tokens of each sample so far */
+    long prompt;
     bool *finished, *started;
     char *buf;
     size_t len, off, cap;
@@ -142,6 +154,7 @@ typedef struct stream {
 } stream;
 
 static void put_event(stream *st, json_t *j) {
+    if (st->k.include_usage && !json_object_get(j, "usage")) json_object_set_new(j, "usage", json_null());
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = strlen(text) + 8;
@@ -158,6 +171,7 @@ static void gather(stream *st) {
         if (st->finished[i]) continue;
         cf_serve_output o;
         cf_serve_read(st->k.r, i, st->sent[i], &o);
+        st->prompt = o.prompt_tokens, st->completion[i] = o.completion_tokens;
         if (o.len || !st->started[i]) {
             json_t *ev = envelope(&st->k, true);
             json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, o.text, o.len, NULL, true,
@@ -176,6 +190,14 @@ static void gather(stream *st) {
     if (all) {
         bool every = true;
         for (int i = 0; i < n; i++) every &= st->finished[i];
+        if (every && st->k.include_usage) {
+            long completion = 0;
+            for (int i = 0; i < n; i++) completion += st->completion[i];
+            json_t *ev = envelope(&st->k, true);
+            json_object_set_new(ev, "choices", json_array());
+            json_object_set_new(ev, "usage", usage_json(st->prompt, completion));
+            put_event(st, ev);
+        }
         if (every) {
             const char *done = "data: [DONE]\n\n";
             size_t dn = strlen(done);
@@ -204,7 +226,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 static void stream_free(void *cls) {
     stream *st = cls;
     cf_serve_release(st->k.r);
-    free(st->sent), free(st->finished), free(st->started), free(st->buf);
+    free(st->sent), free(st->completion), free(st->finished), free(st->started), free(st->buf);
     free(st);
 }
 
@@ -213,6 +235,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     st->k = *k;
     int n = cf_serve_request_n(k->r);
     st->sent = cf_xcalloc((size_t)n, sizeof *st->sent);
+    st->completion = cf_xcalloc((size_t)n, sizeof *st->completion);
     st->finished = cf_xcalloc((size_t)n, sizeof *st->finished);
     st->started = cf_xcalloc((size_t)n, sizeof *st->started);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
@@ -231,8 +254,8 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
     cf_error err;
-    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)), s->chat,
-                                     &q, &err);
+    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
+                                     cf_serve_max_batch(s->e), s->chat, &q, &err);
     if (status == 0 && q.text) {
         const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
         q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
@@ -245,19 +268,83 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
         status = r ? 0 : (int)why;
     }
-    bool stream = q.stream;
+    bool stream = q.stream, include_usage = q.include_usage;
     if (!r) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
         serve_request_free(&q);
         return res;
     }
     serve_request_free(&q); /* the stop strings were copied by submit */
-    call k = {.s = s, .r = r, .chat = chat, .created = (long)time(NULL)};
+    call k = {.s = s, .r = r, .chat = chat, .include_usage = include_usage, .created = (long)time(NULL)};
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
     return stream ? reply_stream(&k, c) : reply_whole(&k, c);
 }
 
+/* ---- /tokenize, /detokenize ---- */
+
+/* One token's text for with_pieces: a string where it is whole UTF-8, else its bytes (as
+ * llama-server answers). */
+static json_t *piece_json(const char *piece, size_t len) {
+    json_t *j = json_stringn(piece, len);
+    if (j) return j;
+    j = json_array();
+    for (size_t i = 0; i < len; i++) json_array_append_new(j, json_integer((unsigned char)piece[i]));
+    return j;
+}
+
+static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *u, bool detokenize) {
+    serve_request_body q;
+    cf_error err;
+    const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
+    int status = serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
+    long vocab = cf_tokenizer_vocab_size(tok);
+    for (long i = 0; status == 0 && detokenize && i < q.n_ids; i++)
+        if (q.ids[i] >= vocab) {
+            q.param = "tokens";
+            status = 400, cf_fail(&err, "tokens[%ld] = %d is outside the vocabulary of %ld", i, q.ids[i], vocab);
+        }
+    int32_t *ids = NULL;
+    long n = 0;
+    if (status == 0 && !detokenize && (n = cf_tokenizer_encode(tok, q.text, q.text_len, q.add_special, &ids, &err)) < 0)
+        status = 400, q.param = "content";
+    if (status != 0) {
+        enum MHD_Result res = reply_error(s, c, (unsigned)status, q.param, err.msg);
+        serve_request_free(&q);
+        return res;
+    }
+    json_t *body;
+    if (detokenize) {
+        char *text = cf_tokenizer_decode(tok, q.ids, (size_t)q.n_ids);
+        /* llama-server's clients read "content", vLLM's "prompt" */
+        body = json_pack("{s:o, s:o}", "content", text_json(text, strlen(text)), "prompt", text_json(text, strlen(text)));
+        free(text);
+    } else {
+        json_t *tokens = json_array();
+        for (long i = 0; i < n; i++) {
+            if (!q.with_pieces) {
+                json_array_append_new(tokens, json_integer(ids[i]));
+                continue;
+            }
+            char scratch[16];
+            size_t len = 0;
+            const char *piece = cf_tokenizer_piece(tok, i ? ids[i - 1] : -1, ids[i], scratch, &len);
+            json_array_append_new(tokens, json_pack("{s:i, s:o}", "id", ids[i], "piece", piece_json(piece, len)));
+        }
+        body = json_pack("{s:o, s:I, s:I}", "tokens", tokens, "count", (json_int_t)n, "max_model_len",
+                         (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
+    }
+    free(ids);
+    serve_request_free(&q);
+    return reply_json(s, c, 200, body);
+}
+
 /* ---- GET ---- */
+
+/* The model object /v1/models lists and /v1/models/{id} answers. */
+static json_t *model_json(const cf_server *s) {
+    return json_pack("{s:s, s:s, s:i, s:s, s:I}", "id", s->model, "object", "model", "created", 0, "owned_by",
+                     "cformers", "max_model_len", (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
+}
 
 static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
@@ -339,21 +426,50 @@ static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
     return cf_http_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b, len, MHD_RESPMEM_MUST_FREE);
 }
 
+/* The request names the server's API key (Authorization: Bearer KEY), or none is asked. The
+ * comparison takes the same time wherever the first difference is. */
+static bool authorized(const cf_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0) return false;
+    const char *given = auth + 7;
+    size_t n = strlen(given), want = strlen(s->api_key);
+    unsigned diff = n != want;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned)(given[i] ^ s->api_key[i % want]);
+    return diff == 0;
+}
+
+static enum MHD_Result unauthorized(cf_server *s, struct MHD_Connection *c) {
+    return reply_error(s, c, 401, NULL,
+                       "this server needs an API key: send 'Authorization: Bearer KEY' (its --api-key or CFORMERS_API_KEY)");
+}
+
+/* The POST routes, whose bodies are gathered before they are answered. */
+typedef enum post_route { POST_NONE, POST_COMPLETIONS, POST_CHAT, POST_TOKENIZE, POST_DETOKENIZE } post_route;
+
+static post_route post_route_of(const char *url) {
+    static const char *const paths[] = {NULL, "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
+    for (int r = 1; r < 5; r++)
+        if (strcmp(url, paths[r]) == 0) return (post_route)r;
+    return POST_NONE;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *data, size_t *data_size, void **state) {
     (void)version;
     cf_server *s = cls;
     bool post = strcmp(method, "POST") == 0;
-    bool completion = strcmp(url, "/v1/completions") == 0, chat = strcmp(url, "/v1/chat/completions") == 0;
-    if (post && (completion || chat)) {
+    post_route route = post_route_of(url);
+    if (post && route != POST_NONE) {
         upload *u = *state;
         if (!u) {
-            *state = cf_xcalloc(1, sizeof(upload));
+            *state = u = cf_xcalloc(1, sizeof(upload));
+            u->unauthorized = !authorized(s, c);
             return MHD_YES;
         }
         if (*data_size) {
-            if (u->len + *data_size > s->max_body) {
-                u->too_big = true;
+            if (u->len + *data_size > s->max_body || u->unauthorized) {
+                u->too_big = !u->unauthorized;
             } else {
                 u->body = cf_xrealloc(u->body, u->len + *data_size + 1);
                 memcpy(u->body + u->len, data, *data_size);
@@ -362,26 +478,33 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             *data_size = 0;
             return MHD_YES;
         }
+        if (u->unauthorized) return unauthorized(s, c);
         if (u->too_big) {
             char msg[128];
             snprintf(msg, sizeof msg, "the request body is larger than the server's limit of %zu bytes", s->max_body);
             return reply_error(s, c, 413, NULL, msg);
         }
-        return completions(s, c, u, chat);
+        if (route == POST_TOKENIZE || route == POST_DETOKENIZE) return tokenize(s, c, u, route == POST_DETOKENIZE);
+        return completions(s, c, u, route == POST_CHAT);
     }
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    if (completion || chat || ((strcmp(url, "/health") == 0 || strcmp(url, "/v1/models") == 0 ||
-                                strcmp(url, "/metrics") == 0) && !get))
-        return reply_error(s, c, 405, NULL, completion || chat ? "use POST" : "use GET");
-    if (strcmp(url, "/health") == 0) return reply_json(s, c, 200, json_pack("{s:s}", "status", "ok"));
-    if (strcmp(url, "/v1/models") == 0)
-        return reply_json(s, c, 200,
-                          json_pack("{s:s, s:[{s:s, s:s, s:i, s:s, s:I}]}", "object", "list", "data", "id", s->model,
-                                    "object", "model", "created", 0, "owned_by", "cformers", "max_model_len",
-                                    (json_int_t)cf_infer_max_seq(cf_serve_model(s->e))));
-    if (strcmp(url, "/metrics") == 0) return metrics(s, c);
+    bool health = strcmp(url, "/health") == 0, models = strcmp(url, "/v1/models") == 0;
+    bool model = strncmp(url, "/v1/models/", 11) == 0, metrics_route = strcmp(url, "/metrics") == 0;
+    if (!health && !authorized(s, c)) return unauthorized(s, c);
+    if (route != POST_NONE || ((health || models || model || metrics_route) && !get))
+        return reply_error(s, c, 405, NULL, route != POST_NONE ? "use POST" : "use GET");
+    if (health) return reply_json(s, c, 200, json_pack("{s:s}", "status", "ok"));
+    if (models) return reply_json(s, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_json(s)));
+    if (model && strcmp(url + 11, s->model) == 0) return reply_json(s, c, 200, model_json(s));
+    if (model) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "The model '%.256s' does not exist; this server serves '%s'", url + 11, s->model);
+        return reply_error(s, c, 404, "model", msg);
+    }
+    if (metrics_route) return metrics(s, c);
     char msg[300];
-    snprintf(msg, sizeof msg, "no route %.200s (see /v1/models, /v1/completions, /v1/chat/completions)", url);
+    snprintf(msg, sizeof msg,
+             "no route %.200s (see /v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize)", url);
     return reply_error(s, c, 404, NULL, msg);
 }
 
@@ -403,16 +526,19 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     cf_server *s = cf_xcalloc(1, sizeof *s);
     s->e = e;
     s->max_body = o->max_body ? o->max_body : 1 << 20;
+    s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
     snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
     s->chat = serve_chat_template_for(cf_infer_tokenizer(m));
     if (o->chat_template && serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
         cf_fail(err, "--chat-template must be llama2, llama3 or chatml, not '%s'", o->chat_template);
+        free(s->api_key);
         free(s);
         return NULL;
     }
     s->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
                                handle, s, completed, &s->port, err);
     if (!s->daemon) {
+        free(s->api_key);
         free(s);
         return NULL;
     }
@@ -424,5 +550,6 @@ int cf_server_port(const cf_server *s) { return s->port; }
 void cf_server_stop(cf_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->daemon);
+    free(s->api_key);
     free(s);
 }

@@ -56,9 +56,6 @@ enum { TEXT_PIECE = 1 << 16 };
 static int encode_text(cf_batches *b, const cf_config *cfg, const cf_tokenizer *tok, const unsigned char *text,
                        int64_t n, cf_error *err) {
     const char *path = cfg->train_dataset.data_dir;
-    if (cf_tokenizer_vocab_size(tok) > cfg->model.model_config.vocab_size)
-        return cf_fail(err, "%s: the tokenizer has %d tokens but model_config.vocab_size is %lld", path,
-                       cf_tokenizer_vocab_size(tok), (long long)cfg->model.model_config.vocab_size);
     int64_t cap = 0;
     for (int64_t at = 0; at < n;) {
         int64_t end = at + TEXT_PIECE < n ? at + TEXT_PIECE : n;
@@ -147,6 +144,12 @@ cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t bat
         return NULL;
     }
     return b;
+}
+
+bool cf_batches_records_info(const cf_batches *b, cf_dataset_info *out) {
+    if (!b->ds) return false;
+    *out = cf_dataset_get_info(b->ds);
+    return true;
 }
 
 void cf_batches_close(cf_batches *b) {

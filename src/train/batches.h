@@ -29,6 +29,8 @@ bool cf_batches_is_text(const char *data_dir);
 cf_batches *cf_batches_open(const cf_config *cfg, const char *split, int64_t batch, int rank, int world,
                             const cf_tokenizer *tok, cf_error *err);
 void cf_batches_close(cf_batches *b);
+/* The record split's facts (vocabulary, EOS, tokenizer fingerprint); false for a text file. */
+bool cf_batches_records_info(const cf_batches *b, cf_dataset_info *out);
 
 int cf_batches_next(cf_batches *b, int32_t *tokens, cf_error *err);
 cf_dataset_position cf_batches_position(const cf_batches *b);

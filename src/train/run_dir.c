@@ -51,6 +51,8 @@ static int check_shape(const cf_trainer *t, const char *path, cf_error *err) {
     json_object_foreach(now, key, v) {
         json_t *was = json_object_get(stored, key);
         snprintf(name, sizeof name, "model_config.%s", key);
+        /* the special ids follow the run's tokenizer (cf_trainer_check_vocab), which a resume keeps */
+        if (strcmp(key, "bos_token_id") == 0 || strcmp(key, "eos_token_id") == 0) continue;
         if (was && !json_equal(was, v) && (rc = refuse_change(path, name, was, v, err)) != 0) break;
     }
     json_t *seq = json_object_get(json_object_get(meta, "run"), "seq_length");
@@ -96,21 +98,27 @@ int cf_run_dir_claim(const cf_trainer *t, cf_error *err) {
     return 0;
 }
 
-int cf_run_dir_begin(cf_trainer *t, const char *resume, cf_error *err) {
+int cf_run_dir_find_resume(cf_trainer *t, cf_error *err) {
     const char *dir = t->cfg.output_dir, *prefix = cf_checkpoint_prefix(&t->cfg);
-    cf_run_settings now = settings_of(t);
+    const char *resume = t->opts.resume;
+    if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
     if (resume && !*resume && t->opts.resume_if_any && cf_checkpoint_count(dir, prefix) == 0) resume = NULL;
-    if (!resume) {
+    t->resumed_from[0] = 0;
+    if (!resume) return 0;
+    if (*resume) {
+        snprintf(t->resumed_from, sizeof t->resumed_from, "%s", resume);
+        return 0;
+    }
+    return cf_checkpoint_newest_valid(dir, prefix, t->resumed_from, sizeof t->resumed_from,
+                                      t->rank == 0 ? stderr : NULL, err);
+}
+
+int cf_run_dir_begin(cf_trainer *t, cf_error *err) {
+    cf_run_settings now = settings_of(t);
+    if (!t->resumed_from[0]) {
         new_run_id(t->pos.run_id, sizeof t->pos.run_id);
         t->pos.settings = now;
         return 0;
-    }
-    if (!*resume) {
-        if (cf_checkpoint_newest_valid(dir, prefix, t->resumed_from, sizeof t->resumed_from,
-                                       t->rank == 0 ? stderr : NULL, err) != 0)
-            return -1;
-    } else {
-        snprintf(t->resumed_from, sizeof t->resumed_from, "%s", resume);
     }
     if (check_shape(t, t->resumed_from, err) != 0 ||
         cf_train_checkpoint_load(t->resumed_from, t->plan, true, &t->pos, err) != 0)

@@ -10,10 +10,15 @@
 
 #include "train/trainer_internal.h"
 
-/* Picks the checkpoint to resume from (opts.resume, or the newest valid one of output_dir
- * when it is ""), refuses one whose model_config or seq_length differs from the config
+/* Picks the checkpoint to resume from into t->resumed_from ("" for a fresh run):
+ * opts.resume, load_checkpoint with resume_training set, or the newest valid one of
+ * output_dir when opts.resume is "". Before the tokenizer is chosen: a resume keeps the
+ * checkpoint's. */
+int cf_run_dir_find_resume(cf_trainer *t, cf_error *err);
+
+/* Refuses a t->resumed_from whose model_config or seq_length differs from the config
  * (naming the key) and loads it. Either way t->pos gets the run id and settings. */
-int cf_run_dir_begin(cf_trainer *t, const char *resume, cf_error *err);
+int cf_run_dir_begin(cf_trainer *t, cf_error *err);
 
 /* Before a run writes to output_dir (rank 0): a fresh run refuses a directory holding
  * checkpoints (another run's), or with opts.overwrite deletes them. A trainer that is

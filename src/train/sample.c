@@ -63,28 +63,6 @@ static void make_valid_utf8(char *text) {
     }
 }
 
-int cf_trainer_resolve_tokenizer(cf_trainer *t, cf_error *err) {
-    const cf_dataset_config *d = &t->cfg.train_dataset;
-    ckpt_tok_file *f = &t->tokenizer;
-    if (d->tokenizer[0]) {
-        if (ckpt_tok_file_read(d->tokenizer, f, err) != 0) return cf_fail_prefix(err, "train_dataset.tokenizer: ");
-        if (!cf_batches_is_text(d->data_dir)) return 0; /* records carry their ids */
-        t->tok = cf_tokenizer_load(d->tokenizer, err);
-        return t->tok ? 0 : -1;
-    }
-    if (t->cfg.load_checkpoint[0]) {
-        cf_ckpt *c = cf_ckpt_open(t->cfg.load_checkpoint, false, err);
-        int rc = c ? ckpt_tok_file_from_ckpt(c, f, err) : -1;
-        cf_ckpt_close(c);
-        if (rc != 0) return cf_fail_prefix(err, "load_checkpoint: ");
-    }
-    if (!f->bytes && cf_batches_is_text(d->data_dir)) ckpt_tok_file_bytes(f);
-    /* Text in the byte vocabulary is read as it is: its ids are the bytes. */
-    if (!f->bytes || !cf_batches_is_text(d->data_dir) || strcmp(f->name, CF_TOKENIZER_BYTES_NAME) == 0) return 0;
-    t->tok = ckpt_tok_file_load(f, err);
-    return t->tok ? 0 : cf_fail_prefix(err, "load_checkpoint %s: embedded tokenizer: ", t->cfg.load_checkpoint);
-}
-
 static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
     return t->tokenizer.bytes ? ckpt_tok_file_load(&t->tokenizer, err) : cf_tokenizer_bytes();
 }

@@ -96,10 +96,8 @@ static int init_state(cf_trainer *t, cf_error *err) {
     t->pos.loss_scale = cf_loss_scale_start(&t->cfg);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
-    const char *resume = t->opts.resume;
-    if (!resume && t->cfg.resume_training && t->cfg.load_checkpoint[0]) resume = t->cfg.load_checkpoint;
-    if (cf_run_dir_begin(t, resume, err) != 0) return -1;
-    if (resume) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
+    if (cf_run_dir_begin(t, err) != 0) return -1;
+    if (t->resumed_from[0]) return t->train ? cf_batches_seek(t->train, &t->pos.data, err) : 0;
     const char *missing = cf_config_missing_checkpoint(&t->cfg);
     if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
@@ -193,7 +191,9 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
     t->train_steps = rc->train_steps;
     t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
     t->stats_interval = cfg->callbacks.summary_monitor.gradient_stats_interval;
-    if (build_graph(t, err) != 0 || cf_trainer_resolve_tokenizer(t, err) != 0 || open_data(t, err) != 0 || resolve_steps(t, err) != 0 || init_state(t, err) != 0) {
+    if (build_graph(t, err) != 0 || cf_run_dir_find_resume(t, err) != 0 || cf_trainer_resolve_tokenizer(t, err) != 0 ||
+        open_data(t, err) != 0 || cf_trainer_check_vocab(t, err) != 0 || resolve_steps(t, err) != 0 ||
+        init_state(t, err) != 0) {
         cf_trainer_free(t);
         return NULL;
     }

@@ -50,6 +50,7 @@ struct cf_trainer {
      * when text is read as bytes or when the records name no tokenizer. */
     ckpt_tok_file tokenizer;
     cf_tokenizer *tok;
+    char tok_source[3 * CF_CONFIG_PATH_MAX]; /* where the tokenizer came from, for errors */
     cf_batches *train, *valid; /* NULL without train_dataset.data_dir */
     int32_t *tokens;           /* one optimizer step of micro-batches, accum * batch * (seq + 1) */
     cf_metrics *metrics;
@@ -83,9 +84,17 @@ void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields);
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
 
-/* Sets t->tokenizer and t->tok: train_dataset.tokenizer when set; else the tokenizer
- * load_checkpoint embeds (fine-tuning keeps its vocabulary); else, for a text file, the
- * byte vocabulary; else none (records made by a tokenizer the config does not name). */
+/* Sets t->tokenizer and t->tok (src/train/train_vocab.c): the tokenizer embedded in the
+ * checkpoint the weights come from (t->resumed_from, else load_checkpoint), unless
+ * opts.tokenizer_given; else train_dataset.tokenizer when set; else, for a text file, the
+ * byte vocabulary; else none (records made by a tokenizer the config does not name).
+ * Refuses a tokenizer with more tokens than model_config.vocab_size (before any text is
+ * encoded with it). */
 int cf_trainer_resolve_tokenizer(cf_trainer *t, cf_error *err);
+/* After the data is open, before the first step: the record shards of each split must have
+ * been made with the run's tokenizer (vocabulary size, fingerprint, EOS id); then the
+ * config's bos/eos ids become the tokenizer's (said when they change), so that a
+ * checkpoint's config and its embedded tokenizer agree. */
+int cf_trainer_check_vocab(cf_trainer *t, cf_error *err);
 
 #endif

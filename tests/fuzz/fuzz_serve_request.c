@@ -1,5 +1,6 @@
-/* `cformers serve`'s request bodies: the first byte picks the endpoint (bit 0: chat) and
- * the chat template (bits 1-2), the rest is the body as a client sends it. Parsed and
+/* `cformers serve`'s request bodies: the first byte picks the endpoint (bit 0: chat; bits
+ * 3-4: 1 /tokenize, 2 /detokenize) and the chat template (bits 1-2), the rest is the body
+ * as a client sends it. Parsed and
  * checked as the server does (JSON, model name, sampling fields, stop strings, prompt as
  * text or token ids, chat messages rendered); a refusal must be 400 or 404 with a message. */
 #include <stdio.h>
@@ -15,12 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     serve_chat_template tmpl = (serve_chat_template)((data[0] >> 1) % 3);
     serve_request_body q;
     cf_error err = {{0}};
-    int status = serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, tmpl, &q, &err);
+    int tokenize = (data[0] >> 3) & 3;
+    int status = tokenize == 1 || tokenize == 2
+                     ? serve_tokenize_parse((const char *)data + 1, size - 1, tokenize == 2, "model", tmpl, &q, &err)
+                     : serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, 16, tmpl, &q, &err);
     if (status != 0 && ((status != 400 && status != 404) || !err.msg[0])) {
         fprintf(stderr, "fuzz_serve_request: refused with %d and message '%s'\n", status, err.msg);
         abort();
     }
-    if (status == 0 && !q.text && q.n_ids <= 0) {
+    if (status == 0 && tokenize != 2 && !q.text && q.n_ids <= 0) {
         fprintf(stderr, "fuzz_serve_request: accepted without a prompt\n");
         abort();
     }
