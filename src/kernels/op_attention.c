@@ -1,5 +1,6 @@
-/* Causal grouped-query attention, unfused: scores = q k^T / sqrt(hd) through
- * cf_sgemm_strided_batched, causal softmax, out = probs v. The probabilities are a
+/* Masked (causal: kernels/attn_mask.h, the mask in the node's attrs) grouped-query
+ * attention, unfused: scores = q k^T / sqrt(hd) through cf_sgemm_strided_batched, masked
+ * softmax, out = probs v. The probabilities are a
  * second output kept for the backward.
  *
  * Layout: q [B, T, H, hd], k and v [B, T, KV, hd], probs [B, H, T, T]. The `rep` = H/KV
@@ -92,7 +93,8 @@ cf_tensor *cf_nn_attention_masked(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_te
 }
 
 cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
-    return cf_nn_attention_masked(g, q, k, v, &(cf_attn_mask){.causal = true});
+    cf_attn_mask causal = cf_mask_causal();
+    return cf_nn_attention_masked(g, q, k, v, &causal);
 }
 
 /* ---- backward: inputs (dout, q, k, v, probs), outputs (dq, dk, dv) ----

@@ -77,7 +77,8 @@ cf_tensor *cf_nn_flash_attention_masked(cf_graph *g, cf_tensor *q, cf_tensor *k,
 }
 
 cf_tensor *cf_nn_flash_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
-    return cf_nn_flash_attention_masked(g, q, k, v, &(cf_attn_mask){.causal = true});
+    cf_attn_mask causal = cf_mask_causal();
+    return cf_nn_flash_attention_masked(g, q, k, v, &causal);
 }
 
 /* ---- backward: inputs (dout, q, k, v, out, lse), outputs (dq, dk, dv) ---- */

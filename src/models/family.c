@@ -357,7 +357,10 @@ static int check_roles(const cf_family *f, const cf_block_step *s, cf_error *err
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err) {
     const cf_family *f = cf_family_of(m->arch);
     if (!f) return cf_fail(err, "arch %d is not a model family", (int)m->arch);
-    const cf_block_recipe *r = &f->block;
+    return cf_block_program_of_recipe(f, &f->block, p, err);
+}
+
+int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {
     *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE};
     if (r->norm_place != CF_NORM_PRE) return cf_fail(err, "%s: only pre-norm blocks are implemented", f->name);
     if (p->rotary && r->rotary != CF_ROTARY_INTERLEAVED)

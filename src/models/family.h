@@ -217,6 +217,10 @@ typedef struct cf_family {
     const char *gguf_arch; /* general.architecture */
 } cf_family;
 
+/* cf_block_program_compile for recipe r over family f's tensor table (a recipe being
+ * designed; tests). */
+int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err);
+
 /* The family of arch, or NULL when arch is not one (a corrupt value). */
 const cf_family *cf_family_of(cf_arch arch);
 /* By model_config.arch name, or NULL. */
