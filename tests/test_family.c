@@ -110,14 +110,15 @@ static void check_program(cf_arch a) {
         }
     CHECK(attention == 1);
     /* facts no executor implements, or that the table has no tensor for, are refused */
-    cf_block_recipe bad[5] = {f->block, f->block, f->block, f->block, f->block};
+    cf_block_recipe bad[6] = {f->block, f->block, f->block, f->block, f->block, f->block};
     bad[0].position = CF_POS_ROPE, bad[0].rotary = CF_ROTARY_NEOX;
     bad[1].position = CF_POS_ROPE, bad[1].rotary_fraction = 0.5;
     bad[2].fused_qkv = false, bad[2].bias.qkv = true;
     bad[3].mlp = CF_MLP_SWIGLU, bad[3].bias.up = true;
     bad[4].bias.out = !f->block.bias.out; /* a bias the table lacks, or a table bias the recipe drops */
-    const char *want[5] = {"NEOX", "partial rotary", "q, k, v biases", "gate bias", "tensor role"};
-    for (int i = 0; i < 5; i++) {
+    bad[5].norm = CF_NORM_LAYER, bad[5].bias.norm = false;
+    const char *want[6] = {"NEOX", "partial rotary", "q, k, v biases", "gate bias", "tensor role", "LayerNorm"};
+    for (int i = 0; i < 6; i++) {
         int rc = cf_block_program_of_recipe(f, &bad[i], &p, &err);
         if (i == 4 && f->block.bias.out) { /* dropping a bias compiles: the table check below catches it */
             int wo = 0;

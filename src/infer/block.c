@@ -102,6 +102,12 @@ void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
             case CF_MLP_GELU: /* element by element: no tails */
                 cf_gelu_tanh(buf[CF_SLOT_FF1], buf[s->out[0]], n * m->hidden);
                 break;
+            case CF_MLP_GEGLU: { /* as the graph: gelu_tanh, then the product */
+                float *gate = buf[CF_SLOT_FF1], *up = buf[CF_SLOT_FF2], *out = buf[s->out[0]];
+                cf_gelu_tanh(gate, gate, n * m->hidden);
+                for (long i = 0; i < n * m->hidden; i++) out[i] = gate[i] * up[i];
+                break;
+            }
             }
             break;
         case CF_STEP_RESIDUAL: add_into(buf[CF_SLOT_X], buf[s->in], n * m->dim); break;

@@ -368,10 +368,12 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
         return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
                        r->rotary_fraction);
+    if (r->norm == CF_NORM_LAYER && !r->bias.norm)
+        return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
     if (r->bias.qkv && !r->fused_qkv)
         return cf_fail(err, "%s: q, k, v biases without a fused q/k/v tensor have no tensor roles", f->name);
-    if (r->bias.up && r->mlp == CF_MLP_SWIGLU)
-        return cf_fail(err, "%s: an MLP bias with SwiGLU has no gate bias tensor role", f->name);
+    if (r->bias.up && r->mlp != CF_MLP_GELU)
+        return cf_fail(err, "%s: an MLP bias with a gated MLP has no gate bias tensor role", f->name);
     cf_block_step *s = p->steps;
     int n = 0;
     s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_ATTN_NORM, WR_ATTN_NORM_BIAS);
@@ -395,6 +397,7 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_FFN_NORM, WR_FFN_NORM_BIAS);
     switch (r->mlp) {
     case CF_MLP_SWIGLU:
+    case CF_MLP_GEGLU:
         s[n++] = linear_step(CF_SLOT_H, 2, (cf_slot[]){CF_SLOT_FF1, CF_SLOT_FF2}, (cf_weight_role[]){WR_GATE, WR_UP},
                              none);
         break;

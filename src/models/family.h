@@ -100,7 +100,8 @@ typedef enum cf_position_kind { CF_POS_ROPE, CF_POS_LEARNED } cf_position_kind; 
 /* Rotary pairs: (x[2i], x[2i+1]) as Meta's LLaMA, or (x[i], x[i + d/2]) as GPT-NeoX and
  * Hugging Face's rotate_half (not implemented: refused by the compiler). */
 typedef enum cf_rotary_kind { CF_ROTARY_INTERLEAVED, CF_ROTARY_NEOX } cf_rotary_kind;
-typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU } cf_mlp_kind;            /* gate/up/down, fc/proj */
+/* SwiGLU silu(gate) * up, then down; GELU(tanh) of fc, then proj; GeGLU gelu_tanh(gate) * up, then down (Gemma). */
+typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU, CF_MLP_GEGLU } cf_mlp_kind;
 
 typedef struct cf_block_recipe {
     cf_norm_kind norm;
@@ -141,7 +142,7 @@ typedef enum cf_step_kind {
     CF_STEP_LINEAR,    /* out[i] = in weight[i]^T (+ bias[i]), i < n_out, the group sharing its input */
     CF_STEP_ROTARY,    /* Q and K rotated at their positions */
     CF_STEP_ATTENTION, /* ATT = attention(Q, K, V) under mask (the interpreter stores K, V in its cache first) */
-    CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1) */
+    CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1); GeGLU: gelu_tanh(FF1) * FF2 */
     CF_STEP_RESIDUAL,  /* X += in */
 } cf_step_kind;
 

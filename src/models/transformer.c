@@ -76,6 +76,7 @@ static void step(builder *b, const cf_block_step *s, int layer) {
         switch (s->act) {
         case CF_MLP_SWIGLU: b->slot[s->out[0]] = cf_nn_swiglu(g, b->slot[CF_SLOT_FF1], b->slot[CF_SLOT_FF2]); break;
         case CF_MLP_GELU: b->slot[s->out[0]] = cf_nn_gelu(g, b->slot[CF_SLOT_FF1]); break;
+        case CF_MLP_GEGLU: b->slot[s->out[0]] = cf_nn_mul(g, cf_nn_gelu(g, b->slot[CF_SLOT_FF1]), b->slot[CF_SLOT_FF2]); break;
         }
         break;
     case CF_STEP_RESIDUAL: b->slot[CF_SLOT_X] = cf_nn_add(g, b->slot[CF_SLOT_X], b->slot[s->in]); break;
@@ -104,19 +105,21 @@ static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, 
 }
 
 cf_tensor *cf_transformer_forward(const cf_model_config *c, int64_t batch, int64_t seq_len, cf_model_graph *out) {
-    (void)batch;
-    builder b = {.g = out->graph, .c = c};
     cf_block_program p;
     cf_error err = {{0}};
-    if (cf_block_program_compile(c, &p, &err) != 0) {
-        cf_graph_fail(b.g, "%s", err.msg);
-        return NULL;
-    }
+    if (cf_block_program_compile(c, &p, &err) != 0) return cf_graph_fail(out->graph, "%s", err.msg);
+    return cf_transformer_forward_program(c, &p, batch, seq_len, out);
+}
+
+cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_block_program *p, int64_t batch,
+                                          int64_t seq_len, cf_model_graph *out) {
+    (void)batch;
+    builder b = {.g = out->graph, .c = c};
     cf_tensor *wte;
-    b.slot[CF_SLOT_X] = embed(&b, &p, seq_len, out->tokens, &wte);
+    b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
     for (int i = 0; i < c->num_layers; i++)
-        for (int s = 0; s < p.n_steps; s++) step(&b, &p.steps[s], i);
-    step(&b, &p.final_norm, 0);
+        for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
+    step(&b, &p->final_norm, 0);
     cf_tensor *head = c->tie_word_embeddings ? wte : cf_model_weight(b.g, c, WR_LM_HEAD, 0);
     return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
 }
