@@ -1,7 +1,9 @@
-/* One transformer block of any family on the inference model, over n tokens, with the
- * forward path's products, cache and attention (infer_path). What the block computes is
- * the family's block recipe (models/family.h), the one the training graph builder
- * (src/models/transformer.c) follows: norm, position encoding, MLP, biases. Norms and
+/* The block program's interpreter: one transformer block of any family on the inference
+ * model, over n tokens, with the forward path's products, cache and attention
+ * (infer_path). What the block computes is the family's block program
+ * (models/family.h, cf_block_program_compile), the one the training graph builder
+ * (src/models/transformer.c) emits as graph ops; each step is one kernel call (or one
+ * grouped product), so dispatch costs a switch per step, not per element. Norms and
  * activations run row by row so a token's result does not depend on how many tokens
  * share the step. */
 #include <string.h>
@@ -27,27 +29,47 @@ void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const i
     }
 }
 
-/* The family's norm (RMSNorm, or LayerNorm with its bias) of each row. */
-static void norm_rows(const cf_infer_model *m, const float *x, const float *w, const float *b, float *y, long rows) {
+/* A NORM step's norm (RMSNorm, or LayerNorm with its bias) of each row. */
+static void norm_rows(const cf_infer_model *m, const cf_block_step *s, const infer_layer *L, const float *x, float *y,
+                      long rows) {
     float eps = (float)m->cfg.rms_norm_eps, mean, rstd;
-    for (long r = 0; r < rows; r++) switch (m->block.norm) {
+    const float *w = L->vec[s->weight[0]], *b = s->bias[0] == CF_NO_WEIGHT ? NULL : L->vec[s->bias[0]];
+    for (long r = 0; r < rows; r++) switch (s->norm) {
         case CF_NORM_RMS: cf_rmsnorm_row(x + r * m->dim, w, y + r * m->dim, m->dim, eps); break;
         case CF_NORM_LAYER: cf_layernorm_row(x + r * m->dim, w, b, y + r * m->dim, m->dim, eps, &mean, &rstd); break;
         }
 }
 
 void infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows) {
-    norm_rows(m, x, m->final_norm, m->final_norm_b, y, rows);
+    norm_rows(m, &m->program.final_norm, &m->top, x, y, rows);
 }
 
-/* The products of a group sharing input x, then each one's bias. */
-static void project(const infer_path *p, const infer_linear *const *L, float *const *y, int count, const float *x,
-                    long n) {
-    p->linears(p->ctx, L, y, count, x, n);
-    for (int i = 0; i < count; i++)
-        if (L[i]->bias)
+/* The buffers of the program's values for layer l: H and Y share xb (H is dead once Y is
+ * written), K and V are where the path wants the layer's new rows. */
+static void slot_buffers(cf_infer_model *m, long l, const infer_path *path, float *buf[CF_SLOT_COUNT]) {
+    buf[CF_SLOT_X] = m->x, buf[CF_SLOT_H] = m->xb, buf[CF_SLOT_Q] = m->q, buf[CF_SLOT_ATT] = m->att;
+    buf[CF_SLOT_Y] = m->xb, buf[CF_SLOT_FF1] = m->hb, buf[CF_SLOT_FF2] = m->hb2;
+    path->kv_rows(path->ctx, l, &buf[CF_SLOT_K], &buf[CF_SLOT_V]);
+}
+
+/* A LINEAR step: the group's products in one dispatch, then each one's bias (a fused
+ * tensor's bias is its parts' biases one after another). */
+static void linear_step(const infer_path *p, const cf_block_step *s, const infer_layer *L, float *const *buf, long n) {
+    const infer_linear *mat[3];
+    const float *bias[3];
+    float *y[3];
+    long offset = 0;
+    for (int i = 0; i < s->n_out; i++) {
+        mat[i] = &L->mat[s->weight[i]], y[i] = buf[s->out[i]];
+        cf_weight_role b = s->fused != CF_NO_WEIGHT ? s->fused_bias : s->bias[i];
+        bias[i] = b == CF_NO_WEIGHT ? NULL : L->vec[b] + (s->fused != CF_NO_WEIGHT ? offset : 0);
+        offset += mat[i]->out;
+    }
+    p->linears(p->ctx, mat, y, s->n_out, buf[s->in], n);
+    for (int i = 0; i < s->n_out; i++)
+        if (bias[i])
             for (long t = 0; t < n; t++)
-                for (long o = 0; o < L[i]->out; o++) y[i][t * L[i]->out + o] += L[i]->bias[o];
+                for (long o = 0; o < mat[i]->out; o++) y[i][t * mat[i]->out + o] += bias[i][o];
 }
 
 static void add_into(float *x, const float *y, long n) {
@@ -57,42 +79,38 @@ static void add_into(float *x, const float *y, long n) {
 void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
     const cf_model_config *c = &m->cfg;
     const infer_layer *L = &m->layers[l];
-    float *k_new, *v_new;
-    path->kv_rows(path->ctx, l, &k_new, &v_new);
-    norm_rows(m, m->x, L->attn_norm, L->attn_norm_b, m->xb, n);
-    const infer_linear *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *qkv_out[3] = {m->q, k_new, v_new};
-    project(path, qkv, qkv_out, 3, m->xb, n);
-    switch (m->block.position) {
-    case CF_POS_ROPE: /* on queries and keys */
-        cf_rope_apply(&m->rope, m->q, n, c->num_heads, path->positions, path->pos, false);
-        cf_rope_apply(&m->rope, k_new, n, c->num_kv_heads, path->positions, path->pos, false);
-        break;
-    case CF_POS_LEARNED: break; /* added to the embeddings */
+    float *buf[CF_SLOT_COUNT];
+    slot_buffers(m, l, path, buf);
+    for (int i = 0; i < m->program.n_steps; i++) {
+        const cf_block_step *s = &m->program.steps[i];
+        switch (s->kind) {
+        case CF_STEP_NORM: norm_rows(m, s, L, buf[s->in], buf[s->out[0]], n); break;
+        case CF_STEP_LINEAR: linear_step(path, s, L, buf, n); break;
+        case CF_STEP_ROTARY: /* interleaved pairs over the whole head (the compiler refuses the rest) */
+            cf_rope_apply(&m->rope, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
+            cf_rope_apply(&m->rope, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
+            break;
+        case CF_STEP_ATTENTION: path->attend(path->ctx, l, n, &s->mask); break; /* Q, K, V -> ATT (m->att) */
+        case CF_STEP_ACTIVATE:
+            switch (s->act) {
+            case CF_MLP_SWIGLU: { /* row by row, as a single token's vector tails fall */
+                float *gate = buf[CF_SLOT_FF1], *up = buf[CF_SLOT_FF2], *out = buf[s->out[0]];
+                for (long t = 0; t < n; t++)
+                    cf_swiglu(gate + t * m->hidden, up + t * m->hidden, out + t * m->hidden, m->hidden);
+                break;
+            }
+            case CF_MLP_GELU: /* element by element: no tails */
+                cf_gelu_tanh(buf[CF_SLOT_FF1], buf[s->out[0]], n * m->hidden);
+                break;
+            case CF_MLP_GEGLU: { /* as the graph: gelu_tanh, then the product */
+                float *gate = buf[CF_SLOT_FF1], *up = buf[CF_SLOT_FF2], *out = buf[s->out[0]];
+                cf_gelu_tanh(gate, gate, n * m->hidden);
+                for (long i = 0; i < n * m->hidden; i++) out[i] = gate[i] * up[i];
+                break;
+            }
+            }
+            break;
+        case CF_STEP_RESIDUAL: add_into(buf[CF_SLOT_X], buf[s->in], n * m->dim); break;
+        }
     }
-    path->attend(path->ctx, l, n);
-    const infer_linear *wo = &L->wo;
-    project(path, &wo, &m->xb, 1, m->att, n);
-    add_into(m->x, m->xb, n * m->dim);
-
-    norm_rows(m, m->x, L->ffn_norm, L->ffn_norm_b, m->xb, n);
-    switch (m->block.mlp) {
-    case CF_MLP_SWIGLU: {
-        const infer_linear *gate_up[2] = {&L->gate, &L->up};
-        float *gate_up_out[2] = {m->hb, m->hb2};
-        project(path, gate_up, gate_up_out, 2, m->xb, n);
-        for (long i = 0; i < n; i++) /* row by row, as a single token's vector tails fall */
-            cf_swiglu(m->hb + i * m->hidden, m->hb2 + i * m->hidden, m->hb + i * m->hidden, m->hidden);
-        break;
-    }
-    case CF_MLP_GELU: {
-        const infer_linear *up = &L->up;
-        project(path, &up, &m->hb, 1, m->xb, n);
-        cf_gelu_tanh(m->hb, m->hb, n * m->hidden); /* element by element: no tails */
-        break;
-    }
-    }
-    const infer_linear *down = &L->down;
-    project(path, &down, &m->xb, 1, m->hb, n);
-    add_into(m->x, m->xb, n * m->dim);
 }

@@ -1,6 +1,6 @@
 /* The forward pass over a chunk of tokens with the contiguous KV cache: batched matmuls
  * (cf_sgemm / cf_gemm_bf16) for prompts, matrix-vector products for single-token decode.
- * The blocks themselves are block.c's, for every family. */
+ * The blocks themselves are block.c's interpreter of the family's program. */
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +40,7 @@ typedef struct attn_job {
     cf_infer_model *m;
     const void *k, *v; /* this layer's cache, of m->kv_dtype */
     long n, pos;
+    const cf_attn_mask *mask;
 } attn_job;
 
 /* 8 independent sums, so the compiler vectorises it without -ffast-math. */
@@ -87,14 +88,16 @@ void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long r
     }
 }
 
-/* One query head over cache positions 0 .. pos+n-1. A decode token reads the cache row by
+/* One query head over the cache positions its queries see (kernels/attn_mask.h; causal:
+ * 0 .. pos+n-1, the last query's). A decode token reads the cache row by
  * row (bf16 and q8_0 rows widened in registers); a prompt chunk uses GEMMs, over a widened
  * f32 copy of this head's rows when the cache is bf16 or q8_0 (the copy costs T * head_dim
  * conversions against the GEMMs' n * T * head_dim multiply-adds). */
 static void attention_head(void *arg, int h, int thread) {
     const attn_job *j = arg;
     cf_infer_model *m = j->m;
-    long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads), T = j->pos + j->n;
+    long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads);
+    long T = cf_mask_keys(j->mask, j->pos + j->n - 1, j->pos + j->n);
     size_t head_off = (size_t)kvh * m->kv_head_bytes;
     const void *k = (const char *)j->k + head_off, *v = (const char *)j->v + head_off;
     const float *q = m->q + h * hd;
@@ -123,14 +126,14 @@ static void attention_head(void *arg, int h, int thread) {
         kf = widen_head(m, k, T, scratch), vf = widen_head(m, v, T, scratch + m->max_seq * hd), ld = hd;
     }
     cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, kf, ld, 0.0f, s, T);
-    cf_softmax_causal(s, 1, j->n, T, j->pos);
+    cf_softmax_masked(s, 1, j->n, T, j->pos, j->mask);
     cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, vf, ld, 0.0f, out, m->dim);
 }
 
 /* Heads run on the pool unless the whole attention is too small to pay for a dispatch. */
-static void attention(cf_infer_model *m, const void *kc, const void *vc, long n, long pos) {
+static void attention(cf_infer_model *m, const void *kc, const void *vc, long n, long pos, const cf_attn_mask *mask) {
     enum { INLINE_WORK = 1 << 15 };
-    attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos};
+    attn_job job = {.m = m, .k = kc, .v = vc, .n = n, .pos = pos, .mask = mask};
     long heads = m->cfg.num_heads;
     if (heads * n * (pos + n) * m->head_dim < INLINE_WORK || cf_num_threads() == 1)
         for (long h = 0; h < heads; h++) attention_head(&job, (int)h, 0);
@@ -161,14 +164,14 @@ static void chunk_kv_rows(void *ctx, long l, float **k_new, float **v_new) {
     *v_new = f32 ? cache_at(m, m->v_cache, l, c->pos) : m->v_new;
 }
 
-static void chunk_attend(void *ctx, long l, long n) {
+static void chunk_attend(void *ctx, long l, long n, const cf_attn_mask *mask) {
     const chunk *c = ctx;
     cf_infer_model *m = c->m;
     if (m->kv_dtype != CF_F32) {
         infer_kv_store(m, m->k_new, cache_at(m, m->k_cache, l, c->pos), n);
         infer_kv_store(m, m->v_new, cache_at(m, m->v_cache, l, c->pos), n);
     }
-    attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, c->pos);
+    attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, c->pos, mask);
 }
 
 static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long pos, float *logits, bool all_logits) {

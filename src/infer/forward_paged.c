@@ -19,6 +19,7 @@ typedef struct paged_job {
     long layer;
     long group, groups; /* query heads per task, tasks per token */
     long reserve;       /* floats per position at the start of a thread's scratch, before the scores */
+    const cf_attn_mask *mask;
 } paged_job;
 
 static const char *row_at(const infer_kv_pool *p, const char *base, long l, int32_t block, long off) {
@@ -33,7 +34,8 @@ static void prefetch_rows(const char *row, long n, size_t row_bytes, size_t lo, 
         for (size_t off = lo & ~(size_t)63; off < hi; off += 64) __builtin_prefetch(row + off, 0, 2);
 }
 
-/* Query heads [h0, h0 + group) of token i over positions 0 .. pos: scores into s[pos + 1]
+/* Query heads [h0, h0 + group) of token i over the positions it sees (kernels/attn_mask.h;
+ * causal: 0 .. pos): scores into s[pos + 1]
  * per head, the results into m->att, with the sums forward.c's decode takes in the same
  * order: an f32 cache read as decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows
  * kernels (scores a block at a time, the values summed in position order). Bit for bit
@@ -48,7 +50,7 @@ static void attend(void *arg, int task, int thread) {
     const infer_kv_pool *p = j->p;
     long heads = m->cfg.num_heads, i = task / j->groups, h0 = task % j->groups * j->group, hd = m->head_dim;
     long h1 = h0 + j->group < heads ? h0 + j->group : heads, per_kv = heads / m->cfg.num_kv_heads;
-    long T = p->positions[i] + 1, l = j->layer;
+    long T = cf_mask_keys(j->mask, p->positions[i], p->positions[i] + 1), l = j->layer;
     const int32_t *blocks = j->segs[p->seg_of[i]].blocks;
     /* the thread's scratch (INFER_CHUNK x max_seq floats): reserve x max_seq for the value
      * rows' table or copies, then max_seq scores per head */
@@ -143,7 +145,7 @@ static void store_rows(const cf_infer_model *m, infer_kv_pool *p, const infer_se
     }
 }
 
-static void step_attend(void *ctx, long l, long n) {
+static void step_attend(void *ctx, long l, long n, const cf_attn_mask *mask) {
     const step *s = ctx;
     cf_infer_model *m = s->m;
     store_rows(m, s->p, s->segs, l, n);
@@ -158,7 +160,7 @@ static void step_attend(void *ctx, long l, long n) {
     long groups = want < 1 ? 1 : want > heads ? heads : want, group = (heads + groups - 1) / groups;
     if (group > cap) group = cap;
     paged_job job = {.m = m, .p = p, .segs = s->segs, .layer = l, .group = group,
-                     .groups = (heads + group - 1) / group, .reserve = reserve};
+                     .groups = (heads + group - 1) / group, .reserve = reserve, .mask = mask};
     long tasks = n * job.groups;
     if (cf_num_threads() == 1 || tasks < 2)
         for (long t = 0; t < tasks; t++) attend(&job, (int)t, 0);

@@ -97,7 +97,8 @@ static infer_linear matrix(build_ctx *b, const void *data, cf_dtype have, int64_
 
 /* Puts one tensor of the family (family.h) where the forward reads it: vectors (norms,
  * biases, learned positions) in f32, the embedding as stored (q8_0 with q8_0 weights),
- * matrices in the weight dtype; GPT-2's fused q/k/v rows become three projections. */
+ * matrices in the weight dtype, each layer's by role for the program's steps; GPT-2's
+ * fused q/k/v rows become its three parts. */
 static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     build_ctx *b = arg;
     cf_infer_model *m = b->m;
@@ -109,37 +110,23 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     if (!data) return -1;
     int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1], d = m->cfg.hidden_size;
     const float *f32 = ndim == 1 || w->role == WR_POS_EMBED ? as_dtype(m, data, have, CF_F32, rows, cols) : NULL;
-    infer_layer *L = &m->layers[layer];
+    infer_layer *L = w->place == WP_LAYER ? &m->layers[layer] : &m->top;
     switch (w->role) {
     case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 / q4_0 with such weights */
         m->embed_dtype = cf_dtype_is_blocks(b->wdtype) ? b->wdtype : have == CF_BF16 ? CF_BF16 : CF_F32;
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         break;
     case WR_POS_EMBED: m->pos_embed = f32; break;
-    case WR_ATTN_NORM: L->attn_norm = f32; break;
-    case WR_ATTN_NORM_BIAS: L->attn_norm_b = f32; break;
-    case WR_FFN_NORM: L->ffn_norm = f32; break;
-    case WR_FFN_NORM_BIAS: L->ffn_norm_b = f32; break;
-    case WR_FINAL_NORM: m->final_norm = f32; break;
-    case WR_FINAL_NORM_BIAS: m->final_norm_b = f32; break;
-    case WR_WQ: L->wq = matrix(b, data, have, 0, rows, cols); break;
-    case WR_WK: L->wk = matrix(b, data, have, 0, rows, cols); break;
-    case WR_WV: L->wv = matrix(b, data, have, 0, rows, cols); break;
     case WR_QKV:
-        L->wq = matrix(b, data, have, 0, d, cols);
-        L->wk = matrix(b, data, have, d, d, cols);
-        L->wv = matrix(b, data, have, 2 * d, d, cols);
+        L->mat[WR_WQ] = matrix(b, data, have, 0, d, cols);
+        L->mat[WR_WK] = matrix(b, data, have, d, d, cols);
+        L->mat[WR_WV] = matrix(b, data, have, 2 * d, d, cols);
         break;
-    case WR_QKV_BIAS: L->wq.bias = f32, L->wk.bias = f32 + d, L->wv.bias = f32 + 2 * d; break;
-    case WR_WO: L->wo = matrix(b, data, have, 0, rows, cols); break;
-    case WR_WO_BIAS: L->wo.bias = f32; break;
-    case WR_GATE: L->gate = matrix(b, data, have, 0, rows, cols); break;
-    case WR_UP: L->up = matrix(b, data, have, 0, rows, cols); break;
-    case WR_UP_BIAS: L->up.bias = f32; break;
-    case WR_DOWN: L->down = matrix(b, data, have, 0, rows, cols); break;
-    case WR_DOWN_BIAS: L->down.bias = f32; break;
     case WR_LM_HEAD: m->lm_head = matrix(b, data, have, 0, rows, cols); break;
-    case WR_COUNT: break;
+    default:
+        if (ndim == 1) L->vec[w->role] = f32;
+        else L->mat[w->role] = matrix(b, data, have, 0, rows, cols);
+        break;
     }
     return 0;
 }
@@ -161,7 +148,10 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
     }
     cf_infer_model *m = cf_xcalloc(1, sizeof *m);
     m->cfg = *cfg;
-    m->block = cf_family_of(cfg->arch)->block;
+    if (cf_block_program_compile(cfg, &m->program, err) != 0) {
+        free(m);
+        return NULL;
+    }
     m->ckpt = ckpt;
     m->max_seq = opt->max_seq > 0 && opt->max_seq < cfg->max_position_embeddings ? opt->max_seq
                                                                                  : cfg->max_position_embeddings;
@@ -276,7 +266,7 @@ cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_look
     return build(cfg, "model config", lookup_source, &l, opt, NULL, err);
 }
 
-cf_dtype cf_infer_weight_dtype(const cf_infer_model *m) { return m->layers[0].wo.dtype; }
+cf_dtype cf_infer_weight_dtype(const cf_infer_model *m) { return m->layers[0].mat[WR_WO].dtype; }
 
 int infer_model_finish(cf_infer_model *m, cf_error *err) {
     const cf_model_config *c = &m->cfg;
@@ -285,12 +275,8 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     cf_rope_scaling scaling = {.factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = (long)c->rope_original_max_position};
-    switch (m->block.position) {
-    case CF_POS_ROPE:
-        if (cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0) return -1;
-        break;
-    case CF_POS_LEARNED: break;
-    }
+    if (m->program.rotary && cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0)
+        return -1;
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
@@ -310,7 +296,7 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
     /* one input's worth for decode; a prompt chunk's with q8_0 / q4_0 weights (infer_matvec_batch) */
-    bool blocks = cf_dtype_is_blocks(m->layers[0].wq.dtype);
+    bool blocks = cf_dtype_is_blocks(m->layers[0].mat[WR_WO].dtype);
     m->x_pairs =
         cf_aligned_alloc(sizeof(float) * (size_t)(blocks ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
     infer_alloc_thread_scratch(m);

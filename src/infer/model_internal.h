@@ -1,5 +1,5 @@
-/* The inference model's internals, shared by model.c (building), block.c (one transformer
- * block of any family), forward.c (contiguous cache) and forward_paged.c (paged cache). */
+/* The inference model's internals, shared by model.c (building), block.c (the block
+ * program's interpreter), forward.c (contiguous cache) and forward_paged.c (paged cache). */
 #ifndef CFORMERS_INFER_MODEL_INTERNAL_H
 #define CFORMERS_INFER_MODEL_INTERNAL_H
 
@@ -15,24 +15,26 @@ typedef struct infer_linear {
     const void *w; /* [out, in], f32, bf16 or q8_0 */
     cf_dtype dtype;
     long out, in;
-    const float *bias; /* [out] or NULL */
 } infer_linear;
 
-/* Weights of one block; a family leaves out what it does not have (NULL biases, no gate). */
+/* The tensors of one block by role (models/family.h), as the program's steps name them:
+ * vectors (norms, biases) in f32, matrices as the kernels read them; a fused tensor
+ * (WR_QKV) is held as its parts (WR_WQ, WR_WK, WR_WV) and its bias whole. A role the
+ * family lacks stays NULL / zero. */
 typedef struct infer_layer {
-    const float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b;
-    infer_linear wq, wk, wv, wo, gate, up, down;
+    const float *vec[WR_COUNT];
+    infer_linear mat[WR_COUNT];
 } infer_layer;
 
 struct cf_infer_model {
     cf_model_config cfg;
-    cf_block_recipe block; /* the family's (models/family.h) */
+    cf_block_program program; /* the family's block, compiled (models/family.h) */
     long max_seq, dim, kv_dim, hidden, head_dim, vocab;
     const void *embed; /* [vocab, dim], f32, bf16 or q8_0 */
     cf_dtype embed_dtype;
     const float *pos_embed; /* [max_pos, dim] learned positions (GPT-2), else NULL */
     infer_layer *layers;
-    const float *final_norm, *final_norm_b;
+    infer_layer top; /* the tensors outside the layers the program reads: the final norm's */
     infer_linear lm_head;
     cf_rope_table rope;
     void *k_cache, *v_cache; /* [layers, max_seq, kv_dim] of kv_dtype */
@@ -71,23 +73,24 @@ float infer_dot(const float *a, const float *b, long n);
  * apart (bf16 rounded to nearest even, q8_0 quantized per head as cf_quantize_q8_0). */
 void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows);
 
-/* ---- block.c: the family's block over n tokens, shared by both forward paths ---- */
+/* ---- block.c: the block program's interpreter over n tokens, for every forward path ---- */
 
 /* What a forward path supplies: its products, where a layer's new keys and values go,
- * and attention (which stores them into its cache first and writes m->att[n, dim]). */
+ * and attention under the program's mask (which stores them into its cache first and
+ * writes m->att[n, dim]). */
 typedef struct infer_path {
     void *ctx;
-    /* y_i[n, out_i] = x[n, in] @ W_i^T (biases are added by the block) */
+    /* y_i[n, out_i] = x[n, in] @ W_i^T (biases are added by the interpreter) */
     void (*linears)(void *ctx, const infer_linear *const *L, float *const *y, int count, const float *x, long n);
     void (*kv_rows)(void *ctx, long layer, float **k_new, float **v_new);
-    void (*attend)(void *ctx, long layer, long n);
+    void (*attend)(void *ctx, long layer, long n, const cf_attn_mask *mask);
     const int32_t *positions; /* token i's position: positions[i], or pos + i when NULL */
     long pos;
 } infer_path;
 
 /* Token embeddings (plus learned positions) into m->x[n, dim]. */
 void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos);
-/* Layer l of the model's family on m->x[n, dim], in place. */
+/* Layer l on m->x[n, dim], in place: the program's steps, one kernel call (or group) each. */
 void infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
 /* The final norm of `rows` rows of x into y. */
 void infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);

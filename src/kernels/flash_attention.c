@@ -250,8 +250,11 @@ static void store_grad(const fa_job *j, grad_rows g, void *out, long heads, long
 
 /* ---- tasks ---- */
 
-/* Columns of key block j0 that query row i may see (causal), at most bc. */
-static long visible(long i, long j0, long bc) { return min_l(bc, i - j0 + 1); }
+/* Columns of key block j0 (bc wide) that query row i sees under the mask (<= 0: none). */
+static long visible(const fa_job *j, long i, long j0, long bc) { return cf_mask_keys(&j->s.mask, i, j0 + bc) - j0; }
+
+/* The end of the keys query block [i0, i0 + br) sees: the key blocks a task walks. */
+static long keys_end(const fa_job *j, long i0, long br) { return cf_mask_keys(&j->s.mask, i0 + br - 1, j->s.seq); }
 
 /* Each slot pulls tasks from the shared counter until none are left. */
 static void run_slot(void *arg, int slot, int thread) {
@@ -282,7 +285,7 @@ static void split_task(const fa_job *j, long task, long *b, long *h, long *i0) {
 static fa_tile tile_at(const fa_job *j, long b, long h, long i0, long j0, cf_bf16 *pack) {
     long T = j->s.seq, br = min_l(BQ, T - i0);
     return (fa_tile){.b = b, .h = h, .g = h / j->rep, .i0 = i0, .br = br, .j0 = j0,
-                     .bc = min_l(BK, i0 + br - j0), .pack = pack};
+                     .bc = min_l(BK, keys_end(j, i0, br) - j0), .pack = pack};
 }
 
 /* Probabilities of a score tile in place: row ii (query i0 + ii) gets
@@ -290,7 +293,7 @@ static fa_tile tile_at(const fa_job *j, long b, long h, long i0, long j0, cf_bf1
 static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, long j0, const float *shift) {
     for (long ii = 0; ii < br; ii++) {
         float *row = s + ii * bc;
-        long n = visible(i0 + ii, j0, bc);
+        long n = visible(j, i0 + ii, j0, bc);
         if (n > 0) j->tiles->rows->exp_sum(row, n, j->scale, shift[ii]);
         for (long c = n > 0 ? n : 0; c < bc; c++) row[c] = 0.0f;
     }
@@ -325,7 +328,7 @@ static void online_softmax(const fa_job *j, const fwd_scratch *w, float *o, long
     long hd = j->s.head_dim;
     for (long ii = 0; ii < br; ii++) {
         float *row = w->s + ii * bc;
-        long n = visible(i0 + ii, j0, bc);
+        long n = visible(j, i0 + ii, j0, bc);
         if (n <= 0) {
             memset(row, 0, sizeof(float) * (size_t)bc);
             continue;
@@ -354,7 +357,7 @@ static void forward_task(fa_job *j, long task, float *scratch) {
         w.l[ii] = 0.0f;
         memset(o + ii * j->ldo, 0, sizeof(float) * (size_t)hd);
     }
-    for (long j0 = 0; j0 < i0 + br; j0 += BK) {
+    for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
         j->mul->scores(j, &t, w.s);
         online_softmax(j, &w, o, br, t.bc, i0, j0);
@@ -415,7 +418,7 @@ static void group_task(fa_job *j, long task, float *scratch) {
             long br = min_l(BQ, T - i0);
             grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
             zero_grad(j, dq, br);
-            for (long j0 = 0; j0 < i0 + br; j0 += BK) {
+            for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
                 fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
                 tile_grads(j, &w, &t);
                 j->mul->dv(j, &t, w.p, dv.sum + j0 * dv.ld, dv.ld);
@@ -438,7 +441,7 @@ static void dkv_task(fa_job *j, long task, float *scratch) {
     zero_grad(j, dk, bc);
     zero_grad(j, dv, bc);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
-        for (long i0 = j0 / BQ * BQ; i0 < T; i0 += BQ) {
+        for (long i0 = cf_mask_first_query(&j->s.mask, j0) / BQ * BQ; i0 < T; i0 += BQ) {
             fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
             tile_grads(j, &w, &t);
             j->mul->dv(j, &t, w.p, dv.sum, dv.ld);
@@ -456,7 +459,7 @@ static void dq_task(fa_job *j, long task, float *scratch) {
     bwd_scratch w = bwd_carve(j, scratch);
     grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
     zero_grad(j, dq, br);
-    for (long j0 = 0; j0 < i0 + br; j0 += BK) {
+    for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
         tile_grads(j, &w, &t);
         j->mul->dq(j, &t, w.dp, dq.sum, dq.ld);

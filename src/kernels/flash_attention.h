@@ -1,4 +1,4 @@
-/* Internal: flash attention (FlashAttention-2) for causal grouped-query attention.
+/* Internal: flash attention (FlashAttention-2) for masked (causal) grouped-query attention.
  *
  * Layout as the unfused op: q, out [B, T, H, hd], k, v [B, T, KV, hd], H a multiple of
  * KV. The forward walks query blocks against key blocks with an online softmax and
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cformers/dtype.h"
+#include "kernels/attn_mask.h"
 #include "kernels/exp_rows.h"
 
 /* Query rows and key columns per tile: a 64 x 64 score tile and 64-row blocks of
@@ -32,6 +33,7 @@ typedef struct cf_fa_shape {
     long batch, seq, heads, kv_heads, head_dim;
     cf_dtype dtype; /* of q, k, v, dq, dk, dv: CF_F32 or CF_BF16 */
     cf_dtype out;   /* of out: CF_F32 (the zero value), or CF_BF16 with dtype CF_BF16 */
+    cf_attn_mask mask; /* which keys each query sees (kernels/attn_mask.h; checked by the caller) */
 } cf_fa_shape;
 
 /* C[M x N] = A[M x K] B[K x N] (+ C when accumulate) for bf16 A and B, f32 C. A is

@@ -6,6 +6,7 @@
 
 #include "cformers/graph.h"
 #include "cformers/op.h"
+#include "kernels/attn_mask.h"
 
 /* Appends a node and returns its output 0 (NULL on error, recorded in g). */
 cf_tensor *cf_op_apply(cf_graph *g, const cf_op_def *op, cf_tensor *const *inputs, int n_inputs, const cf_attrs *attrs);
@@ -28,6 +29,27 @@ static inline long cf_reduce_chunks(long rows) { return rows < CF_REDUCE_CHUNKS 
 
 static inline const float *cf_in(const cf_node *n, int i) { return (const float *)n->inputs[i]->data; }
 static inline float *cf_out(const cf_node *n, int k) { return (float *)n->outputs[k]->data; }
+
+/* The mask of an attention node and of its backward (kernels/attn_mask.h), held in the
+ * attrs slots no attention op uses otherwise; zero attrs are the causal mask, as
+ * cf_nn_attention and cf_nn_flash_attention build. */
+enum { CF_ATTR_MASK_WINDOW = 6, CF_ATTR_MASK_NONCAUSAL = 7 }; /* attrs.i */
+enum { CF_ATTR_MASK_SOFTCAP = 7 };                             /* attrs.f */
+static inline cf_attn_mask cf_attrs_mask(const cf_attrs *a) {
+    return (cf_attn_mask){.causal = a->i[CF_ATTR_MASK_NONCAUSAL] == 0, .window = (long)a->i[CF_ATTR_MASK_WINDOW],
+                          .softcap = (float)a->f[CF_ATTR_MASK_SOFTCAP]};
+}
+static inline void cf_attrs_set_mask(cf_attrs *a, const cf_attn_mask *m) {
+    a->i[CF_ATTR_MASK_NONCAUSAL] = !m->causal;
+    a->i[CF_ATTR_MASK_WINDOW] = m->window;
+    a->f[CF_ATTR_MASK_SOFTCAP] = m->softcap;
+}
+
+/* Grouped-query attention (unfused, or flash) under `mask`; a mask the kernels do not
+ * implement fails when the node is added (cf_attn_mask_check). */
+cf_tensor *cf_nn_attention_masked(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v, const cf_attn_mask *mask);
+cf_tensor *cf_nn_flash_attention_masked(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v,
+                                        const cf_attn_mask *mask);
 
 extern const cf_op_def cf_op_add, cf_op_mul, cf_op_scale, cf_op_add_broadcast, cf_op_sum_leading;
 extern const cf_op_def cf_op_reshape, cf_op_cast, cf_op_matmul, cf_op_embedding, cf_op_embedding_backward;

@@ -12,6 +12,7 @@
 
 #include "cformers/dtype.h"
 #include "cformers/error.h"
+#include "kernels/attn_mask.h"
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim`.
  * rstd (optional, NULL to skip) receives 1/sqrt(mean + eps) per row for the backward.
@@ -65,6 +66,9 @@ void cf_softmax(float *x, long rows, long dim);
  * are set to 0, as for queries at positions first_pos .. first_pos + q_rows - 1
  * attending to keys 0 .. dim-1. */
 void cf_softmax_causal(float *x, long groups, long q_rows, long dim, long first_pos);
+/* The same under any mask (kernels/attn_mask.h): row r of a group keeps the keys the
+ * query at first_pos + r sees. */
+void cf_softmax_masked(float *x, long groups, long q_rows, long dim, long first_pos, const cf_attn_mask *mask);
 
 /* out[i] = silu(gate[i]) * up[i] (SwiGLU). out may alias gate or up. */
 void cf_swiglu(const float *gate, const float *up, float *out, long n);

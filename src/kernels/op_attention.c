@@ -1,5 +1,6 @@
-/* Causal grouped-query attention, unfused: scores = q k^T / sqrt(hd) through
- * cf_sgemm_strided_batched, causal softmax, out = probs v. The probabilities are a
+/* Masked (causal: kernels/attn_mask.h, the mask in the node's attrs) grouped-query
+ * attention, unfused: scores = q k^T / sqrt(hd) through cf_sgemm_strided_batched, masked
+ * softmax, out = probs v. The probabilities are a
  * second output kept for the backward.
  *
  * Layout: q [B, T, H, hd], k and v [B, T, KV, hd], probs [B, H, T, T]. The `rep` = H/KV
@@ -18,11 +19,12 @@ typedef struct attn_job {
     float *out, *p_out, *dq, *dk, *dv, *scratch;
     long batch, seq, heads, kv_heads, hd, rep, slots;
     float scale;
+    cf_attn_mask mask;
 } attn_job;
 
-static attn_job job_of(const cf_tensor *q, const cf_tensor *k) {
+static attn_job job_of(const cf_node *n, const cf_tensor *q, const cf_tensor *k) {
     attn_job j = {.batch = (long)q->shape[0], .seq = (long)q->shape[1], .heads = (long)q->shape[2],
-                  .kv_heads = (long)k->shape[2], .hd = (long)q->shape[3]};
+                  .kv_heads = (long)k->shape[2], .hd = (long)q->shape[3], .mask = cf_attrs_mask(&n->attrs)};
     j.rep = j.heads / j.kv_heads;
     j.scale = 1.0f / sqrtf((float)j.hd);
     return j;
@@ -34,6 +36,8 @@ static long kv_at(const attn_job *j, long b, long g) { return (b * j->seq * j->k
 static long p_at(const attn_job *j, long b, long g) { return (b * j->heads + g * j->rep) * j->seq * j->seq; }
 
 static int infer_attention(cf_node *n, cf_error *err) {
+    cf_attn_mask mask = cf_attrs_mask(&n->attrs);
+    if (cf_attn_mask_check(&mask, n->op->name, err)) return -1;
     for (int i = 0; i < 3; i++)
         if (cf_require_dtype(n, i, CF_F32, err)) return -1;
     const cf_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
@@ -54,13 +58,13 @@ static void attention_group(void *arg, int task, int thread) {
     float *p = j->p_out + p_at(j, b, g);
     cf_sgemm_strided_batched(false, true, T, T, hd, j->scale, j->q + q_at(j, b, g), ldq, hd, j->k + kv_at(j, b, g), ldk,
                              0, 0.0f, p, T, T * T, j->rep);
-    cf_softmax_causal(p, j->rep, T, T, 0);
+    cf_softmax_masked(p, j->rep, T, T, 0, &j->mask);
     cf_sgemm_strided_batched(false, false, T, hd, T, 1.0f, p, T, T * T, j->v + kv_at(j, b, g), ldk, 0, 0.0f,
                              j->out + q_at(j, b, g), ldq, hd, j->rep);
 }
 
 static void attention_forward(const cf_node *n) {
-    attn_job j = job_of(n->inputs[0], n->inputs[1]);
+    attn_job j = job_of(n, n->inputs[0], n->inputs[1]);
     j.q = cf_in(n, 0);
     j.k = cf_in(n, 1);
     j.v = cf_in(n, 2);
@@ -71,7 +75,10 @@ static void attention_forward(const cf_node *n) {
 
 static void attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
     cf_tensor *in[5] = {dy[0], n->inputs[0], n->inputs[1], n->inputs[2], n->outputs[1]};
-    cf_node *b = cf_graph_node_add(g, &cf_op_attention_backward, in, 5, NULL);
+    cf_attrs a = {0}; /* the forward's mask; the backward sets its own attrs.i[0] */
+    cf_attn_mask mask = cf_attrs_mask(&n->attrs);
+    cf_attrs_set_mask(&a, &mask);
+    cf_node *b = cf_graph_node_add(g, &cf_op_attention_backward, in, 5, &a);
     if (!b) return;
     for (int i = 0; i < 3; i++) dx[i] = b->outputs[i];
 }
@@ -79,8 +86,15 @@ static void attention_backward(cf_graph *g, const cf_node *n, cf_tensor *const *
 const cf_op_def cf_op_attention = {.name = "attention", .n_outputs = 2, .infer = infer_attention,
                                    .kernels[CF_BACKEND_CPU] = attention_forward, .backward = attention_backward};
 
+cf_tensor *cf_nn_attention_masked(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v, const cf_attn_mask *mask) {
+    cf_attrs a = {0};
+    cf_attrs_set_mask(&a, mask);
+    return cf_op_apply(g, &cf_op_attention, (cf_tensor *[]){q, k, v}, 3, &a);
+}
+
 cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v) {
-    return cf_op_apply(g, &cf_op_attention, (cf_tensor *[]){q, k, v}, 3, NULL);
+    cf_attn_mask causal = cf_mask_causal();
+    return cf_nn_attention_masked(g, q, k, v, &causal);
 }
 
 /* ---- backward: inputs (dout, q, k, v, probs), outputs (dq, dk, dv) ----
@@ -89,11 +103,12 @@ cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v
  *   dS = P * (dP - rowsum(dP * P)) * scale      dQ = dS K      dK = sum dS^T Q */
 
 
-static void softmax_backward_rows(float *ds, const float *p, long rows, long cols, float scale) {
+static void softmax_backward_rows(float *ds, const float *p, long rows, long cols, float scale,
+                                  const cf_attn_mask *mask) {
     for (long r = 0; r < rows; r++) {
         float *d = ds + r * cols;
         const float *pr = p + r * cols;
-        long live = r % cols + 1; /* causal: later columns have p = 0 */
+        long live = cf_mask_keys(mask, r % cols, cols); /* the columns past it have p = 0 */
         float dot = 0.0f;
         for (long c = 0; c < live; c++) dot += d[c] * pr[c];
         for (long c = 0; c < live; c++) d[c] = pr[c] * (d[c] - dot) * scale;
@@ -113,7 +128,7 @@ static void attention_backward_group(const attn_job *j, long b, long g, float *d
         float beta = r ? 1.0f : 0.0f;
         cf_sgemm(true, false, T, hd, T, 1.0f, p, T, dout, ldq, beta, dv, ldk);
         cf_sgemm(false, true, T, T, hd, 1.0f, dout, ldq, v, ldk, 0.0f, ds, T);
-        softmax_backward_rows(ds, p, T, T, j->scale);
+        softmax_backward_rows(ds, p, T, T, j->scale, &j->mask);
         cf_sgemm(false, false, T, hd, T, 1.0f, ds, T, k, ldk, 0.0f, j->dq + q_at(j, b, g) + r * hd, ldq);
         cf_sgemm(true, false, T, hd, T, 1.0f, ds, T, q, ldq, beta, dk, ldk);
     }
@@ -131,14 +146,14 @@ static void attention_backward_slot(void *arg, int slot, int thread) {
  * (at most one per group); any thread count runs correctly with them. */
 static int infer_attention_backward(cf_node *n, cf_error *err) {
     for (int i = 0; i < 3; i++) cf_node_output_like(n, i, n->inputs[i + 1]);
-    attn_job j = job_of(n->inputs[1], n->inputs[2]);
+    attn_job j = job_of(n, n->inputs[1], n->inputs[2]);
     long groups = j.batch * j.kv_heads, threads = cf_num_threads();
     n->attrs.i[0] = groups < threads ? groups : threads;
     return 0;
 }
 
 static void attention_backward_forward(const cf_node *n) {
-    attn_job j = job_of(n->inputs[1], n->inputs[2]);
+    attn_job j = job_of(n, n->inputs[1], n->inputs[2]);
     j.dout = cf_in(n, 0);
     j.q = cf_in(n, 1);
     j.k = cf_in(n, 2);

@@ -1,13 +1,15 @@
-/* Row softmax, max-subtracted for stability, with an optional causal limit per row,
- * on the row kernels of exp_rows.h. */
+/* Row softmax, max-subtracted for stability, with an optional attention mask per row
+ * (kernels/attn_mask.h), on the row kernels of exp_rows.h. */
 #include "kernels/kernels.h"
+
+#include "kernels/attn_mask.h"
 
 #include "kernels/exp_rows.h"
 
 typedef struct softmax_job {
     float *x;
     long q_rows, dim, first_pos;
-    bool causal;
+    const cf_attn_mask *mask; /* NULL: every column */
 } softmax_job;
 
 static void softmax_row(const cf_exp_rows *k, float *x, long valid, long dim) {
@@ -20,11 +22,7 @@ static void softmax_rows(void *arg, long begin, long end) {
     const softmax_job *j = arg;
     const cf_exp_rows *k = cf_exp_rows_active();
     for (long r = begin; r < end; r++) {
-        long valid = j->dim;
-        if (j->causal) {
-            long limit = j->first_pos + r % j->q_rows + 1;
-            valid = limit < j->dim ? limit : j->dim;
-        }
+        long valid = j->mask ? cf_mask_keys(j->mask, j->first_pos + r % j->q_rows, j->dim) : j->dim;
         softmax_row(k, j->x + r * j->dim, valid, j->dim);
     }
 }
@@ -34,7 +32,12 @@ void cf_softmax(float *x, long rows, long dim) {
     cf_parallel_rows(rows, dim * 8, softmax_rows, &job);
 }
 
-void cf_softmax_causal(float *x, long groups, long q_rows, long dim, long first_pos) {
-    softmax_job job = {.x = x, .q_rows = q_rows, .dim = dim, .first_pos = first_pos, .causal = true};
+void cf_softmax_masked(float *x, long groups, long q_rows, long dim, long first_pos, const cf_attn_mask *mask) {
+    softmax_job job = {.x = x, .q_rows = q_rows, .dim = dim, .first_pos = first_pos, .mask = mask};
     cf_parallel_rows(groups * q_rows, dim * 8, softmax_rows, &job);
+}
+
+void cf_softmax_causal(float *x, long groups, long q_rows, long dim, long first_pos) {
+    cf_attn_mask causal = cf_mask_causal();
+    cf_softmax_masked(x, groups, q_rows, dim, first_pos, &causal);
 }

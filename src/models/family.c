@@ -13,27 +13,27 @@
 
 static const cf_family_weight llama_weights[] = {
     {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",
-     "token_embd.weight"},
+     "token_embd.weight", CF_SPLIT_VOCAB},
     {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",
-     "blk.%ld.attn_norm.weight"},
+     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED},
     {WR_WQ, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",
-     "blk.%ld.attn_q.weight"},
+     "blk.%ld.attn_q.weight", CF_SPLIT_COLUMN},
     {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",
-     "blk.%ld.attn_k.weight"},
+     "blk.%ld.attn_k.weight", CF_SPLIT_COLUMN},
     {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",
-     "blk.%ld.attn_v.weight"},
+     "blk.%ld.attn_v.weight", CF_SPLIT_COLUMN},
     {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
-     "blk.%ld.attn_output.weight"},
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
     {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,
-     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight"},
+     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},
     {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",
-     "blk.%ld.ffn_gate.weight"},
+     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},
     {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",
-     "blk.%ld.ffn_up.weight"},
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},
     {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
-     "blk.%ld.ffn_down.weight"},
-    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight"},
-    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight"},
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight", CF_SPLIT_REPLICATED},
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight", CF_SPLIT_VOCAB},
 };
 
 static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) {
@@ -101,38 +101,38 @@ static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
 
 static const cf_family_weight gpt2_weights[] = {
     {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "transformer.wte.weight",
-     "token_embd.weight"},
+     "token_embd.weight", CF_SPLIT_VOCAB},
     {WR_POS_EMBED, WP_FIRST, 2, {WD_POS, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "transformer.wpe.weight",
-     "position_embd.weight"},
+     "position_embd.weight", CF_SPLIT_REPLICATED},
     {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.h.%ld.ln_1.weight",
-     "blk.%ld.attn_norm.weight"},
+     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED},
     {WR_ATTN_NORM_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.ln_1.bias",
-     "blk.%ld.attn_norm.bias"},
+     "blk.%ld.attn_norm.bias", CF_SPLIT_REPLICATED},
     {WR_QKV, WP_LAYER, 2, {WD_QKV, WD_HIDDEN}, WI_NORMAL, true, HF_CONV1D, "transformer.h.%ld.attn.c_attn.weight",
-     "blk.%ld.attn_qkv.weight"},
+     "blk.%ld.attn_qkv.weight", CF_SPLIT_COLUMN_QKV},
     {WR_QKV_BIAS, WP_LAYER, 1, {WD_QKV}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.attn.c_attn.bias",
-     "blk.%ld.attn_qkv.bias"},
+     "blk.%ld.attn_qkv.bias", CF_SPLIT_COLUMN_QKV},
     {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL_RESIDUAL, true, HF_CONV1D,
-     "transformer.h.%ld.attn.c_proj.weight", "blk.%ld.attn_output.weight"},
+     "transformer.h.%ld.attn.c_proj.weight", "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
     {WR_WO_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.attn.c_proj.bias",
-     "blk.%ld.attn_output.bias"},
+     "blk.%ld.attn_output.bias", CF_SPLIT_REPLICATED},
     {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.h.%ld.ln_2.weight",
-     "blk.%ld.ffn_norm.weight"},
+     "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},
     {WR_FFN_NORM_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.ln_2.bias",
-     "blk.%ld.ffn_norm.bias"},
+     "blk.%ld.ffn_norm.bias", CF_SPLIT_REPLICATED},
     {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_CONV1D, "transformer.h.%ld.mlp.c_fc.weight",
-     "blk.%ld.ffn_up.weight"},
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},
     {WR_UP_BIAS, WP_LAYER, 1, {WD_FF}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.mlp.c_fc.bias",
-     "blk.%ld.ffn_up.bias"},
+     "blk.%ld.ffn_up.bias", CF_SPLIT_COLUMN},
     {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL_RESIDUAL, true, HF_CONV1D,
-     "transformer.h.%ld.mlp.c_proj.weight", "blk.%ld.ffn_down.weight"},
+     "transformer.h.%ld.mlp.c_proj.weight", "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
     {WR_DOWN_BIAS, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.h.%ld.mlp.c_proj.bias",
-     "blk.%ld.ffn_down.bias"},
+     "blk.%ld.ffn_down.bias", CF_SPLIT_REPLICATED},
     {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "transformer.ln_f.weight",
-     "output_norm.weight"},
+     "output_norm.weight", CF_SPLIT_REPLICATED},
     {WR_FINAL_NORM_BIAS, WP_LAST, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "transformer.ln_f.bias",
-     "output_norm.bias"},
-    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight"},
+     "output_norm.bias", CF_SPLIT_REPLICATED},
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight", CF_SPLIT_VOCAB},
 };
 
 static const char *gpt2_check(const cf_model_config *m, char *msg, size_t cap) {
@@ -168,7 +168,9 @@ static const cf_family llama_family = {
     .n_weights = COUNT(llama_weights),
     .check = llama_check,
     .default_ff = llama_default_ff,
-    .block = {.norm = CF_NORM_RMS, .position = CF_POS_ROPE, .mlp = CF_MLP_SWIGLU, .fused_qkv = false},
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE,
+              .rotary = CF_ROTARY_INTERLEAVED, .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
     .forward = cf_transformer_forward,
     .block_saved = llama_saved,
     .hf = {.model_type = "llama", .architecture = "LlamaForCausalLM", .act_key = "hidden_act", .act = "silu",
@@ -188,7 +190,8 @@ static const cf_family gpt2_family = {
     .n_weights = COUNT(gpt2_weights),
     .check = gpt2_check,
     .default_ff = gpt2_default_ff,
-    .block = {.norm = CF_NORM_LAYER, .position = CF_POS_LEARNED, .mlp = CF_MLP_GELU, .fused_qkv = true},
+    .block = {.norm = CF_NORM_LAYER, .norm_place = CF_NORM_PRE, .position = CF_POS_LEARNED, .mlp = CF_MLP_GELU,
+              .fused_qkv = true, .bias = {.norm = true, .qkv = true, .out = true, .up = true, .down = true}},
     .forward = cf_transformer_forward,
     .block_saved = gpt2_saved,
     .hf = {.model_type = "gpt2", .architecture = "GPT2LMHeadModel", .act_key = "activation_function",
@@ -214,12 +217,6 @@ const cf_family *cf_family_named(const char *name) {
     for (int a = 0; a < CF_ARCH_COUNT; a++)
         if (strcmp(families[a]->name, name) == 0) return families[a];
     return NULL;
-}
-
-bool cf_family_has_bias(const cf_family *f, cf_weight_role role) {
-    return role + 1 < WR_COUNT && cf_family_weight_of(f, (cf_weight_role)(role + 1)) != NULL &&
-           (role == WR_ATTN_NORM || role == WR_QKV || role == WR_WO || role == WR_FFN_NORM || role == WR_UP ||
-            role == WR_DOWN || role == WR_FINAL_NORM);
 }
 
 const cf_family_weight *cf_family_weight_of(const cf_family *f, cf_weight_role role) {
@@ -329,4 +326,110 @@ int cf_model_config_check(const cf_model_config *m, const char *source, cf_error
         }
     }
     return 0;
+}
+
+/* ---- the block program ---- */
+
+static cf_weight_role bias_if(bool has, cf_weight_role role) { return has ? role : CF_NO_WEIGHT; }
+
+static cf_block_step norm_step(const cf_block_recipe *r, cf_slot in, cf_slot out, cf_weight_role w, cf_weight_role b) {
+    return (cf_block_step){.kind = CF_STEP_NORM, .in = in, .out = {out}, .n_out = 1, .weight = {w},
+                           .bias = {bias_if(r->bias.norm, b)}, .fused = CF_NO_WEIGHT, .fused_bias = CF_NO_WEIGHT,
+                           .norm = r->norm};
+}
+
+/* A group of n projections of `in` (weights w, biases b: CF_NO_WEIGHT for none). */
+static cf_block_step linear_step(cf_slot in, int n, const cf_slot *out, const cf_weight_role *w, const cf_weight_role *b) {
+    cf_block_step s = {.kind = CF_STEP_LINEAR, .in = in, .n_out = n, .fused = CF_NO_WEIGHT,
+                       .fused_bias = CF_NO_WEIGHT};
+    for (int i = 0; i < 3; i++) {
+        s.out[i] = i < n ? out[i] : CF_SLOT_COUNT;
+        s.weight[i] = i < n ? w[i] : CF_NO_WEIGHT;
+        s.bias[i] = i < n ? b[i] : CF_NO_WEIGHT;
+    }
+    return s;
+}
+
+static cf_block_step simple_step(cf_step_kind kind, cf_slot in) {
+    return (cf_block_step){.kind = kind, .in = in, .n_out = 0, .weight = {CF_NO_WEIGHT, CF_NO_WEIGHT, CF_NO_WEIGHT},
+                           .bias = {CF_NO_WEIGHT, CF_NO_WEIGHT, CF_NO_WEIGHT}, .fused = CF_NO_WEIGHT,
+                           .fused_bias = CF_NO_WEIGHT};
+}
+
+/* Every tensor a step names is in the family's table (a fused tensor's parts are not:
+ * the tensor is). */
+static int check_roles(const cf_family *f, const cf_block_step *s, cf_error *err) {
+    bool fused = s->fused != CF_NO_WEIGHT;
+    cf_weight_role roles[8] = {s->bias[0], s->bias[1], s->bias[2], s->fused, s->fused_bias,
+                               fused ? CF_NO_WEIGHT : s->weight[0], fused ? CF_NO_WEIGHT : s->weight[1],
+                               fused ? CF_NO_WEIGHT : s->weight[2]};
+    for (int i = 0; i < 8; i++)
+        if (roles[i] != CF_NO_WEIGHT && !cf_family_weight_of(f, roles[i]))
+            return cf_fail(err, "%s: the block recipe needs tensor role %d, which the family's table lacks", f->name,
+                           (int)roles[i]);
+    return 0;
+}
+
+int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err) {
+    const cf_family *f = cf_family_of(m->arch);
+    if (!f) return cf_fail(err, "arch %d is not a model family", (int)m->arch);
+    return cf_block_program_of_recipe(f, &f->block, p, err);
+}
+
+int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {
+    *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE};
+    if (r->norm_place != CF_NORM_PRE) return cf_fail(err, "%s: only pre-norm blocks are implemented", f->name);
+    if (p->rotary && r->rotary != CF_ROTARY_INTERLEAVED)
+        return cf_fail(err, "%s: rotary in NEOX halves is not implemented (interleaved pairs only)", f->name);
+    if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
+        return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
+                       r->rotary_fraction);
+    if (r->norm == CF_NORM_LAYER && !r->bias.norm)
+        return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
+    if (r->bias.qkv && !r->fused_qkv)
+        return cf_fail(err, "%s: q, k, v biases without a fused q/k/v tensor have no tensor roles", f->name);
+    if (r->bias.up && r->mlp != CF_MLP_GELU)
+        return cf_fail(err, "%s: an MLP bias with a gated MLP has no gate bias tensor role", f->name);
+    cf_block_step *s = p->steps;
+    int n = 0;
+    s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_ATTN_NORM, WR_ATTN_NORM_BIAS);
+    const cf_slot qkv[3] = {CF_SLOT_Q, CF_SLOT_K, CF_SLOT_V};
+    const cf_weight_role wqkv[3] = {WR_WQ, WR_WK, WR_WV}, none[3] = {CF_NO_WEIGHT, CF_NO_WEIGHT, CF_NO_WEIGHT};
+    s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, none);
+    if (r->fused_qkv) s[n].fused = WR_QKV, s[n].fused_bias = bias_if(r->bias.qkv, WR_QKV_BIAS);
+    n++;
+    if (p->rotary) {
+        s[n] = simple_step(CF_STEP_ROTARY, CF_SLOT_Q);
+        s[n].rotary = r->rotary, s[n].rotary_fraction = 1;
+        n++;
+    }
+    s[n] = simple_step(CF_STEP_ATTENTION, CF_SLOT_Q);
+    s[n].mask = cf_mask_causal();
+    if (cf_attn_mask_check(&s[n].mask, f->name, err)) return -1;
+    s[n++].out[0] = CF_SLOT_ATT;
+    const cf_slot y[1] = {CF_SLOT_Y};
+    s[n++] = linear_step(CF_SLOT_ATT, 1, y, (cf_weight_role[]){WR_WO}, (cf_weight_role[]){bias_if(r->bias.out, WR_WO_BIAS)});
+    s[n++] = simple_step(CF_STEP_RESIDUAL, CF_SLOT_Y);
+    s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_FFN_NORM, WR_FFN_NORM_BIAS);
+    switch (r->mlp) {
+    case CF_MLP_SWIGLU:
+    case CF_MLP_GEGLU:
+        s[n++] = linear_step(CF_SLOT_H, 2, (cf_slot[]){CF_SLOT_FF1, CF_SLOT_FF2}, (cf_weight_role[]){WR_GATE, WR_UP},
+                             none);
+        break;
+    case CF_MLP_GELU:
+        s[n++] = linear_step(CF_SLOT_H, 1, (cf_slot[]){CF_SLOT_FF1}, (cf_weight_role[]){WR_UP},
+                             (cf_weight_role[]){bias_if(r->bias.up, WR_UP_BIAS)});
+        break;
+    }
+    s[n] = simple_step(CF_STEP_ACTIVATE, CF_SLOT_FF1);
+    s[n].act = r->mlp, s[n++].out[0] = CF_SLOT_FF1;
+    s[n++] = linear_step(CF_SLOT_FF1, 1, y, (cf_weight_role[]){WR_DOWN},
+                         (cf_weight_role[]){bias_if(r->bias.down, WR_DOWN_BIAS)});
+    s[n++] = simple_step(CF_STEP_RESIDUAL, CF_SLOT_Y);
+    p->n_steps = n;
+    p->final_norm = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_FINAL_NORM, WR_FINAL_NORM_BIAS);
+    for (int i = 0; i < n; i++)
+        if (check_roles(f, &s[i], err)) return -1;
+    return check_roles(f, &p->final_norm, err);
 }

@@ -14,6 +14,7 @@
 
 #include "cformers/error.h"
 #include "cformers/model_graph.h"
+#include "kernels/attn_mask.h"
 
 /* What a tensor is for; tools that treat tensors differently (inference, the HF and GGUF
  * layouts) switch on it. A family uses the roles its blocks have. */
@@ -62,6 +63,20 @@ typedef enum cf_weight_init { WI_NORMAL, WI_NORMAL_RESIDUAL, WI_ONES, WI_ZEROS }
  * in rotate-half order (LLaMA), or transposed ([in, out], GPT-2's Conv1D). */
 typedef enum cf_hf_layout { HF_AS_IS, HF_ROPE_Q, HF_ROPE_K, HF_CONV1D } cf_hf_layout;
 
+/* How tensor parallelism cuts the tensor across the ranks of a tensor group (Megatron):
+ * by output rows (column-parallel: q, k, v, gate, up and their biases), by input columns
+ * (row-parallel: the attention output and MLP down; their biases are added once, after
+ * the sum, so they stay whole), by vocabulary rows (embedding, head), or not at all
+ * (norms, learned positions). GPT-2's fused c_attn is column-parallel within each of its
+ * q, k and v row blocks. 0 is no value: test_family checks every tensor has one. */
+typedef enum cf_tp_split {
+    CF_SPLIT_REPLICATED = 1,
+    CF_SPLIT_COLUMN,     /* rows [out] of a [out, in] matrix, or a bias [out] */
+    CF_SPLIT_COLUMN_QKV, /* each of the stacked q, k, v row blocks cut as CF_SPLIT_COLUMN */
+    CF_SPLIT_ROW,        /* columns [in] of a [out, in] matrix */
+    CF_SPLIT_VOCAB,      /* rows of a [vocab, dim] table or head */
+} cf_tp_split;
+
 typedef struct cf_family_weight {
     cf_weight_role role;
     cf_weight_place place;
@@ -72,23 +87,97 @@ typedef struct cf_family_weight {
     cf_hf_layout hf;
     const char *name; /* cformers and Hugging Face name; per-layer names take the layer as %ld */
     const char *gguf; /* llama.cpp's name, same convention */
+    cf_tp_split split;
 } cf_family_weight;
 
-/* The pieces a family's pre-norm decoder block is made of. The training graph builder
- * (transformer.c) and the inference block (src/infer/block.c) both read them, so a family
- * composed of existing pieces needs no graph or inference code of its own. Whether a
- * projection or norm has a bias is the table's: the role after it (WR_QKV_BIAS after
- * WR_QKV, ...) is present. */
+/* The facts of a family's decoder block. They compile once (cf_block_program_compile)
+ * into the block program that the training graph builder (transformer.c) emits graph ops
+ * from and the inference interpreter (src/infer/block.c) runs over the KV cache, so a
+ * family made of existing pieces needs no graph or inference code of its own. */
 typedef enum cf_norm_kind { CF_NORM_RMS, CF_NORM_LAYER } cf_norm_kind;          /* RMSNorm, LayerNorm */
+typedef enum cf_norm_place { CF_NORM_PRE } cf_norm_place;                        /* before each sublayer */
 typedef enum cf_position_kind { CF_POS_ROPE, CF_POS_LEARNED } cf_position_kind; /* rotary, added table */
-typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU } cf_mlp_kind;            /* gate/up/down, fc/proj */
+/* Rotary pairs: (x[2i], x[2i+1]) as Meta's LLaMA, or (x[i], x[i + d/2]) as GPT-NeoX and
+ * Hugging Face's rotate_half (not implemented: refused by the compiler). */
+typedef enum cf_rotary_kind { CF_ROTARY_INTERLEAVED, CF_ROTARY_NEOX } cf_rotary_kind;
+/* SwiGLU silu(gate) * up, then down; GELU(tanh) of fc, then proj; GeGLU gelu_tanh(gate) * up, then down (Gemma). */
+typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU, CF_MLP_GEGLU } cf_mlp_kind;
 
 typedef struct cf_block_recipe {
     cf_norm_kind norm;
+    cf_norm_place norm_place;
     cf_position_kind position;
+    cf_rotary_kind rotary;  /* with CF_POS_ROPE */
+    double rotary_fraction; /* of head_dim rotated, with CF_POS_ROPE: 0 or 1 = all (partial refused) */
     cf_mlp_kind mlp;
     bool fused_qkv; /* one [3 dim, dim] projection (WR_QKV), else WR_WQ, WR_WK, WR_WV */
+    /* which projections and norms carry a bias (the table holds the tensors; test_family
+     * checks they agree) */
+    struct {
+        bool norm, qkv, out, up, down;
+    } bias;
 } cf_block_recipe;
+
+/* ---- the block program: the recipe compiled into steps over named values ---- */
+
+/* Values a block step reads and writes: the residual stream, the normed input of a
+ * sublayer, q, k, v ([n, heads * head_dim]), attention's output, a sublayer's output
+ * before the residual add, and the MLP's hidden values. The interpreter maps each to a
+ * buffer (H and Y share one: H is dead once Y is written), the graph emitter to a tensor. */
+typedef enum cf_slot {
+    CF_SLOT_X,
+    CF_SLOT_H,
+    CF_SLOT_Q,
+    CF_SLOT_K,
+    CF_SLOT_V,
+    CF_SLOT_ATT,
+    CF_SLOT_Y,
+    CF_SLOT_FF1,
+    CF_SLOT_FF2,
+    CF_SLOT_COUNT
+} cf_slot;
+
+typedef enum cf_step_kind {
+    CF_STEP_NORM,      /* out = norm(in; weight[0], bias[0]) */
+    CF_STEP_LINEAR,    /* out[i] = in weight[i]^T (+ bias[i]), i < n_out, the group sharing its input */
+    CF_STEP_ROTARY,    /* Q and K rotated at their positions */
+    CF_STEP_ATTENTION, /* ATT = attention(Q, K, V) under mask (the interpreter stores K, V in its cache first) */
+    CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1); GeGLU: gelu_tanh(FF1) * FF2 */
+    CF_STEP_RESIDUAL,  /* X += in */
+} cf_step_kind;
+
+/* No weight or bias: WR_COUNT. */
+#define CF_NO_WEIGHT WR_COUNT
+
+typedef struct cf_block_step {
+    cf_step_kind kind;
+    cf_slot in, out[3];
+    int n_out;
+    cf_weight_role weight[3], bias[3];
+    /* LINEAR: the n_out projections stored as one tensor of stacked rows (GPT-2's c_attn,
+     * WR_QKV) and its bias, or CF_NO_WEIGHT; weight[i] then name the logical parts */
+    cf_weight_role fused, fused_bias;
+    cf_norm_kind norm;       /* NORM */
+    cf_rotary_kind rotary;   /* ROTARY */
+    double rotary_fraction;  /* ROTARY: 1 */
+    cf_mlp_kind act;         /* ACTIVATE */
+    cf_attn_mask mask;       /* ATTENTION */
+} cf_block_step;
+
+enum { CF_BLOCK_MAX_STEPS = 16 };
+
+typedef struct cf_block_program {
+    cf_block_step steps[CF_BLOCK_MAX_STEPS]; /* one layer, applied to each */
+    int n_steps;
+    cf_block_step final_norm; /* after the last layer: X normed into H */
+    bool learned_positions;   /* WR_POS_EMBED added to the embeddings */
+    bool rotary;              /* a ROTARY step: the RoPE table is needed */
+} cf_block_program;
+
+/* The program of m's family (m->arch must name one). Fails, naming the family and the
+ * fact, for a recipe the kernels do not implement (NEOX or partial rotary, a sliding
+ * window or soft-cap) or a bias the tensor table has no tensor for. */
+int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err);
 
 /* Elements one transformer block keeps for backward per token (memory estimate). */
 typedef struct cf_saved_terms {
@@ -129,8 +218,9 @@ typedef struct cf_family {
     const char *gguf_arch; /* general.architecture */
 } cf_family;
 
-/* True when the family stores a bias for `role` (the role after it in cf_weight_role). */
-bool cf_family_has_bias(const cf_family *f, cf_weight_role role);
+/* cf_block_program_compile for recipe r over family f's tensor table (a recipe being
+ * designed; tests). */
+int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err);
 
 /* The family of arch, or NULL when arch is not one (a corrupt value). */
 const cf_family *cf_family_of(cf_arch arch);

@@ -10,6 +10,9 @@
  * recipe and tensor table on out->graph, whose tokens and targets already exist; returns
  * the logits [B, T, vocab] (NULL on error, recorded in the graph). */
 cf_tensor *cf_transformer_forward(const cf_model_config *cfg, int64_t batch, int64_t seq_len, cf_model_graph *out);
+/* The same for a given block program p of cfg's family (cf_block_program_of_recipe). */
+cf_tensor *cf_transformer_forward_program(const cf_model_config *cfg, const cf_block_program *p, int64_t batch,
+                                          int64_t seq_len, cf_model_graph *out);
 
 /* The parameter of c's family with this role (family.h): name, shape, initialisation
  * and weight decay from the family table. */

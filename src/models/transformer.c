@@ -1,119 +1,125 @@
-/* The training graph of every family: a pre-norm decoder whose pieces come from the
- * family's block recipe (family.h) and whose parameters (names as in Hugging Face, shapes,
- * initialisation, decay) come from its tensor table.
+/* The training graph of every family: the family's block program (family.h,
+ * cf_block_program_compile) emitted as graph ops, step by step, with its parameters
+ * (names as in Hugging Face, shapes, initialisation, decay) from the tensor table.
  *   LLaMA: RMSNorm, RoPE (interleaved pairs) on q and k, grouped-query attention, SwiGLU,
  *          no biases, head tied to the embedding when tie_word_embeddings;
  *   GPT-2: LayerNorm, learned positions added to the embeddings, one c_attn projection
  *          split into q, k, v after the matmul, GELU(tanh), biases, tied head.
- * src/infer/block.c runs the same recipe over a KV cache. */
+ * src/infer/block.c interprets the same program over a KV cache. */
 #include <stdlib.h>
 
 #include "cformers/fused.h"
+#include "kernels/graph_ops.h"
 #include "models/model_graphs.h"
 
 typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
-    const cf_family *f;
-    cf_tensor *rope; /* the RoPE table, with CF_POS_ROPE */
+    cf_tensor *rope; /* the RoPE table, when the program rotates */
+    /* the program's values: [B, T, width]; Q, K, V split into heads [B, T, heads, hd] */
+    cf_tensor *slot[CF_SLOT_COUNT];
 } builder;
 
-/* x W^T (+ b when the family has the bias) with the weights of `role`. */
-static cf_tensor *linear(const builder *b, cf_tensor *x, cf_weight_role role, int layer) {
-    cf_tensor *w = cf_model_weight(b->g, b->c, role, layer);
-    cf_tensor *bias = cf_family_has_bias(b->f, role) ? cf_model_weight(b->g, b->c, (cf_weight_role)(role + 1), layer) : NULL;
-    return cf_nn_linear(b->g, x, w, bias);
+static cf_tensor *weight(const builder *b, cf_weight_role role, int layer) {
+    return role == CF_NO_WEIGHT ? NULL : cf_model_weight(b->g, b->c, role, layer);
 }
 
-static cf_tensor *norm(const builder *b, cf_tensor *x, cf_weight_role role, int layer) {
-    cf_tensor *w = cf_model_weight(b->g, b->c, role, layer);
+static cf_tensor *norm(const builder *b, const cf_block_step *s, int layer) {
+    cf_tensor *w = weight(b, s->weight[0], layer), *x = b->slot[s->in];
     float eps = (float)b->c->rms_norm_eps;
-    switch (b->f->block.norm) {
+    switch (s->norm) {
     case CF_NORM_RMS: return cf_nn_rmsnorm(b->g, x, w, eps);
-    case CF_NORM_LAYER: {
-        cf_tensor *bias = cf_family_has_bias(b->f, role) ? cf_model_weight(b->g, b->c, (cf_weight_role)(role + 1), layer)
-                                                        : NULL;
-        return cf_nn_layernorm(b->g, x, w, bias, eps);
-    }
+    case CF_NORM_LAYER: return cf_nn_layernorm(b->g, x, w, weight(b, s->bias[0], layer), eps);
     }
     return NULL;
 }
 
-/* [B, T, heads * hd] -> [B, T, heads, hd], rotated when the family uses RoPE. */
-static cf_tensor *heads(const builder *b, cf_tensor *x, int64_t n, bool rotate) {
-    cf_tensor *h = cf_model_split_heads(b->g, x, n);
-    switch (b->f->block.position) {
-    case CF_POS_ROPE: return rotate ? cf_nn_rope(b->g, h, b->rope) : h;
-    case CF_POS_LEARNED: break;
-    }
-    return h;
-}
-
-static cf_tensor *attention(const builder *b, int i, cf_tensor *h) {
-    cf_graph *g = b->g;
+/* Q, K, V are kept split into heads (the attention ops' layout). */
+static void set_output(builder *b, cf_slot slot, cf_tensor *t) {
     const cf_model_config *c = b->c;
-    cf_tensor *q, *k, *v;
-    if (b->f->block.fused_qkv) { /* q, k, v rows one after another (num_kv_heads == num_heads) */
-        cf_tensor *qkv[3] = {0};
-        cf_nn_split(g, linear(b, h, WR_QKV, i), 3, qkv);
-        q = heads(b, qkv[0], c->num_heads, true), k = heads(b, qkv[1], c->num_kv_heads, true);
-        v = heads(b, qkv[2], c->num_kv_heads, false);
-    } else {
-        q = heads(b, linear(b, h, WR_WQ, i), c->num_heads, true);
-        k = heads(b, linear(b, h, WR_WK, i), c->num_kv_heads, true);
-        v = heads(b, linear(b, h, WR_WV, i), c->num_kv_heads, false);
-    }
-    cf_tensor *a = c->use_flash_attention ? cf_nn_flash_attention(g, q, k, v) : cf_nn_attention(g, q, k, v);
-    return linear(b, cf_model_merge_heads(g, a), WR_WO, i);
+    if (slot == CF_SLOT_Q) t = cf_model_split_heads(b->g, t, c->num_heads);
+    else if (slot == CF_SLOT_K || slot == CF_SLOT_V) t = cf_model_split_heads(b->g, t, c->num_kv_heads);
+    b->slot[slot] = t;
 }
 
-static cf_tensor *mlp(const builder *b, int i, cf_tensor *h) {
-    switch (b->f->block.mlp) {
-    case CF_MLP_SWIGLU: {
-        cf_tensor *gate = linear(b, h, WR_GATE, i);
-        h = cf_nn_swiglu(b->g, gate, linear(b, h, WR_UP, i));
+static void linear(builder *b, const cf_block_step *s, int layer) {
+    cf_tensor *x = b->slot[s->in];
+    if (s->fused != CF_NO_WEIGHT) { /* one product over the stacked rows, split after it */
+        cf_tensor *w = weight(b, s->fused, layer), *parts[3] = {0};
+        cf_nn_split(b->g, cf_nn_linear(b->g, x, w, weight(b, s->fused_bias, layer)), s->n_out, parts);
+        for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], parts[i]);
+        return;
+    }
+    for (int i = 0; i < s->n_out; i++) {
+        cf_tensor *w = weight(b, s->weight[i], layer);
+        set_output(b, s->out[i], cf_nn_linear(b->g, x, w, weight(b, s->bias[i], layer)));
+    }
+}
+
+static void step(builder *b, const cf_block_step *s, int layer) {
+    cf_graph *g = b->g;
+    switch (s->kind) {
+    case CF_STEP_NORM: b->slot[s->out[0]] = norm(b, s, layer); break;
+    case CF_STEP_LINEAR: linear(b, s, layer); break;
+    case CF_STEP_ROTARY: /* interleaved pairs over the whole head (the compiler refuses the rest) */
+        b->slot[CF_SLOT_Q] = cf_nn_rope(g, b->slot[CF_SLOT_Q], b->rope);
+        b->slot[CF_SLOT_K] = cf_nn_rope(g, b->slot[CF_SLOT_K], b->rope);
+        break;
+    case CF_STEP_ATTENTION: {
+        cf_tensor *q = b->slot[CF_SLOT_Q], *k = b->slot[CF_SLOT_K], *v = b->slot[CF_SLOT_V];
+        cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &s->mask)
+                                                 : cf_nn_attention_masked(g, q, k, v, &s->mask);
+        b->slot[s->out[0]] = cf_model_merge_heads(g, a);
         break;
     }
-    case CF_MLP_GELU: h = cf_nn_gelu(b->g, linear(b, h, WR_UP, i)); break;
+    case CF_STEP_ACTIVATE:
+        switch (s->act) {
+        case CF_MLP_SWIGLU: b->slot[s->out[0]] = cf_nn_swiglu(g, b->slot[CF_SLOT_FF1], b->slot[CF_SLOT_FF2]); break;
+        case CF_MLP_GELU: b->slot[s->out[0]] = cf_nn_gelu(g, b->slot[CF_SLOT_FF1]); break;
+        case CF_MLP_GEGLU: b->slot[s->out[0]] = cf_nn_mul(g, cf_nn_gelu(g, b->slot[CF_SLOT_FF1]), b->slot[CF_SLOT_FF2]); break;
+        }
+        break;
+    case CF_STEP_RESIDUAL: b->slot[CF_SLOT_X] = cf_nn_add(g, b->slot[CF_SLOT_X], b->slot[s->in]); break;
     }
-    return linear(b, h, WR_DOWN, i);
 }
 
 /* Token embeddings, plus the learned position table (or the RoPE table for the blocks). */
-static cf_tensor *embed(builder *b, int64_t seq_len, cf_tensor *tokens, cf_tensor **wte) {
+static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, cf_tensor *tokens, cf_tensor **wte) {
     cf_graph *g = b->g;
     const cf_model_config *c = b->c;
     *wte = cf_model_weight(g, c, WR_EMBED, 0);
-    switch (b->f->block.position) {
-    case CF_POS_ROPE: {
+    if (p->rotary) {
         cf_rope_config rope = {.head_dim = cf_model_head_dim(c), .max_positions = seq_len, .theta = c->rope_theta,
                                .scaling_factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = c->rope_original_max_position};
         b->rope = cf_nn_rope_table(g, &rope);
-        return cf_nn_embedding(g, *wte, tokens);
     }
-    case CF_POS_LEARNED: {
-        cf_tensor *wpe = cf_model_weight(g, c, WR_POS_EMBED, 0);
-        int32_t *positions = cf_xmalloc(sizeof(int32_t) * (size_t)seq_len);
-        for (int64_t t = 0; t < seq_len; t++) positions[t] = (int32_t)t;
-        cf_tensor *pos = cf_graph_const(g, "positions", CF_I32, 1, &seq_len, positions);
-        free(positions);
-        return cf_nn_add_broadcast(g, cf_nn_embedding(g, *wte, tokens), cf_nn_embedding(g, wpe, pos));
-    }
-    }
-    return NULL;
+    if (!p->learned_positions) return cf_nn_embedding(g, *wte, tokens);
+    cf_tensor *wpe = cf_model_weight(g, c, WR_POS_EMBED, 0);
+    int32_t *positions = cf_xmalloc(sizeof(int32_t) * (size_t)seq_len);
+    for (int64_t t = 0; t < seq_len; t++) positions[t] = (int32_t)t;
+    cf_tensor *pos = cf_graph_const(g, "positions", CF_I32, 1, &seq_len, positions);
+    free(positions);
+    return cf_nn_add_broadcast(g, cf_nn_embedding(g, *wte, tokens), cf_nn_embedding(g, wpe, pos));
 }
 
 cf_tensor *cf_transformer_forward(const cf_model_config *c, int64_t batch, int64_t seq_len, cf_model_graph *out) {
+    cf_block_program p;
+    cf_error err = {{0}};
+    if (cf_block_program_compile(c, &p, &err) != 0) return cf_graph_fail(out->graph, "%s", err.msg);
+    return cf_transformer_forward_program(c, &p, batch, seq_len, out);
+}
+
+cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_block_program *p, int64_t batch,
+                                          int64_t seq_len, cf_model_graph *out) {
     (void)batch;
-    builder b = {.g = out->graph, .c = c, .f = cf_family_of(c->arch)};
-    cf_tensor *wte, *x = embed(&b, seq_len, out->tokens, &wte);
-    for (int i = 0; i < c->num_layers; i++) {
-        x = cf_nn_add(b.g, x, attention(&b, i, norm(&b, x, WR_ATTN_NORM, i)));
-        x = cf_nn_add(b.g, x, mlp(&b, i, norm(&b, x, WR_FFN_NORM, i)));
-    }
-    x = norm(&b, x, WR_FINAL_NORM, 0);
+    builder b = {.g = out->graph, .c = c};
+    cf_tensor *wte;
+    b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
+    for (int i = 0; i < c->num_layers; i++)
+        for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
+    step(&b, &p->final_norm, 0);
     cf_tensor *head = c->tie_word_embeddings ? wte : cf_model_weight(b.g, c, WR_LM_HEAD, 0);
-    return cf_nn_linear(b.g, x, head, NULL);
+    return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
 }
