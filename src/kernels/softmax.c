@@ -2,6 +2,7 @@
  * on the row kernels of exp_rows.h. */
 #include "kernels/kernels.h"
 
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 
 typedef struct softmax_job {
@@ -18,7 +19,7 @@ static void softmax_row(const cf_exp_rows *k, float *x, long valid, long dim) {
 
 static void softmax_rows(void *arg, long begin, long end) {
     const softmax_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     for (long r = begin; r < end; r++) {
         long valid = j->dim;
         if (j->causal) {
