@@ -70,7 +70,7 @@ static run build(masked_fn attend, const cf_attn_mask *mask) {
     CHECK_MSG(r.plan != NULL, "%s", err.msg);
     if (!r.plan) return r;
     fill(r.q, 1), fill(r.k, 2), fill(r.v, 3), fill(dy, 4);
-    cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(r.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     return r;
 }
 
@@ -166,7 +166,7 @@ static void check_refused(masked_fn attend, const char *what) {
 int main(void) {
     check_rule();
     for (int threads = 1; threads <= 3; threads += 2) {
-        cf_set_num_threads(threads);
+        CHECK(cf_set_num_threads(threads, NULL) == 0);
         check_masks();
     }
     gradcheck_unmasked(cf_nn_attention_masked, "attention");

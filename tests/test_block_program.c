@@ -65,7 +65,7 @@ static void check_recipe(const char *what, cf_arch arch, const cf_block_recipe *
     int32_t tokens[SEQ];
     for (int i = 0; i < SEQ; i++) tokens[i] = (int32_t)((i * 37 + 5) % c->vocab_size);
     memcpy(mg.tokens->data, tokens, sizeof tokens);
-    cf_plan_run(plan, CF_PHASE_FORWARD);
+    CHECK(cf_plan_run(plan, CF_PHASE_FORWARD, NULL) == 0);
     long vocab = (long)c->vocab_size;
 
     /* the interpreter on the graph's weights, running the same program */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "cformers/cpu.h"
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 #include "test_util.h"
 
@@ -143,7 +144,7 @@ int main(void) {
     for (int isa = CF_ISA_SCALAR; isa <= (int)top; isa++) {
         cf_isa_force((cf_isa)isa);
         printf("ISA %s\n", cf_isa_name((cf_isa)isa));
-        const cf_exp_rows *k = cf_exp_rows_active();
+        const cf_exp_rows *k = cf_kernels()->exp_rows;
         check_exp_range(k, isa != CF_ISA_SCALAR);
         check_exp_special(k);
         check_row_sums(k);

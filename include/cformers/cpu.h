@@ -1,9 +1,11 @@
 /* Run-time CPU detection: which vector instruction sets this machine (and its OS)
- * can execute, and its cache sizes. Kernels pick their code path from cf_isa_active(),
- * so one binary runs on any x86-64 and is fast where the hardware allows.
+ * can execute, and its cache sizes. The kernel context of the active ISA (one per ISA,
+ * src/kernels/context) holds every kernel, so one binary runs on any x86-64 and is fast
+ * where the hardware allows.
  *
- * CFORMERS_ISA=avx512|avx2|scalar forces a path (it can only lower the level: asking for
- * avx512 on a machine without it is an error reported by cf_isa_active's first caller). */
+ * CFORMERS_ISA=avx512|avx2|scalar (or portable) forces a path. It can only lower the
+ * level: an unknown value, or avx512 on a machine without it, is an error that
+ * cf_isa_check_env reports (the CLI exits 2 with it); the library itself never exits. */
 #ifndef CFORMERS_CPU_H
 #define CFORMERS_CPU_H
 #include "cformers/export.h"
@@ -11,6 +13,8 @@ CF_API_BEGIN
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "cformers/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +24,7 @@ typedef enum cf_isa {
     CF_ISA_SCALAR = 0, /* portable C */
     CF_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
     CF_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ */
+    CF_ISA_COUNT
 } cf_isa;
 
 typedef struct cf_cpu_info {
@@ -40,9 +45,15 @@ const cf_cpu_info *cf_cpu(void);
 /* Highest ISA level the CPU and OS support, ignoring CFORMERS_ISA. */
 cf_isa cf_isa_supported(void);
 
-/* The ISA kernels should use: cf_isa_supported(), lowered by CFORMERS_ISA if set.
- * An unsupported or unknown CFORMERS_ISA value prints one line to stderr and exits(2). */
+/* The ISA kernels should use: cf_isa_supported(), lowered by CFORMERS_ISA if set. An
+ * unsupported or unknown CFORMERS_ISA value is not applied (cf_isa_supported() runs):
+ * entry points call cf_isa_check_env first to refuse it. Only the kernel context
+ * (src/kernels/context) reads this inside the library. */
 cf_isa cf_isa_active(void);
+
+/* 0 when CFORMERS_ISA is unset or names an ISA this CPU runs; else -1 and a one-line
+ * message naming the value (and the accepted ones, or this CPU's best). */
+int cf_isa_check_env(cf_error *err);
 
 /* Overrides the active ISA for this process (tests use it to run every path).
  * Returns -1 (and changes nothing) when the machine does not support `isa`. */
@@ -53,7 +64,7 @@ bool cf_has_avx512_bf16(void);
 
 const char *cf_isa_name(cf_isa isa);
 
-/* Parses "avx512" / "avx2" / "scalar"; returns -1 for anything else. */
+/* Parses "avx512" / "avx2" / "scalar" (also "portable"); returns -1 for anything else. */
 int cf_isa_parse(const char *name, cf_isa *out);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #include "cformers/dtype.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -88,7 +89,7 @@ static int cmp_double(const void *x, const void *y) {
 }
 
 static int bench_peak(int threads) {
-    printf("cpu: %s, isa %s\n", cf_cpu()->brand, cf_isa_name(cf_isa_active()));
+    printf("cpu: %s, isa %s\n", cf_cpu()->brand, cf_isa_name(cf_kernels()->isa));
     printf("%-8s %14s %14s\n", "threads", "f32 GFLOP/s", "bf16 GFLOP/s");
     printf("%-8d %14.1f %14.1f\n", 1, cf_gemm_peak_gflops(CF_F32, 1), cf_gemm_peak_gflops(CF_BF16, 1));
     if (threads > 1)

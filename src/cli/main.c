@@ -9,6 +9,7 @@
 #include "cformers/cpu.h"
 #include "cformers/threads.h"
 #include "io/config_schema.h"
+#include "kernels/context/context.h"
 
 typedef struct subcommand {
     const char *name;
@@ -88,12 +89,17 @@ int cli_not_yet(const char *name, const char *what, const char *issue) {
 }
 
 int main(int argc, char **argv) {
+    cf_error isa_err;
+    if (cf_isa_check_env(&isa_err) != 0) { /* before any kernel runs on an ISA nobody asked for */
+        fprintf(stderr, "cformers: %s\n", isa_err.msg);
+        return 2;
+    }
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("cformers 0.1.0 (%s kernels on this CPU)\n", cf_isa_name(cf_isa_active()));
+        printf("cformers 0.1.0 (kernels on this CPU: %s)\n", cf_kernels()->name);
         return 0;
     }
     const char *closest = NULL;

@@ -11,6 +11,7 @@
 static cf_cpu_info g_info;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static cf_isa g_active;
+static char g_env_problem[160]; /* what is wrong with CFORMERS_ISA, or "" */
 static pthread_once_t g_active_once = PTHREAD_ONCE_INIT;
 static atomic_int g_forced = -1;
 
@@ -105,17 +106,24 @@ const char *cf_isa_name(cf_isa isa) {
     switch (isa) {
     case CF_ISA_AVX512: return "avx512";
     case CF_ISA_AVX2: return "avx2";
-    default: return "scalar";
+    case CF_ISA_SCALAR: return "scalar";
+    case CF_ISA_COUNT: break;
     }
+    return "?";
 }
 
 int cf_isa_parse(const char *name, cf_isa *out) {
     static const cf_isa all[] = {CF_ISA_SCALAR, CF_ISA_AVX2, CF_ISA_AVX512};
+    _Static_assert(sizeof all / sizeof all[0] == CF_ISA_COUNT, "every ISA parses");
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, cf_isa_name(all[i])) == 0) {
             *out = all[i];
             return 0;
         }
+    }
+    if (strcmp(name, "portable") == 0) { /* the kernel context's name for it */
+        *out = CF_ISA_SCALAR;
+        return 0;
     }
     return -1;
 }
@@ -126,15 +134,14 @@ static void choose_active(void) {
     g_active = best;
     if (env && *env) {
         cf_isa want;
-        if (cf_isa_parse(env, &want) != 0) {
-            fprintf(stderr, "cformers: CFORMERS_ISA=%s is not one of avx512, avx2, scalar\n", env);
-            exit(2);
-        }
-        if (want > best) {
-            fprintf(stderr, "cformers: CFORMERS_ISA=%s is not supported by this CPU (best: %s)\n", env, cf_isa_name(best));
-            exit(2);
-        }
-        g_active = want;
+        if (cf_isa_parse(env, &want) != 0)
+            snprintf(g_env_problem, sizeof g_env_problem, "CFORMERS_ISA=%.40s is not one of avx512, avx2, scalar, portable",
+                     env);
+        else if (want > best)
+            snprintf(g_env_problem, sizeof g_env_problem, "CFORMERS_ISA=%.40s is not supported by this CPU (best: %s)",
+                     env, cf_isa_name(best));
+        else
+            g_active = want;
     }
 }
 
@@ -144,8 +151,13 @@ cf_isa cf_isa_active(void) {
     return g_active;
 }
 
+int cf_isa_check_env(cf_error *err) {
+    pthread_once(&g_active_once, choose_active);
+    return g_env_problem[0] ? cf_fail(err, "%s", g_env_problem) : 0;
+}
+
 int cf_isa_force(cf_isa isa) {
-    if (isa > cf_isa_supported()) return -1;
+    if ((int)isa < 0 || isa > cf_isa_supported()) return -1;
     g_forced = (int)isa;
     return 0;
 }

@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-#include "cformers/cpu.h"
 #include "core/dtype_convert.h"
+#include "kernels/context/context.h"
 
 /* Per dtype: names, bytes per element, and for the block types (GGUF's blocks of 32 weights
  * with an f16 scale) bytes per block instead. */
@@ -197,19 +197,15 @@ void cf_convert_bf16_to_f32(const cf_bf16 *src, float *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = cf_bf16_to_f32(src[i]);
 }
 
-/* F16C where the active ISA has it (AVX2 and up); the same rounding either way. */
-void cf_convert_f32_to_f16(const float *src, cf_f16 *dst, size_t n) {
-    if (cf_isa_active() >= CF_ISA_AVX2) {
-        cf_convert_f32_to_f16_avx2(src, dst, n);
-        return;
-    }
+void cf_convert_f32_to_f16_portable(const float *src, cf_f16 *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = cf_f32_to_f16(src[i]);
 }
 
-void cf_convert_f16_to_f32(const cf_f16 *src, float *dst, size_t n) {
-    if (cf_isa_active() >= CF_ISA_AVX2) {
-        cf_convert_f16_to_f32_avx2(src, dst, n);
-        return;
-    }
+void cf_convert_f16_to_f32_portable(const cf_f16 *src, float *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = cf_f16_to_f32(src[i]);
 }
+
+/* F16C where the kernel context has it (AVX2 and up); the same rounding either way. */
+void cf_convert_f32_to_f16(const float *src, cf_f16 *dst, size_t n) { cf_kernels()->convert_f32_to_f16(src, dst, n); }
+
+void cf_convert_f16_to_f32(const cf_f16 *src, float *dst, size_t n) { cf_kernels()->convert_f16_to_f32(src, dst, n); }

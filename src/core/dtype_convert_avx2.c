@@ -1,6 +1,6 @@
 /* f16 <-> f32 bulk conversions with F16C (vcvtph2ps / vcvtps2ph, round to nearest even),
- * 8 elements at a time; the scalar conversions of dtype.c do the tail. Callers check
- * cf_isa_active() >= CF_ISA_AVX2 (which includes F16C) first. */
+ * 8 elements at a time; the scalar conversions of dtype.c do the tail. Callers
+ * reach them through the AVX2 and AVX-512 kernel contexts (F16C comes with both). */
 #include <immintrin.h>
 
 #include "core/dtype_convert.h"

@@ -1,9 +1,9 @@
-/* 1-bit packing, the portable kernels and the choice between them. */
+/* 1-bit packing, the portable kernels (the kernel context holds the ones each ISA runs). */
 #include "dist/onebit.h"
 
 #include <string.h>
 
-#include "cformers/cpu.h"
+#include "kernels/context/context.h"
 
 void cf_onebit_pack_generic(const float *x, float *e, int64_t n, unsigned char *out) {
     float scale = (float)(cf_onebit_abs_sum(x, e, 0, n) / (double)n);
@@ -20,7 +20,6 @@ void cf_onebit_unpack_generic(const unsigned char *in, int64_t n, float *y, bool
 }
 
 cf_onebit_kernels cf_onebit_kernels_for_cpu(void) {
-    if (cf_isa_active() == CF_ISA_AVX512)
-        return (cf_onebit_kernels){.pack = cf_onebit_pack_avx512, .unpack = cf_onebit_unpack_avx512};
-    return (cf_onebit_kernels){.pack = cf_onebit_pack_generic, .unpack = cf_onebit_unpack_generic};
+    const cf_kernel_context *kc = cf_kernels();
+    return (cf_onebit_kernels){.pack = kc->onebit_pack, .unpack = kc->onebit_unpack};
 }

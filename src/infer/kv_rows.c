@@ -1,8 +1,8 @@
 #include "infer/kv_rows.h"
 
-#include "cformers/cpu.h"
+#include "kernels/context/context.h"
 
-static void scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+void kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
         float acc = 0.0f;
@@ -11,8 +11,8 @@ static void scores_scalar(const float *q, const cf_bf16 *k, long stride, long T,
     }
 }
 
-static void weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
-                                long T, long hd, float *out) {
+void kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                 long T, long hd, float *out) {
     for (long i = 0; i < hd; i++) out[i] = 0.0f;
     for (long t = 0; t < T; t++)
         for (long i = 0; i < hd; i++) out[i] += s[t] * cf_bf16_to_f32(kv_row(v, stride, rows, off, t)[i]);
@@ -49,48 +49,22 @@ void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, lon
     }
 }
 
-/* One table per instruction set, as matvec.c's kernels: the decode attention kernels of
- * each KV dtype. */
-typedef struct kv_kernels {
-    void (*bf16_scores)(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
-    void (*bf16_weighted_sum)(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off, long T,
-                              long hd, float *out);
-    void (*q8_scores)(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
-    void (*q8_weighted_sum)(const float *s, const void *v, size_t stride, long T, long hd, float *out);
-} kv_kernels;
-
-static const kv_kernels kernels_scalar = {scores_scalar, weighted_sum_scalar, kv_q8_scores_scalar,
-                                          kv_q8_weighted_sum_scalar};
-static const kv_kernels kernels_avx2 = {kv_bf16_scores_avx2, kv_bf16_weighted_sum_avx2, kv_q8_scores_avx2,
-                                        kv_q8_weighted_sum_avx2};
-static const kv_kernels kernels_avx512 = {kv_bf16_scores_avx512, kv_bf16_weighted_sum_avx512, kv_q8_scores_avx512,
-                                          kv_q8_weighted_sum_avx512};
-
-static const kv_kernels *active_kernels(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return &kernels_avx512;
-    case CF_ISA_AVX2: return &kernels_avx2;
-    case CF_ISA_SCALAR: break;
-    }
-    return &kernels_scalar;
-}
-
 void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
-    active_kernels()->bf16_scores(q, k, stride, T, hd, scale, s);
+    cf_kernels()->kv_bf16_scores(q, k, stride, T, hd, scale, s);
 }
 
 void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    active_kernels()->bf16_weighted_sum(s, v, stride, NULL, 0, T, hd, out);
+    cf_kernels()->kv_bf16_weighted_sum(s, v, stride, NULL, 0, T, hd, out);
 }
 
 void kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out) {
-    active_kernels()->bf16_weighted_sum(s, NULL, 0, rows, off, T, hd, out);
+    cf_kernels()->kv_bf16_weighted_sum(s, NULL, 0, rows, off, T, hd, out);
 }
 
 void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
-    active_kernels()->q8_scores(q, k, stride, T, hd, scale, s);
+    cf_kernels()->kv_q8_scores(q, k, stride, T, hd, scale, s);
 }
 
 void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
-    active_kernels()->q8_weighted_sum(s, v, stride, T, hd, out);
+    cf_kernels()->kv_q8_weighted_sum(s, v, stride, T, hd, out);
 }

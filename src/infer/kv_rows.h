@@ -51,6 +51,9 @@ void kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, lon
 void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
 void kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 /* The portable loops (also the reference the ISA kernels are tested against). */
+void kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+                                 long T, long hd, float *out);
 void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
 void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 

@@ -4,6 +4,7 @@
 
 #include "cformers/cpu.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 
 enum { LANES = 8 };
 
@@ -20,7 +21,7 @@ enum { CHUNK_BYTES = 1 << 16, MAX_CHUNK_BYTES = 1 << 20 };
 /* Below this many weight bytes a pool dispatch costs more than it saves. */
 enum { INLINE_BYTES = 1 << 18 };
 
-static void f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void matvec_f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
     for (long r = r0; r < r1; r++) {
         const float *row = w + r * in;
@@ -36,7 +37,7 @@ static void f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, l
 }
 
 /* Takes x as it is (the scalar path needs no rearranging). */
-static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void matvec_bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const cf_bf16 *w = wv;
     const float *x = xv;
     for (long r = r0; r < r1; r++) {
@@ -47,76 +48,28 @@ static void bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, 
     }
 }
 
-/* x quantized for q8_0 weights (matvec_quantize_x and its vectorized twins). */
-typedef void (*matvec_quantize_fn)(const float *x, long in, void *scratch);
-
-/* One table per instruction set: per weight dtype, the kernel, the several-input kernels by
- * count where there are some (matvec.h), and the one-input kernel for a product streamed
- * from memory (over the L2 size: see MATVEC_ROWS in matvec.h) where it differs; then the
- * pair block the bf16 kernel wants x arranged in (0: as it is) and the quantizer of x for
- * q8_0 and q4_0. AVX-512 CPUs without VNNI take AVX2's q8_0 and q4_0 kernels. */
+/* Per weight dtype, the kernel context's kernel, the several-input kernels by count where
+ * there are some (matvec.h), and the one-input kernel for a product streamed from memory
+ * (over the L2 size: see MATVEC_ROWS in matvec.h) where it differs. */
 typedef struct matvec_dtype_kernels {
     matvec_rows_fn rows;
     const matvec_rowsn_fn *rowsn; /* NULL: none */
     matvec_rows_fn stream;        /* NULL: rows */
 } matvec_dtype_kernels;
 
-typedef struct matvec_kernels {
-    matvec_dtype_kernels f32, bf16, q8_0, q4_0;
-    long pair_block;
-    matvec_quantize_fn quantize_x;
-} matvec_kernels;
-
-static const matvec_kernels kernels_scalar = {
-    .f32 = {.rows = f32_rows_scalar},
-    .bf16 = {.rows = bf16_rows_scalar},
-    .q8_0 = {.rows = matvec_q8_rows_scalar},
-    .q4_0 = {.rows = matvec_q4_rows_scalar},
-    .quantize_x = matvec_quantize_x};
-static const matvec_kernels kernels_avx2 = {
-    .f32 = {.rows = matvec_f32_rows_avx2, .rowsn = matvec_f32_rowsn_avx2, .stream = matvec_f32_stream_avx2},
-    .bf16 = {.rows = matvec_bf16_rows_avx2, .rowsn = matvec_bf16_rowsn_avx2, .stream = matvec_bf16_stream_avx2},
-    .q8_0 = {.rows = matvec_q8_rows_avx2, .rowsn = matvec_q8_rowsn_avx2, .stream = matvec_q8_stream_avx2},
-    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2, .stream = matvec_q4_stream_avx2},
-    .pair_block = MATVEC_PAIR_BLOCK_AVX2,
-    .quantize_x = matvec_quantize_x_avx2};
-static const matvec_kernels kernels_avx512 = {
-    .f32 = {.rows = matvec_f32_rows_avx512, .rowsn = matvec_f32_rowsn_avx512},
-    .bf16 = {.rows = matvec_bf16_rows_avx512, .rowsn = matvec_bf16_rowsn_avx512},
-    .q8_0 = {.rows = matvec_q8_rows_avx2, .rowsn = matvec_q8_rowsn_avx2},
-    .q4_0 = {.rows = matvec_q4_rows_avx2, .rowsn = matvec_q4_rowsn_avx2},
-    .pair_block = MATVEC_PAIR_BLOCK_AVX512,
-    .quantize_x = matvec_quantize_x_avx512};
-static const matvec_kernels kernels_avx512_vnni = {
-    .f32 = {.rows = matvec_f32_rows_avx512, .rowsn = matvec_f32_rowsn_avx512},
-    .bf16 = {.rows = matvec_bf16_rows_avx512, .rowsn = matvec_bf16_rowsn_avx512},
-    .q8_0 = {.rows = matvec_q8_rows_avx512vnni, .rowsn = matvec_q8_rowsn_avx512vnni},
-    .q4_0 = {.rows = matvec_q4_rows_avx512vnni, .rowsn = matvec_q4_rowsn_avx512vnni},
-    .pair_block = MATVEC_PAIR_BLOCK_AVX512,
-    .quantize_x = matvec_quantize_x_avx512};
-
-/* The table's kernels for weights of `dtype` (f32 for anything not listed). */
-static const matvec_dtype_kernels *dtype_kernels(const matvec_kernels *k, cf_dtype dtype) {
+/* The context's kernels for weights of `dtype` (f32 for anything not listed). */
+static matvec_dtype_kernels dtype_kernels(const cf_kernel_context *k, cf_dtype dtype) {
     switch (dtype) {
-    case CF_BF16: return &k->bf16;
-    case CF_Q8_0: return &k->q8_0;
-    case CF_Q4_0: return &k->q4_0;
+    case CF_BF16: return (matvec_dtype_kernels){k->matvec_bf16_rows, k->matvec_bf16_rowsn, k->matvec_bf16_stream};
+    case CF_Q8_0: return (matvec_dtype_kernels){k->matvec_q8_rows, k->matvec_q8_rowsn, k->matvec_q8_stream};
+    case CF_Q4_0: return (matvec_dtype_kernels){k->matvec_q4_rows, k->matvec_q4_rowsn, k->matvec_q4_stream};
     case CF_F32:
     case CF_F16:
     case CF_I8:
     case CF_I32:
     case CF_DTYPE_COUNT: break;
     }
-    return &k->f32;
-}
-
-static const matvec_kernels *active_kernels(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return cf_cpu()->avx512_vnni ? &kernels_avx512_vnni : &kernels_avx512;
-    case CF_ISA_AVX2: return &kernels_avx2;
-    case CF_ISA_SCALAR: break;
-    }
-    return &kernels_scalar;
+    return (matvec_dtype_kernels){k->matvec_f32_rows, k->matvec_f32_rowsn, k->matvec_f32_stream};
 }
 
 /* A product over this many bytes of weights comes from memory, not cache: one L2. */
@@ -191,21 +144,21 @@ void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const f
 
 void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
                         float *scratch) {
-    const matvec_kernels *k = active_kernels();
+    const cf_kernel_context *k = cf_kernels();
     bool quantized = cf_dtype_is_blocks(dtype); /* x quantized per block */
-    const matvec_dtype_kernels *dk = dtype_kernels(k, dtype);
+    matvec_dtype_kernels dk = dtype_kernels(k, dtype);
     matvec_job job = {.parts = parts, .n_parts = n_parts, .x = x, .in = in, .n = n, .x_stride = in * (long)sizeof(float),
-                      .rows_fn = dk->rows, .rowsn = dk->rowsn, .widest = 1};
+                      .rows_fn = dk.rows, .rowsn = dk.rowsn, .widest = 1};
     while (job.rowsn && job.widest < MATVEC_BATCH_MAX && job.rowsn[job.widest + 1]) job.widest++;
     long row_bytes = (long)cf_dtype_row_bytes(dtype, in);
     for (int p = 0; p < n_parts; p++) job.rows += parts[p].rows;
-    if (dk->stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = dk->stream; /* (several inputs:
+    if (dk.stream && n == 1 && job.rows * row_bytes > stream_bytes()) job.rows_fn = dk.stream; /* (several inputs:
                                                                                                   from cache) */
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
-    for (long t = 0; t < n && (quantized || (dtype == CF_BF16 && k->pair_block)); t++) {
+    for (long t = 0; t < n && (quantized || (dtype == CF_BF16 && k->matvec_pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;
-        if (quantized) k->quantize_x(x + t * in, in, dst);
-        else matvec_arrange_pairs(x + t * in, in, k->pair_block, (float *)dst);
+        if (quantized) k->matvec_quantize_x(x + t * in, in, dst);
+        else matvec_arrange_pairs(x + t * in, in, k->matvec_pair_block, (float *)dst);
         job.x = scratch, job.x_stride = prepared;
     }
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;

@@ -138,6 +138,9 @@ static inline int matvec_group_rows(const matvec_groups *gs, long g, int R, long
  * bf16 kernels take x already rearranged into even/odd blocks of 32 (AVX-512) or 16 (AVX2),
  * the q8_0 ones x quantized (below). */
 typedef void (*matvec_rows_fn)(const void *w, const void *x, float *y, long r0, long r1, long in);
+/* The portable rows (the scalar bf16 rows take x as it is, not rearranged). */
+void matvec_f32_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
+void matvec_bf16_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
 void matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, long r1, long in);
 void matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
 void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);

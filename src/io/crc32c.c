@@ -1,8 +1,10 @@
 /* CRC32C (Castagnoli, reflected polynomial 0x82f63b78): the SSE4.2 crc32 instruction
- * on AVX2/AVX-512 machines (which all have SSE4.2), a byte table on the scalar path. */
-#include "cformers/checkpoint.h"
+ * on AVX2/AVX-512 machines (which all have SSE4.2), a byte table on the portable path
+ * (the kernel context's crc32c). */
+#include "io/crc32c.h"
 
-#include "cformers/cpu.h"
+#include "cformers/checkpoint.h"
+#include "kernels/context/context.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -19,13 +21,13 @@ static void build_table(void) {
     }
 }
 
-static uint32_t crc32c_table(uint32_t crc, const unsigned char *p, size_t n) {
+uint32_t cf_crc32c_table(uint32_t crc, const unsigned char *p, size_t n) {
     pthread_once(&table_once, build_table);
     for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
     return crc;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+__attribute__((target("sse4.2"))) uint32_t cf_crc32c_sse42(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c = crc;
     for (; n >= 8; n -= 8, p += 8) {
         uint64_t v;
@@ -39,6 +41,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 
 uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
     crc = ~crc;
-    crc = cf_isa_active() != CF_ISA_SCALAR ? crc32c_hw(crc, data, n) : crc32c_table(crc, data, n);
+    crc = cf_kernels()->crc32c(crc, data, n);
     return ~crc;
 }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 
 enum { BLOCK = 4096 };
@@ -16,7 +17,7 @@ typedef struct act_job {
 /* The sigmoids go through a stack buffer: out may alias gate. */
 static void swiglu_blocks(void *arg, long begin, long end) {
     const act_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     float s[CF_SIGMOID_CHUNK];
     long lo = begin * BLOCK, hi = end * BLOCK < j->n ? end * BLOCK : j->n;
     for (long c = lo; c < hi; c += CF_SIGMOID_CHUNK) {

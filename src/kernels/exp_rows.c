@@ -1,10 +1,8 @@
-/* The portable row kernels of exp_rows.h (expf, one element at a time) and the choice
- * of set by ISA. */
+/* The portable row kernels of exp_rows.h (expf, one element at a time); the kernel
+ * context (kernels/context) holds the set each ISA runs. */
 #include "kernels/exp_rows.h"
 
 #include <math.h>
-
-#include "cformers/cpu.h"
 
 static float row_max(const float *x, long n) {
     float m = x[0];
@@ -30,14 +28,6 @@ static void sigmoid(const float *x, float *y, long n) {
 #include "kernels/exp_rows_table.h"
 
 const cf_exp_rows cf_exp_rows_generic = CF_EXP_ROWS_TABLE;
-
-const cf_exp_rows *cf_exp_rows_active(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return &cf_exp_rows_avx512;
-    case CF_ISA_AVX2: return &cf_exp_rows_avx2;
-    default: return &cf_exp_rows_generic;
-    }
-}
 
 float cf_log_sum_exp(const cf_exp_rows *k, const float *x, long n) {
     float m = k->max(x, n);

@@ -29,9 +29,6 @@ enum { CF_SIGMOID_CHUNK = 256 };
 
 extern const cf_exp_rows cf_exp_rows_generic, cf_exp_rows_avx2, cf_exp_rows_avx512;
 
-/* The set for cf_isa_active(). */
-const cf_exp_rows *cf_exp_rows_active(void);
-
 /* log(sum exp(x[i])) over a row, stable (max-shifted), with the set's kernels. */
 float cf_log_sum_exp(const cf_exp_rows *k, const float *x, long n);
 

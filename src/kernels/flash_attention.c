@@ -28,20 +28,12 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 #include "kernels/kernels.h"
 
 enum { BQ = CF_FA_BLOCK_Q, BK = CF_FA_BLOCK_K };
-
-static const cf_fa_tiles *active_tiles(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return &cf_fa_tiles_avx512;
-    case CF_ISA_AVX2: return &cf_fa_tiles_avx2;
-    default: return &cf_fa_tiles_generic;
-    }
-}
 
 static long min_l(long a, long b) { return a < b ? a : b; }
 static long blocks(long n, long b) { return (n + b - 1) / b; }
@@ -580,22 +572,16 @@ static const fa_products products_bf16 = {scores_bf16, pv_bf16, dp_bf16, dv_bf16
 
 /* The job over inputs q, k, v; the caller sets the rest. */
 static void job_init(fa_job *j, const cf_fa_shape *s, const void *q, const void *k, const void *v) {
-    *j = (fa_job){.tiles = active_tiles(), .s = *s, .rep = s->heads / s->kv_heads, .ldq = s->heads * s->head_dim,
+    const cf_kernel_context *kc = cf_kernels();
+    *j = (fa_job){.tiles = kc->fa_tiles, .s = *s, .rep = s->heads / s->kv_heads, .ldq = s->heads * s->head_dim,
                   .ldo = s->out == CF_BF16 ? s->head_dim : s->heads * s->head_dim,
                   .ldk = s->kv_heads * s->head_dim, .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .k = k, .v = v};
     j->mul = is_bf16(j) ? &products_bf16 : &products_f32;
     if (!is_bf16(j)) return;
     /* The bf16 unit GEMMs use (cformers/gemm.h): AMX, vdpbf16ps, or (none) gemm_widened. */
-    switch (cf_bf16_unit_active()) {
-    case CF_BF16_UNIT_AMX:
-        j->gemm_bf16 = cf_fa_gemm_bf16_amx;
-        j->enter = cf_fa_amx_enter;
-        j->leave = cf_fa_amx_leave;
-        break;
-    case CF_BF16_UNIT_DOT: j->gemm_bf16 = cf_fa_gemm_bf16_avx512bf16; break;
-    case CF_BF16_UNIT_WIDEN:
-    case CF_BF16_UNIT_COUNT: break;
-    }
+    j->gemm_bf16 = kc->fa_gemm_bf16;
+    j->enter = kc->fa_enter;
+    j->leave = kc->fa_leave;
 }
 
 /* Bytes of K^T (an f32 or a pair of bf16 per element, 4 bytes either way) and of a copy

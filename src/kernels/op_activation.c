@@ -2,6 +2,7 @@
  * Forwards are the shared primitives in kernels.h; backwards are here. */
 #include <math.h>
 
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -53,7 +54,7 @@ static void widen(const cf_tensor *t, long at, long m, float *dst) {
 
 static void swiglu_low_range(void *arg, long begin, long end) {
     act_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     float a[CF_SIGMOID_CHUNK], b[CF_SIGMOID_CHUNK], s[CF_SIGMOID_CHUNK];
     for (long c = begin; c < end; c += CF_SIGMOID_CHUNK) {
         long m = end - c < CF_SIGMOID_CHUNK ? end - c : CF_SIGMOID_CHUNK;
@@ -92,7 +93,7 @@ cf_tensor *cf_nn_swiglu(cf_graph *g, cf_tensor *gate, cf_tensor *up) {
  * taken a chunk at a time into a stack buffer. */
 static void swiglu_backward_range(void *arg, long begin, long end) {
     act_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     float s[CF_SIGMOID_CHUNK], wa[CF_SIGMOID_CHUNK], wb[CF_SIGMOID_CHUNK];
     for (long c = begin; c < end; c += CF_SIGMOID_CHUNK) {
         long m = end - c < CF_SIGMOID_CHUNK ? end - c : CF_SIGMOID_CHUNK;

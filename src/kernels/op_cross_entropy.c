@@ -2,6 +2,7 @@
  * lse = max + log(sum exp(x - max)) (stable), loss_r = lse - x[target]. lse is saved so
  * the backward is one pass: dlogits = (exp(x - lse) - onehot(target)) * dloss / n_valid.
  * Rows whose target is negative are ignored (PyTorch's ignore_index). */
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -47,7 +48,7 @@ static int infer_cross_entropy(cf_node *n, cf_error *err) {
 
 static void ce_rows(void *arg, long begin, long end) {
     ce_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     for (long r = begin; r < end; r++) {
         const float *x = j->logits + r * j->vocab;
         float lse = cf_log_sum_exp(k, x, j->vocab);
@@ -93,7 +94,7 @@ static int infer_cross_entropy_backward(cf_node *n, cf_error *err) {
 
 static void ce_backward_rows(void *arg, long begin, long end) {
     ce_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     for (long r = begin; r < end; r++) {
         const float *x = j->logits + r * j->vocab;
         float *d = j->dlogits + r * j->vocab, lse = j->lse[r];

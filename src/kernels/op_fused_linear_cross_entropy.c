@@ -34,6 +34,7 @@
 #include "cformers/fused.h"
 #include "cformers/gemm.h"
 #include "core/graph_internal.h"
+#include "kernels/context/context.h"
 #include "kernels/exp_rows.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
@@ -100,7 +101,7 @@ static int infer_linear_cross_entropy(cf_node *n, cf_error *err) {
 /* Rows of one logits chunk: loss, then the logits become their gradient. */
 static void lce_rows(void *arg, long begin, long end) {
     lce_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     for (long r = begin; r < end; r++) {
         float *x = j->logits + r * j->vocab;
         int32_t t = j->targets[j->row0 + r];

@@ -3,9 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "cformers/cpu.h"
 #include "cformers/threads.h"
 #include "kernels/adamw.h"
+#include "kernels/context/context.h"
 #include "core/graph_internal.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -147,14 +147,6 @@ static void adamw_range(void *arg, long begin, long end) {
     }
 }
 
-static cf_adamw_span_fn adamw_span_for_isa(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return cf_adamw_span_avx512;
-    case CF_ISA_AVX2: return cf_adamw_span_avx2;
-    default: return cf_adamw_span_generic;
-    }
-}
-
 static void adamw_forward(const cf_node *n) {
     const double *f = n->attrs.f;
     float norm = *cf_in(n, 6), max_norm = (float)f[4];
@@ -176,7 +168,7 @@ static void adamw_forward(const cf_node *n) {
     /* As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1. */
     float clip = max_norm > 0.0f ? max_norm / (norm + 1e-6f) : 1.0f, lr = *cf_in(n, 5);
     float unscale = n->n_inputs > 7 ? *cf_in(n, 7) : 1.0f;
-    adamw_job j = {.graph = n->attrs.p, .span = adamw_span_for_isa(),
+    adamw_job j = {.graph = n->attrs.p, .span = cf_kernels()->adamw_span,
                    .step = {.beta1 = (float)f[0], .beta2 = (float)beta2, .clip = (clip < 1.0f ? clip : 1.0f) * unscale,
                             .step_size = (float)(lr / (1.0 - pow(f[0], t))), .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
                             .eps = (float)f[2]},

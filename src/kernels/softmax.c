@@ -3,6 +3,7 @@
 #include "kernels/kernels.h"
 
 #include "kernels/attn_mask.h"
+#include "kernels/context/context.h"
 
 #include "kernels/exp_rows.h"
 
@@ -20,7 +21,7 @@ static void softmax_row(const cf_exp_rows *k, float *x, long valid, long dim) {
 
 static void softmax_rows(void *arg, long begin, long end) {
     const softmax_job *j = arg;
-    const cf_exp_rows *k = cf_exp_rows_active();
+    const cf_exp_rows *k = cf_kernels()->exp_rows;
     for (long r = begin; r < end; r++) {
         long valid = j->mask ? cf_mask_keys(j->mask, j->first_pos + r % j->q_rows, j->dim) : j->dim;
         softmax_row(k, j->x + r * j->dim, valid, j->dim);

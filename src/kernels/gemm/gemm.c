@@ -1,19 +1,19 @@
 /* The public GEMM entry points: argument shortcuts, the choice between the blocked
- * path and the unpacked decode path, and the kernel for the active ISA. */
+ * path and the unpacked decode path, with the kernels and the thresholds of the kernel
+ * context (kernels/context: one per ISA). */
 #include "core/denormals.h"
 #include "gemm_internal.h"
 
-#include "cformers/cpu.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Up to this many rows of C, B is read in place instead of packed: packing would
- * touch B once more than the product itself does (measured: in-place wins up to M = 8
- * on AVX-512 for both B layouts, packing wins from 12). */
-enum { SKINNY_MAX_M = 8, SKINNY_MAX_M_WIDEN = 16 };
+/* Up to the context's gemm_skinny_max_m rows of C (8), B is read in place instead of
+ * packed: packing would touch B once more than the product itself does (measured: in-place
+ * wins up to M = 8 on AVX-512 for both B layouts, packing wins from 12). */
 enum { SKINNY_CHUNK = 64, SKINNY_TASKS_PER_THREAD = 8, MIN_FLOPS_PER_TASK = 1 << 18 };
 
 /* A few rows of A against transposed B ([out, in] weights: batched decode, speculative
@@ -27,40 +27,12 @@ enum { SKINNY_CHUNK = 64, SKINNY_TASKS_PER_THREAD = 8, MIN_FLOPS_PER_TASK = 1 <<
  * 16 x 768 x 2048 +74% / +51%; K = 512 +21%, 384 +14%, and with the tile fetching the next
  * rows (gemm_avx512.c) K = 288 +24..+48% / -1..+12% (64 x 32000 x 288 +21% / +18%). Below
  * that the rows are too short (K = 256: -7..+22%, K <= 192 -2..-14%), below M = 8 the dot
- * products win (M = 4 -33%), and from M = 96 it is mixed (-7..+19%; M = 512 -12%). */
-enum { TRANSPOSED_MIN_M = 8, TRANSPOSED_MAX_M = 64, TRANSPOSED_MIN_K = 288 };
+ * products win (M = 4 -33%), and from M = 96 it is mixed (-7..+19%; M = 512 -12%). The
+ * bounds are the context's gemm_transposed_min_m (8), _max_m (64) and _min_k (288). */
 
-/* With AMX, the rows of A up to which bf16 decode takes the dot products: AMX packs all
- * of B for its few rows, which pays off sooner the shorter K is (see cf_gemm_bf16). */
-static long skinny_max_m_amx(long K) { return K >= 2048 ? 4 : K >= 1024 ? 3 : 2; }
-
-static const gemm_kernel *f32_kernel(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return &cf_gemm_kernel_f32_avx512;
-    case CF_ISA_AVX2: return &cf_gemm_kernel_f32_avx2;
-    default: return &cf_gemm_kernel_f32_scalar;
-    }
-}
-
-static const gemm_kernel *bf16_kernel_on(cf_bf16_unit unit) {
-    switch (unit) {
-    case CF_BF16_UNIT_AMX: return &cf_gemm_kernel_bf16_amx;
-    case CF_BF16_UNIT_DOT: return &cf_gemm_kernel_bf16_avx512bf16;
-    case CF_BF16_UNIT_WIDEN:
-    case CF_BF16_UNIT_COUNT: break;
-    }
-    return f32_kernel();
-}
-static const gemm_kernel *bf16_kernel(void) { return bf16_kernel_on(cf_bf16_unit_active()); }
-
-const gemm_kernel *cf_gemm_kernel_for(cf_dtype input) { return input == CF_BF16 ? bf16_kernel() : f32_kernel(); }
-
-static const gemm_skinny *skinny_kernel(void) {
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: return &cf_gemm_skinny_avx512;
-    case CF_ISA_AVX2: return &cf_gemm_skinny_avx2;
-    default: return &cf_gemm_skinny_scalar;
-    }
+const gemm_kernel *cf_gemm_kernel_for(cf_dtype input) {
+    const cf_kernel_context *kc = cf_kernels();
+    return input == CF_BF16 ? kc->gemm_bf16 : kc->gemm_f32;
 }
 
 void cf_gemm_reserve_scratch(cf_dtype input) { cf_gemm_reserve_kernel(cf_gemm_kernel_for(input)); }
@@ -195,8 +167,8 @@ static void skinny(skinny_job j) {
  * Haswell kernels): 1 thread 64^3 0.99 -> 1.22x, 256 x 48 x 256 1.03 -> 1.20x, 128 x 128 x
  * 64 NT 0.98 -> 1.16x, 100^3 TN 0.92 -> 1.10x, 160^3 0.99 -> 1.10x, 4 x 512 x 512 1.47 ->
  * 2.22x, 192^3 even; 2 threads 128^3 / 160^3 +9% / +10%, 256 x 256 x 48 NT and 200^3 TN
- * even. */
-enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UNIT = 16 };
+ * even. The context's gemm_small_max_macs (1 << 23) and _per_task (1 << 22) bound it. */
+enum { SMALL_COL_UNIT = 16 };
 /* Split by rows, each thread's share goes in four tasks, claimed as the product runs (a
  * slowed core hands tiles to the other; the caller starts while a sleeping worker wakes,
  * 30-80 us here). 2 threads, 25 interleaved rounds after a 10 ms sleep each, against one
@@ -207,10 +179,11 @@ enum { SMALL_MAX_MACS_PER_TASK = 1 << 22, SMALL_MAX_MACS = 1 << 23, SMALL_COL_UN
 enum { SMALL_TASKS_PER_THREAD = 4 };
 /* A transposed B's strip panel (K x the tile's columns) lives in the thread's B buffer for
  * the thread's lifetime: longer K (a few rows against a long thin B) goes to the blocked
- * path rather than grow that buffer past the blocked path's own block (1 MiB here). */
-enum { SMALL_MAX_PANEL_BYTES = 1 << 20 };
+ * path rather than grow that buffer past the blocked path's own block (the context's
+ * gemm_small_max_panel_bytes, 1 MiB). */
 
 typedef struct small_job {
+    const cf_kernel_context *kc;
     const gemm_skinny *kern;
     long M, N, K;
     bool trans_b, split_rows;
@@ -252,8 +225,9 @@ static bool small_product(small_job j) {
     j.split_rows = j.trans_b ? col_units < tasks : row_tiles >= col_tiles;
     long most = j.split_rows ? row_tiles : col_units;
     if (tasks > most) tasks = most;
-    if (flops > SMALL_MAX_MACS || flops > (double)SMALL_MAX_MACS_PER_TASK * (double)tasks) return false;
-    if (j.trans_b && j.K * j.kern->small_cols * (long)sizeof(float) > SMALL_MAX_PANEL_BYTES) return false;
+    if (flops > (double)j.kc->gemm_small_max_macs || flops > (double)j.kc->gemm_small_max_macs_per_task * (double)tasks)
+        return false;
+    if (j.trans_b && j.K * j.kern->small_cols * (long)sizeof(float) > j.kc->gemm_small_max_panel_bytes) return false;
     if (j.split_rows && tasks > 1)
         tasks = tasks * SMALL_TASKS_PER_THREAD < most ? tasks * SMALL_TASKS_PER_THREAD : most;
     j.tasks = (int)tasks;
@@ -271,28 +245,29 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
         scale_c(M, N, beta, C, ldc);
         return;
     }
+    const cf_kernel_context *kc = cf_kernels();
     gemm_operand a = cf_gemm_operand(trans_a, A, lda, false);
     gemm_operand b_rows = cf_gemm_operand(false, B, ldb, false); /* op(B)^T: B as stored */
-    if (trans_b && !trans_a && M >= TRANSPOSED_MIN_M && M <= TRANSPOSED_MAX_M && K >= TRANSPOSED_MIN_K &&
-        cf_gemm_a_in_place(f32_kernel(), &b_rows, M)) {
+    if (trans_b && !trans_a && M >= kc->gemm_transposed_min_m && M <= kc->gemm_transposed_max_m &&
+        K >= kc->gemm_transposed_min_k && cf_gemm_a_in_place(kc->gemm_f32, &b_rows, M)) {
         gemm_operand a_cols = cf_gemm_operand(true, A, lda, false); /* A^T */
-        cf_gemm_blocked(f32_kernel(), N, M, K, alpha, &b_rows, &a_cols, NULL, beta, C, ldc, true);
+        cf_gemm_blocked(kc->gemm_f32, N, M, K, alpha, &b_rows, &a_cols, NULL, beta, C, ldc, true);
         return;
     }
-    const gemm_skinny *sk = skinny_kernel();
-    bool dots = trans_b && !trans_a && M <= SKINNY_MAX_M; /* B's rows read in place there */
+    const gemm_skinny *sk = kc->gemm_skinny;
+    bool dots = trans_b && !trans_a && M <= kc->gemm_skinny_max_m; /* B's rows read in place there */
     if (M >= 2 && !dots && sk->small &&
-        small_product((small_job){.kern = sk, .M = M, .N = N, .K = K, .trans_b = trans_b, .alpha = alpha,
+        small_product((small_job){.kc = kc, .kern = sk, .M = M, .N = N, .K = K, .trans_b = trans_b, .alpha = alpha,
                                   .beta = beta, .A = a, .B = B, .ldb = ldb, .C = C, .ldc = ldc}))
         return;
-    if (M <= SKINNY_MAX_M && !(trans_a && trans_b)) {
+    if (M <= kc->gemm_skinny_max_m && !(trans_a && trans_b)) {
         skinny((skinny_job){.kern = sk, .dot = sk->dot, .elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N,
                             .K = K, .alpha = alpha, .beta = beta, .A = a, .B = B, .ldb = ldb, .trans_b = trans_b,
                             .C = C, .ldc = ldc});
         return;
     }
     gemm_operand b = cf_gemm_operand(trans_b, B, ldb, false);
-    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+    cf_gemm_blocked(kc->gemm_f32, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
 void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
@@ -305,7 +280,8 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
     }
     gemm_operand a = cf_gemm_operand(trans_a, A, lda, true), b = cf_gemm_operand(trans_b, B, ldb, true);
     /* Decode against transposed weights ([out, in], as inference stores them): bf16
-     * dot products read B in place, half the bytes of the f32 path. AMX, packing B and
+     * dot products read B in place, half the bytes of the f32 path, up to the context's
+     * gemm_bf16_dot_max_m rows (8 with vdpbf16ps, 16 widening). AMX, packing B and
      * all, takes over from M = 3, from 4 where K >= 1024 and from 5 where K >= 2048 (dots
      * against AMX, 1 thread / 2 threads, 16-24 interleaved rounds, 768-8192 rows of
      * weights: M = 3 with K >= 1024 +15..62% / +4..59%, K = 768 +20% / -15%, K = 288 -14%;
@@ -314,19 +290,15 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
      * AVX-512 CPUs without BF16 take the AVX2 one), where packing would widen all of B
      * into a copy twice its size: AVX2, 8192 x 2048 weights, against that packed path
      * M = 1 6.8x, M = 4 5.2x, M = 16 1.3-1.6x (0.86x the f32 product there). */
-    cf_bf16_unit unit = cf_bf16_unit_active();
-    long dot_max_m = unit == CF_BF16_UNIT_AMX   ? skinny_max_m_amx(K)
-                     : unit == CF_BF16_UNIT_DOT ? SKINNY_MAX_M
-                                                : SKINNY_MAX_M_WIDEN;
+    const cf_kernel_context *kc = cf_kernels();
+    long dot_max_m = K >= 2048   ? kc->gemm_bf16_dot_max_m_k2048
+                     : K >= 1024 ? kc->gemm_bf16_dot_max_m_k1024
+                                 : kc->gemm_bf16_dot_max_m;
     if (M <= dot_max_m && trans_b && !trans_a) {
-        skinny_job j = {.elem_a = sizeof *A, .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
-                        .A = a, .B = B, .ldb = ldb, .trans_b = true, .C = C, .ldc = ldc};
-        if (unit != CF_BF16_UNIT_WIDEN) {
-            j.kern = &cf_gemm_skinny_avx512;
-            j.dot = cf_gemm_dot_bf16;
-        } else { /* A's few rows widened once here, B's rows as they are read */
-            j.kern = cf_isa_active() >= CF_ISA_AVX2 ? &cf_gemm_skinny_avx2 : &cf_gemm_skinny_scalar;
-            j.dot = j.kern->dot_bf16;
+        skinny_job j = {.kern = kc->gemm_skinny_bf16, .dot = kc->gemm_dot_bf16, .elem_a = sizeof *A,
+                        .elem_b = sizeof *B, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = a, .B = B,
+                        .ldb = ldb, .trans_b = true, .C = C, .ldc = ldc};
+        if (kc->gemm_bf16_dot_widens_a) { /* A's few rows widened once here, B's rows as they are read */
             float *wide = cf_gemm_scratch_a(sizeof(float) * (size_t)(M * K));
             for (long i = 0; i < M; i++) cf_convert_bf16_to_f32(A + i * lda, wide + i * K, (size_t)K);
             j.A = cf_gemm_operand(false, wide, K, false);
@@ -335,7 +307,7 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
         skinny(j);
         return;
     }
-    cf_gemm_blocked(bf16_kernel_on(unit), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+    cf_gemm_blocked(kc->gemm_bf16, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,

@@ -35,7 +35,8 @@ static void request_tiles(void) { g_granted = syscall(SYS_arch_prctl, ARCH_REQ_X
 
 bool cf_gemm_amx_usable(void) {
     const cf_cpu_info *ci = cf_cpu();
-    if (!(ci->amx_tile && ci->amx_bf16 && ci->os_amx && cf_has_avx512_bf16())) return false;
+    if (!(ci->amx_tile && ci->amx_bf16 && ci->os_amx && ci->avx512_bf16 && cf_isa_supported() == CF_ISA_AVX512))
+        return false;
     pthread_once(&g_once, request_tiles);
     return g_granted;
 }

@@ -1,6 +1,6 @@
 /* AVX2 + FMA f32 kernels: a 6 x 16 micro-tile (12 ymm accumulators, two B loads and
  * six broadcasts per k step), and the unpacked decode paths. Compiled with -mavx2
- * -mfma; reached only when cf_isa_active() says AVX2 or better. */
+ * -mfma; reached only through the AVX2 and AVX-512 kernel contexts (kernels/context). */
 #include "gemm_avx2_inline.h"
 #include "gemm_internal.h"
 #include "gemm_skinny_rows.h"

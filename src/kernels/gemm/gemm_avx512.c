@@ -1,7 +1,7 @@
 /* AVX-512 f32 kernels: a 12 x 32 micro-tile (24 zmm accumulators; per k step two
  * vector loads of B and twelve broadcasts of A), the small path's 6 x 64 (12 x 32 on
  * narrow strips) reading A and B in place, and the unpacked decode paths.
- * Compiled with -mavx512f etc.; reached only when cf_isa_active() says AVX-512. */
+ * Compiled with -mavx512f etc.; reached only through the AVX-512 kernel context (kernels/context/avx512.c). */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 

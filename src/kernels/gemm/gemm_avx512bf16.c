@@ -1,7 +1,7 @@
 /* AVX-512 BF16 kernel: vdpbf16ps multiplies pairs of bf16 values and adds both products
  * to an f32 lane, so A and B are packed as pairs of consecutive k values. A 12 x 32
  * tile: 24 zmm accumulators, per k pair two B loads and twelve 32-bit broadcasts of A.
- * Reached only when cf_has_avx512_bf16(). */
+ * Reached only through the AVX-512 kernel context with bf16 on vdpbf16ps or AMX. */
 #include "gemm_avx512_inline.h"
 #include "gemm_internal.h"
 

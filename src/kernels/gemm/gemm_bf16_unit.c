@@ -1,4 +1,5 @@
-/* Which unit bf16 products run on (cformers/gemm.h, cf_bf16_unit_active). vdpbf16ps is not
+/* Which unit bf16 products run on (cformers/gemm.h, cf_bf16_unit_active): the measurement
+ * the AVX-512 kernel context is chosen by (kernels/context/select.c). vdpbf16ps is not
  * faster than f32 FMAs on every CPU that has it: on the 2-core Xeon VM of 2026-12-02
  * (AVX512-BF16, AMX not exposed) it did half their multiply-adds per second (one thread's
  * measured peaks, 83.7 against 168.9 GFLOP/s), and a 512 x 768 x 768 bf16 product ran 0.67x
@@ -6,12 +7,11 @@
  * the choice between the two is measured, once per process: each unit's multiply-add chains
  * (gemm_peak_*.c) for well under a millisecond, best of three, alternating. */
 #include <pthread.h>
-#include <stdatomic.h>
 
-#include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "gemm_internal.h"
 #include "gemm_peak_internal.h"
+#include "kernels/context/context.h"
 #include "obs/clock.h"
 
 /* vdpbf16ps is chosen where it reaches this share of the f32 FMAs' multiply-adds per second:
@@ -21,14 +21,13 @@ enum { CHAIN_ITERS = 1 << 13, CHAIN_RUNS = 3 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static cf_bf16_unit g_measured = CF_BF16_UNIT_WIDEN;
-static atomic_int g_forced = CF_BF16_UNIT_COUNT; /* COUNT: the automatic choice */
 
 static double flops_per_second(double (*chains)(long iters)) {
     double t0 = cf_clock_seconds(), flops = chains(CHAIN_ITERS), s = cf_clock_seconds() - t0;
     return s > 0 ? flops / s : 0;
 }
 
-/* Run once, under the AVX-512 ISA on a CPU with AVX512-BF16 (cf_bf16_unit_active). */
+/* Run once, on a CPU with AVX-512 and AVX512-BF16 (cf_bf16_unit_measured). */
 static void measure(void) {
     if (cf_gemm_amx_usable()) {
         g_measured = CF_BF16_UNIT_AMX;
@@ -42,28 +41,9 @@ static void measure(void) {
     g_measured = dot >= DOT_MIN_SHARE * fma ? CF_BF16_UNIT_DOT : CF_BF16_UNIT_WIDEN;
 }
 
-static bool usable(cf_bf16_unit unit) {
-    switch (unit) {
-    case CF_BF16_UNIT_WIDEN: return true;
-    case CF_BF16_UNIT_DOT: return cf_has_avx512_bf16();
-    case CF_BF16_UNIT_AMX: return cf_gemm_amx_usable();
-    case CF_BF16_UNIT_COUNT: break;
-    }
-    return false;
-}
-
-cf_bf16_unit cf_bf16_unit_active(void) {
-    if (!cf_has_avx512_bf16()) return CF_BF16_UNIT_WIDEN;
-    int forced = atomic_load_explicit(&g_forced, memory_order_relaxed);
-    if (forced != CF_BF16_UNIT_COUNT && usable((cf_bf16_unit)forced)) return (cf_bf16_unit)forced;
+cf_bf16_unit cf_bf16_unit_measured(void) {
     pthread_once(&g_once, measure);
     return g_measured;
-}
-
-int cf_bf16_unit_force(cf_bf16_unit unit) {
-    if (unit < 0 || unit > CF_BF16_UNIT_COUNT || (unit != CF_BF16_UNIT_COUNT && !usable(unit))) return -1;
-    atomic_store(&g_forced, (int)unit);
-    return 0;
 }
 
 const char *cf_bf16_unit_name(cf_bf16_unit unit) {

@@ -106,7 +106,8 @@ extern const gemm_kernel cf_gemm_kernel_f32_avx512;
 extern const gemm_kernel cf_gemm_kernel_bf16_avx512bf16;
 extern const gemm_kernel cf_gemm_kernel_bf16_amx;
 
-/* True when the CPU has AMX-BF16 and the OS granted this process the tile state. */
+/* True when the CPU has AVX-512 with AMX-BF16 and the OS granted this process the tile
+ * state (whichever ISA is active: the kernel context decides whether AMX runs). */
 bool cf_gemm_amx_usable(void);
 /* Loads, on the calling thread, the tile configuration every AMX kernel here uses (all
  * eight tiles 16 rows x 64 bytes), and releases the tile state again. */

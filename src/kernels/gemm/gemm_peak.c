@@ -8,9 +8,9 @@
 #include "gemm_internal.h"
 #include "gemm_peak_internal.h"
 
-#include "cformers/cpu.h"
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 #include "obs/clock.h"
 
 #include <pthread.h>
@@ -37,14 +37,8 @@ static void peak_thread(void *ctx, int thread, int n_threads) {
 }
 
 static double measure(cf_dtype input, int threads) {
-    peak_job j = {.threads = threads};
-    switch (cf_isa_active()) {
-    case CF_ISA_AVX512: j.chains = cf_peak_chains_avx512; break;
-    case CF_ISA_AVX2: j.chains = cf_peak_chains_avx2; break;
-    default: j.chains = cf_peak_chains_scalar; break;
-    }
-    cf_bf16_unit unit = input == CF_BF16 ? cf_bf16_unit_active() : CF_BF16_UNIT_WIDEN;
-    if (unit != CF_BF16_UNIT_WIDEN) j.chains = unit == CF_BF16_UNIT_AMX ? cf_peak_chains_amx : cf_peak_chains_avx512bf16;
+    const cf_kernel_context *kc = cf_kernels();
+    peak_job j = {.chains = input == CF_BF16 ? kc->peak_bf16 : kc->peak_f32, .threads = threads};
     if (cf_in_parallel() || j.threads < 1) j.threads = 1;
     if (j.threads > cf_num_threads()) j.threads = cf_num_threads();
     if (j.threads > MAX_PEAK_THREADS) j.threads = MAX_PEAK_THREADS;
