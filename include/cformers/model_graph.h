@@ -31,8 +31,21 @@ typedef struct cf_model_graph {
     cf_tensor *logits;  /* [B, T, vocab], kept when keep_logits, else NULL */
 } cf_model_graph;
 
+/* Parameters whose names match `pattern` (fnmatch(3): "model.layers.*.self_attn.*_proj.weight")
+ * are frozen in `dtype` (cf_graph_param_freeze). */
+typedef struct cf_freeze_rule {
+    const char *pattern;
+    cf_dtype dtype;
+} cf_freeze_rule;
+
 typedef struct cf_model_build_opts {
     bool keep_logits;
+    /* Applied in order after the forward is built (before the caller's backward), without
+     * the family's builder knowing: a parameter takes the first rule it matches. A rule that
+     * matches no parameter is an error naming it (a misspelt pattern never trains the model
+     * it did not mean to). */
+    const cf_freeze_rule *freeze;
+    int n_freeze;
 } cf_model_build_opts;
 
 /* Builds the forward graph (tokens -> loss) for cfg->arch at batch B and length T
