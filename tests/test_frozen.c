@@ -13,6 +13,9 @@
  * - Backward through a frozen weight: dX = dY W with W in bf16, f16, q8_0 or q4_0 equals dX
  *   through W's f32 decoding frozen in f32 within 1e-6 (relative to the largest element),
  *   forward likewise; cf_gemm_weight against the reference GEMM over the decoded weight.
+ * - The trainer with freeze rules: its checkpoint stores each frozen weight in its dtype, byte
+ *   for byte, and moments of the trainable parameters only; loading it into another
+ *   trainer restores those bytes; an f32 checkpoint loads into a frozen model quantized.
  * - Refusals: a norm frozen in q8_0, a freeze after the backward, a pattern matching nothing. */
 #include <jansson.h>
 
@@ -21,8 +24,14 @@
 #include "cformers/model_graph.h"
 #include "cformers/plan.h"
 #include "core/passes.h"
+#include "cformers/train.h"
 #include "fixture_io.h"
 #include "test_util.h"
+#include "train/trainer_internal.h"
+#include "train/train_checkpoint.h"
+#include "train_test_util.h"
+
+#include <unistd.h>
 
 static const fixture_record *need(const fixture *fx, const char *fmt, const char *arg) {
     char name[300];
@@ -308,8 +317,92 @@ static void check_refusals(void) {
     CHECK(cf_model_graph_build(&cfg, 1, 8, &opts, &m, &err) != 0 && strstr(err.msg, "qproj"));
 }
 
+static cf_trainer *frozen_trainer(const char *dir, const cf_freeze_rule *rules, int n_rules, uint64_t seed) {
+    char text[300];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    cf_config cfg;
+    train_test_config(&cfg, CF_ARCH_LLAMA, text);
+    cfg.runner_config.batch_size = 2;
+    cfg.runner_config.train_steps = 4;
+    cfg.runner_config.eval_interval = 0;
+    cfg.seed = seed;
+    snprintf(cfg.output_dir, sizeof cfg.output_dir, "%s/run%llu", dir, (unsigned long long)seed);
+    cf_error err = {{0}};
+    cf_train_options opts = {.quiet = true, .overwrite = true, .freeze = rules, .n_freeze = n_rules};
+    cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
+    CHECK_MSG(t != NULL, "trainer: %s", err.msg);
+    return t;
+}
+
+static void check_trainer_checkpoint(void) {
+    char dir[] = "/tmp/cf_frozen_XXXXXX", text[300], path[300], full[300];
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    train_test_write_text(text);
+    cf_freeze_rule rules[] = {{"model.layers.*.mlp.*_proj.weight", CF_Q4_0}, {"model.layers.*_proj.weight", CF_Q8_0},
+                              {"lm_head.weight", CF_BF16}};
+    cf_trainer *a = frozen_trainer(dir, rules, 3, 7), *b = frozen_trainer(dir, rules, 3, 8);
+    cf_trainer *f32 = frozen_trainer(dir, NULL, 0, 9);
+    cf_error err = {{0}};
+    if (!a || !b || !f32) goto done;
+    cf_graph *ga = a->model.graph, *gb = b->model.graph;
+    CHECK(cf_graph_num_frozen(ga) == 2 * 7 + 1 && cf_graph_num_params(ga) == 2 * 2 + 2);
+    double loss;
+    for (int s = 0; s < 2; s++) {
+        CHECK(cf_batches_next(a->train, a->tokens, &err) == 0);
+        CHECK_MSG(cf_trainer_step(a, a->tokens, &loss, &err) == 0 && isfinite(loss), "step: %s", err.msg);
+    }
+    snprintf(path, sizeof path, "%s/frozen.ckpt", dir);
+    CHECK_MSG(cf_trainer_save(a, path, &err) == 0, "save: %s", err.msg);
+    cf_ckpt *c = cf_ckpt_open(path, true, &err);
+    CHECK_MSG(c != NULL, "open: %s", err.msg);
+    for (int i = 0; c && i < cf_graph_num_frozen(ga); i++) {
+        const cf_tensor *p = cf_graph_frozen_at(ga, i);
+        const cf_ckpt_tensor *st = cf_ckpt_find(c, p->name);
+        CHECK_MSG(st && st->dtype == p->dtype && st->nbytes == cf_tensor_bytes(p) &&
+                      memcmp(st->data, p->data, st->nbytes) == 0,
+                  "checkpoint %s: not stored as the frozen %s bytes", p->name, cf_dtype_name(p->dtype));
+    }
+    const cf_ckpt_tensor *m = c ? cf_ckpt_find(c, "optimizer.adam_m") : NULL;
+    CHECK_MSG(m && m->numel == cf_graph_param_elems(ga), "adam_m holds %lld elements, trainable %lld",
+              m ? (long long)m->numel : -1LL, (long long)cf_graph_param_elems(ga));
+    cf_ckpt_close(c);
+    CHECK_MSG(cf_train_checkpoint_load(path, b->plan, true, &b->pos, &err) == 0, "load: %s", err.msg);
+    for (int i = 0; i < cf_graph_num_frozen(gb); i++) {
+        const cf_tensor *p = cf_graph_frozen_at(gb, i), *q = cf_graph_frozen_at(ga, i);
+        CHECK_MSG(memcmp(p->data, q->data, cf_tensor_bytes(p)) == 0, "%s differs after loading", p->name);
+    }
+    /* A full f32 model's checkpoint into the frozen model: quantized as it loads. */
+    snprintf(full, sizeof full, "%s/full.ckpt", dir);
+    CHECK_MSG(cf_trainer_save(f32, full, &err) == 0, "save: %s", err.msg);
+    CHECK_MSG(cf_train_checkpoint_load(full, b->plan, false, &b->pos, &err) == 0, "load f32: %s", err.msg);
+    for (int i = 0; i < cf_graph_num_frozen(gb); i++) {
+        cf_tensor *p = cf_graph_frozen_at(gb, i);
+        int64_t n;
+        const float *w = cf_trainer_param(f32, p->name, &n);
+        void *want = malloc(cf_tensor_bytes(p));
+        cf_tensor t = *p;
+        t.data = want;
+        if (w) cf_frozen_store(&t, w);
+        CHECK_MSG(w && memcmp(want, p->data, cf_tensor_bytes(p)) == 0, "%s: f32 checkpoint not quantized on load",
+                  p->name);
+        free(want);
+    }
+done:
+    cf_trainer_free(a);
+    cf_trainer_free(b);
+    cf_trainer_free(f32);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     check_fixture();
+    check_trainer_checkpoint();
     const cf_dtype dtypes[] = {CF_BF16, CF_F16, CF_Q8_0, CF_Q4_0};
     for (int d = 0; d < 4; d++) {
         check_backward_through(70, 96, 80, dtypes[d]);
