@@ -65,6 +65,16 @@ static void check_plan(const char *what, cf_graph *g, const cf_plan *plan, int n
     CHECK_MSG(r->moment_bytes == 2 * r->param_bytes, "%s: moments %zu bytes", what, r->moment_bytes);
     CHECK_MSG(r->frozen_bytes == frozen && frozen > 0, "%s: frozen block %zu bytes, want %zu", what, r->frozen_bytes,
               frozen);
+    cf_memory_row rows[2];
+    char note[256];
+    cf_memory_plan_rows(r, NULL, rows, note, sizeof note);
+    CHECK_MSG(rows[1].bytes == (double)(4 * r->param_bytes + r->frozen_bytes) && rows[1].note &&
+                  strstr(rows[1].note, "frozen weights"),
+              "%s: the memory table's parameter row: %.0f bytes, %s", what, rows[1].bytes,
+              rows[1].note ? rows[1].note : "no note");
+    char line[512];
+    cf_memory_report_format(r, line, sizeof line);
+    CHECK_CONTAINS(line, "frozen weights");
     for (int i = 0; i < cf_graph_num_tensors(g); i++) { /* gradient views lie inside the trainable block */
         const cf_tensor *t = cf_graph_tensor(g, i);
         if (t->role == CF_ROLE_GRAD && !t->view_of && t->param_offset >= 0)

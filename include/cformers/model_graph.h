@@ -67,7 +67,8 @@ int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *c
  * 256 bytes) and parameter blocks as rows for cf_memory_estimate_print, so the analytic
  * estimate and the plan print side by side. `without`, when not NULL, is the plan of the
  * same step without activation recomputation: the arena row then says what it saves.
- * Returns the number of rows (2). */
+ * Frozen weights (cf_memory_report.frozen_bytes) count in the parameter row, its note
+ * (also in `note`) saying how much of it they are. Returns the number of rows (2). */
 int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *without, cf_memory_row *rows, char *note,
                         size_t note_size);
 

@@ -172,6 +172,11 @@ void cf_memory_report_format(const cf_memory_report *r, char *buf, size_t size) 
     format_bytes(r->lower_bound_bytes, lower, sizeof lower);
     format_bytes(r->param_bytes, params, sizeof params);
     format_bytes(r->io_bytes, io, sizeof io);
-    snprintf(buf, size, "arena %s (lower bound %s, fragmentation %.2f%%), parameters %s x4 (weights, grads, Adam m, v), "
-             "inputs/outputs %s", arena, lower, 100.0 * r->fragmentation, params, io);
+    int n = snprintf(buf, size, "arena %s (lower bound %s, fragmentation %.2f%%), parameters %s x4 (weights, grads, Adam m, "
+                     "v), inputs/outputs %s", arena, lower, 100.0 * r->fragmentation, params, io);
+    if (r->frozen_bytes && n >= 0 && (size_t)n < size) {
+        char frozen[32];
+        format_bytes(r->frozen_bytes, frozen, sizeof frozen);
+        snprintf(buf + n, size - (size_t)n, ", frozen weights %s (no gradients, no moments)", frozen);
+    }
 }

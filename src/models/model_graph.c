@@ -126,8 +126,17 @@ int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *witho
         snprintf(note + n, note_size - (size_t)n, "; %.1f MiB without recomputation (%.1f%% of it)",
                  (double)without->arena_bytes / mib, 100.0 * (double)m->arena_bytes / (double)without->arena_bytes);
     rows[0] = (cf_memory_row){"planned activation arena", (double)m->arena_bytes, note};
-    rows[1] = (cf_memory_row){"planned parameter blocks", 2.0 * (double)m->param_bytes + (double)m->moment_bytes,
-                              m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"
-                                                                   : "weights, gradients, two Adam moments"};
+    const char *blocks = m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"
+                                                               : "weights, gradients, two Adam moments";
+    rows[1] = (cf_memory_row){"planned parameter blocks",
+                              2.0 * (double)m->param_bytes + (double)m->moment_bytes + (double)m->frozen_bytes, blocks};
+    if (m->frozen_bytes) { /* the note holds the arena's text first, then this */
+        size_t used = strlen(note) + 1;
+        if (used < note_size) {
+            snprintf(note + used, note_size - used, "%s (trainable %.1f MiB); frozen weights %.1f MiB, no gradient or moments",
+                     blocks, (double)m->param_bytes / mib, (double)m->frozen_bytes / mib);
+            rows[1].note = note + used;
+        }
+    }
     return 2;
 }
