@@ -41,6 +41,16 @@ void cf_sgemm(bool trans_a, bool trans_b, long M, long N, long K, float alpha, c
 void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const cf_bf16 *A, long lda,
                   const cf_bf16 *B, long ldb, float beta, float *C, long ldc);
 
+/* C = alpha * A op(B) + beta * C with A f32 (M x K, row-major, lda >= K) and B a weight
+ * held in `b_dtype` (CF_F32, CF_BF16, CF_F16, CF_Q8_0 or CF_Q4_0): stored N x K with
+ * trans_b (an [out, in] weight in the forward x W^T), else K x N (the backward's dY W); its
+ * rows are ldb elements wide (for q8_0 / q4_0, cf_dtype_row_bytes(b_dtype, ldb) bytes, the
+ * last block zero-padded). B is decoded to f32 inside the packing of the blocked product
+ * (f32 micro-kernels, f32 sums), never copied whole: the result equals cf_sgemm over B's
+ * f32 decoding (cf_dtype_to_f32) to summation order. f32 B is cf_sgemm itself. */
+void cf_gemm_weight(bool trans_b, long M, long N, long K, float alpha, const float *A, long lda, cf_dtype b_dtype,
+                    const void *B, long ldb, float beta, float *C, long ldc);
+
 /* `batch` independent products; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c
  * (strides in elements). Used for per-head attention products. */
 void cf_sgemm_strided_batched(bool trans_a, bool trans_b, long M, long N, long K, float alpha, const float *A,

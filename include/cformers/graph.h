@@ -61,6 +61,20 @@ cf_tensor *cf_graph_input(cf_graph *g, const char *name, cf_dtype dtype, int ndi
  * Names must be unique among parameters. */
 cf_tensor *cf_graph_param(cf_graph *g, const char *name, int ndim, const int64_t *shape, cf_init init,
                           bool weight_decay);
+/* Freezes parameter p: it leaves the parameter block (so it has no gradient, no Adam
+ * moments, and is never in the optimizer, the gradient sync or cf_graph_param_at) and is
+ * stored in `dtype` (CF_F32, CF_BF16, CF_F16, CF_Q8_0 or CF_Q4_0) in a frozen block of its
+ * own, with role CF_ROLE_FROZEN. Gradients still flow through it to the tensors it is
+ * combined with (a matmul's backward reads the weight in its dtype). After the forward is
+ * built, before cf_graph_backward and before the blocks are requested; the nodes reading p
+ * are checked again with the new dtype (in low precision only a matmul's second operand
+ * takes it; anything else is an error naming the op). Trainable parameters keep their
+ * initialisation streams (cf_plan_init_params), so freezing one changes no other's values. */
+int cf_graph_param_freeze(cf_graph *g, cf_tensor *p, cf_dtype dtype, cf_error *err);
+/* Frozen parameters in the order they were frozen, and their initialisation. */
+int cf_graph_num_frozen(const cf_graph *g);
+cf_tensor *cf_graph_frozen_at(const cf_graph *g, int i);
+
 /* Fixed data, copied now, read-only at run time. */
 cf_tensor *cf_graph_const(cf_graph *g, const char *name, cf_dtype dtype, int ndim, const int64_t *shape,
                           const void *data);

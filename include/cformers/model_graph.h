@@ -33,8 +33,21 @@ typedef struct cf_model_graph {
     cf_tensor *logits;  /* [B, T, vocab], kept when keep_logits, else NULL */
 } cf_model_graph;
 
+/* Parameters whose names match `pattern` (fnmatch(3): "model.layers.*.self_attn.*_proj.weight")
+ * are frozen in `dtype` (cf_graph_param_freeze). */
+typedef struct cf_freeze_rule {
+    const char *pattern;
+    cf_dtype dtype;
+} cf_freeze_rule;
+
 typedef struct cf_model_build_opts {
     bool keep_logits;
+    /* Applied in order after the forward is built (before the caller's backward), without
+     * the family's builder knowing: a parameter takes the first rule it matches. A rule that
+     * matches no parameter is an error naming it (a misspelt pattern never trains the model
+     * it did not mean to). */
+    const cf_freeze_rule *freeze;
+    int n_freeze;
 } cf_model_build_opts;
 
 /* Builds the forward graph (tokens -> loss) for cfg->arch at batch B and length T
@@ -56,7 +69,8 @@ int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *c
  * 256 bytes) and parameter blocks as rows for cf_memory_estimate_print, so the analytic
  * estimate and the plan print side by side. `without`, when not NULL, is the plan of the
  * same step without activation recomputation: the arena row then says what it saves.
- * Returns the number of rows (2). */
+ * Frozen weights (cf_memory_report.frozen_bytes) count in the parameter row, its note
+ * (also in `note`) saying how much of it they are. Returns the number of rows (2). */
 int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *without, cf_memory_row *rows, char *note,
                         size_t note_size);
 

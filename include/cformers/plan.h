@@ -30,6 +30,7 @@ typedef struct cf_memory_report {
     double fragmentation;     /* arena / lower bound - 1 */
     size_t param_bytes;       /* parameter block; the gradient block is as big */
     size_t moment_bytes;      /* both Adam moment blocks: 2 x param_bytes, less when sharded (ZeRO-1) */
+    size_t frozen_bytes;      /* frozen weights in their dtypes (cf_graph_param_freeze): no gradient, no moments */
     size_t io_bytes;          /* inputs, constants and kept outputs */
     int arena_tensors;        /* tensors (and workspaces) placed in the arena */
 } cf_memory_report;
@@ -63,9 +64,14 @@ cf_graph *cf_plan_graph(const cf_plan *p);
 
 /* Initialises every parameter as its cf_init says. Parameter i draws from its own
  * stream (xoshiro256** seeded from seed and i, see rng.h), so results do not depend on
- * thread count or on which other parameters exist before it. */
+ * thread count or on which other parameters exist before it. A frozen parameter draws
+ * from the stream it had when created, in f32, rounded or quantized to its dtype. */
 void cf_plan_init_params(cf_plan *p, uint64_t seed);
 void cf_plan_zero_grads(cf_plan *p);
+/* Writes the f32 values x (cf_tensor_numel(t) of them, row-major) into the bound storage
+ * of t, rounded (bf16, f16) or quantized (q8_0, q4_0, by cf_quantize_blocks) to t's dtype:
+ * how weights reach a frozen parameter (cf_graph_param_freeze). */
+void cf_frozen_store(cf_tensor *t, const float *x);
 
 /* Runs the nodes of the given phases (CF_PHASE_* bits) in order. Forward alone
  * evaluates (validation, gradient checks); FORWARD|BACKWARD accumulates gradients;

@@ -30,6 +30,8 @@ typedef enum cf_role {
     CF_ROLE_GRAD,       /* a parameter's gradient: a view into the gradient block */
     CF_ROLE_OPT_STATE,  /* optimizer state (Adam moments, step count) */
     CF_ROLE_CONST,      /* fixed data given at build time (e.g. RoPE tables) */
+    CF_ROLE_FROZEN,     /* a frozen weight (cf_graph_param_freeze): its own storage in its dtype,
+                           no gradient, no optimizer state */
 } cf_role;
 
 struct cf_node;
@@ -65,7 +67,9 @@ static inline int64_t cf_tensor_numel(const cf_tensor *t) {
     return n;
 }
 
+/* Bytes of t's storage (for q8_0 / q4_0, whole blocks per row of the last dimension). */
 static inline size_t cf_tensor_bytes(const cf_tensor *t) {
+    if (cf_dtype_is_blocks(t->dtype)) return (size_t)cf_dtype_tensor_bytes(t->dtype, t->ndim, t->shape);
     return (size_t)cf_tensor_numel(t) * cf_dtype_size(t->dtype);
 }
 

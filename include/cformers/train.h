@@ -18,6 +18,7 @@ CF_API_BEGIN
 #include "cformers/config.h"
 #include "cformers/dist.h"
 #include "cformers/error.h"
+#include "cformers/model_graph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,10 @@ typedef struct cf_train_options {
     FILE *out;        /* progress, reports and samples; NULL: stdout */
     bool quiet;       /* only errors: no progress, reports or samples (tests) */
     bool keep_logits; /* keep the last micro-batch's logits readable (cf_trainer_logits) */
+    /* Parameters to freeze (cf_model_build_opts.freeze): no gradient, no optimizer state,
+     * held in the rule's dtype; checkpoints store them in it. NULL / 0: all train. */
+    const cf_freeze_rule *freeze;
+    int n_freeze;
     /* For replaying the run elsewhere (tools/torch_train.py): write every training and
      * evaluation batch to this file (docs/training.md), and the weights before the first
      * step to this checkpoint. NULL: not written. */

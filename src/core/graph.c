@@ -29,6 +29,10 @@ void cf_graph_free(cf_graph *g) {
     free(g->nodes);
     free(g->params);
     free(g->inits);
+    free(g->streams);
+    free(g->frozen);
+    free(g->frozen_inits);
+    free(g->frozen_streams);
     free(g->consts);
     free(g);
 }
@@ -107,11 +111,94 @@ cf_tensor *cf_graph_param(cf_graph *g, const char *name, int ndim, const int64_t
         g->cap_params = g->cap_params ? 2 * g->cap_params : 16;
         g->params = cf_xrealloc(g->params, sizeof *g->params * (size_t)g->cap_params);
         g->inits = cf_xrealloc(g->inits, sizeof *g->inits * (size_t)g->cap_params);
+        g->streams = cf_xrealloc(g->streams, sizeof *g->streams * (size_t)g->cap_params);
     }
+    g->streams[g->n_params] = g->n_created++;
     g->params[g->n_params] = t;
     g->inits[g->n_params++] = init;
     return t;
 }
+
+static bool frozen_dtype(cf_dtype d) {
+    return d == CF_F32 || d == CF_BF16 || d == CF_F16 || d == CF_Q8_0 || d == CF_Q4_0;
+}
+
+/* Runs the infer rule of every node reading t again (after t's dtype changed); -1 with the
+ * first refusal in err. */
+static int recheck_readers(cf_graph *g, const cf_tensor *t, cf_error *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        cf_node *n = g->nodes[i];
+        bool reads = false;
+        for (int k = 0; k < n->n_inputs; k++) reads |= n->inputs[k] == t;
+        cf_error e = {{0}};
+        if (reads && n->op->infer(n, &e) != 0) return cf_fail(err, "op %s: %s", n->op->name, e.msg);
+    }
+    return 0;
+}
+
+int cf_graph_param_freeze(cf_graph *g, cf_tensor *p, cf_dtype dtype, cf_error *err) {
+    if (cf_graph_error(g, err)) return -1;
+    if (!p) return cf_fail(err, "freeze: no parameter given");
+    if (g->planned || g->differentiated || g->blocks.params)
+        return cf_fail(err, "freeze %s: only before the backward pass, the parameter blocks and the plan", p->name);
+    int at = 0;
+    while (at < g->n_params && g->params[at] != p) at++;
+    if (at == g->n_params)
+        return cf_fail(err, "freeze %s: %s", p->name,
+                       p->role == CF_ROLE_FROZEN ? "frozen already" : "not a trainable parameter of this graph");
+    if (!frozen_dtype(dtype))
+        return cf_fail(err, "freeze %s: dtype %s (frozen weights are f32, bf16, f16, q8_0 or q4_0)", p->name,
+                       cf_dtype_name(dtype));
+    for (int i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i]->view_of == p && dtype != CF_F32)
+            return cf_fail(err, "freeze %s as %s: %s views it as f32", p->name, cf_dtype_name(dtype),
+                           g->tensors[i]->name);
+    p->dtype = dtype;
+    p->role = CF_ROLE_FROZEN;
+    p->requires_grad = false;
+    cf_error why = {{0}};
+    if (recheck_readers(g, p, &why) != 0) {
+        p->dtype = CF_F32;
+        p->role = CF_ROLE_PARAM;
+        p->requires_grad = true;
+        recheck_readers(g, p, &why); /* they took f32 before */
+        return cf_fail(err, "freeze %s as %s: %s", p->name, cf_dtype_name(dtype), why.msg);
+    }
+    p->param_offset = -1;
+    p->weight_decay = false;
+    if (g->n_frozen == g->cap_frozen) {
+        g->cap_frozen = g->cap_frozen ? 2 * g->cap_frozen : 16;
+        g->frozen = cf_xrealloc(g->frozen, sizeof *g->frozen * (size_t)g->cap_frozen);
+        g->frozen_inits = cf_xrealloc(g->frozen_inits, sizeof *g->frozen_inits * (size_t)g->cap_frozen);
+        g->frozen_streams = cf_xrealloc(g->frozen_streams, sizeof *g->frozen_streams * (size_t)g->cap_frozen);
+    }
+    g->frozen[g->n_frozen] = p;
+    g->frozen_inits[g->n_frozen] = g->inits[at];
+    g->frozen_streams[g->n_frozen++] = g->streams[at];
+    /* The block closes over the gap: later parameters move down, 64-byte aligned as before. */
+    g->n_params--;
+    g->param_elems = 0;
+    for (int i = 0; i < g->n_params; i++) {
+        if (i >= at) {
+            g->params[i] = g->params[i + 1];
+            g->inits[i] = g->inits[i + 1];
+            g->streams[i] = g->streams[i + 1];
+        }
+        g->params[i]->param_offset = g->param_elems;
+        g->param_elems += (cf_tensor_numel(g->params[i]) + 15) & ~(int64_t)15;
+    }
+    /* What still needs a gradient, now that p does not. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        cf_node *n = g->nodes[i];
+        bool needs = false;
+        for (int k = 0; k < n->n_inputs; k++) needs |= n->inputs[k]->requires_grad;
+        for (int k = 0; k < n->n_outputs; k++) n->outputs[k]->requires_grad = needs && n->op->backward;
+    }
+    return 0;
+}
+
+int cf_graph_num_frozen(const cf_graph *g) { return g->n_frozen; }
+cf_tensor *cf_graph_frozen_at(const cf_graph *g, int i) { return g->frozen[i]; }
 
 cf_tensor *cf_graph_const(cf_graph *g, const char *name, cf_dtype dtype, int ndim, const int64_t *shape,
                           const void *data) {

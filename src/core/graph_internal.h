@@ -18,7 +18,13 @@ struct cf_graph {
 
     cf_tensor **params; /* in block order */
     cf_init *inits;
+    int *streams; /* per parameter: its creation index, its initialisation stream */
     int n_params, cap_params;
+    cf_tensor **frozen; /* cf_graph_param_freeze order; each keeps its init and stream */
+    cf_init *frozen_inits;
+    int *frozen_streams;
+    int n_frozen, cap_frozen;
+    int n_created; /* parameters ever created (trainable or frozen): the next stream */
     int64_t param_elems;
     int64_t opt_lo, opt_hi; /* optimizer shard (ZeRO-1); opt_hi 0: the whole block */
     cf_param_blocks blocks; /* created on first request */

@@ -5,8 +5,9 @@
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
 
+/* x W^T with W in x's dtype (a frozen q8_0 / q4_0 / bf16 head under f32 x stays a matmul). */
 static bool is_projection(const cf_node *n) {
-    return n && n->op == &cf_op_matmul && !n->attrs.i[0] && n->attrs.i[1];
+    return n && n->op == &cf_op_matmul && !n->attrs.i[0] && n->attrs.i[1] && n->inputs[1]->dtype == n->inputs[0]->dtype;
 }
 
 int cf_pass_fuse_cross_entropy(cf_graph *g) {

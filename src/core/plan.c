@@ -38,8 +38,14 @@ static void bind_storage(cf_plan *p, const cf_arena_layout *l) {
             t->data = p->io + io_used;
             io_used += cf_align_up(cf_tensor_bytes(t));
             break;
-        case CF_STORE_VIEW: break; /* after its base, below */
+        case CF_STORE_FROZEN: break; /* in freeze order, below */
+        case CF_STORE_VIEW: break;   /* after its base, below */
         }
+    }
+    size_t frozen_used = 0;
+    for (int i = 0; i < g->n_frozen; i++) {
+        g->frozen[i]->data = p->frozen + frozen_used;
+        frozen_used += cf_align_up(cf_tensor_bytes(g->frozen[i]));
     }
     for (int i = 0; i < g->n_tensors; i++) {
         cf_tensor *t = g->tensors[i];
@@ -85,6 +91,7 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
     size_t block = sizeof(float) * (size_t)(g->param_elems ? g->param_elems : 1);
     p->arena = alloc_zeroed(l.report.arena_bytes);
     p->io = alloc_zeroed(l.report.io_bytes);
+    p->frozen = alloc_zeroed(l.report.frozen_bytes);
     p->params = alloc_zeroed(block);
     p->grads = alloc_zeroed(block);
     int64_t lo, hi;
@@ -116,6 +123,7 @@ void cf_plan_free(cf_plan *p) {
     if (!p) return;
     cf_aligned_free(p->arena);
     cf_aligned_free(p->io);
+    cf_aligned_free(p->frozen);
     cf_aligned_free(p->params);
     cf_aligned_free(p->grads);
     cf_aligned_free(p->adam_m);
@@ -127,21 +135,43 @@ void cf_plan_free(cf_plan *p) {
 const cf_memory_report *cf_plan_memory(const cf_plan *p) { return &p->report; }
 cf_graph *cf_plan_graph(const cf_plan *p) { return p->graph; }
 
+static void init_values(float *x, size_t n, cf_init init, uint64_t seed, int stream) {
+    if (init.kind == CF_INIT_NORMAL) {
+        cf_rng rng;
+        cf_rng_seed_stream(&rng, seed, (uint64_t)stream);
+        cf_rng_fill_normal(&rng, x, n, 0.0f, init.std);
+    } else {
+        float v = init.kind == CF_INIT_ONES ? 1.0f : 0.0f;
+        for (size_t k = 0; k < n; k++) x[k] = v;
+    }
+}
+
 void cf_plan_init_params(cf_plan *p, uint64_t seed) {
     const cf_graph *g = p->graph;
     for (int i = 0; i < g->n_params; i++) {
         cf_tensor *t = g->params[i];
-        float *x = cf_tensor_f32(t);
+        init_values(cf_tensor_f32(t), (size_t)cf_tensor_numel(t), g->inits[i], seed, g->streams[i]);
+    }
+    for (int i = 0; i < g->n_frozen; i++) { /* once, at start-up: a temporary f32 copy is fine here */
+        cf_tensor *t = g->frozen[i];
         size_t n = (size_t)cf_tensor_numel(t);
-        cf_init init = g->inits[i];
-        if (init.kind == CF_INIT_NORMAL) {
-            cf_rng rng;
-            cf_rng_seed_stream(&rng, seed, (uint64_t)i);
-            cf_rng_fill_normal(&rng, x, n, 0.0f, init.std);
-        } else {
-            float v = init.kind == CF_INIT_ONES ? 1.0f : 0.0f;
-            for (size_t k = 0; k < n; k++) x[k] = v;
-        }
+        float *x = t->dtype == CF_F32 ? t->data : cf_xmalloc(sizeof *x * (n ? n : 1));
+        init_values(x, n, g->frozen_inits[i], seed, g->frozen_streams[i]);
+        cf_frozen_store(t, x);
+        if (x != t->data) free(x);
+    }
+}
+
+void cf_frozen_store(cf_tensor *t, const float *x) {
+    int64_t cols = cf_tensor_cols(t), rows = cf_tensor_rows(t);
+    size_t n = (size_t)(rows * cols);
+    switch (t->dtype) {
+    case CF_F32:
+        if (x != t->data) memcpy(t->data, x, sizeof *x * n);
+        break;
+    case CF_BF16: cf_convert_f32_to_bf16(x, t->data, n); break;
+    case CF_F16: cf_convert_f32_to_f16(x, t->data, n); break;
+    default: cf_quantize_blocks(t->dtype, x, t->data, rows, cols); break;
     }
 }
 
@@ -162,6 +192,11 @@ void cf_memory_report_format(const cf_memory_report *r, char *buf, size_t size) 
     format_bytes(r->lower_bound_bytes, lower, sizeof lower);
     format_bytes(r->param_bytes, params, sizeof params);
     format_bytes(r->io_bytes, io, sizeof io);
-    snprintf(buf, size, "arena %s (lower bound %s, fragmentation %.2f%%), parameters %s x4 (weights, grads, Adam m, v), "
-             "inputs/outputs %s", arena, lower, 100.0 * r->fragmentation, params, io);
+    int n = snprintf(buf, size, "arena %s (lower bound %s, fragmentation %.2f%%), parameters %s x4 (weights, grads, Adam m, "
+                     "v), inputs/outputs %s", arena, lower, 100.0 * r->fragmentation, params, io);
+    if (r->frozen_bytes && n >= 0 && (size_t)n < size) {
+        char frozen[32];
+        format_bytes(r->frozen_bytes, frozen, sizeof frozen);
+        snprintf(buf + n, size - (size_t)n, ", frozen weights %s (no gradients, no moments)", frozen);
+    }
 }

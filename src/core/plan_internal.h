@@ -14,7 +14,7 @@ typedef struct cf_arena_layout {
 } cf_arena_layout;
 
 /* Storage classes of tensors outside the arena. */
-typedef enum cf_storage { CF_STORE_ARENA, CF_STORE_IO, CF_STORE_BLOCK, CF_STORE_VIEW } cf_storage;
+typedef enum cf_storage { CF_STORE_ARENA, CF_STORE_IO, CF_STORE_BLOCK, CF_STORE_VIEW, CF_STORE_FROZEN } cf_storage;
 cf_storage cf_tensor_storage(const cf_tensor *t);
 
 enum { CF_PLAN_ALIGN = 64 };

@@ -25,6 +25,8 @@ cf_storage cf_tensor_storage(const cf_tensor *t) {
     case CF_ROLE_GRAD:
     case CF_ROLE_OPT_STATE:
         return CF_STORE_BLOCK;
+    case CF_ROLE_FROZEN:
+        return CF_STORE_FROZEN;
     case CF_ROLE_ACTIVATION:
         return t->keep || !t->producer ? CF_STORE_IO : CF_STORE_ARENA;
     default:
@@ -290,6 +292,7 @@ int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *l, cf_error *err) {
     r->moment_bytes = 2 * sizeof(float) * (size_t)(hi - lo);
     for (int i = 0; i < g->n_tensors; i++)
         if (cf_tensor_storage(g->tensors[i]) == CF_STORE_IO) r->io_bytes += cf_align_up(cf_tensor_bytes(g->tensors[i]));
+    for (int i = 0; i < g->n_frozen; i++) r->frozen_bytes += cf_align_up(cf_tensor_bytes(g->frozen[i]));
     return 0;
 }
 

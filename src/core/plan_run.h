@@ -8,7 +8,7 @@ struct cf_plan {
     cf_graph *graph;
     cf_backend backend; /* whose column of each op's kernels runs (CF_BACKEND_CPU today) */
     cf_memory_report report;
-    char *arena, *io;
+    char *arena, *io, *frozen; /* frozen: the frozen weights, each in its dtype, 64-byte aligned */
     float *params, *grads, *adam_m, *adam_v;
     int32_t *step;
     cf_node_hook hook;

@@ -7,7 +7,11 @@
  * cf_sgemm: no CPU here multiplies f16 natively, so f16 saves memory, not time); every
  * sum is f32 and so is C, unless attrs.i[2] asks for C in the operands' low precision
  * (rounded from an f32 result in the workspace; not with accumulation). The mixed-
- * precision pass (pass_precision.c) makes the low-precision operands and results. */
+ * precision pass (pass_precision.c) makes the low-precision operands and results.
+ *
+ * An f32 A also takes a B in bf16, f16, q8_0 or q4_0 (a frozen weight, cf_graph_param_freeze,
+ * not transposed as A): cf_gemm_weight decodes B inside the GEMM's packing, in the forward's
+ * x W^T as in the backward's dY W, and B gets no gradient. */
 #include "cformers/gemm.h"
 #include "kernels/graph_ops.h"
 #include "kernels/kernels.h"
@@ -24,11 +28,23 @@ static mm_dims dims_of(const cf_node *n) {
     return (mm_dims){.m = ta ? ca : ra, .k = ta ? ra : ca, .n = tb ? rb : cb};
 }
 
+/* f32 A times a B stored in another dtype (cf_gemm_weight). */
+static bool weight_product(const cf_node *n) {
+    cf_dtype b = n->inputs[1]->dtype;
+    return n->inputs[0]->dtype == CF_F32 && b != CF_F32 && !n->attrs.i[0];
+}
+
 static int infer_matmul(cf_node *n, cf_error *err) {
     const cf_tensor *a = n->inputs[0], *b = n->inputs[1];
-    if ((a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_F16) || b->dtype != a->dtype)
-        return cf_fail(err, "matmul: %s (%s) and %s (%s) must be both f32, both bf16 or both f16", a->name,
-                       cf_dtype_name(a->dtype), b->name, cf_dtype_name(b->dtype));
+    bool weight = weight_product(n) && (b->dtype == CF_BF16 || b->dtype == CF_F16 || cf_dtype_is_blocks(b->dtype));
+    if (weight && b->requires_grad)
+        return cf_fail(err, "matmul: %s (%s) needs a gradient: only a frozen weight is read in %s by an f32 %s",
+                       b->name, cf_dtype_name(b->dtype), cf_dtype_name(b->dtype), a->name);
+    if (!weight && ((a->dtype != CF_F32 && a->dtype != CF_BF16 && a->dtype != CF_F16) || b->dtype != a->dtype))
+        return cf_fail(err,
+                       "matmul: %s (%s) and %s (%s) must be both f32, both bf16 or both f16 (or f32 times an "
+                       "untransposed-A frozen bf16, f16, q8_0 or q4_0 weight)",
+                       a->name, cf_dtype_name(a->dtype), b->name, cf_dtype_name(b->dtype));
     bool ta = n->attrs.i[0], tb = n->attrs.i[1];
     if (b->ndim != 2 || (ta && a->ndim != 2) || a->ndim < 1)
         return cf_fail(err, "%s (%dD) and %s (%dD): the second operand, and a transposed first one, must be 2-D",
@@ -86,6 +102,10 @@ static void matmul_forward(const cf_node *n) {
     long lda = (long)cf_tensor_cols(a), ldb = (long)cf_tensor_cols(b);
     float beta = n->accumulate & 1u ? 1.0f : 0.0f;
     float *c = result_elems(n) ? n->workspace : cf_out(n, 0);
+    if (weight_product(n)) {
+        cf_gemm_weight(tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->dtype, b->data, ldb, beta, c, d.n);
+        return;
+    }
     switch (a->dtype) {
     case CF_BF16: cf_gemm_bf16(ta, tb, d.m, d.n, d.k, 1.0f, a->data, lda, b->data, ldb, beta, c, d.n); break;
     case CF_F16: { /* only here is the workspace sure to exist */

@@ -1,4 +1,5 @@
 /* cf_model_graph_build: inputs, the architecture's forward, and the loss. */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,28 @@ static int check_config(const cf_model_config *c, int64_t batch, int64_t seq_len
     return 0;
 }
 
+/* Freezes the parameters opts->freeze names (see cf_model_build_opts). */
+static int apply_freeze(cf_graph *g, const cf_model_build_opts *opts, cf_error *err) {
+    for (int r = 0; r < opts->n_freeze; r++) {
+        const cf_freeze_rule *rule = &opts->freeze[r];
+        if (!rule->pattern) return cf_fail(err, "model graph: freeze rule %d has no pattern", r);
+        int matched = 0;
+        for (int i = 0; i < cf_graph_num_params(g);) {
+            cf_tensor *p = cf_graph_param_at(g, i);
+            if (fnmatch(rule->pattern, p->name, 0) != 0) {
+                i++;
+                continue;
+            }
+            if (cf_graph_param_freeze(g, p, rule->dtype, err) != 0) return -1; /* p leaves the list: i stays */
+            matched++;
+        }
+        for (int i = 0; i < cf_graph_num_frozen(g) && !matched; i++)
+            matched += fnmatch(rule->pattern, cf_graph_frozen_at(g, i)->name, 0) == 0; /* an earlier rule took them */
+        if (!matched) return cf_fail(err, "model graph: freeze pattern \"%s\" matches no parameter", rule->pattern);
+    }
+    return 0;
+}
+
 int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_len, const cf_model_build_opts *opts,
                          cf_model_graph *out, cf_error *err) {
     memset(out, 0, sizeof *out);
@@ -67,7 +90,7 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
         out->logits = logits;
         cf_graph_keep(g, logits);
     }
-    if (cf_graph_error(g, err)) {
+    if (cf_graph_error(g, err) || (opts && apply_freeze(g, opts, err))) {
         cf_graph_free(g);
         memset(out, 0, sizeof *out);
         return -1;
@@ -103,8 +126,17 @@ int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *witho
         snprintf(note + n, note_size - (size_t)n, "; %.1f MiB without recomputation (%.1f%% of it)",
                  (double)without->arena_bytes / mib, 100.0 * (double)m->arena_bytes / (double)without->arena_bytes);
     rows[0] = (cf_memory_row){"planned activation arena", (double)m->arena_bytes, note};
-    rows[1] = (cf_memory_row){"planned parameter blocks", 2.0 * (double)m->param_bytes + (double)m->moment_bytes,
-                              m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"
-                                                                   : "weights, gradients, two Adam moments"};
+    const char *blocks = m->moment_bytes < 2 * m->param_bytes ? "weights, gradients, this rank's Adam moments"
+                                                               : "weights, gradients, two Adam moments";
+    rows[1] = (cf_memory_row){"planned parameter blocks",
+                              2.0 * (double)m->param_bytes + (double)m->moment_bytes + (double)m->frozen_bytes, blocks};
+    if (m->frozen_bytes) { /* the note holds the arena's text first, then this */
+        size_t used = strlen(note) + 1;
+        if (used < note_size) {
+            snprintf(note + used, note_size - used, "%s (trainable %.1f MiB); frozen weights %.1f MiB, no gradient or moments",
+                     blocks, (double)m->param_bytes / mib, (double)m->frozen_bytes / mib);
+            rows[1].note = note + used;
+        }
+    }
     return 2;
 }

@@ -101,6 +101,10 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
         const cf_tensor *t = cf_graph_param_at(g, i);
         rc = cf_ckpt_write_tensor(w, t->name, CF_F32, t->ndim, t->shape, s->params + t->param_offset, err);
     }
+    for (int i = 0; i < cf_graph_num_frozen(g) && rc == 0; i++) { /* in their dtype; they never change */
+        const cf_tensor *t = cf_graph_frozen_at(g, i);
+        rc = cf_ckpt_write_tensor(w, t->name, t->dtype, t->ndim, t->shape, t->data, err);
+    }
     if (rc == 0) cf_crash_in_save(); /* fault injection: the weights are in the temporary file, the moments not */
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_m", CF_F32, 1, &elems, s->adam_m, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
@@ -213,6 +217,21 @@ static int load_optimizer(cf_ckpt *c, json_t *meta, cf_graph *g, cf_train_positi
     return 0;
 }
 
+/* A frozen weight: stored in its dtype, copied; stored in f32 (a full model's checkpoint),
+ * rounded or quantized to it (cf_frozen_store). */
+static int load_frozen(cf_ckpt *c, cf_tensor *t, cf_error *err) {
+    const cf_ckpt_tensor *s = cf_ckpt_find(c, t->name);
+    if (s && s->dtype == CF_F32 && t->dtype != CF_F32) {
+        if (!(s = cf_ckpt_get(c, t->name, CF_F32, t->ndim, t->shape, err))) return -1;
+        cf_frozen_store(t, s->data);
+        return 0;
+    }
+    if (s && s->dtype != t->dtype)
+        return cf_fail(err, "%s: tensor %s is %s; frozen as %s it needs %s or f32", cf_ckpt_path(c), t->name,
+                       cf_dtype_name(s->dtype), cf_dtype_name(t->dtype), cf_dtype_name(t->dtype));
+    return copy_tensor(c, t->name, t->dtype, t->ndim, t->shape, t->data, err);
+}
+
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, true, err);
     if (!c) return -1;
@@ -222,6 +241,7 @@ int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_tr
         cf_tensor *t = cf_graph_param_at(g, i);
         rc = copy_tensor(c, t->name, CF_F32, t->ndim, t->shape, t->data, err);
     }
+    for (int i = 0; i < cf_graph_num_frozen(g) && rc == 0; i++) rc = load_frozen(c, cf_graph_frozen_at(g, i), err);
     if (rc == 0 && resume) {
         json_error_t jerr;
         json_t *meta = json_loads(cf_ckpt_metadata(c), 0, &jerr);

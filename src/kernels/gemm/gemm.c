@@ -310,6 +310,31 @@ void cf_gemm_bf16(bool trans_a, bool trans_b, long M, long N, long K, float alph
     cf_gemm_blocked(kc->gemm_bf16, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
+void cf_gemm_weight(bool trans_b, long M, long N, long K, float alpha, const float *A, long lda, cf_dtype b_dtype,
+                    const void *B, long ldb, float beta, float *C, long ldc) {
+    if (b_dtype == CF_F32) {
+        cf_sgemm(false, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (b_dtype != CF_BF16 && b_dtype != CF_F16 && b_dtype != CF_Q8_0 && b_dtype != CF_Q4_0)
+        cf_gemm_contract_failed("cf_gemm_weight", "B's dtype %s is not f32, bf16, f16, q8_0 or q4_0",
+                                cf_dtype_name(b_dtype));
+    check_args("cf_gemm_weight", false, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    gemm_operand a = cf_gemm_operand(false, A, lda, false);
+    gemm_operand b = cf_gemm_operand(trans_b, B, ldb, b_dtype == CF_BF16); /* bf16: the f32 kernels' widening */
+    if (b_dtype != CF_BF16) {
+        b.decode = b_dtype;
+        b.decode_trans = trans_b;
+        b.row_bytes = cf_dtype_is_blocks(b_dtype) ? cf_dtype_row_bytes(b_dtype, ldb) : sizeof(cf_f16) * (size_t)ldb;
+    }
+    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+}
+
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
                     float *C, long ldc) {
     if (!B) cf_gemm_contract_failed("cf_gemm_packed", "the packed B is NULL");

@@ -28,6 +28,13 @@ typedef struct gemm_operand {
     const void *data;
     long row_stride, col_stride; /* in elements */
     bool bf16;                   /* elements are cf_bf16, else float */
+    /* A weight decoded as it is packed (cf_gemm_weight; B of the f32 kernels only): its
+     * dtype (f16, q8_0 or q4_0; CF_F32, zero, for the operands above), stored as rows of
+     * row_bytes; element (r, c) of op(B) is stored row c, column r with decode_trans, else
+     * row r, column c. The strides above are unused then. */
+    cf_dtype decode;
+    bool decode_trans;
+    size_t row_bytes;
 } gemm_operand;
 
 /* Packs the block rows [r0, r0+rows) x cols [c0, c0+cols) of `src` into micro-panels of
@@ -132,6 +139,8 @@ void cf_gemm_pack_a_f32_avx2(const gemm_operand *src, long r0, long c0, long row
 void cf_gemm_pack_b_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
+/* f32 B panels from a decoded operand (gemm_operand.decode, gemm_pack_decode.c). */
+void cf_gemm_pack_b_decode(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst);
 /* Pairs with k padded to a multiple of 32, as AMX B tiles take them. */
 void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 
@@ -193,7 +202,8 @@ struct cf_gemm_packed_b {
 /* op(X) of a stored matrix (X = A or B): element (r, c) at data[r*ld + c], or with trans
  * at data[r + c*ld]. */
 static inline gemm_operand cf_gemm_operand(bool trans, const void *data, long ld, bool bf16) {
-    return trans ? (gemm_operand){data, 1, ld, bf16} : (gemm_operand){data, ld, 1, bf16};
+    return trans ? (gemm_operand){.data = data, .row_stride = 1, .col_stride = ld, .bf16 = bf16}
+                 : (gemm_operand){.data = data, .row_stride = ld, .col_stride = 1, .bf16 = bf16};
 }
 
 /* A call that breaks gemm.h's contract is a bug in the caller: as BLAS does (its xerbla),

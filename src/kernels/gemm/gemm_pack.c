@@ -146,6 +146,10 @@ static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, lon
 
 static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst,
                        const fast_f32 *fast) {
+    if (src->decode != CF_F32) {
+        cf_gemm_pack_b_decode(src, r0, c0, rows, cols, nr, dst);
+        return;
+    }
     if (block_f32(src, r0, c0, src->col_stride, src->row_stride, cols, rows, nr, dst, fast)) return;
     for (long p = 0; p * nr < cols; p++) {
         strip s = b_strip(src, r0, c0, rows, cols, nr, p);
