@@ -172,7 +172,7 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
                 cf_tensor_i32(m.targets)[b * T + t] = rows[b * (T + 1) + t + 1];
             }
         *cf_tensor_f32(lr) = lr_value;
-        cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+        CHECK(cf_plan_run(plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
         double loss = *cf_tensor_f32(m.loss);
         CHECK_MSG(fabs(loss - want_losses[s]) <= 1e-5 * fabs(want_losses[s]), "%s: step %d loss %.9g, PyTorch %.9g",
                   what, s, loss, (double)want_losses[s]);
@@ -189,7 +189,7 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
                 double e = fixture_rel_error(cf_tensor_f32(p->grad), want->data, want->numel);
                 CHECK_MSG(e <= 1e-5, "%s: gradient of %s relative error %.3g > 1e-5", what, p->name, e);
             }
-        cf_plan_run(plan, CF_PHASE_UPDATE);
+        CHECK(cf_plan_run(plan, CF_PHASE_UPDATE, NULL) == 0);
     }
     json_array_foreach(trainable, i, jn) {
         cf_tensor *p = cf_graph_find(g, json_string_value(jn));
@@ -256,8 +256,8 @@ static void check_backward_through(long rows, long in, long out, cf_dtype dtype)
     memcpy(f.w->data, w, sizeof *w * (size_t)(in * out));
     CHECK(memcmp(q.x->data, f.x->data, sizeof(float) * (size_t)(rows * in)) == 0);
     for (long i = 0; i < rows * out; i++) cf_tensor_f32(q.dy)[i] = cf_tensor_f32(f.dy)[i] = sinf(0.37f * (float)i);
-    cf_plan_run(q.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
-    cf_plan_run(f.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD);
+    CHECK(cf_plan_run(q.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
+    CHECK(cf_plan_run(f.plan, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, NULL) == 0);
     double ey = rel_error(cf_tensor_f32(q.y), cf_tensor_f32(f.y), rows * out);
     double ex = rel_error(cf_tensor_f32(q.x->grad), cf_tensor_f32(f.x->grad), rows * in);
     CHECK_MSG(ey <= 1e-6 && ex <= 1e-6, "%s W %ldx%ld, %ld rows: forward %.3g, input gradient %.3g (> 1e-6)",

@@ -332,7 +332,7 @@ void cf_gemm_weight(bool trans_b, long M, long N, long K, float alpha, const flo
         b.decode_trans = trans_b;
         b.row_bytes = cf_dtype_is_blocks(b_dtype) ? cf_dtype_row_bytes(b_dtype, ldb) : sizeof(cf_f16) * (size_t)ldb;
     }
-    cf_gemm_blocked(f32_kernel(), M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
+    cf_gemm_blocked(cf_kernels()->gemm_f32, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
