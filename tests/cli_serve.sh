@@ -159,6 +159,7 @@ refused completions stream_options '{"prompt":"x","stream_options":{"include_usa
 err_is "a message's name" 400 messages "$main/v1/chat/completions" \
     -d '{"messages":[{"role":"user","content":"Lily","name":"Bob"}]}'
 err_is "five stop strings" 400 stop "$main/v1/completions" -d '{"prompt":"x","stop":["a","b","c","d","e"]}'
+err_is "max_tokens past the context after the prompt" 400 max_tokens "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":510}'
 err_is "n over --max-batch" 400 n "$main/v1/completions" -d '{"prompt":"x","n":5}'
 json "d['error']['message']" | grep -q "max-batch 4" || fail_because "n over --max-batch: $(cat "$tmp/body")"
 [ "$(status "$main/v1/completions" -d '{"prompt":"x","max_tokens":2,"echo":false,"logprobs":null,"best_of":1,"logit_bias":{},"user":"u1"}')" = 200 ] ||

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/records.h"
 #include "cformers/tokenizer.h"
 #include "cformers/train.h"
@@ -77,6 +78,15 @@ int main(void) {
             CHECK_CONTAINS(err.msg, dir[c]);
         } else {
             CHECK_MSG(t != NULL, "case %d: %s", c, err.msg);
+            /* the checkpoint's config has the tokenizer's ids, not the config's 5 and 6 */
+            char path[1024];
+            snprintf(path, sizeof path, "%s/saved.ckpt", dir[c]);
+            CHECK_MSG(t && cf_trainer_save(t, path, &err) == 0, "%s", err.msg);
+            cf_ckpt *ck = cf_ckpt_open(path, false, &err);
+            cf_model_config m;
+            CHECK_MSG(ck && cf_ckpt_model_config(ck, &m, &err) == 0, "%s", err.msg);
+            CHECK(ck && m.bos_token_id == 1 && m.eos_token_id == 2);
+            cf_ckpt_close(ck);
             cf_trainer_free(t);
         }
     }

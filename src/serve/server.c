@@ -264,7 +264,9 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     cf_serve_request *r = NULL;
     cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
     if (status == 0) {
-        if (!q.param) q.param = "prompt";
+        /* what the engine may refuse: a prompt that does not fit, or max_tokens past the context after it */
+        long max_seq = cf_infer_max_seq(cf_serve_model(s->e));
+        q.param = q.n_ids < max_seq && q.n_ids + q.p.max_tokens > max_seq ? "max_tokens" : chat ? "messages" : "prompt";
         r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
         status = r ? 0 : (int)why;
     }
