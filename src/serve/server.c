@@ -388,7 +388,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
     cf_error err;
-    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
+    int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
                                      cf_serve_max_batch(s->e), s->chat, &q, &err);
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
     if (status == 0 && q.text) {
@@ -413,7 +413,7 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     bool stream = q.stream;
     if (!r) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
-        serve_request_free(&q);
+        cf_serve_request_free(&q);
         return res;
     }
     call k = {.s = s, .r = r, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
@@ -422,7 +422,7 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         k.echo_offsets = cf_xmalloc(sizeof *k.echo_offsets * (size_t)q.n_ids);
         k.echo = echo_text(tok, q.ids, q.n_ids, &k.echo_len, k.echo_offsets);
     }
-    serve_request_free(&q); /* the stop strings and the logit bias were copied by submit */
+    cf_serve_request_free(&q); /* the stop strings and the logit bias were copied by submit */
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
     return stream ? reply_stream(&k, c) : reply_whole(&k, c);
 }
@@ -443,7 +443,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     serve_request_body q;
     cf_error err;
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    int status = serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
+    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
     long vocab = cf_tokenizer_vocab_size(tok);
     for (long i = 0; status == 0 && detokenize && i < q.n_ids; i++)
         if (q.ids[i] >= vocab) {
@@ -456,7 +456,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
         status = 400, q.param = "content";
     if (status != 0) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, q.param, err.msg);
-        serve_request_free(&q);
+        cf_serve_request_free(&q);
         return res;
     }
     json_t *body;
@@ -481,7 +481,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
                          (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
     }
     free(ids);
-    serve_request_free(&q);
+    cf_serve_request_free(&q);
     return reply_json(s, c, 200, body);
 }
 
@@ -675,8 +675,8 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
     snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
-    s->chat = serve_chat_template_for(cf_infer_tokenizer(m));
-    if (o->chat_template && serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
+    s->chat = cf_serve_chat_template_for(cf_infer_tokenizer(m));
+    if (o->chat_template && cf_serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
         cf_fail(err, "--chat-template must be llama2, llama3 or chatml, not '%s'", o->chat_template);
         free(s->api_key);
         free(s);
