@@ -5,7 +5,7 @@
 # the texts they give one by one, also on a second server whose pool is far too small
 # (swaps counted in /metrics); bad requests get OpenAI error JSON with 400/404/405/413 and
 # the server keeps serving; every field it does not act on is refused naming it; /tokenize,
-# /detokenize, /v1/models/{id}; --api-key; a client that leaves mid-stream frees its blocks; the `openai`
+# /detokenize, /v1/models/{id}; --api-key; logprobs, echo, prompt scoring and logit_bias; a client that leaves mid-stream frees its blocks; the `openai`
 # Python package talks to it where installed; q8_0 weights serve generate's text.
 source "$(dirname "$0")/lib_cli.sh"
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
@@ -138,22 +138,34 @@ refused() { # refused ENDPOINT FIELD BODY: 400 with param FIELD and FIELD in the
     err_is "$2 refused" 400 "$2" "$main/v1/$1" -d "$3"
     json "d['error']['message']" | grep -qF "'$2'" || fail_because "$2: the message does not name it: $(cat "$tmp/body")"
 }
-refused completions logprobs '{"prompt":"x","logprobs":1}'
-refused completions echo '{"prompt":"x","echo":true,"max_tokens":1}'
+refused completions logprobs '{"prompt":"x","logprobs":6}'
+refused completions logprobs '{"prompt":"x","logprobs":true}'
+refused completions echo '{"prompt":"x","echo":1}'
 refused completions best_of '{"prompt":"x","best_of":2}'
 refused completions suffix '{"prompt":"x","suffix":" the end"}'
-refused completions logit_bias '{"prompt":"x","logit_bias":{"50":-100}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"fifty":-100}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"050":-100}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"50":101}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"50":"-100"}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":{"512":1}}'
+refused completions logit_bias '{"prompt":"x","logit_bias":[50]}'
 refused completions min_p '{"prompt":"x","min_p":0.1}'
 refused completions messages '{"prompt":"x","messages":[]}'
 chat_body() { printf '{"messages":[{"role":"user","content":"Lily"}],%s}' "$1"; }
-refused chat/completions logprobs "$(chat_body '"logprobs":true')"
+refused chat/completions logprobs "$(chat_body '"logprobs":1')"
 refused chat/completions top_logprobs "$(chat_body '"top_logprobs":2')"
+refused chat/completions top_logprobs "$(chat_body '"logprobs":true,"top_logprobs":21')"
+refused chat/completions top_logprobs "$(chat_body '"logprobs":true,"top_logprobs":-1')"
+refused completions top_logprobs '{"prompt":"x","top_logprobs":2}'
 refused chat/completions response_format "$(chat_body '"response_format":{"type":"json_object"}')"
 refused chat/completions tools "$(chat_body '"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]')"
 refused chat/completions tool_choice "$(chat_body '"tool_choice":"auto"')"
-refused chat/completions logit_bias "$(chat_body '"logit_bias":{"50":-100}')"
+refused chat/completions logit_bias "$(chat_body '"logit_bias":{"50":-101}')"
+refused chat/completions echo "$(chat_body '"echo":true')"
 refused chat/completions prompt "$(chat_body '"prompt":"x"')"
 refused completions max_tokens '{"prompt":"x","max_tokens":0}'
+refused completions max_tokens '{"prompt":"x","max_tokens":0,"echo":false,"logprobs":1}'
+refused chat/completions max_tokens "$(chat_body '"max_tokens":0')"
 refused chat/completions max_completion_tokens "$(chat_body '"max_completion_tokens":0')"
 refused completions stream_options '{"prompt":"x","stream_options":{"include_usage":true}}'
 err_is "a message's name" 400 messages "$main/v1/chat/completions" \
@@ -185,6 +197,112 @@ assert all("usage" in c and c["usage"] is None for c in chunks[:-1]), "a chunk w
 EOF2
 curl -sN "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":12,"stream":true}' >"$tmp/sse"
 grep -q '"usage"' "$tmp/sse" && fail_because "usage in a stream that did not ask for it"
+
+# logprobs, echo, prompt scoring and logit_bias (issue 42), against a float64 PyTorch forward
+# of stories260K (tools/torch_logits_reference.py; tokens: BOS, "Once upon a time" and the
+# greedy continuation) that `cformers validate` agrees with: every logprob within 1e-5 of
+# the log-softmax of those logits, whether scored (echo + max_tokens 0) or generated, whole
+# or streamed; a logit bias of -100 on the greedy token changes it; chat's shape
+ref="$src/tests/fixtures/infer/stories260K_serve.logits"
+check "validate the serving reference" 0 "$bin" validate --model "$tmp/s.ckpt" --reference "$ref" --tolerance 1e-5
+python3 - "$main" "$ref" >"$tmp/lp.out" 2>&1 <<'EOF' || { fail_because "logprobs"; cat "$tmp/lp.out"; }
+import json, math, struct, sys, urllib.request
+url, ref = sys.argv[1], open(sys.argv[2], "rb").read()
+n, vocab = struct.unpack_from("<II", ref, 12)
+ids = list(struct.unpack_from("<%di" % n, ref, 24))
+logits = struct.unpack_from("<%df" % (n * vocab), ref, 24 + 4 * n)
+def lsm(pos, tok):  # log_softmax of position pos's logits, at tok
+    row = logits[pos * vocab:(pos + 1) * vocab]
+    m = max(row)
+    return row[tok] - m - math.log(sum(math.exp(x - m) for x in row))
+def post(path, body):
+    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        return json.load(urllib.request.urlopen(req))
+    except urllib.error.HTTPError as e:
+        raise SystemExit("%s %s: %s" % (path, body, e.read()))
+def stream(path, body):
+    req = urllib.request.Request(url + path, json.dumps(dict(body, stream=True)).encode(), {"Content-Type": "application/json"})
+    ev = [l[6:].strip() for l in urllib.request.urlopen(req).read().decode().splitlines() if l.startswith("data: ")]
+    assert ev[-1] == "[DONE]", ev[-1]
+    return [json.loads(e) for e in ev[:-1]]
+def close(a, b, what):
+    assert abs(a - b) <= 1e-5, "%s: %r, reference %r" % (what, a, b)
+def detok(t):
+    return post("/detokenize", {"tokens": t})["content"]
+prompt_n = len(post("/tokenize", {"prompt": "Once upon a time"})["tokens"])
+assert ids[:prompt_n] == post("/tokenize", {"prompt": "Once upon a time"})["tokens"], "the reference's prompt"
+# 1. scoring: echo + max_tokens 0 + logprobs, the prompt as token ids
+d = post("/v1/completions", {"prompt": ids, "echo": True, "max_tokens": 0, "logprobs": 5})
+c = d["choices"][0]; lp = c["logprobs"]
+assert c["finish_reason"] == "length" and d["usage"]["completion_tokens"] == 0, d
+assert c["text"] == detok(ids), (c["text"], detok(ids))
+assert len(lp["tokens"]) == n and lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+assert "".join(lp["tokens"][1:]) == c["text"] and lp["text_offset"][:2] == [0, 0], lp
+for t in range(1, n):
+    close(lp["token_logprobs"][t], lsm(t - 1, ids[t]), "prompt token %d" % t)
+    top = lp["top_logprobs"][t]
+    assert 1 <= len(top) <= 5 and max(top.values()) >= lp["token_logprobs"][t], top
+    for tok, v in top.items():
+        assert v <= 0, top
+    assert lp["text_offset"][t] == len("".join(lp["tokens"][1:t]).encode()), (t, lp["text_offset"])
+scored = lp["token_logprobs"]
+# the same prompt as text scores the same; logprobs 0: no alternatives
+d = post("/v1/completions", {"prompt": detok(ids), "echo": True, "max_tokens": 0, "logprobs": 0})
+assert d["choices"][0]["logprobs"]["token_logprobs"] == scored, "text prompt scores differ"
+assert d["choices"][0]["logprobs"]["top_logprobs"][1] == {}, d
+# echo without logprobs: the prompt's text, no logprobs
+d = post("/v1/completions", {"prompt": "Once upon a time", "echo": True, "max_tokens": 0})
+assert d["choices"][0]["text"] == "Once upon a time" and d["choices"][0]["logprobs"] is None, d
+# 2. generation: greedy from the prompt, each token's logprob the reference's; echo puts the
+# prompt's scores first, the same as scoring's
+k = n - prompt_n
+d = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": k, "temperature": 0, "logprobs": 2, "echo": True})
+c = d["choices"][0]; gen = c["logprobs"]
+assert c["text"] == detok(ids), (c["text"], detok(ids))
+assert len(gen["tokens"]) == n, gen["tokens"]
+assert gen["token_logprobs"] == scored, "generated logprobs differ from the scores of the same tokens"
+for t in range(prompt_n, n):
+    close(gen["token_logprobs"][t], lsm(t - 1, ids[t]), "generated token %d" % t)
+    assert gen["token_logprobs"][t] == max(gen["top_logprobs"][t].values()), "the greedy token is not the likeliest"
+    assert c["text"][gen["text_offset"][t]:].startswith(gen["tokens"][t]), (t, gen["text_offset"][t])
+# streamed: every chunk with text carries its tokens' logprobs; they add up to the whole response's
+chunks = stream("/v1/completions", {"prompt": "Once upon a time", "max_tokens": k, "temperature": 0, "logprobs": 2, "echo": True})
+toks, vals, offs, text = [], [], [], ""
+for ch in chunks:
+    for cc in ch["choices"]:
+        text += cc["text"]
+        if cc["text"]:
+            assert cc["logprobs"] and cc["logprobs"]["tokens"], ch
+        if cc["logprobs"]:
+            toks += cc["logprobs"]["tokens"]; vals += cc["logprobs"]["token_logprobs"]; offs += cc["logprobs"]["text_offset"]
+assert text == c["text"] and toks == gen["tokens"] and vals == gen["token_logprobs"] and offs == gen["text_offset"], (text, toks, vals)
+assert chunks[0]["choices"][0]["text"].startswith("Once upon a time"), chunks[0]
+# sampled: the logprobs are the model's (no temperature in them), one per token
+d = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1.5, "top_k": 5, "seed": 3, "logprobs": 1})
+lp = d["choices"][0]["logprobs"]
+assert len(lp["tokens"]) == d["usage"]["completion_tokens"] and all(v <= 0 for v in lp["token_logprobs"]), lp
+# 3. logit_bias -100 on the greedy first token: another token comes first, the logprobs unbiased
+first = str(ids[prompt_n])
+d = post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "logprobs": 1,
+                             "logit_bias": {first: -100}})
+lp = d["choices"][0]["logprobs"]
+assert lp["tokens"][0] != gen["tokens"][prompt_n], (lp["tokens"], gen["tokens"][prompt_n])
+assert lp["top_logprobs"][0] == {gen["tokens"][prompt_n]: gen["token_logprobs"][prompt_n]}, lp["top_logprobs"][0]
+# 4. chat: logprobs.content with bytes and top_logprobs, whole and streamed
+body = {"messages": [{"role": "user", "content": "Lily"}], "max_tokens": 6, "temperature": 0, "logprobs": True, "top_logprobs": 3}
+d = post("/v1/chat/completions", body)
+c = d["choices"][0]; content = c["logprobs"]["content"]
+assert len(content) == d["usage"]["completion_tokens"] and "".join(e["token"] for e in content) == c["message"]["content"], d
+for e in content:
+    assert bytes(e["bytes"]).decode() == e["token"] and len(e["top_logprobs"]) == 3, e
+    assert e["logprob"] == e["top_logprobs"][0]["logprob"] and e["token"] == e["top_logprobs"][0]["token"], e
+streamed = [e for ch in stream("/v1/chat/completions", body) for cc in ch["choices"] if cc["logprobs"] for e in cc["logprobs"]["content"]]
+assert streamed == content, (streamed, content)
+d = post("/v1/chat/completions", dict(body, logprobs=False, top_logprobs=None))
+assert d["choices"][0]["logprobs"] is None, d
+print("logprobs ok")
+EOF
 
 # /tokenize and /detokenize (llama-server's and vLLM's shapes), /v1/models/{id}
 [ "$(status "$main/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":1}')" = 200 ] || fail_because "completion"

@@ -6,6 +6,7 @@
  * prompt; stop strings cut the text; penalties change it; bad requests and a full queue
  * are refused with the status they map to; a released request frees its blocks. Batching,
  * the tiny pools (recompute and swap) and prefix sharing run again over a q8_0 KV cache. */
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -84,7 +85,7 @@ static void story_from_bos(void) {
 }
 
 /* Prompts of mixed lengths: 4 to ~300 tokens. */
-enum { PROMPTS = 16, GEN = 48 };
+enum { PROMPTS = 16, GEN = 48, KV_BLOCK_TOKENS = 16 };
 static int32_t prompts[PROMPTS][320];
 static long prompt_len[PROMPTS];
 
@@ -330,6 +331,180 @@ static void samples_stops_penalties(void) {
     cf_serve_engine_free(e);
 }
 
+/* log_softmax(row[vocab])[id], in double. */
+static double log_softmax_at(const float *row, long vocab, int32_t id) {
+    double max = row[0], sum = 0.0;
+    for (long i = 1; i < vocab; i++) max = row[i] > max ? row[i] : max;
+    for (long i = 0; i < vocab; i++) sum += exp((double)row[i] - max);
+    return (double)row[id] - max - log(sum);
+}
+
+/* The request's sample 0 with its tokens and the prompt's scores (both malloc'd in *o). */
+static void read_all(cf_serve_request *r, cf_serve_output *o) {
+    wait_done(r);
+    cf_serve_read_tokens(r, 0, 0, 0, true, o);
+}
+
+static void free_output(cf_serve_output *o) { free(o->text), free(o->tokens), free(o->prompt); }
+
+/* Each token's logprob (and its alternatives') against the log-softmax of the logits that
+ * cf_infer_forward (what `cformers validate` runs) gives for the same tokens: row t-1 scores
+ * token t. Within 1e-5, relative beyond a magnitude of 1: the two f32 forwards (one token at
+ * a time against a whole prompt's gemm) differ by a few ulps of the logits, and a logprob of
+ * -15 is as exact as its logit (measured: 1.5e-5 at most on unlikely alternatives). */
+static void check_against_forward(const int32_t *ids, long n, const cf_serve_token *t, long from, long count,
+                                  int top, const char *what) {
+    cf_error err;
+    cf_infer_options io = {.weight_dtype = CF_F32, .kv_cache = CF_KV_AUTO};
+    cf_infer_model *m = cf_infer_load(ckpt, &io, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    if (!m) return;
+    long vocab = cf_tokenizer_vocab_size(cf_infer_tokenizer(m));
+    float *logits = cf_xmalloc(sizeof(float) * (size_t)(n * vocab));
+    CHECK_MSG(cf_infer_forward(m, ids, n, 0, logits, true, &err) == 0, "%s", err.msg);
+    double worst = 0.0;
+    for (long i = 0; i < count; i++) {
+        long pos = from + i; /* the token's position; its logits are row pos - 1 */
+        const float *row = logits + (pos - 1) * vocab;
+        CHECK_MSG(t[i].id == ids[pos] && t[i].n_top == top, "%s: token %ld is %d with %d alternatives", what, pos,
+                  t[i].id, t[i].n_top);
+        double want = log_softmax_at(row, vocab, ids[pos]), d = fabs(t[i].logprob - want) / fmax(1.0, fabs(want));
+        for (int j = 0; j < t[i].n_top; j++) {
+            double wj = log_softmax_at(row, vocab, t[i].top_id[j]), dj = fabs(t[i].top_logprob[j] - wj) / fmax(1.0, fabs(wj));
+            d = dj > d ? dj : d;
+            if (j) CHECK(t[i].top_logprob[j] <= t[i].top_logprob[j - 1]);
+        }
+        worst = d > worst ? d : worst;
+        if (top) { /* the first alternative is the argmax */
+            long best = 0;
+            for (long v = 1; v < vocab; v++) best = row[v] > row[best] ? v : best;
+            CHECK_MSG(t[i].top_id[0] == best || fabsf(row[best] - row[t[i].top_id[0]]) < 1e-5f,
+                      "%s: position %ld's likeliest is %ld, not %d", what, pos, best, t[i].top_id[0]);
+        }
+    }
+    CHECK_MSG(worst <= 1e-5, "%s: logprobs differ from the forward's log-softmax by %.3g (relative beyond 1)", what, worst);
+    free(logits);
+    cf_infer_free(m);
+}
+
+/* Logprobs (issue 42): a prompt's scores and the generated tokens' logprobs are the
+ * log-softmax of the forward's logits within 1e-5, also when the prompt is scored in many
+ * steps, beside other requests, on a pool that preempts it, and after its prefix was
+ * computed by another request; scoring generates nothing; a logit bias of -100 on the
+ * greedy token changes it while the logprobs stay the model's; bad values are refused. */
+static void logprobs_scoring(void) {
+    int longest = 0;
+    for (int i = 1; i < PROMPTS; i++) longest = prompt_len[i] > prompt_len[longest] ? i : longest;
+    const int32_t *ids = prompts[longest];
+    long n = prompt_len[longest];
+    CHECK(n > 2 * 32 + KV_BLOCK_TOKENS);
+    cf_serve_engine *e = engine(NULL);
+    if (!e) return;
+    cf_error err;
+    cf_serve_refusal why;
+    /* a plain request first, so that the prompt's blocks are published: scoring must not share them */
+    cf_serve_params plain = greedy(4);
+    free(run_one(e, ids, n, &plain, NULL));
+    cf_serve_params score = {.max_tokens = 0, .logprobs = true, .top_logprobs = 5, .prompt_logprobs = true,
+                             .score_only = true};
+    cf_serve_request *r = cf_serve_submit(e, ids, n, &score, &why, &err);
+    CHECK_MSG(r != NULL, "%s", err.msg);
+    cf_serve_output scored = {0};
+    if (r) {
+        read_all(r, &scored);
+        CHECK(scored.prompt_scored && scored.n_prompt == n && scored.n_tokens == 0 && scored.len == 0);
+        CHECK(scored.finish && strcmp(scored.finish, "length") == 0 && scored.completion_tokens == 0);
+        CHECK(scored.n_prompt == n && isnan(scored.prompt[0].logprob) && scored.prompt[0].id == ids[0]);
+        if (scored.n_prompt == n) check_against_forward(ids, n, scored.prompt + 1, 1, n - 1, 5, "prompt scores");
+        cf_serve_release(r);
+    }
+    /* greedy with logprobs: each generated token is the likeliest, its logprob the forward's */
+    cf_serve_params gen = greedy(20);
+    gen.logprobs = true, gen.top_logprobs = 3, gen.prompt_logprobs = true;
+    r = cf_serve_submit(e, ids, n, &gen, &why, &err);
+    cf_serve_output out = {0};
+    if (r) {
+        read_all(r, &out);
+        CHECK_MSG(out.n_tokens == out.completion_tokens && out.n_tokens > 0, "%ld tokens of %ld", out.n_tokens,
+                  out.completion_tokens);
+        int32_t all[400];
+        memcpy(all, ids, sizeof *ids * (size_t)n);
+        for (long j = 0; j < out.n_tokens; j++) {
+            all[n + j] = out.tokens[j].id;
+            CHECK(out.tokens[j].top_id[0] == out.tokens[j].id && out.tokens[j].prev == all[n + j - 1]);
+            CHECK(j == 0 || out.tokens[j].offset >= out.tokens[j - 1].offset);
+        }
+        check_against_forward(all, n + out.n_tokens, out.tokens, n, out.n_tokens, 3, "generated logprobs");
+        /* the prompt's scores with generation are those without, bit for bit (top 3 of the 5) */
+        for (long t = 1; scored.prompt && out.prompt && t < n; t++)
+            CHECK(memcmp(&out.prompt[t].logprob, &scored.prompt[t].logprob, sizeof(float)) == 0 &&
+                  memcmp(out.prompt[t].top_logprob, scored.prompt[t].top_logprob, 3 * sizeof(float)) == 0);
+        cf_serve_release(r);
+    }
+    /* a logit bias of -100 on the greedy first token: another token, the logprobs still the model's */
+    if (out.n_tokens > 0) {
+        cf_serve_logit_bias bias = {out.tokens[0].id, -100.0f};
+        cf_serve_params b = greedy(3);
+        b.logprobs = true, b.top_logprobs = 2, b.logit_bias = &bias, b.n_logit_bias = 1;
+        r = cf_serve_submit(e, ids, n, &b, &why, &err);
+        CHECK_MSG(r != NULL, "%s", err.msg);
+        if (r) {
+            cf_serve_output o;
+            read_all(r, &o);
+            CHECK(o.n_tokens > 0 && o.tokens[0].id != bias.id && o.tokens[0].top_id[0] == bias.id);
+            CHECK(o.n_tokens > 0 && o.tokens[0].top_logprob[0] == out.tokens[0].top_logprob[0]);
+            free_output(&o);
+            cf_serve_release(r);
+        }
+    }
+    /* refusals */
+    cf_serve_params bad = score;
+    bad.top_logprobs = 21;
+    CHECK(cf_serve_submit(e, ids, n, &bad, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+    CHECK_CONTAINS(err.msg, "top_logprobs");
+    cf_serve_logit_bias outside = {512, 1.0f};
+    bad = greedy(2), bad.logit_bias = &outside, bad.n_logit_bias = 1;
+    CHECK(cf_serve_submit(e, ids, n, &bad, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
+    CHECK_CONTAINS(err.msg, "logit_bias");
+    cf_serve_engine_free(e);
+
+    /* scoring beside 15 other requests on a pool far too small (preempted and recomputed):
+     * the same scores, and the others' texts those they give alone */
+    cf_serve_options tiny = {.kv_blocks = 30};
+    e = engine(&tiny);
+    if (!e) return;
+    cf_serve_request *many[PROMPTS];
+    cf_serve_params p = greedy(GEN);
+    for (int i = 0; i < PROMPTS; i++) {
+        many[i] = cf_serve_submit(e, i == 3 ? ids : prompts[i], i == 3 ? n : prompt_len[i], i == 3 ? &score : &p, &why,
+                                  &err);
+        CHECK_MSG(many[i] != NULL, "%s", err.msg);
+    }
+    for (int i = 0; i < PROMPTS; i++) {
+        if (!many[i]) continue;
+        if (i == 3) {
+            cf_serve_output o;
+            read_all(many[i], &o);
+            CHECK(o.n_prompt == n && scored.n_prompt == n);
+            for (long t = 1; o.n_prompt == n && scored.n_prompt == n && t < n; t++)
+                CHECK_MSG(memcmp(&o.prompt[t], &scored.prompt[t], sizeof o.prompt[t]) == 0,
+                          "prompt token %ld's score differs in the batch", t);
+            free_output(&o);
+        } else {
+            wait_done(many[i]);
+            char *t = text_of(many[i], 0, NULL);
+            CHECK_MSG(strcmp(t, alone[i]) == 0, "request %d beside a scoring one:\n%s\nalone:\n%s", i, t, alone[i]);
+            free(t);
+        }
+        cf_serve_release(many[i]);
+    }
+    cf_serve_stats st;
+    settled_stats(e, &st);
+    CHECK_MSG(st.preempt_recompute > 0, "no preemption on the tiny pool");
+    cf_serve_engine_free(e);
+    free_output(&scored), free_output(&out);
+}
+
 int main(void) {
     const char *model, *tok;
     TEST_REQUIRE_ASSET(model, "stories260K/stories260K.bin");
@@ -350,6 +525,7 @@ int main(void) {
     batching();
     prefix_sharing();
     samples_stops_penalties();
+    logprobs_scoring();
     kv_cache = CF_KV_Q8_0;
     printf("q8_0 KV cache:\n");
     for (int i = 0; i < PROMPTS; i++) free(alone[i]);

@@ -37,6 +37,14 @@ typedef struct cf_serve_options {
 } cf_serve_options;
 
 enum { CF_SERVE_MAX_STOP = 5 }; /* OpenAI's 4, and a chat template's end of turn */
+enum { CF_SERVE_MAX_TOP_LOGPROBS = 20 }; /* OpenAI chat's top_logprobs at most */
+enum { CF_SERVE_MAX_LOGIT_BIAS = 1024 }; /* entries of a logit_bias at most */
+
+/* A bias added to one token's logit before each sampling step (OpenAI's logit_bias). */
+typedef struct cf_serve_logit_bias {
+    int32_t id;
+    float bias;
+} cf_serve_logit_bias;
 
 typedef struct cf_serve_params {
     long max_tokens;          /* new tokens at most; 0: to the end of the context */
@@ -46,6 +54,14 @@ typedef struct cf_serve_params {
     int n_stop;
     int n;                    /* samples of the prompt (default 1) */
     bool ignore_eos;          /* generate past EOS (benchmarks: a fixed number of tokens) */
+    /* Logprobs are the log-softmax of the model's raw logits: before the penalties, the
+     * logit bias, temperature, top-k and top-p (vLLM's default). Computed only when asked. */
+    bool logprobs;            /* each generated token's logprob, and the top_logprobs most likely */
+    int top_logprobs;         /* 0 .. CF_SERVE_MAX_TOP_LOGPROBS alternatives per token */
+    bool prompt_logprobs;     /* each prompt token's logprob given the ones before it (the first has none) */
+    bool score_only;          /* compute the prompt and generate nothing (max_tokens is not used) */
+    const cf_serve_logit_bias *logit_bias; /* n_logit_bias entries (copied), ids distinct and in the vocabulary */
+    int n_logit_bias;
 } cf_serve_params;
 
 typedef struct cf_serve_engine cf_serve_engine;
@@ -69,6 +85,18 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
  * timeout_ms passed; updates *version. Returns true once every sample has finished. */
 bool cf_serve_wait(cf_serve_request *r, uint64_t *version, int timeout_ms);
 
+/* One token with its logprob (cf_serve_params.logprobs / prompt_logprobs): `offset` is where
+ * its text starts in the sample's text (0 for a prompt token); `prev` the token before it
+ * (-1 at the start), which its text depends on (cf_tokenizer_piece). */
+typedef struct cf_serve_token {
+    int32_t id, prev;
+    float logprob;            /* NaN for the first prompt token, which nothing predicts */
+    size_t offset;
+    int n_top;                /* the top_logprobs most likely tokens at its position, most likely first */
+    int32_t top_id[CF_SERVE_MAX_TOP_LOGPROBS];
+    float top_logprob[CF_SERVE_MAX_TOP_LOGPROBS];
+} cf_serve_token;
+
 /* Sample i as it stands. */
 typedef struct cf_serve_output {
     char *text;             /* malloc'd: the text from byte `from` on that may be shown (text that could
@@ -76,8 +104,19 @@ typedef struct cf_serve_output {
     size_t len;
     const char *finish;     /* NULL while running, else "stop" or "length" */
     long prompt_tokens, completion_tokens;
+    /* cf_serve_read_tokens only, else NULL and 0 (both malloc'd): */
+    cf_serve_token *tokens;   /* with logprobs: the generated tokens from token tok_from on whose text is shown */
+    long n_tokens;
+    cf_serve_token *prompt;   /* with prompt_logprobs, once the prompt is scored: each prompt token */
+    long n_prompt;
+    bool prompt_scored;       /* prompt_logprobs: the prompt's scores are ready (prompt, n_prompt set) */
 } cf_serve_output;
 void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out);
+/* cf_serve_read, and with logprobs the tokens from token tok_from on whose text lies before
+ * the text shown (so that text and tokens read together agree); with_prompt: the prompt's
+ * scores too once ready. */
+void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from, bool with_prompt,
+                          cf_serve_output *out);
 int cf_serve_request_n(const cf_serve_request *r);
 /* The caller is done with the request: an unfinished one is cancelled and its blocks
  * freed at the next step. */

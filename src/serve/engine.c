@@ -3,6 +3,7 @@
  * pool; the mutex guards what request holders read (texts, versions) and the counters. */
 #include "cformers/serve.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,11 @@ typedef struct choice {
     size_t len, cap, visible; /* visible: what readers may see (a stop string's start is held back) */
     const char *finish;
     long completion_tokens;
+    /* with logprobs: each generated token, [cap_toks] allocated at submit; the first
+     * shown_toks have their text within `visible` */
+    cf_serve_token *toks;
+    long n_toks, cap_toks, shown_toks;
+    bool cut; /* a stop string cut the text */
 } choice;
 
 struct cf_serve_request {
@@ -29,6 +35,9 @@ struct cf_serve_request {
     cf_serve_params p;
     char *stops[CF_SERVE_MAX_STOP];
     size_t max_stop;
+    cf_serve_logit_bias *bias;  /* p.n_logit_bias entries (p.logit_bias points here) */
+    cf_serve_token *prompt_lp;  /* prompt_logprobs: [prompt_tokens]; the first n_scored are done */
+    long n_scored;              /* written by the engine thread under mu */
     uint64_t version;
     bool released, cancelled, first_token;
     double t_submit;
@@ -50,6 +59,7 @@ typedef struct seq {
     cf_sampler *sampler;
     int32_t *counts;           /* [vocab] times each token was generated, for the penalties */
     float *logits;             /* [vocab] */
+    float *raw;                /* [vocab] with logprobs: the logits before penalties and bias */
     bool fork_pending;         /* the first of n samples: the others fork from it after the prompt */
     void *swap;                /* swapped-out blocks, n_blocks x block bytes */
     long generated;
@@ -77,11 +87,16 @@ struct cf_serve_engine {
     size_t swap_used;
     uint64_t preempt_swap, preempt_recompute, swap_ins, prefix_hits;
     double waste_slots, alloc_slots;
-    /* step scratch, max_batch entries */
+    /* step scratch: INFER_CHUNK segments, max_batch planned sequences */
     infer_segment *segs;
+    float *score_logits; /* [SCORE_ROWS, vocab]: the prompt positions scored this step, from the first scoring request on */
     seq **planned;
     long *plan_tokens;
 };
+
+/* Prompt positions whose logits one step keeps for scoring (prompt_logprobs), over all
+ * sequences: bounds the scratch at SCORE_ROWS x vocab floats. */
+enum { SCORE_ROWS = 32 };
 
 /* ---- histograms ---- */
 
@@ -101,7 +116,8 @@ static void histogram_add(cf_serve_histogram *h, double v) {
 /* ---- requests ---- */
 
 static void request_free(cf_serve_request *r) {
-    for (int i = 0; i < r->n; i++) free(r->choices[i].text);
+    for (int i = 0; i < r->n; i++) free(r->choices[i].text), free(r->choices[i].toks);
+    free(r->bias), free(r->prompt_lp);
     for (int i = 0; i < r->p.n_stop; i++) free(r->stops[i]);
     free(r->choices);
     pthread_cond_destroy(&r->cond);
@@ -117,7 +133,7 @@ static void seq_free(cf_serve_engine *e, seq *s) {
     pthread_mutex_unlock(&e->mu);
     if (last) request_free(r);
     cf_sampler_free(s->sampler);
-    free(s->tokens), free(s->blocks), free(s->prompt_hash), free(s->counts), free(s->logits), free(s->swap);
+    free(s->tokens), free(s->blocks), free(s->prompt_hash), free(s->counts), free(s->logits), free(s->raw), free(s->swap);
     free(s);
 }
 
@@ -141,6 +157,7 @@ static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_
     if (r->p.presence_penalty != 0.0f || r->p.frequency_penalty != 0.0f)
         s->counts = cf_xcalloc((size_t)e->vocab, sizeof *s->counts);
     s->logits = cf_xmalloc(sizeof(float) * (size_t)e->vocab);
+    if (r->p.logprobs) s->raw = cf_xmalloc(sizeof(float) * (size_t)e->vocab);
     s->t_last = r->t_submit;
     r->live_seqs++;
     return s;
@@ -173,6 +190,20 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         cf_fail(err, "at most %d stop strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
         return NULL;
     }
+    if (p->top_logprobs < 0 || p->top_logprobs > CF_SERVE_MAX_TOP_LOGPROBS) {
+        cf_fail(err, "top_logprobs must be between 0 and %d, not %d", (int)CF_SERVE_MAX_TOP_LOGPROBS, p->top_logprobs);
+        return NULL;
+    }
+    if (p->n_logit_bias < 0 || p->n_logit_bias > CF_SERVE_MAX_LOGIT_BIAS || (p->n_logit_bias && !p->logit_bias)) {
+        cf_fail(err, "logit_bias takes at most %d tokens, not %d", (int)CF_SERVE_MAX_LOGIT_BIAS, p->n_logit_bias);
+        return NULL;
+    }
+    for (int b = 0; b < p->n_logit_bias; b++)
+        if (p->logit_bias[b].id < 0 || p->logit_bias[b].id >= e->vocab || !(fabsf(p->logit_bias[b].bias) <= 100.0f)) {
+            cf_fail(err, "logit_bias: token %d with bias %g: tokens must be in the vocabulary of %ld, biases in -100..100",
+                    p->logit_bias[b].id, (double)p->logit_bias[b].bias, e->vocab);
+            return NULL;
+        }
     if ((n + 1 + KV_BLOCK - 1) / KV_BLOCK > e->pool->n_blocks) {
         cf_fail(err, "the prompt's %ld tokens need more than the %ld blocks of the KV cache", n, e->pool->n_blocks);
         return NULL;
@@ -190,6 +221,22 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         r->p.stop[i] = r->stops[i];
         size_t len = strlen(p->stop[i]);
         r->max_stop = len > r->max_stop ? len : r->max_stop;
+    }
+    if (p->n_logit_bias) {
+        r->bias = cf_xmalloc(sizeof *r->bias * (size_t)p->n_logit_bias);
+        memcpy(r->bias, p->logit_bias, sizeof *r->bias * (size_t)p->n_logit_bias);
+    }
+    r->p.logit_bias = r->bias;
+    if (p->logprobs) { /* room for every token a sample can generate */
+        long room = e->max_seq - n;
+        if (p->max_tokens > 0 && p->max_tokens < room) room = p->max_tokens;
+        for (int i = 0; i < samples; i++)
+            r->choices[i].cap_toks = room, r->choices[i].toks = cf_xmalloc(sizeof(cf_serve_token) * (size_t)room);
+    }
+    if (p->prompt_logprobs) { /* the first token has no logprob; the others come as the prompt is computed */
+        r->prompt_lp = cf_xcalloc((size_t)n, sizeof *r->prompt_lp);
+        r->prompt_lp[0] = (cf_serve_token){.id = prompt[0], .prev = -1, .logprob = NAN};
+        r->n_scored = 1;
     }
     pthread_cond_init(&r->cond, NULL);
     pthread_mutex_lock(&e->mu);
@@ -227,6 +274,19 @@ bool cf_serve_wait(cf_serve_request *r, uint64_t *version, int timeout_ms) {
 }
 
 void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out) {
+    cf_serve_read_tokens(r, i, from, -1, false, out);
+}
+
+/* A malloc'd copy of n tokens (NULL when none). */
+static cf_serve_token *copy_tokens(const cf_serve_token *t, long n) {
+    if (n <= 0) return NULL;
+    cf_serve_token *c = cf_xmalloc(sizeof *c * (size_t)n);
+    memcpy(c, t, sizeof *c * (size_t)n);
+    return c;
+}
+
+void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from, bool with_prompt,
+                          cf_serve_output *out) {
     pthread_mutex_lock(&r->e->mu);
     const choice *c = &r->choices[i];
     size_t end = c->visible > from ? c->visible : from;
@@ -237,6 +297,16 @@ void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out
     out->finish = c->finish;
     out->prompt_tokens = r->prompt_tokens;
     out->completion_tokens = c->completion_tokens;
+    out->tokens = NULL, out->n_tokens = 0, out->prompt = NULL, out->n_prompt = 0, out->prompt_scored = false;
+    if (tok_from >= 0 && c->toks && c->shown_toks > tok_from) {
+        out->n_tokens = c->shown_toks - tok_from;
+        out->tokens = copy_tokens(c->toks + tok_from, out->n_tokens);
+    }
+    if (with_prompt && r->prompt_lp && r->n_scored == r->prompt_tokens) {
+        out->prompt_scored = true;
+        out->n_prompt = r->prompt_tokens;
+        out->prompt = copy_tokens(r->prompt_lp, r->prompt_tokens);
+    }
     pthread_mutex_unlock(&r->e->mu);
 }
 
@@ -266,18 +336,35 @@ static size_t utf8_whole(const char *text, size_t len) {
     return len;
 }
 
+/* Tokens whose text is now all shown (end <= visible) join the shown ones. */
+static void show_tokens(choice *c) {
+    while (c->shown_toks < c->n_toks) {
+        size_t end = c->shown_toks + 1 < c->n_toks ? c->toks[c->shown_toks + 1].offset : c->len;
+        if (end > c->visible) break;
+        c->shown_toks++;
+    }
+}
+
 static void finish_choice(cf_serve_request *r, choice *c, const char *why) {
     if (c->finish) return;
     c->finish = why;
     c->visible = c->len;
+    /* every token, or after a stop string those that began before it */
+    while (c->shown_toks < c->n_toks && (!c->cut || c->toks[c->shown_toks].offset < c->len)) c->shown_toks++;
     r->finished++;
     r->version++;
     if (r->finished == r->n) r->e->st.requests_finished++;
     pthread_cond_broadcast(&r->cond);
 }
 
-/* Appends a token's text; true when it completed a stop string (the text is cut before it). */
-static bool emit_text(cf_serve_request *r, choice *c, const char *piece, size_t len) {
+/* Appends a token's text, and its logprobs when tk is not NULL (its offset set here); true
+ * when it completed a stop string (the text is cut before it). */
+static bool emit_text(cf_serve_request *r, choice *c, const char *piece, size_t len, const cf_serve_token *tk) {
+    if (tk) {
+        CF_ASSERT(c->n_toks < c->cap_toks);
+        c->toks[c->n_toks] = *tk;
+        c->toks[c->n_toks++].offset = c->len;
+    }
     if (c->len + len + 1 > c->cap) c->cap = (c->len + len + 1) * 2, c->text = cf_xrealloc(c->text, c->cap);
     memcpy(c->text + c->len, piece, len);
     size_t old = c->len;
@@ -290,14 +377,53 @@ static bool emit_text(cf_serve_request *r, choice *c, const char *piece, size_t 
         if (hit) {
             c->len = (size_t)(hit - c->text);
             c->text[c->len] = 0;
+            c->cut = true;
             return true;
         }
     }
     size_t hold = r->max_stop ? r->max_stop - 1 : 0;
     c->visible = utf8_whole(c->text, c->len > hold ? c->len - hold : 0);
+    if (c->toks) show_tokens(c);
     r->version++;
     pthread_cond_broadcast(&r->cond);
     return false;
+}
+
+/* ---- logprobs (engine thread) ---- */
+
+/* Token `id` after `prev` at a position whose raw logits are logits[vocab]: its log-softmax
+ * value and the k most likely tokens' (ties: the smaller id first), the sum in double. */
+static void logprob_entry(const float *logits, long vocab, int k, int32_t id, int32_t prev, cf_serve_token *t) {
+    float max = logits[0];
+    for (long i = 1; i < vocab; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0.0;
+    for (long i = 0; i < vocab; i++) sum += exp((double)logits[i] - (double)max);
+    double lse = (double)max + log(sum);
+    t->id = id, t->prev = prev, t->logprob = (float)((double)logits[id] - lse), t->n_top = 0;
+    for (long i = 0; i < vocab && k > 0; i++) { /* insertion into the sorted top k */
+        float v = logits[i];
+        if (t->n_top == k && v <= logits[t->top_id[k - 1]]) continue;
+        int j = t->n_top < k ? t->n_top++ : k - 1;
+        for (; j > 0 && logits[t->top_id[j - 1]] < v; j--) t->top_id[j] = t->top_id[j - 1];
+        t->top_id[j] = (int32_t)i;
+    }
+    for (int j = 0; j < t->n_top; j++) t->top_logprob[j] = (float)((double)logits[t->top_id[j]] - lse);
+}
+
+/* The positions [*lo, *hi) of s whose logits still score a prompt token (position p scores
+ * token p + 1); empty unless the request asked for prompt_logprobs. Only the first sample
+ * computes a prompt before the others fork, so the request's count says where it stands. */
+static void score_range(const seq *s, long *lo, long *hi) {
+    *lo = *hi = 0;
+    if (s->r->p.prompt_logprobs && s->r->n_scored < s->n_prompt) *lo = s->r->n_scored - 1, *hi = s->n_prompt - 1;
+}
+
+/* Of s's next k tokens (from n_computed), [*a, *b) are scored. */
+static void scored_part(const seq *s, long k, long *a, long *b) {
+    long lo, hi, pos = s->n_computed, end = pos + k;
+    score_range(s, &lo, &hi);
+    *a = lo < pos ? pos : lo > end ? end : lo;
+    *b = hi < *a ? *a : hi > end ? end : hi;
 }
 
 /* ---- the scheduler (engine thread) ---- */
@@ -377,9 +503,10 @@ static void admit(cf_serve_engine *e) {
         if (s->state != SEQ_WAITING) continue;
         long joining = s->fork_pending ? s->r->n : 1;
         if (running + joining > e->o.max_batch) return;
-        long shared = 0;
-        /* full prompt blocks before the last token, found by hash */
-        while (!e->o.no_prefix_sharing && shared < s->n_prompt_hash && (shared + 1) * KV_BLOCK < s->n_tokens) {
+        long shared = 0, lo, hi;
+        score_range(s, &lo, &hi);
+        /* full prompt blocks before the last token, found by hash (unless the prompt is to be scored) */
+        while (!e->o.no_prefix_sharing && lo == hi && shared < s->n_prompt_hash && (shared + 1) * KV_BLOCK < s->n_tokens) {
             int32_t b = cf_infer_kv_lookup(e->pool, s->prompt_hash[shared]);
             if (b < 0) break;
             cf_infer_kv_retain(e->pool, b);
@@ -426,15 +553,20 @@ static void take_blocks(cf_serve_engine *e, seq *s, long k) {
 }
 
 /* This step's tokens per running sequence: decoding ones first (one each), then prompt
- * chunks in arrival order within the budget. Returns the blocks they need. */
+ * chunks in arrival order within the budget (and SCORE_ROWS positions scored). Returns the
+ * blocks they need. */
 static long plan(cf_serve_engine *e, long *n_planned) {
-    long budget = e->o.step_tokens, n = 0, need = 0;
+    long budget = e->o.step_tokens, n = 0, need = 0, score_budget = SCORE_ROWS;
     for (int pass = 0; pass < 2; pass++)
         for (long i = 0; i < e->n_seqs && budget > 0; i++) {
             seq *s = e->seqs[i];
             long todo = s->n_tokens - s->n_computed;
             if (s->state != SEQ_RUNNING || (pass == 0) != (todo == 1)) continue;
-            long k = todo < budget ? todo : budget;
+            long k = todo < budget ? todo : budget, a, b;
+            scored_part(s, k, &a, &b);
+            if (b - a > score_budget) k = a - s->n_computed + score_budget, b = a + score_budget;
+            if (k == 0) continue;
+            score_budget -= b - a;
             e->planned[n] = s, e->plan_tokens[n++] = k;
             budget -= k;
             need += blocks_needed(e, s, k);
@@ -466,9 +598,11 @@ static void fork_samples(cf_serve_engine *e, seq *parent) {
 /* Samples the next token from the logits; false when the sequence finished (and is gone). */
 static bool sample_next(cf_serve_engine *e, seq *s) {
     cf_serve_request *r = s->r;
+    if (s->raw) memcpy(s->raw, s->logits, sizeof(float) * (size_t)e->vocab); /* logprobs: before what follows */
     if (s->counts)
         for (long t = 0; t < e->vocab; t++)
             if (s->counts[t]) s->logits[t] -= r->p.presence_penalty + r->p.frequency_penalty * (float)s->counts[t];
+    for (int b = 0; b < r->p.n_logit_bias; b++) s->logits[r->p.logit_bias[b].id] += r->p.logit_bias[b].bias;
     int32_t next = cf_sampler_sample(s->sampler, s->logits);
     double now = cf_clock_seconds();
     if (!r->p.ignore_eos && ends_document(e->tok, next)) {
@@ -477,12 +611,15 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     }
     char scratch[16];
     size_t len = 0;
-    const char *piece = e->tok ? cf_tokenizer_piece(e->tok, s->tokens[s->n_tokens - 1], next, scratch, &len) : "";
+    int32_t prev = s->tokens[s->n_tokens - 1];
+    const char *piece = e->tok ? cf_tokenizer_piece(e->tok, prev, next, scratch, &len) : "";
+    cf_serve_token tk;
+    if (s->raw) logprob_entry(s->raw, e->vocab, r->p.top_logprobs, next, prev, &tk);
     s->tokens[s->n_tokens++] = next;
     if (s->counts) s->counts[next]++;
     s->generated++;
     pthread_mutex_lock(&e->mu);
-    bool stopped = emit_text(r, &r->choices[s->choice], piece, len);
+    bool stopped = emit_text(r, &r->choices[s->choice], piece, len, s->raw ? &tk : NULL);
     e->st.generated_tokens++;
     if (s->generated == 1 && s->choice == 0) histogram_add(&e->st.ttft, now - r->t_submit);
     if (s->generated > 1) histogram_add(&e->st.itl, now - s->t_last);
@@ -522,17 +659,45 @@ static void step(cf_serve_engine *e) {
         }
         preempt(e, victim);
     }
+    /* a sequence's tokens are one segment, but for the prompt positions it scores: each its
+     * own segment whose logits the step keeps (tokens of one sequence in one step see each
+     * other's keys: every row is stored before any is attended) */
+    long n_segs = 0, rows = 0;
     for (long i = 0; i < n; i++) {
         seq *s = e->planned[i];
         take_blocks(e, s, e->plan_tokens[i]);
-        bool last = s->n_computed + e->plan_tokens[i] == s->n_tokens;
-        e->segs[i] = (infer_segment){.tokens = s->tokens + s->n_computed, .n = e->plan_tokens[i],
-                                     .pos = s->n_computed, .blocks = s->blocks, .logits = last ? s->logits : NULL};
+        long pos = s->n_computed, end = pos + e->plan_tokens[i], a, b;
+        scored_part(s, e->plan_tokens[i], &a, &b);
+        if (b > a && !e->score_logits) e->score_logits = cf_xmalloc(sizeof(float) * SCORE_ROWS * (size_t)e->vocab);
+        if (a > pos)
+            e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + pos, .n = a - pos, .pos = pos, .blocks = s->blocks};
+        for (long p = a; p < b; p++)
+            e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + p, .n = 1, .pos = p, .blocks = s->blocks,
+                                                .logits = e->score_logits + rows++ * e->vocab};
+        if (end > b)
+            e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + b, .n = end - b, .pos = b, .blocks = s->blocks,
+                                                .logits = end == s->n_tokens ? s->logits : NULL};
     }
     cf_error err;
-    if (n && cf_infer_forward_paged(e->m, e->pool, e->segs, (int)n, &err) != 0) {
+    if (n && cf_infer_forward_paged(e->m, e->pool, e->segs, (int)n_segs, &err) != 0) {
         for (long i = 0; i < n; i++) finish_seq(e, e->planned[i], "length"); /* cannot happen: checked at submit */
         return;
+    }
+    rows = 0;
+    for (long i = 0; i < n; i++) { /* the scored positions' logprobs, in the order of their rows */
+        seq *s = e->planned[i];
+        cf_serve_request *r = s->r;
+        long a, b;
+        scored_part(s, e->plan_tokens[i], &a, &b);
+        for (long p = a; p < b; p++)
+            logprob_entry(e->score_logits + rows++ * e->vocab, e->vocab, r->p.top_logprobs, s->tokens[p + 1], s->tokens[p],
+                          &r->prompt_lp[p + 1]);
+        if (b == a) continue;
+        pthread_mutex_lock(&e->mu);
+        r->n_scored = b + 1;
+        r->version++;
+        pthread_cond_broadcast(&r->cond);
+        pthread_mutex_unlock(&e->mu);
     }
     double waste = 0, slots = 0;
     for (long i = 0; i < n; i++) {
@@ -541,6 +706,13 @@ static void step(cf_serve_engine *e) {
         for (; s->published < s->n_prompt_hash && (s->published + 1) * KV_BLOCK <= s->n_computed; s->published++)
             if (!e->o.no_prefix_sharing) cf_infer_kv_publish(e->pool, s->blocks[s->published], s->prompt_hash[s->published]);
         if (s->n_computed < s->n_tokens) continue;
+        if (s->r->p.score_only) { /* the prompt was all it asked for: every sample ends here */
+            pthread_mutex_lock(&e->mu);
+            for (int c = 1; c < s->r->n; c++) finish_choice(s->r, &s->r->choices[c], "length");
+            pthread_mutex_unlock(&e->mu);
+            finish_seq(e, s, "length");
+            continue;
+        }
         if (s->fork_pending) fork_samples(e, s);
         sample_next(e, s);
     }
@@ -607,7 +779,7 @@ cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *
     cf_serve_engine *e = cf_xcalloc(1, sizeof *e);
     e->m = m, e->tok = cf_infer_tokenizer(m), e->pool = pool, e->o = o;
     e->vocab = m->vocab, e->max_seq = m->max_seq, e->block_bytes = block_bytes;
-    e->segs = cf_xcalloc((size_t)o.max_batch, sizeof *e->segs);
+    e->segs = cf_xcalloc(INFER_CHUNK, sizeof *e->segs);
     e->planned = cf_xcalloc((size_t)o.max_batch, sizeof *e->planned);
     e->plan_tokens = cf_xcalloc((size_t)o.max_batch, sizeof *e->plan_tokens);
     e->next_order = 1;
@@ -638,7 +810,7 @@ void cf_serve_engine_free(cf_serve_engine *e) {
         e->seqs[e->n_seqs - 1]->r->released = true; /* no holder may wait on it past the engine */
         remove_seq(e, e->n_seqs - 1);
     }
-    free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens);
+    free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens), free(e->score_logits);
     cf_infer_kv_pool_free(e->pool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);

@@ -28,6 +28,15 @@ static int integer_field(json_t *body, const char *name, long lo, long hi, long 
     return 0;
 }
 
+/* An optional boolean field into *out (left as it is when absent or null). */
+static int bool_field(json_t *body, const char *name, bool *out, serve_request_body *q, cf_error *err) {
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return q->param = name, cf_fail(err, "'%s' must be true or false", name);
+    *out = json_is_true(v);
+    return 0;
+}
+
 /* Every top-level field a request may hold, described once (docs/serving.md has the same
  * table): FIELD_USED fields are parsed below and act on the result; FIELD_NOOP ones change
  * nothing a client receives and are accepted as they are; FIELD_DEFAULT_ONLY ones are OpenAI
@@ -75,13 +84,12 @@ static const request_field FIELDS[] = {
     {"stream_options", ON_BOTH, FIELD_USED, NULL},
     {"ignore_eos", ON_BOTH, FIELD_USED, NULL},
     {"user", ON_BOTH, FIELD_NOOP, NULL},
-    {"logprobs", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
-    {"logprobs", ON_CHAT, FIELD_DEFAULT_ONLY, "false"},
-    {"top_logprobs", ON_CHAT, FIELD_DEFAULT_ONLY, "null"},
-    {"echo", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "false"},
+    {"logprobs", ON_BOTH, FIELD_USED, NULL},     /* completions: 0..5 alternatives; chat: true or false */
+    {"top_logprobs", ON_CHAT, FIELD_USED, NULL}, /* chat: 0..20 alternatives, with logprobs: true */
+    {"echo", ON_COMPLETIONS, FIELD_USED, NULL},
+    {"logit_bias", ON_BOTH, FIELD_USED, NULL},
     {"best_of", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "1"},
     {"suffix", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
-    {"logit_bias", ON_BOTH, FIELD_DEFAULT_ONLY, "{}"},
     {"response_format", ON_CHAT, FIELD_DEFAULT_ONLY, "{\"type\": \"text\"}"},
     {"tools", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
     {"tool_choice", ON_CHAT, FIELD_DEFAULT_ONLY, "\"none\""},
@@ -142,6 +150,56 @@ static int parse_stream_options(json_t *body, serve_request_body *q, cf_error *e
     return 0;
 }
 
+/* logit_bias: {"token id": bias in -100..100}, the ids as decimal strings without sign or
+ * leading zeros (so that no two keys name one token); the vocabulary is checked by the caller. */
+static int parse_logit_bias(json_t *body, serve_request_body *q, cf_error *err) {
+    json_t *lb = json_object_get(body, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    q->param = "logit_bias";
+    if (!json_is_object(lb)) return cf_fail(err, "'logit_bias' must be an object of token ids (as strings) to biases");
+    size_t n = json_object_size(lb);
+    if (n > CF_SERVE_MAX_LOGIT_BIAS)
+        return cf_fail(err, "'logit_bias' takes at most %d tokens, not %zu", (int)CF_SERVE_MAX_LOGIT_BIAS, n);
+    q->bias = cf_xmalloc(sizeof *q->bias * (n ? n : 1));
+    const char *key;
+    size_t key_len;
+    json_t *v;
+    json_object_keylen_foreach(lb, key, key_len, v) {
+        bool id_like = key_len >= 1 && key_len <= 10 && strspn(key, "0123456789") == key_len && (key[0] != '0' || key_len == 1);
+        long long id = id_like ? strtoll(key, NULL, 10) : -1;
+        if (id < 0 || id > INT32_MAX)
+            return cf_fail(err, "'logit_bias' keys must be token ids such as \"50\", not \"%.40s\"", key);
+        double bias = json_is_number(v) ? json_number_value(v) : -1000.0;
+        if (!(bias >= -100.0 && bias <= 100.0))
+            return cf_fail(err, "'logit_bias' values must be numbers between -100 and 100 (token %s)", key);
+        q->bias[q->p.n_logit_bias++] = (cf_serve_logit_bias){(int32_t)id, (float)bias};
+    }
+    q->p.logit_bias = q->bias;
+    return 0;
+}
+
+/* logprobs (completions: an integer 0..5, the alternatives per token; chat: true or false,
+ * with top_logprobs 0..20), echo (completions) and logit_bias, into q->p. */
+static int parse_logprobs(json_t *body, bool chat, serve_request_body *q, cf_error *err) {
+    if (!chat) {
+        long k = -1;
+        if (integer_field(body, "logprobs", 0, 5, &k, q, err) != 0 || bool_field(body, "echo", &q->echo, q, err) != 0)
+            return -1;
+        q->p.logprobs = k >= 0, q->p.top_logprobs = k > 0 ? (int)k : 0;
+        q->p.prompt_logprobs = q->echo && q->p.logprobs;
+    } else {
+        long k = 0;
+        if (bool_field(body, "logprobs", &q->p.logprobs, q, err) != 0 ||
+            integer_field(body, "top_logprobs", 0, CF_SERVE_MAX_TOP_LOGPROBS, &k, q, err) != 0)
+            return -1;
+        json_t *top = json_object_get(body, "top_logprobs");
+        if (top && !json_is_null(top) && !q->p.logprobs)
+            return q->param = "top_logprobs", cf_fail(err, "'top_logprobs' needs 'logprobs': true");
+        q->p.top_logprobs = (int)k;
+    }
+    return parse_logit_bias(body, q, err);
+}
+
 /* The sampling fields both endpoints take. */
 static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, serve_request_body *q, cf_error *err) {
     double temperature = 1.0, top_p = 1.0, presence = 0.0, frequency = 0.0;
@@ -151,9 +209,10 @@ static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, s
     const char *mt_name = has_mct ? "max_completion_tokens" : "max_tokens";
     if (has_mct && mt && !json_is_null(mt) && !json_equal(mt, mct))
         return q->param = "max_tokens", cf_fail(err, "give 'max_tokens' or 'max_completion_tokens', not both");
-    /* max_tokens 0 is refused: OpenAI's 0 asks for a prompt's scoring (echo + logprobs), which
-     * this server does not do; it never means "to the end of the text". */
-    if (integer_field(body, mt_name, 1, 1L << 30, &max_tokens, q, err) ||
+    /* max_tokens 0 asks for a prompt's scoring (OpenAI's echo + logprobs, lm-evaluation-harness's
+     * loglikelihood): taken with echo on completions, refused otherwise; it never means "to
+     * the end of the text". */
+    if (integer_field(body, mt_name, chat ? 1 : 0, 1L << 30, &max_tokens, q, err) ||
         number_field(body, "temperature", 0.0, 2.0, &temperature, q, err) ||
         number_field(body, "top_p", 0.0, 1.0, &top_p, q, err) || integer_field(body, "top_k", 0, 1L << 30, &top_k, q, err) ||
         integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) ||
@@ -173,11 +232,17 @@ static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, s
     json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
     if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
         return q->param = "ignore_eos", cf_fail(err, "'ignore_eos' must be true or false");
+    if (!chat && max_tokens == 0 && !q->echo)
+        return q->param = "max_tokens", cf_fail(err, "'max_tokens' 0 only scores a prompt, which needs 'echo': true");
+    cf_serve_params lp = q->p; /* parse_logprobs' fields */
     q->p = (cf_serve_params){.max_tokens = max_tokens, .n = (int)n, .presence_penalty = (float)presence,
                              .frequency_penalty = (float)frequency,
                              .sampling = {.temperature = (float)temperature, .top_p = (float)top_p, .top_k = (int)top_k,
                                           .seed = (uint64_t)seed},
-                             .ignore_eos = json_is_true(ignore_eos)};
+                             .ignore_eos = json_is_true(ignore_eos), .logprobs = lp.logprobs,
+                             .top_logprobs = lp.top_logprobs, .prompt_logprobs = lp.prompt_logprobs,
+                             .score_only = !chat && max_tokens == 0, .logit_bias = lp.logit_bias,
+                             .n_logit_bias = lp.n_logit_bias};
     json_t *stop = json_object_get(body, "stop");
     q->param = "stop";
     if (json_is_string(stop)) {
@@ -246,7 +311,7 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     int status = load_body(body, len, model, q, err);
     if (status) return status;
     if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
-        parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
+        parse_logprobs(q->json, chat, q, err) != 0 || parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
         return 400;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
@@ -254,15 +319,6 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
     if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
-    return 0;
-}
-
-/* An optional boolean field into *out (left as it is when absent or null). */
-static int bool_field(json_t *body, const char *name, bool *out, serve_request_body *q, cf_error *err) {
-    json_t *v = json_object_get(body, name);
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return q->param = name, cf_fail(err, "'%s' must be true or false", name);
-    *out = json_is_true(v);
     return 0;
 }
 
@@ -325,6 +381,7 @@ int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const
 
 void cf_serve_request_free(serve_request_body *q) {
     free(q->text);
+    free(q->bias);
     free(q->ids);
     json_decref(q->json);
     memset(q, 0, sizeof *q);

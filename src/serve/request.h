@@ -31,6 +31,8 @@ typedef struct serve_request_body {
     long n_ids;
     bool add_special;   /* /tokenize: BOS first */
     bool with_pieces;   /* /tokenize: each token's text too */
+    bool echo;          /* completions: the prompt comes back before the text (with its logprobs when asked) */
+    cf_serve_logit_bias *bias; /* logit_bias (malloc'd; p.logit_bias points here) */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
 } serve_request_body;

@@ -6,6 +6,7 @@
  * With an API key every route but /health needs "Authorization: Bearer KEY" (else 401).
  * Errors are OpenAI's {"error": {"message", "type", "param", "code"}} with the status. */
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -81,6 +82,87 @@ static json_t *text_json(const char *text, size_t n) {
     return j;
 }
 
+/* ---- logprobs ---- */
+
+/* The text echo: true returns before a completion (malloc'd, *len bytes) and where each of
+ * the n prompt tokens' text starts in it (offsets[n]): the tokens' pieces, BOS and EOS giving
+ * none (the server puts BOS before a text prompt; the text does not hold it). */
+static char *echo_text(const cf_tokenizer *tok, const int32_t *ids, long n, size_t *len, size_t *offsets) {
+    size_t cap = 64;
+    char *out = cf_xmalloc(cap);
+    *len = 0;
+    for (long t = 0; t < n; t++) {
+        offsets[t] = *len;
+        if (ids[t] == cf_tokenizer_bos(tok) || ids[t] == cf_tokenizer_eos(tok)) continue;
+        char scratch[16];
+        size_t pl = 0;
+        const char *piece = cf_tokenizer_piece(tok, t ? ids[t - 1] : -1, ids[t], scratch, &pl);
+        if (*len + pl + 1 > cap) cap = (*len + pl + 1) * 2, out = cf_xrealloc(out, cap);
+        memcpy(out + *len, piece, pl);
+        *len += pl;
+    }
+    out[*len] = 0;
+    return out;
+}
+
+/* Token id's text after prev as a JSON string (malformed UTF-8 as U+FFFD), and its bytes as
+ * an array of numbers when `bytes` is not NULL (chat's shape). */
+static json_t *token_json(const cf_tokenizer *tok, int32_t prev, int32_t id, json_t **bytes) {
+    char scratch[16];
+    size_t len = 0;
+    const char *piece = cf_tokenizer_piece(tok, prev, id, scratch, &len);
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t i = 0; i < len; i++) json_array_append_new(*bytes, json_integer((unsigned char)piece[i]));
+    }
+    return text_json(piece, len);
+}
+
+static json_t *logprob_json(float lp) { return isnan(lp) ? json_null() : json_real((double)lp); }
+
+/* An empty logprobs object: completions' {tokens, token_logprobs, top_logprobs, text_offset}
+ * or chat's {content}. */
+static json_t *logprobs_new(bool chat) {
+    if (chat) return json_pack("{s:[]}", "content");
+    return json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+}
+
+/* Appends tokens t[n] to a logprobs object; a token's text starts at offsets[i] when given
+ * (the echoed prompt), else at base + its offset. The first prompt token has no logprob
+ * (null, and null alternatives), as OpenAI answers. */
+static void logprobs_add(const cf_tokenizer *tok, bool chat, json_t *lp, const cf_serve_token *t, long n,
+                         const size_t *offsets, size_t base) {
+    for (long i = 0; i < n; i++) {
+        bool none = isnan(t[i].logprob);
+        if (chat) {
+            json_t *bytes, *top = json_array();
+            json_t *text = token_json(tok, t[i].prev, t[i].id, &bytes);
+            for (int j = 0; j < t[i].n_top; j++) {
+                json_t *tb, *tt = token_json(tok, t[i].prev, t[i].top_id[j], &tb);
+                json_array_append_new(top, json_pack("{s:o, s:o, s:o}", "token", tt, "logprob",
+                                                     logprob_json(t[i].top_logprob[j]), "bytes", tb));
+            }
+            json_array_append_new(json_object_get(lp, "content"),
+                                  json_pack("{s:o, s:o, s:o, s:o}", "token", text, "logprob", logprob_json(t[i].logprob),
+                                            "bytes", bytes, "top_logprobs", top));
+            continue;
+        }
+        json_array_append_new(json_object_get(lp, "tokens"), token_json(tok, t[i].prev, t[i].id, NULL));
+        json_array_append_new(json_object_get(lp, "token_logprobs"), logprob_json(t[i].logprob));
+        json_t *top = none ? json_null() : json_object();
+        for (int j = 0; !none && j < t[i].n_top; j++) { /* two tokens of one text: the likelier's */
+            json_t *key = token_json(tok, t[i].prev, t[i].top_id[j], NULL);
+            const char *k = json_string_value(key);
+            size_t kl = json_string_length(key);
+            if (!json_object_getn(top, k, kl)) json_object_setn_new(top, k, kl, logprob_json(t[i].top_logprob[j]));
+            json_decref(key);
+        }
+        json_array_append_new(json_object_get(lp, "top_logprobs"), top);
+        json_array_append_new(json_object_get(lp, "text_offset"),
+                              json_integer((json_int_t)(offsets ? offsets[i] : base + t[i].offset)));
+    }
+}
+
 /* ---- responses ---- */
 
 typedef struct call {
@@ -88,13 +170,47 @@ typedef struct call {
     cf_serve_request *r;
     bool chat;
     bool include_usage; /* streams: "usage": null on each chunk, then a last chunk with the usage */
+    bool logprobs;      /* each choice has logprobs (with the prompt's when prompt_logprobs) */
+    bool prompt_logprobs;
+    char *echo;         /* echo: true: the prompt's text (malloc'd), put before each choice's text */
+    size_t echo_len;
+    size_t *echo_offsets; /* [prompt tokens]: where each one's text starts in echo */
     char id[40];
     long created;
 } call;
 
+static void call_free(call *k) {
+    free(k->echo);
+    free(k->echo_offsets);
+}
+
+/* The logprobs of what a read of sample output `o` brought (its prompt's too where `o` has
+ * them), or NULL when the request did not ask for them. */
+static json_t *output_logprobs(const call *k, const cf_serve_output *o) {
+    if (!k->logprobs) return NULL;
+    const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(k->s->e));
+    json_t *lp = logprobs_new(k->chat);
+    if (o->prompt) logprobs_add(tok, k->chat, lp, o->prompt, o->n_prompt, k->echo_offsets, 0);
+    logprobs_add(tok, k->chat, lp, o->tokens, o->n_tokens, NULL, k->echo_len);
+    return lp;
+}
+
+/* text[len] after the echoed prompt when `echo` (malloc'd). */
+static char *with_echo(const call *k, bool echo, const char *text, size_t len, size_t *out_len) {
+    size_t e = echo && k->echo ? k->echo_len : 0;
+    char *t = cf_xmalloc(e + len + 1);
+    if (e) memcpy(t, k->echo, e);
+    memcpy(t + e, text, len);
+    t[e + len] = 0;
+    *out_len = e + len;
+    return t;
+}
+
+/* OpenAI's choice object; logprobs (taken) is NULL for a JSON null. */
 static json_t *choice_json(const call *k, int i, const char *text, size_t len, const char *finish, bool delta,
-                           bool first) {
-    json_t *c = json_pack("{s:i, s:n, s:s?}", "index", i, "logprobs", "finish_reason", finish);
+                           bool first, json_t *logprobs) {
+    json_t *c = json_pack("{s:i, s:o, s:s?}", "index", i, "logprobs", logprobs ? logprobs : json_null(),
+                          "finish_reason", finish);
     if (!finish) json_object_set_new(c, "finish_reason", json_null());
     if (!k->chat) {
         json_object_set_new(c, "text", text_json(text, len));
@@ -129,12 +245,15 @@ static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     long prompt = 0, completion = 0;
     for (int i = 0; i < cf_serve_request_n(k->r); i++) {
         cf_serve_output o;
-        cf_serve_read(k->r, i, 0, &o);
-        json_array_append_new(choices, choice_json(k, i, o.text, o.len, o.finish, false, false));
+        cf_serve_read_tokens(k->r, i, 0, 0, k->prompt_logprobs, &o);
+        size_t len;
+        char *text = with_echo(k, true, o.text, o.len, &len);
+        json_array_append_new(choices, choice_json(k, i, text, len, o.finish, false, false, output_logprobs(k, &o)));
         prompt = o.prompt_tokens, completion += o.completion_tokens;
-        free(o.text);
+        free(text), free(o.text), free(o.tokens), free(o.prompt);
     }
     cf_serve_release(k->r);
+    call_free(k);
     json_object_set_new(body, "choices", choices);
     json_object_set_new(body, "usage", usage_json(prompt, completion));
     return reply_json(k->s, c, 200, body);
@@ -145,6 +264,7 @@ typedef struct stream {
     call k;
     uint64_t version;
     size_t *sent;
+    long *sent_toks;  /* logprobs: tokens of each sample sent */
     long *completion; /* tokens of each sample so far */
     long prompt;
     bool *finished, *started;
@@ -170,18 +290,30 @@ static void gather(stream *st) {
     for (int i = 0; i < n; i++) {
         if (st->finished[i]) continue;
         cf_serve_output o;
-        cf_serve_read(st->k.r, i, st->sent[i], &o);
+        bool first = !st->started[i];
+        cf_serve_read_tokens(st->k.r, i, st->sent[i], st->k.logprobs ? st->sent_toks[i] : -1,
+                             first && st->k.prompt_logprobs, &o);
         st->prompt = o.prompt_tokens, st->completion[i] = o.completion_tokens;
-        if (o.len || !st->started[i]) {
+        /* the first chunk carries the echo, and so waits for the prompt's scores */
+        bool ready = !first || !st->k.prompt_logprobs || o.prompt_scored || o.finish;
+        if (ready && (o.len || o.n_tokens || first)) {
+            size_t len;
+            char *text = with_echo(&st->k, first, o.text, o.len, &len);
             json_t *ev = envelope(&st->k, true);
-            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, o.text, o.len, NULL, true,
-                                                                              !st->started[i])));
+            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, text, len, NULL, true, first,
+                                                                              output_logprobs(&st->k, &o))));
             put_event(st, ev);
-            st->sent[i] += o.len, st->started[i] = true;
+            free(text);
+            st->sent[i] += o.len, st->sent_toks[i] += o.n_tokens, st->started[i] = true;
+        }
+        free(o.tokens), free(o.prompt);
+        if (!ready) {
+            free(o.text);
+            continue;
         }
         if (o.finish) {
             json_t *ev = envelope(&st->k, true);
-            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, "", 0, o.finish, true, false)));
+            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, "", 0, o.finish, true, false, NULL)));
             put_event(st, ev);
             st->finished[i] = true;
         }
@@ -226,7 +358,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 static void stream_free(void *cls) {
     stream *st = cls;
     cf_serve_release(st->k.r);
-    free(st->sent), free(st->completion), free(st->finished), free(st->started), free(st->buf);
+    call_free(&st->k);
+    free(st->sent), free(st->sent_toks), free(st->completion), free(st->finished), free(st->started), free(st->buf);
     free(st);
 }
 
@@ -235,6 +368,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     st->k = *k;
     int n = cf_serve_request_n(k->r);
     st->sent = cf_xcalloc((size_t)n, sizeof *st->sent);
+    st->sent_toks = cf_xcalloc((size_t)n, sizeof *st->sent_toks);
     st->completion = cf_xcalloc((size_t)n, sizeof *st->completion);
     st->finished = cf_xcalloc((size_t)n, sizeof *st->finished);
     st->started = cf_xcalloc((size_t)n, sizeof *st->started);
@@ -256,11 +390,17 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     cf_error err;
     int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
                                      cf_serve_max_batch(s->e), s->chat, &q, &err);
+    const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
     if (status == 0 && q.text) {
-        const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
         q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
         if (q.n_ids < 0) status = 400;
     }
+    for (int b = 0; status == 0 && b < q.p.n_logit_bias; b++)
+        if (q.p.logit_bias[b].id >= cf_tokenizer_vocab_size(tok)) {
+            q.param = "logit_bias", status = 400;
+            cf_fail(&err, "'logit_bias' names token %d, outside the vocabulary of %d", q.p.logit_bias[b].id,
+                    cf_tokenizer_vocab_size(tok));
+        }
     cf_serve_request *r = NULL;
     cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
     if (status == 0) {
@@ -270,14 +410,19 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
         status = r ? 0 : (int)why;
     }
-    bool stream = q.stream, include_usage = q.include_usage;
+    bool stream = q.stream;
     if (!r) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
         cf_serve_request_free(&q);
         return res;
     }
-    cf_serve_request_free(&q); /* the stop strings were copied by submit */
-    call k = {.s = s, .r = r, .chat = chat, .include_usage = include_usage, .created = (long)time(NULL)};
+    call k = {.s = s, .r = r, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
+              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL)};
+    if (q.echo) {
+        k.echo_offsets = cf_xmalloc(sizeof *k.echo_offsets * (size_t)q.n_ids);
+        k.echo = echo_text(tok, q.ids, q.n_ids, &k.echo_len, k.echo_offsets);
+    }
+    cf_serve_request_free(&q); /* the stop strings and the logit bias were copied by submit */
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
     return stream ? reply_stream(&k, c) : reply_whole(&k, c);
 }
