@@ -11,6 +11,9 @@
  *   - GGUF export then import at f32, bf16, f16, q8_0 and q4_0, as stored and quantized on
  *     export (export as q8_0/q4_0 of an f32 checkpoint = the same weights imported at
  *     q8_0/q4_0);
+ *   - the training state (train/train_checkpoint.c): parameters, AdamW moments, step and
+ *     the whole position (RNG, data, loss scaler, run settings) back as saved; a position
+ *     the reader would refuse (no loss scale) is refused when saving;
  *   - record shards: documents of every length (empty ones too), u16 and u32 ids, zstd on
  *     and off, several chunks and shards;
  * over both families, 1 and 2 layers, GQA, tied and untied heads, hidden sizes that are not
@@ -25,11 +28,15 @@
 
 #include "cformers/checkpoint.h"
 #include "cformers/convert.h"
+#include "cformers/graph.h"
+#include "cformers/model_graph.h"
+#include "cformers/plan.h"
 #include "cformers/infer.h"
 #include "cformers/records.h"
 #include "infer_test_util.h"
 #include "io/model_import.h"
 #include "models/family.h"
+#include "train/train_checkpoint.h"
 
 static uint64_t rng_state;
 static uint64_t next_u64(void) {
@@ -363,6 +370,77 @@ static void model_round_trips(void) {
     unlink(a), unlink(b), unlink(q), unlink(gguf);
 }
 
+/* ---- the training state ---- */
+
+/* A training plan (forward, backward, AdamW) of m at batch 1 x 3 tokens. */
+static cf_plan *train_plan(const cf_model_config *m) {
+    cf_model_graph mg;
+    cf_error err = {{0}};
+    CHECK_MSG(cf_model_graph_build(m, 1, 3, NULL, &mg, &err) == 0, "%s", err.msg);
+    cf_tensor *lr = cf_graph_input(mg.graph, "lr", CF_F32, 0, NULL);
+    cf_adamw_config adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    CHECK_MSG(cf_graph_backward(mg.graph, mg.loss, &err) == 0, "%s", err.msg);
+    cf_graph_adamw(mg.graph, &adamw, lr);
+    cf_plan *p = cf_plan_create(mg.graph, &err);
+    CHECK_MSG(p != NULL, "%s", err.msg);
+    return p;
+}
+
+static void train_state_round_trip(void) {
+    cf_model_config m[8];
+    int n;
+    model_configs(m, &n);
+    const char *path = temp_path("rt_state.ckpt");
+    for (int c = 0; c < n; c++) {
+        if (m[c].max_position_embeddings < 3) continue;
+        cf_plan *a = train_plan(&m[c]), *b = train_plan(&m[c]);
+        if (!a || !b) return;
+        cf_plan_init_params(a, 3);
+        cf_plan_init_params(b, 4);
+        cf_error err = {{0}};
+        cf_train_tensors sa, sb;
+        CHECK(cf_train_tensors_of(a, NULL, NULL, &sa, &err) == 0 && cf_train_tensors_of(b, NULL, NULL, &sb, &err) == 0);
+        int64_t elems = cf_graph_param_elems(cf_plan_graph(a));
+        for (int64_t i = 0; i < elems; i++) ((float *)sa.adam_m)[i] = next_weight(), ((float *)sa.adam_v)[i] = next_weight() * next_weight();
+        *(int32_t *)sa.step = 5;
+        cf_train_position pos, got;
+        memset(&pos, 0, sizeof pos);
+        memset(&got, 0, sizeof got);
+        /* issue 46: a position without a loss scale was written, then refused by every resume */
+        CHECK(cf_train_checkpoint_save(path, a, &m[c], NULL, &pos, &err) != 0);
+        CHECK_CONTAINS(err.msg, "loss_scale");
+        pos.step = 5, pos.loss = 1.75, pos.rng.spare = 0.25, pos.rng.has_spare = 1;
+        for (int i = 0; i < 4; i++) pos.rng.s[i] = next_u64();
+        pos.data = (cf_dataset_position){.epoch = 2, .step = next_u64(), .seed = UINT64_MAX};
+        snprintf(pos.run_id, sizeof pos.run_id, "roundtrip-%d", c);
+        pos.settings = (cf_run_settings){.seq_length = 3, .batch_size = 1, .accumulation = 2, .ranks = 1,
+                                         .learning_rate = 3e-4 + 1e-19};
+        pos.loss_scale = (cf_loss_scale_state){.scale = 65536.0, .good_steps = 12, .skipped_steps = 3};
+        CHECK_MSG(cf_train_checkpoint_save(path, a, &m[c], NULL, &pos, &err) == 0, "config %d: %s", c, err.msg);
+        CHECK_MSG(cf_train_checkpoint_load(path, b, true, &got, &err) == 0, "config %d: resume: %s", c, err.msg);
+        CHECK_MSG(memcmp(sa.params, sb.params, sizeof(float) * (size_t)elems) == 0 &&
+                      memcmp(sa.adam_m, sb.adam_m, sizeof(float) * (size_t)elems) == 0 &&
+                      memcmp(sa.adam_v, sb.adam_v, sizeof(float) * (size_t)elems) == 0 && *sa.step == *sb.step,
+                  "config %d: the training tensors differ after save and resume", c);
+        CHECK_MSG(got.step == pos.step && memcmp(&got.loss, &pos.loss, sizeof pos.loss) == 0 &&
+                      memcmp(got.rng.s, pos.rng.s, sizeof pos.rng.s) == 0 &&
+                      memcmp(&got.rng.spare, &pos.rng.spare, sizeof pos.rng.spare) == 0 &&
+                      got.rng.has_spare == pos.rng.has_spare && got.data.epoch == pos.data.epoch &&
+                      got.data.step == pos.data.step && got.data.seed == pos.data.seed &&
+                      strcmp(got.run_id, pos.run_id) == 0,
+                  "config %d: the position differs after save and resume", c);
+        CHECK_MSG(got.settings.seq_length == 3 && got.settings.batch_size == 1 && got.settings.accumulation == 2 &&
+                      got.settings.ranks == 1 && got.settings.learning_rate == pos.settings.learning_rate,
+                  "config %d: the run settings differ after save and resume", c);
+        CHECK_MSG(got.loss_scale.scale == 65536.0 && got.loss_scale.good_steps == 12 && got.loss_scale.skipped_steps == 3,
+                  "config %d: the loss scaler differs after save and resume", c);
+        cf_graph *ga = cf_plan_graph(a), *gb = cf_plan_graph(b);
+        cf_plan_free(a), cf_plan_free(b);
+        cf_graph_free(ga), cf_graph_free(gb);
+    }
+    unlink(path);
+}
+
 /* ---- record shards ---- */
 
 static void records_round_trip(void) {
@@ -431,6 +509,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {{"checkpoint", checkpoint_round_trip},
                                       {"config_json", config_json_round_trip},
                                       {"models", model_round_trips},
+                                      {"train_state", train_state_round_trip},
                                       {"records", records_round_trip}};
     test_run_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
     return test_finish();

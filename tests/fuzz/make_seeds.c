@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     cf_plan *plan = fuzz_train_resume_plan();
     cf_train_position pos;
     memset(&pos, 0, sizeof pos);
-    pos.step = 3, pos.loss = 2.5;
+    pos.step = 3, pos.loss = 2.5, pos.loss_scale.scale = 1.0;
     snprintf(pos.run_id, sizeof pos.run_id, "fuzzseed");
     snprintf(path, sizeof path, "%s/train_resume/state.ckpt", argv[1]);
     if (cf_train_checkpoint_save(path, plan, &m, NULL, &pos, &err) != 0) die(path, &err);
