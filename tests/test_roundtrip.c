@@ -274,7 +274,7 @@ static void write_model(const char *path, const cf_model_config *m, cf_dtype dty
     cf_error err = {{0}};
     cf_convert_options opt = {.dtype = dtype};
     fill_ctx f = {.seed = 0x9e3779b97f4a7c15ull};
-    CHECK_MSG(model_import_write(path, m, &opt, "roundtrip", fill_weight, &f, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_model_import_write(path, m, &opt, "roundtrip", fill_weight, &f, &err) == 0, "%s", err.msg);
 }
 
 /* Every tensor of a and b equal (name, dtype, shape, bytes), and their model configs. */
