@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "cformers/checkpoint.h"
 #include "cformers/infer.h"
 #include "test_util.h"
 
@@ -45,6 +46,28 @@ static inline double logits_error(const char *ckpt, const char *reference) {
     cf_infer_free(m);
     cf_logits_reference_free(&ref);
     return worst;
+}
+
+/* Every tensor of checkpoints a and b equal: the same names, dtypes, shapes and bytes. */
+static inline void check_same_tensors(const char *what, const char *a_path, const char *b_path) {
+    cf_error err = {{0}};
+    cf_ckpt *a = cf_ckpt_open(a_path, true, &err), *b = cf_ckpt_open(b_path, true, &err);
+    CHECK_MSG(a && b, "%s: %s", what, err.msg);
+    if (a && b) {
+        CHECK_MSG(cf_ckpt_num_tensors(a) == cf_ckpt_num_tensors(b), "%s: %ld and %ld tensors", what,
+                  cf_ckpt_num_tensors(a), cf_ckpt_num_tensors(b));
+        for (long i = 0; i < cf_ckpt_num_tensors(a); i++) {
+            const cf_ckpt_tensor *x = cf_ckpt_tensor_at(a, i), *y = cf_ckpt_find(b, x->name);
+            CHECK_MSG(y, "%s: tensor %s is lost", what, x->name);
+            if (!y) continue;
+            CHECK_MSG(x->dtype == y->dtype && x->ndim == y->ndim &&
+                          memcmp(x->shape, y->shape, sizeof x->shape[0] * (size_t)x->ndim) == 0,
+                      "%s: tensor %s is %s, was %s", what, x->name, cf_dtype_name(y->dtype), cf_dtype_name(x->dtype));
+            CHECK_MSG(x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) == 0,
+                      "%s: tensor %s differs after the round trip", what, x->name);
+        }
+    }
+    cf_ckpt_close(a), cf_ckpt_close(b);
 }
 
 #endif

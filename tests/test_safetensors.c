@@ -202,23 +202,6 @@ static void write_source_dir(const char *dir, const cf_model_config *m) {
     fclose(f);
 }
 
-/* Every tensor of a and b equal: name, dtype, shape and bytes. */
-static void check_same_tensors(const char *what, const char *a_path, const char *b_path) {
-    cf_error err;
-    cf_ckpt *a = cf_ckpt_open(a_path, true, &err), *b = cf_ckpt_open(b_path, true, &err);
-    CHECK_MSG(a && b, "%s: %s", what, err.msg);
-    if (a && b) {
-        CHECK_MSG(cf_ckpt_num_tensors(a) == cf_ckpt_num_tensors(b), "%s: %ld and %ld tensors", what,
-                  cf_ckpt_num_tensors(a), cf_ckpt_num_tensors(b));
-        for (long i = 0; i < cf_ckpt_num_tensors(a); i++) {
-            const cf_ckpt_tensor *x = cf_ckpt_tensor_at(a, i), *y = cf_ckpt_find(b, x->name);
-            CHECK_MSG(y && x->dtype == y->dtype && x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) == 0,
-                      "%s: tensor %s differs after the round trip", what, x->name);
-        }
-    }
-    cf_ckpt_close(a), cf_ckpt_close(b);
-}
-
 /* issue 46: cf_st_write packed tensors back to back, so exporting a GPT-2 with n_embd 3 in
  * bf16 put the f32 norms after 6-byte bf16 rows, at offsets our own import refused ("data
  * at file offset 1446 is not aligned"). Odd shapes of both families at every float dtype:

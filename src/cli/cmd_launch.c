@@ -20,10 +20,11 @@
 
 #include "cformers/error.h"
 #include "cformers/threads.h"
+#include "dist/hostfile.h"
 
 extern char **environ;
 
-enum { MAX_RANKS = 1 << 20, MAX_THREADS = 1024, MAX_HOSTS = 4096 };
+enum { MAX_RANKS = 1 << 20, MAX_THREADS = 1024, MAX_HOSTS = CF_HOSTFILE_MAX_HOSTS };
 
 /* Where scripts/netsim.sh writes its files unless CFORMERS_NETSIM_DIR says otherwise. */
 static const char NETSIM_DIR[] = "/tmp/cformers-netsim";
@@ -216,51 +217,17 @@ static int parse_args(int argc, char **argv, launch_args *a) {
     return 0;
 }
 
-/* One line of a hostfile: the host, its slots, and the line as written (comment cut). */
-typedef struct host_entry {
-    char *name, *line;
-    long slots;
-} host_entry;
+typedef cf_host_entry host_entry;
 
-static void free_hosts(host_entry *hosts, int n) {
-    for (int i = 0; i < n; i++) {
-        free(hosts[i].name);
-        free(hosts[i].line);
-    }
-}
+static void free_hosts(host_entry *hosts, int n) { cf_hostfile_free(hosts, n); }
 
-/* Reads an Open MPI hostfile into hosts[] (per host: its slots=, or `cores` where the line
- * has none); # starts a comment. Returns the host count (free_hosts them), or -1 after the
- * usage error. */
+/* Reads the hostfile (dist/hostfile.h) into hosts[] (MAX_HOSTS of them). Returns the host
+ * count (free_hosts them), or -1 after the usage error. */
 static int read_hostfile(const char *path, long cores, host_entry *hosts) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_usage_error("launch", "--hostfile: cannot read '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    int n = 0, bad = 0;
-    while (!bad && getline(&line, &cap, f) >= 0) {
-        line[strcspn(line, "#\r\n")] = '\0';
-        char *copy = cf_xstrdup(line), *save, *host = strtok_r(line, " \t", &save);
-        if (!host || n == MAX_HOSTS) {
-            free(copy);
-            if (host) bad = cli_usage_error("launch", "--hostfile: more than %d hosts in '%s'", MAX_HOSTS, path);
-            continue;
-        }
-        hosts[n] = (host_entry){.name = cf_xstrdup(host), .line = copy, .slots = cores};
-        for (char *word; !bad && (word = strtok_r(NULL, " \t", &save));)
-            if (strncmp(word, "slots=", 6) == 0 &&
-                cli_parse_long("launch", "--hostfile slots=", word + 6, 1, MAX_RANKS, &hosts[n].slots) != 0)
-                bad = 2;
-        n++;
-    }
-    free(line);
-    fclose(f);
-    if (!bad && n == 0) bad = cli_usage_error("launch", "--hostfile: no hosts in '%s'", path);
-    if (bad) free_hosts(hosts, n);
-    return bad ? -1 : n;
+    cf_error err = {{0}};
+    int n = cf_hostfile_read(path, cores, MAX_RANKS, hosts, &err);
+    if (n < 0) cli_usage_error("launch", "--hostfile: %s", err.msg);
+    return n;
 }
 
 /* Ranks on the busiest host when `ranks` fill the hosts' slots in order (mpirun's

@@ -92,6 +92,12 @@ static int check_gguf_sizes(const cf_model_config *m, const char *path, cf_error
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i] > (int64_t)UINT32_MAX)
             return cf_fail(err, "%s: model_config size %lld does not fit GGUF's 32-bit fields", path, (long long)sizes[i]);
+    /* issue 46: the GGUF metadata has no key for LLaMA-3's RoPE frequency scaling (llama.cpp
+     * keeps it as a rope_freqs tensor cformers does not write), so an export would be a
+     * different model: refused. */
+    if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
+        return cf_fail(err, "%s: model_config.rope_scaling_factor %g: GGUF export of LLaMA-3 RoPE scaling is not "
+                            "supported (it would be lost)", path, m->rope_scaling_factor);
     return 0;
 }
 
@@ -306,6 +312,9 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
         tok = cf_ckpt_load_tokenizer(c, &has_tok, err);
         if (has_tok && !tok) rc = -1;
         if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);
+        /* issue 46: without a tokenizer the ids are the model config's (the import reads them here) */
+        if (!tok && cfg.bos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.bos_token_id", (uint32_t)cfg.bos_token_id);
+        if (!tok && cfg.eos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.eos_token_id", (uint32_t)cfg.eos_token_id);
     }
     if (rc == 0) rc = write_file(out_path, &g, &x, err);
     if (tok) cf_tokenizer_free(tok);

@@ -7,6 +7,7 @@
  * innermost first, u32 type, u64 offset); then the data, from the info's end rounded up to
  * general.alignment (32 by default), each tensor at its offset from there. Strings are a
  * u64 length and the bytes. GGUF keeps the interleaved q/k row order cformers uses. */
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,19 @@ static bool skip_value(reader *r, uint32_t type, int depth, const char *key) {
 }
 
 /* A numeric scalar as double (integers up to 2^53 exactly). */
+/* The shortest decimal that reads back as f: GGUF keeps epsilons and RoPE bases as f32,
+ * so an rms_norm_eps of 1e-5 comes back as 1e-5, not 9.99999974738e-06, and an export
+ * then import gives the config it started from (issue 46). The f32 math is the same. */
+static double f32_decimal(float f) {
+    char text[32];
+    for (int digits = 1; digits <= 9 && isfinite(f); digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        double d = strtod(text, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
 static bool read_number(reader *r, uint32_t type, double *out, const char *key) {
     union {
         uint8_t u8;
@@ -149,7 +163,7 @@ static bool read_number(reader *r, uint32_t type, double *out, const char *key) 
     case GGUF_T_INT16: *out = v.i16; break;
     case GGUF_T_UINT32: *out = v.u32; break;
     case GGUF_T_INT32: *out = v.i32; break;
-    case GGUF_T_FLOAT32: *out = v.f32; break;
+    case GGUF_T_FLOAT32: *out = f32_decimal(v.f32); break;
     case GGUF_T_UINT64: *out = (double)v.u64; break;
     case GGUF_T_INT64: *out = (double)v.i64; break;
     default: *out = v.f64; break;

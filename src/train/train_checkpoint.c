@@ -91,6 +91,11 @@ int cf_train_checkpoint_save_moments(const char *path, cf_plan *plan, const floa
 int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tensors *s, const cf_model_config *model,
                               const ckpt_tok_file *tokenizer, const cf_train_position *pos, const char *base,
                               cf_ckpt_write_info *info, cf_error *err) {
+    /* issue 46: the reader refuses such a loss_scale, so a resume could never read the file */
+    const cf_loss_scale_state *ls = &pos->loss_scale;
+    if (!(ls->scale > 0 && isfinite(ls->scale)) || ls->good_steps < 0 || ls->skipped_steps < 0)
+        return cf_fail(err, "%s: loss_scale state (scale %g, good_steps %lld, skipped_steps %lld) is not one a resume "
+                            "reads (scale > 0)", path, ls->scale, (long long)ls->good_steps, (long long)ls->skipped_steps);
     cf_ckpt_writer *w = cf_ckpt_writer_open(path, err);
     if (!w) return -1;
     cf_error no_base = {{0}};

@@ -46,6 +46,13 @@ cf_error *fuzz_err(void);
  * empty one aborts, a finding (a path that returns -1 without cf_fail). Returns failed. */
 bool fuzz_failed(bool failed, const cf_error *err, const char *call);
 
+/* A cformers checkpoint with its checksums made right (the fuzzer cannot forge CRC32C
+ * values): each index entry's crc32c (when its data range lies in the file), then the
+ * trailer and header checksums and file_bytes, re-laying out index and metadata around
+ * the new index. When the header's offsets do not describe the file, only the header
+ * checksum is redone. Returns a malloc'd copy of *out_size bytes; the caller frees it. */
+uint8_t *fuzz_fix_ckpt_checksums(const uint8_t *data, size_t size, size_t *out_size);
+
 /* Runs a loaded tokenizer over a fixed text plus `text` (at most 256 bytes of it), decodes
  * the ids back and asks for the pieces of every id near the ends of the vocabulary. */
 void fuzz_exercise_tokenizer(const cf_tokenizer *tok, const uint8_t *text, size_t size);
