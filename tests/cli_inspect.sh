@@ -43,7 +43,7 @@ head -c 2000 "$ckpt" >"$tmp/cut.ckpt"
 check "truncated" 1 "$bin" inspect "$tmp/cut.ckpt"
 stderr_has "truncated" "cut.ckpt: "
 check "directory" 1 "$bin" inspect "$tmp"
-stderr_has "directory" "is a directory, not a checkpoint file"
+stderr_has "directory" "a directory without config.json (it holds"
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail_because "error is not one line: $(cat "$tmp/err")"
 
 finish cli_inspect
