@@ -5,7 +5,7 @@
 tiny_run --output_dir="$tmp/run" --runner_config.train_steps=2 --runner_config.save_interval=2 --quiet
 
 check "inspect --help" 0 "$bin" inspect --help
-stdout_has "help" "usage: cformers inspect CKPT"
+stdout_has "help" "usage: cformers inspect MODEL"
 check "tiny run" 0 "$bin" train "${tiny[@]}"
 ckpt="$tmp/run/checkpoint_step2.ckpt"
 
