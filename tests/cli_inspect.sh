@@ -5,7 +5,7 @@
 tiny_run --output_dir="$tmp/run" --runner_config.train_steps=2 --runner_config.save_interval=2 --quiet
 
 check "inspect --help" 0 "$bin" inspect --help
-stdout_has "help" "usage: cformers inspect CKPT"
+stdout_has "help" "usage: cformers inspect MODEL"
 check "tiny run" 0 "$bin" train "${tiny[@]}"
 ckpt="$tmp/run/checkpoint_step2.ckpt"
 
@@ -43,7 +43,7 @@ head -c 2000 "$ckpt" >"$tmp/cut.ckpt"
 check "truncated" 1 "$bin" inspect "$tmp/cut.ckpt"
 stderr_has "truncated" "cut.ckpt: "
 check "directory" 1 "$bin" inspect "$tmp"
-stderr_has "directory" "is a directory, not a checkpoint file"
+stderr_has "directory" "a directory without config.json (it holds"
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail_because "error is not one line: $(cat "$tmp/err")"
 
 finish cli_inspect

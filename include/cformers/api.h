@@ -79,7 +79,9 @@ char *cf_api_tokenizer_decode(const cf_api_tokenizer *t, const int32_t *ids, int
 /* ------------------------------------------------------------------ models */
 
 typedef struct cf_api_model cf_api_model;
-/* A cformers checkpoint for inference; max_seq 0 = the model's whole context; dtype the one
+/* A model for inference: a cformers checkpoint, a Hugging Face directory or a GGUF file (the
+ * last two converted in memory, cformers/model_source.h, to dtype's weights, f32 for "auto");
+ * max_seq 0 = the model's whole context; dtype the one
  * its matmuls read ("float32", "bfloat16", "q8_0", "q4_0", or their short names), NULL or
  * "auto": as the checkpoint stores its matrices (f16 as float32). */
 cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, const char *dtype);

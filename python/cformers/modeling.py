@@ -1,5 +1,5 @@
 """AutoModel / LlamaForCausalLM / GPT2LMHeadModel: a cformers checkpoint (or a Hugging Face
-directory, converted on load) for inference. model(input_ids) gives NumPy logits."""
+directory or a GGUF file, converted in memory on load) for inference. model(input_ids) gives NumPy logits."""
 import ctypes
 import os
 import tempfile
@@ -11,14 +11,10 @@ from .tokenization import AutoTokenizer
 
 
 def _checkpoint_path(path):
-    """A .ckpt as it is; a Hugging Face directory or llama2.c .bin converted to a temporary one."""
+    """A checkpoint, Hugging Face directory or GGUF file as it is (the library converts the last
+    two in memory); a llama2.c .bin converted to a temporary checkpoint."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        tmp = tempfile.NamedTemporaryFile(suffix=".ckpt", delete=False)
-        tmp.close()
-        check(lib.cf_api_convert_hf(encode(path), encode(tmp.name)), lambda r: r != 0)
-        return tmp.name, True
-    if path.endswith(".bin"):
+    if path.endswith(".bin") and not os.path.isdir(path):
         tmp = tempfile.NamedTemporaryFile(suffix=".ckpt", delete=False)
         tmp.close()
         check(lib.cf_api_convert_llama2c(encode(path), None, encode(tmp.name)), lambda r: r != 0)

@@ -157,6 +157,23 @@ def test_hugging_face_directory():
     assert model([1, 2, 3]).shape == (3, 48)
 
 
+def test_gguf_file_and_what_is_no_model(tmp_path):
+    # a GGUF file loads as it is (converted in memory), with the HF directory's logits
+    hf = os.path.join(SRC, "tests/fixtures/infer/tiny_hf")
+    ckpt, gguf = str(tmp_path / "t.ckpt"), str(tmp_path / "t.gguf")
+    cli("convert", "--from", "hf", hf, "--output", ckpt)
+    cli("convert", "--to", "gguf", ckpt, "--output", gguf)
+    ids = [1, 2, 3, 7]
+    expected = cformers.AutoModel.from_pretrained(hf)(ids)
+    assert np.array_equal(cformers.AutoModel.from_pretrained(gguf)(ids), expected)
+    assert np.array_equal(cformers.AutoModel.from_pretrained(ckpt)(ids), expected)
+    # a directory that is no model: the CLI's message
+    with pytest.raises(cformers.CformersError, match="a directory without config.json") as e:
+        cformers.AutoModel.from_pretrained(tmp_path)
+    r = cli("generate", "--model", str(tmp_path), check=False)
+    assert r.returncode == 1 and r.stderr.strip() == f"cformers generate: {e.value}"
+
+
 def test_dtype_as_stored_or_asked(stories, tmp_path):
     # dtype="auto" (the default) runs the matmuls in the checkpoint's own dtype, as the CLI does:
     # a q4_0 checkpoint generates what `cformers generate` gives it, and asking for q4_0 on the

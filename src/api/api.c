@@ -12,6 +12,7 @@
 #include "cformers/config.h"
 #include "cformers/convert.h"
 #include "cformers/infer.h"
+#include "cformers/model_source.h"
 #include "cformers/tokenizer.h"
 #include "cformers/train.h"
 #include "io/ckpt_tokenizer.h"
@@ -217,7 +218,9 @@ cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, const c
         keep(&err);
         return NULL;
     }
-    cf_infer_model *m = cf_infer_load(checkpoint, &opt, &err);
+    cf_model_source *src = cf_model_source_open(checkpoint, opt.weight_dtype, &err);
+    cf_infer_model *m = src ? cf_infer_load(checkpoint, &opt, &err) : NULL;
+    cf_model_source_close(src); /* the model maps what it reads */
     if (!m) {
         keep(&err);
         return NULL;

@@ -35,6 +35,14 @@ int cli_parse_double(const char *cmd, const char *flag, const char *text, double
     return 0;
 }
 
+cf_model_source *cli_open_model(const char *cmd, const char *path, cf_dtype dtype) {
+    cf_error err = {{0}};
+    cf_model_source *s = cf_model_source_open(path, dtype, &err);
+    if (!s) fprintf(stderr, "cformers %s: %s\n", cmd, err.msg);
+    else if (*cf_model_source_status(s)) fprintf(stderr, "%s\n", cf_model_source_status(s));
+    return s;
+}
+
 int cli_parse_dtype(const char *cmd, const char *flag, const char *text, cf_dtype *out) {
     if (cf_dtype_parse(text, out) != 0) return cli_usage_error(cmd, "%s: unknown dtype '%s'", flag, text);
     return 0;

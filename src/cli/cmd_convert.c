@@ -7,9 +7,10 @@
 
 static const char usage[] =
     "usage: cformers convert --from llama2c|hf|gguf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
-    "       cformers convert --to safetensors|gguf CKPT --output OUT [--dtype q8_0|q4_0]\n"
+    "       cformers convert --to safetensors|gguf MODEL --output OUT [--dtype q8_0|q4_0]\n"
     "\n"
-    "Imports a model into a cformers checkpoint, or exports a checkpoint for other tools.\n"
+    "Imports a model into a cformers checkpoint, or exports a model (a checkpoint, a Hugging Face\n"
+    "directory or a GGUF file, the last two converted in memory) for other tools.\n"
     "\n"
     "  --from llama2c MODEL.bin   llama2.c checkpoint: legacy v0 header, or v1 (f32) / v2 (int8)\n"
     "  --from hf DIR              Hugging Face LLaMA or GPT-2: config.json + model.safetensors (or shards\n"
@@ -59,12 +60,17 @@ int cmd_convert(int argc, char **argv) {
     cf_convert_options opt = {.dtype = dtype, .tokenizer_path = tokenizer, .progress = true};
     cf_error err;
     int rc;
+    /* an export reads any model: a Hugging Face directory or a GGUF file converted in memory */
+    cf_model_source *src = NULL;
+    if (to && (strcmp(to, "safetensors") == 0 || strcmp(to, "gguf") == 0) && !(src = cli_open_model(cmd, source, CF_F32)))
+        return 1;
     if (from && strcmp(from, "llama2c") == 0) rc = cf_import_llama2c(source, output, &opt, &err);
     else if (from && strcmp(from, "hf") == 0) rc = cf_import_hf(source, output, &opt, &err);
     else if (from && strcmp(from, "gguf") == 0) rc = cf_import_gguf(source, output, &opt, &err);
     else if (to && strcmp(to, "safetensors") == 0) rc = cf_export_safetensors(source, output, &err);
     else if (to && strcmp(to, "gguf") == 0) rc = cf_export_gguf_as(source, output, dtype_given ? dtype : CF_DTYPE_COUNT, &err);
     else return cli_usage_error(cmd, "unknown format '%s' (from: llama2c, hf, gguf; to: safetensors, gguf)", from ? from : to);
+    cf_model_source_close(src);
     if (rc != 0) {
         fprintf(stderr, "cformers convert: %s\n", err.msg);
         return 1;

@@ -10,15 +10,17 @@
 #include "io/ckpt_tokenizer.h"
 
 static const char usage[] =
-    "usage: cformers generate --model CKPT [options]\n"
+    "usage: cformers generate --model MODEL [options]\n"
     "\n"
-    "Generates text from a checkpoint (see `cformers convert` to import llama2.c or Hugging Face\n"
-    "models): the prompt is run as one batched prefill, then tokens are decoded one by one with a\n"
-    "KV cache and streamed to stdout. Speeds, and why generation stopped (end-of-text, length:\n"
+    "Generates text from a model (a checkpoint, a Hugging Face directory or a GGUF file, the\n"
+    "last two converted in memory; `cformers convert` imports llama2.c models): the prompt is\n"
+    "run as one batched prefill, then tokens are decoded one by one with a KV cache and\n"
+    "streamed to stdout. Speeds, and why generation stopped (end-of-text, length:\n"
     "-n tokens, or context: the model's context is full), are reported on stderr at the end.\n"
     "\n"
     "options:\n"
-    "  --model CKPT         cformers checkpoint (with its tokenizer embedded, or see --tokenizer)\n"
+    "  --model MODEL        cformers checkpoint, Hugging Face directory (config.json, safetensors,\n"
+    "                       tokenizer) or GGUF file (with its tokenizer, or see --tokenizer)\n"
     "  --prompt TEXT        text to continue (default: empty, start from BOS)\n"
     "  -n N                 tokens to generate at most (default 256)\n"
     "  --temperature T      0 = greedy (default 1.0)\n"
@@ -27,7 +29,8 @@ static const char usage[] =
     "  --seed S             random seed (default: from the clock)\n"
     "  --threads N          compute threads (default: CFORMERS_THREADS or the usable cores)\n"
     "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint stores\n"
-    "                       its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
+    "                       its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks); a model\n"
+    "                       converted in memory is converted to it (default f32)\n"
     "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
@@ -106,12 +109,15 @@ int cmd_generate(int argc, char **argv) {
     /* The cache holds the prompt and the new tokens, not the model's whole context; the
      * prompt is counted in tokens, which may be several per byte (a malformed UTF-8 byte
      * falls back to the three byte tokens of U+FFFD). */
+    cf_model_source *src = cli_open_model("generate", a.model, a.dtype);
+    if (!src) return 1;
     cf_tokenizer *tok = load_tokenizer(&a, &err);
     int32_t *ids = NULL;
     long prompt_tokens = tok ? cf_tokenizer_encode(tok, a.prompt, strlen(a.prompt), true, &ids, &err) : -1;
     free(ids);
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache};
     cf_infer_model *m = prompt_tokens >= 0 ? cf_infer_load(a.model, &opt, &err) : NULL;
+    cf_model_source_close(src); /* the model maps what it reads */
     if (!m) {
         fprintf(stderr, "cformers generate: %s\n", err.msg);
         cf_tokenizer_free(tok);

@@ -5,16 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cformers/checkpoint.h"
 #include "cformers/tokenizer.h"
 #include "cli.h"
+#include "cli_parse.h"
+#include "io/checkpoint_internal.h"
 #include "io/ckpt_tokenizer.h"
 
 static void print_help(void) {
-    printf("usage: cformers inspect CKPT [--json] [--verify]\n"
+    printf("usage: cformers inspect MODEL [--json] [--verify]\n"
            "\n"
-           "Prints what a cformers checkpoint (from train or convert) holds:\n"
+           "Prints what a cformers checkpoint (from train or convert) holds, or what a Hugging Face\n"
+           "directory or a GGUF file converts to (in memory, f32):\n"
            "  the model config stored with it and its parameter count,\n"
            "  the embedded tokenizer (file, type, vocabulary size, BOS / EOS ids),\n"
            "  the training state (step, loss, run id, the run's settings, loss scale if any;\n"
@@ -53,8 +57,11 @@ static json_t *describe(cf_ckpt *c, const char *path, cf_error *err) {
     char base[4096] = "";
     cf_error ignored = {{0}};
     cf_ckpt_base_name(path, base, sizeof base, &ignored);
-    json_t *out = json_pack("{s:s, s:I, s:s?}", "path", path, "bytes", (json_int_t)(stat(path, &st) == 0 ? st.st_size : 0),
-                            "base", base[0] ? base : NULL);
+    int memory = cf_model_source_fd(path); /* converted in memory: the bytes of the conversion */
+    bool sized = memory >= 0 ? fstat(memory, &st) == 0 : stat(path, &st) == 0;
+    if (memory >= 0) close(memory);
+    json_t *out = json_pack("{s:s, s:I, s:s?}", "path", path, "bytes", (json_int_t)(sized ? st.st_size : 0), "base",
+                            base[0] ? base : NULL);
     json_object_set(out, "format", json_object_get(meta, "format") ? json_object_get(meta, "format") : json_null());
     json_object_set(out, "model_config",
                     json_object_get(meta, "model_config") ? json_object_get(meta, "model_config") : json_null());
@@ -201,14 +208,12 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (!path) return cli_usage_error("inspect", "CKPT is required");
     cf_error err = {{0}};
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "cformers inspect: %s: is a directory, not a checkpoint file\n", path);
-        return 1;
-    }
+    cf_model_source *src = cli_open_model("inspect", path, CF_DTYPE_COUNT);
+    if (!src) return 1;
     cf_ckpt *c = cf_ckpt_open(path, verify, &err);
     json_t *report = c ? describe(c, path, &err) : NULL;
     cf_ckpt_close(c);
+    cf_model_source_close(src);
     if (!report) {
         fprintf(stderr, "cformers inspect: %s\n", err.msg);
         return 1;

@@ -9,9 +9,9 @@
 #include "cli_parse.h"
 
 static const char usage[] =
-    "usage: cformers serve --model CKPT [options]\n"
+    "usage: cformers serve --model MODEL [options]\n"
     "\n"
-    "Serves a checkpoint over HTTP with an OpenAI-compatible API (docs/serving.md):\n"
+    "Serves a model over HTTP with an OpenAI-compatible API (docs/serving.md):\n"
     "  POST /v1/completions, /v1/chat/completions   (\"stream\": true for server-sent events)\n"
     "  POST /tokenize, /detokenize                   (llama-server's and vLLM's shapes)\n"
     "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)\n"
@@ -19,7 +19,8 @@ static const char usage[] =
     "of each running sequence and prefills waiting prompts in chunks, in one batch.\n"
     "\n"
     "options:\n"
-    "  --model CKPT            cformers checkpoint with its tokenizer embedded\n"
+    "  --model MODEL           cformers checkpoint, Hugging Face directory or GGUF file (the last\n"
+    "                          two converted in memory), with its tokenizer\n"
     "  --host ADDR             IPv4 address to listen on (default 127.0.0.1)\n"
     "  --port N                port (default 8080; 0 = any free port, printed at start)\n"
     "  --model-name NAME       the model id clients name (default: the checkpoint's file name)\n"
@@ -121,10 +122,19 @@ int cmd_serve(int argc, char **argv) {
     }
     cli_block_stop_signals(); /* the server's threads inherit the mask */
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = a.max_seq, .kv_cache = a.kv_cache};
+    cf_model_source *src = cli_open_model("serve", a.model, a.dtype);
+    if (!src) return 1;
     cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
+    cf_model_source_close(src); /* the model maps what it reads */
     cf_serve_engine *e = m ? cf_serve_engine_new(m, &a.engine, &err) : NULL;
     if (!e) cf_infer_free(m);
-    const char *base = strrchr(a.model, '/') ? strrchr(a.model, '/') + 1 : a.model;
+    /* the file's or the directory's name ("models/tiny_hf/" serves as "tiny_hf") */
+    char base[256];
+    size_t len = strlen(a.model);
+    while (len > 1 && a.model[len - 1] == '/') len--;
+    const char *start = a.model + len;
+    while (start > a.model && start[-1] != '/') start--;
+    snprintf(base, sizeof base, "%.*s", (int)(a.model + len - start), start);
     if (!a.server.model_name) a.server.model_name = base;
     cf_server *s = e ? cf_server_start(e, &a.server, &err) : NULL;
     if (!s) {

@@ -11,6 +11,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/config.h"
 #include "cformers/infer.h"
+#include "cformers/model_source.h"
 #include "cformers/dist.h"
 #include "cformers/threads.h"
 #include "cformers/train.h"
@@ -51,7 +52,8 @@ static void print_help(void) {
            "run_mode eval prints the validation loss and perplexity of load_checkpoint on the\n"
            "held-out split; run_mode predict generates from load_checkpoint for predict.input_data\n"
            "(a prompt or a file of prompts). MindFormers YAML files load as they are\n"
-           "(docs/mindformers.md).\n"
+           "(docs/mindformers.md). load_checkpoint may name a cformers checkpoint, a Hugging Face\n"
+           "directory or a GGUF file (the last two converted in memory, f32, once per run).\n"
            "\n"
            "On a terminal the progress line is rewritten in place; otherwise a line is printed\n"
            "every runner_config.log_interval steps.\n"
@@ -248,6 +250,8 @@ int cmd_train(int argc, char **argv) {
     }
     free(a.overrides);
     if (rc != 0) return rc;
+    const cf_model_source *converted = cfg.load_checkpoint[0] ? cf_model_source_find(cfg.load_checkpoint) : NULL;
+    if (converted) fprintf(stderr, "%s\n", cf_model_source_status(converted));
     if (cfg.context.num_threads > 0 && cf_set_num_threads((int)cfg.context.num_threads, &err) != 0) {
         fprintf(stderr, "cformers train: context.num_threads: %s\n", err.msg);
         return 1;

@@ -7,16 +7,18 @@
 #include "cli_parse.h"
 
 static const char usage[] =
-    "usage: cformers validate --model CKPT --reference FILE [--tolerance X] [--dtype f32|bf16|q8_0|q4_0]\n"
+    "usage: cformers validate --model MODEL --reference FILE [--tolerance X] [--dtype f32|bf16|q8_0|q4_0]\n"
     "\n"
-    "Runs the reference's prompt tokens through the model and compares the logits of every\n"
+    "Runs the reference's prompt tokens through the model (a cformers checkpoint, a Hugging Face\n"
+    "directory or a GGUF file, the last two converted in memory) and compares the logits of every\n"
     "position with the reference (written by tools/torch_logits_reference.py or any tool that\n"
     "writes the format of docs/validate-reference.md). Prints max absolute and relative error\n"
     "per position, then PASS (exit 0) or FAIL (exit 1).\n"
     "\n"
     "  --tolerance X   largest allowed relative error, max|diff| / max|reference| (default 1e-4)\n"
     "  --dtype D       dtype of the weights matmuls read (default: as the checkpoint stores its\n"
-    "                  matrices, f16 as f32)\n";
+    "                  matrices, f16 as f32; a model converted in memory is converted to it,\n"
+    "                  default f32)\n";
 
 int cmd_validate(int argc, char **argv) {
     const char *cmd = "validate";
@@ -46,8 +48,14 @@ int cmd_validate(int argc, char **argv) {
         fprintf(stderr, "cformers validate: %s\n", err.msg);
         return 1;
     }
+    cf_model_source *src = cli_open_model(cmd, model, dtype);
+    if (!src) {
+        cf_logits_reference_free(&ref);
+        return 1;
+    }
     cf_infer_options opt = {.weight_dtype = dtype, .max_seq = ref.n_tokens};
     cf_infer_model *m = cf_infer_load(model, &opt, &err);
+    cf_model_source_close(src);
     cf_validate_row *rows = cf_xcalloc((size_t)ref.n_tokens, sizeof *rows);
     if (!m || cf_validate(m, &ref, rows, &err) != 0) {
         fprintf(stderr, "cformers validate: %s\n", err.msg);

@@ -17,8 +17,9 @@ static void release(atomic_file *a) {
 }
 
 int cf_atomic_file_open(atomic_file *a, const char *path, cf_error *err) {
-    *a = (atomic_file){.path = cf_xstrdup(path), .tmp_path = cf_xmalloc(strlen(path) + 5)};
-    sprintf(a->tmp_path, "%s.tmp", path);
+    *a = (atomic_file){.path = cf_xstrdup(path), .tmp_path = cf_xmalloc(strlen(path) + 5),
+                       .in_place = strncmp(path, "/proc/self/fd/", 14) == 0};
+    sprintf(a->tmp_path, a->in_place ? "%s" : "%s.tmp", path);
     a->f = fopen(a->tmp_path, "wb");
     if (!a->f) {
         cf_fail(err, "%s: cannot create: %s", a->tmp_path, strerror(errno));
@@ -56,10 +57,14 @@ void cf_atomic_file_sync_dir(const char *path) {
 
 int cf_atomic_file_commit(atomic_file *a, cf_error *err) {
     int rc = 0;
-    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0)
+    if (fflush(a->f) != 0 || (!a->in_place && fsync(fileno(a->f)) != 0))
         rc = cf_fail(err, "%s: cannot flush to disk: %s", a->tmp_path, strerror(errno));
     if (fclose(a->f) != 0 && rc == 0) rc = cf_fail(err, "%s: close failed: %s", a->tmp_path, strerror(errno));
     a->f = NULL;
+    if (a->in_place) {
+        release(a);
+        return rc;
+    }
     if (rc == 0 && rename(a->tmp_path, a->path) != 0)
         rc = cf_fail(err, "%s: cannot rename %s into place: %s", a->path, a->tmp_path, strerror(errno));
     if (rc == 0)
@@ -74,7 +79,7 @@ void cf_atomic_file_abort(atomic_file *a) {
     if (a->tmp_path) {
         if (a->f) fclose(a->f);
         a->f = NULL;
-        unlink(a->tmp_path);
+        if (!a->in_place) unlink(a->tmp_path);
     }
     release(a);
 }

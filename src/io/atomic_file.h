@@ -1,4 +1,7 @@
-/* Files that appear complete or not at all: written to PATH.tmp, fsync'd, renamed. */
+/* Files that appear complete or not at all: written to PATH.tmp, fsync'd, renamed.
+ * A path under /proc/self/fd/ names a file this process holds open (the anonymous memory
+ * file of a model converted in memory, io/model_source.c): it has no directory to rename
+ * in, so it is written in place, and commit only flushes it. */
 #ifndef CFORMERS_IO_ATOMIC_FILE_H
 #define CFORMERS_IO_ATOMIC_FILE_H
 
@@ -11,6 +14,7 @@ typedef struct atomic_file {
     char *path, *tmp_path;
     FILE *f;
     uint64_t offset; /* bytes written so far */
+    int in_place;    /* a /proc/self/fd/ path: tmp_path is path itself, no rename */
 } atomic_file;
 
 int cf_atomic_file_open(atomic_file *a, const char *path, cf_error *err);

@@ -14,4 +14,8 @@ bool cf_ckpt_is_delta(const cf_ckpt *c);
  * base replaced by another file of the same name is noticed. */
 uint32_t cf_ckpt_trailer_crc(const cf_ckpt *c);
 
+/* A new descriptor of the memory file a model source converted `path` into while it is
+ * open (io/model_source.c), which cf_ckpt_open maps instead of the path; -1 when none. */
+int cf_model_source_fd(const char *path);
+
 #endif

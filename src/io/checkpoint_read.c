@@ -108,6 +108,9 @@ static int parse_header(cf_ckpt *c, ckpt_header *h, cf_error *err) {
     if (c->map_bytes < CKPT_HEADER_BYTES)
         return cf_fail(err, "%s: %zu bytes, too short for a checkpoint header", c->path, c->map_bytes);
     memcpy(h, c->map, sizeof *h);
+    if (memcmp(h->magic, "GGUF", 4) == 0)
+        return cf_fail(err, "%s: a GGUF file, not a cformers checkpoint (the commands that read a model convert it)",
+                       c->path);
     if (memcmp(h->magic, CKPT_MAGIC, 8) != 0) return cf_fail(err, "%s: not a cformers checkpoint (bad magic)", c->path);
     if (h->header_crc32c != cf_crc32c(0, h, offsetof(ckpt_header, header_crc32c)))
         return cf_fail(err, "%s: offset 0: header checksum mismatch (corrupt or unfinished file)", c->path);
@@ -204,10 +207,16 @@ static int verify_all(cf_ckpt *c, cf_error *err) {
 static cf_ckpt *open_container(const char *path, cf_error *err) {
     cf_ckpt *c = cf_xcalloc(1, sizeof *c);
     c->path = cf_xstrdup(path);
-    int fd = open(path, O_RDONLY);
+    int fd = cf_model_source_fd(path); /* a model converted in memory under this path */
+    if (fd < 0) fd = open(path, O_RDONLY);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    bool dir = false;
+    if (fd < 0 || fstat(fd, &st) != 0 || (dir = S_ISDIR(st.st_mode))) {
+        if (dir)
+            cf_fail(err, "%s: is a directory, not a checkpoint file (a Hugging Face directory is converted by the "
+                         "commands that read a model)", path);
+        else
+            cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         cf_ckpt_close(c);
         return NULL;

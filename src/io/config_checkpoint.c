@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cformers/checkpoint.h"
+#include "cformers/model_source.h"
 #include "io/config_internal.h"
 #include "io/config_schema.h"
 
@@ -27,6 +28,12 @@ static key_role role_of(const char *name, cf_arch arch) {
 }
 
 int cf_config_adopt_checkpoint(cf_config *cfg, const cf_config_origins *origins, cf_error *err) {
+    /* A Hugging Face directory or a GGUF file is converted in memory here, once, and the
+     * conversion stays open for the rest of the process: the run reads the model again
+     * (weights, tokenizer) by this path. */
+    cf_model_source *src = cf_model_source_open(cfg->load_checkpoint, CF_F32, err);
+    if (!src) return cf_fail_prefix(err, "load_checkpoint: ");
+    if (cf_model_source_kind(src) == CF_MODEL_CHECKPOINT) cf_model_source_close(src);
     cf_ckpt *c = cf_ckpt_open(cfg->load_checkpoint, false, err);
     cf_config stored = *cfg;
     int rc = c ? cf_ckpt_model_config(c, &stored.model.model_config, err) : -1;
