@@ -4,7 +4,7 @@
  * and the head, one product each in a decode step's order), and the cost of quantizing x
  * for q8_0. A kernel's in-cache rate bounds what it can reach from memory; the gap between
  * the two shows how much of memory's time the kernel's work hides. With --batch B, B inputs
- * per product (infer_matvec_batch, a batched serve step) and the rates are G multiply-adds
+ * per product (cf_infer_matvec_batch, a batched serve step) and the rates are G multiply-adds
  * (weights x inputs) per CPU second instead.
  *
  *   bench_matvec [--runs R] [--threads N] [--dtype f32|bf16|q8_0|q4_0] [--batch B] */
@@ -73,11 +73,11 @@ static void make_matrix(matrix *m, arena *a, cf_dtype dtype, long rows, long in,
         void *blocks = malloc((size_t)rows * cf_dtype_row_bytes(dtype, in));
         if (dtype == CF_Q8_0) {
             cf_quantize_q8_0(f, blocks, rows, in);
-            matvec_q8_pack(blocks, rows, in, carve(a, matvec_q8_bytes(rows, in)), &m->q8);
+            cf_matvec_q8_pack(blocks, rows, in, carve(a, matvec_q8_bytes(rows, in)), &m->q8);
             m->w = &m->q8;
         } else {
             cf_quantize_q4_0(f, blocks, rows, in);
-            matvec_q4_pack(blocks, rows, in, carve(a, matvec_q4_bytes(rows, in)), &m->q4);
+            cf_matvec_q4_pack(blocks, rows, in, carve(a, matvec_q4_bytes(rows, in)), &m->q4);
             m->w = &m->q4;
         }
         free(blocks);
@@ -100,7 +100,7 @@ static double rate(const matrix *ms, int n, cf_dtype dtype, int reps, int runs, 
         for (int rep = 0; rep < reps; rep++)
             for (int i = 0; i < n; i++) {
                 matvec_part p = {ms[i].w, y, ms[i].rows};
-                infer_matvec_batch(&p, 1, dtype, x, batch, ms[i].in, scratch);
+                cf_infer_matvec_batch(&p, 1, dtype, x, batch, ms[i].in, scratch);
             }
         r[run] = bytes * reps / (cpu_seconds() - c0) / 1e9;
     }
@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
         printf("%-5s | %9.1f | %9.1f |", cf_dtype_name(dtypes[d]), hot, cold);
         if (dtypes[d] == CF_Q8_0) {
             typedef void (*quantize_fn)(const float *, long, void *);
-            const quantize_fn fns[3] = {matvec_quantize_x, matvec_quantize_x_avx2, matvec_quantize_x_avx512};
+            const quantize_fn fns[3] = {cf_matvec_quantize_x, cf_matvec_quantize_x_avx2, cf_matvec_quantize_x_avx512};
             const char *names[3] = {"portable", "avx2", "avx512"};
             for (int f = 0; f <= (int)cf_isa_supported() && f < 3; f++) { /* CF_ISA_SCALAR, _AVX2, _AVX512 */
                 double t[16];

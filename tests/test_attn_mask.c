@@ -314,14 +314,14 @@ static float *check_decode(const char *ckpt, cf_kv_cache_dtype kv, const cf_attn
     for (long t = SPLIT; t < DECODE_LEN; t++) split = fmax(split, row_error(second + (t - SPLIT) * V, full + t * V, V));
     CHECK_MSG(split < tolerance, "%s, %s: a prompt in two chunks differs from one by %g", what, describe(mask), split);
     free(second);
-    infer_kv_pool *p = infer_kv_pool_new(m, 8, &err);
+    infer_kv_pool *p = cf_infer_kv_pool_new(m, 8, &err);
     CHECK_MSG(p != NULL, "%s", err.msg);
     int32_t table[2] = {6, 3};
     static const long chunks[] = {1, 5, 11, 3, 1, 7, 1, 3};
     float *got = malloc(sizeof(float) * (size_t)V);
     for (long c = 0, pos = 0; p && c < (long)(sizeof chunks / sizeof chunks[0]); c++) {
         infer_segment seg = {.tokens = toks + pos, .n = chunks[c], .pos = pos, .blocks = table, .logits = got};
-        CHECK_MSG(infer_forward_paged(m, p, &seg, 1, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_infer_forward_paged(m, p, &seg, 1, &err) == 0, "%s", err.msg);
         pos += chunks[c];
         CHECK_MSG(memcmp(got, step + (pos - 1) * V, sizeof(float) * (size_t)V) == 0,
                   "%s, %s: paged logits at %ld differ from the contiguous decode", what, describe(mask), pos - 1);
@@ -329,7 +329,7 @@ static float *check_decode(const char *ckpt, cf_kv_cache_dtype kv, const cf_attn
     printf("  decode %s, %s: vs full sequence %.1e, two chunks %.1e, paged bit for bit\n", what, describe(mask),
            worst, split);
     free(got), free(step);
-    infer_kv_pool_free(p);
+    cf_infer_kv_pool_free(p);
     cf_infer_free(m);
     return full;
 }

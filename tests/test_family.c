@@ -188,13 +188,13 @@ static int check_hf_layout(void *arg, const cf_family_weight *w, long layer) {
     (void)layer;
     int64_t shape[2] = {1, 1}, hf[2] = {1, 1};
     cf_weight_shape(m, w, shape);
-    model_weight_hf_shape(m, w, hf);
+    cf_model_weight_hf_shape(m, w, hf);
     size_t n = (size_t)(shape[0] * shape[1]);
     CHECK(hf[0] * hf[1] == shape[0] * shape[1]);
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
     for (size_t i = 0; i < n; i++) a[i] = (float)i;
-    model_weight_convert_hf(m, w, shape, sizeof(float), a, b, true);
-    model_weight_convert_hf(m, w, shape, sizeof(float), b, c, false);
+    cf_model_weight_convert_hf(m, w, shape, sizeof(float), a, b, true);
+    cf_model_weight_convert_hf(m, w, shape, sizeof(float), b, c, false);
     CHECK_MSG(memcmp(a, c, n * sizeof *a) == 0, "%s: HF layout round trip", w->name);
     if (w->hf == HF_CONV1D) CHECK_MSG(b[1] == (float)shape[1], "%s: Conv1D is [in, out]", w->name);
     free(a), free(b), free(c);

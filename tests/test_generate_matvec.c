@@ -46,7 +46,7 @@ static void check_dispatch(long rows, long in, const char *isa) {
         size_t elem = bf16 ? sizeof(cf_bf16) : sizeof(float);
         matvec_part parts[2] = {{.w = w, .y = y, .rows = top},
                                 {.w = (const char *)w + (size_t)(top * in) * elem, .y = y + top, .rows = rows - top}};
-        infer_matvec(parts, 2, bf16 ? CF_BF16 : CF_F32, x, in, pairs);
+        cf_infer_matvec(parts, 2, bf16 ? CF_BF16 : CF_F32, x, in, pairs);
         check_rows(rows, in, bf16, isa);
     }
 }
@@ -56,13 +56,13 @@ static void check_dispatch(long rows, long in, const char *isa) {
  * group. */
 static void check_stream_twins(long rows, long in) {
     float y4[MAX_ROWS], y1[MAX_ROWS];
-    matvec_arrange_pairs(x, in, MATVEC_PAIR_BLOCK_AVX2, pairs);
+    cf_matvec_arrange_pairs(x, in, MATVEC_PAIR_BLOCK_AVX2, pairs);
     for (long r0 = 0; r0 < 2 && r0 < rows; r0++) {
-        matvec_f32_rows_avx2(w32, x, y4, r0, rows, in);
-        matvec_f32_stream_avx2(w32, x, y1, r0, rows, in);
+        cf_matvec_f32_rows_avx2(w32, x, y4, r0, rows, in);
+        cf_matvec_f32_stream_avx2(w32, x, y1, r0, rows, in);
         CHECK_MSG(memcmp(y4 + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "f32 stream rows=%ld in=%ld", rows, in);
-        matvec_bf16_rows_avx2(w16, pairs, y4, r0, rows, in);
-        matvec_bf16_stream_avx2(w16, pairs, y1, r0, rows, in);
+        cf_matvec_bf16_rows_avx2(w16, pairs, y4, r0, rows, in);
+        cf_matvec_bf16_stream_avx2(w16, pairs, y1, r0, rows, in);
         CHECK_MSG(memcmp(y4 + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "bf16 stream rows=%ld in=%ld", rows, in);
     }
 }

@@ -43,7 +43,7 @@ static int check_fixture(void) {
         p += 8;
         CHECK(p + bytes + 4 * n <= end);
         if (p + bytes + 4 * n > end) break;
-        const gguf_quant *q = gguf_quant_find(type);
+        const gguf_quant *q = cf_gguf_quant_find(type);
         CHECK_MSG(q != NULL, "ggml type %u has no description", type);
         if (q) {
             CHECK(bytes == n / (size_t)q->block * (size_t)q->block_bytes);
@@ -81,25 +81,25 @@ static void check_by_hand(void) {
     unsigned char q4_0[18] = {0x00, 0x38};
     memset(q4_0 + 2, 0x29, 16);
     q4_0[2] = 0xf0; /* element 0: nibble 0 -> -4, element 16: nibble 15 -> 3.5 */
-    gguf_quant_find(2)->dequantize(q4_0, y, 32);
+    cf_gguf_quant_find(2)->dequantize(q4_0, y, 32);
     CHECK(y[0] == -4.0f && y[1] == 0.5f && y[15] == 0.5f && y[16] == 3.5f && y[17] == -3.0f && y[31] == -3.0f);
     /* q4_1: d = 2 (0x4000), m = -1 (0xbc00): nibble * 2 - 1 */
     unsigned char q4_1[20] = {0x00, 0x40, 0x00, 0xbc};
     memset(q4_1 + 4, 0x31, 16);
-    gguf_quant_find(3)->dequantize(q4_1, y, 32);
+    cf_gguf_quant_find(3)->dequantize(q4_1, y, 32);
     CHECK(y[0] == 1.0f && y[15] == 1.0f && y[16] == 5.0f && y[31] == 5.0f);
     /* q5_0: d = 1 (0x3c00); qh bit j the fifth bit of element j; nibbles 0x0f: q = 15 (+16) - 16 */
     unsigned char q5_0[22] = {0x00, 0x3c, 0x01, 0x00, 0x01, 0x80};
     memset(q5_0 + 6, 0x0f, 16);
-    gguf_quant_find(6)->dequantize(q5_0, y, 32);
+    cf_gguf_quant_find(6)->dequantize(q5_0, y, 32);
     /* element 0: 15 | 16 = 31 -> 15; 1: 15 -> -1; 16 (bit 16): 0 | 16 -> 0; 17: 0 -> -16; 31 (bit 31): 16 -> 0 */
     CHECK(y[0] == 15.0f && y[1] == -1.0f && y[16] == 0.0f && y[17] == -16.0f && y[31] == 0.0f);
     /* q5_1: d = 0.25 (0x3400), m = 10 (0x4900); all nibbles 0xff, qh 0: q = 15 -> 13.75 */
     unsigned char q5_1[24] = {0x00, 0x34, 0x00, 0x49};
     memset(q5_1 + 8, 0xff, 16);
-    gguf_quant_find(7)->dequantize(q5_1, y, 32);
+    cf_gguf_quant_find(7)->dequantize(q5_1, y, 32);
     CHECK(y[0] == 13.75f && y[31] == 13.75f);
-    CHECK(gguf_quant_find(0) == NULL && gguf_quant_find(10) == NULL && gguf_quant_find(30) == NULL);
+    CHECK(cf_gguf_quant_find(0) == NULL && cf_gguf_quant_find(10) == NULL && cf_gguf_quant_find(30) == NULL);
 }
 
 /* The Q4_K_M model imported as f32 and as q8_0 against llama.cpp's logits; the q8_0

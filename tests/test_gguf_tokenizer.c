@@ -52,7 +52,7 @@ static const char *write_model(const char *name, int64_t vocab, const char *tok_
     cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok_path};
     cf_error err = {{0}};
     const char *path = tmp_path(name);
-    CHECK_MSG(model_import_write(path, &m, &opt, "test", fill, NULL, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_model_import_write(path, &m, &opt, "test", fill, NULL, &err) == 0, "%s", err.msg);
     return path;
 }
 
@@ -62,7 +62,7 @@ static cf_tokenizer *embedded(const char *ckpt) {
     CHECK_MSG(c != NULL, "%s", err.msg);
     if (!c) return NULL;
     bool present;
-    cf_tokenizer *t = ckpt_load_tokenizer(c, &present, &err);
+    cf_tokenizer *t = cf_ckpt_load_tokenizer(c, &present, &err);
     CHECK_MSG(t != NULL, "%s: %s", ckpt, present ? err.msg : "no tokenizer embedded");
     cf_ckpt_close(c);
     return t;
@@ -244,13 +244,13 @@ int main(void) {
     const char *dir = test_source_path("tests/fixtures/data/gpt2_tiny");
     ckpt_tok_file f;
     cf_error err = {{0}};
-    CHECK_MSG(ckpt_tok_file_read(dir, &f, &err) == 0 && f.bytes, "%s", err.msg);
+    CHECK_MSG(cf_ckpt_tok_file_read(dir, &f, &err) == 0 && f.bytes, "%s", err.msg);
     CHECK(strcmp(f.name, "tokenizer.json") == 0);
-    cf_tokenizer *from_dir = cf_tokenizer_load(dir, &err), *from_json = ckpt_tok_file_load(&f, &err);
+    cf_tokenizer *from_dir = cf_tokenizer_load(dir, &err), *from_json = cf_ckpt_tok_file_load(&f, &err);
     same_tokenizer(from_dir, from_json, "encoder.json + vocab.bpe as tokenizer.json");
     CHECK(from_dir && cf_tokenizer_vocab_size(from_dir) > 256 && cf_tokenizer_bos(from_dir) >= 0);
     cf_tokenizer_free(from_dir), cf_tokenizer_free(from_json);
-    ckpt_tok_file_free(&f);
+    cf_ckpt_tok_file_free(&f);
     round_trip(dir, 301, "tiny encoder.json + vocab.bpe", tmp_path("gd.gguf"));
     unlink(sp_gguf), unlink(bpe_gguf), unlink(l3_gguf);
     return test_finish();

@@ -26,7 +26,7 @@ static void check_kernels(long T, long hd, const char *isa) {
     for (long i = 0; i < MAX_T * STRIDE; i++) rows[i] = cf_f32_to_bf16((float)((i * 37 % 101) - 50) / 25.0f);
     for (long i = 0; i < hd; i++) q[i] = (float)((i * 13 % 29) - 14) / 7.0f;
     for (long t = 0; t < T; t++) s[t] = -1.0f; /* every score is overwritten */
-    kv_bf16_scores(q, rows, STRIDE, T, hd, 0.5f, s);
+    cf_kv_bf16_scores(q, rows, STRIDE, T, hd, 0.5f, s);
     for (long t = 0; t < T; t++) {
         double want = 0.0;
         for (long i = 0; i < hd; i++) want += (double)q[i] * cf_bf16_to_f32(rows[t * STRIDE + i]);
@@ -36,7 +36,7 @@ static void check_kernels(long T, long hd, const char *isa) {
     }
     for (long t = 0; t < T; t++) s[t] = (float)(t + 1) / (float)T;
     for (long i = 0; i < MAX_HD; i++) out[i] = 1e9f; /* overwritten, not accumulated into */
-    kv_bf16_weighted_sum(s, rows, STRIDE, T, hd, out);
+    cf_kv_bf16_weighted_sum(s, rows, STRIDE, T, hd, out);
     for (long i = 0; i < hd; i++) {
         double want = 0.0;
         for (long t = 0; t < T; t++) want += (double)s[t] * cf_bf16_to_f32(rows[t * STRIDE + i]);
@@ -53,8 +53,8 @@ static void check_kernels(long T, long hd, const char *isa) {
         memcpy(copied + t * hd, rows + (T - 1 - t) * STRIDE + 3, sizeof(cf_bf16) * (size_t)hd);
     }
     float want_out[MAX_HD];
-    kv_bf16_weighted_sum(s, copied, hd, T, hd, want_out);
-    kv_bf16_weighted_sum_rows(s, table, 3 * sizeof(cf_bf16), T, hd, out);
+    cf_kv_bf16_weighted_sum(s, copied, hd, T, hd, want_out);
+    cf_kv_bf16_weighted_sum_rows(s, table, 3 * sizeof(cf_bf16), T, hd, out);
     CHECK_MSG(memcmp(out, want_out, sizeof(float) * (size_t)hd) == 0, "%s weighted sum over a row table T=%ld hd=%ld", isa,
               T, hd);
 }
@@ -73,7 +73,7 @@ static void check_q8_kernels(long T, long hd, const char *isa) {
     }
     for (long i = 0; i < hd; i++) q[i] = (float)((i * 13 % 29) - 14) / 7.0f;
     for (long t = 0; t < T; t++) s[t] = -1.0f;
-    kv_q8_scores(q, q8_rows, Q8_STRIDE, T, hd, 0.5f, s);
+    cf_kv_q8_scores(q, q8_rows, Q8_STRIDE, T, hd, 0.5f, s);
     for (long t = 0; t < T; t++) {
         double want = 0.0;
         for (long i = 0; i < hd; i++) want += (double)q[i] * deq[t][i];
@@ -83,7 +83,7 @@ static void check_q8_kernels(long T, long hd, const char *isa) {
     }
     for (long t = 0; t < T; t++) s[t] = (float)(t + 1) / (float)T;
     for (long i = 0; i < MAX_HD; i++) out[i] = 1e9f;
-    kv_q8_weighted_sum(s, q8_rows, Q8_STRIDE, T, hd, out);
+    cf_kv_q8_weighted_sum(s, q8_rows, Q8_STRIDE, T, hd, out);
     for (long i = 0; i < hd; i++) {
         double want = 0.0;
         for (long t = 0; t < T; t++) want += (double)s[t] * deq[t][i];

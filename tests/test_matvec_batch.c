@@ -1,4 +1,4 @@
-/* A batched product (infer_matvec_batch, the serve step's path) gives each input exactly
+/* A batched product (cf_infer_matvec_batch, the serve step's path) gives each input exactly
  * the bits the one-input product gives it alone, under every instruction set this CPU can
  * run, for f32, bf16, q8_0 and q4_0 weights: every batch size from 1 to past twice the widest
  * kernel (so every kernel width and every tail after the widest ones), widths that leave
@@ -42,12 +42,12 @@ static const void *make_weights(cf_dtype dtype, long rows, long in, uint32_t see
     if (dtype == CF_Q8_0) {
         cf_quantize_q8_0(f, blocks, rows, in);
         *mem = cf_aligned_alloc(matvec_q8_bytes(rows, in));
-        matvec_q8_pack(blocks, rows, in, *mem, &v->q8);
+        cf_matvec_q8_pack(blocks, rows, in, *mem, &v->q8);
         w = &v->q8;
     } else {
         cf_quantize_q4_0(f, blocks, rows, in);
         *mem = cf_aligned_alloc(matvec_q4_bytes(rows, in));
-        matvec_q4_pack(blocks, rows, in, *mem, &v->q4);
+        cf_matvec_q4_pack(blocks, rows, in, *mem, &v->q4);
         w = &v->q4;
     }
     free(blocks);
@@ -78,11 +78,11 @@ static void check(cf_dtype dtype, long rows, long in, long n, const char *isa) {
         w_top = &v.q4_top, w_bottom = &v.q4_bottom;
     }
     matvec_part batch[2] = {{.w = w_top, .y = y, .rows = top}, {.w = w_bottom, .y = y + n * top, .rows = rows - top}};
-    infer_matvec_batch(batch, 2, dtype, x, n, in, scratch);
+    cf_infer_matvec_batch(batch, 2, dtype, x, n, in, scratch);
     long bad = 0;
     for (long t = 0; t < n; t++) {
         matvec_part alone[2] = {{.w = w_top, .y = y1, .rows = top}, {.w = w_bottom, .y = y1 + top, .rows = rows - top}};
-        infer_matvec(alone, 2, dtype, x + t * in, in, scratch);
+        cf_infer_matvec(alone, 2, dtype, x + t * in, in, scratch);
         bad += memcmp(y + t * top, y1, sizeof(float) * (size_t)top) != 0;
         bad += memcmp(y + n * top + t * (rows - top), y1 + top, sizeof(float) * (size_t)(rows - top)) != 0;
     }

@@ -48,17 +48,17 @@ static double ref_row(long r, long in) {
 static void check_matvec(long rows, long in, const char *isa) {
     fill(rows, in);
     matvec_q4 all, top_half, rest;
-    matvec_q4_pack(wq, rows, in, packed, &all);
+    cf_matvec_q4_pack(wq, rows, in, packed, &all);
     long top = rows / 2;
     top_half = all, rest = all;
     rest.q += top * all.blocks * MATVEC_Q4_BLOCK_BYTES, rest.d += top * all.blocks;
     matvec_part parts[2] = {{.w = &top_half, .y = y, .rows = top}, {.w = &rest, .y = y + top, .rows = rows - top}};
     float row[MAX_IN];
-    matvec_q4_row(&all, rows - 1, in, row); /* the repacked layout dequantizes as GGUF's blocks do */
+    cf_matvec_q4_row(&all, rows - 1, in, row); /* the repacked layout dequantizes as GGUF's blocks do */
     cf_dequantize_q4_0(wq, w32, rows, in);
     CHECK_MSG(memcmp(row, w32 + (rows - 1) * in, sizeof(float) * (size_t)in) == 0, "rows=%ld in=%ld: repacked row", rows, in);
     for (long r = 0; r < rows; r++) y[r] = NAN;
-    infer_matvec(parts, 2, CF_Q4_0, x, in, scratch);
+    cf_infer_matvec(parts, 2, CF_Q4_0, x, in, scratch);
     for (long r = 0; r < rows; r++) {
         double want = ref_row(r, in);
         CHECK_MSG(fabs(y[r] - want) <= 1e-5 * (1.0 + fabs(want)), "%s rows=%ld in=%ld row %ld: %g, want %g", isa, rows,
@@ -71,11 +71,11 @@ static void check_matvec(long rows, long in, const char *isa) {
 static void check_stream_twin(long rows, long in) {
     fill(rows, in);
     matvec_q4 m;
-    matvec_q4_pack(wq, rows, in, packed, &m);
-    matvec_quantize_x_avx2(x, in, scratch);
+    cf_matvec_q4_pack(wq, rows, in, packed, &m);
+    cf_matvec_quantize_x_avx2(x, in, scratch);
     for (long r0 = 0; r0 < 2 && r0 < rows; r0++) {
-        matvec_q4_rows_avx2(&m, scratch, y, r0, rows, in);
-        matvec_q4_stream_avx2(&m, scratch, y_stream, r0, rows, in);
+        cf_matvec_q4_rows_avx2(&m, scratch, y, r0, rows, in);
+        cf_matvec_q4_stream_avx2(&m, scratch, y_stream, r0, rows, in);
         CHECK_MSG(memcmp(y + r0, y_stream + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "q4_0 stream rows=%ld in=%ld", rows, in);
     }
 }

@@ -79,18 +79,18 @@ static void check_matvec(long rows, long in, const char *isa) {
     for (long i = 0; i < in; i++) x[i] = (float)((i * 13 % 29) - 14) / 7.0f;
     cf_quantize_q8_0(w32, wq, rows, in);
     matvec_q8 all, top_half, rest;
-    matvec_q8_pack(wq, rows, in, packed, &all);
+    cf_matvec_q8_pack(wq, rows, in, packed, &all);
     long top = rows / 2;
     top_half = all, rest = all;
     rest.q += top * all.blocks * CF_Q8_0_BLOCK, rest.d += top * all.blocks;
     matvec_part parts[2] = {{.w = &top_half, .y = y, .rows = top}, {.w = &rest, .y = y + top, .rows = rows - top}};
     float row[MAX_IN];
-    matvec_q8_row(&all, rows - 1, in, row); /* the repacked layout dequantizes as GGUF's blocks do */
+    cf_matvec_q8_row(&all, rows - 1, in, row); /* the repacked layout dequantizes as GGUF's blocks do */
     cf_dequantize_q8_0(wq, w32, rows, in);
     CHECK_MSG(memcmp(row, w32 + (rows - 1) * in, sizeof(float) * (size_t)in) == 0, "rows=%ld in=%ld: repacked row", rows, in);
     for (long i = 0; i < rows * in; i++) w32[i] = (float)((i * 37 % 101) - 50) / 25.0f;
     for (long r = 0; r < rows; r++) y[r] = NAN;
-    infer_matvec(parts, 2, CF_Q8_0, x, in, scratch);
+    cf_infer_matvec(parts, 2, CF_Q8_0, x, in, scratch);
     double mx = 0.0;
     for (long i = 0; i < in; i++) mx = fmax(mx, fabs(x[i]));
     for (long r = 0; r < rows; r++) {
@@ -124,19 +124,19 @@ static void quantize_x_every_isa(void) {
                 xs[i] = i % 32 == 31 ? -v : v;
             }
             memset(want, 0xa5, sizeof want), memset(got, 0xa5, sizeof got);
-            matvec_quantize_x(xs, in, want);
+            cf_matvec_quantize_x(xs, in, want);
             size_t bytes = (size_t)((const char *)(matvec_x_q4_offsets(want, in) + 8 * matvec_q8_blocks(in)) -
                                     (const char *)want); /* quants, offsets, scales and q4_0's offsets */
             if (pattern == 2) /* denormal blocks: a scale with no finite inverse quantizes to 0, not 127 for 0 * inf */
                 for (long i = 0; i < in; i++) CHECK_MSG(((const int8_t *)want)[i] == 0, "denormal x[%ld] -> %d", i,
                                                         ((const int8_t *)want)[i]);
             if (cf_isa_supported() >= CF_ISA_AVX2) {
-                matvec_quantize_x_avx2(xs, in, got);
+                cf_matvec_quantize_x_avx2(xs, in, got);
                 CHECK_MSG(memcmp(want, got, bytes) == 0, "avx2 quantize_x pattern %d in=%ld", pattern, in);
             }
             if (cf_isa_supported() >= CF_ISA_AVX512) {
                 memset(got, 0xa5, sizeof got);
-                matvec_quantize_x_avx512(xs, in, got);
+                cf_matvec_quantize_x_avx512(xs, in, got);
                 CHECK_MSG(memcmp(want, got, bytes) == 0, "avx512 quantize_x pattern %d in=%ld", pattern, in);
             }
         }
@@ -149,12 +149,12 @@ static void check_stream_twin(long rows, long in) {
     for (long i = 0; i < in; i++) x[i] = (float)((i * 13 % 29) - 14) / 7.0f;
     cf_quantize_q8_0(w32, wq, rows, in);
     matvec_q8 m;
-    matvec_q8_pack(wq, rows, in, packed, &m);
-    matvec_quantize_x_avx2(x, in, scratch);
+    cf_matvec_q8_pack(wq, rows, in, packed, &m);
+    cf_matvec_quantize_x_avx2(x, in, scratch);
     static float y1[MAX_ROWS];
     for (long r0 = 0; r0 < 2 && r0 < rows; r0++) {
-        matvec_q8_rows_avx2(&m, scratch, y, r0, rows, in);
-        matvec_q8_stream_avx2(&m, scratch, y1, r0, rows, in);
+        cf_matvec_q8_rows_avx2(&m, scratch, y, r0, rows, in);
+        cf_matvec_q8_stream_avx2(&m, scratch, y1, r0, rows, in);
         CHECK_MSG(memcmp(y + r0, y1 + r0, sizeof(float) * (size_t)(rows - r0)) == 0, "q8_0 stream rows=%ld in=%ld", rows, in);
     }
 }

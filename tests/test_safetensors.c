@@ -29,15 +29,15 @@ static void export_restores_hf(void) {
     char path[300];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_file a, b;
-    CHECK(st_open(&a, fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), &err) == 0);
-    CHECK_MSG(st_open(&b, path, &err) == 0, "%s", err.msg);
+    CHECK(cf_st_open(&a, fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), &err) == 0);
+    CHECK_MSG(cf_st_open(&b, path, &err) == 0, "%s", err.msg);
     CHECK(a.n == b.n);
     for (long i = 0; i < a.n; i++) {
-        const st_tensor *t = st_find(&b, a.tensors[i].name);
+        const st_tensor *t = cf_st_find(&b, a.tensors[i].name);
         CHECK_MSG(t && t->nbytes == a.tensors[i].nbytes && memcmp(t->data, a.tensors[i].data, t->nbytes) == 0,
                   "tensor %s differs after export", a.tensors[i].name);
     }
-    st_close(&a), st_close(&b);
+    cf_st_close(&a), cf_st_close(&b);
     unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir);
     unlink(path);
@@ -89,7 +89,7 @@ static void bad_inputs(void) {
     const char *dir = temp_path("bad_hf"), *out = temp_path("bad.ckpt");
     copy_config(dir);
     st_file src;
-    CHECK(st_open(&src, fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), &err) == 0);
+    CHECK(cf_st_open(&src, fixture("tests/fixtures/infer/tiny_hf/model.safetensors"), &err) == 0);
     st_tensor *t = malloc(sizeof(st_tensor) * (size_t)src.n);
     memcpy(t, src.tensors, sizeof(st_tensor) * (size_t)src.n);
     char path[300];
@@ -97,29 +97,29 @@ static void bad_inputs(void) {
     long victim = 0;
     while (strcmp(t[victim].name, "model.layers.1.mlp.up_proj.weight") != 0) victim++;
 
-    CHECK(st_write(path, t, victim, &err) == 0); /* everything before the victim only */
+    CHECK(cf_st_write(path, t, victim, &err) == 0); /* everything before the victim only */
     CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
     CHECK_CONTAINS(err.msg, "model.layers.1.mlp.up_proj.weight is missing");
 
     st_tensor saved = t[victim];
     t[victim].shape[0] = 24, t[victim].nbytes /= 2;
-    CHECK(st_write(path, t, src.n, &err) == 0);
+    CHECK(cf_st_write(path, t, src.n, &err) == 0);
     CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
     CHECK_CONTAINS(err.msg, "up_proj.weight has shape [24, 16], config.json implies [48, 16]");
     CHECK_CONTAINS(err.msg, path);
 
     t[victim] = saved, t[victim].dtype = CF_I32;
-    CHECK(st_write(path, t, src.n, &err) == 0);
+    CHECK(cf_st_write(path, t, src.n, &err) == 0);
     CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
     CHECK_CONTAINS(err.msg, "up_proj.weight: dtype i32 is not a float type");
 
     t[victim] = saved;
-    CHECK(st_write(path, t, src.n, &err) == 0);
+    CHECK(cf_st_write(path, t, src.n, &err) == 0);
     CHECK(truncate(path, 5000) == 0);
     CHECK(cf_import_hf(dir, out, &opt, &err) == -1);
     CHECK_CONTAINS(err.msg, "lie outside the file");
     CHECK(access(out, F_OK) != 0);
-    st_close(&src);
+    cf_st_close(&src);
     free(t);
     unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -170,7 +170,7 @@ static int add_source_tensor(void *arg, const cf_family_weight *w, long layer) {
     st_tensor *t = &s->t[s->n];
     cf_weight_name(w, layer, s->names[s->n], sizeof s->names[0]);
     *t = (st_tensor){.name = s->names[s->n], .dtype = CF_F32};
-    t->ndim = model_weight_hf_shape(s->m, w, t->shape);
+    t->ndim = cf_model_weight_hf_shape(s->m, w, t->shape);
     size_t numel = (size_t)(t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1));
     float *d = s->data[s->n] = malloc(numel * sizeof(float));
     for (size_t i = 0; i < numel; i++) d[i] = (float)((i * 7919 + (size_t)s->n * 104729) % 2003) / 1001.0f - 1.0f;
@@ -187,7 +187,7 @@ static void write_source_dir(const char *dir, const cf_model_config *m) {
     cf_error err;
     CHECK(cf_weights_foreach(m, add_source_tensor, &s) == 0);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    CHECK_MSG(st_write(path, s.t, s.n, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_st_write(path, s.t, s.n, &err) == 0, "%s", err.msg);
     for (long i = 0; i < s.n; i++) free(s.data[i]);
     const cf_hf_keys *k = &cf_family_of(m->arch)->hf;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -219,7 +219,7 @@ static void check_same_tensors(const char *what, const char *a_path, const char 
     cf_ckpt_close(a), cf_ckpt_close(b);
 }
 
-/* issue 46: st_write packed tensors back to back, so exporting a GPT-2 with n_embd 3 in
+/* issue 46: cf_st_write packed tensors back to back, so exporting a GPT-2 with n_embd 3 in
  * bf16 put the f32 norms after 6-byte bf16 rows, at offsets our own import refused ("data
  * at file offset 1446 is not aligned"). Odd shapes of both families at every float dtype:
  * import, export, import again gives the same tensors bit for bit, and the exported file
@@ -250,13 +250,13 @@ static void odd_shapes_round_trip(void) {
             char path[300];
             snprintf(path, sizeof path, "%s/model.safetensors", out);
             st_file f;
-            CHECK_MSG(st_open(&f, path, &err) == 0, "%s", err.msg);
+            CHECK_MSG(cf_st_open(&f, path, &err) == 0, "%s", err.msg);
             bool in_place = f.copies == NULL;
             for (long i = 0; i < f.n; i++)
                 in_place &= (const unsigned char *)f.tensors[i].data >= f.map &&
                             (const unsigned char *)f.tensors[i].data < f.map + f.size;
             CHECK_MSG(in_place, "%s: our export holds tensors that are not aligned to their elements", what);
-            st_close(&f);
+            cf_st_close(&f);
         }
     }
     char cmd[600];

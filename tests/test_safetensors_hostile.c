@@ -27,11 +27,11 @@ static void write_st(const char *path, const char *header, size_t data_bytes) {
     free(buf);
 }
 
-/* st_open must fail with one line holding the path and `needle`. */
+/* cf_st_open must fail with one line holding the path and `needle`. */
 static void expect_refused(const char *path, const char *needle) {
     st_file f;
     cf_error err = {{0}};
-    CHECK(st_open(&f, path, &err) == -1);
+    CHECK(cf_st_open(&f, path, &err) == -1);
     CHECK_CONTAINS(err.msg, path);
     CHECK_CONTAINS(err.msg, needle);
     CHECK_MSG(strchr(err.msg, '\n') == NULL, "not one line: %s", err.msg);
@@ -100,8 +100,8 @@ static void unaligned_data(void) {
     write_bytes(path, buf, 8 + len + 14);
     st_file f;
     cf_error err = {{0}};
-    CHECK_MSG(st_open(&f, path, &err) == 0, "%s", err.msg);
-    const st_tensor *th = st_find(&f, "h"), *tf = st_find(&f, "f");
+    CHECK_MSG(cf_st_open(&f, path, &err) == 0, "%s", err.msg);
+    const st_tensor *th = cf_st_find(&f, "h"), *tf = cf_st_find(&f, "f");
     CHECK(th && tf);
     if (th && tf) {
         CHECK((uintptr_t)th->data % 2 == 0 && (uintptr_t)tf->data % 4 == 0);
@@ -110,7 +110,7 @@ static void unaligned_data(void) {
         CHECK(out[0] == 1.0f && out[1] == 2.0f && out[2] == -1.0f);
         CHECK(((const float *)tf->data)[0] == 0.5f && ((const float *)tf->data)[1] == -3.25f);
     }
-    st_close(&f);
+    cf_st_close(&f);
     unlink(path);
 }
 
@@ -155,7 +155,7 @@ static void hostile_config_json(void) {
 }
 
 /* 20,000 tiny layers (180,000 tensors) with the final norm missing: every tensor is
- * looked up before the refusal, by binary search; the linear st_find made this about
+ * looked up before the refusal, by binary search; the linear cf_st_find made this about
  * 10^10 name comparisons. */
 static void many_tensors(void) {
     enum { LAYERS = 20000 };
@@ -184,7 +184,7 @@ static void many_tensors(void) {
     }
     cf_error err = {{0}};
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    CHECK_MSG(st_write(path, t, n, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_st_write(path, t, n, &err) == 0, "%s", err.msg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 1, \"hidden_size\": 2, \"intermediate_size\": 1, "

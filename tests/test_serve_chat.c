@@ -12,8 +12,8 @@ static void renders(serve_chat_template t, const char *want) {
                            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"A story\"}]}]",
                            0, NULL);
     cf_error err;
-    char *got = serve_chat_render(t, m, &err);
-    CHECK_MSG(got && strcmp(got, want) == 0, "%s:\n%s\nwant:\n%s", serve_chat_template_name(t), got ? got : err.msg,
+    char *got = cf_serve_chat_render(t, m, &err);
+    CHECK_MSG(got && strcmp(got, want) == 0, "%s:\n%s\nwant:\n%s", cf_serve_chat_template_name(t), got ? got : err.msg,
               want);
     free(got);
     json_decref(m);
@@ -22,7 +22,7 @@ static void renders(serve_chat_template t, const char *want) {
 static void refuses(const char *messages, const char *why) {
     json_t *m = json_loads(messages, JSON_DECODE_ANY, NULL);
     cf_error err;
-    CHECK(serve_chat_render(CHAT_CHATML, m, &err) == NULL);
+    CHECK(cf_serve_chat_render(CHAT_CHATML, m, &err) == NULL);
     CHECK_CONTAINS(err.msg, why);
     json_decref(m);
 }
@@ -38,12 +38,12 @@ int main(void) {
                          "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nA story<|im_end|>\n"
                          "<|im_start|>assistant\n");
     serve_chat_template t;
-    CHECK(serve_chat_template_parse("llama3", &t) == 0 && t == CHAT_LLAMA3);
-    CHECK(serve_chat_template_parse("vicuna", &t) == -1);
-    CHECK(strcmp(serve_chat_stop(CHAT_CHATML), "<|im_end|>") == 0);
+    CHECK(cf_serve_chat_template_parse("llama3", &t) == 0 && t == CHAT_LLAMA3);
+    CHECK(cf_serve_chat_template_parse("vicuna", &t) == -1);
+    CHECK(strcmp(cf_serve_chat_stop(CHAT_CHATML), "<|im_end|>") == 0);
     /* a byte-level vocabulary has no marker tokens: LLaMA-2 */
     cf_tokenizer *bytes = cf_tokenizer_bytes();
-    CHECK(serve_chat_template_for(bytes) == CHAT_LLAMA2);
+    CHECK(cf_serve_chat_template_for(bytes) == CHAT_LLAMA2);
     cf_tokenizer_free(bytes);
     refuses("[]", "non-empty array");
     refuses("{\"role\":\"user\"}", "non-empty array");

@@ -1,6 +1,6 @@
 /* The paged KV cache against the contiguous one, on stories260K (and the tiny GPT-2 of
  * tests/fixtures/infer, whose block runs the same path): a sequence fed token by
- * token through cf_infer_forward, and the same tokens fed through infer_forward_paged in
+ * token through cf_infer_forward, and the same tokens fed through cf_infer_forward_paged in
  * chunks of uneven sizes, sharing each step with another sequence, over a scrambled block
  * table, give bit-identical logits, with f32, bf16 and q8_0 caches, f32 and bf16 weights, under
  * every instruction set and 1 or 2 threads. Also the pool's bookkeeping: allocation to exhaustion,
@@ -42,7 +42,7 @@ static void compare(const char *ckpt, cf_dtype wdtype, cf_kv_cache_dtype kv, con
     for (int i = 0; i < LEN; i++) toks[i] = (int32_t)((i * 37 + 11) % V);
     for (int i = 0; i < OTHER; i++) other[i] = (int32_t)((i * 53 + 5) % V);
     float *want = contiguous_logits(m, toks, len, V);
-    infer_kv_pool *p = infer_kv_pool_new(m, 32, &err);
+    infer_kv_pool *p = cf_infer_kv_pool_new(m, 32, &err);
     CHECK_MSG(p != NULL, "%s", err.msg);
     /* a scrambled table: the blocks taken from the middle of the pool, in reverse */
     int32_t table[8] = {21, 9, 30, 2, 17, 5, 26, 13}, table2[4] = {0, 1, 3, 4};
@@ -58,7 +58,7 @@ static void compare(const char *ckpt, cf_dtype wdtype, cf_kv_cache_dtype kv, con
                                   .logits = got2},
                                  {.tokens = toks + pos, .n = n, .pos = pos, .blocks = table, .logits = got}};
         int first = segs[0].n ? 0 : 1;
-        CHECK_MSG(infer_forward_paged(m, p, segs + first, 2 - first, &err) == 0, "%s", err.msg);
+        CHECK_MSG(cf_infer_forward_paged(m, p, segs + first, 2 - first, &err) == 0, "%s", err.msg);
         pos += n, pos2 += segs[0].n;
         const float *w = want + (pos - 1) * V;
         if (bit_equal) {
@@ -71,7 +71,7 @@ static void compare(const char *ckpt, cf_dtype wdtype, cf_kv_cache_dtype kv, con
     if (!bit_equal) CHECK_MSG(worst <= 1e-6, "%s: relative difference %g", what, worst);
     printf("%s: %s (max relative difference %g)\n", what, bit_equal ? "bit-identical" : "close", worst);
     free(got), free(got2), free(want);
-    infer_kv_pool_free(p);
+    cf_infer_kv_pool_free(p);
     cf_infer_free(m);
 }
 
@@ -79,32 +79,32 @@ static void bookkeeping(const char *ckpt) {
     cf_error err;
     cf_infer_model *m = cf_infer_load(ckpt, NULL, &err);
     if (!m) return;
-    infer_kv_pool *p = infer_kv_pool_new(m, 3, &err);
-    int32_t a = infer_kv_alloc(p), b = infer_kv_alloc(p), c = infer_kv_alloc(p);
+    infer_kv_pool *p = cf_infer_kv_pool_new(m, 3, &err);
+    int32_t a = cf_infer_kv_alloc(p), b = cf_infer_kv_alloc(p), c = cf_infer_kv_alloc(p);
     CHECK(a >= 0 && b >= 0 && c >= 0 && a != b && b != c && a != c);
-    CHECK(infer_kv_alloc(p) == -1);
+    CHECK(cf_infer_kv_alloc(p) == -1);
     int32_t toks[KV_BLOCK] = {0};
-    uint64_t h = infer_kv_chain_hash(0, toks);
-    CHECK(h != 0 && h != infer_kv_chain_hash(h, toks));
-    infer_kv_publish(p, b, h);
-    CHECK(infer_kv_lookup(p, h) == b);
-    infer_kv_retain(p, b);
-    infer_kv_release(p, b);
-    CHECK(infer_kv_lookup(p, h) == b && p->n_free == 0);
-    infer_kv_release(p, b);
-    CHECK(infer_kv_lookup(p, h) == -1 && p->n_free == 1);
-    CHECK(infer_kv_alloc(p) == b);
+    uint64_t h = cf_infer_kv_chain_hash(0, toks);
+    CHECK(h != 0 && h != cf_infer_kv_chain_hash(h, toks));
+    cf_infer_kv_publish(p, b, h);
+    CHECK(cf_infer_kv_lookup(p, h) == b);
+    cf_infer_kv_retain(p, b);
+    cf_infer_kv_release(p, b);
+    CHECK(cf_infer_kv_lookup(p, h) == b && p->n_free == 0);
+    cf_infer_kv_release(p, b);
+    CHECK(cf_infer_kv_lookup(p, h) == -1 && p->n_free == 1);
+    CHECK(cf_infer_kv_alloc(p) == b);
     /* copy and save/load keep a block's bytes */
-    size_t bytes = infer_kv_block_bytes(m);
+    size_t bytes = cf_infer_kv_block_bytes(m);
     unsigned char *x = malloc(bytes), *y = malloc(bytes);
     for (size_t i = 0; i < bytes; i++) x[i] = (unsigned char)(i * 7);
-    infer_kv_load(p, a, x);
-    infer_kv_copy(p, c, a);
-    infer_kv_save(p, c, y);
+    cf_infer_kv_load(p, a, x);
+    cf_infer_kv_copy(p, c, a);
+    cf_infer_kv_save(p, c, y);
     CHECK(memcmp(x, y, bytes) == 0);
     free(x), free(y);
-    infer_kv_pool_free(p);
-    CHECK(infer_kv_pool_new(m, 0, &err) == NULL);
+    cf_infer_kv_pool_free(p);
+    CHECK(cf_infer_kv_pool_new(m, 0, &err) == NULL);
     CHECK_CONTAINS(err.msg, "at least one block");
     cf_infer_free(m);
 }

@@ -282,7 +282,7 @@ static void checkpoint_embedded(void) {
         CHECK_MSG(c != NULL, "%s", err.msg);
         if (!c) return;
         bool present = false;
-        CHECK(ckpt_load_tokenizer(c, &present, &err) == NULL && present);
+        CHECK(cf_ckpt_load_tokenizer(c, &present, &err) == NULL && present);
         CHECK_MSG(strchr(err.msg, '\n') == NULL, "not one line: %s", err.msg);
         CHECK_CONTAINS(err.msg, path);
         CHECK_CONTAINS(err.msg, want[i]);

@@ -169,7 +169,7 @@ cf_api_tokenizer *cf_api_tokenizer_load(const char *path) {
         cf_ckpt *c = cf_ckpt_open(path, false, &err);
         bool present = false;
         if (c) {
-            tok = ckpt_load_tokenizer(c, &present, &err);
+            tok = cf_ckpt_load_tokenizer(c, &present, &err);
             if (!present && !tok) cf_fail(&err, "%s: no tokenizer embedded in the checkpoint", path);
             cf_ckpt_close(c);
         }

@@ -78,7 +78,7 @@ static cf_tokenizer *load_tokenizer(const generate_args *a, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(a->model, false, err);
     if (!c) return NULL;
     bool present;
-    cf_tokenizer *tok = ckpt_load_tokenizer(c, &present, err);
+    cf_tokenizer *tok = cf_ckpt_load_tokenizer(c, &present, err);
     if (!present) cf_fail(err, "%s: no tokenizer embedded; pass --tokenizer FILE", a->model);
     cf_ckpt_close(c);
     return tok;

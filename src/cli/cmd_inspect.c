@@ -70,7 +70,7 @@ static json_t *describe(cf_ckpt *c, const char *path, cf_error *err) {
     }
     json_object_set_new(out, "parameters", json_integer(params));
     bool present;
-    cf_tokenizer *tok = ckpt_load_tokenizer(c, &present, err);
+    cf_tokenizer *tok = cf_ckpt_load_tokenizer(c, &present, err);
     if (present && !tok) {
         json_decref(meta);
         json_decref(out);

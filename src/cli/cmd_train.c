@@ -181,7 +181,7 @@ static int run_predict(const cf_config *cfg, bool tokenizer_given) {
     bool present = false;
     if (!tokenizer_given) {
         cf_ckpt *c = cf_ckpt_open(cfg->load_checkpoint, false, &err);
-        if (c) tok = ckpt_load_tokenizer(c, &present, &err);
+        if (c) tok = cf_ckpt_load_tokenizer(c, &present, &err);
         cf_ckpt_close(c);
         if (!c) present = true; /* the error is the checkpoint's */
     }

@@ -178,7 +178,7 @@ int cf_record_writer_close(cf_record_writer *w, int *n_shards, cf_error *err) {
     if (rc == 0 && w->n_written > 0) {
         char entry[4096];
         snprintf(entry, sizeof entry, "%s/.", w->dir); /* its directory is w->dir */
-        atomic_file_sync_dir(entry);
+        cf_atomic_file_sync_dir(entry);
     }
     if (n_shards) *n_shards = rc == 0 ? w->n_written : 0;
     free(w->written);

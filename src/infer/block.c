@@ -11,13 +11,13 @@
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
-void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos) {
+void cf_infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos) {
     for (long t = 0; t < n; t++) {
         float *dst = m->x + t * m->dim;
         if (m->embed_dtype == CF_Q8_0)
-            matvec_q8_row(m->embed, tokens[t], m->dim, dst);
+            cf_matvec_q8_row(m->embed, tokens[t], m->dim, dst);
         else if (m->embed_dtype == CF_Q4_0)
-            matvec_q4_row(m->embed, tokens[t], m->dim, dst);
+            cf_matvec_q4_row(m->embed, tokens[t], m->dim, dst);
         else if (m->embed_dtype == CF_BF16)
             cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
         else
@@ -40,7 +40,7 @@ static void norm_rows(const cf_infer_model *m, const cf_block_step *s, const inf
         }
 }
 
-void infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows) {
+void cf_infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows) {
     norm_rows(m, &m->program.final_norm, &m->top, x, y, rows);
 }
 
@@ -76,7 +76,7 @@ static void add_into(float *x, const float *y, long n) {
     for (long i = 0; i < n; i++) x[i] += y[i];
 }
 
-void infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
+void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
     const cf_model_config *c = &m->cfg;
     const infer_layer *L = &m->layers[l];
     float *buf[CF_SLOT_COUNT];

@@ -19,7 +19,7 @@ static void linears(cf_infer_model *m, const infer_linear *const *L, float *cons
                                                         all tokens */
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
-        infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);
+        cf_infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);
         return;
     }
     if (L[0]->dtype == CF_BF16) cf_convert_f32_to_bf16(x, m->act16, (size_t)(n * L[0]->in));
@@ -81,7 +81,7 @@ static float *widen_head(const cf_infer_model *m, const void *src, long T, float
     return dst;
 }
 
-void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows) {
+void cf_infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows) {
     switch (m->kv_dtype) {
     case CF_BF16: cf_convert_f32_to_bf16(src, dst, (size_t)(rows * m->kv_dim)); break;
     case CF_Q8_0: cf_quantize_q8_0(src, dst, rows * m->cfg.num_kv_heads, m->head_dim); break;
@@ -106,17 +106,17 @@ static void attention_head(void *arg, int h, int thread) {
     float *out = m->att + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
     if (j->n == 1 && m->kv_dtype == CF_BF16) {
-        kv_bf16_scores(q, k, m->kv_dim, T, hd, scale, s);
+        cf_kv_bf16_scores(q, k, m->kv_dim, T, hd, scale, s);
         cf_mask_softcap(j->mask, s, T);
         cf_softmax(s, 1, T);
-        kv_bf16_weighted_sum(s, v, m->kv_dim, T, hd, out);
+        cf_kv_bf16_weighted_sum(s, v, m->kv_dim, T, hd, out);
         return;
     }
     if (j->n == 1 && m->kv_dtype == CF_Q8_0) {
-        kv_q8_scores(q, k, m->kv_row_bytes, T, hd, scale, s);
+        cf_kv_q8_scores(q, k, m->kv_row_bytes, T, hd, scale, s);
         cf_mask_softcap(j->mask, s, T);
         cf_softmax(s, 1, T);
-        kv_q8_weighted_sum(s, v, m->kv_row_bytes, T, hd, out);
+        cf_kv_q8_weighted_sum(s, v, m->kv_row_bytes, T, hd, out);
         return;
     }
     if (j->n == 1) {
@@ -172,8 +172,8 @@ static void chunk_attend(void *ctx, long l, long n, const cf_attn_mask *mask) {
     const chunk *c = ctx;
     cf_infer_model *m = c->m;
     if (m->kv_dtype != CF_F32) {
-        infer_kv_store(m, m->k_new, cache_at(m, m->k_cache, l, c->pos), n);
-        infer_kv_store(m, m->v_new, cache_at(m, m->v_cache, l, c->pos), n);
+        cf_infer_kv_store(m, m->k_new, cache_at(m, m->k_cache, l, c->pos), n);
+        cf_infer_kv_store(m, m->v_new, cache_at(m, m->v_cache, l, c->pos), n);
     }
     attention(m, cache_at(m, m->k_cache, l, 0), cache_at(m, m->v_cache, l, 0), n, c->pos, mask);
 }
@@ -182,13 +182,13 @@ static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long
     chunk c = {.m = m, .pos = pos};
     infer_path path = {.ctx = &c, .linears = chunk_linears, .kv_rows = chunk_kv_rows, .attend = chunk_attend,
                        .positions = NULL, .pos = pos};
-    infer_embed(m, tokens, n, NULL, pos);
-    for (long l = 0; l < m->cfg.num_layers; l++) infer_block(m, l, n, &path);
+    cf_infer_embed(m, tokens, n, NULL, pos);
+    for (long l = 0; l < m->cfg.num_layers; l++) cf_infer_block(m, l, n, &path);
     if (all_logits) {
-        infer_final_norm(m, m->x, m->xb, n);
+        cf_infer_final_norm(m, m->x, m->xb, n);
         linear(m, &m->lm_head, m->xb, logits, n);
     } else if (logits) {
-        infer_final_norm(m, m->x + (n - 1) * m->dim, m->xb, 1);
+        cf_infer_final_norm(m, m->x + (n - 1) * m->dim, m->xb, 1);
         linear(m, &m->lm_head, m->xb, logits, 1);
     }
 }
@@ -201,7 +201,7 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
         if (tokens[t] < 0 || tokens[t] >= m->vocab)
             return cf_fail(err, "token %d at position %ld is outside the vocabulary of %ld", tokens[t], pos + t,
                            m->vocab);
-    if (cf_num_threads() > m->score_threads) infer_alloc_thread_scratch(m); /* the pool grew since loading */
+    if (cf_num_threads() > m->score_threads) cf_infer_alloc_thread_scratch(m); /* the pool grew since loading */
     unsigned fp_mode = cf_denormals_off();
     for (long done = 0; done < n; done += INFER_CHUNK) {
         long len = n - done < INFER_CHUNK ? n - done : INFER_CHUNK;
@@ -215,4 +215,4 @@ int cf_infer_forward(cf_infer_model *m, const int32_t *tokens, long n, long pos,
 
 /* For the paged, batched forward (forward_paged.c), which must compute exactly what this
  * path does token by token. */
-float infer_dot(const float *a, const float *b, long n) { return dot(a, b, n); }
+float cf_infer_dot(const float *a, const float *b, long n) { return dot(a, b, n); }

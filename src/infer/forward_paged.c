@@ -71,8 +71,8 @@ static void attend(void *arg, int task, int thread) {
         }
         prefetch_rows(row_at(p, p->v, l, blocks[t0 / KV_BLOCK], 0), n, p->row_bytes, lo, hi); /* values, for later */
         for (long h = h0; h < h1; h++) {
-            if (p->dtype == CF_Q8_0) kv_q8_scores(HEAD_Q(h), k + HEAD_OFF(h), p->row_bytes, n, hd, scale, HEAD_S(h) + t0);
-            else kv_bf16_scores(HEAD_Q(h), (const cf_bf16 *)(k + HEAD_OFF(h)), p->kv_dim, n, hd, scale, HEAD_S(h) + t0);
+            if (p->dtype == CF_Q8_0) cf_kv_q8_scores(HEAD_Q(h), k + HEAD_OFF(h), p->row_bytes, n, hd, scale, HEAD_S(h) + t0);
+            else cf_kv_bf16_scores(HEAD_Q(h), (const cf_bf16 *)(k + HEAD_OFF(h)), p->kv_dim, n, hd, scale, HEAD_S(h) + t0);
         }
     }
     if (p->dtype == CF_BF16) {
@@ -81,7 +81,7 @@ static void attend(void *arg, int task, int thread) {
         for (long h = h0; h < h1; h++) {
             cf_mask_softcap(j->mask, HEAD_S(h) + k0, T - k0);
             cf_softmax(HEAD_S(h) + k0, 1, T - k0);
-            kv_bf16_weighted_sum_rows(HEAD_S(h) + k0, table, HEAD_OFF(h), T - k0, hd, HEAD_OUT(h));
+            cf_kv_bf16_weighted_sum_rows(HEAD_S(h) + k0, table, HEAD_OFF(h), T - k0, hd, HEAD_OUT(h));
         }
         return;
     }
@@ -94,11 +94,11 @@ static void attend(void *arg, int task, int thread) {
             for (long t = k0; t < T; t++)
                 memcpy(rows + (size_t)(t - k0) * p->head_bytes,
                        row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h), p->head_bytes);
-            kv_q8_weighted_sum(s + k0, rows, p->head_bytes, T - k0, hd, out);
+            cf_kv_q8_weighted_sum(s + k0, rows, p->head_bytes, T - k0, hd, out);
             continue;
         }
         for (long t = k0; t < T; t++)
-            s[t] = infer_dot(HEAD_Q(h), (const float *)(row_at(p, p->k, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h)), hd) *
+            s[t] = cf_infer_dot(HEAD_Q(h), (const float *)(row_at(p, p->k, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h)), hd) *
                    scale;
         cf_mask_softcap(j->mask, s + k0, T - k0);
         cf_softmax(s + k0, 1, T - k0);
@@ -125,7 +125,7 @@ static void linears(infer_kv_pool *p, const infer_linear *const *L, float *const
                     long n) {
     matvec_part parts[3];
     for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
-    infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, p->pairs);
+    cf_infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, p->pairs);
 }
 
 static void step_linears(void *ctx, const infer_linear *const *L, float *const *y, int count, const float *x, long n) {
@@ -145,8 +145,8 @@ static void store_rows(const cf_infer_model *m, infer_kv_pool *p, const infer_se
         int32_t block = segs[p->seg_of[i]].blocks[pos / KV_BLOCK];
         char *k = (char *)row_at(p, p->k, l, block, pos % KV_BLOCK), *v = (char *)row_at(p, p->v, l, block, pos % KV_BLOCK);
         const float *kn = p->k_new + i * m->kv_dim, *vn = p->v_new + i * m->kv_dim;
-        infer_kv_store(m, kn, k, 1);
-        infer_kv_store(m, vn, v, 1);
+        cf_infer_kv_store(m, kn, k, 1);
+        cf_infer_kv_store(m, vn, v, 1);
     }
 }
 
@@ -173,7 +173,7 @@ static void step_attend(void *ctx, long l, long n, const cf_attn_mask *mask) {
         cf_parallel_for((int)tasks, attend, &job);
 }
 
-int infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, int n_segs, cf_error *err) {
+int cf_infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, int n_segs, cf_error *err) {
     long n = 0;
     for (int s = 0; s < n_segs; s++) {
         const infer_segment *g = &segs[s];
@@ -190,19 +190,19 @@ int infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment
         }
     }
     if (n == 0) return 0;
-    if (cf_num_threads() > m->score_threads) infer_alloc_thread_scratch(m);
+    if (cf_num_threads() > m->score_threads) cf_infer_alloc_thread_scratch(m);
     unsigned fp_mode = cf_denormals_off();
     step st = {.m = m, .p = p, .segs = segs};
     infer_path path = {.ctx = &st, .linears = step_linears, .kv_rows = step_kv_rows, .attend = step_attend,
                        .positions = p->positions, .pos = 0};
-    infer_embed(m, p->tokens, n, p->positions, 0);
-    for (long l = 0; l < m->cfg.num_layers; l++) infer_block(m, l, n, &path);
+    cf_infer_embed(m, p->tokens, n, p->positions, 0);
+    for (long l = 0; l < m->cfg.num_layers; l++) cf_infer_block(m, l, n, &path);
     /* the last token of each segment that wants logits, normalised into xb and projected */
     long rows = 0, last = -1;
     for (int s = 0; s < n_segs; s++) {
         last += segs[s].n;
         if (!segs[s].logits) continue;
-        infer_final_norm(m, m->x + last * m->dim, m->xb + rows * m->dim, 1);
+        cf_infer_final_norm(m, m->x + last * m->dim, m->xb + rows * m->dim, 1);
         rows++;
     }
     if (rows) {

@@ -2,7 +2,7 @@
 
 #include "kernels/context/context.h"
 
-void kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+void cf_kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
         float acc = 0.0f;
@@ -11,7 +11,7 @@ void kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T
     }
 }
 
-void kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                  long T, long hd, float *out) {
     for (long i = 0; i < hd; i++) out[i] = 0.0f;
     for (long t = 0; t < T; t++)
@@ -23,7 +23,7 @@ static inline long q8_block_len(long hd, long b) {
     return hd - b * CF_Q8_0_BLOCK < CF_Q8_0_BLOCK ? hd - b * CF_Q8_0_BLOCK : CF_Q8_0_BLOCK;
 }
 
-void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+void cf_kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long t = 0; t < T; t++) {
         const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
@@ -37,7 +37,7 @@ void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, l
     }
 }
 
-void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+void cf_kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long i = 0; i < hd; i++) out[i] = 0.0f;
     for (long t = 0; t < T; t++) {
@@ -49,22 +49,22 @@ void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, lon
     }
 }
 
-void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
-    cf_kernels()->kv_bf16_scores(q, k, stride, T, hd, scale, s);
+void cf_kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+    cf_kernels()->cf_kv_bf16_scores(q, k, stride, T, hd, scale, s);
 }
 
-void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
-    cf_kernels()->kv_bf16_weighted_sum(s, v, stride, NULL, 0, T, hd, out);
+void cf_kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out) {
+    cf_kernels()->cf_kv_bf16_weighted_sum(s, v, stride, NULL, 0, T, hd, out);
 }
 
-void kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out) {
-    cf_kernels()->kv_bf16_weighted_sum(s, NULL, 0, rows, off, T, hd, out);
+void cf_kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out) {
+    cf_kernels()->cf_kv_bf16_weighted_sum(s, NULL, 0, rows, off, T, hd, out);
 }
 
-void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
-    cf_kernels()->kv_q8_scores(q, k, stride, T, hd, scale, s);
+void cf_kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+    cf_kernels()->cf_kv_q8_scores(q, k, stride, T, hd, scale, s);
 }
 
-void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
-    cf_kernels()->kv_q8_weighted_sum(s, v, stride, T, hd, out);
+void cf_kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+    cf_kernels()->cf_kv_q8_weighted_sum(s, v, stride, T, hd, out);
 }

@@ -18,12 +18,12 @@ static inline void kv_prefetch_row(const cf_bf16 *row, long n) {
 }
 
 /* s[t] = scale * dot(q[hd], k[t * stride .. + hd]) for t < T. */
-void kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void cf_kv_bf16_scores(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
 /* out[hd] = sum over t < T of s[t] * v[t * stride .. + hd]. */
-void kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
+void cf_kv_bf16_weighted_sum(const float *s, const cf_bf16 *v, long stride, long T, long hd, float *out);
 /* The same, bit for bit, with row t at (const char *)rows[t] + off (the paged cache's rows,
  * read where they lie in their blocks). */
-void kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out);
+void cf_kv_bf16_weighted_sum_rows(const float *s, const void *const *rows, size_t off, long T, long hd, float *out);
 /* Row t of v: rows[t] + off when there is a table of rows, else v + t * stride. */
 static inline const cf_bf16 *kv_row(const cf_bf16 *v, long stride, const void *const *rows, size_t off, long t) {
     return rows ? (const cf_bf16 *)((const char *)rows[t] + off) : v + t * stride;
@@ -34,27 +34,27 @@ static inline const cf_bf16 *kv_row(const cf_bf16 *v, long stride, const void *c
  * partial last block's padding is never read), rows `stride` BYTES apart, k and v pointing
  * at the head's first block. Scores: s[t] = scale * sum over blocks of d * dot(q, q8);
  * weighted sum: out[i] = sum over t of (s[t] * d) * q8[i]. */
-void kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
-void kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+void cf_kv_q8_scores(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void cf_kv_q8_weighted_sum(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 
 /* The same per instruction set (the ISA files are compiled for it); the weighted sums take
  * the rows as kv_row does. */
-void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
-void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void cf_kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                  long T, long hd, float *out);
-void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
-void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void cf_kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                long T, long hd, float *out);
 
-void kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
-void kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out);
-void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
-void kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+void cf_kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void cf_kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+void cf_kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void cf_kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 /* The portable loops (also the reference the ISA kernels are tested against). */
-void kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
-void kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_scores_scalar(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s);
+void cf_kv_bf16_weighted_sum_scalar(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                  long T, long hd, float *out);
-void kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
-void kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out);
+void cf_kv_q8_scores_scalar(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s);
+void cf_kv_q8_weighted_sum_scalar(const float *s, const void *v, size_t stride, long T, long hd, float *out);
 
 #endif

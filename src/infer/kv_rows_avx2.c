@@ -15,7 +15,7 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+void cf_kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
     long whole = hd / 8 * 8;
     for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(k + t * stride, hd);
     for (long t = 0; t < T; t++) {
@@ -33,7 +33,7 @@ void kv_bf16_scores_avx2(const float *q, const cf_bf16 *k, long stride, long T, 
  * sums in the same order as a block at a time over all positions), each row read once,
  * rows KV_AHEAD positions ahead prefetched; the tail is scalar. Rows as kv_row gives them. */
 enum { MAX_ACC = 8 };
-void kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_weighted_sum_avx2(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                long T, long hd, float *out) {
     long whole = hd / 8 * 8;
     for (long i0 = 0; i0 < whole; i0 += 8 * MAX_ACC) {
@@ -67,7 +67,7 @@ static inline long block_len(long hd, long b) {
 }
 
 /* Per row and block: groups of 8 in a register, a partial block's last values scalar. */
-void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+void cf_kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long t = 0; t < T; t++) {
         const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
@@ -88,7 +88,7 @@ void kv_q8_scores_avx2(const float *q, const void *k, size_t stride, long T, lon
 
 /* A block's groups of 8 outputs stay in registers over all positions; a partial block's
  * last values are summed scalar. */
-void kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+void cf_kv_q8_weighted_sum_avx2(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long b = 0; b < blocks; b++) {
         long i0 = b * CF_Q8_0_BLOCK, n = block_len(hd, b), groups = n / 8;

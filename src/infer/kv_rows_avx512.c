@@ -12,7 +12,7 @@ static inline __m512 load_bf16(const cf_bf16 *p, long n) {
 }
 
 /* Keys row by row, KV_AHEAD rows prefetched ahead. */
-void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
+void cf_kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T, long hd, float scale, float *s) {
     for (long t = 0; t < KV_AHEAD && t < T; t++) kv_prefetch_row(k + t * stride, hd);
     for (long t = 0; t < T; t++) {
         const cf_bf16 *row = k + t * stride;
@@ -29,7 +29,7 @@ void kv_bf16_scores_avx512(const float *q, const cf_bf16 *k, long stride, long T
  * same bit for bit), each row read once, front to back; rows KV_AHEAD positions ahead
  * prefetched. Rows as kv_row gives them (strided, or through a table of row pointers). */
 enum { MAX_ACC = 8 };
-void kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
+void cf_kv_bf16_weighted_sum_avx512(const float *s, const cf_bf16 *v, long stride, const void *const *rows, size_t off,
                                  long T, long hd, float *out) {
     for (long i0 = 0; i0 < hd; i0 += 16 * MAX_ACC) {
         long width = hd - i0 < 16 * MAX_ACC ? hd - i0 : 16 * MAX_ACC, nacc = (width + 15) / 16;
@@ -57,7 +57,7 @@ static inline __m512 load_i8(const int8_t *p, long n) {
 }
 
 /* Per row: each block's two 16-lane halves multiplied with q and summed, times the scale. */
-void kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
+void cf_kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, long hd, float scale, float *s) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long t = 0; t < T; t++) {
         const cf_block_q8_0 *row = (const cf_block_q8_0 *)((const char *)k + (size_t)t * stride);
@@ -75,7 +75,7 @@ void kv_q8_scores_avx512(const float *q, const void *k, size_t stride, long T, l
 }
 
 /* A block of 32 outputs stays in two registers over all positions. */
-void kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
+void cf_kv_q8_weighted_sum_avx512(const float *s, const void *v, size_t stride, long T, long hd, float *out) {
     long blocks = (hd + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK;
     for (long b = 0; b < blocks; b++) {
         long i = b * CF_Q8_0_BLOCK, n = hd - i;

@@ -21,7 +21,7 @@ enum { CHUNK_BYTES = 1 << 16, MAX_CHUNK_BYTES = 1 << 20 };
 /* Below this many weight bytes a pool dispatch costs more than it saves. */
 enum { INLINE_BYTES = 1 << 18 };
 
-void matvec_f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void cf_matvec_f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
     for (long r = r0; r < r1; r++) {
         const float *row = w + r * in;
@@ -37,7 +37,7 @@ void matvec_f32_rows_scalar(const void *wv, const void *xv, float *y, long r0, l
 }
 
 /* Takes x as it is (the scalar path needs no rearranging). */
-void matvec_bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void cf_matvec_bf16_rows_scalar(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const cf_bf16 *w = wv;
     const float *x = xv;
     for (long r = r0; r < r1; r++) {
@@ -93,7 +93,7 @@ typedef struct matvec_job {
 
 /* Whole blocks by a plain loop the compiler vectorizes (a serve step arranges every
  * token's input for every product), the partial last one element by element. */
-void matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
+void cf_matvec_arrange_pairs(const float *x, long in, long block, float *pairs) {
     long whole = in / block * block, half = block / 2;
     for (long b = 0; b < whole; b += block)
         for (long k = 0; k < half; k++) pairs[b + k] = x[b + 2 * k], pairs[b + half + k] = x[b + 2 * k + 1];
@@ -138,11 +138,11 @@ static void matvec_claim(void *arg, int task, int thread) {
     }
 }
 
-void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs) {
-    infer_matvec_batch(parts, n_parts, dtype, x, 1, in, pairs);
+void cf_infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs) {
+    cf_infer_matvec_batch(parts, n_parts, dtype, x, 1, in, pairs);
 }
 
-void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+void cf_infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
                         float *scratch) {
     const cf_kernel_context *k = cf_kernels();
     bool quantized = cf_dtype_is_blocks(dtype); /* x quantized per block */
@@ -157,8 +157,8 @@ void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, c
     long prepared = matvec_pairs_floats(in) * (long)sizeof(float);
     for (long t = 0; t < n && (quantized || (dtype == CF_BF16 && k->matvec_pair_block)); t++) {
         char *dst = (char *)scratch + t * prepared;
-        if (quantized) k->matvec_quantize_x(x + t * in, in, dst);
-        else matvec_arrange_pairs(x + t * in, in, k->matvec_pair_block, (float *)dst);
+        if (quantized) k->cf_matvec_quantize_x(x + t * in, in, dst);
+        else cf_matvec_arrange_pairs(x + t * in, in, k->matvec_pair_block, (float *)dst);
         job.x = scratch, job.x_stride = prepared;
     }
     job.chunk_rows = (CHUNK_BYTES / row_bytes + MATVEC_ROWS - 1) / MATVEC_ROWS * MATVEC_ROWS;

@@ -30,20 +30,20 @@ static inline long matvec_pairs_floats(long in) { return (in + 63) / 64 * 64 * 2
 /* y = w @ x for each part, all sharing x[in] and the dtype, in a single pool dispatch
  * (q/k/v and gate/up go together, halving the synchronisation per layer). `pairs` is
  * scratch of matvec_pairs_floats(in) floats, used for bf16 weights (x rearranged) and
- * q8_0 weights (x quantized, see matvec_quantize_x). */
-void infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
+ * q8_0 weights (x quantized, see cf_matvec_quantize_x). */
+void cf_infer_matvec(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long in, float *pairs);
 
 /* The same for n inputs x[n, in] at once (a batched decode step, the q8_0 prompt path):
  * part i's products for input t go to parts[i].y + t * parts[i].rows. Each weight chunk is
  * taken by every input while it is in cache, so the weights are read from memory once, and
- * each output equals infer_matvec's for that input alone, bit for bit (the batch changes no
+ * each output equals cf_infer_matvec's for that input alone, bit for bit (the batch changes no
  * summation order). scratch holds n * matvec_pairs_floats(in) floats. */
-void infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
+void cf_infer_matvec_batch(const matvec_part *parts, int n_parts, cf_dtype dtype, const float *x, long n, long in,
                         float *scratch);
 
 /* x[in] into `pairs` (see above): per block, x[0], x[2], ... then x[1], x[3], ..., zero-padded
  * to a whole block. */
-void matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
+void cf_matvec_arrange_pairs(const float *x, long in, long block, float *pairs);
 /* Where input i sits in the arranged pairs. */
 static inline long matvec_pair_index(long i, long block) {
     long k = i % block;
@@ -139,14 +139,14 @@ static inline int matvec_group_rows(const matvec_groups *gs, long g, int R, long
  * the q8_0 ones x quantized (below). */
 typedef void (*matvec_rows_fn)(const void *w, const void *x, float *y, long r0, long r1, long in);
 /* The portable rows (the scalar bf16 rows take x as it is, not rearranged). */
-void matvec_f32_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
-void matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
-void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
-void matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
-void matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
-void matvec_bf16_stream_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void cf_matvec_f32_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
+void cf_matvec_bf16_rows_scalar(const void *w, const void *x, float *y, long r0, long r1, long in);
+void cf_matvec_f32_rows_avx512(const void *w, const void *x, float *y, long r0, long r1, long in);
+void cf_matvec_bf16_rows_avx512(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void cf_matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
+void cf_matvec_bf16_rows_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
+void cf_matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in);
+void cf_matvec_bf16_stream_avx2(const void *w, const void *x_pairs, float *y, long r0, long r1, long in);
 
 /* q8_0 weights (dtype.h) multiply x quantized per block of 32 the same way, its scale
  * kept in f32: per block b, d_w * d_x * sum(q_w * q_x), the sum exact in int32.
@@ -170,9 +170,9 @@ static inline size_t matvec_q8_bytes(long rows, long in) {
 }
 /* GGUF q8_0 blocks (rows of ceil(in / 32)) into the planes at mem (64-byte aligned,
  * matvec_q8_bytes), described by *out. */
-void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out);
+void cf_matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out);
 /* Row r back to floats, dst[in] (the embedding lookup). */
-void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
+void cf_matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
 
 /* x quantized (one per input in the scratch; 64-byte aligned, matvec_pairs_floats(in)
  * floats): the quants [blocks * 32] int8, then per pair of blocks 16 int32 that are zero
@@ -180,10 +180,10 @@ void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst);
  * 512-bit vpdpbusd), then the f32 scales [blocks], then per block 8 int32 that are zero but
  * lane 0, -8 * sum(q_x) (q4_0's offset's share, matvec_x_q4_offsets); padding blocks are
  * zero. */
-void matvec_quantize_x(const float *x, long in, void *scratch);
+void cf_matvec_quantize_x(const float *x, long in, void *scratch);
 /* The same, bit for bit, vectorized (matvec_q8_avx512.c, matvec_q8_avx2.c). */
-void matvec_quantize_x_avx512(const float *x, long in, void *scratch);
-void matvec_quantize_x_avx2(const float *x, long in, void *scratch);
+void cf_matvec_quantize_x_avx512(const float *x, long in, void *scratch);
+void cf_matvec_quantize_x_avx2(const float *x, long in, void *scratch);
 static inline const int32_t *matvec_x_offsets(const void *scratch, long in) {
     return (const int32_t *)((const int8_t *)scratch + matvec_q8_blocks(in) * CF_Q8_0_BLOCK);
 }
@@ -210,9 +210,9 @@ static inline long matvec_x_parts(void *scratch, long in, int8_t **q, int32_t **
     memset(*d + blocks, 0, sizeof(int32_t) * 8 * (size_t)blocks); /* matvec_x_q4_offsets */
     return blocks;
 }
-void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
-/* q4_0 weights multiply x quantized as for q8_0 (matvec_quantize_x): per block b,
+/* q4_0 weights multiply x quantized as for q8_0 (cf_matvec_quantize_x): per block b,
  * d_w * d_x * sum((q_w - 8) * q_x), the sum exact in int32. Repacked at load like q8_0: per
  * row `blocks` (matvec_q8_blocks: even) blocks of nibbles, 16 bytes each, in pairs: byte j
  * (< 32) of a pair holds element j of its first block in the low nibble and element j of
@@ -235,18 +235,18 @@ static inline matvec_q8 matvec_q_planes(const void *w, bool q4) {
     const matvec_q4 *m4 = w;
     return (matvec_q8){.q = m4->q, .d = m4->d, .blocks = m4->blocks};
 }
-void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out);
-void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst);
-void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out);
+void cf_matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst);
+void cf_matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in);
 /* AVX2 (matvec_q8_avx2.c, one tile with q8_0's), also on AVX-512 CPUs without VNNI: grouped
- * rows and the streaming twin (several inputs: matvec_q4_rowsn_avx2 below); with VNNI
+ * rows and the streaming twin (several inputs: cf_matvec_q4_rowsn_avx2 below); with VNNI
  * (matvec_q8_avx512vnni.c, one tile with q8_0's). */
-void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
-void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
-void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
-void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
-void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
-void matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
+void cf_matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
 /* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at
  * x + t * x_stride bytes (prepared as the one-input kernel takes them), outputs at
@@ -256,19 +256,19 @@ void matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0,
 enum { MATVEC_BATCH_MAX = 8 };
 typedef void (*matvec_rowsn_fn)(const void *w, const void *x, long x_stride, float *y, long y_stride, long r0, long r1,
                                 long in);
-extern const matvec_rowsn_fn matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1];
-extern const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1];
 /* AVX2 (matvec_batch_avx2.c): f32 up to 4 inputs, bf16 2. */
-extern const matvec_rowsn_fn matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
-extern const matvec_rowsn_fn matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_f32_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_bf16_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* q8_0 and q4_0 with VNNI (matvec_q8_avx512vnni.c), up to 4 inputs: x quantized per input. */
-extern const matvec_rowsn_fn matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
-extern const matvec_rowsn_fn matvec_q4_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_q8_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_q4_rowsn_avx512vnni[MATVEC_BATCH_MAX + 1];
 /* q8_0 without VNNI (matvec_q8_avx2.c: AVX2, and AVX-512 CPUs without VNNI), up to 4 inputs,
  * one row at a time. */
-extern const matvec_rowsn_fn matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_q8_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* q4_0 likewise (matvec_q8_avx2.c), up to 4 inputs. */
-extern const matvec_rowsn_fn matvec_q4_rowsn_avx2[MATVEC_BATCH_MAX + 1];
+extern const matvec_rowsn_fn cf_matvec_q4_rowsn_avx2[MATVEC_BATCH_MAX + 1];
 /* Defines `table`, entries 2 to 4 the inline tile(w, x, x_stride, y, y_stride, r0, r1, in, N)
  * with N fixed (the q8_0 kernels' tables). */
 #define MATVEC_ROWSN_TABLE_2_TO_4(table, tile)                                                                          \

@@ -75,15 +75,15 @@ static inline __attribute__((always_inline)) void bf16_rows(const void *wv, cons
     }
 }
 
-void matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+void cf_matvec_f32_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
     f32_rows(w, x, y, r0, r1, in, 0);
 }
-void matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+void cf_matvec_f32_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
     f32_rows(w, x, y, r0, r1, in, 1);
 }
-void matvec_bf16_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+void cf_matvec_bf16_rows_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
     bf16_rows(w, x, y, r0, r1, in, 0);
 }
-void matvec_bf16_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
+void cf_matvec_bf16_stream_avx2(const void *w, const void *x, float *y, long r0, long r1, long in) {
     bf16_rows(w, x, y, r0, r1, in, 1);
 }

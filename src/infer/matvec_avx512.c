@@ -5,7 +5,7 @@
 enum { ROWS = MATVEC_ROWS, BLOCK = MATVEC_PAIR_BLOCK_AVX512 };
 
 /* A group of ROWS rows at a time (see matvec.h), storing only the valid ones. */
-void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void cf_matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const float *w = wv, *x = xv;
     long dist = matvec_ahead_rows(in * (long)sizeof(float));
     MATVEC_PREFETCH_START(w, r0, r1, in, dist)
@@ -28,7 +28,7 @@ void matvec_f32_rows_avx512(const void *wv, const void *xv, float *y, long r0, l
 
 /* 32 bf16 weights per load: the even ones become f32 by a shift, the odd ones by
  * clearing their low half, each multiplied by the matching half of the x_pairs block. */
-void matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
+void cf_matvec_bf16_rows_avx512(const void *wv, const void *xv, float *y, long r0, long r1, long in) {
     const cf_bf16 *w = wv;
     const float *x_pairs = xv;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);

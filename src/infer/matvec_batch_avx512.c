@@ -75,6 +75,6 @@ static inline float bf16_finish(__m512 even, __m512 odd, const cf_bf16 *row, con
 #define TILE_R_F32 2
 #include "infer/matvec_batch_tile.h"
 
-const matvec_rowsn_fn matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1] = {
+const matvec_rowsn_fn cf_matvec_f32_rowsn_avx512[MATVEC_BATCH_MAX + 1] = {
     NULL, NULL, f32_rows2, f32_rows3, f32_rows4, f32_rows5, f32_rows6, f32_rows7, f32_rows8};
-const matvec_rowsn_fn matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1] = {NULL, NULL, bf16_rows2, bf16_rows3, bf16_rows4};
+const matvec_rowsn_fn cf_matvec_bf16_rowsn_avx512[MATVEC_BATCH_MAX + 1] = {NULL, NULL, bf16_rows2, bf16_rows3, bf16_rows4};

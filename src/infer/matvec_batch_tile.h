@@ -43,7 +43,7 @@ static void TILE_CAT(f32_rows, TILE_N)(const void *wv, const void *xv, long x_st
 }
 
 #ifdef TILE_R_BF16
-/* The same for bf16 rows, x_t rearranged into pairs (matvec_arrange_pairs). */
+/* The same for bf16 rows, x_t rearranged into pairs (cf_matvec_arrange_pairs). */
 static void TILE_CAT(bf16_rows, TILE_N)(const void *wv, const void *xv, long x_stride, float *y, long ys, long r0,
                                        long r1, long in) {
     enum { R = TILE_R_BF16, N = TILE_N };

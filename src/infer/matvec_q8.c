@@ -6,7 +6,7 @@
 
 #include "infer/matvec.h"
 
-void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out) {
+void cf_matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8 *out) {
     long have = (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK, nb = matvec_q8_blocks(in);
     uint8_t *q = mem;
     cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * CF_Q8_0_BLOCK);
@@ -21,7 +21,7 @@ void matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec_q8
     *out = (matvec_q8){.q = q, .d = d, .blocks = nb};
 }
 
-void matvec_quantize_x(const float *x, long in, void *scratch) {
+void cf_matvec_quantize_x(const float *x, long in, void *scratch) {
     int8_t *q;
     int32_t *offsets;
     float *d;
@@ -44,7 +44,7 @@ void matvec_quantize_x(const float *x, long in, void *scratch) {
     }
 }
 
-void matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out) {
+void cf_matvec_q4_pack(const void *blocks, long rows, long in, void *mem, matvec_q4 *out) {
     long have = (in + CF_Q8_0_BLOCK - 1) / CF_Q8_0_BLOCK, nb = matvec_q8_blocks(in);
     uint8_t *q = mem;
     cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * MATVEC_Q4_BLOCK_BYTES);
@@ -97,14 +97,14 @@ static void rows_scalar(const uint8_t *wq, const cf_f16 *wd, long nb, bool q4, c
     }
 }
 
-void matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, false, r, in, dst); }
-void matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, true, r, in, dst); }
+void cf_matvec_q8_row(const matvec_q8 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, false, r, in, dst); }
+void cf_matvec_q4_row(const matvec_q4 *w, long r, long in, float *dst) { row_floats(w->q, w->d, w->blocks, true, r, in, dst); }
 
-void matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q8_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     const matvec_q8 *m = w;
     rows_scalar(m->q, m->d, m->blocks, false, xq, y, r0, r1, in);
 }
-void matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q4_rows_scalar(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     const matvec_q4 *m = w;
     rows_scalar(m->q, m->d, m->blocks, true, xq, y, r0, r1, in);
 }

@@ -1,7 +1,7 @@
 /* q8_0 and q4_0 decode kernels for AVX2 (matvec.h's repacked layouts). Without VNNI the
  * sign trick does q8_0's int8 products: |w| (unsigned) times x with w's sign, so maddubs
  * (unsigned by signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation)
- * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (matvec_quantize_x rounds
+ * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (cf_matvec_quantize_x rounds
  * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
  * spread over the range (the streaming twin, matvec.h). */
 #include <float.h>
@@ -11,10 +11,10 @@
 #include "infer/matvec.h"
 #include "infer/matvec_hsum.h"
 
-/* matvec_quantize_x for AVX2, bit for bit the portable one (as matvec_q8_avx512.c says:
+/* cf_matvec_quantize_x for AVX2, bit for bit the portable one (as matvec_q8_avx512.c says:
  * the same f32 operations, round to nearest even, NaN skipped by the max and clamped to
  * 127); a short last block goes through a zeroed copy. */
-void matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
+void cf_matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
     int8_t *q;
     int32_t *offsets;
     float *d;
@@ -181,16 +181,16 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
     }
 }
 
-void matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 0);
 }
-void matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 1);
 }
-void matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 0);
 }
-void matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 1);
 }
 
@@ -199,9 +199,9 @@ static inline __attribute__((always_inline)) void q8_rows_n(const void *w, const
                                                             long r0, long r1, long in, const int N) {
     q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 0, 0);
 }
-MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx2, q8_rows_n)
+MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q8_rowsn_avx2, q8_rows_n)
 static inline __attribute__((always_inline)) void q4_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
     q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1, 0);
 }
-MATVEC_ROWSN_TABLE_2_TO_4(matvec_q4_rowsn_avx2, q4_rows_n)
+MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q4_rowsn_avx2, q4_rows_n)

@@ -1,4 +1,4 @@
-/* matvec_quantize_x for AVX-512 (matvec.h): the same quants, scales and offsets as the
+/* cf_matvec_quantize_x for AVX-512 (matvec.h): the same quants, scales and offsets as the
  * portable version bit for bit (the same f32 operations per value; vcvtps2dq rounds to
  * nearest even as lrintf does; max and min take the second operand when the first is NaN,
  * so a NaN input is skipped by the block's max and clamps to 127 as fmaxf / fminf do). It
@@ -10,7 +10,7 @@
 
 #include "infer/matvec.h"
 
-void matvec_quantize_x_avx512(const float *x, long in, void *scratch) {
+void cf_matvec_quantize_x_avx512(const float *x, long in, void *scratch) {
     int8_t *q;
     int32_t *offsets;
     float *d;

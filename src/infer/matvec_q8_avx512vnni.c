@@ -114,10 +114,10 @@ static inline __attribute__((always_inline)) void vnni_tile(const void *w, const
     }
 }
 
-void matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     vnni_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0);
 }
-void matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in) {
+void cf_matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in) {
     vnni_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1);
 }
 
@@ -126,9 +126,9 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                                                           long r0, long r1, long in, const int N) {
     vnni_tile(w, x, xs, y, ys, r0, r1, in, 2, N, 0);
 }
-MATVEC_ROWSN_TABLE_2_TO_4(matvec_q8_rowsn_avx512vnni, q8_tile)
+MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q8_rowsn_avx512vnni, q8_tile)
 static inline __attribute__((always_inline)) void q4_tile(const void *w, const void *x, long xs, float *y, long ys,
                                                           long r0, long r1, long in, const int N) {
     vnni_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1);
 }
-MATVEC_ROWSN_TABLE_2_TO_4(matvec_q4_rowsn_avx512vnni, q4_tile)
+MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q4_rowsn_avx512vnni, q4_tile)

@@ -69,10 +69,10 @@ static const void *as_dtype(cf_infer_model *m, const void *data, cf_dtype have, 
     char *mem; /* the header, then the planes */
     if (want == CF_Q8_0) {
         mem = own(m, 64 + matvec_q8_bytes((long)rows, (long)cols));
-        matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
+        cf_matvec_q8_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q8 *)(void *)mem);
     } else {
         mem = own(m, 64 + matvec_q4_bytes((long)rows, (long)cols));
-        matvec_q4_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q4 *)(void *)mem);
+        cf_matvec_q4_pack(blocks ? blocks : data, (long)rows, (long)cols, mem + 64, (matvec_q4 *)(void *)mem);
     }
     free(blocks);
     return mem;
@@ -161,7 +161,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
                   : opt->kv_cache == CF_KV_Q8_0 ? CF_Q8_0
                                                 : CF_F32;
     build_ctx b = {.m = m, .source = source, .source_ctx = ctx, .wdtype = opt->weight_dtype, .err = err};
-    if (cf_weights_foreach(cfg, set_weight, &b) != 0 || infer_model_finish(m, err) != 0) {
+    if (cf_weights_foreach(cfg, set_weight, &b) != 0 || cf_infer_model_finish(m, err) != 0) {
         m->ckpt = NULL; /* the caller closes it */
         cf_infer_free(m);
         return NULL;
@@ -175,7 +175,7 @@ static cf_infer_model *build(const cf_model_config *cfg, const char *source_name
 
 static const void *ckpt_source(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
                                cf_error *err) {
-    const cf_ckpt_tensor *t = model_ckpt_weight_tensor(ctx, name, ndim, shape, err);
+    const cf_ckpt_tensor *t = cf_model_ckpt_weight_tensor(ctx, name, ndim, shape, err);
     if (!t) return NULL;
     *dtype = t->dtype;
     return t->data;
@@ -196,7 +196,7 @@ static int fetch_implied(void *arg, const cf_family_weight *w, long layer) {
                                "implies it",
                        cf_ckpt_path(t->c), name, (long long)t->cfg->num_layers,
                        t->cfg->tie_word_embeddings ? "true" : "false");
-    return model_ckpt_weight_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
+    return cf_model_ckpt_weight_tensor(t->c, name, -1, NULL, t->err) ? 0 : -1;
 }
 
 /* The stored tensors must be the ones cfg implies (plus optimizer state and an embedded
@@ -234,7 +234,7 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
     if (cf_ckpt_model_config(c, &cfg, err) == 0 && check_tensor_set(c, &cfg, err) == 0) {
         cf_infer_options resolved = opt ? *opt : (cf_infer_options){.weight_dtype = CF_F32};
         if (resolved.weight_dtype == CF_DTYPE_COUNT) resolved.weight_dtype = stored_matrix_dtype(c, &cfg);
-        tok = ckpt_load_tokenizer(c, &has_tokenizer, err);
+        tok = cf_ckpt_load_tokenizer(c, &has_tokenizer, err);
         if (tok || !has_tokenizer) m = build(&cfg, path, ckpt_source, c, &resolved, c, err);
     }
     if (!m) {
@@ -268,7 +268,7 @@ cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_look
 
 cf_dtype cf_infer_weight_dtype(const cf_infer_model *m) { return m->layers[0].mat[WR_WO].dtype; }
 
-int infer_model_finish(cf_infer_model *m, cf_error *err) {
+int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
     const cf_model_config *c = &m->cfg;
     m->dim = c->hidden_size, m->head_dim = cf_model_head_dim(c), m->kv_dim = c->num_kv_heads * m->head_dim;
     m->hidden = c->intermediate_size, m->vocab = c->vocab_size;
@@ -295,15 +295,15 @@ int infer_model_finish(cf_infer_model *m, cf_error *err) {
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);
-    /* one input's worth for decode; a prompt chunk's with q8_0 / q4_0 weights (infer_matvec_batch) */
+    /* one input's worth for decode; a prompt chunk's with q8_0 / q4_0 weights (cf_infer_matvec_batch) */
     bool blocks = cf_dtype_is_blocks(m->layers[0].mat[WR_WO].dtype);
     m->x_pairs =
         cf_aligned_alloc(sizeof(float) * (size_t)(blocks ? INFER_CHUNK : 1) * (size_t)matvec_pairs_floats((long)widest));
-    infer_alloc_thread_scratch(m);
+    cf_infer_alloc_thread_scratch(m);
     return 0;
 }
 
-void infer_alloc_thread_scratch(cf_infer_model *m) {
+void cf_infer_alloc_thread_scratch(cf_infer_model *m) {
     cf_aligned_free(m->scores);
     cf_aligned_free(m->kv_f32);
     m->score_threads = cf_num_threads();

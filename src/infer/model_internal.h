@@ -63,15 +63,15 @@ struct cf_infer_model {
 };
 
 /* Allocates the cache, RoPE table and activations once the weights are set. */
-int infer_model_finish(cf_infer_model *m, cf_error *err);
+int cf_infer_model_finish(cf_infer_model *m, cf_error *err);
 /* (Re)allocates the per-thread scratch (scores, kv_f32) for the pool's current size. */
-void infer_alloc_thread_scratch(cf_infer_model *m);
+void cf_infer_alloc_thread_scratch(cf_infer_model *m);
 
 /* forward.c's dot product (8 partial sums). */
-float infer_dot(const float *a, const float *b, long n);
+float cf_infer_dot(const float *a, const float *b, long n);
 /* rows x kv_dim f32 keys or values into `rows` cache rows of m->kv_dtype, kv_row_bytes
  * apart (bf16 rounded to nearest even, q8_0 quantized per head as cf_quantize_q8_0). */
-void infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows);
+void cf_infer_kv_store(const cf_infer_model *m, const float *src, void *dst, long rows);
 
 /* ---- block.c: the block program's interpreter over n tokens, for every forward path ---- */
 
@@ -89,10 +89,10 @@ typedef struct infer_path {
 } infer_path;
 
 /* Token embeddings (plus learned positions) into m->x[n, dim]. */
-void infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos);
+void cf_infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, const int32_t *positions, long pos);
 /* Layer l on m->x[n, dim], in place: the program's steps, one kernel call (or group) each. */
-void infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
+void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
 /* The final norm of `rows` rows of x into y. */
-void infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);
+void cf_infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);
 
 #endif

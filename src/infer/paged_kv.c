@@ -8,11 +8,11 @@
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
-size_t infer_kv_block_bytes(const cf_infer_model *m) {
+size_t cf_infer_kv_block_bytes(const cf_infer_model *m) {
     return 2 * (size_t)(m->cfg.num_layers * KV_BLOCK) * m->kv_row_bytes;
 }
 
-infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_error *err) {
+infer_kv_pool *cf_infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_error *err) {
     if (n_blocks < 1) {
         cf_fail(err, "the KV pool needs at least one block, not %ld", n_blocks);
         return NULL;
@@ -25,12 +25,12 @@ infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_erro
     infer_kv_pool *p = cf_xcalloc(1, sizeof *p);
     p->n_blocks = n_blocks, p->layers = m->cfg.num_layers, p->kv_dim = m->kv_dim, p->dtype = m->kv_dtype;
     p->row_bytes = m->kv_row_bytes, p->head_bytes = m->kv_head_bytes;
-    size_t half = infer_kv_block_bytes(m) / 2 * (size_t)n_blocks;
+    size_t half = cf_infer_kv_block_bytes(m) / 2 * (size_t)n_blocks;
     p->k = malloc(half);
     p->v = malloc(half);
     if (!p->k || !p->v) {
         cf_fail(err, "no memory for a KV pool of %ld blocks (%.1f MiB)", n_blocks, 2.0 * (double)half / (1 << 20));
-        infer_kv_pool_free(p);
+        cf_infer_kv_pool_free(p);
         return NULL;
     }
     p->ref = cf_xcalloc((size_t)n_blocks, sizeof *p->ref);
@@ -53,7 +53,7 @@ infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_erro
     return p;
 }
 
-void infer_kv_pool_free(infer_kv_pool *p) {
+void cf_infer_kv_pool_free(infer_kv_pool *p) {
     if (!p) return;
     free(p->k), free(p->v), free(p->ref), free(p->free_ids), free(p->hash), free(p->bucket), free(p->next);
     cf_aligned_free(p->k_new), cf_aligned_free(p->v_new), cf_aligned_free(p->pairs), cf_aligned_free(p->logits);
@@ -69,16 +69,16 @@ static void unpublish(infer_kv_pool *p, int32_t b) {
     p->hash[b] = 0;
 }
 
-int32_t infer_kv_alloc(infer_kv_pool *p) {
+int32_t cf_infer_kv_alloc(infer_kv_pool *p) {
     if (p->n_free == 0) return -1;
     int32_t b = p->free_ids[--p->n_free];
     p->ref[b] = 1;
     return b;
 }
 
-void infer_kv_retain(infer_kv_pool *p, int32_t b) { p->ref[b]++; }
+void cf_infer_kv_retain(infer_kv_pool *p, int32_t b) { p->ref[b]++; }
 
-void infer_kv_release(infer_kv_pool *p, int32_t b) {
+void cf_infer_kv_release(infer_kv_pool *p, int32_t b) {
     if (--p->ref[b] > 0) return;
     unpublish(p, b);
     p->free_ids[p->n_free++] = b;
@@ -89,7 +89,7 @@ static char *block_rows(const infer_kv_pool *p, char *base, long l, int32_t b) {
     return base + (size_t)((l * p->n_blocks + b) * KV_BLOCK) * p->row_bytes;
 }
 
-void infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src) {
+void cf_infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src) {
     size_t n = KV_BLOCK * p->row_bytes;
     for (long l = 0; l < p->layers; l++) {
         memcpy(block_rows(p, p->k, l, dst), block_rows(p, p->k, l, src), n);
@@ -97,7 +97,7 @@ void infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src) {
     }
 }
 
-void infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst) {
+void cf_infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst) {
     size_t n = KV_BLOCK * p->row_bytes;
     char *out = dst;
     for (long l = 0; l < p->layers; l++) {
@@ -106,7 +106,7 @@ void infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst) {
     }
 }
 
-void infer_kv_load(infer_kv_pool *p, int32_t b, const void *src) {
+void cf_infer_kv_load(infer_kv_pool *p, int32_t b, const void *src) {
     size_t n = KV_BLOCK * p->row_bytes;
     const char *in = src;
     for (long l = 0; l < p->layers; l++) {
@@ -115,21 +115,21 @@ void infer_kv_load(infer_kv_pool *p, int32_t b, const void *src) {
     }
 }
 
-void infer_kv_publish(infer_kv_pool *p, int32_t b, uint64_t hash) {
-    if (p->hash[b] || !hash || infer_kv_lookup(p, hash) >= 0) return;
+void cf_infer_kv_publish(infer_kv_pool *p, int32_t b, uint64_t hash) {
+    if (p->hash[b] || !hash || cf_infer_kv_lookup(p, hash) >= 0) return;
     p->hash[b] = hash;
     int32_t *head = &p->bucket[hash % (uint64_t)p->n_buckets];
     p->next[b] = *head;
     *head = b;
 }
 
-int32_t infer_kv_lookup(const infer_kv_pool *p, uint64_t hash) {
+int32_t cf_infer_kv_lookup(const infer_kv_pool *p, uint64_t hash) {
     for (int32_t b = p->bucket[hash % (uint64_t)p->n_buckets]; b >= 0; b = p->next[b])
         if (p->hash[b] == hash) return b;
     return -1;
 }
 
-uint64_t infer_kv_chain_hash(uint64_t prefix, const int32_t *tokens) {
+uint64_t cf_infer_kv_chain_hash(uint64_t prefix, const int32_t *tokens) {
     uint64_t h = prefix ^ 0x9e3779b97f4a7c15ull; /* FNV-1a over the prefix hash and the tokens */
     for (int i = 0; i < KV_BLOCK; i++) {
         uint32_t t = (uint32_t)tokens[i];

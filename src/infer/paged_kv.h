@@ -5,9 +5,9 @@
  * copied before it is written) and, once full of prompt tokens, a content hash under
  * which later sequences with the same prefix find it.
  *
- * infer_forward_paged runs one step of continuous batching: any number of sequences, each
+ * cf_infer_forward_paged runs one step of continuous batching: any number of sequences, each
  * with some tokens at its next positions (one to decode, or a chunk of its prompt), as one
- * batch. Each weight is read once per step for all tokens (infer_matvec_batch), and every
+ * batch. Each weight is read once per step for all tokens (cf_infer_matvec_batch), and every
  * token's result is the one forward.c's single-token decode gives it, bit for bit with an
  * f32 cache: the batch, the chunking of a prompt and the block layout change nothing. */
 #ifndef CFORMERS_INFER_PAGED_KV_H
@@ -36,29 +36,29 @@ typedef struct infer_kv_pool {
 } infer_kv_pool;
 
 /* Bytes one block takes (keys and values of every layer). */
-size_t infer_kv_block_bytes(const cf_infer_model *m);
+size_t cf_infer_kv_block_bytes(const cf_infer_model *m);
 /* A pool of n_blocks blocks in the model's KV dtype; NULL with err set when the memory
  * is not there. */
-infer_kv_pool *infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_error *err);
-void infer_kv_pool_free(infer_kv_pool *p);
+infer_kv_pool *cf_infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_error *err);
+void cf_infer_kv_pool_free(infer_kv_pool *p);
 
 /* A free block with one reference, or -1 when none is left. */
-int32_t infer_kv_alloc(infer_kv_pool *p);
-void infer_kv_retain(infer_kv_pool *p, int32_t b);
+int32_t cf_infer_kv_alloc(infer_kv_pool *p);
+void cf_infer_kv_retain(infer_kv_pool *p, int32_t b);
 /* Drops a reference; the last one frees the block (and forgets its hash). */
-void infer_kv_release(infer_kv_pool *p, int32_t b);
+void cf_infer_kv_release(infer_kv_pool *p, int32_t b);
 /* Copies block src's rows of every layer into dst (copy on write). */
-void infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src);
+void cf_infer_kv_copy(infer_kv_pool *p, int32_t dst, int32_t src);
 /* Publishes a full block under `hash` (nonzero) / finds a block published under it (-1). */
-void infer_kv_publish(infer_kv_pool *p, int32_t b, uint64_t hash);
-int32_t infer_kv_lookup(const infer_kv_pool *p, uint64_t hash);
-/* A block's contents to / from infer_kv_block_bytes(m) bytes of host memory (swapping). */
-void infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst);
-void infer_kv_load(infer_kv_pool *p, int32_t b, const void *src);
+void cf_infer_kv_publish(infer_kv_pool *p, int32_t b, uint64_t hash);
+int32_t cf_infer_kv_lookup(const infer_kv_pool *p, uint64_t hash);
+/* A block's contents to / from cf_infer_kv_block_bytes(m) bytes of host memory (swapping). */
+void cf_infer_kv_save(const infer_kv_pool *p, int32_t b, void *dst);
+void cf_infer_kv_load(infer_kv_pool *p, int32_t b, const void *src);
 
 /* The hash of a full block of tokens following a prefix whose hash is `prefix` (0 at the
  * start): equal hashes mean equal token prefixes (up to 64-bit collisions). */
-uint64_t infer_kv_chain_hash(uint64_t prefix, const int32_t *tokens);
+uint64_t cf_infer_kv_chain_hash(uint64_t prefix, const int32_t *tokens);
 
 /* Some tokens of one sequence: tokens[n] at positions pos .. pos+n-1, whose rows go to
  * the blocks the table names (which must hold positions 0 .. pos-1 already and have room
@@ -72,6 +72,6 @@ typedef struct infer_segment {
 } infer_segment;
 
 /* One batched step over segments totalling at most INFER_CHUNK tokens. */
-int infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, int n_segs, cf_error *err);
+int cf_infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segment *segs, int n_segs, cf_error *err);
 
 #endif

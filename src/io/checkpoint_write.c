@@ -54,7 +54,7 @@ void cf_ckpt_writer_sizes(const cf_ckpt_writer *w, uint64_t *stored, uint64_t *r
     *raw = w->raw;
 }
 
-static int sink_file(void *ctx, const void *data, size_t n, cf_error *err) { return atomic_file_write(ctx, data, n, err); }
+static int sink_file(void *ctx, const void *data, size_t n, cf_error *err) { return cf_atomic_file_write(ctx, data, n, err); }
 
 /* The base's tensor to store `name` against, when it has one of the same dtype and shape
  * (its checksum verified), or NULL: stored whole. */
@@ -70,13 +70,13 @@ static const cf_ckpt_tensor *delta_base(cf_ckpt_writer *w, const char *name, cf_
 cf_ckpt_writer *cf_ckpt_writer_open(const char *path, cf_error *err) {
     cf_ckpt_writer *w = cf_xcalloc(1, sizeof *w);
     ckpt_header placeholder = {0}; /* rewritten by finish */
-    if (atomic_file_open(&w->file, path, err) != 0) {
+    if (cf_atomic_file_open(&w->file, path, err) != 0) {
         free(w);
         return NULL;
     }
     w->index = json_array();
     w->names = json_object();
-    if (atomic_file_write(&w->file, &placeholder, sizeof placeholder, err) != 0) {
+    if (cf_atomic_file_write(&w->file, &placeholder, sizeof placeholder, err) != 0) {
         cf_ckpt_writer_abort(w);
         return NULL;
     }
@@ -101,7 +101,7 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
         json_array_append_new(dims, json_integer(shape[i]));
     }
     size_t nbytes = (size_t)cf_dtype_tensor_bytes(dtype, ndim, shape);
-    if (atomic_file_pad(&w->file, CF_CKPT_ALIGN, err) != 0) {
+    if (cf_atomic_file_pad(&w->file, CF_CKPT_ALIGN, err) != 0) {
         json_decref(dims);
         return -1;
     }
@@ -109,7 +109,7 @@ int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, in
     const cf_ckpt_tensor *base = delta_base(w, name, dtype, ndim, shape, nbytes);
     int rc = base ? cf_delta_encode(data, base->data, numel, (int)cf_dtype_size(dtype), DELTA_ZSTD_LEVEL, sink_file,
                                     &w->file, &stored, err)
-                  : atomic_file_write(&w->file, data, nbytes, err);
+                  : cf_atomic_file_write(&w->file, data, nbytes, err);
     if (rc != 0) {
         json_decref(dims);
         return cf_fail_prefix(err, "tensor %s: ", name);
@@ -143,13 +143,13 @@ static int write_trailer(cf_ckpt_writer *w, const char *metadata_json, cf_error 
     char *index = json_dumps(w->index, JSON_COMPACT);
     ckpt_header h = {.version = w->any_delta ? CKPT_VERSION_DELTA : CKPT_VERSION_FULL, .header_bytes = CKPT_HEADER_BYTES};
     memcpy(h.magic, CKPT_MAGIC, 8);
-    int rc = atomic_file_pad(&w->file, 8, err);
+    int rc = cf_atomic_file_pad(&w->file, 8, err);
     h.index_offset = w->file.offset;
     h.index_bytes = strlen(index);
-    if (rc == 0) rc = atomic_file_write(&w->file, index, h.index_bytes, err);
+    if (rc == 0) rc = cf_atomic_file_write(&w->file, index, h.index_bytes, err);
     h.metadata_offset = w->file.offset;
     h.metadata_bytes = strlen(metadata_json);
-    if (rc == 0) rc = atomic_file_write(&w->file, metadata_json, h.metadata_bytes, err);
+    if (rc == 0) rc = cf_atomic_file_write(&w->file, metadata_json, h.metadata_bytes, err);
     h.file_bytes = w->file.offset;
     h.trailer_crc32c = cf_crc32c(cf_crc32c(0, index, h.index_bytes), metadata_json, h.metadata_bytes);
     h.header_crc32c = cf_crc32c(0, &h, offsetof(ckpt_header, header_crc32c));
@@ -165,13 +165,13 @@ int cf_ckpt_writer_finish(cf_ckpt_writer *w, const char *metadata_json, cf_error
         cf_ckpt_writer_abort(w);
         return -1;
     }
-    int rc = atomic_file_commit(&w->file, err);
+    int rc = cf_atomic_file_commit(&w->file, err);
     writer_free(w);
     return rc;
 }
 
 void cf_ckpt_writer_abort(cf_ckpt_writer *w) {
     if (!w) return;
-    atomic_file_abort(&w->file);
+    cf_atomic_file_abort(&w->file);
     writer_free(w);
 }

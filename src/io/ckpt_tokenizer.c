@@ -16,7 +16,7 @@ static const char *safe_name(const char *file) {
     return file && *file ? file : "tokenizer";
 }
 
-int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err) {
+int cf_ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err) {
     memset(f, 0, sizeof *f);
     json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL), *entry = json_object_get(meta, "tokenizer");
     const char *tensor = json_string_value(json_object_get(entry, "tensor"));
@@ -38,44 +38,44 @@ int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err) {
 
 /* Error messages name the checkpoint and the embedded file, e.g. "s.ckpt: embedded
  * tok512.bin: ...". */
-cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
+cf_tokenizer *cf_ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err) {
     json_t *meta = json_loads(cf_ckpt_metadata(c), 0, NULL);
     *present = json_string_value(json_object_get(json_object_get(meta, "tokenizer"), "tensor")) != NULL;
     json_decref(meta);
     ckpt_tok_file f;
-    if (!*present || ckpt_tok_file_from_ckpt(c, &f, err) != 0) return NULL;
+    if (!*present || cf_ckpt_tok_file_from_ckpt(c, &f, err) != 0) return NULL;
     char name[4096];
     snprintf(name, sizeof name, "%s: embedded %s", cf_ckpt_path(c), f.name);
     cf_tokenizer *tok = cf_tokenizer_load_memory(name, f.bytes, f.len, err);
-    ckpt_tok_file_free(&f);
+    cf_ckpt_tok_file_free(&f);
     return tok;
 }
 
-int ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err) {
+int cf_ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err) {
     memset(f, 0, sizeof *f);
     bool sp = strcmp(cf_tokenizer_type(tok), "sentencepiece-bpe") == 0;
     snprintf(f->name, sizeof f->name, "%s", sp ? "tokenizer.model" : "tokenizer.json");
     f->bytes = sp ? cf_tokenizer_to_sp_model(tok, &f->len) : (unsigned char *)cf_tokenizer_to_hf_json(tok, &f->len);
     /* the file must load back to the same vocabulary (ids and token bytes) */
-    cf_tokenizer *back = ckpt_tok_file_load(f, err);
+    cf_tokenizer *back = cf_ckpt_tok_file_load(f, err);
     bool same = back && cf_tokenizer_fingerprint(back) == cf_tokenizer_fingerprint(tok) &&
                 cf_tokenizer_bos(back) == cf_tokenizer_bos(tok) && cf_tokenizer_eos(back) == cf_tokenizer_eos(tok);
     cf_tokenizer_free(back);
     if (same) return 0;
-    ckpt_tok_file_free(f);
+    cf_ckpt_tok_file_free(f);
     if (back) cf_fail(err, "%s: the vocabulary does not survive its conversion to %s (duplicate tokens?)", source,
                       sp ? "tokenizer.model" : "tokenizer.json");
     else cf_fail_prefix(err, "%s: converted to %s: ", source, sp ? "tokenizer.model" : "tokenizer.json");
     return -1;
 }
 
-int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err) {
+int cf_ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err) {
     memset(f, 0, sizeof *f);
     cf_tokenizer *tok = cf_tokenizer_load(path, err);
     if (!tok) return -1;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* encoder.json + vocab.bpe: not one file */
-        int rc = ckpt_tok_file_convert(tok, path, f, err);
+        int rc = cf_ckpt_tok_file_convert(tok, path, f, err);
         cf_tokenizer_free(tok);
         return rc;
     }
@@ -87,23 +87,23 @@ int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err) {
     return 0;
 }
 
-void ckpt_tok_file_bytes(ckpt_tok_file *f) {
+void cf_ckpt_tok_file_bytes(ckpt_tok_file *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", CF_TOKENIZER_BYTES_NAME);
     f->bytes = (unsigned char *)cf_tokenizer_bytes_json(&f->len);
 }
 
-cf_tokenizer *ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err) {
+cf_tokenizer *cf_ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err) {
     return cf_tokenizer_load_memory(f->name, f->bytes, f->len, err);
 }
 
-void ckpt_tok_file_free(ckpt_tok_file *f) {
+void cf_ckpt_tok_file_free(ckpt_tok_file *f) {
     free(f->bytes);
     memset(f, 0, sizeof *f);
 }
 
 /* The tokenizer file's bytes become the i8 tensor "tokenizer.file". */
-int ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err) {
+int cf_ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err) {
     if (!f->bytes) return 0;
     int64_t shape[1] = {(int64_t)f->len};
     int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, f->bytes, err);
@@ -111,10 +111,10 @@ int ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta,
     return rc;
 }
 
-int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
+int cf_ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err) {
     ckpt_tok_file f;
-    if (ckpt_tok_file_read(path, &f, err) != 0) return -1;
-    int rc = ckpt_embed_tok_file(w, &f, meta, err);
-    ckpt_tok_file_free(&f);
+    if (cf_ckpt_tok_file_read(path, &f, err) != 0) return -1;
+    int rc = cf_ckpt_embed_tok_file(w, &f, meta, err);
+    cf_ckpt_tok_file_free(&f);
     return rc;
 }

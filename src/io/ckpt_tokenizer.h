@@ -19,28 +19,28 @@ typedef struct ckpt_tok_file {
 
 /* Loads it; NULL with *present = false when the checkpoint has none, NULL with
  * *present = true and err set when it is there but unreadable. */
-cf_tokenizer *ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err);
+cf_tokenizer *cf_ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err);
 
 /* The embedded file's bytes and name, copied into *f; f stays empty when the checkpoint has
  * none. Fails (-1) when the entry is there but its tensor is not. */
-int ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err);
+int cf_ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err);
 /* Reads the tokenizer at `path` after checking that it loads. GPT-2's directory
  * (encoder.json + vocab.bpe) is not one file: it becomes a tokenizer.json. */
-int ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err);
+int cf_ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err);
 /* A loaded tokenizer as the file checkpoints embed: SentencePiece as tokenizer.model,
  * byte-level BPE as tokenizer.json; checked to load back to the same vocabulary and
  * specials, else -1 with err naming `source`. */
-int ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err);
+int cf_ckpt_tok_file_convert(const cf_tokenizer *tok, const char *source, ckpt_tok_file *f, cf_error *err);
 /* The byte vocabulary's tokenizer.json (cf_tokenizer_bytes_json). */
-void ckpt_tok_file_bytes(ckpt_tok_file *f);
+void cf_ckpt_tok_file_bytes(ckpt_tok_file *f);
 /* The tokenizer the file holds; NULL with err set when it does not load. */
-cf_tokenizer *ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err);
-void ckpt_tok_file_free(ckpt_tok_file *f);
+cf_tokenizer *cf_ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err);
+void cf_ckpt_tok_file_free(ckpt_tok_file *f);
 
 /* Writes the file's bytes as the i8 tensor "tokenizer.file" and records it in `meta`, so
  * the checkpoint alone is enough to generate. Does nothing for an empty f. */
-int ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err);
-/* The same for the tokenizer at `path` (ckpt_tok_file_read). */
-int ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err);
+int cf_ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *meta, cf_error *err);
+/* The same for the tokenizer at `path` (cf_ckpt_tok_file_read). */
+int cf_ckpt_embed_tokenizer(cf_ckpt_writer *w, const char *path, json_t *meta, cf_error *err);
 
 #endif

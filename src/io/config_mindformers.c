@@ -599,7 +599,7 @@ void cf_mf_finish(cf_walker *w) {
     cf_config hf;
     cf_error err;
     cf_config_defaults(&hf);
-    if (hf_read_config(w->pretrained_dir, &hf.model.model_config, &err) != 0) {
+    if (cf_hf_read_config(w->pretrained_dir, &hf.model.model_config, &err) != 0) {
         cf_walk_error(w, "%s:%d: pretrained_model_dir: %s", w->source, w->pretrained_line, err.msg);
         return;
     }

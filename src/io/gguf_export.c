@@ -164,7 +164,7 @@ static int tokenizer_metadata(gguf *g, const cf_tokenizer *t, const char *path, 
     return 0;
 }
 
-const char *gguf_type_name(uint32_t type) {
+const char *cf_gguf_type_name(uint32_t type) {
     static const char *const names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0",  "q5_1",
                                         "q8_0", "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",  "q8_K",
                                         "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
@@ -234,7 +234,7 @@ static int add_tensor(void *arg, const cf_family_weight *w, long layer) {
     char name[128], gname[64];
     int64_t shape[2];
     int ndim = cf_weight_describe(x->cfg, w, layer, name, sizeof name, shape);
-    const cf_ckpt_tensor *t = model_ckpt_weight_tensor(x->c, name, ndim, shape, x->err);
+    const cf_ckpt_tensor *t = cf_model_ckpt_weight_tensor(x->c, name, ndim, shape, x->err);
     if (!t) return -1;
     uint32_t type;
     x->data[x->n] = tensor_data(x, t, ndim, shape, &type, &x->nbytes[x->n]);
@@ -251,22 +251,22 @@ static int add_tensor(void *arg, const cf_family_weight *w, long layer) {
 
 static int write_file(const char *out_path, const gguf *g, const tensor_ctx *x, cf_error *err) {
     atomic_file a;
-    if (atomic_file_open(&a, out_path, err) != 0) return -1;
+    if (cf_atomic_file_open(&a, out_path, err) != 0) return -1;
     buf head = {0};
     put(&head, "GGUF", 4);
     put_u32(&head, GGUF_VERSION);
     put_u64(&head, (uint64_t)x->n);
     put_u64(&head, g->n_kv);
-    int rc = atomic_file_write(&a, head.data, head.len, err);
-    if (rc == 0) rc = atomic_file_write(&a, g->kv.data, g->kv.len, err);
-    if (rc == 0) rc = atomic_file_write(&a, x->infos.data, x->infos.len, err);
+    int rc = cf_atomic_file_write(&a, head.data, head.len, err);
+    if (rc == 0) rc = cf_atomic_file_write(&a, g->kv.data, g->kv.len, err);
+    if (rc == 0) rc = cf_atomic_file_write(&a, x->infos.data, x->infos.len, err);
     for (long i = 0; i < x->n && rc == 0; i++) {
-        rc = atomic_file_pad(&a, GGUF_ALIGN, err);
-        if (rc == 0) rc = atomic_file_write(&a, x->data[i], x->nbytes[i], err);
+        rc = cf_atomic_file_pad(&a, GGUF_ALIGN, err);
+        if (rc == 0) rc = cf_atomic_file_write(&a, x->data[i], x->nbytes[i], err);
     }
     free(head.data);
-    if (rc == 0) return atomic_file_commit(&a, err);
-    atomic_file_abort(&a);
+    if (rc == 0) return cf_atomic_file_commit(&a, err);
+    cf_atomic_file_abort(&a);
     return -1;
 }
 
@@ -287,7 +287,7 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
     int rc = cf_ckpt_model_config(c, &cfg, err);
     size_t count = 0;
     if (rc == 0) rc = cf_model_config_check(&cfg, checkpoint_path, err);
-    if (rc == 0) rc = model_ckpt_check_count(c, &cfg, &count, err);
+    if (rc == 0) rc = cf_model_ckpt_check_count(c, &cfg, &count, err);
     if (rc == 0) rc = check_gguf_sizes(&cfg, checkpoint_path, err);
     if (rc == 0) {
         x.tensors = cf_xcalloc(count, sizeof *x.tensors);
@@ -303,7 +303,7 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
         model_metadata(&g, &cfg, wd == CF_F16 ? GGUF_FILE_MOSTLY_F16 : wd == CF_BF16 ? GGUF_FILE_MOSTLY_BF16
                                  : wd == CF_Q8_0 ? GGUF_FILE_MOSTLY_Q8_0 : wd == CF_Q4_0 ? GGUF_FILE_MOSTLY_Q4_0
                                  : GGUF_FILE_ALL_F32);
-        tok = ckpt_load_tokenizer(c, &has_tok, err);
+        tok = cf_ckpt_load_tokenizer(c, &has_tok, err);
         if (has_tok && !tok) rc = -1;
         if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);
     }

@@ -20,6 +20,6 @@ enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_BF16 = 30 
 enum { GGUF_FILE_ALL_F32 = 0, GGUF_FILE_MOSTLY_F16 = 1, GGUF_FILE_MOSTLY_Q4_0 = 2, GGUF_FILE_MOSTLY_Q8_0 = 7, GGUF_FILE_MOSTLY_BF16 = 32 };
 
 /* ggml's name for a tensor type ("q4_K"), or "unknown" */
-const char *gguf_type_name(uint32_t type);
+const char *cf_gguf_type_name(uint32_t type);
 
 #endif

@@ -241,14 +241,14 @@ static int tensor_bytes(reader *r, gguf_tensor *t) {
     case GGML_F16:
     case GGML_BF16: t->nbytes = numel * 2; return 0;
     default:;
-        const gguf_quant *q = gguf_quant_find(t->type);
+        const gguf_quant *q = cf_gguf_quant_find(t->type);
         if (!q)
             return cf_fail(r->err, "%s: tensor %.*s has type %s (%u), which cformers does not import (f32, f16, bf16, %s)",
-                           r->path, (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), t->type,
-                           gguf_quant_names());
+                           r->path, (int)t->name_len, (const char *)t->name, cf_gguf_type_name(t->type), t->type,
+                           cf_gguf_quant_names());
         if (t->dims[0] % q->block)
             return cf_fail(r->err, "%s: tensor %.*s: %s rows of %lld are not whole blocks of %d", r->path,
-                           (int)t->name_len, (const char *)t->name, gguf_type_name(t->type), (long long)t->dims[0],
+                           (int)t->name_len, (const char *)t->name, cf_gguf_type_name(t->type), (long long)t->dims[0],
                            q->block);
         t->nbytes = numel / (uint64_t)q->block * (uint64_t)q->block_bytes;
         return 0;
@@ -303,8 +303,8 @@ static const gguf_tensor *weight(const gguf_source *s, const cf_family_weight *w
                 ndim == 2 ? (long long)shape[0] : 1LL);
         return NULL;
     }
-    if (ndim == 1 && gguf_quant_find(t->type)) {
-        cf_fail(err, "%s: tensor %s: %s norms are not supported", s->path, name, gguf_type_name(t->type));
+    if (ndim == 1 && cf_gguf_quant_find(t->type)) {
+        cf_fail(err, "%s: tensor %s: %s norms are not supported", s->path, name, cf_gguf_type_name(t->type));
         return NULL;
     }
     return t;
@@ -318,7 +318,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
     case GGML_F32: memcpy(dst, t->data, n * sizeof(float)); break;
     case GGML_F16: cf_convert_f16_to_f32((const cf_f16 *)(const void *)t->data, dst, n); break;
     case GGML_BF16: cf_convert_bf16_to_f32((const cf_bf16 *)(const void *)t->data, dst, n); break;
-    default: gguf_quant_find(t->type)->dequantize(t->data, dst, (int64_t)n); break;
+    default: cf_gguf_quant_find(t->type)->dequantize(t->data, dst, (int64_t)n); break;
     }
     return 0;
 }
@@ -329,7 +329,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
 static const void *stored_q8(void *arg, const cf_family_weight *w, long layer, cf_dtype want) {
     gguf_source *s = arg;
     const gguf_tensor *t = weight(s, w, layer, NULL);
-    const gguf_quant *q = t ? gguf_quant_find(t->type) : NULL;
+    const gguf_quant *q = t ? cf_gguf_quant_find(t->type) : NULL;
     if (want == CF_Q4_0) return q && t->type == GGML_Q4_0 ? t->data : NULL;
     if (!q || !q->to_q8_0) return NULL;
     uint64_t n = t->nbytes / (uint64_t)q->block_bytes * (uint64_t)q->block; /* elements */
@@ -523,7 +523,7 @@ static int sp_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
     t->escape_whitespaces = true;
     char source[4096];
     snprintf(source, sizeof source, "%s: tokenizer.ggml.*", s->path);
-    if (rc == 0) rc = ckpt_tok_file_convert(t, source, f, err);
+    if (rc == 0) rc = cf_ckpt_tok_file_convert(t, source, f, err);
     cf_tokenizer_free(t);
     return rc;
 }
@@ -625,8 +625,8 @@ int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert
     if (rc == 0) rc = cf_weights_foreach(&s.cfg, check_one, &check);
     ckpt_tok_file tok = {0}; /* --tokenizer wins over the file's own */
     if (rc == 0 && !opt->tokenizer_path) rc = gguf_tokenizer(&s, &tok, err);
-    if (rc == 0) rc = model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, &tok, err);
-    ckpt_tok_file_free(&tok);
+    if (rc == 0) rc = cf_model_import_write_q8(out_path, &s.cfg, opt, "gguf", fill, stored_q8, &s, &tok, err);
+    cf_ckpt_tok_file_free(&tok);
     free(s.tensors);
     free(s.q8);
     munmap(map, size);

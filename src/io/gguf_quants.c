@@ -116,10 +116,10 @@ static const gguf_quant quants[] = {
     {14, QK_K, 210, q6_k_dequantize, NULL},
 };
 
-const gguf_quant *gguf_quant_find(uint32_t type) {
+const gguf_quant *cf_gguf_quant_find(uint32_t type) {
     for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++)
         if (quants[i].type == type) return &quants[i];
     return NULL;
 }
 
-const char *gguf_quant_names(void) { return "q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K"; }
+const char *cf_gguf_quant_names(void) { return "q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K"; }

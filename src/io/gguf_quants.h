@@ -19,8 +19,8 @@ typedef struct gguf_quant {
 } gguf_quant;
 
 /* The description of ggml type `type`, or NULL (f32, f16, bf16 and the unsupported ones). */
-const gguf_quant *gguf_quant_find(uint32_t type);
+const gguf_quant *cf_gguf_quant_find(uint32_t type);
 /* "q4_0, q4_1, ...": the quantized types imported, for error messages. */
-const char *gguf_quant_names(void);
+const char *cf_gguf_quant_names(void);
 
 #endif

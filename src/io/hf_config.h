@@ -10,6 +10,6 @@
  * computation is used or refused naming the key and the file, a present key of the wrong
  * type is an error, keys left out take the HF config class's defaults; the result passes
  * the checkpoint schema's ranges and cf_model_config_check. */
-int hf_read_config(const char *dir, cf_model_config *m, cf_error *err);
+int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err);
 
 #endif

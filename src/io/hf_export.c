@@ -30,14 +30,14 @@ static int add_tensor(void *arg, const cf_family_weight *w, long layer) {
     char name[128];
     int64_t shape[2];
     int ndim = cf_weight_describe(x->cfg, w, layer, name, sizeof name, shape);
-    const cf_ckpt_tensor *t = model_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
+    const cf_ckpt_tensor *t = cf_model_ckpt_float_tensor(x->c, name, ndim, shape, x->err);
     if (!t) return -1;
     st_tensor *s = &x->tensors[x->n++];
     *s = (st_tensor){.name = t->name, .dtype = t->dtype, .ndim = ndim, .data = t->data, .nbytes = t->nbytes};
-    model_weight_hf_shape(x->cfg, w, s->shape);
-    if (model_weight_hf_differs(w)) {
+    cf_model_weight_hf_shape(x->cfg, w, s->shape);
+    if (cf_model_weight_hf_differs(w)) {
         void *copy = cf_xmalloc(t->nbytes);
-        model_weight_convert_hf(x->cfg, w, shape, cf_dtype_size(t->dtype), t->data, copy, true);
+        cf_model_weight_convert_hf(x->cfg, w, shape, cf_dtype_size(t->dtype), t->data, copy, true);
         x->copies[x->n_copies++] = copy;
         s->data = copy;
     }
@@ -90,7 +90,7 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
     int rc = cf_ckpt_model_config(c, &cfg, err);
     size_t max_tensors = 0;
     if (rc == 0) rc = cf_model_config_check(&cfg, checkpoint_path, err);
-    if (rc == 0) rc = model_ckpt_check_count(c, &cfg, &max_tensors, err);
+    if (rc == 0) rc = cf_model_ckpt_check_count(c, &cfg, &max_tensors, err);
     if (rc != 0) {
         cf_ckpt_close(c);
         return -1;
@@ -101,7 +101,7 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
     char path[4096];
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-        rc = st_write(path, x.tensors, x.n, err);
+        rc = cf_st_write(path, x.tensors, x.n, err);
     }
     if (rc == 0) {
         char wo[128]; /* the attention output matrix's dtype is the model's */
@@ -111,10 +111,10 @@ int cf_export_safetensors(const char *checkpoint_path, const char *out_dir, cf_e
         char *text = json_dumps(config, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(config);
         snprintf(path, sizeof path, "%s/config.json", out_dir);
-        rc = atomic_file_save(path, text, strlen(text), err);
+        rc = cf_atomic_file_save(path, text, strlen(text), err);
         free(text);
     }
-    if (rc == 0) rc = hf_export_tokenizer(c, cfg.max_position_embeddings, out_dir, err);
+    if (rc == 0) rc = cf_hf_export_tokenizer(c, cfg.max_position_embeddings, out_dir, err);
     for (long i = 0; i < x.n_copies; i++) free(x.copies[i]);
     free(x.copies);
     free(x.tensors);

@@ -261,7 +261,7 @@ static const cf_family *family_of_type(const char *type) {
     return NULL;
 }
 
-int hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
+int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t jerr;
@@ -308,7 +308,7 @@ static int open_files(hf_source *s, cf_error *err) {
     if (!file_exists(path)) {
         snprintf(path, sizeof path, "%s/model.safetensors", s->dir);
         s->files = cf_xcalloc(1, sizeof *s->files);
-        if (st_open(&s->files[0], path, err) != 0) return -1;
+        if (cf_st_open(&s->files[0], path, err) != 0) return -1;
         s->n_files = 1;
         return 0;
     }
@@ -334,7 +334,7 @@ static int open_files(hf_source *s, cf_error *err) {
         json_object_set_new(seen, shard, json_true());
         char shard_path[4096];
         snprintf(shard_path, sizeof shard_path, "%s/%s", s->dir, shard);
-        if ((rc = st_open(&s->files[s->n_files], shard_path, err)) != 0) break;
+        if ((rc = cf_st_open(&s->files[s->n_files], shard_path, err)) != 0) break;
         s->n_files++;
     }
     json_decref(seen);
@@ -344,7 +344,7 @@ static int open_files(hf_source *s, cf_error *err) {
 
 static const st_tensor *find(const hf_source *s, const char *name, const st_file **in) {
     for (long i = 0; i < s->n_files; i++) {
-        const st_tensor *t = st_find(&s->files[i], name);
+        const st_tensor *t = cf_st_find(&s->files[i], name);
         if (t) return *in = &s->files[i], t;
     }
     return NULL;
@@ -358,7 +358,7 @@ static const st_tensor *lookup(const hf_source *s, const cf_family_weight *w, lo
     char name[128];
     int64_t shape[2];
     cf_weight_name(w, layer, name, sizeof name);
-    int ndim = model_weight_hf_shape(&s->cfg, w, shape);
+    int ndim = cf_model_weight_hf_shape(&s->cfg, w, shape);
     const st_tensor *t = find(s, name, file);
     const char *prefix = cf_family_of(s->cfg.arch)->hf.strip_prefix;
     if (!t && prefix && strncmp(name, prefix, strlen(prefix)) == 0) t = find(s, name + strlen(prefix), file);
@@ -390,7 +390,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
     const st_file *file;
     const st_tensor *t = lookup(s, w, layer, &file, err);
     if (!t) return -1;
-    bool convert = model_weight_hf_differs(w);
+    bool convert = cf_model_weight_hf_differs(w);
     float *f32 = convert ? cf_xmalloc(n * sizeof(float)) : dst;
     switch (t->dtype) {
     case CF_BF16: cf_convert_bf16_to_f32(t->data, f32, n); break;
@@ -400,7 +400,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
     if (convert) {
         int64_t shape[2];
         cf_weight_shape(&s->cfg, w, shape);
-        model_weight_convert_hf(&s->cfg, w, shape, sizeof(float), f32, dst, false);
+        cf_model_weight_convert_hf(&s->cfg, w, shape, sizeof(float), f32, dst, false);
         free(f32);
     }
     return 0;
@@ -408,7 +408,7 @@ static int fill(void *arg, const cf_family_weight *w, long layer, float *dst, si
 
 int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options *opt, cf_error *err) {
     hf_source s = {.dir = dir};
-    if (hf_read_config(dir, &s.cfg, err) != 0) return -1;
+    if (cf_hf_read_config(dir, &s.cfg, err) != 0) return -1;
     int rc = open_files(&s, err);
     /* Every tensor present with the shape config.json implies before the import allocates
      * buffers sized from config.json: the files, not the config, bound the sizes. */
@@ -417,10 +417,10 @@ int cf_import_hf(const char *dir, const char *out_path, const cf_convert_options
     if (rc == 0) {
         cf_convert_options o = *opt;
         char tok[4096];
-        if (!o.tokenizer_path) o.tokenizer_path = hf_import_tokenizer_file(dir, tok, sizeof tok);
-        rc = model_import_write(out_path, &s.cfg, &o, "huggingface", fill, &s, err);
+        if (!o.tokenizer_path) o.tokenizer_path = cf_hf_import_tokenizer_file(dir, tok, sizeof tok);
+        rc = cf_model_import_write(out_path, &s.cfg, &o, "huggingface", fill, &s, err);
     }
-    for (long i = 0; i < s.n_files; i++) st_close(&s.files[i]);
+    for (long i = 0; i < s.n_files; i++) cf_st_close(&s.files[i]);
     free(s.files);
     return rc;
 }

@@ -20,7 +20,7 @@ static json_t *special(const cf_tokenizer *tok, int id) {
 static int save_json(const char *dir, const char *name, json_t *j, cf_error *err) {
     char path[4096], *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = atomic_file_save(path, text, strlen(text), err);
+    int rc = cf_atomic_file_save(path, text, strlen(text), err);
     free(text);
     return rc;
 }
@@ -29,24 +29,24 @@ static int save_json(const char *dir, const char *name, json_t *j, cf_error *err
 static int save_sp_model(const ckpt_tok_file *f, const cf_tokenizer *tok, const char *path, cf_error *err) {
     size_t n = strlen(f->name);
     if (f->len && f->bytes[0] == 0x0a && !(n >= 4 && strcmp(f->name + n - 4, ".bin") == 0))
-        return atomic_file_save(path, f->bytes, f->len, err);
+        return cf_atomic_file_save(path, f->bytes, f->len, err);
     size_t len;
     unsigned char *model = cf_tokenizer_to_sp_model(tok, &len);
-    int rc = atomic_file_save(path, model, len, err);
+    int rc = cf_atomic_file_save(path, model, len, err);
     free(model);
     return rc;
 }
 
-int hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, cf_error *err) {
+int cf_hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, cf_error *err) {
     ckpt_tok_file f;
-    if (ckpt_tok_file_from_ckpt(c, &f, err) != 0) return -1;
+    if (cf_ckpt_tok_file_from_ckpt(c, &f, err) != 0) return -1;
     if (!f.bytes) return 0;
     char name[4096], path[4096];
     snprintf(name, sizeof name, "%s: embedded %s", cf_ckpt_path(c), f.name);
     cf_tokenizer *tok = cf_tokenizer_load_memory(name, f.bytes, f.len, err);
     bool sp = tok && strcmp(cf_tokenizer_type(tok), "sentencepiece-bpe") == 0;
     snprintf(path, sizeof path, "%s/%s", out_dir, sp ? "tokenizer.model" : "tokenizer.json");
-    int rc = !tok ? -1 : sp ? save_sp_model(&f, tok, path, err) : atomic_file_save(path, f.bytes, f.len, err);
+    int rc = !tok ? -1 : sp ? save_sp_model(&f, tok, path, err) : cf_atomic_file_save(path, f.bytes, f.len, err);
     if (rc == 0) {
         int unk = -1; /* SentencePiece's <unk> is the one id it emits for what it cannot spell */
         for (int id = 0; sp && id < cf_tokenizer_vocab_size(tok) && unk < 0; id++) {
@@ -68,11 +68,11 @@ int hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, cf_
         json_decref(map);
     }
     cf_tokenizer_free(tok);
-    ckpt_tok_file_free(&f);
+    cf_ckpt_tok_file_free(&f);
     return rc;
 }
 
-const char *hf_import_tokenizer_file(const char *dir, char *buf, size_t cap) {
+const char *cf_hf_import_tokenizer_file(const char *dir, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/tokenizer.model", dir);
     if (access(buf, F_OK) == 0) return buf;
     snprintf(buf, cap, "%s/tokenizer.json", dir);

@@ -176,7 +176,7 @@ int cf_import_llama2c(const char *model_path, const char *out_path, const cf_con
     if (rc == 0) {
         char source[64];
         snprintf(source, sizeof source, "llama2.c v%d", f.version);
-        rc = model_import_write(out_path, &f.cfg, opt, source, fill, &f, err);
+        rc = cf_model_import_write(out_path, &f.cfg, opt, source, fill, &f, err);
     }
     munmap(map, f.size);
     return rc;

@@ -60,12 +60,12 @@ static size_t largest_tensor(const cf_model_config *m) {
     return best;
 }
 
-int model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+int cf_model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, model_fill_fn fill, void *ctx, cf_error *err) {
-    return model_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, NULL, err);
+    return cf_model_import_write_q8(out_path, cfg, opt, source, fill, NULL, ctx, NULL, err);
 }
 
-int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+int cf_model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                           const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
                           const ckpt_tok_file *tok, cf_error *err) {
     if (opt->dtype != CF_F32 && opt->dtype != CF_BF16 && opt->dtype != CF_F16 && !cf_dtype_is_blocks(opt->dtype))
@@ -82,8 +82,8 @@ int model_import_write_q8(const char *out_path, const cf_model_config *cfg, cons
                              "format", "cformers model weights");
     free(config_text);
     int rc = cf_weights_foreach(cfg, import_one, &c);
-    if (rc == 0 && opt->tokenizer_path) rc = ckpt_embed_tokenizer(w, opt->tokenizer_path, meta, err);
-    else if (rc == 0 && tok) rc = ckpt_embed_tok_file(w, tok, meta, err);
+    if (rc == 0 && opt->tokenizer_path) rc = cf_ckpt_embed_tokenizer(w, opt->tokenizer_path, meta, err);
+    else if (rc == 0 && tok) rc = cf_ckpt_embed_tok_file(w, tok, meta, err);
     free(c.f32);
     free(c.narrow);
     if (rc != 0) {

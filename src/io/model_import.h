@@ -15,7 +15,7 @@ typedef int (*model_fill_fn)(void *ctx, const cf_family_weight *w, long layer, f
 /* Writes the checkpoint. cfg must pass cf_model_config_check, and the source must have
  * checked that every tensor it will fill exists with cfg's shape: buffers for the largest
  * tensor are allocated from cfg before the first fill. */
-int model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+int cf_model_import_write(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                        const char *source, model_fill_fn fill, void *ctx, cf_error *err);
 
 /* The same, where the source may hold some matrices quantized already: q8 returns a
@@ -25,7 +25,7 @@ int model_import_write(const char *out_path, const cf_model_config *cfg, const c
 typedef const void *(*model_q8_fn)(void *ctx, const cf_family_weight *w, long layer, cf_dtype want);
 /* tok: the source's own tokenizer file (GGUF metadata), embedded when opt->tokenizer_path
  * is NULL; NULL or empty for none. */
-int model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
+int cf_model_import_write_q8(const char *out_path, const cf_model_config *cfg, const cf_convert_options *opt,
                           const char *source, model_fill_fn fill, model_q8_fn q8, void *ctx,
                           const ckpt_tok_file *tok, cf_error *err);
 

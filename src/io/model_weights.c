@@ -19,7 +19,7 @@ static void permute_rows(const void *src, void *dst, long heads, long head_dim, 
             }
 }
 
-int model_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *count, cf_error *err) {
+int cf_model_ckpt_check_count(const cf_ckpt *c, const cf_model_config *m, size_t *count, cf_error *err) {
     *count = cf_weights_count(m);
     if (*count == 0 || *count > (size_t)cf_ckpt_num_tensors(c))
         return cf_fail(err, "%s: model_config.num_layers %lld implies more tensors than the checkpoint's %ld",
@@ -39,17 +39,17 @@ static const cf_ckpt_tensor *weight_tensor(cf_ckpt *c, const char *name, int ndi
     return cf_ckpt_get(c, name, t ? t->dtype : CF_F32, ndim, shape, err);
 }
 
-const cf_ckpt_tensor *model_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
+const cf_ckpt_tensor *cf_model_ckpt_float_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
                                               cf_error *err) {
     return weight_tensor(c, name, ndim, shape, false, err);
 }
 
-const cf_ckpt_tensor *model_ckpt_weight_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
+const cf_ckpt_tensor *cf_model_ckpt_weight_tensor(cf_ckpt *c, const char *name, int ndim, const int64_t *shape,
                                                cf_error *err) {
     return weight_tensor(c, name, ndim, shape, true, err);
 }
 
-int model_weight_hf_shape(const cf_model_config *m, const cf_family_weight *w, int64_t shape[2]) {
+int cf_model_weight_hf_shape(const cf_model_config *m, const cf_family_weight *w, int64_t shape[2]) {
     int ndim = cf_weight_shape(m, w, shape);
     if (w->hf == HF_CONV1D && ndim == 2) {
         int64_t t = shape[0];
@@ -58,7 +58,7 @@ int model_weight_hf_shape(const cf_model_config *m, const cf_family_weight *w, i
     return ndim;
 }
 
-bool model_weight_hf_differs(const cf_family_weight *w) { return w->hf != HF_AS_IS; }
+bool cf_model_weight_hf_differs(const cf_family_weight *w) { return w->hf != HF_AS_IS; }
 
 /* [rows, cols] -> [cols, rows] of elem-byte elements. */
 static void transpose(const void *src, void *dst, int64_t rows, int64_t cols, size_t elem) {
@@ -68,7 +68,7 @@ static void transpose(const void *src, void *dst, int64_t rows, int64_t cols, si
         for (int64_t c = 0; c < cols; c++) memcpy(d + (size_t)(c * rows + r) * elem, s + (size_t)(r * cols + c) * elem, elem);
 }
 
-void model_weight_convert_hf(const cf_model_config *m, const cf_family_weight *w, const int64_t shape[2], size_t elem,
+void cf_model_weight_convert_hf(const cf_model_config *m, const cf_family_weight *w, const int64_t shape[2], size_t elem,
                              const void *src, void *dst, bool to_hf) {
     int64_t cols = w->ndim == 2 ? shape[1] : 1;
     switch (w->hf) {

@@ -105,14 +105,14 @@ static int compare_names(const void *a, const void *b) {
     return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
 }
 
-int st_open(st_file *f, const char *path, cf_error *err) {
+int cf_st_open(st_file *f, const char *path, cf_error *err) {
     *f = (st_file){.path = cf_xstrdup(path)};
     int fd = open(path, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0) close(fd);
         cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
-        st_close(f);
+        cf_st_close(f);
         return -1;
     }
     f->size = (size_t)st.st_size;
@@ -121,7 +121,7 @@ int st_open(st_file *f, const char *path, cf_error *err) {
     if (map == MAP_FAILED) {
         f->size = 0;
         cf_fail(err, "%s: cannot map (empty or unreadable file)", path);
-        st_close(f);
+        cf_st_close(f);
         return -1;
     }
     f->map = map;
@@ -143,13 +143,13 @@ int st_open(st_file *f, const char *path, cf_error *err) {
         json_object_foreach(f->header, name, e) {
             if (strcmp(name, "__metadata__") == 0) continue;
             if (parse_tensor(f, name, e, 8 + header_len, &f->tensors[f->n], err) != 0) {
-                st_close(f);
+                cf_st_close(f);
                 return -1;
             }
             f->n++;
         }
         if (align_copies(f, f->size - 8 - header_len, err) != 0) {
-            st_close(f);
+            cf_st_close(f);
             return -1;
         }
         f->by_name = cf_xcalloc((size_t)f->n + 1, sizeof *f->by_name);
@@ -157,17 +157,17 @@ int st_open(st_file *f, const char *path, cf_error *err) {
         qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
         return 0;
     }
-    st_close(f);
+    cf_st_close(f);
     return -1;
 }
 
-const st_tensor *st_find(const st_file *f, const char *name) {
+const st_tensor *cf_st_find(const st_file *f, const char *name) {
     st_tensor key = {.name = name};
     const st_tensor *k = &key, **hit = bsearch(&k, f->by_name, (size_t)f->n, sizeof *f->by_name, compare_names);
     return hit ? *hit : NULL;
 }
 
-void st_close(st_file *f) {
+void cf_st_close(st_file *f) {
     if (f->map) munmap((void *)f->map, f->size);
     json_decref(f->header);
     free(f->tensors);
@@ -183,7 +183,7 @@ static int data_pass(const st_tensor *t) {
     return size >= 8 ? 0 : size >= 4 ? 1 : size >= 2 ? 2 : 3;
 }
 
-int st_write(const char *path, const st_tensor *tensors, long n, cf_error *err) {
+int cf_st_write(const char *path, const st_tensor *tensors, long n, cf_error *err) {
     /* The data holds the tensors by element size, largest first (as the safetensors library
      * orders them): each then starts at a multiple of its element size, without the gaps
      * between tensors that the format forbids ("the byte buffer ... cannot contain holes").
@@ -208,15 +208,15 @@ int st_write(const char *path, const st_tensor *tensors, long n, cf_error *err) 
     size_t len = strlen(text);
     uint64_t padded = (len + 7) / 8 * 8; /* data starts 8-byte aligned; the header is padded with spaces */
     atomic_file a;
-    int rc = atomic_file_open(&a, path, err);
-    if (rc == 0) rc = atomic_file_write(&a, &padded, 8, err);
-    if (rc == 0) rc = atomic_file_write(&a, text, len, err);
-    if (rc == 0) rc = atomic_file_write(&a, "       ", padded - len, err);
+    int rc = cf_atomic_file_open(&a, path, err);
+    if (rc == 0) rc = cf_atomic_file_write(&a, &padded, 8, err);
+    if (rc == 0) rc = cf_atomic_file_write(&a, text, len, err);
+    if (rc == 0) rc = cf_atomic_file_write(&a, "       ", padded - len, err);
     for (int pass = 0; pass < 4; pass++)
         for (long i = 0; i < n && rc == 0; i++)
-            if (data_pass(&tensors[i]) == pass) rc = atomic_file_write(&a, tensors[i].data, tensors[i].nbytes, err);
+            if (data_pass(&tensors[i]) == pass) rc = cf_atomic_file_write(&a, tensors[i].data, tensors[i].nbytes, err);
     free(text);
-    if (rc == 0) return atomic_file_commit(&a, err);
-    if (a.path) atomic_file_abort(&a);
+    if (rc == 0) return cf_atomic_file_commit(&a, err);
+    if (a.path) cf_atomic_file_abort(&a);
     return -1;
 }

@@ -33,7 +33,7 @@ int cf_memory_plan_write(cf_graph *g, const char *path, cf_error *err) {
                             "backward_from", backward, "optimizer_from", optimizer, "blocks", blocks);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    int rc = atomic_file_save(path, text, strlen(text), err);
+    int rc = cf_atomic_file_save(path, text, strlen(text), err);
     free(text);
     return rc;
 }

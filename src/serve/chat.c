@@ -37,7 +37,7 @@ static void put(text *t, const char *s, size_t n) {
 
 static void puts_(text *t, const char *s) { put(t, s, strlen(s)); }
 
-int serve_chat_template_parse(const char *name, serve_chat_template *out) {
+int cf_serve_chat_template_parse(const char *name, serve_chat_template *out) {
     for (int t = 0; t < CHAT_TEMPLATES; t++)
         if (strcmp(name, TEMPLATES[t].name) == 0) {
             *out = (serve_chat_template)t;
@@ -46,7 +46,7 @@ int serve_chat_template_parse(const char *name, serve_chat_template *out) {
     return -1;
 }
 
-const char *serve_chat_template_name(serve_chat_template t) { return TEMPLATES[t].name; }
+const char *cf_serve_chat_template_name(serve_chat_template t) { return TEMPLATES[t].name; }
 
 /* True when the vocabulary holds `marker` as one token. */
 static bool has_token(const cf_tokenizer *tok, const char *marker) {
@@ -57,13 +57,13 @@ static bool has_token(const cf_tokenizer *tok, const char *marker) {
     return n == 1;
 }
 
-serve_chat_template serve_chat_template_for(const cf_tokenizer *tok) {
+serve_chat_template cf_serve_chat_template_for(const cf_tokenizer *tok) {
     for (int t = 0; t < CHAT_TEMPLATES && tok; t++)
         if (TEMPLATES[t].marker && has_token(tok, TEMPLATES[t].marker)) return (serve_chat_template)t;
     return CHAT_LLAMA2;
 }
 
-const char *serve_chat_stop(serve_chat_template t) { return TEMPLATES[t].stop; }
+const char *cf_serve_chat_stop(serve_chat_template t) { return TEMPLATES[t].stop; }
 
 /* A message's content: a string, or an array of parts of which the "text" ones count. */
 static int content_of(json_t *msg, size_t i, text *out, cf_error *err) {
@@ -85,7 +85,7 @@ static int content_of(json_t *msg, size_t i, text *out, cf_error *err) {
     return 0;
 }
 
-char *serve_chat_render(serve_chat_template tpl, json_t *messages, cf_error *err) {
+char *cf_serve_chat_render(serve_chat_template tpl, json_t *messages, cf_error *err) {
     if (!json_is_array(messages) || json_array_size(messages) == 0) {
         cf_fail(err, "'messages' must be a non-empty array of {\"role\", \"content\"} objects");
         return NULL;

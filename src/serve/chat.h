@@ -12,15 +12,15 @@
 typedef enum serve_chat_template { CHAT_LLAMA2, CHAT_LLAMA3, CHAT_CHATML, CHAT_TEMPLATES } serve_chat_template;
 
 /* "llama2", "llama3" or "chatml"; -1 for anything else. */
-int serve_chat_template_parse(const char *name, serve_chat_template *out);
-const char *serve_chat_template_name(serve_chat_template t);
+int cf_serve_chat_template_parse(const char *name, serve_chat_template *out);
+const char *cf_serve_chat_template_name(serve_chat_template t);
 /* LLaMA-3 when the vocabulary has <|start_header_id|> as one token, ChatML when it has
  * <|im_start|>, else LLaMA-2. */
-serve_chat_template serve_chat_template_for(const cf_tokenizer *tok);
+serve_chat_template cf_serve_chat_template_for(const cf_tokenizer *tok);
 /* The text that ends an assistant turn (a stop string for chat requests). */
-const char *serve_chat_stop(serve_chat_template t);
+const char *cf_serve_chat_stop(serve_chat_template t);
 /* The prompt for `messages` (a JSON array of {"role", "content"}), malloc'd; NULL with
  * err saying which message is malformed. */
-char *serve_chat_render(serve_chat_template t, json_t *messages, cf_error *err);
+char *cf_serve_chat_render(serve_chat_template t, json_t *messages, cf_error *err);
 
 #endif

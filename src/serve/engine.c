@@ -109,7 +109,7 @@ static void request_free(cf_serve_request *r) {
 }
 
 static void seq_free(cf_serve_engine *e, seq *s) {
-    for (long i = 0; s->state == SEQ_RUNNING && i < s->n_blocks; i++) infer_kv_release(e->pool, s->blocks[i]);
+    for (long i = 0; s->state == SEQ_RUNNING && i < s->n_blocks; i++) cf_infer_kv_release(e->pool, s->blocks[i]);
     if (s->swap) e->swap_used -= (size_t)s->n_blocks * e->block_bytes;
     cf_serve_request *r = s->r;
     pthread_mutex_lock(&e->mu);
@@ -134,7 +134,7 @@ static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_
     s->n_prompt_hash = n / KV_BLOCK;
     s->prompt_hash = cf_xmalloc(sizeof *s->prompt_hash * (size_t)(s->n_prompt_hash + 1));
     for (long b = 0; b < s->n_prompt_hash; b++)
-        s->prompt_hash[b] = infer_kv_chain_hash(b ? s->prompt_hash[b - 1] : 0, tokens + b * KV_BLOCK);
+        s->prompt_hash[b] = cf_infer_kv_chain_hash(b ? s->prompt_hash[b - 1] : 0, tokens + b * KV_BLOCK);
     cf_sampler_params sp = r->p.sampling;
     sp.seed += (uint64_t)i;
     s->sampler = cf_sampler_new(&sp, e->vocab);
@@ -335,7 +335,7 @@ static void preempt(cf_serve_engine *e, seq *s) {
     size_t bytes = (size_t)s->n_blocks * e->block_bytes;
     if (e->o.swap_space && e->swap_used + bytes <= e->o.swap_space && s->n_blocks) {
         s->swap = cf_xmalloc(bytes);
-        for (long b = 0; b < s->n_blocks; b++) infer_kv_save(e->pool, s->blocks[b], (char *)s->swap + b * e->block_bytes);
+        for (long b = 0; b < s->n_blocks; b++) cf_infer_kv_save(e->pool, s->blocks[b], (char *)s->swap + b * e->block_bytes);
         e->swap_used += bytes;
         e->preempt_swap++;
         s->state = SEQ_SWAPPED;
@@ -344,14 +344,14 @@ static void preempt(cf_serve_engine *e, seq *s) {
         e->preempt_recompute++;
         s->state = SEQ_WAITING;
     }
-    for (long b = 0; b < s->n_blocks; b++) infer_kv_release(e->pool, s->blocks[b]);
+    for (long b = 0; b < s->n_blocks; b++) cf_infer_kv_release(e->pool, s->blocks[b]);
     if (s->state == SEQ_WAITING) s->n_blocks = 0;
 }
 
 static void swap_in(cf_serve_engine *e, seq *s) {
     for (long b = 0; b < s->n_blocks; b++) {
-        s->blocks[b] = infer_kv_alloc(e->pool);
-        infer_kv_load(e->pool, s->blocks[b], (char *)s->swap + b * e->block_bytes);
+        s->blocks[b] = cf_infer_kv_alloc(e->pool);
+        cf_infer_kv_load(e->pool, s->blocks[b], (char *)s->swap + b * e->block_bytes);
     }
     e->swap_used -= (size_t)s->n_blocks * e->block_bytes;
     free(s->swap);
@@ -380,14 +380,14 @@ static void admit(cf_serve_engine *e) {
         long shared = 0;
         /* full prompt blocks before the last token, found by hash */
         while (!e->o.no_prefix_sharing && shared < s->n_prompt_hash && (shared + 1) * KV_BLOCK < s->n_tokens) {
-            int32_t b = infer_kv_lookup(e->pool, s->prompt_hash[shared]);
+            int32_t b = cf_infer_kv_lookup(e->pool, s->prompt_hash[shared]);
             if (b < 0) break;
-            infer_kv_retain(e->pool, b);
+            cf_infer_kv_retain(e->pool, b);
             s->blocks[shared++] = b;
         }
         long need = (s->n_tokens + 1 + KV_BLOCK - 1) / KV_BLOCK - shared;
         if (need > e->pool->n_free) {
-            for (long b = 0; b < shared; b++) infer_kv_release(e->pool, s->blocks[b]);
+            for (long b = 0; b < shared; b++) cf_infer_kv_release(e->pool, s->blocks[b]);
             if (running == 0 && need > e->pool->n_blocks) { /* a recomputed sequence outgrew the pool */
                 finish_seq(e, s, "length");
                 i--;
@@ -415,11 +415,11 @@ static long blocks_needed(const cf_serve_engine *e, const seq *s, long k) {
 static void take_blocks(cf_serve_engine *e, seq *s, long k) {
     for (long b = s->n_computed / KV_BLOCK; b <= (s->n_computed + k - 1) / KV_BLOCK; b++) {
         if (b >= s->n_blocks) {
-            s->blocks[s->n_blocks++] = infer_kv_alloc(e->pool);
+            s->blocks[s->n_blocks++] = cf_infer_kv_alloc(e->pool);
         } else if (e->pool->ref[s->blocks[b]] > 1) { /* copy on write */
-            int32_t copy = infer_kv_alloc(e->pool);
-            infer_kv_copy(e->pool, copy, s->blocks[b]);
-            infer_kv_release(e->pool, s->blocks[b]);
+            int32_t copy = cf_infer_kv_alloc(e->pool);
+            cf_infer_kv_copy(e->pool, copy, s->blocks[b]);
+            cf_infer_kv_release(e->pool, s->blocks[b]);
             s->blocks[b] = copy;
         }
     }
@@ -457,7 +457,7 @@ static void fork_samples(cf_serve_engine *e, seq *parent) {
         seq *c = seq_new(e, parent->r, i, parent->tokens, parent->n_tokens);
         c->state = SEQ_RUNNING, c->order = e->next_order++;
         c->n_computed = parent->n_computed, c->n_blocks = parent->n_blocks, c->published = parent->published;
-        for (long b = 0; b < c->n_blocks; b++) infer_kv_retain(e->pool, c->blocks[b] = parent->blocks[b]);
+        for (long b = 0; b < c->n_blocks; b++) cf_infer_kv_retain(e->pool, c->blocks[b] = parent->blocks[b]);
         memcpy(c->logits, parent->logits, sizeof(float) * (size_t)e->vocab);
         append_seq(&e->seqs, &e->n_seqs, &e->seqs_cap, c);
     }
@@ -530,7 +530,7 @@ static void step(cf_serve_engine *e) {
                                      .pos = s->n_computed, .blocks = s->blocks, .logits = last ? s->logits : NULL};
     }
     cf_error err;
-    if (n && infer_forward_paged(e->m, e->pool, e->segs, (int)n, &err) != 0) {
+    if (n && cf_infer_forward_paged(e->m, e->pool, e->segs, (int)n, &err) != 0) {
         for (long i = 0; i < n; i++) finish_seq(e, e->planned[i], "length"); /* cannot happen: checked at submit */
         return;
     }
@@ -539,7 +539,7 @@ static void step(cf_serve_engine *e) {
         seq *s = e->planned[i];
         s->n_computed += e->plan_tokens[i];
         for (; s->published < s->n_prompt_hash && (s->published + 1) * KV_BLOCK <= s->n_computed; s->published++)
-            if (!e->o.no_prefix_sharing) infer_kv_publish(e->pool, s->blocks[s->published], s->prompt_hash[s->published]);
+            if (!e->o.no_prefix_sharing) cf_infer_kv_publish(e->pool, s->blocks[s->published], s->prompt_hash[s->published]);
         if (s->n_computed < s->n_tokens) continue;
         if (s->fork_pending) fork_samples(e, s);
         sample_next(e, s);
@@ -595,14 +595,14 @@ cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *
         cf_fail(err, "--max-batch must be between 1 and %d, not %ld", (int)INFER_CHUNK, o.max_batch);
         return NULL;
     }
-    size_t block_bytes = infer_kv_block_bytes(m);
+    size_t block_bytes = cf_infer_kv_block_bytes(m);
     long per_seq = (m->max_seq + KV_BLOCK - 1) / KV_BLOCK;
     long blocks = o.kv_blocks ? o.kv_blocks : o.kv_memory ? (long)(o.kv_memory / block_bytes) : o.max_batch * per_seq;
     if (blocks < 1) {
         cf_fail(err, "--kv-memory %zu bytes holds no block of %zu bytes", o.kv_memory, block_bytes);
         return NULL;
     }
-    infer_kv_pool *pool = infer_kv_pool_new(m, blocks, err);
+    infer_kv_pool *pool = cf_infer_kv_pool_new(m, blocks, err);
     if (!pool) return NULL;
     cf_serve_engine *e = cf_xcalloc(1, sizeof *e);
     e->m = m, e->tok = cf_infer_tokenizer(m), e->pool = pool, e->o = o;
@@ -639,7 +639,7 @@ void cf_serve_engine_free(cf_serve_engine *e) {
         remove_seq(e, e->n_seqs - 1);
     }
     free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens);
-    infer_kv_pool_free(e->pool);
+    cf_infer_kv_pool_free(e->pool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     cf_infer_free(e->m);

@@ -241,7 +241,7 @@ static int load_body(const char *body, size_t len, const char *model, serve_requ
     return 0;
 }
 
-int serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
+int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
                         serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
     int status = load_body(body, len, model, q, err);
     if (status) return status;
@@ -250,10 +250,10 @@ int serve_request_parse(const char *body, size_t len, bool chat, const char *mod
         return 400;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
-    q->text = serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+    q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
-    if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = serve_chat_stop(tmpl);
+    if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
     return 0;
 }
 
@@ -266,7 +266,7 @@ static int bool_field(json_t *body, const char *name, bool *out, serve_request_b
     return 0;
 }
 
-int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
                          serve_request_body *q, cf_error *err) {
     int status = load_body(body, len, model, q, err);
     if (status) return status;
@@ -301,7 +301,7 @@ int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const ch
     }
     if (given < 0) return q->param = "content", cf_fail(err, "give the text as 'content' (or 'prompt' or 'messages')"), 400;
     if (given == 2) {
-        q->text = serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+        q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
         if (!q->text) return 400;
         q->text_len = strlen(q->text);
     } else {
@@ -323,7 +323,7 @@ int serve_tokenize_parse(const char *body, size_t len, bool detokenize, const ch
     return 0;
 }
 
-void serve_request_free(serve_request_body *q) {
+void cf_serve_request_free(serve_request_body *q) {
     free(q->text);
     free(q->ids);
     json_decref(q->json);

@@ -254,7 +254,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
     cf_error err;
-    int status = serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
+    int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
                                      cf_serve_max_batch(s->e), s->chat, &q, &err);
     if (status == 0 && q.text) {
         const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
@@ -273,10 +273,10 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     bool stream = q.stream, include_usage = q.include_usage;
     if (!r) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
-        serve_request_free(&q);
+        cf_serve_request_free(&q);
         return res;
     }
-    serve_request_free(&q); /* the stop strings were copied by submit */
+    cf_serve_request_free(&q); /* the stop strings were copied by submit */
     call k = {.s = s, .r = r, .chat = chat, .include_usage = include_usage, .created = (long)time(NULL)};
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
     return stream ? reply_stream(&k, c) : reply_whole(&k, c);
@@ -298,7 +298,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     serve_request_body q;
     cf_error err;
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    int status = serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
+    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
     long vocab = cf_tokenizer_vocab_size(tok);
     for (long i = 0; status == 0 && detokenize && i < q.n_ids; i++)
         if (q.ids[i] >= vocab) {
@@ -311,7 +311,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
         status = 400, q.param = "content";
     if (status != 0) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, q.param, err.msg);
-        serve_request_free(&q);
+        cf_serve_request_free(&q);
         return res;
     }
     json_t *body;
@@ -336,7 +336,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
                          (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
     }
     free(ids);
-    serve_request_free(&q);
+    cf_serve_request_free(&q);
     return reply_json(s, c, 200, body);
 }
 
@@ -530,8 +530,8 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
     snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
-    s->chat = serve_chat_template_for(cf_infer_tokenizer(m));
-    if (o->chat_template && serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
+    s->chat = cf_serve_chat_template_for(cf_infer_tokenizer(m));
+    if (o->chat_template && cf_serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
         cf_fail(err, "--chat-template must be llama2, llama3 or chatml, not '%s'", o->chat_template);
         free(s->api_key);
         free(s);

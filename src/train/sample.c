@@ -64,7 +64,7 @@ static void make_valid_utf8(char *text) {
 }
 
 static cf_tokenizer *sample_tokenizer(const cf_trainer *t, cf_error *err) {
-    return t->tokenizer.bytes ? ckpt_tok_file_load(&t->tokenizer, err) : cf_tokenizer_bytes();
+    return t->tokenizer.bytes ? cf_ckpt_tok_file_load(&t->tokenizer, err) : cf_tokenizer_bytes();
 }
 
 char *cf_trainer_sample_text(cf_trainer *t, cf_error *err) {

@@ -110,7 +110,7 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.adam_v", CF_F32, 1, &elems, s->adam_v, err);
     if (rc == 0) rc = cf_ckpt_write_tensor(w, "optimizer.step", CF_I32, 0, NULL, s->step, err);
     json_t *meta = metadata(g, model, pos);
-    if (rc == 0 && tokenizer) rc = ckpt_embed_tok_file(w, tokenizer, meta, err);
+    if (rc == 0 && tokenizer) rc = cf_ckpt_embed_tok_file(w, tokenizer, meta, err);
     if (rc != 0) {
         json_decref(meta);
         cf_ckpt_writer_abort(w);

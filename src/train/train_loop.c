@@ -56,10 +56,10 @@ static int open_outputs(cf_trainer *t, cf_error *err) {
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     atomic_file config;
-    if (atomic_file_open(&config, path, err) != 0) return -1;
+    if (cf_atomic_file_open(&config, path, err) != 0) return -1;
     cf_config_print_yaml(&t->cfg, config.f);
-    if (atomic_file_commit(&config, err) != 0) return -1;
-    if (t->opts.dump_batches && atomic_file_open(&t->batch_dump, t->opts.dump_batches, err) != 0) return -1;
+    if (cf_atomic_file_commit(&config, err) != 0) return -1;
+    if (t->opts.dump_batches && cf_atomic_file_open(&t->batch_dump, t->opts.dump_batches, err) != 0) return -1;
     const char *metrics = t->cfg.callbacks.metrics_monitor.file, *summary = t->cfg.callbacks.summary_monitor.summary_dir;
     if (!*metrics && !*summary) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, metrics);
@@ -373,7 +373,7 @@ static int run(cf_trainer *t, cf_error *err) {
     else if (t->valid && !every(t->pos.step, t->cfg.runner_config.eval_interval) && evaluate(t, &r, err) != 0)
         return -1;
     if (save_checkpoint(t, &r, err) != 0 || collect_save(t, &r, true, err) != 0) return -1;
-    if (t->batch_dump.f && atomic_file_commit(&t->batch_dump, err) != 0) return -1;
+    if (t->batch_dump.f && cf_atomic_file_commit(&t->batch_dump, err) != 0) return -1;
     report_loader_wait(t, &r);
     report_peak_memory(t, &r, &est);
     return 0;

@@ -10,7 +10,7 @@
 static int open_file(atomic_file *f, const char *dir, const char *name, const char *key, cf_error *err) {
     char path[2 * CF_CONFIG_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (atomic_file_open(f, path, err) == 0) return 0;
+    if (cf_atomic_file_open(f, path, err) == 0) return 0;
     char reason[sizeof err->msg];
     snprintf(reason, sizeof reason, "%s", err->msg);
     return cf_fail(err, "%s: %s", key, reason);
@@ -49,7 +49,7 @@ void cf_train_profile_data_done(cf_trainer *t) {
 /* Closes a file written with stdio, which keeps write errors until asked. */
 static int commit(atomic_file *f, cf_error *err) {
     if (ferror(f->f)) return cf_fail(err, "%s: write failed", f->tmp_path);
-    return atomic_file_commit(f, err);
+    return cf_atomic_file_commit(f, err);
 }
 
 static int write_files(cf_train_profile *p, const cf_profile_summary *s, cf_error *err) {
@@ -121,6 +121,6 @@ int cf_train_profile_report(cf_trainer *t, bool run_over, cf_progress *progress,
 void cf_train_profile_close(cf_train_profile *p) {
     cf_profiler_free(p->profiler);
     p->profiler = NULL;
-    if (p->json.f) atomic_file_abort(&p->json);
-    if (p->trace.f) atomic_file_abort(&p->trace);
+    if (p->json.f) cf_atomic_file_abort(&p->json);
+    if (p->trace.f) cf_atomic_file_abort(&p->trace);
 }

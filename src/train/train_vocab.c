@@ -12,7 +12,7 @@
 /* The tokenizer the checkpoint at `path` embeds, into *f (empty when it has none). */
 static int embedded_tokenizer(const char *path, ckpt_tok_file *f, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, false, err);
-    int rc = c ? ckpt_tok_file_from_ckpt(c, f, err) : -1;
+    int rc = c ? cf_ckpt_tok_file_from_ckpt(c, f, err) : -1;
     cf_ckpt_close(c);
     return rc;
 }
@@ -54,15 +54,15 @@ int cf_trainer_resolve_tokenizer(cf_trainer *t, cf_error *err) {
         }
     }
     if (!f->bytes && d->tokenizer[0]) {
-        if (ckpt_tok_file_read(d->tokenizer, f, err) != 0) return cf_fail_prefix(err, "train_dataset.tokenizer: ");
+        if (cf_ckpt_tok_file_read(d->tokenizer, f, err) != 0) return cf_fail_prefix(err, "train_dataset.tokenizer: ");
         snprintf(t->tok_source, sizeof t->tok_source, "train_dataset.tokenizer %s", d->tokenizer);
     }
     if (!f->bytes && text) {
-        ckpt_tok_file_bytes(f);
+        cf_ckpt_tok_file_bytes(f);
         snprintf(t->tok_source, sizeof t->tok_source, "the byte vocabulary");
     }
     if (!f->bytes) return 0; /* records the config names no tokenizer for */
-    cf_tokenizer *tok = ckpt_tok_file_load(f, err);
+    cf_tokenizer *tok = cf_ckpt_tok_file_load(f, err);
     if (!tok) return cf_fail_prefix(err, "%s: ", t->tok_source);
     int64_t model_vocab = t->cfg.model.model_config.vocab_size;
     if (cf_tokenizer_vocab_size(tok) > model_vocab) {
@@ -101,7 +101,7 @@ static int check_split(const cf_trainer *t, const cf_batches *b, const char *spl
 
 int cf_trainer_check_vocab(cf_trainer *t, cf_error *err) {
     if (!t->tokenizer.bytes) return 0;
-    cf_tokenizer *tok = ckpt_tok_file_load(&t->tokenizer, err);
+    cf_tokenizer *tok = cf_ckpt_tok_file_load(&t->tokenizer, err);
     if (!tok) return cf_fail_prefix(err, "%s: ", t->tok_source);
     int rc = check_split(t, t->train, "train", tok, err);
     if (rc == 0) rc = check_split(t, t->valid, "valid", tok, err);

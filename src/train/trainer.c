@@ -205,10 +205,10 @@ void cf_trainer_free(cf_trainer *t) {
     cf_batches_close(t->train);
     cf_batches_close(t->valid);
     cf_tokenizer_free(t->tok);
-    ckpt_tok_file_free(&t->tokenizer);
+    cf_ckpt_tok_file_free(&t->tokenizer);
     cf_metrics_close(t->metrics);
     cf_train_profile_close(&t->profile);
-    if (t->batch_dump.f) atomic_file_abort(&t->batch_dump);
+    if (t->batch_dump.f) cf_atomic_file_abort(&t->batch_dump);
     cf_grad_sync_free(t->sync);
     free(t->stats_before);
     free(t->stats_grad_norm);

@@ -67,12 +67,12 @@ typedef void (*cf_kernel_hook_fn)(void);
     X(matvec_rows_fn, matvec_bf16_rows, "bf16 matvec rows")                                                            \
     X(matvec_rows_fn, matvec_q8_rows, "q8_0 matvec rows")                                                              \
     X(matvec_rows_fn, matvec_q4_rows, "q4_0 matvec rows")                                                              \
-    X(cf_matvec_quantize_fn, matvec_quantize_x, "x quantized for q8_0/q4_0 matvec")                                    \
+    X(cf_matvec_quantize_fn, cf_matvec_quantize_x, "x quantized for q8_0/q4_0 matvec")                                    \
     /* decode attention over the KV cache (infer/kv_rows*.c) */                                                      \
-    X(cf_kv_bf16_scores_fn, kv_bf16_scores, "bf16 KV scores")                                                          \
-    X(cf_kv_bf16_weighted_sum_fn, kv_bf16_weighted_sum, "bf16 KV weighted sum")                                        \
-    X(cf_kv_q8_scores_fn, kv_q8_scores, "q8_0 KV scores")                                                              \
-    X(cf_kv_q8_weighted_sum_fn, kv_q8_weighted_sum, "q8_0 KV weighted sum")                                            \
+    X(cf_kv_bf16_scores_fn, cf_kv_bf16_scores, "bf16 KV scores")                                                          \
+    X(cf_kv_bf16_weighted_sum_fn, cf_kv_bf16_weighted_sum, "bf16 KV weighted sum")                                        \
+    X(cf_kv_q8_scores_fn, cf_kv_q8_scores, "q8_0 KV scores")                                                              \
+    X(cf_kv_q8_weighted_sum_fn, cf_kv_q8_weighted_sum, "q8_0 KV weighted sum")                                            \
     /* the 1-bit gradient compression (dist/onebit.c) */                                                             \
     X(cf_onebit_pack_fn, onebit_pack, "1-bit pack")                                                                    \
     X(cf_onebit_unpack_fn, onebit_unpack, "1-bit unpack")                                                              \
