@@ -59,8 +59,9 @@ static float dot(const float *a, const float *b, long n) {
 /* A single decode token over an f32 cache: direct loops (the products are too small for a
  * GEMM to pay off). */
 static void decode_head_f32(const cf_infer_model *m, const float *q, const float *k, const float *v, long T,
-                            float scale, float *s, float *out) {
+                            float scale, const cf_attn_mask *mask, float *s, float *out) {
     for (long t = 0; t < T; t++) s[t] = dot(q, k + t * m->kv_dim, m->head_dim) * scale;
+    cf_mask_softcap(mask, s, T);
     cf_softmax(s, 1, T);
     memset(out, 0, sizeof(float) * (size_t)m->head_dim);
     for (long t = 0; t < T; t++)
@@ -89,7 +90,8 @@ void cf_infer_kv_store(const cf_infer_model *m, const float *src, void *dst, lon
 }
 
 /* One query head over the cache positions its queries see (kernels/attn_mask.h; causal:
- * 0 .. pos+n-1, the last query's). A decode token reads the cache row by
+ * 0 .. pos+n-1, the last query's; under a window only from the first query's first key
+ * k0 on, so decode reads W rows of the cache). A decode token reads the cache row by
  * row (bf16 and q8_0 rows widened in registers); a prompt chunk uses GEMMs, over a widened
  * f32 copy of this head's rows when the cache is bf16 or q8_0 (the copy costs T * head_dim
  * conversions against the GEMMs' n * T * head_dim multiply-adds). */
@@ -97,26 +99,28 @@ static void attention_head(void *arg, int h, int thread) {
     const attn_job *j = arg;
     cf_infer_model *m = j->m;
     long hd = m->head_dim, kvh = h / (m->cfg.num_heads / m->cfg.num_kv_heads);
-    long T = cf_mask_keys(j->mask, j->pos + j->n - 1, j->pos + j->n);
-    size_t head_off = (size_t)kvh * m->kv_head_bytes;
+    long k0 = cf_mask_first_key(j->mask, j->pos), T = cf_mask_keys(j->mask, j->pos + j->n - 1, j->pos + j->n) - k0;
+    size_t head_off = (size_t)kvh * m->kv_head_bytes + (size_t)k0 * m->kv_row_bytes;
     const void *k = (const char *)j->k + head_off, *v = (const char *)j->v + head_off;
     const float *q = m->q + h * hd;
     float *out = m->att + h * hd, *s = m->scores + (long)thread * INFER_CHUNK * m->max_seq;
     float scale = 1.0f / sqrtf((float)hd);
     if (j->n == 1 && m->kv_dtype == CF_BF16) {
         cf_kv_bf16_scores(q, k, m->kv_dim, T, hd, scale, s);
+        cf_mask_softcap(j->mask, s, T);
         cf_softmax(s, 1, T);
         cf_kv_bf16_weighted_sum(s, v, m->kv_dim, T, hd, out);
         return;
     }
     if (j->n == 1 && m->kv_dtype == CF_Q8_0) {
         cf_kv_q8_scores(q, k, m->kv_row_bytes, T, hd, scale, s);
+        cf_mask_softcap(j->mask, s, T);
         cf_softmax(s, 1, T);
         cf_kv_q8_weighted_sum(s, v, m->kv_row_bytes, T, hd, out);
         return;
     }
     if (j->n == 1) {
-        decode_head_f32(m, q, k, v, T, scale, s, out);
+        decode_head_f32(m, q, k, v, T, scale, j->mask, s, out);
         return;
     }
     const float *kf = k, *vf = v;
@@ -126,7 +130,7 @@ static void attention_head(void *arg, int h, int thread) {
         kf = widen_head(m, k, T, scratch), vf = widen_head(m, v, T, scratch + m->max_seq * hd), ld = hd;
     }
     cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, kf, ld, 0.0f, s, T);
-    cf_softmax_masked(s, 1, j->n, T, j->pos, j->mask);
+    cf_softmax_masked_from(s, 1, j->n, T, j->pos, k0, j->mask);
     cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, vf, ld, 0.0f, out, m->dim);
 }
 

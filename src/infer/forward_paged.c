@@ -35,7 +35,8 @@ static void prefetch_rows(const char *row, long n, size_t row_bytes, size_t lo, 
 }
 
 /* Query heads [h0, h0 + group) of token i over the positions it sees (kernels/attn_mask.h;
- * causal: 0 .. pos): scores into s[pos + 1]
+ * causal: 0 .. pos; under a window k0 .. pos, k0 = pos - W + 1, whose blocks alone are
+ * read): scores into s[pos + 1]
  * per head, the results into m->att, with the sums forward.c's decode takes in the same
  * order: an f32 cache read as decode_head_f32 reads it, a bf16 or q8_0 one by the kv_rows
  * kernels (scores a block at a time, the values summed in position order). Bit for bit
@@ -51,6 +52,7 @@ static void attend(void *arg, int task, int thread) {
     long heads = m->cfg.num_heads, i = task / j->groups, h0 = task % j->groups * j->group, hd = m->head_dim;
     long h1 = h0 + j->group < heads ? h0 + j->group : heads, per_kv = heads / m->cfg.num_kv_heads;
     long T = cf_mask_keys(j->mask, p->positions[i], p->positions[i] + 1), l = j->layer;
+    long k0 = cf_mask_first_key(j->mask, p->positions[i]); /* keys k0 .. T-1 */
     const int32_t *blocks = j->segs[p->seg_of[i]].blocks;
     /* the thread's scratch (INFER_CHUNK x max_seq floats): reserve x max_seq for the value
      * rows' table or copies, then max_seq scores per head */
@@ -61,7 +63,7 @@ static void attend(void *arg, int task, int thread) {
 #define HEAD_Q(h) (m->q + i * m->dim + (h) * hd)
 #define HEAD_OUT(h) (m->att + i * m->dim + (h) * hd)
     size_t lo = HEAD_OFF(h0), hi = HEAD_OFF(h1 - 1) + p->head_bytes; /* the group's bytes of a row */
-    for (long t0 = 0; t0 < T && p->dtype != CF_F32; t0 += KV_BLOCK) {
+    for (long t0 = k0 / KV_BLOCK * KV_BLOCK; t0 < T && p->dtype != CF_F32; t0 += KV_BLOCK) {
         long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;
         const char *k = row_at(p, p->k, l, blocks[t0 / KV_BLOCK], 0);
         if (t0 + KV_BLOCK < T) { /* the next block's keys (all KV_BLOCK rows are allocated) */
@@ -75,30 +77,33 @@ static void attend(void *arg, int task, int thread) {
     }
     if (p->dtype == CF_BF16) {
         const void **table = (const void **)scratch; /* value row t where it lies */
-        for (long t = 0; t < T; t++) table[t] = row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK);
+        for (long t = k0; t < T; t++) table[t - k0] = row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK);
         for (long h = h0; h < h1; h++) {
-            cf_softmax(HEAD_S(h), 1, T);
-            cf_kv_bf16_weighted_sum_rows(HEAD_S(h), table, HEAD_OFF(h), T, hd, HEAD_OUT(h));
+            cf_mask_softcap(j->mask, HEAD_S(h) + k0, T - k0);
+            cf_softmax(HEAD_S(h) + k0, 1, T - k0);
+            cf_kv_bf16_weighted_sum_rows(HEAD_S(h) + k0, table, HEAD_OFF(h), T - k0, hd, HEAD_OUT(h));
         }
         return;
     }
     for (long h = h0; h < h1; h++) {
         float *s = HEAD_S(h), *out = HEAD_OUT(h);
         if (p->dtype == CF_Q8_0) {
-            cf_softmax(s, 1, T);
-            char *rows = (char *)scratch; /* the head's value rows gathered: T slices of head_bytes */
-            for (long t = 0; t < T; t++)
-                memcpy(rows + (size_t)t * p->head_bytes,
+            cf_mask_softcap(j->mask, s + k0, T - k0);
+            cf_softmax(s + k0, 1, T - k0);
+            char *rows = (char *)scratch; /* the head's value rows gathered: T - k0 slices of head_bytes */
+            for (long t = k0; t < T; t++)
+                memcpy(rows + (size_t)(t - k0) * p->head_bytes,
                        row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h), p->head_bytes);
-            cf_kv_q8_weighted_sum(s, rows, p->head_bytes, T, hd, out);
+            cf_kv_q8_weighted_sum(s + k0, rows, p->head_bytes, T - k0, hd, out);
             continue;
         }
-        for (long t = 0; t < T; t++)
+        for (long t = k0; t < T; t++)
             s[t] = cf_infer_dot(HEAD_Q(h), (const float *)(row_at(p, p->k, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h)), hd) *
                    scale;
-        cf_softmax(s, 1, T);
+        cf_mask_softcap(j->mask, s + k0, T - k0);
+        cf_softmax(s + k0, 1, T - k0);
         memset(out, 0, sizeof(float) * (size_t)hd);
-        for (long t = 0; t < T; t++) {
+        for (long t = k0; t < T; t++) {
             const float *v = (const float *)(row_at(p, p->v, l, blocks[t / KV_BLOCK], t % KV_BLOCK) + HEAD_OFF(h));
             for (long d = 0; d < hd; d++) out[d] += s[t] * v[d];
         }

@@ -242,11 +242,33 @@ static void store_grad(const fa_job *j, grad_rows g, void *out, long heads, long
 
 /* ---- tasks ---- */
 
-/* Columns of key block j0 (bc wide) that query row i sees under the mask (<= 0: none). */
+/* Columns of key block j0 (bc wide) that query row i sees under the mask end at
+ * visible() (<= 0: none) and start at hidden() (the columns before its window). */
 static long visible(const fa_job *j, long i, long j0, long bc) { return cf_mask_keys(&j->s.mask, i, j0 + bc) - j0; }
+static long hidden(const fa_job *j, long i, long j0) {
+    long first = cf_mask_first_key(&j->s.mask, i) - j0;
+    return first > 0 ? first : 0;
+}
 
-/* The end of the keys query block [i0, i0 + br) sees: the key blocks a task walks. */
+/* The key blocks query block [i0, i0 + br) sees, the ones a task walks: from the block
+ * holding its first query's first key (0 without a window) to its last query's end. */
 static long keys_end(const fa_job *j, long i0, long br) { return cf_mask_keys(&j->s.mask, i0 + br - 1, j->s.seq); }
+static long keys_begin(const fa_job *j, long i0) { return cf_mask_first_key(&j->s.mask, i0) / BK * BK; }
+
+/* The end of the query rows that see some key of block [j0, j0 + bc): the query blocks a
+ * key block's task walks stop before it. */
+static long queries_end(const fa_job *j, long j0, long bc) {
+    return cf_mask_query_end(&j->s.mask, j0 + bc - 1, j->s.seq);
+}
+
+/* Under a soft-cap the score row (q.k, unscaled) becomes cap * tanh(q.k * scale / cap),
+ * to be exponentiated with scale 1; returns the scale the softmax then applies. */
+static float capped(const fa_job *j, float *row, long n) {
+    if (j->s.mask.softcap == 0) return j->scale;
+    for (long c = 0; c < n; c++) row[c] *= j->scale;
+    cf_mask_softcap(&j->s.mask, row, n);
+    return 1.0f;
+}
 
 /* Each slot pulls tasks from the shared counter until none are left. */
 static void run_slot(void *arg, int slot, int thread) {
@@ -281,13 +303,22 @@ static fa_tile tile_at(const fa_job *j, long b, long h, long i0, long j0, cf_bf1
 }
 
 /* Probabilities of a score tile in place: row ii (query i0 + ii) gets
- * exp(s * scale - shift[ii]) over its visible columns and 0 beyond. */
-static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, long j0, const float *shift) {
+ * exp(s * scale - shift[ii]) over its visible columns [lo, n) and 0 elsewhere (s soft-
+ * capped first under a soft-cap; then, with tanh_out, tanh(s / cap) of the visible
+ * columns goes there for the backward's derivative). */
+static void tile_probs(const fa_job *j, float *s, long br, long bc, long i0, long j0, const float *shift,
+                       float *tanh_out) {
     for (long ii = 0; ii < br; ii++) {
         float *row = s + ii * bc;
-        long n = visible(j, i0 + ii, j0, bc);
-        if (n > 0) j->tiles->rows->exp_sum(row, n, j->scale, shift[ii]);
-        for (long c = n > 0 ? n : 0; c < bc; c++) row[c] = 0.0f;
+        long n = visible(j, i0 + ii, j0, bc), lo = hidden(j, i0 + ii, j0);
+        if (n > lo) {
+            float scale = capped(j, row + lo, n - lo);
+            if (tanh_out)
+                for (long c = lo; c < n; c++) tanh_out[ii * bc + c] = row[c] / j->s.mask.softcap;
+            j->tiles->rows->exp_sum(row + lo, n - lo, scale, shift[ii]);
+        }
+        for (long c = 0; c < lo && c < bc; c++) row[c] = 0.0f;
+        for (long c = n > lo ? n : lo; c < bc; c++) row[c] = 0.0f;
     }
 }
 
@@ -320,14 +351,17 @@ static void online_softmax(const fa_job *j, const fwd_scratch *w, float *o, long
     long hd = j->s.head_dim;
     for (long ii = 0; ii < br; ii++) {
         float *row = w->s + ii * bc;
-        long n = visible(j, i0 + ii, j0, bc);
-        if (n <= 0) {
+        long n = visible(j, i0 + ii, j0, bc), lo = hidden(j, i0 + ii, j0);
+        if (n <= lo) {
             memset(row, 0, sizeof(float) * (size_t)bc);
             continue;
         }
-        float m_new = fmaxf(w->m[ii], j->tiles->rows->max(row, n) * j->scale);
+        for (long c = 0; c < lo; c++) row[c] = 0.0f;
+        float *live = row + lo;
+        float scale = capped(j, live, n - lo);
+        float m_new = fmaxf(w->m[ii], j->tiles->rows->max(live, n - lo) * scale);
         float corr = expf(w->m[ii] - m_new); /* 0 on the first block, where m = -inf */
-        w->l[ii] = w->l[ii] * corr + j->tiles->rows->exp_sum(row, n, j->scale, m_new);
+        w->l[ii] = w->l[ii] * corr + j->tiles->rows->exp_sum(live, n - lo, scale, m_new);
         w->m[ii] = m_new;
         for (long c = n; c < bc; c++) row[c] = 0.0f;
         if (corr != 1.0f) {
@@ -349,7 +383,7 @@ static void forward_task(fa_job *j, long task, float *scratch) {
         w.l[ii] = 0.0f;
         memset(o + ii * j->ldo, 0, sizeof(float) * (size_t)hd);
     }
-    for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
+    for (long j0 = keys_begin(j, i0); j0 < keys_end(j, i0, br); j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
         j->mul->scores(j, &t, w.s);
         online_softmax(j, &w, o, br, t.bc, i0, j0);
@@ -370,11 +404,16 @@ typedef struct bwd_scratch {
     float *p, *dp;
     cf_bf16 *pack;
     float *dq, *dk, *dv; /* bf16: the gradient sums (BQ, kv_rows and kv_rows rows of hd) */
+    float *t;            /* soft-cap only: tanh(S / cap) of the tile, BQ x BK */
 } bwd_scratch;
 
-static size_t bwd_slot_floats(const fa_job *j) {
+static size_t bwd_sum_floats(const fa_job *j) {
     size_t sums = is_bf16(j) ? (size_t)((BQ + 2 * j->kv_rows) * j->s.head_dim) : 0;
-    return 2 * BQ * BK + pack_floats() + ((sums + 15) & ~(size_t)15);
+    return (sums + 15) & ~(size_t)15;
+}
+
+static size_t bwd_slot_floats(const fa_job *j) {
+    return 2 * BQ * BK + pack_floats() + bwd_sum_floats(j) + (j->s.mask.softcap != 0 ? BQ * BK : 0);
 }
 
 static bwd_scratch bwd_carve(const fa_job *j, float *p) {
@@ -382,18 +421,27 @@ static bwd_scratch bwd_carve(const fa_job *j, float *p) {
     w.dq = p + 2 * BQ * BK + pack_floats();
     w.dk = w.dq + BQ * j->s.head_dim;
     w.dv = w.dk + j->kv_rows * j->s.head_dim;
+    w.t = j->s.mask.softcap != 0 ? w.dq + bwd_sum_floats(j) : NULL;
     return w;
 }
 
-/* P and dS = P * (dO V^T - D) * scale of the tile; dS replaces dP. */
+/* P and dS = P * (dO V^T - D) * scale of the tile (times 1 - tanh^2(S / cap) under a
+ * soft-cap, over the visible columns: P is 0 elsewhere); dS replaces dP. */
 static void tile_grads(const fa_job *j, const bwd_scratch *w, const fa_tile *t) {
     const float *lse = j->lse + lse_row(j, t->b, t->h, t->i0), *d = j->d + lse_row(j, t->b, t->h, t->i0);
     j->mul->scores(j, t, w->p);
-    tile_probs(j, w->p, t->br, t->bc, t->i0, t->j0, lse);
+    tile_probs(j, w->p, t->br, t->bc, t->i0, t->j0, lse, w->t);
     j->mul->dp(j, t, w->dp);
     for (long ii = 0; ii < t->br; ii++) {
         const float *p = w->p + ii * t->bc;
         float *ds = w->dp + ii * t->bc;
+        if (w->t) {
+            const float *th = w->t + ii * t->bc;
+            long n = visible(j, t->i0 + ii, t->j0, t->bc), lo = hidden(j, t->i0 + ii, t->j0);
+            for (long c = 0; c < t->bc; c++)
+                ds[c] = c >= lo && c < n ? p[c] * (ds[c] - d[ii]) * (1.0f - th[c] * th[c]) * j->scale : 0.0f;
+            continue;
+        }
         for (long c = 0; c < t->bc; c++) ds[c] = p[c] * (ds[c] - d[ii]) * j->scale;
     }
 }
@@ -410,7 +458,7 @@ static void group_task(fa_job *j, long task, float *scratch) {
             long br = min_l(BQ, T - i0);
             grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
             zero_grad(j, dq, br);
-            for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
+            for (long j0 = keys_begin(j, i0); j0 < keys_end(j, i0, br); j0 += BK) {
                 fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
                 tile_grads(j, &w, &t);
                 j->mul->dv(j, &t, w.p, dv.sum + j0 * dv.ld, dv.ld);
@@ -433,7 +481,8 @@ static void dkv_task(fa_job *j, long task, float *scratch) {
     zero_grad(j, dk, bc);
     zero_grad(j, dv, bc);
     for (long h = g * j->rep; h < (g + 1) * j->rep; h++)
-        for (long i0 = cf_mask_first_query(&j->s.mask, j0) / BQ * BQ; i0 < T; i0 += BQ) {
+        for (long i0 = cf_mask_first_query(&j->s.mask, j0) / BQ * BQ, end = queries_end(j, j0, bc); i0 < end;
+             i0 += BQ) {
             fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
             tile_grads(j, &w, &t);
             j->mul->dv(j, &t, w.p, dv.sum, dv.ld);
@@ -451,7 +500,7 @@ static void dq_task(fa_job *j, long task, float *scratch) {
     bwd_scratch w = bwd_carve(j, scratch);
     grad_rows dq = grad_at(j, j->dq, j->s.heads, b, h, i0, w.dq);
     zero_grad(j, dq, br);
-    for (long j0 = 0; j0 < keys_end(j, i0, br); j0 += BK) {
+    for (long j0 = keys_begin(j, i0); j0 < keys_end(j, i0, br); j0 += BK) {
         fa_tile t = tile_at(j, b, h, i0, j0, w.pack);
         tile_grads(j, &w, &t);
         j->mul->dq(j, &t, w.dp, dq.sum, dq.ld);

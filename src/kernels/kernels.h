@@ -69,6 +69,10 @@ void cf_softmax_causal(float *x, long groups, long q_rows, long dim, long first_
 /* The same under any mask (kernels/attn_mask.h): row r of a group keeps the keys the
  * query at first_pos + r sees. */
 void cf_softmax_masked(float *x, long groups, long q_rows, long dim, long first_pos, const cf_attn_mask *mask);
+/* The same with column c holding key key0 + c (a decode chunk over a window's keys only);
+ * a soft-capping mask caps the visible columns first. */
+void cf_softmax_masked_from(float *x, long groups, long q_rows, long dim, long first_pos, long key0,
+                            const cf_attn_mask *mask);
 
 /* out[i] = silu(gate[i]) * up[i] (SwiGLU). out may alias gate or up. */
 void cf_swiglu(const float *gate, const float *up, float *out, long n);

@@ -1,7 +1,7 @@
-/* Masked (causal: kernels/attn_mask.h, the mask in the node's attrs) grouped-query
- * attention, unfused: scores = q k^T / sqrt(hd) through cf_sgemm_strided_batched, masked
- * softmax, out = probs v. The probabilities are a
- * second output kept for the backward.
+/* Masked (kernels/attn_mask.h: causal, sliding window, logit soft-cap; the mask in the
+ * node's attrs) grouped-query attention, unfused: scores = q k^T / sqrt(hd) through
+ * cf_sgemm_strided_batched, masked (soft-capped) softmax, out = probs v. The
+ * probabilities are a second output kept for the backward.
  *
  * Layout: q [B, T, H, hd], k and v [B, T, KV, hd], probs [B, H, T, T]. The `rep` = H/KV
  * query heads sharing a kv head are adjacent in memory, so in the forward one batched
@@ -16,7 +16,7 @@
 
 typedef struct attn_job {
     const float *q, *k, *v, *probs, *dout;
-    float *out, *p_out, *dq, *dk, *dv, *scratch;
+    float *out, *p_out, *dq, *dk, *dv, *scratch; /* scratch: per slot ds [T, T], then (soft-cap) scores [T, T] */
     long batch, seq, heads, kv_heads, hd, rep, slots;
     float scale;
     cf_attn_mask mask;
@@ -98,27 +98,39 @@ cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v
 }
 
 /* ---- backward: inputs (dout, q, k, v, probs), outputs (dq, dk, dv) ----
- * With S the scaled scores and P = softmax(S):
+ * With S the scaled scores, C = cap * tanh(S / cap) under a soft-cap (else C = S) and
+ * P = softmax(C):
  *   dV = sum over the group's heads P^T dO      dP = dO V^T
- *   dS = P * (dP - rowsum(dP * P)) * scale      dQ = dS K      dK = sum dS^T Q */
+ *   dS = P * (dP - rowsum(dP * P)) * C'(S) * scale      dQ = dS K      dK = sum dS^T Q
+ * with C'(S) = 1 - tanh^2(S / cap) (1 without a cap; S recomputed for it). */
 
-
-static void softmax_backward_rows(float *ds, const float *p, long rows, long cols, float scale,
+/* ds [rows, cols] from dP in place; s: the scaled scores under a soft-cap, else NULL. */
+static void softmax_backward_rows(float *ds, const float *p, const float *s, long rows, long cols, float scale,
                                   const cf_attn_mask *mask) {
     for (long r = 0; r < rows; r++) {
         float *d = ds + r * cols;
         const float *pr = p + r * cols;
         long live = cf_mask_keys(mask, r % cols, cols); /* the columns past it have p = 0 */
+        long first = cf_mask_first_key(mask, r % cols); /* and those before it (a window) */
         float dot = 0.0f;
-        for (long c = 0; c < live; c++) dot += d[c] * pr[c];
-        for (long c = 0; c < live; c++) d[c] = pr[c] * (d[c] - dot) * scale;
+        for (long c = 0; c < first; c++) d[c] = 0.0f;
+        for (long c = first; c < live; c++) dot += d[c] * pr[c];
+        if (s) {
+            float inv = 1.0f / mask->softcap;
+            for (long c = first; c < live; c++) {
+                float t = tanhf(s[r * cols + c] * inv);
+                d[c] = pr[c] * (d[c] - dot) * (1.0f - t * t) * scale;
+            }
+        } else {
+            for (long c = first; c < live; c++) d[c] = pr[c] * (d[c] - dot) * scale;
+        }
         for (long c = live; c < cols; c++) d[c] = 0.0f;
     }
 }
 
 /* One kv group, head by head so the scratch holds one [T, T] plane; dK and dV sum
  * over the group's heads. */
-static void attention_backward_group(const attn_job *j, long b, long g, float *ds) {
+static void attention_backward_group(const attn_job *j, long b, long g, float *ds, float *s) {
     long T = j->seq, hd = j->hd, ldq = j->heads * hd, ldk = j->kv_heads * hd;
     const float *k = j->k + kv_at(j, b, g), *v = j->v + kv_at(j, b, g);
     float *dv = j->dv + kv_at(j, b, g), *dk = j->dk + kv_at(j, b, g);
@@ -128,18 +140,23 @@ static void attention_backward_group(const attn_job *j, long b, long g, float *d
         float beta = r ? 1.0f : 0.0f;
         cf_sgemm(true, false, T, hd, T, 1.0f, p, T, dout, ldq, beta, dv, ldk);
         cf_sgemm(false, true, T, T, hd, 1.0f, dout, ldq, v, ldk, 0.0f, ds, T);
-        softmax_backward_rows(ds, p, T, T, j->scale, &j->mask);
+        if (s) cf_sgemm(false, true, T, T, hd, j->scale, q, ldq, k, ldk, 0.0f, s, T);
+        softmax_backward_rows(ds, p, s, T, T, j->scale, &j->mask);
         cf_sgemm(false, false, T, hd, T, 1.0f, ds, T, k, ldk, 0.0f, j->dq + q_at(j, b, g) + r * hd, ldq);
         cf_sgemm(true, false, T, hd, T, 1.0f, ds, T, q, ldq, beta, dk, ldk);
     }
 }
 
+/* [T, T] scratch planes per slot: ds, and the recomputed scores under a soft-cap. */
+static long planes_per_slot(const cf_attn_mask *m) { return m->softcap != 0 ? 2 : 1; }
+
 /* Slot s (one scratch area) handles groups s, s + slots, ... */
 static void attention_backward_slot(void *arg, int slot, int thread) {
     const attn_job *j = arg;
-    float *ds = j->scratch + slot * j->seq * j->seq;
+    long plane = j->seq * j->seq;
+    float *ds = j->scratch + slot * plane * planes_per_slot(&j->mask), *s = j->mask.softcap != 0 ? ds + plane : NULL;
     for (long task = slot; task < j->batch * j->kv_heads; task += j->slots)
-        attention_backward_group(j, task / j->kv_heads, task % j->kv_heads, ds);
+        attention_backward_group(j, task / j->kv_heads, task % j->kv_heads, ds, s);
 }
 
 /* attrs.i[0] = scratch slots, one per thread the pool had when the graph was built
@@ -169,7 +186,8 @@ static void attention_backward_forward(const cf_node *n) {
 
 static size_t attention_backward_workspace(const cf_node *n) {
     long seq = (long)n->inputs[1]->shape[1];
-    return sizeof(float) * (size_t)(n->attrs.i[0] * seq * seq);
+    cf_attn_mask mask = cf_attrs_mask(&n->attrs);
+    return sizeof(float) * (size_t)(n->attrs.i[0] * seq * seq * planes_per_slot(&mask));
 }
 
 const cf_op_def cf_op_attention_backward = {.name = "attention_backward", .n_outputs = 3,
