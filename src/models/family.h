@@ -175,8 +175,10 @@ typedef struct cf_block_program {
 } cf_block_program;
 
 /* The program of m's family (m->arch must name one). Fails, naming the family and the
- * fact, for a recipe the kernels do not implement (NEOX or partial rotary, a sliding
- * window or soft-cap) or a bias the tensor table has no tensor for. */
+ * fact, for a recipe the kernels do not implement (NEOX or partial rotary) or a bias the
+ * tensor table has no tensor for. The attention step's mask is causal: every attention
+ * path implements a sliding window and a logit soft-cap (kernels/attn_mask.h), but no
+ * family sets them yet. */
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err);
 
 /* Elements one transformer block keeps for backward per token (memory estimate). */
