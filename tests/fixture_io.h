@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cformers/dtype.h"
+#include "test_util.h"
 
 enum { FIXTURE_MAX_DIMS = 8 };
 
@@ -107,6 +108,15 @@ static inline double fixture_rel_error(const float *a, const float *b, int64_t n
         if (m > mag) mag = m;
     }
     return diff / mag;
+}
+
+/* The record named fmt % arg, or NULL with a test failure naming it. */
+static inline const fixture_record *fixture_need(const fixture *fx, const char *fmt, const char *arg) {
+    char name[300];
+    snprintf(name, sizeof name, fmt, arg);
+    const fixture_record *r = fixture_find(fx, name);
+    CHECK_MSG(r != NULL, "fixture lacks %s", name);
+    return r;
 }
 
 #endif

@@ -35,14 +35,6 @@
 
 #include <unistd.h>
 
-static const fixture_record *need(const fixture *fx, const char *fmt, const char *arg) {
-    char name[300];
-    snprintf(name, sizeof name, fmt, arg);
-    const fixture_record *r = fixture_find(fx, name);
-    CHECK_MSG(r != NULL, "fixture lacks %s", name);
-    return r;
-}
-
 static int64_t aligned16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* The plan's sizes and tensors: nothing of a frozen weight but the weight itself. */
@@ -139,12 +131,12 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
     json_t *jn;
     json_array_foreach(trainable, i, jn) {
         cf_tensor *p = cf_graph_find(g, json_string_value(jn));
-        const fixture_record *src = need(fx, "param/%s", json_string_value(jn));
+        const fixture_record *src = fixture_need(fx, "param/%s", json_string_value(jn));
         CHECK_MSG(p && src && p->role == CF_ROLE_PARAM && cf_tensor_numel(p) == src->numel, "%s: %s", what,
                   json_string_value(jn));
         if (p && src && cf_tensor_numel(p) == src->numel) memcpy(p->data, src->data, sizeof(float) * (size_t)src->numel);
     }
-    const uint8_t *blocks = need(fx, "%s", "q8_0")->data;
+    const uint8_t *blocks = fixture_need(fx, "%s", "q8_0")->data;
     json_array_foreach(frozen, i, jn) {
         cf_tensor *p = cf_graph_find(g, json_string_value(jn));
         CHECK_MSG(p && p->role == CF_ROLE_FROZEN && p->dtype == dtype, "%s: %s not frozen", what, json_string_value(jn));
@@ -161,8 +153,8 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
         blocks += bytes;
     }
 
-    const fixture_record *tok = need(fx, "%s", "tokens");
-    const float *want_losses = need(fx, "%s/losses", cname)->data;
+    const fixture_record *tok = fixture_need(fx, "%s", "tokens");
+    const float *want_losses = fixture_need(fx, "%s/losses", cname)->data;
     float lr_value = (float)json_number_value(json_object_get(o, "learning_rate"));
     for (int s = 0; s < steps && tok; s++) {
         const int32_t *rows = (const int32_t *)tok->data + (int64_t)s * B * (T + 1);
@@ -181,7 +173,7 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
                 cf_tensor *p = cf_graph_find(g, json_string_value(jn));
                 char name[300];
                 snprintf(name, sizeof name, "%s/grad/%s", cname, json_string_value(jn));
-                const fixture_record *want = need(fx, "%s", name);
+                const fixture_record *want = fixture_need(fx, "%s", name);
                 if (!p || !p->grad || !want) {
                     CHECK_MSG(0, "%s: no gradient for %s", what, json_string_value(jn));
                     continue;
@@ -195,7 +187,7 @@ static void check_case(const fixture *fx, json_t *meta, cf_dtype dtype, bool fus
         cf_tensor *p = cf_graph_find(g, json_string_value(jn));
         char name[300];
         snprintf(name, sizeof name, "%s/final/%s", cname, json_string_value(jn));
-        const fixture_record *want = need(fx, "%s", name);
+        const fixture_record *want = fixture_need(fx, "%s", name);
         if (!p || !want) continue;
         double e = fixture_rel_error(cf_tensor_f32(p), want->data, want->numel);
         CHECK_MSG(e <= 1e-4, "%s: %s after %d steps, relative error %.3g > 1e-4", what, p->name, steps, e);

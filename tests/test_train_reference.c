@@ -18,14 +18,6 @@
  * statistics are the norms of PyTorch's gradients (grad/NAME), parameter by parameter. */
 static void check_grad_stats(const char *file, const cf_trainer *t, const fixture *fx, json_t *params);
 
-static const fixture_record *need(const fixture *fx, const char *fmt, const char *arg) {
-    char name[300];
-    snprintf(name, sizeof name, fmt, arg);
-    const fixture_record *r = fixture_find(fx, name);
-    CHECK_MSG(r != NULL, "fixture lacks %s", name);
-    return r;
-}
-
 /* The run the fixture describes: its model, batch, optimizer and schedule, no data. */
 static int fixture_config(json_t *meta, cf_config *cfg) {
     cf_config_defaults(cfg);
@@ -85,7 +77,7 @@ static void check_fixture(const char *file) {
     cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
     CHECK_MSG(t != NULL, "%s: %s", file, err.msg);
     json_t *params = json_object_get(meta, "params");
-    const fixture_record *tokens = need(&fx, "%s", "tokens");
+    const fixture_record *tokens = fixture_need(&fx, "%s", "tokens");
     if (!t || !tokens) goto done;
 
     size_t i;
@@ -94,7 +86,7 @@ static void check_fixture(const char *file) {
         const char *name = json_string_value(jname);
         int64_t numel;
         float *w = cf_trainer_param(t, name, &numel);
-        const fixture_record *src = need(&fx, "param/%s", name);
+        const fixture_record *src = fixture_need(&fx, "param/%s", name);
         CHECK_MSG(w != NULL, "%s: the engine has no parameter %s", file, name);
         if (w && src && numel == src->numel) memcpy(w, src->data, sizeof(float) * (size_t)numel);
     }
@@ -103,20 +95,20 @@ static void check_fixture(const char *file) {
     const int32_t *batches = tokens->data;
     double loss = 0.0;
     CHECK(cf_trainer_gradients(t, batches, &loss, NULL) == 0);
-    double want_loss = ((const float *)need(&fx, "%s", "loss")->data)[0];
+    double want_loss = ((const float *)fixture_need(&fx, "%s", "loss")->data)[0];
     CHECK_MSG(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss), "%s: loss %.9g, reference %.9g", file, loss, want_loss);
-    const fixture_record *logits = need(&fx, "%s", "logits");
+    const fixture_record *logits = fixture_need(&fx, "%s", "logits");
     CHECK_MSG(cf_trainer_logits(t) != NULL, "%s: logits not kept", file);
     check_tensor(file, "logits", cf_trainer_logits(t), logits, logits ? logits->numel : 0, 1e-5);
     json_array_foreach(params, i, jname) {
         const char *name = json_string_value(jname);
         int64_t numel;
         const float *g = cf_trainer_grad(t, name, &numel);
-        check_tensor(file, name, g, need(&fx, "grad/%s", name), numel, 1e-4);
+        check_tensor(file, name, g, fixture_need(&fx, "grad/%s", name), numel, 1e-4);
     }
     cf_trainer_zero_grads(t);
 
-    const float *want_losses = need(&fx, "%s", "losses")->data;
+    const float *want_losses = fixture_need(&fx, "%s", "losses")->data;
     for (int64_t s = 0; s < cfg.runner_config.train_steps; s++) {
         CHECK(cf_trainer_step(t, batches + s * row, &loss, &err) == 0);
         CHECK_MSG(fabs(loss - want_losses[s]) <= 1e-5 * fabs(want_losses[s]), "%s: step %lld loss %.9g, reference %.9g",
@@ -127,7 +119,7 @@ static void check_fixture(const char *file) {
         const char *name = json_string_value(jname);
         int64_t numel;
         float *w = cf_trainer_param(t, name, &numel);
-        const fixture_record *want = need(&fx, "final/%s", name);
+        const fixture_record *want = fixture_need(&fx, "final/%s", name);
         char mask_name[300];
         snprintf(mask_name, sizeof mask_name, "adam_noise_mask/%s", name);
         const fixture_record *mask = fixture_find(&fx, mask_name);
@@ -150,7 +142,7 @@ static void check_grad_stats(const char *file, const cf_trainer *t, const fixtur
     json_t *jname;
     json_array_foreach(params, i, jname) {
         const char *name = json_string_value(jname);
-        const fixture_record *g = need(fx, "grad/%s", name);
+        const fixture_record *g = fixture_need(fx, "grad/%s", name);
         double want = 0.0;
         for (int64_t e = 0; g && e < g->numel; e++) want += (double)((const float *)g->data)[e] * ((const float *)g->data)[e];
         want = sqrt(want);
@@ -192,8 +184,8 @@ static void check_mixed(const char *file) {
         cf_train_options opts = {.quiet = true};
         cf_trainer *t = cf_trainer_create(&cfg, &opts, &err);
         CHECK_MSG(t != NULL, "%s: %s", file, err.msg);
-        const fixture_record *tokens = need(&fx, "%s", "tokens");
-        const fixture_record *want = need(&fx, "losses_%s", cf_dtype_name(dtypes[d]));
+        const fixture_record *tokens = fixture_need(&fx, "%s", "tokens");
+        const fixture_record *want = fixture_need(&fx, "losses_%s", cf_dtype_name(dtypes[d]));
         if (!t || !tokens || !want) {
             cf_trainer_free(t);
             continue;
@@ -203,7 +195,7 @@ static void check_mixed(const char *file) {
         json_array_foreach(json_object_get(meta, "params"), i, jname) {
             int64_t numel;
             float *w = cf_trainer_param(t, json_string_value(jname), &numel);
-            const fixture_record *src = need(&fx, "param/%s", json_string_value(jname));
+            const fixture_record *src = fixture_need(&fx, "param/%s", json_string_value(jname));
             if (w && src && numel == src->numel) memcpy(w, src->data, sizeof(float) * (size_t)numel);
         }
         int64_t row = cfg.runner_config.batch_size * (cfg.runner_config.seq_length + 1);
