@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Signals to `cformers train`, as schedulers send them: SIGTERM ends a run at the next step
-# boundary with a checkpoint and exit 0, and --resume continues with the losses of an
+# boundary with a checkpoint and exit 0 (SIGINT, Ctrl-C, the same with exit 130 and says so), and --resume continues with the losses of an
 # uninterrupted run, alone and on 2 ranks (a signal to one rank stops both at the same
 # step); a second signal ends the process at once; SIGUSR1 saves and training goes on.
 source "$(dirname "$0")/lib_cli.sh"
@@ -36,6 +36,15 @@ grep -q "\"event\":\"stopped\".*\"step\":$s," "$tmp/a/metrics.jsonl" || fail_bec
 check "resume after SIGTERM" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/a" --resume --steps $((s + 3))
 check "uninterrupted run" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/b" --steps $((s + 3))
 same_losses "$tmp/a" "$tmp/b" "one process stopped by SIGTERM and resumed"
+
+# SIGINT (Ctrl-C): the same checkpoint, but exit 130, and the stop line says so.
+"$bin" train "${tiny[@]}" --output_dir="$tmp/i" >"$tmp/out" 2>"$tmp/err" &
+job=$!
+wait_step "$tmp/i" 2 && kill -INT $job
+wait_exit $job 130 "SIGINT to one process"
+grep -q "stopped by SIGINT at step .*(exit 130: interrupted)" "$tmp/err" || fail_because "no SIGINT stop message: $(cat "$tmp/err")"
+s=$(stop_steps)
+[ -n "$s" ] && [ -f "$tmp/i/checkpoint_step$s.ckpt" ] || fail_because "SIGINT: no checkpoint at the stop step '$s'"
 
 # A second signal while the first is being handled ends the process at once.
 "$bin" train "${tiny[@]}" --output_dir="$tmp/c" >"$tmp/out" 2>"$tmp/err" &

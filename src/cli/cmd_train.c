@@ -62,8 +62,8 @@ static void print_help(void) {
            "stop_step, then prints a per-op table and writes output_dir/profile.json and a Chrome\n"
            "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n"
            "\n"
-           "Signals: SIGTERM or SIGINT saves a checkpoint at the next step boundary and exits 0\n"
-           "(a second one exits at once); SIGUSR1 saves a checkpoint and training goes on. With\n"
+           "Signals: SIGTERM or SIGINT saves a checkpoint at the next step boundary and exits,\n"
+           "0 after SIGTERM, 130 after SIGINT (a second one exits at once); SIGUSR1 saves a checkpoint and training goes on. With\n"
            "several ranks a signal to any rank acts on all of them after the same step.\n"
            "\n"
            "Data parallel: run under mpirun or `cformers launch -n N -- train ...`; every rank\n"
@@ -127,16 +127,20 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return 0;
 }
 
-/* A run ended early by a signal still succeeded: say where it stopped, on every rank (so
- * a multi-rank job shows they agreed on the step). */
-static void report_stop(const cf_trainer *t, cf_dist *dist) {
+/* A run ended early by a signal saved its checkpoint: say where it stopped, on every rank
+ * (so a multi-rank job shows they agreed on the step), and return the exit status: 0, or
+ * 130 after SIGINT (Ctrl-C), so a script tells an interrupted run from a finished one.
+ * SIGTERM, a scheduler's "stop now", exits 0: the job did what was asked of it. */
+static int report_stop(const cf_trainer *t, cf_dist *dist) {
     int sig = cf_trainer_stop_signal(t);
-    if (!sig) return;
+    if (!sig) return 0;
     char who[64] = "";
     if (cf_dist_size(dist) > 1) snprintf(who, sizeof who, "rank %d of %d: ", cf_dist_rank(dist), cf_dist_size(dist));
     const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal to another rank";
-    fprintf(stderr, "cformers train: %sstopped by %s at step %lld with a checkpoint; --resume continues from it\n",
-            who, name, (long long)cf_trainer_steps_done(t));
+    int status = sig == SIGINT ? 130 : 0;
+    fprintf(stderr, "cformers train: %sstopped by %s at step %lld with a checkpoint; --resume continues from it%s\n",
+            who, name, (long long)cf_trainer_steps_done(t), status ? " (exit 130: interrupted)" : "");
+    return status;
 }
 
 static void print_piece(void *ctx, int32_t token, const char *piece, size_t len) {
@@ -312,9 +316,9 @@ int cmd_train(int argc, char **argv) {
         cf_dist_close(dist);
         return 1;
     }
-    report_stop(t, dist);
+    int status = report_stop(t, dist);
     cf_trainer_free(t);
     cf_dashboard_stop(dashboard);
     cf_dist_close(dist);
-    return 0;
+    return status;
 }
