@@ -638,6 +638,9 @@ int cmd_launch(int argc, char **argv) {
     char planned[32];
     snprintf(planned, sizeof planned, "%ld", a.ranks);
     if (a.min_ranks && !a.dry_run) setenv("CFORMERS_PLANNED_RANKS", planned, 1); /* src/train/trainer.c */
+    /* mpirun gives ranks a pseudo-terminal even when launch's output is a file: a progress
+     * line rewritten in place (src/obs/progress.c) only when launch's own stdout is a terminal. */
+    if (!a.dry_run) setenv("CFORMERS_TERMINAL", isatty(STDOUT_FILENO) ? "1" : "0", 0);
     char beats[] = "/tmp/cformers-heartbeat-XXXXXX", hosts[] = "/tmp/cformers-hosts-XXXXXX";
     bool own_beats = false; /* made here (else CFORMERS_HEARTBEAT_DIR was given, perhaps shared) */
     if (a.max_restarts > 0 && !a.dry_run && a.heartbeat > 0 && strcmp(a.command[0], "train") == 0 &&

@@ -1,13 +1,23 @@
 #include "obs/progress.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "obs/clock.h"
 
+/* Whether out is a terminal the progress line may rewrite in place. CFORMERS_TERMINAL (0 or 1)
+ * overrides isatty: `cformers launch` sets it to what its own stdout is, since mpirun gives
+ * the ranks a pseudo-terminal whatever its output goes to. */
+static bool is_terminal(FILE *out) {
+    const char *v = getenv("CFORMERS_TERMINAL");
+    if (v && (v[0] == '0' || v[0] == '1') && !v[1]) return v[0] == '1';
+    return isatty(fileno(out));
+}
+
 void cf_progress_init(cf_progress *p, FILE *out, int64_t first_step, int64_t total_steps, int64_t log_interval) {
     p->out = out;
-    p->tty = isatty(fileno(out));
+    p->tty = is_terminal(out);
     p->line_open = false;
     p->total_steps = total_steps;
     p->log_interval = log_interval > 0 ? log_interval : 1;
