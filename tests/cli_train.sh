@@ -40,6 +40,11 @@ check "resume to the end" 0 "$bin" train "${tiny[@]}" --resume
 grep -q "resumed at step 3" "$work/out" || { echo "FAIL: resume not reported"; cat "$work/out"; fail=1; }
 grep -q "step 6: sample:" "$work/out" || { echo "FAIL: no sample"; fail=1; }
 grep -q "peak resident memory" "$work/out" || { echo "FAIL: no memory report"; fail=1; }
+# A peak off the estimate by more than 10% (this tiny model's is) says what to plan on.
+if grep -q "peak resident memory.*not within 10%" "$work/out"; then
+    grep -q "peak resident memory.*not within 10%: .*plan on the" "$work/out" ||
+        { echo "FAIL: the memory line is off the estimate and gives no guidance"; grep "peak resident" "$work/out"; fail=1; }
+fi
 [ "$(grep -c '"event":"train"' "$work/run/metrics.jsonl")" = 6 ] || { echo "FAIL: metrics lack 6 train lines"; fail=1; }
 
 # A checkpoint of a 2-layer model does not load into a config that says 1 layer (its layer 1

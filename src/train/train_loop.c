@@ -128,12 +128,21 @@ static void report_peak_memory(cf_trainer *t, run_state *r, const cf_memory_esti
     double peak = (double)cf_peak_rss_bytes(), base = (double)t->baseline_rss, used = peak - base;
     double staging = (double)cf_bg_save_staging_bytes(t->bg), expected = est->total_bytes + staging;
     double off = used / expected - 1.0;
-    char extra[96] = "";
+    char extra[96] = "", advice[192] = "";
     if (staging > 0) snprintf(extra, sizeof extra, " + %.1f MiB staging for background checkpoints", staging / MIB);
+    /* Off by more than 10%: what that means for the user's planning. */
+    if (off >= 0.1)
+        snprintf(advice, sizeof advice,
+                 ": plan on the measured %.1f MiB (allocator and thread overhead the estimate does not count "
+                 "weigh most in small models; docs/config.md, \"The memory estimate\")",
+                 used / MIB);
+    else if (off <= -0.1)
+        snprintf(advice, sizeof advice,
+                 ": memory allocated but never touched is not resident; plan on the estimate, an upper bound here");
     say(t, r, "peak resident memory %.1f MiB: %.1f MiB for training above the %.1f MiB held before; estimate "
-              "%.1f MiB%s (%+.1f%%, %s 10%%)",
+              "%.1f MiB%s (%+.1f%%, %s 10%%%s)",
         peak / MIB, used / MIB, base / MIB, est->total_bytes / MIB, extra, 100.0 * off,
-        off > -0.1 && off < 0.1 ? "within" : "NOT within");
+        off > -0.1 && off < 0.1 ? "within" : "not within", advice);
     cf_trainer_metrics(t, "memory_peak",
                      json_pack("{s:f, s:f, s:f, s:f, s:f}", "peak_rss_bytes", peak, "baseline_rss_bytes", base,
                                "estimate_bytes", est->total_bytes, "staging_bytes", staging, "relative_difference",
