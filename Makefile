@@ -4,7 +4,8 @@
 #   make test       install missing packages, build, run the test suite
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each (build-fuzz/, clang)
-#   make demo       train a small LLaMA on Tiny Shakespeare and generate from it
+#   make demo       train a small LLaMA on Tiny Shakespeare and generate from it (builds only the binary)
+#   make tour       run the README's tour, command by command, in output/tour (builds only the binary)
 #   make bench-gemm / bench-train / bench-data / bench-fusion / bench-generate / bench-pool / bench-denormals /
 #        bench-dp / bench-serve / bench-ckpt-delta / bench-recovery / bench-ckpt-stall / bench-llamacpp
 CC ?= cc
@@ -15,16 +16,22 @@ FUZZ_SECONDS ?= 60
 # What CI gives each harness inside `make check`.
 CHECK_FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery bench-ckpt-stall bench-llamacpp
+.PHONY: all deps configure build cli tour check test test-sanitize fuzz clean demo bench-gemm bench-train bench-data bench-fusion bench-generate bench-pool bench-denormals bench-dp bench-serve bench-ckpt-delta bench-recovery bench-ckpt-stall bench-llamacpp
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
-build: deps
+configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The cformers binary alone (not the tests, fuzzers and benchmarks `build` makes).
+cli: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target cformers_cli
 
 check:
 	@$(MAKE) --no-print-directory test CC=gcc BUILD=build-gcc CMAKE_FLAGS=-DCFORMERS_WERROR=ON
@@ -46,8 +53,11 @@ fuzz: deps
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
-demo: build
-	@bash scripts/demo.sh
+demo: cli
+	@BUILD=$(BUILD) bash scripts/demo.sh
+
+tour: cli
+	@BUILD=$(BUILD) bash scripts/tour.sh
 
 bench-gemm: build
 	@$(BUILD)/bench/bench_gemm

@@ -87,14 +87,14 @@ expect "$err" "show needs a preset NAME or a YAML FILE"
 run 2 "$bin" config show gpt2 --verbos
 expect "$err" "unknown option '--verbos'"
 
-# Bad configs: exit 1, one line naming the place and the key.
-run 1 "$bin" config show lama2_7b
+# Bad configs: exit 2 (misuse, as train says of them; README), one line naming the place and the key.
+run 2 "$bin" config show lama2_7b
 expect "$err" "did you mean llama2_7b?"
 one_line_error
-run 1 "$bin" config show gpt2 --runner_config.batch_sise=8
+run 2 "$bin" config show gpt2 --runner_config.batch_sise=8
 expect "$err" "override '--runner_config.batch_sise=8': runner_config.batch_sise: unknown key (did you mean runner_config.batch_size?)"
 one_line_error
-run 1 "$bin" config show "$src/tests/fixtures/config/indivisible_heads.yaml"
+run 2 "$bin" config show "$src/tests/fixtures/config/indivisible_heads.yaml"
 expect "$err" "indivisible_heads.yaml:6: model.model_config.num_heads: hidden_size 100 is not divisible by num_heads 3"
 one_line_error
 

@@ -16,7 +16,7 @@ runner_config:
   seq_length: 16777216
   batch_size: 1048576
 YAML
-check "products past the machine" 1 "$bin" config show "$tmp/big.yaml"
+check "products past the machine" 2 "$bin" config show "$tmp/big.yaml"
 stderr_has "names the file, line and key" "big.yaml:2: model.model_config.intermediate_size: one MLP weight would take"
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail_because "error is not one line: $(cat "$tmp/err")"
 
@@ -29,7 +29,7 @@ check "the printed config loads back" 0 "$bin" config show "$tmp/printed.yaml"
 yaml_part "$tmp/out" | cmp -s - "$tmp/printed.yaml" ||
     fail_because "printed config changed on reload: $(yaml_part "$tmp/out" | diff "$tmp/printed.yaml" -)"
 
-check "a byte that is not UTF-8" 1 "$bin" config show tiny_shakespeare "--output_dir=x$(printf '\377')"
+check "a byte that is not UTF-8" 2 "$bin" config show tiny_shakespeare "--output_dir=x$(printf '\377')"
 stderr_has "names the override" "output_dir: byte 1 is not UTF-8"
 
 finish cli_config_hostile

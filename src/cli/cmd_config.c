@@ -81,9 +81,9 @@ static int show(int argc, char **argv, bool import) {
     cli_config_warnings_begin("config", verbose);
     int loaded = cf_config_load_with_overrides(source, overrides, n_overrides, &cfg, &err);
     cli_config_warnings_end();
-    if (loaded < 0) {
+    if (loaded < 0) { /* a bad config is misuse, status 2, as `train` says of the same file */
         fprintf(stderr, "cformers config: %s\n", err.msg);
-        return 1;
+        return 2;
     }
     cf_config_print_yaml(&cfg, stdout);
     if (import) return 0;
