@@ -27,6 +27,17 @@ sed -n '/^<!-- mindformers-keys -->$/,/^<!-- \/mindformers-keys -->$/p' "$src/do
 for f in finetune_llama2_7b finetune_llama3_8b run_gpt2; do
     check "import $f" 0 "$bin" config import "$fx/$f.yaml"
 done
+# MindFormers' own llama2 release files that need no model parallelism or LoRA
+# (tools/mindformers_release_yamls.sh) load as they are: exit 0, the precision keys asking
+# for less than cformers uses one warning each, the inert keys one summary line.
+n=0
+for f in "$fx"/release/*.yaml; do
+    n=$((n + 1))
+    check "config show release $(basename "$f")" 0 "$bin" config show "$f"
+    stderr_has "release $(basename "$f"): inert keys summarised" "keys have no effect here"
+    [ "$(grep -c . "$tmp/err")" -le 4 ] || fail_because "release $(basename "$f"): $(grep -c . "$tmp/err") warning lines"
+done
+[ $n -ge 12 ] || fail_because "only $n MindFormers release files"
 printf 'model:\n  model_config:\n    pet_config: {pet_type: lora}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
 check "all problems in one pass" 2 "$bin" train --config "$tmp/bad.yaml"
 stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config: LoRA"

@@ -121,6 +121,7 @@ static const mf_rule rules[] = {
     {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding is never split here (no tensor-parallel training yet)", NULL, NULL},
     {"parallel_config.expert_parallel", MF_NEUTRAL, "1", "mixture of experts is not supported", NULL},
     {"parallel_config.context_parallel", MF_NEUTRAL, "1", "context parallelism is not supported", NULL},
+    {"parallel_config.mem_coeff", MF_IGNORE, "a weight of MindSpore's auto-parallel strategy search; data parallelism needs none", NULL, NULL},
     {"recompute_config.recompute", MF_CALL, NULL, NULL, recompute_list}, /* a list; true / false are native */
     {"recompute_config.parallel_optimizer_comm_recompute", MF_IGNORE, "no optimizer all-gather to recompute", NULL, NULL},
     {"recompute_config.mp_comm_recompute", MF_IGNORE, "no model-parallel communication to recompute", NULL, NULL},
@@ -130,6 +131,7 @@ static const mf_rule rules[] = {
     {"context.device_id", MF_IGNORE, ASCEND, NULL, NULL},
     {"context.max_call_depth", MF_IGNORE, ASCEND, NULL, NULL},
     {"context.max_device_memory", MF_IGNORE, ASCEND, NULL, NULL},
+    {"context.mempool_block_size", MF_IGNORE, ASCEND, NULL, NULL},
     {"context.save_graphs", MF_IGNORE, ASCEND, NULL, NULL},
     {"context.save_graphs_path", MF_IGNORE, ASCEND, NULL, NULL},
     {"context.jit_config", MF_IGNORE, ASCEND, NULL, NULL},
@@ -522,9 +524,11 @@ static void runner_wrapper(cf_walker *w, const char *path, yaml_node_t *key, yam
             line = cf_walk_line(v);
         } else if (strcmp(name, "max_grad_norm") == 0) {
             if (scalar_or_error(w, sub, v)) norm = cf_walk_text(v);
+        } else if (strcmp(name, "enable_check_overflow") == 0) {
+            ignored(w, sub, k, "every step's gradient norm is checked: a non-finite one skips the step, docs/precision.md");
         } else {
             cf_walk_error(w, "%s:%d: %s: unknown key (runner_wrapper takes type, scale_sense, use_clip_grad, "
-                             "max_grad_norm)",
+                             "max_grad_norm, enable_check_overflow)",
                           w->source, cf_walk_line(k), sub);
         }
     }
