@@ -35,7 +35,11 @@ static void usage(FILE *out) {
             "  --reps R          timed repetitions, 1..%d\n"
             "  --threads N       thread count (default: CFORMERS_THREADS or the usable cores)\n"
             "\n"
-            "The comparison with OpenBLAS, BLIS and oneDNN is `make bench-gemm`.\n",
+            "The comparison with OpenBLAS, BLIS and oneDNN is `make bench-gemm`.\n"
+            "\n"
+            "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+            "  cformers bench peak\n"
+            "  cformers bench gemm --m 256 --n 256 --k 256 --reps 1\n",
             MAX_REPS);
 }
 

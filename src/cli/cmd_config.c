@@ -27,11 +27,11 @@ static void print_help(void) {
            "       (docs/mindformers.md has the mapping)\n"
            "mindformers-keys  how each MindFormers key is taken (a Markdown table)\n"
            "\n"
-           "examples:\n"
-           "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
-           "  cformers config show configs/tiny_shakespeare.yaml\n"
+           "Every key is described in docs/config.md.\n"
            "\n"
-           "Every key is described in docs/config.md.\n");
+           "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+           "  cformers config show llama2_7b --runner_config.batch_size=4 --model.model_config.compute_dtype=float32\n"
+           "  cformers config show configs/shakespeare.yaml\n");
 }
 
 static void print_short_count(int64_t n, char *buf, size_t cap) {

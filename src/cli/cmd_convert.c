@@ -27,7 +27,13 @@ static const char usage[] =
     "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
     "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp); --dtype q8_0 or q4_0\n"
     "                             quantizes the matrices (rows not a multiple of 32 stay f32)\n"
-    "  --output OUT               where to write\n";
+    "  --output OUT               where to write\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers convert --from llama2c tests/fixtures/infer/tiny_v1.bin --output out/tiny.ckpt\n"
+    "  cformers convert --from hf tests/fixtures/infer/tiny_hf --output out/tiny_hf.ckpt\n"
+    "  cformers convert --to safetensors out/run/checkpoint_step2.ckpt --output out/hf\n"
+    "  cformers convert --to gguf out/run/checkpoint_step2.ckpt --output out/model.gguf --dtype q8_0\n";
 
 int cmd_convert(int argc, char **argv) {
     const char *cmd = "convert";

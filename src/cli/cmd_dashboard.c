@@ -24,7 +24,10 @@ static void print_help(void) {
            "  --chart-js FILE   Chart.js to serve (default " CF_DASHBOARD_CHART_JS ",\n"
            "                    Debian's libjs-chart.js)\n"
            "\n"
-           "Runs until Ctrl-C or SIGTERM. TensorBoard reads the same runs: tensorboard --logdir DIR.\n");
+           "Runs until Ctrl-C or SIGTERM. TensorBoard reads the same runs: tensorboard --logdir DIR.\n"
+           "\n"
+           "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+           "  cformers dashboard --logdir out --port 8080\n");
 }
 
 static int parse_port(const char *text, int *port) {

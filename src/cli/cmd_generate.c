@@ -34,7 +34,11 @@ static const char usage[] =
     "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
-    "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
+    "  --tokenizer FILE     tokenizer to use instead of the embedded one\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers generate --model out/run/checkpoint_step2.ckpt --prompt \"The\" -n 16 --temperature 0\n"
+    "  cformers generate --model out/model.gguf --prompt \"The\" -n 16 --dtype bf16\n";
 
 typedef struct generate_args {
     const char *model, *prompt, *tokenizer;

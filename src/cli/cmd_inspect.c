@@ -28,8 +28,8 @@ static void print_help(void) {
            "--json    the same as one JSON object\n"
            "--verify  also check every tensor's checksum (reads the whole file)\n"
            "\n"
-           "example:\n"
-           "  cformers inspect output/tiny_shakespeare/checkpoint_step400.ckpt\n");
+           "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+           "  cformers inspect out/run/checkpoint_step2.ckpt\n");
 }
 
 /* Weights, optimizer state or the embedded tokenizer. */

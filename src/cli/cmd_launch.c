@@ -92,7 +92,12 @@ static void print_help(void) {
            "SLURM_CPUS_PER_TASK, else this node's cores divided by the ranks per node).\n"
            "\n"
            "`mpirun -n 2 cformers train ...` works as well; the ranks' thread pools then share the\n"
-           "cores of a node among its unbound ranks by themselves.\n",
+           "cores of a node among its unbound ranks by themselves.\n"
+           "\n"
+           "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+           "  cformers launch -n 2 --dry-run -- train --config tiny_shakespeare\n"
+           "  cformers launch -n 2 -- train --config tiny_shakespeare --train_dataset.data_dir=out/shards \\\n"
+           "      --train_dataset.tokenizer=out/tok.json --output_dir=out/dp --steps 2\n",
            MAX_RANKS, MAX_THREADS, NETSIM_DIR);
 }
 

@@ -27,7 +27,11 @@ static const char USAGE[] =
     "  --shard-tokens N       start a new shard after N tokens (default: one shard per split)\n"
     "  --text-key KEY         jsonl field holding the text (default \"text\")\n"
     "  --bos                  start every document with the tokenizer's BOS token (LLaMA style)\n"
-    "  --quiet                no progress lines\n";
+    "  --quiet                no progress lines\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers preprocess --tokenizer out/tok.json --output out/shards --valid-fraction 0.2 \\\n"
+    "      --input README.md docs/training.md docs/config.md docs/inference.md docs/serving.md\n";
 
 static int parse_number(const char *opt, const char *s, double min, double max, double *out) {
     char *end;

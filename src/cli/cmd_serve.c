@@ -39,7 +39,10 @@ static const char usage[] =
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
     "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint\n"
     "                          stores its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
-    "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n";
+    "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers serve --model out/run/checkpoint_step2.ckpt --port 8000\n";
 
 /* "1048576", "512K", "64M", "2G", "1.5GiB" -> bytes. */
 static int parse_size(const char *flag, const char *text, size_t *out) {

@@ -27,7 +27,12 @@ static const char USAGE[] =
     "decode  prints the text of the ids (or of the ids on standard input).\n"
     "\n"
     "T is a SentencePiece tokenizer.model, a llama2.c tokenizer.bin, a tokenizer.json, or a\n"
-    "directory holding GPT-2's encoder.json and vocab.bpe.\n";
+    "directory holding GPT-2's encoder.json and vocab.bpe.\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers tokenizer train --input README.md --vocab-size 512 --output out/tok.json\n"
+    "  cformers tokenizer encode --tokenizer out/tok.json --text \"Hello world\"\n"
+    "  cformers tokenizer decode --tokenizer out/tok.json --ids \"72 101 108 108 111\"\n";
 
 static char *read_stdin(size_t *len) {
     size_t cap = 1 << 16, n = 0, got;

@@ -63,13 +63,20 @@ static void print_help(void) {
            "trace output_dir/<timeline> for chrome://tracing or ui.perfetto.dev (docs/training.md).\n"
            "\n"
            "Signals: SIGTERM or SIGINT saves a checkpoint at the next step boundary and exits,\n"
-           "0 after SIGTERM, 130 after SIGINT (a second one exits at once); SIGUSR1 saves a checkpoint and training goes on. With\n"
-           "several ranks a signal to any rank acts on all of them after the same step.\n"
+           "0 after SIGTERM, 130 after SIGINT (a second one exits at once); SIGUSR1 saves a\n"
+           "checkpoint and training goes on. With several ranks a signal to any rank acts on all\n"
+           "of them after the same step.\n"
            "\n"
            "Data parallel: run under mpirun or `cformers launch -n N -- train ...`; every rank\n"
            "reads its share of each global batch (ranks x batch_size x accumulation rows),\n"
            "gradients are summed while backward runs, rank 0 prints and saves\n"
-           "(parallel_config.*, docs/distributed.md).\n");
+           "(parallel_config.*, docs/distributed.md).\n"
+           "\n"
+           "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+           "  cformers train --config tiny_shakespeare --train_dataset.data_dir=out/shards \\\n"
+           "      --train_dataset.tokenizer=out/tok.json --output_dir=out/run --steps 2\n"
+           "  cformers train --config configs/shakespeare.yaml --output_dir=out/bytes --steps 2 \\\n"
+           "    --train_dataset.data_dir=tests/fixtures/data/tok_tok512.txt --runner_config.batch_size=4\n");
 }
 
 typedef struct train_args {

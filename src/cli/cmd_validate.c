@@ -18,7 +18,10 @@ static const char usage[] =
     "  --tolerance X   largest allowed relative error, max|diff| / max|reference| (default 1e-4)\n"
     "  --dtype D       dtype of the weights matmuls read (default: as the checkpoint stores its\n"
     "                  matrices, f16 as f32; a model converted in memory is converted to it,\n"
-    "                  default f32)\n";
+    "                  default f32)\n"
+    "\n"
+    "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
+    "  cformers validate --model out/tiny.ckpt --reference tests/fixtures/infer/tiny.logits\n";
 
 int cmd_validate(int argc, char **argv) {
     const char *cmd = "validate";
