@@ -10,7 +10,7 @@
 # a 512-token byte-level BPE tokenizer the demo trains on it with `cformers tokenizer train`
 # (scripts/fortunes-corpus.sh, which the README tour's test uses too).
 #
-# Builds nothing (make demo builds first). Extra arguments go to `cformers train`, e.g.
+# Builds nothing (make demo builds the cformers binary alone first). Extra arguments go to `cformers train`, e.g.
 #   bash scripts/demo.sh --runner_config.train_steps=100
 # env: BUILD (default build), CFORMERS_DATA_DIR (default ../shared/data), DEMO_OUT
 #      (default output/tiny_shakespeare), FORTUNES_DIR (default /usr/share/games/fortunes),

@@ -39,4 +39,12 @@ grep -q "tokenizer.model\` (SentencePiece" "$src/README.md" && grep -q "tokenize
 # Every training line of the tour stops early (a newcomer should not wait for 1000 steps).
 grep -E '(\$B train|-- train) ' "$run/commands" | grep -v -- '--steps ' | grep . &&
     fail_because "training lines of the tour without --steps"
+# `make tour` and `make demo` build the cformers binary alone before they run, not every
+# test, fuzzer and benchmark (make -n: the commands, none run).
+if command -v make >/dev/null; then
+    make -n -C "$src" --no-print-directory demo tour >"$tmp/make" 2>&1 || fail_because "make -n demo tour: $(cat "$tmp/make")"
+    [ "$(grep -c 'cmake --build' "$tmp/make")" -ge 1 ] && ! grep 'cmake --build' "$tmp/make" | grep -qv -- '--target cformers_cli' ||
+        fail_because "make demo / tour build more than the binary: $(grep 'cmake --build' "$tmp/make")"
+    grep -q 'scripts/demo.sh' "$tmp/make" && grep -q 'scripts/tour.sh' "$tmp/make" || fail_because "make demo / tour run nothing"
+fi
 finish cli_readme_tour
