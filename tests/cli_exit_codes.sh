@@ -50,6 +50,7 @@ check "serve, no such model" 1 "$bin" serve --model "$tmp/none.ckpt" --port 0
 tiny_run --steps 1
 check "train, data that is not there" 1 "$bin" train "${tiny[@]}" --train_dataset.data_dir="$tmp/none" --output_dir="$tmp/run"
 one_line "train, data that is not there"
+stderr_has "train, data that is not there: the key to override" "train_dataset.data_dir: $tmp/none: No such file or directory (give another with --train_dataset.data_dir="
 # The README states the rule.
 grep -q "status 2 when the command line or the config is wrong" "$src/README.md" ||
     fail_because "the README does not state the exit-status rule"

@@ -7,6 +7,7 @@
 #include "obs/rss.h"
 #include "train/run_dir.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,14 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     return t->plan ? 0 : -1;
 }
 
+/* A data_dir that is not there is named by its key, with the override that changes it (a
+ * YAML file's default path, e.g. under CFORMERS_DATA_DIR, may not exist on this machine). */
 static int open_data(cf_trainer *t, cf_error *err) {
-    if (!t->cfg.train_dataset.data_dir[0]) return 0;
+    const char *dir = t->cfg.train_dataset.data_dir;
+    if (!dir[0]) return 0;
+    if (access(dir, F_OK) != 0)
+        return cf_fail(err, "train_dataset.data_dir: %s: %s (give another with --train_dataset.data_dir=DIR or FILE.txt)",
+                       dir, strerror(errno));
     t->train = cf_batches_open(&t->cfg, "train", t->accum * t->batch, t->rank, t->world, t->tok, err);
     if (!t->train) return -1;
     if (t->cfg.runner_config.eval_interval > 0 || t->cfg.run_mode == CF_RUN_EVAL) {
