@@ -17,6 +17,7 @@ extern "C" {
 typedef enum cf_arch {
     CF_ARCH_LLAMA = 0, /* RMSNorm, RoPE, GQA, SwiGLU, no biases */
     CF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU(tanh), biases, tied output */
+    CF_ARCH_QWEN2 = 2, /* LLaMA's block with q, k, v biases and NEOX rotary (Qwen2, Qwen2.5) */
     CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 

@@ -86,7 +86,7 @@ void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
         switch (s->kind) {
         case CF_STEP_NORM: norm_rows(m, s, L, buf[s->in], buf[s->out[0]], n); break;
         case CF_STEP_LINEAR: linear_step(path, s, L, buf, n); break;
-        case CF_STEP_ROTARY: /* interleaved pairs over the whole head (the compiler refuses the rest) */
+        case CF_STEP_ROTARY: /* over the whole head, in the table's pairs (m->rope.neox: the program's kind) */
             cf_rope_apply(&m->rope, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
             cf_rope_apply(&m->rope, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
             break;

@@ -277,6 +277,7 @@ int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
                                .original_max_position = (long)c->rope_original_max_position};
     if (m->program.rotary && cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0)
         return -1;
+    m->rope.neox = m->program.rotary && m->program.rotary_kind == CF_ROTARY_NEOX;
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;

@@ -33,7 +33,8 @@
 static const cf_enum_name run_modes[] = {
     {"train", CF_RUN_TRAIN}, {"finetune", CF_RUN_FINETUNE}, {"eval", CF_RUN_EVAL}, {"predict", CF_RUN_PREDICT}, {NULL, 0}};
 /* the family names of src/models/family.c (test_family checks they agree) */
-static const cf_enum_name archs[] = {{"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {NULL, 0}};
+static const cf_enum_name archs[] = {
+    {"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {"qwen2", CF_ARCH_QWEN2}, {NULL, 0}};
 static_assert(sizeof archs / sizeof archs[0] == CF_ARCH_COUNT + 1, "a model family without its config spelling");
 /* MindFormers spells dtypes "float32"; the short names are accepted too. */
 static const cf_enum_name float_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32},   {"bfloat16", CF_BF16},

@@ -63,7 +63,9 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
     set_int(c, k->max_pos, m->max_position_embeddings);
     json_object_set_new(c, k->eps, json_real(m->rms_norm_eps));
     switch (m->arch) {
+    case CF_ARCH_QWEN2:
     case CF_ARCH_LLAMA:
+        if (m->arch == CF_ARCH_QWEN2) json_object_set_new(c, "use_sliding_window", json_false());
         json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
         if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
             json_object_set_new(c, "rope_scaling",

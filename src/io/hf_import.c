@@ -1,4 +1,4 @@
-/* Hugging Face directory (LLaMA, GPT-2) -> cformers checkpoint: config.json for the family
+/* Hugging Face directory (LLaMA, GPT-2, Qwen2) -> cformers checkpoint: config.json for the family
  * and shape, weights from model.safetensors or from the shards named in
  * model.safetensors.index.json, converted from the family's HF layouts. */
 #include <assert.h>
@@ -111,6 +111,8 @@ typedef enum hf_rule_kind {
     HF_HEAD_DIM, /* only hidden_size / num_attention_heads */
     HF_WINDOW,   /* a sliding window that never takes effect: use_sliding_window false, or
                     at least max_position_embeddings */
+    HF_WINDOW_OFF, /* the same where use_sliding_window defaults to false (Qwen2) */
+    HF_FULL_ATTENTION, /* layer_types: a list of "full_attention" only */
 } hf_rule_kind;
 
 typedef struct hf_rule {
@@ -136,6 +138,17 @@ static const hf_rule llama_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
+/* Qwen2Config: attention_bias is not a key (q, k, v always carry one, o_proj none);
+ * use_sliding_window defaults to false there. */
+static const hf_rule qwen2_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"head_dim", HF_HEAD_DIM, {0}},
+    {"sliding_window", HF_WINDOW_OFF, {0}},
+    {"layer_types", HF_FULL_ATTENTION, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
 static const hf_rule gpt2_rules[] = {
     {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
     {"scale_attn_weights", HF_TRUE, {0}},
@@ -148,6 +161,7 @@ static const hf_rule gpt2_rules[] = {
 static const hf_family_rules family_rules[] = {
     [CF_ARCH_LLAMA] = {.max_pos = 2048, .eps = 1e-6, .rules = llama_rules}, /* LlamaConfig */
     [CF_ARCH_GPT2] = {.max_pos = 1024, .eps = 1e-5, .rules = gpt2_rules},   /* GPT2Config */
+    [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -186,13 +200,29 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
                    prefix, r->key, (long long)d, (long long)(m->hidden_size / m->num_heads));
         break;
     }
-    case HF_WINDOW: {
+    case HF_WINDOW:
+    case HF_WINDOW_OFF: {
         int64_t w = get_int(c, o, prefix, r->key, 0);
-        bool on = get_bool(c, o, prefix, "use_sliding_window", true);
+        bool on = get_bool(c, o, prefix, "use_sliding_window", r->kind == HF_WINDOW);
         if (c->rc == 0 && on && w < m->max_position_embeddings)
             refuse(c, "%s%s %lld is shorter than max_position_embeddings %lld: sliding-window attention is not "
                       "supported",
                    prefix, r->key, (long long)w, (long long)m->max_position_embeddings);
+        break;
+    }
+    case HF_FULL_ATTENTION: {
+        if (!json_is_array(v) || (int64_t)json_array_size(v) != m->num_layers) {
+            refuse(c, "%s%s must be a list of num_hidden_layers (%lld) layer types", prefix, r->key,
+                   (long long)m->num_layers);
+            break;
+        }
+        size_t i;
+        json_t *t;
+        json_array_foreach(v, i, t) if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0) {
+            refuse(c, "%s%s[%zu] '%s' is not supported (full_attention)", prefix, r->key, i,
+                   json_is_string(t) ? json_string_value(t) : "(not a string)");
+            break;
+        }
         break;
     }
     }
@@ -270,7 +300,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;

@@ -1,4 +1,4 @@
-/* The family table: LLaMA and GPT-2, each described once (family.h). */
+/* The family table: LLaMA, GPT-2, Qwen2, each described once (family.h). */
 #include "models/family.h"
 
 #include <assert.h>
@@ -11,29 +11,59 @@
 
 /* ---- LLaMA: RMSNorm, RoPE (interleaved pairs), GQA, SwiGLU, no biases ---- */
 
+/* The rows of the LLaMA-shaped tables (LLaMA, Qwen2, Qwen3 share names and shapes);
+ * ROPE_Q / ROPE_K: how HF orders the q / k rows (rotate-half order to be permuted into
+ * interleaved pairs, or as is when the family rotates NEOX halves). */
+#define LLAMA_EMBED                                                                                                    \
+    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",          \
+     "token_embd.weight", CF_SPLIT_VOCAB}
+#define LLAMA_ATTN_NORM                                                                                                \
+    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",     \
+     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED}
+#define LLAMA_Q(ROPE_Q)                                                                                                \
+    {WR_WQ, WP_LAYER, 2, {WD_Q, WD_HIDDEN}, WI_NORMAL, true, ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",      \
+     "blk.%ld.attn_q.weight", CF_SPLIT_COLUMN}
+#define LLAMA_K(ROPE_K)                                                                                                \
+    {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",     \
+     "blk.%ld.attn_k.weight", CF_SPLIT_COLUMN}
+#define LLAMA_V                                                                                                        \
+    {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",   \
+     "blk.%ld.attn_v.weight", CF_SPLIT_COLUMN}
+#define LLAMA_REST                                                                                                     \
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",    \
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},                                                                      \
+    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,                                                  \
+     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},              \
+    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",    \
+     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},                                                                      \
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",        \
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},                                                                        \
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",    \
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},                                                                         \
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",     \
+     CF_SPLIT_REPLICATED},                                                                                             \
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",   \
+     CF_SPLIT_VOCAB}
+
 static const cf_family_weight llama_weights[] = {
-    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",
-     "token_embd.weight", CF_SPLIT_VOCAB},
-    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",
-     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_WQ, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",
-     "blk.%ld.attn_q.weight", CF_SPLIT_COLUMN},
-    {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",
-     "blk.%ld.attn_k.weight", CF_SPLIT_COLUMN},
-    {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",
-     "blk.%ld.attn_v.weight", CF_SPLIT_COLUMN},
-    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
-     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
-    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,
-     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",
-     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},
-    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",
-     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},
-    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
-     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
-    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight", CF_SPLIT_VOCAB},
+    LLAMA_EMBED, LLAMA_ATTN_NORM, LLAMA_Q(HF_ROPE_Q), LLAMA_K(HF_ROPE_K), LLAMA_V, LLAMA_REST};
+
+/* ---- Qwen2 / Qwen2.5: LLaMA's block with q, k, v biases and rotary in NEOX halves (HF's
+ * rows as they are, as llama.cpp's qwen2 keeps them) ---- */
+
+static const cf_family_weight qwen2_weights[] = {
+    LLAMA_EMBED,
+    LLAMA_ATTN_NORM,
+    LLAMA_Q(HF_AS_IS),
+    {WR_WQ_BIAS, WP_LAYER, 1, {WD_Q}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.q_proj.bias",
+     "blk.%ld.attn_q.bias", CF_SPLIT_COLUMN},
+    LLAMA_K(HF_AS_IS),
+    {WR_WK_BIAS, WP_LAYER, 1, {WD_KV}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.k_proj.bias",
+     "blk.%ld.attn_k.bias", CF_SPLIT_COLUMN},
+    LLAMA_V,
+    {WR_WV_BIAS, WP_LAYER, 1, {WD_KV}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.bias",
+     "blk.%ld.attn_v.bias", CF_SPLIT_COLUMN},
+    LLAMA_REST,
 };
 
 static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) {
@@ -204,9 +234,31 @@ static const cf_family gpt2_family = {
     .gguf_arch = "gpt2",
 };
 
+static const cf_family qwen2_family = {
+    .arch = CF_ARCH_QWEN2,
+    .name = "qwen2",
+    .weights = qwen2_weights,
+    .n_weights = COUNT(qwen2_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false,
+              .bias = {.norm = false, .qkv = true, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved, /* the biases add no saved values */
+    .hf = {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"Qwen2ForCausalLM", NULL},
+    .mf_config_class = "Qwen2Config",
+    .gguf_arch = "qwen2",
+};
+
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
-static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family};
-static_assert(CF_ARCH_COUNT == 2 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family,
+                                            [CF_ARCH_QWEN2] = &qwen2_family};
+static_assert(CF_ARCH_COUNT == 3 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -244,6 +296,7 @@ static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
     case WD_FF: return m->intermediate_size;
     case WD_POS: return m->max_position_embeddings;
     case WD_QKV: return size_product(3, m->hidden_size); /* -1 past INT64_MAX: cf_weight_numel refuses it */
+    case WD_Q: return m->num_heads > 0 ? size_product(m->num_heads, cf_model_head_dim(m)) : -1;
     }
     return 0;
 }
@@ -377,17 +430,14 @@ int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_e
 }
 
 int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {
-    *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE};
+    *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE,
+                            .rotary_kind = r->rotary};
     if (r->norm_place != CF_NORM_PRE) return cf_fail(err, "%s: only pre-norm blocks are implemented", f->name);
-    if (p->rotary && r->rotary != CF_ROTARY_INTERLEAVED)
-        return cf_fail(err, "%s: rotary in NEOX halves is not implemented (interleaved pairs only)", f->name);
     if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
         return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
                        r->rotary_fraction);
     if (r->norm == CF_NORM_LAYER && !r->bias.norm)
         return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
-    if (r->bias.qkv && !r->fused_qkv)
-        return cf_fail(err, "%s: q, k, v biases without a fused q/k/v tensor have no tensor roles", f->name);
     if (r->bias.up && r->mlp != CF_MLP_GELU)
         return cf_fail(err, "%s: an MLP bias with a gated MLP has no gate bias tensor role", f->name);
     cf_block_step *s = p->steps;
@@ -395,7 +445,8 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_ATTN_NORM, WR_ATTN_NORM_BIAS);
     const cf_slot qkv[3] = {CF_SLOT_Q, CF_SLOT_K, CF_SLOT_V};
     const cf_weight_role wqkv[3] = {WR_WQ, WR_WK, WR_WV}, none[3] = {CF_NO_WEIGHT, CF_NO_WEIGHT, CF_NO_WEIGHT};
-    s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, none);
+    const cf_weight_role bqkv[3] = {WR_WQ_BIAS, WR_WK_BIAS, WR_WV_BIAS};
+    s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, r->bias.qkv && !r->fused_qkv ? bqkv : none);
     if (r->fused_qkv) s[n].fused = WR_QKV, s[n].fused_bias = bias_if(r->bias.qkv, WR_QKV_BIAS);
     n++;
     if (p->rotary) {
