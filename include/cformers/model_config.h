@@ -18,6 +18,7 @@ typedef enum cf_arch {
     CF_ARCH_LLAMA = 0, /* RMSNorm, RoPE, GQA, SwiGLU, no biases */
     CF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU(tanh), biases, tied output */
     CF_ARCH_QWEN2 = 2, /* LLaMA's block with q, k, v biases and NEOX rotary (Qwen2, Qwen2.5) */
+    CF_ARCH_MISTRAL = 3, /* LLaMA's block and tensors, sliding-window attention (sliding_window) */
     CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 
@@ -37,6 +38,7 @@ typedef struct cf_model_config {
     double rope_high_freq_factor;
     int64_t rope_original_max_position;
     double rms_norm_eps;               /* also LayerNorm's epsilon for GPT-2 */
+    int64_t sliding_window;            /* attention sees the last W keys, the query's included (Mistral); 0: all */
     bool tie_word_embeddings;
     bool use_flash_attention;
     cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */

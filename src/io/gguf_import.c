@@ -195,6 +195,7 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
         {"attention.layer_norm_rms_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
         {"attention.layer_norm_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
         {"rope.freq_base", offsetof(cf_model_config, rope_theta), true},
+        {"attention.sliding_window", offsetof(cf_model_config, sliding_window), false},
     };
     for (uint64_t i = 0; i < n_kv; i++) {
         const unsigned char *k;

@@ -126,6 +126,8 @@ typedef struct hf_family_rules {
     int64_t max_pos;
     double eps;
     const hf_rule *rules;
+    int64_t window; /* sliding_window when the key is absent (null: none); 0: the family has no
+                       window of its own (a rule then says what it accepts of the key) */
 } hf_family_rules;
 
 static const hf_rule llama_rules[] = {
@@ -149,6 +151,16 @@ static const hf_rule qwen2_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
+/* MistralConfig: sliding_window is used (absent: 4096, null: none). */
+static const hf_rule mistral_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"head_dim", HF_HEAD_DIM, {0}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"mlp_bias", HF_FALSE, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
 static const hf_rule gpt2_rules[] = {
     {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
     {"scale_attn_weights", HF_TRUE, {0}},
@@ -162,6 +174,7 @@ static const hf_family_rules family_rules[] = {
     [CF_ARCH_LLAMA] = {.max_pos = 2048, .eps = 1e-6, .rules = llama_rules}, /* LlamaConfig */
     [CF_ARCH_GPT2] = {.max_pos = 1024, .eps = 1e-5, .rules = gpt2_rules},   /* GPT2Config */
     [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
+    [CF_ARCH_MISTRAL] = {.max_pos = 4096 * 32, .eps = 1e-6, .rules = mistral_rules, .window = 4096}, /* MistralConfig */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -300,7 +313,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;
@@ -324,6 +337,11 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->eos_token_id = get_token(c, "eos_token_id");
     m->pad_token_id = get_token(c, "pad_token_id");
     if (f->block.position == CF_POS_ROPE) read_rope(c, m);
+    if (fr->window > 0) { /* absent: the class default; null: no window (present() cannot tell them apart) */
+        json_t *w = json_object_get(root, "sliding_window");
+        m->sliding_window = !w ? fr->window : json_is_null(w) ? 0 : get_int(c, root, "", "sliding_window", 0);
+        if (c->rc == 0 && m->sliding_window < 0) refuse(c, "sliding_window %lld must be positive", (long long)m->sliding_window);
+    }
     for (const hf_rule *r = fr->rules; r->key; r++) check_rule(c, root, "", r, m);
     if (c->rc == 0 && cf_model_config_check_ranges(m, err) != 0) c->rc = cf_fail_prefix(err, "%s: ", path);
     if (c->rc == 0) c->rc = cf_model_config_check(m, path, err);

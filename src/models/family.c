@@ -255,10 +255,33 @@ static const cf_family qwen2_family = {
     .gguf_arch = "qwen2",
 };
 
+/* Mistral: LLaMA's tensors and block; its sliding_window (model_config) is the attention
+ * mask's window. llama.cpp converts it as architecture llama. */
+static const cf_family mistral_family = {
+    .arch = CF_ARCH_MISTRAL,
+    .name = "mistral",
+    .weights = llama_weights,
+    .n_weights = COUNT(llama_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE,
+              .rotary = CF_ROTARY_INTERLEAVED, .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved,
+    .hf = {.model_type = "mistral", .architecture = "MistralForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"MistralForCausalLM", NULL},
+    .mf_config_class = "MistralConfig",
+    .gguf_arch = "llama",
+};
+
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
 static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family,
-                                            [CF_ARCH_QWEN2] = &qwen2_family};
-static_assert(CF_ARCH_COUNT == 3 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+                                            [CF_ARCH_QWEN2] = &qwen2_family, [CF_ARCH_MISTRAL] = &mistral_family};
+static_assert(CF_ARCH_COUNT == 4 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -426,7 +449,13 @@ static int check_roles(const cf_family *f, const cf_block_step *s, cf_error *err
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err) {
     const cf_family *f = cf_family_of(m->arch);
     if (!f) return cf_fail(err, "arch %d is not a model family", (int)m->arch);
-    return cf_block_program_of_recipe(f, &f->block, p, err);
+    if (cf_block_program_of_recipe(f, &f->block, p, err) != 0) return -1;
+    for (int i = 0; i < p->n_steps; i++) /* the config's window, on every layer */
+        if (p->steps[i].kind == CF_STEP_ATTENTION) {
+            p->steps[i].mask.window = (long)m->sliding_window;
+            if (cf_attn_mask_check(&p->steps[i].mask, f->name, err)) return -1;
+        }
+    return 0;
 }
 
 int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {

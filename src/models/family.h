@@ -183,9 +183,9 @@ typedef struct cf_block_program {
 
 /* The program of m's family (m->arch must name one). Fails, naming the family and the
  * fact, for a recipe the kernels do not implement (partial rotary) or a bias the
- * tensor table has no tensor for. The attention step's mask is causal: every attention
- * path implements a sliding window and a logit soft-cap (kernels/attn_mask.h), but no
- * family sets them yet. */
+ * tensor table has no tensor for. The attention step's mask is causal, with
+ * m->sliding_window as its window (Mistral; 0: none); every attention path implements
+ * the window and a logit soft-cap (kernels/attn_mask.h), which no family sets yet. */
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err);
 
 /* Elements one transformer block keeps for backward per token (memory estimate). */
