@@ -215,7 +215,8 @@ static void check_refusals(void) {
         {"qwen2", "rope_parameters", "{\"rope_type\": \"yarn\", \"factor\": 4.0}", "yarn"},
         {"qwen2", "hidden_act", "\"gelu\"", "hidden_act"},
         {"qwen2", "layer_types", "[\"sliding_attention\", \"full_attention\"]", "layer_types[0]"},
-        {"qwen2", "head_dim", "16", "head_dim"},
+        {"qwen3", "attention_bias", "true", "attention_bias"},
+        {"qwen3", "head_dim", "-2", "head_dim"},
         {"mistral", "attention_bias", "true", "attention_bias"},
         {"mistral", "sliding_window", "-3", "sliding_window"},
     };
@@ -246,9 +247,11 @@ int main(void) {
     check_fixture("qwen2", CF_ARCH_QWEN2, false, 0);
     check_fixture("qwen2_tied", CF_ARCH_QWEN2, true, 0);
     check_fixture("mistral", CF_ARCH_MISTRAL, false, 8);
+    check_fixture("qwen3", CF_ARCH_QWEN3, false, 0);
     check_refusals();
     check_training(CF_ARCH_QWEN2, 0);
     check_training(CF_ARCH_MISTRAL, 8);
+    check_training(CF_ARCH_QWEN3, 0);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);

@@ -106,6 +106,10 @@ static void check_norms(void) {
     cf_graph *g = cf_graph_create();
     cf_tensor *x = param(g, "x", 3, SHAPE(2, 3, 8)), *w = param(g, "w", 1, SHAPE(8));
     run_check("rmsnorm", g, cf_nn_rmsnorm(g, x, w, 1e-5f), &ctx);
+    g = cf_graph_create(); /* Qwen3's q/k norm: each head of [B, T, heads, head_dim] */
+    x = param(g, "x", 4, SHAPE(2, 3, 4, 8));
+    w = param(g, "w", 1, SHAPE(8));
+    run_check("rmsnorm per head (q/k norm)", g, cf_nn_rmsnorm(g, x, w, 1e-6f), &ctx);
     g = cf_graph_create();
     x = param(g, "x", 2, SHAPE(40, 6)); /* more rows than reduction chunks */
     w = param(g, "w", 1, SHAPE(6));

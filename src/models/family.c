@@ -1,4 +1,4 @@
-/* The family table: LLaMA, GPT-2, Qwen2, each described once (family.h). */
+/* The family table: LLaMA, GPT-2, Qwen2, Mistral, Qwen3, each described once (family.h). */
 #include "models/family.h"
 
 #include <assert.h>
@@ -68,9 +68,9 @@ static const cf_family_weight qwen2_weights[] = {
 
 static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) {
     if (cf_model_head_dim(m) % 2)
-        return snprintf(msg, cap, "head_dim %lld (hidden_size / num_heads) must be even for RoPE",
+        return snprintf(msg, cap, "head_dim %lld (head_dim, else hidden_size / num_heads) must be even for RoPE",
                         (long long)cf_model_head_dim(m)),
-               "num_heads";
+               m->head_dim ? "head_dim" : "num_heads";
     if (!(m->rope_theta > 0 && isfinite(m->rope_theta)))
         return snprintf(msg, cap, "rope_theta %g must be positive and finite", m->rope_theta), "rope_theta";
     bool scaled = m->rope_scaling_factor != 0 && m->rope_scaling_factor != 1;
@@ -255,6 +255,43 @@ static const cf_family qwen2_family = {
     .gguf_arch = "qwen2",
 };
 
+/* ---- Qwen3: Qwen2's block without biases, q and k RMS-normed per head before the rotary,
+ * head_dim independent of hidden_size / num_heads ---- */
+
+static const cf_family_weight qwen3_weights[] = {
+    LLAMA_EMBED,
+    LLAMA_ATTN_NORM,
+    LLAMA_Q(HF_AS_IS),
+    LLAMA_K(HF_AS_IS),
+    LLAMA_V,
+    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",
+     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},
+    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",
+     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED},
+    LLAMA_REST,
+};
+
+static const cf_family qwen3_family = {
+    .arch = CF_ARCH_QWEN3,
+    .name = "qwen3",
+    .weights = qwen3_weights,
+    .n_weights = COUNT(qwen3_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false, .qk_norm = true,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved, /* the q/k norms' outputs are counted as q and k */
+    .hf = {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"Qwen3ForCausalLM", NULL},
+    .mf_config_class = "Qwen3Config",
+    .gguf_arch = "qwen3",
+};
+
 /* Mistral: LLaMA's tensors and block; its sliding_window (model_config) is the attention
  * mask's window. llama.cpp converts it as architecture llama. */
 static const cf_family mistral_family = {
@@ -280,8 +317,9 @@ static const cf_family mistral_family = {
 
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
 static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family,
-                                            [CF_ARCH_QWEN2] = &qwen2_family, [CF_ARCH_MISTRAL] = &mistral_family};
-static_assert(CF_ARCH_COUNT == 4 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+                                            [CF_ARCH_QWEN2] = &qwen2_family, [CF_ARCH_MISTRAL] = &mistral_family,
+                                            [CF_ARCH_QWEN3] = &qwen3_family};
+static_assert(CF_ARCH_COUNT == 5 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -320,6 +358,7 @@ static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
     case WD_POS: return m->max_position_embeddings;
     case WD_QKV: return size_product(3, m->hidden_size); /* -1 past INT64_MAX: cf_weight_numel refuses it */
     case WD_Q: return m->num_heads > 0 ? size_product(m->num_heads, cf_model_head_dim(m)) : -1;
+    case WD_HEAD: return m->num_heads > 0 ? cf_model_head_dim(m) : -1;
     }
     return 0;
 }
@@ -381,9 +420,11 @@ int cf_model_config_check(const cf_model_config *m, const char *source, cf_error
                             "intermediate %lld)",
                        source, (long long)m->vocab_size, (long long)m->hidden_size, (long long)m->num_layers,
                        (long long)m->num_heads, (long long)m->num_kv_heads, (long long)m->intermediate_size);
-    if (m->hidden_size % m->num_heads || m->num_heads % m->num_kv_heads)
-        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld: heads must divide evenly",
-                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
+    if ((m->head_dim == 0 && m->hidden_size % m->num_heads) || m->num_heads % m->num_kv_heads || m->head_dim < 0)
+        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld, head_dim %lld: heads must divide "
+                            "evenly",
+                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads,
+                       (long long)m->head_dim);
     if (m->max_position_embeddings < 1) return cf_fail(err, "%s: max_position_embeddings must be positive", source);
     if (!(m->rms_norm_eps > 0 && m->rms_norm_eps <= 1))
         return cf_fail(err, "%s: rms_norm_eps %g must be in (0, 1]", source, m->rms_norm_eps);
@@ -465,6 +506,8 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
         return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
                        r->rotary_fraction);
+    if (r->qk_norm && r->norm != CF_NORM_RMS)
+        return cf_fail(err, "%s: q/k head norms as LayerNorm are not implemented (RMSNorm only)", f->name);
     if (r->norm == CF_NORM_LAYER && !r->bias.norm)
         return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
     if (r->bias.up && r->mlp != CF_MLP_GELU)
@@ -478,6 +521,10 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, r->bias.qkv && !r->fused_qkv ? bqkv : none);
     if (r->fused_qkv) s[n].fused = WR_QKV, s[n].fused_bias = bias_if(r->bias.qkv, WR_QKV_BIAS);
     n++;
+    if (r->qk_norm) {
+        s[n] = simple_step(CF_STEP_HEAD_NORM, CF_SLOT_Q);
+        s[n].weight[0] = WR_Q_NORM, s[n].weight[1] = WR_K_NORM, s[n++].norm = CF_NORM_RMS;
+    }
     if (p->rotary) {
         s[n] = simple_step(CF_STEP_ROTARY, CF_SLOT_Q);
         s[n].rotary = r->rotary, s[n].rotary_fraction = 1;

@@ -43,6 +43,8 @@ typedef enum cf_weight_role {
     WR_WQ_BIAS,         /* separate q, k, v biases (Qwen2)  [q_dim] */
     WR_WK_BIAS,         /*                                  [kv_dim] */
     WR_WV_BIAS,         /*                                  [kv_dim] */
+    WR_Q_NORM,          /* RMSNorm of each q head (Qwen3)   [head_dim] */
+    WR_K_NORM,          /* RMSNorm of each k head           [head_dim] */
     WR_COUNT
 } cf_weight_role;
 
@@ -55,6 +57,7 @@ typedef enum cf_weight_dim {
     WD_POS,    /* max_position_embeddings */
     WD_QKV,    /* 3 * hidden_size */
     WD_Q,      /* num_heads * head_dim (hidden_size unless head_dim is its own) */
+    WD_HEAD,   /* head_dim */
 } cf_weight_dim;
 
 /* Where a tensor sits in file order: before the layers, once per layer, after them, or
@@ -117,6 +120,7 @@ typedef struct cf_block_recipe {
     double rotary_fraction; /* of head_dim rotated, with CF_POS_ROPE: 0 or 1 = all (partial refused) */
     cf_mlp_kind mlp;
     bool fused_qkv; /* one [3 dim, dim] projection (WR_QKV), else WR_WQ, WR_WK, WR_WV */
+    bool qk_norm;   /* each q and k head normed (the block's norm kind) before the rotary (Qwen3) */
     /* which projections and norms carry a bias (the table holds the tensors; test_family
      * checks they agree); qkv: WR_QKV_BIAS when fused, else WR_WQ_BIAS, WR_WK_BIAS, WR_WV_BIAS */
     struct {
@@ -146,6 +150,7 @@ typedef enum cf_slot {
 typedef enum cf_step_kind {
     CF_STEP_NORM,      /* out = norm(in; weight[0], bias[0]) */
     CF_STEP_LINEAR,    /* out[i] = in weight[i]^T (+ bias[i]), i < n_out, the group sharing its input */
+    CF_STEP_HEAD_NORM, /* each head of Q normed with weight[0], of K with weight[1] (RMSNorm over head_dim) */
     CF_STEP_ROTARY,    /* Q and K rotated at their positions */
     CF_STEP_ATTENTION, /* ATT = attention(Q, K, V) under mask (the interpreter stores K, V in its cache first) */
     CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1); GeGLU: gelu_tanh(FF1) * FF2 */

@@ -5,7 +5,8 @@
  *          no biases, head tied to the embedding when tie_word_embeddings;
  *   GPT-2: LayerNorm, learned positions added to the embeddings, one c_attn projection
  *          split into q, k, v after the matmul, GELU(tanh), biases, tied head;
- *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves.
+ *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves;
+ *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary.
  * src/infer/block.c interprets the same program over a KV cache. */
 #include <stdlib.h>
 
@@ -62,6 +63,12 @@ static void step(builder *b, const cf_block_step *s, int layer) {
     switch (s->kind) {
     case CF_STEP_NORM: b->slot[s->out[0]] = norm(b, s, layer); break;
     case CF_STEP_LINEAR: linear(b, s, layer); break;
+    case CF_STEP_HEAD_NORM: { /* RMSNorm over each [.., head_dim] row of Q [B, T, H, hd] and K */
+        float eps = (float)b->c->rms_norm_eps;
+        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], weight(b, s->weight[0], layer), eps);
+        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], weight(b, s->weight[1], layer), eps);
+        break;
+    }
     case CF_STEP_ROTARY: { /* over the whole head (the compiler refuses partial rotary) */
         cf_tensor *(*rope)(cf_graph *, cf_tensor *, cf_tensor *) =
             s->rotary == CF_ROTARY_NEOX ? cf_nn_rope_neox : cf_nn_rope;
