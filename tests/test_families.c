@@ -4,7 +4,8 @@
  * its greedy 32 tokens). For each:
  *   - `convert --from hf` reads config.json exactly and our logits of the prompt are HF's
  *     within 1e-5 of the largest (Mistral's prompt is 5 windows long);
- *   - greedy decoding through the KV cache gives HF's 32 tokens;
+ *   - greedy decoding through the KV cache gives HF's 32 tokens, and so does the paged
+ *     server's batched engine (its KV blocks under the same mask);
  *   - export to safetensors gives back every tensor bit for bit, and a GGUF export and
  *     import keeps every checkpoint tensor bit for bit;
  *   - a model of the family trains 20 steps and its loss falls.
@@ -21,6 +22,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/convert.h"
 #include "cformers/infer.h"
+#include "cformers/serve.h"
 #include "cformers/train.h"
 #include "io/hf_config.h"
 #include "models/family.h"
@@ -100,6 +102,40 @@ static void check_same_checkpoints(const char *what, const char *a_path, const c
     cf_ckpt_close(a), cf_ckpt_close(b);
 }
 
+/* The paged server greedy on the prompt: HF's 32 tokens (read back as the logprobs' ids). */
+static void check_paged(const char *ckpt, const char *name, const int32_t *hf_ids) {
+    cf_error err = {{0}};
+    cf_infer_model *im = cf_infer_load(ckpt, NULL, &err);
+    CHECK_MSG(im != NULL, "%s", err.msg);
+    if (!im) return;
+    cf_serve_options so = {.max_batch = 2, .kv_blocks = 0, .kv_memory = 1 << 20};
+    cf_serve_engine *e = cf_serve_engine_new(im, &so, &err);
+    CHECK_MSG(e != NULL, "%s", err.msg);
+    if (!e) return;
+    cf_serve_params sp = {.max_tokens = NEW, .sampling = {.temperature = 0}, .n = 1, .ignore_eos = true,
+                          .logprobs = true};
+    cf_serve_refusal why;
+    cf_serve_request *r = cf_serve_submit(e, hf_ids, PROMPT, &sp, &why, &err);
+    CHECK_MSG(r != NULL, "%s", err.msg);
+    uint64_t version = 0;
+    for (int tries = 0; r && !cf_serve_wait(r, &version, 1000) && tries < 120; tries++) {
+    }
+    if (r) {
+        cf_serve_output out = {0};
+        cf_serve_read_tokens(r, 0, 0, 0, false, &out);
+        int same = 0;
+        for (long i = 0; i < out.n_tokens && i < NEW; i++) same += out.tokens[i].id == hf_ids[PROMPT + i];
+        printf("  paged server: %d of %ld tokens as transformers'\n", same, out.n_tokens);
+        CHECK_MSG(out.n_tokens == NEW && same == NEW, "%s: the paged server's greedy tokens differ", name);
+        free(out.text), free(out.tokens), free(out.prompt);
+        cf_serve_release(r);
+    }
+    cf_serve_stats st;
+    cf_serve_stats_get(e, &st);
+    printf("  paged KV: peak %ld blocks of %zu bytes\n", st.kv_blocks_peak, st.kv_block_bytes);
+    cf_serve_engine_free(e);
+}
+
 static void check_fixture(const char *name, cf_arch arch, bool tied, long window) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s", test_source_path("tests/fixtures/families"));
@@ -157,6 +193,7 @@ static void check_fixture(const char *name, cf_arch arch, bool tied, long window
               name);
     cf_infer_free(im);
     free(step), free(got), free(want);
+    check_paged(ckpt, name, hf_ids);
 
     /* exports: HF bit for bit, GGUF there and back bit for bit */
     const char *hf = tmp(name, "hf");
