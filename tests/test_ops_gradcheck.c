@@ -106,6 +106,10 @@ static void check_norms(void) {
     cf_graph *g = cf_graph_create();
     cf_tensor *x = param(g, "x", 3, SHAPE(2, 3, 8)), *w = param(g, "w", 1, SHAPE(8));
     run_check("rmsnorm", g, cf_nn_rmsnorm(g, x, w, 1e-5f), &ctx);
+    g = cf_graph_create(); /* Qwen3's q/k norm: each head of [B, T, heads, head_dim] */
+    x = param(g, "x", 4, SHAPE(2, 3, 4, 8));
+    w = param(g, "w", 1, SHAPE(8));
+    run_check("rmsnorm per head (q/k norm)", g, cf_nn_rmsnorm(g, x, w, 1e-6f), &ctx);
     g = cf_graph_create();
     x = param(g, "x", 2, SHAPE(40, 6)); /* more rows than reduction chunks */
     w = param(g, "w", 1, SHAPE(6));
@@ -120,6 +124,10 @@ static void check_rope(double scaling) {
     cf_rope_config rc = {.head_dim = 8, .max_positions = 6, .theta = 10000.0, .scaling_factor = scaling,
                          .low_freq_factor = 1.0, .high_freq_factor = 4.0, .original_max_position = 4};
     run_check(scaling > 1 ? "rope (llama3 scaling)" : "rope", g, cf_nn_rope(g, x, cf_nn_rope_table(g, &rc)), &ctx);
+    g = cf_graph_create(); /* NEOX halves (Qwen2): pairs (i, i + head_dim/2) */
+    x = param(g, "x", 4, SHAPE(2, 5, 2, 8));
+    run_check(scaling > 1 ? "rope neox (llama3 scaling)" : "rope neox", g,
+              cf_nn_rope_neox(g, x, cf_nn_rope_table(g, &rc)), &ctx);
 }
 
 static void check_attention(int heads, int kv_heads) {

@@ -163,8 +163,10 @@ typedef struct cf_rope_config {
     int64_t original_max_position;
 } cf_rope_config;
 cf_tensor *cf_nn_rope_table(cf_graph *g, const cf_rope_config *cfg);
-/* Rotates x [B, T, heads, head_dim]; token t is at position t. */
+/* Rotates x [B, T, heads, head_dim]; token t is at position t. Interleaved pairs
+ * (x[2i], x[2i+1]); _neox: the halves (x[i], x[i + head_dim/2]) of HF's rotate_half. */
 cf_tensor *cf_nn_rope(cf_graph *g, cf_tensor *x, cf_tensor *table);
+cf_tensor *cf_nn_rope_neox(cf_graph *g, cf_tensor *x, cf_tensor *table);
 
 /* Causal grouped-query attention: q [B, T, H, hd], k and v [B, T, KV, hd] with H a
  * multiple of KV; softmax(q k^T / sqrt(hd)) v -> [B, T, H, hd]. */

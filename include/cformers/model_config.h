@@ -17,6 +17,9 @@ extern "C" {
 typedef enum cf_arch {
     CF_ARCH_LLAMA = 0, /* RMSNorm, RoPE, GQA, SwiGLU, no biases */
     CF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU(tanh), biases, tied output */
+    CF_ARCH_QWEN2 = 2, /* LLaMA's block with q, k, v biases and NEOX rotary (Qwen2, Qwen2.5) */
+    CF_ARCH_MISTRAL = 3, /* LLaMA's block and tensors, sliding-window attention (sliding_window) */
+    CF_ARCH_QWEN3 = 4, /* Qwen2's block without biases, RMSNorm of each q and k head, head_dim of its own */
     CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 
@@ -27,6 +30,7 @@ typedef struct cf_model_config {
     int64_t num_layers;
     int64_t num_heads;
     int64_t num_kv_heads;              /* == num_heads without grouped-query attention */
+    int64_t head_dim;                  /* width of a q/k/v head; 0: hidden_size / num_heads */
     int64_t intermediate_size;         /* MLP inner width */
     int64_t max_position_embeddings;   /* longest sequence (and GPT-2's position table) */
     double rope_theta;
@@ -36,6 +40,7 @@ typedef struct cf_model_config {
     double rope_high_freq_factor;
     int64_t rope_original_max_position;
     double rms_norm_eps;               /* also LayerNorm's epsilon for GPT-2 */
+    int64_t sliding_window;            /* attention sees the last W keys, the query's included (Mistral); 0: all */
     bool tie_word_embeddings;
     bool use_flash_attention;
     cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */
@@ -52,8 +57,11 @@ typedef struct cf_model_config {
     double ffn_dim_multiplier;
 } cf_model_config;
 
-/* head_dim = hidden_size / num_heads */
-static inline int64_t cf_model_head_dim(const cf_model_config *m) { return m->hidden_size / m->num_heads; }
+/* head_dim when set (Qwen3, Gemma: q and k wider or narrower than hidden_size / num_heads),
+ * else hidden_size / num_heads */
+static inline int64_t cf_model_head_dim(const cf_model_config *m) {
+    return m->head_dim > 0 ? m->head_dim : m->hidden_size / m->num_heads;
+}
 
 #ifdef __cplusplus
 }

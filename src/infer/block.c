@@ -86,7 +86,14 @@ void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
         switch (s->kind) {
         case CF_STEP_NORM: norm_rows(m, s, L, buf[s->in], buf[s->out[0]], n); break;
         case CF_STEP_LINEAR: linear_step(path, s, L, buf, n); break;
-        case CF_STEP_ROTARY: /* interleaved pairs over the whole head (the compiler refuses the rest) */
+        case CF_STEP_HEAD_NORM: { /* in place, head by head: n tokens of heads (Q) or kv_heads (K) rows */
+            float eps = (float)c->rms_norm_eps, *q = buf[CF_SLOT_Q], *k = buf[CF_SLOT_K];
+            const float *wq = L->vec[s->weight[0]], *wk = L->vec[s->weight[1]];
+            for (long r = 0; r < n * c->num_heads; r++) cf_rmsnorm_row(q + r * m->head_dim, wq, q + r * m->head_dim, m->head_dim, eps);
+            for (long r = 0; r < n * c->num_kv_heads; r++) cf_rmsnorm_row(k + r * m->head_dim, wk, k + r * m->head_dim, m->head_dim, eps);
+            break;
+        }
+        case CF_STEP_ROTARY: /* over the whole head, in the table's pairs (m->rope.neox: the program's kind) */
             cf_rope_apply(&m->rope, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
             cf_rope_apply(&m->rope, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
             break;

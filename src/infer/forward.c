@@ -129,9 +129,9 @@ static void attention_head(void *arg, int h, int thread) {
         float *scratch = m->kv_f32 + (long)thread * 2 * m->max_seq * hd;
         kf = widen_head(m, k, T, scratch), vf = widen_head(m, v, T, scratch + m->max_seq * hd), ld = hd;
     }
-    cf_sgemm(false, true, j->n, T, hd, scale, q, m->dim, kf, ld, 0.0f, s, T);
+    cf_sgemm(false, true, j->n, T, hd, scale, q, m->q_dim, kf, ld, 0.0f, s, T);
     cf_softmax_masked_from(s, 1, j->n, T, j->pos, k0, j->mask);
-    cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, vf, ld, 0.0f, out, m->dim);
+    cf_sgemm(false, false, j->n, hd, T, 1.0f, s, T, vf, ld, 0.0f, out, m->q_dim);
 }
 
 /* Heads run on the pool unless the whole attention is too small to pay for a dispatch. */

@@ -60,8 +60,8 @@ static void attend(void *arg, int task, int thread) {
     float scale = 1.0f / sqrtf((float)hd);
 #define HEAD_S(h) (s0 + ((h) - h0) * m->max_seq)
 #define HEAD_OFF(h) ((size_t)((h) / per_kv) * p->head_bytes)
-#define HEAD_Q(h) (m->q + i * m->dim + (h) * hd)
-#define HEAD_OUT(h) (m->att + i * m->dim + (h) * hd)
+#define HEAD_Q(h) (m->q + i * m->q_dim + (h) * hd)
+#define HEAD_OUT(h) (m->att + i * m->q_dim + (h) * hd)
     size_t lo = HEAD_OFF(h0), hi = HEAD_OFF(h1 - 1) + p->head_bytes; /* the group's bytes of a row */
     for (long t0 = k0 / KV_BLOCK * KV_BLOCK; t0 < T && p->dtype != CF_F32; t0 += KV_BLOCK) {
         long n = T - t0 < KV_BLOCK ? T - t0 : KV_BLOCK;

@@ -271,12 +271,13 @@ cf_dtype cf_infer_weight_dtype(const cf_infer_model *m) { return m->layers[0].ma
 int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
     const cf_model_config *c = &m->cfg;
     m->dim = c->hidden_size, m->head_dim = cf_model_head_dim(c), m->kv_dim = c->num_kv_heads * m->head_dim;
-    m->hidden = c->intermediate_size, m->vocab = c->vocab_size;
+    m->hidden = c->intermediate_size, m->vocab = c->vocab_size, m->q_dim = c->num_heads * m->head_dim;
     cf_rope_scaling scaling = {.factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = (long)c->rope_original_max_position};
     if (m->program.rotary && cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0)
         return -1;
+    m->rope.neox = m->program.rotary && m->program.rotary_kind == CF_ROTARY_NEOX;
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
@@ -287,11 +288,12 @@ int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
         m->k_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
         m->v_new = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->kv_dim);
     }
-    size_t widest = (size_t)(m->hidden > m->dim ? m->hidden : m->dim);
+    long wide = m->hidden > m->dim ? m->hidden : m->dim;
+    size_t widest = (size_t)(m->q_dim > wide ? m->q_dim : wide); /* any product's input */
     m->x = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
     m->xb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
-    m->q = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
-    m->att = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->dim);
+    m->q = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->q_dim);
+    m->att = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->q_dim);
     m->hb = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->hb2 = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)m->hidden);
     m->act16 = cf_aligned_alloc(sizeof(cf_bf16) * INFER_CHUNK * widest);

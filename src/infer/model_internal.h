@@ -30,6 +30,7 @@ struct cf_infer_model {
     cf_model_config cfg;
     cf_block_program program; /* the family's block, compiled (models/family.h) */
     long max_seq, dim, kv_dim, hidden, head_dim, vocab;
+    long q_dim; /* num_heads * head_dim: Q's and the attention output's width (dim unless head_dim is its own) */
     const void *embed; /* [vocab, dim], f32, bf16 or q8_0 */
     cf_dtype embed_dtype;
     const float *pos_embed; /* [max_pos, dim] learned positions (GPT-2), else NULL */
@@ -44,7 +45,7 @@ struct cf_infer_model {
     float *k_new, *v_new;    /* with a bf16 or q8_0 cache: a chunk's keys/values in f32 before rounding */
 
     /* activations for up to INFER_CHUNK tokens */
-    float *x, *xb, *q, *att, *hb, *hb2;
+    float *x, *xb, *q, *att, *hb, *hb2; /* x, xb [, dim]; q, att [, q_dim]; hb, hb2 [, hidden] */
     cf_bf16 *act16;  /* bf16 copy of a matmul input when weights are bf16 */
     float *x_pairs;  /* a decode matvec's input rearranged for bf16 weights or quantized for
                         q8_0 ones (matvec.h); a whole prompt chunk's for q8_0 */

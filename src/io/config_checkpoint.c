@@ -15,7 +15,7 @@ typedef enum { TAKE, SHAPE, OWN } key_role;
 static key_role role_of(const char *name, cf_arch arch) {
     static const char *const shape[] = {"arch",         "vocab_size",        "hidden_size",
                                         "num_layers",   "num_heads",         "num_kv_heads",
-                                        "intermediate_size", "tie_word_embeddings", NULL};
+                                        "intermediate_size", "tie_word_embeddings", "head_dim", NULL};
     static const char *const own[] = {"use_flash_attention", "compute_dtype", "param_init_type", "softmax_compute_type",
                                       "initializer_range",   "multiple_of",   "ffn_dim_multiplier", NULL};
     for (int i = 0; shape[i]; i++)

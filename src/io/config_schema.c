@@ -33,7 +33,9 @@
 static const cf_enum_name run_modes[] = {
     {"train", CF_RUN_TRAIN}, {"finetune", CF_RUN_FINETUNE}, {"eval", CF_RUN_EVAL}, {"predict", CF_RUN_PREDICT}, {NULL, 0}};
 /* the family names of src/models/family.c (test_family checks they agree) */
-static const cf_enum_name archs[] = {{"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {NULL, 0}};
+static const cf_enum_name archs[] = {
+    {"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {"qwen2", CF_ARCH_QWEN2}, {"mistral", CF_ARCH_MISTRAL}, {"qwen3", CF_ARCH_QWEN3},
+    {NULL, 0}};
 static_assert(sizeof archs / sizeof archs[0] == CF_ARCH_COUNT + 1, "a model family without its config spelling");
 /* MindFormers spells dtypes "float32"; the short names are accepted too. */
 static const cf_enum_name float_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32},   {"bfloat16", CF_BF16},
@@ -84,6 +86,8 @@ const cf_config_key cf_config_keys[] = {
     K_INT(model.model_config.rope_original_max_position, 0, 0, 16777216, "LLaMA-3.1 RoPE scaling: pre-training context"),
     K_FLOAT(model.model_config.rms_norm_eps, 1e-5, 0, 1, CF_RANGE_LO_OPEN, "RMSNorm (LayerNorm for gpt2) epsilon"),
     K_BOOL(model.model_config.tie_word_embeddings, false, "output head shares the token embedding"),
+    K_INT(model.model_config.head_dim, 0, 0, 65536, "width of a q/k/v head (0: hidden_size / num_heads)"),
+    K_INT(model.model_config.sliding_window, 0, 0, 16777216, "sliding-window attention over the last W keys (0: none)"),
     K_BOOL(model.model_config.use_flash_attention, true, "attention as one fused, tiled op"),
     K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmuls and attention in training (bf16/f16: mixed precision, docs/precision.md)"),
     K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights and optimizer state (float32 only; float16 or bfloat16 given in training: float32, with a warning)"),

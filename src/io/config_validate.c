@@ -103,7 +103,7 @@ static int check_required(checker *c, const cf_config *cfg) {
 
 static int check_model(checker *c, const cf_config *cfg) {
     const cf_model_config *m = &cfg->model.model_config;
-    if (m->hidden_size % m->num_heads)
+    if (m->head_dim == 0 && m->hidden_size % m->num_heads)
         return fail_at(c, MC "num_heads", "hidden_size %" PRId64 " is not divisible by num_heads %" PRId64, m->hidden_size,
                        m->num_heads);
     if (m->num_kv_heads > m->num_heads || m->num_heads % m->num_kv_heads)

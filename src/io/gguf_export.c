@@ -76,6 +76,9 @@ static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type
     kv_u32(g, arch_key(a, "vocab_size", k, sizeof k), (uint32_t)m->vocab_size);
     switch (m->arch) {
     case CF_ARCH_LLAMA:
+    case CF_ARCH_MISTRAL: /* llama.cpp's convert_hf_to_gguf writes Mistral as llama */
+    case CF_ARCH_QWEN2: /* llama.cpp's rope type for qwen2 and qwen3 is NEOX by architecture: no key */
+    case CF_ARCH_QWEN3:
         kv_u32(g, arch_key(a, "rope.dimension_count", k, sizeof k), (uint32_t)cf_model_head_dim(m));
         kv_f32(g, arch_key(a, "attention.layer_norm_rms_epsilon", k, sizeof k), (float)m->rms_norm_eps);
         kv_f32(g, arch_key(a, "rope.freq_base", k, sizeof k), (float)m->rope_theta);
@@ -83,6 +86,12 @@ static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type
     case CF_ARCH_GPT2: kv_f32(g, arch_key(a, "attention.layer_norm_epsilon", k, sizeof k), (float)m->rms_norm_eps); break;
     case CF_ARCH_COUNT: break;
     }
+    if (m->head_dim > 0) { /* llama.cpp's n_embd_head_k / _v when not n_embd / n_head */
+        kv_u32(g, arch_key(a, "attention.key_length", k, sizeof k), (uint32_t)m->head_dim);
+        kv_u32(g, arch_key(a, "attention.value_length", k, sizeof k), (uint32_t)m->head_dim);
+    }
+    if (m->sliding_window > 0) /* llama.cpp's LLM_KV_ATTENTION_SLIDING_WINDOW */
+        kv_u32(g, arch_key(a, "attention.sliding_window", k, sizeof k), (uint32_t)m->sliding_window);
 }
 
 /* GGUF stores the sizes as uint32. */

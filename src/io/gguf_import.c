@@ -1,4 +1,4 @@
-/* GGUF (llama.cpp) -> cformers checkpoint: the <arch>.* metadata (llama, gpt2) becomes the model config,
+/* GGUF (llama.cpp) -> cformers checkpoint: the <arch>.* metadata (llama, gpt2, qwen2, qwen3) becomes the model config,
  * the tensors (f32, f16, bf16 and the quantized types of io/gguf_quants.h) the weights. Every count, size and offset read from
  * the file is checked against the bytes that are there before it is used.
  *
@@ -195,6 +195,8 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
         {"attention.layer_norm_rms_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
         {"attention.layer_norm_epsilon", offsetof(cf_model_config, rms_norm_eps), true},
         {"rope.freq_base", offsetof(cf_model_config, rope_theta), true},
+        {"attention.sliding_window", offsetof(cf_model_config, sliding_window), false},
+        {"attention.key_length", offsetof(cf_model_config, head_dim), false},
     };
     for (uint64_t i = 0; i < n_kv; i++) {
         const unsigned char *k;
@@ -235,7 +237,7 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
             for (int f = 0; f < CF_ARCH_COUNT && !*arch_ok; f++)
                 if (key_is(a, alen, cf_family_of((cf_arch)f)->gguf_arch)) s->cfg.arch = (cf_arch)f, *arch_ok = true;
             if (!*arch_ok)
-                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2)", r->path,
+                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2, qwen2, qwen3)", r->path,
                                (int)(alen < 64 ? alen : 64), (const char *)a);
         } else {
             for (int t = 0; t < TOK_KEYS; t++)
@@ -379,7 +381,7 @@ static int parse(reader *r, gguf_source *s, cf_error *err) {
     s->cfg.num_kv_heads = -1, s->cfg.vocab_size = 0, s->cfg.rms_norm_eps = 1e-5, s->cfg.rope_theta = 10000.0;
     s->cfg.bos_token_id = s->cfg.eos_token_id = s->cfg.pad_token_id = -1;
     if (read_metadata(r, n_kv, s, &alignment, &arch_ok) != 0) return -1;
-    if (!arch_ok) return cf_fail(err, "%s: general.architecture is missing (llama or gpt2 expected)", s->path);
+    if (!arch_ok) return cf_fail(err, "%s: general.architecture is missing (llama, gpt2, qwen2 or qwen3 expected)", s->path);
     s->tensors = cf_xcalloc(s->n_tensors ? s->n_tensors : 1, sizeof *s->tensors);
     if (read_tensor_infos(r, s) != 0) return -1;
     uint64_t pos = (uint64_t)(r->p - r->base), size = (uint64_t)(r->end - r->base);
@@ -393,6 +395,7 @@ static int parse(reader *r, gguf_source *s, cf_error *err) {
         t->data = r->base + data_start + t->offset;
     }
     if (s->cfg.num_kv_heads < 0) s->cfg.num_kv_heads = s->cfg.num_heads;
+    if (s->cfg.head_dim * s->cfg.num_heads == s->cfg.hidden_size) s->cfg.head_dim = 0; /* the usual width */
     const gguf_tensor *embd = find(s, "token_embd.weight");
     if (!s->cfg.vocab_size && embd && embd->n_dims == 2) s->cfg.vocab_size = embd->dims[1];
     s->cfg.tie_word_embeddings = find(s, "output.weight") == NULL;
@@ -616,7 +619,7 @@ static int gguf_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err)
     if (!model[0] || strcmp(model, "none") == 0 || strcmp(model, "no_vocab") == 0) return 0;
     if (strcmp(model, "llama") == 0) return sp_tokenizer(s, f, err);
     if (strcmp(model, "gpt2") == 0) return bpe_tokenizer(s, f, err);
-    return cf_fail(err, "%s: metadata tokenizer.ggml.model '%s' is not supported (llama, gpt2): pass --tokenizer",
+    return cf_fail(err, "%s: metadata tokenizer.ggml.model '%s' is not supported (llama, gpt2, qwen2, qwen3): pass --tokenizer",
                    s->path, model);
 }
 

@@ -63,7 +63,16 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
     set_int(c, k->max_pos, m->max_position_embeddings);
     json_object_set_new(c, k->eps, json_real(m->rms_norm_eps));
     switch (m->arch) {
+    case CF_ARCH_QWEN2:
+    case CF_ARCH_QWEN3:
+    case CF_ARCH_MISTRAL:
     case CF_ARCH_LLAMA:
+        json_object_set_new(c, "head_dim", json_integer(cf_model_head_dim(m))); /* Qwen3Config's default is 128 */
+        if (m->arch == CF_ARCH_QWEN3) json_object_set_new(c, "attention_bias", json_false());
+        if (m->arch == CF_ARCH_QWEN2 || m->arch == CF_ARCH_QWEN3)
+            json_object_set_new(c, "use_sliding_window", json_false());
+        if (m->arch == CF_ARCH_MISTRAL) /* MistralConfig reads null as no window */
+            json_object_set_new(c, "sliding_window", m->sliding_window ? json_integer(m->sliding_window) : json_null());
         json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
         if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
             json_object_set_new(c, "rope_scaling",

@@ -1,4 +1,4 @@
-/* Hugging Face directory (LLaMA, GPT-2) -> cformers checkpoint: config.json for the family
+/* Hugging Face directory (LLaMA, GPT-2, Qwen2) -> cformers checkpoint: config.json for the family
  * and shape, weights from model.safetensors or from the shards named in
  * model.safetensors.index.json, converted from the family's HF layouts. */
 #include <assert.h>
@@ -108,9 +108,10 @@ typedef enum hf_rule_kind {
     HF_TRUE,     /* only true */
     HF_STRINGS,  /* one of `accept` */
     HF_ONE,      /* only the number 1 */
-    HF_HEAD_DIM, /* only hidden_size / num_attention_heads */
     HF_WINDOW,   /* a sliding window that never takes effect: use_sliding_window false, or
                     at least max_position_embeddings */
+    HF_WINDOW_OFF, /* the same where use_sliding_window defaults to false (Qwen2) */
+    HF_FULL_ATTENTION, /* layer_types: a list of "full_attention" only */
 } hf_rule_kind;
 
 typedef struct hf_rule {
@@ -124,14 +125,46 @@ typedef struct hf_family_rules {
     int64_t max_pos;
     double eps;
     const hf_rule *rules;
+    int64_t window; /* sliding_window when the key is absent (null: none); 0: the family has no
+                       window of its own (a rule then says what it accepts of the key) */
+    int64_t head_dim; /* head_dim when the key is absent; 0: hidden_size / num_attention_heads;
+                         -1: the class has no head_dim (GPT-2) */
 } hf_family_rules;
 
 static const hf_rule llama_rules[] = {
     {"hidden_act", HF_STRINGS, {"silu"}},
     {"attention_bias", HF_FALSE, {0}},
     {"mlp_bias", HF_FALSE, {0}},
-    {"head_dim", HF_HEAD_DIM, {0}},
     {"sliding_window", HF_WINDOW, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* Qwen3Config: as Qwen2's, head_dim 128 when absent, attention_bias false (q, k, v, o would carry one). */
+static const hf_rule qwen3_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"sliding_window", HF_WINDOW_OFF, {0}},
+    {"layer_types", HF_FULL_ATTENTION, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* Qwen2Config: attention_bias is not a key (q, k, v always carry one, o_proj none);
+ * use_sliding_window defaults to false there. */
+static const hf_rule qwen2_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"sliding_window", HF_WINDOW_OFF, {0}},
+    {"layer_types", HF_FULL_ATTENTION, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* MistralConfig: sliding_window is used (absent: 4096, null: none). */
+static const hf_rule mistral_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"mlp_bias", HF_FALSE, {0}},
     {"partial_rotary_factor", HF_ONE, {0}},
     {NULL, HF_FALSE, {0}},
 };
@@ -147,7 +180,10 @@ static const hf_rule gpt2_rules[] = {
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
 static const hf_family_rules family_rules[] = {
     [CF_ARCH_LLAMA] = {.max_pos = 2048, .eps = 1e-6, .rules = llama_rules}, /* LlamaConfig */
-    [CF_ARCH_GPT2] = {.max_pos = 1024, .eps = 1e-5, .rules = gpt2_rules},   /* GPT2Config */
+    [CF_ARCH_GPT2] = {.max_pos = 1024, .eps = 1e-5, .rules = gpt2_rules, .head_dim = -1}, /* GPT2Config */
+    [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
+    [CF_ARCH_MISTRAL] = {.max_pos = 4096 * 32, .eps = 1e-6, .rules = mistral_rules, .window = 4096}, /* MistralConfig */
+    [CF_ARCH_QWEN3] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen3_rules, .head_dim = 128}, /* Qwen3Config */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -178,21 +214,29 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
         if (x != 1) refuse(c, "%s%s %g is not supported (rotary on the whole head only: 1)", prefix, r->key, x);
         break;
     }
-    case HF_HEAD_DIM: {
-        int64_t d = get_int(c, o, prefix, r->key, 0);
-        if (c->rc == 0 && m->num_heads > 0 && d != m->hidden_size / m->num_heads)
-            refuse(c, "%s%s %lld differs from hidden_size / num_attention_heads = %lld: a head_dim of its own is not "
-                      "supported",
-                   prefix, r->key, (long long)d, (long long)(m->hidden_size / m->num_heads));
-        break;
-    }
-    case HF_WINDOW: {
+    case HF_WINDOW:
+    case HF_WINDOW_OFF: {
         int64_t w = get_int(c, o, prefix, r->key, 0);
-        bool on = get_bool(c, o, prefix, "use_sliding_window", true);
+        bool on = get_bool(c, o, prefix, "use_sliding_window", r->kind == HF_WINDOW);
         if (c->rc == 0 && on && w < m->max_position_embeddings)
             refuse(c, "%s%s %lld is shorter than max_position_embeddings %lld: sliding-window attention is not "
                       "supported",
                    prefix, r->key, (long long)w, (long long)m->max_position_embeddings);
+        break;
+    }
+    case HF_FULL_ATTENTION: {
+        if (!json_is_array(v) || (int64_t)json_array_size(v) != m->num_layers) {
+            refuse(c, "%s%s must be a list of num_hidden_layers (%lld) layer types", prefix, r->key,
+                   (long long)m->num_layers);
+            break;
+        }
+        size_t i;
+        json_t *t;
+        json_array_foreach(v, i, t) if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0) {
+            refuse(c, "%s%s[%zu] '%s' is not supported (full_attention)", prefix, r->key, i,
+                   json_is_string(t) ? json_string_value(t) : "(not a string)");
+            break;
+        }
         break;
     }
     }
@@ -270,7 +314,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;
@@ -284,6 +328,11 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->num_layers = get_int(c, root, "", k->layers, 0);
     m->num_heads = get_int(c, root, "", k->heads, 0);
     m->num_kv_heads = get_int(c, root, "", k->kv_heads, m->num_heads);
+    if (fr->head_dim >= 0) { /* kept 0 when it is hidden_size / num_attention_heads */
+        m->head_dim = get_int(c, root, "", "head_dim", fr->head_dim);
+        if (m->head_dim < 0) refuse(c, "head_dim %lld must be positive", (long long)m->head_dim);
+        if (m->num_heads > 0 && m->head_dim * m->num_heads == m->hidden_size) m->head_dim = 0;
+    }
     m->intermediate_size = get_int(c, root, "", k->ff, 0); /* GPT-2's n_inner may be null */
     if (c->rc == 0 && !present(root, k->ff) && m->hidden_size > 0 && (m->intermediate_size = f->default_ff(m)) < 1)
         refuse(c, "%s is missing and the default from %s %lld overflows", k->ff, k->hidden, (long long)m->hidden_size);
@@ -294,6 +343,11 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->eos_token_id = get_token(c, "eos_token_id");
     m->pad_token_id = get_token(c, "pad_token_id");
     if (f->block.position == CF_POS_ROPE) read_rope(c, m);
+    if (fr->window > 0) { /* absent: the class default; null: no window (present() cannot tell them apart) */
+        json_t *w = json_object_get(root, "sliding_window");
+        m->sliding_window = !w ? fr->window : json_is_null(w) ? 0 : get_int(c, root, "", "sliding_window", 0);
+        if (c->rc == 0 && m->sliding_window < 0) refuse(c, "sliding_window %lld must be positive", (long long)m->sliding_window);
+    }
     for (const hf_rule *r = fr->rules; r->key; r++) check_rule(c, root, "", r, m);
     if (c->rc == 0 && cf_model_config_check_ranges(m, err) != 0) c->rc = cf_fail_prefix(err, "%s: ", path);
     if (c->rc == 0) c->rc = cf_model_config_check(m, path, err);
@@ -360,13 +414,15 @@ static const st_tensor *lookup(const hf_source *s, const cf_family_weight *w, lo
     cf_weight_name(w, layer, name, sizeof name);
     int ndim = cf_model_weight_hf_shape(&s->cfg, w, shape);
     const st_tensor *t = find(s, name, file);
+    char head_note[48] = ""; /* a head_dim of its own shapes q, k, v and o */
+    if (s->cfg.head_dim > 0) snprintf(head_note, sizeof head_note, " (head_dim %lld)", (long long)s->cfg.head_dim);
     const char *prefix = cf_family_of(s->cfg.arch)->hf.strip_prefix;
     if (!t && prefix && strncmp(name, prefix, strlen(prefix)) == 0) t = find(s, name + strlen(prefix), file);
     if (!t) return cf_fail(err, "%s: tensor %s is missing", s->dir, name), NULL;
     if (t->ndim != ndim || t->shape[0] != shape[0] || (ndim == 2 && t->shape[1] != shape[1]))
-        return cf_fail(err, "%s: tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", (*file)->path,
+        return cf_fail(err, "%s: tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]%s", (*file)->path,
                        name, (long long)t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
-                       (long long)shape[0], ndim > 1 ? ", " : "", ndim > 1 ? (long long)shape[1] : 0LL),
+                       (long long)shape[0], ndim > 1 ? ", " : "", ndim > 1 ? (long long)shape[1] : 0LL, head_note),
                NULL;
     if (t->dtype != CF_F32 && t->dtype != CF_BF16 && t->dtype != CF_F16)
         return cf_fail(err, "%s: tensor %s: dtype %s is not a float type", (*file)->path, name, cf_dtype_name(t->dtype)),

@@ -40,6 +40,8 @@ static const config_key keys[] = {
     KEY(rope_original_max_position, KEY_INT),
     KEY(rms_norm_eps, KEY_REAL),
     KEY(tie_word_embeddings, KEY_BOOL),
+    KEY(sliding_window, KEY_INT),
+    KEY(head_dim, KEY_INT),
     KEY(use_flash_attention, KEY_BOOL),
     KEY(compute_dtype, KEY_DTYPE),
     KEY(param_init_type, KEY_DTYPE),

@@ -30,8 +30,9 @@ float cf_rmsnorm_row(const float *x, const float *weight, float *y, long dim, fl
 void cf_layernorm_row(const float *x, const float *weight, const float *bias, float *y, long dim, float eps,
                       float *mean, float *rstd);
 
-/* Rotary position embedding in the interleaved convention of Meta's LLaMA and llama2.c:
- * the pair (x[2i], x[2i+1]) of each head is rotated by angle pos * freq_i, with
+/* Rotary position embedding: the pair (x[2i], x[2i+1]) of each head (interleaved, Meta's
+ * LLaMA and llama2.c) or (x[i], x[i + head_dim/2]) (NEOX halves: GPT-NeoX, HF's
+ * rotate_half, Qwen2 in GGUF) is rotated by angle pos * freq_i, with
  * freq_i = theta^(-2i / head_dim), optionally rescaled LLaMA-3 style. */
 typedef struct cf_rope_scaling {
     double factor;             /* 0 or 1: no scaling */
@@ -43,6 +44,7 @@ typedef struct cf_rope_scaling {
 typedef struct cf_rope_table {
     long head_dim, max_positions;
     float *cos, *sin; /* [max_positions, head_dim / 2] */
+    bool neox;        /* pairs (i, i + head_dim/2), else (2i, 2i + 1); init leaves it false */
 } cf_rope_table;
 
 /* Fills the table for positions 0 .. max_positions-1. scaling may be NULL.

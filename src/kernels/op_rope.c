@@ -40,7 +40,7 @@ cf_tensor *cf_nn_rope_table(cf_graph *g, const cf_rope_config *cfg) {
     return t;
 }
 
-/* inputs (x [B, T, H, hd], table), attrs.i[0] = inverse */
+/* inputs (x [B, T, H, hd], table), attrs.i[0] = inverse, attrs.i[1] = NEOX halves */
 static int infer_rope(cf_node *n, cf_error *err) {
     if (cf_require_dtype(n, 0, CF_F32, err) || cf_require_dtype(n, 1, CF_F32, err)) return -1;
     const cf_tensor *x = n->inputs[0], *t = n->inputs[1];
@@ -77,27 +77,29 @@ static void rope_forward(const cf_node *n) {
     long batch = (long)x->shape[0], seq = (long)x->shape[1], heads = (long)x->shape[2], hd = (long)x->shape[3];
     long positions = (long)tt->shape[1];
     cf_rope_table table = {.head_dim = hd, .max_positions = positions, .cos = cf_tensor_f32(tt),
-                           .sin = cf_tensor_f32(tt) + positions * (hd / 2)};
+                           .sin = cf_tensor_f32(tt) + positions * (hd / 2), .neox = n->attrs.i[1] != 0};
     /* One dispatch over every (batch, position) row; cf_rope_apply runs inline inside it. */
     rope_op_job job = {.table = &table, .x = cf_in(n, 0), .y = cf_out(n, 0), .seq = seq, .row_len = heads * hd,
                        .inverse = n->attrs.i[0] != 0};
     cf_parallel_rows(batch * seq, heads * hd * 4, rope_rows, &job);
 }
 
-static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse);
+static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse, bool neox);
 
 /* The inverse rotation is in place when the forward one is: dy is as dead after it. */
 static void rope_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
-    dx[0] = rope_node(g, dy[0], n->inputs[1], !n->attrs.i[0]);
+    dx[0] = rope_node(g, dy[0], n->inputs[1], !n->attrs.i[0], n->attrs.i[1] != 0);
     if (dx[0]) dx[0]->producer->in_place = n->in_place;
 }
 
 const cf_op_def cf_op_rope = {.name = "rope", .n_outputs = 1, .infer = infer_rope,
                               .kernels[CF_BACKEND_CPU] = rope_forward, .backward = rope_backward, .in_place = 1u};
 
-static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse) {
-    cf_attrs attrs = {.i = {inverse}};
+static cf_tensor *rope_node(cf_graph *g, cf_tensor *x, cf_tensor *table, bool inverse, bool neox) {
+    cf_attrs attrs = {.i = {inverse, neox}};
     return cf_op_apply(g, &cf_op_rope, (cf_tensor *[]){x, table}, 2, &attrs);
 }
 
-cf_tensor *cf_nn_rope(cf_graph *g, cf_tensor *x, cf_tensor *table) { return rope_node(g, x, table, false); }
+cf_tensor *cf_nn_rope(cf_graph *g, cf_tensor *x, cf_tensor *table) { return rope_node(g, x, table, false, false); }
+
+cf_tensor *cf_nn_rope_neox(cf_graph *g, cf_tensor *x, cf_tensor *table) { return rope_node(g, x, table, false, true); }

@@ -1,4 +1,5 @@
-/* Rotary position embedding, interleaved pairs (Meta LLaMA / llama2.c convention). */
+/* Rotary position embedding: interleaved pairs (Meta LLaMA / llama2.c convention) or NEOX
+ * halves (GPT-NeoX, Hugging Face's rotate_half, llama.cpp's LLAMA_ROPE_TYPE_NEOX). */
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -73,6 +74,14 @@ static void rope_rows(void *arg, long begin, long end) {
         const float *c = j->t->cos + pos * half, *s = j->t->sin + pos * half;
         for (long h = 0; h < j->heads; h++) {
             float *v = j->x + (tok * j->heads + h) * hd;
+            if (j->t->neox) { /* the pair (v[i], v[i + half]) */
+                for (long i = 0; i < half; i++) {
+                    float a = v[i], b = v[i + half], sn = j->sign * s[i];
+                    v[i] = a * c[i] - b * sn;
+                    v[i + half] = a * sn + b * c[i];
+                }
+                continue;
+            }
             for (long i = 0; i < half; i++) {
                 float a = v[2 * i], b = v[2 * i + 1], sn = j->sign * s[i];
                 v[2 * i] = a * c[i] - b * sn;

@@ -1,4 +1,4 @@
-/* The family table: LLaMA and GPT-2, each described once (family.h). */
+/* The family table: LLaMA, GPT-2, Qwen2, Mistral, Qwen3, each described once (family.h). */
 #include "models/family.h"
 
 #include <assert.h>
@@ -11,36 +11,66 @@
 
 /* ---- LLaMA: RMSNorm, RoPE (interleaved pairs), GQA, SwiGLU, no biases ---- */
 
+/* The rows of the LLaMA-shaped tables (LLaMA, Qwen2, Qwen3 share names and shapes);
+ * ROPE_Q / ROPE_K: how HF orders the q / k rows (rotate-half order to be permuted into
+ * interleaved pairs, or as is when the family rotates NEOX halves). */
+#define LLAMA_EMBED                                                                                                    \
+    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",          \
+     "token_embd.weight", CF_SPLIT_VOCAB}
+#define LLAMA_ATTN_NORM                                                                                                \
+    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",     \
+     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED}
+#define LLAMA_Q(ROPE_Q)                                                                                                \
+    {WR_WQ, WP_LAYER, 2, {WD_Q, WD_HIDDEN}, WI_NORMAL, true, ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",      \
+     "blk.%ld.attn_q.weight", CF_SPLIT_COLUMN}
+#define LLAMA_K(ROPE_K)                                                                                                \
+    {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",     \
+     "blk.%ld.attn_k.weight", CF_SPLIT_COLUMN}
+#define LLAMA_V                                                                                                        \
+    {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",   \
+     "blk.%ld.attn_v.weight", CF_SPLIT_COLUMN}
+#define LLAMA_REST                                                                                                     \
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",    \
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},                                                                      \
+    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,                                                  \
+     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},              \
+    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",    \
+     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},                                                                      \
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",        \
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},                                                                        \
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",    \
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},                                                                         \
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",     \
+     CF_SPLIT_REPLICATED},                                                                                             \
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",   \
+     CF_SPLIT_VOCAB}
+
 static const cf_family_weight llama_weights[] = {
-    {WR_EMBED, WP_FIRST, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, false, HF_AS_IS, "model.embed_tokens.weight",
-     "token_embd.weight", CF_SPLIT_VOCAB},
-    {WR_ATTN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.input_layernorm.weight",
-     "blk.%ld.attn_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_WQ, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_Q, "model.layers.%ld.self_attn.q_proj.weight",
-     "blk.%ld.attn_q.weight", CF_SPLIT_COLUMN},
-    {WR_WK, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_ROPE_K, "model.layers.%ld.self_attn.k_proj.weight",
-     "blk.%ld.attn_k.weight", CF_SPLIT_COLUMN},
-    {WR_WV, WP_LAYER, 2, {WD_KV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.weight",
-     "blk.%ld.attn_v.weight", CF_SPLIT_COLUMN},
-    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
-     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
-    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS,
-     "model.layers.%ld.post_attention_layernorm.weight", "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",
-     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},
-    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",
-     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},
-    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
-     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
-    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight", CF_SPLIT_VOCAB},
+    LLAMA_EMBED, LLAMA_ATTN_NORM, LLAMA_Q(HF_ROPE_Q), LLAMA_K(HF_ROPE_K), LLAMA_V, LLAMA_REST};
+
+/* ---- Qwen2 / Qwen2.5: LLaMA's block with q, k, v biases and rotary in NEOX halves (HF's
+ * rows as they are, as llama.cpp's qwen2 keeps them) ---- */
+
+static const cf_family_weight qwen2_weights[] = {
+    LLAMA_EMBED,
+    LLAMA_ATTN_NORM,
+    LLAMA_Q(HF_AS_IS),
+    {WR_WQ_BIAS, WP_LAYER, 1, {WD_Q}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.q_proj.bias",
+     "blk.%ld.attn_q.bias", CF_SPLIT_COLUMN},
+    LLAMA_K(HF_AS_IS),
+    {WR_WK_BIAS, WP_LAYER, 1, {WD_KV}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.k_proj.bias",
+     "blk.%ld.attn_k.bias", CF_SPLIT_COLUMN},
+    LLAMA_V,
+    {WR_WV_BIAS, WP_LAYER, 1, {WD_KV}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld.self_attn.v_proj.bias",
+     "blk.%ld.attn_v.bias", CF_SPLIT_COLUMN},
+    LLAMA_REST,
 };
 
 static const char *llama_check(const cf_model_config *m, char *msg, size_t cap) {
     if (cf_model_head_dim(m) % 2)
-        return snprintf(msg, cap, "head_dim %lld (hidden_size / num_heads) must be even for RoPE",
+        return snprintf(msg, cap, "head_dim %lld (head_dim, else hidden_size / num_heads) must be even for RoPE",
                         (long long)cf_model_head_dim(m)),
-               "num_heads";
+               m->head_dim ? "head_dim" : "num_heads";
     if (!(m->rope_theta > 0 && isfinite(m->rope_theta)))
         return snprintf(msg, cap, "rope_theta %g must be positive and finite", m->rope_theta), "rope_theta";
     bool scaled = m->rope_scaling_factor != 0 && m->rope_scaling_factor != 1;
@@ -204,9 +234,92 @@ static const cf_family gpt2_family = {
     .gguf_arch = "gpt2",
 };
 
+static const cf_family qwen2_family = {
+    .arch = CF_ARCH_QWEN2,
+    .name = "qwen2",
+    .weights = qwen2_weights,
+    .n_weights = COUNT(qwen2_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false,
+              .bias = {.norm = false, .qkv = true, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved, /* the biases add no saved values */
+    .hf = {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"Qwen2ForCausalLM", NULL},
+    .mf_config_class = "Qwen2Config",
+    .gguf_arch = "qwen2",
+};
+
+/* ---- Qwen3: Qwen2's block without biases, q and k RMS-normed per head before the rotary,
+ * head_dim independent of hidden_size / num_heads ---- */
+
+static const cf_family_weight qwen3_weights[] = {
+    LLAMA_EMBED,
+    LLAMA_ATTN_NORM,
+    LLAMA_Q(HF_AS_IS),
+    LLAMA_K(HF_AS_IS),
+    LLAMA_V,
+    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",
+     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},
+    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",
+     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED},
+    LLAMA_REST,
+};
+
+static const cf_family qwen3_family = {
+    .arch = CF_ARCH_QWEN3,
+    .name = "qwen3",
+    .weights = qwen3_weights,
+    .n_weights = COUNT(qwen3_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false, .qk_norm = true,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved, /* the q/k norms' outputs are counted as q and k */
+    .hf = {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"Qwen3ForCausalLM", NULL},
+    .mf_config_class = "Qwen3Config",
+    .gguf_arch = "qwen3",
+};
+
+/* Mistral: LLaMA's tensors and block; its sliding_window (model_config) is the attention
+ * mask's window. llama.cpp converts it as architecture llama. */
+static const cf_family mistral_family = {
+    .arch = CF_ARCH_MISTRAL,
+    .name = "mistral",
+    .weights = llama_weights,
+    .n_weights = COUNT(llama_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE,
+              .rotary = CF_ROTARY_INTERLEAVED, .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = false,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved,
+    .hf = {.model_type = "mistral", .architecture = "MistralForCausalLM", .act_key = "hidden_act", .act = "silu",
+           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
+           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
+           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .mf_model_classes = {"MistralForCausalLM", NULL},
+    .mf_config_class = "MistralConfig",
+    .gguf_arch = "llama",
+};
+
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
-static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family};
-static_assert(CF_ARCH_COUNT == 2 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family,
+                                            [CF_ARCH_QWEN2] = &qwen2_family, [CF_ARCH_MISTRAL] = &mistral_family,
+                                            [CF_ARCH_QWEN3] = &qwen3_family};
+static_assert(CF_ARCH_COUNT == 5 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -244,6 +357,8 @@ static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
     case WD_FF: return m->intermediate_size;
     case WD_POS: return m->max_position_embeddings;
     case WD_QKV: return size_product(3, m->hidden_size); /* -1 past INT64_MAX: cf_weight_numel refuses it */
+    case WD_Q: return m->num_heads > 0 ? size_product(m->num_heads, cf_model_head_dim(m)) : -1;
+    case WD_HEAD: return m->num_heads > 0 ? cf_model_head_dim(m) : -1;
     }
     return 0;
 }
@@ -305,9 +420,11 @@ int cf_model_config_check(const cf_model_config *m, const char *source, cf_error
                             "intermediate %lld)",
                        source, (long long)m->vocab_size, (long long)m->hidden_size, (long long)m->num_layers,
                        (long long)m->num_heads, (long long)m->num_kv_heads, (long long)m->intermediate_size);
-    if (m->hidden_size % m->num_heads || m->num_heads % m->num_kv_heads)
-        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld: heads must divide evenly",
-                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads);
+    if ((m->head_dim == 0 && m->hidden_size % m->num_heads) || m->num_heads % m->num_kv_heads || m->head_dim < 0)
+        return cf_fail(err, "%s: hidden_size %lld, num_heads %lld, num_kv_heads %lld, head_dim %lld: heads must divide "
+                            "evenly",
+                       source, (long long)m->hidden_size, (long long)m->num_heads, (long long)m->num_kv_heads,
+                       (long long)m->head_dim);
     if (m->max_position_embeddings < 1) return cf_fail(err, "%s: max_position_embeddings must be positive", source);
     if (!(m->rms_norm_eps > 0 && m->rms_norm_eps <= 1))
         return cf_fail(err, "%s: rms_norm_eps %g must be in (0, 1]", source, m->rms_norm_eps);
@@ -373,21 +490,26 @@ static int check_roles(const cf_family *f, const cf_block_step *s, cf_error *err
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err) {
     const cf_family *f = cf_family_of(m->arch);
     if (!f) return cf_fail(err, "arch %d is not a model family", (int)m->arch);
-    return cf_block_program_of_recipe(f, &f->block, p, err);
+    if (cf_block_program_of_recipe(f, &f->block, p, err) != 0) return -1;
+    for (int i = 0; i < p->n_steps; i++) /* the config's window, on every layer */
+        if (p->steps[i].kind == CF_STEP_ATTENTION) {
+            p->steps[i].mask.window = (long)m->sliding_window;
+            if (cf_attn_mask_check(&p->steps[i].mask, f->name, err)) return -1;
+        }
+    return 0;
 }
 
 int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {
-    *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE};
+    *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE,
+                            .rotary_kind = r->rotary};
     if (r->norm_place != CF_NORM_PRE) return cf_fail(err, "%s: only pre-norm blocks are implemented", f->name);
-    if (p->rotary && r->rotary != CF_ROTARY_INTERLEAVED)
-        return cf_fail(err, "%s: rotary in NEOX halves is not implemented (interleaved pairs only)", f->name);
     if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
         return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
                        r->rotary_fraction);
+    if (r->qk_norm && r->norm != CF_NORM_RMS)
+        return cf_fail(err, "%s: q/k head norms as LayerNorm are not implemented (RMSNorm only)", f->name);
     if (r->norm == CF_NORM_LAYER && !r->bias.norm)
         return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
-    if (r->bias.qkv && !r->fused_qkv)
-        return cf_fail(err, "%s: q, k, v biases without a fused q/k/v tensor have no tensor roles", f->name);
     if (r->bias.up && r->mlp != CF_MLP_GELU)
         return cf_fail(err, "%s: an MLP bias with a gated MLP has no gate bias tensor role", f->name);
     cf_block_step *s = p->steps;
@@ -395,9 +517,14 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_ATTN_NORM, WR_ATTN_NORM_BIAS);
     const cf_slot qkv[3] = {CF_SLOT_Q, CF_SLOT_K, CF_SLOT_V};
     const cf_weight_role wqkv[3] = {WR_WQ, WR_WK, WR_WV}, none[3] = {CF_NO_WEIGHT, CF_NO_WEIGHT, CF_NO_WEIGHT};
-    s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, none);
+    const cf_weight_role bqkv[3] = {WR_WQ_BIAS, WR_WK_BIAS, WR_WV_BIAS};
+    s[n] = linear_step(CF_SLOT_H, 3, qkv, wqkv, r->bias.qkv && !r->fused_qkv ? bqkv : none);
     if (r->fused_qkv) s[n].fused = WR_QKV, s[n].fused_bias = bias_if(r->bias.qkv, WR_QKV_BIAS);
     n++;
+    if (r->qk_norm) {
+        s[n] = simple_step(CF_STEP_HEAD_NORM, CF_SLOT_Q);
+        s[n].weight[0] = WR_Q_NORM, s[n].weight[1] = WR_K_NORM, s[n++].norm = CF_NORM_RMS;
+    }
     if (p->rotary) {
         s[n] = simple_step(CF_STEP_ROTARY, CF_SLOT_Q);
         s[n].rotary = r->rotary, s[n].rotary_fraction = 1;

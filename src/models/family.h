@@ -40,6 +40,11 @@ typedef enum cf_weight_role {
     WR_FINAL_NORM,      /* final norm weight                [dim] */
     WR_FINAL_NORM_BIAS, /*                                  [dim] */
     WR_LM_HEAD,         /* output head when untied          [vocab, dim] */
+    WR_WQ_BIAS,         /* separate q, k, v biases (Qwen2)  [q_dim] */
+    WR_WK_BIAS,         /*                                  [kv_dim] */
+    WR_WV_BIAS,         /*                                  [kv_dim] */
+    WR_Q_NORM,          /* RMSNorm of each q head (Qwen3)   [head_dim] */
+    WR_K_NORM,          /* RMSNorm of each k head           [head_dim] */
     WR_COUNT
 } cf_weight_role;
 
@@ -51,6 +56,8 @@ typedef enum cf_weight_dim {
     WD_FF,     /* intermediate_size */
     WD_POS,    /* max_position_embeddings */
     WD_QKV,    /* 3 * hidden_size */
+    WD_Q,      /* num_heads * head_dim (hidden_size unless head_dim is its own) */
+    WD_HEAD,   /* head_dim */
 } cf_weight_dim;
 
 /* Where a tensor sits in file order: before the layers, once per layer, after them, or
@@ -97,8 +104,10 @@ typedef struct cf_family_weight {
 typedef enum cf_norm_kind { CF_NORM_RMS, CF_NORM_LAYER } cf_norm_kind;          /* RMSNorm, LayerNorm */
 typedef enum cf_norm_place { CF_NORM_PRE } cf_norm_place;                        /* before each sublayer */
 typedef enum cf_position_kind { CF_POS_ROPE, CF_POS_LEARNED } cf_position_kind; /* rotary, added table */
-/* Rotary pairs: (x[2i], x[2i+1]) as Meta's LLaMA, or (x[i], x[i + d/2]) as GPT-NeoX and
- * Hugging Face's rotate_half (not implemented: refused by the compiler). */
+/* Rotary pairs: (x[2i], x[2i+1]) as Meta's LLaMA (llama.cpp's rope type NORM; HF's
+ * rotate-half q/k rows are permuted into it on import, HF_ROPE_Q/K), or (x[i], x[i + d/2])
+ * as GPT-NeoX and Hugging Face's rotate_half compute it (llama.cpp's NEOX: Qwen2, Qwen3),
+ * with HF's rows as they are. */
 typedef enum cf_rotary_kind { CF_ROTARY_INTERLEAVED, CF_ROTARY_NEOX } cf_rotary_kind;
 /* SwiGLU silu(gate) * up, then down; GELU(tanh) of fc, then proj; GeGLU gelu_tanh(gate) * up, then down (Gemma). */
 typedef enum cf_mlp_kind { CF_MLP_SWIGLU, CF_MLP_GELU, CF_MLP_GEGLU } cf_mlp_kind;
@@ -111,8 +120,9 @@ typedef struct cf_block_recipe {
     double rotary_fraction; /* of head_dim rotated, with CF_POS_ROPE: 0 or 1 = all (partial refused) */
     cf_mlp_kind mlp;
     bool fused_qkv; /* one [3 dim, dim] projection (WR_QKV), else WR_WQ, WR_WK, WR_WV */
+    bool qk_norm;   /* each q and k head normed (the block's norm kind) before the rotary (Qwen3) */
     /* which projections and norms carry a bias (the table holds the tensors; test_family
-     * checks they agree) */
+     * checks they agree); qkv: WR_QKV_BIAS when fused, else WR_WQ_BIAS, WR_WK_BIAS, WR_WV_BIAS */
     struct {
         bool norm, qkv, out, up, down;
     } bias;
@@ -140,6 +150,7 @@ typedef enum cf_slot {
 typedef enum cf_step_kind {
     CF_STEP_NORM,      /* out = norm(in; weight[0], bias[0]) */
     CF_STEP_LINEAR,    /* out[i] = in weight[i]^T (+ bias[i]), i < n_out, the group sharing its input */
+    CF_STEP_HEAD_NORM, /* each head of Q normed with weight[0], of K with weight[1] (RMSNorm over head_dim) */
     CF_STEP_ROTARY,    /* Q and K rotated at their positions */
     CF_STEP_ATTENTION, /* ATT = attention(Q, K, V) under mask (the interpreter stores K, V in its cache first) */
     CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1); GeGLU: gelu_tanh(FF1) * FF2 */
@@ -172,13 +183,14 @@ typedef struct cf_block_program {
     cf_block_step final_norm; /* after the last layer: X normed into H */
     bool learned_positions;   /* WR_POS_EMBED added to the embeddings */
     bool rotary;              /* a ROTARY step: the RoPE table is needed */
+    cf_rotary_kind rotary_kind; /* its pairs, with rotary */
 } cf_block_program;
 
 /* The program of m's family (m->arch must name one). Fails, naming the family and the
- * fact, for a recipe the kernels do not implement (NEOX or partial rotary) or a bias the
- * tensor table has no tensor for. The attention step's mask is causal: every attention
- * path implements a sliding window and a logit soft-cap (kernels/attn_mask.h), but no
- * family sets them yet. */
+ * fact, for a recipe the kernels do not implement (partial rotary) or a bias the
+ * tensor table has no tensor for. The attention step's mask is causal, with
+ * m->sliding_window as its window (Mistral; 0: none); every attention path implements
+ * the window and a logit soft-cap (kernels/attn_mask.h), which no family sets yet. */
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err);
 
 /* Elements one transformer block keeps for backward per token (memory estimate). */

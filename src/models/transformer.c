@@ -4,7 +4,9 @@
  *   LLaMA: RMSNorm, RoPE (interleaved pairs) on q and k, grouped-query attention, SwiGLU,
  *          no biases, head tied to the embedding when tie_word_embeddings;
  *   GPT-2: LayerNorm, learned positions added to the embeddings, one c_attn projection
- *          split into q, k, v after the matmul, GELU(tanh), biases, tied head.
+ *          split into q, k, v after the matmul, GELU(tanh), biases, tied head;
+ *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves;
+ *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary.
  * src/infer/block.c interprets the same program over a KV cache. */
 #include <stdlib.h>
 
@@ -61,10 +63,19 @@ static void step(builder *b, const cf_block_step *s, int layer) {
     switch (s->kind) {
     case CF_STEP_NORM: b->slot[s->out[0]] = norm(b, s, layer); break;
     case CF_STEP_LINEAR: linear(b, s, layer); break;
-    case CF_STEP_ROTARY: /* interleaved pairs over the whole head (the compiler refuses the rest) */
-        b->slot[CF_SLOT_Q] = cf_nn_rope(g, b->slot[CF_SLOT_Q], b->rope);
-        b->slot[CF_SLOT_K] = cf_nn_rope(g, b->slot[CF_SLOT_K], b->rope);
+    case CF_STEP_HEAD_NORM: { /* RMSNorm over each [.., head_dim] row of Q [B, T, H, hd] and K */
+        float eps = (float)b->c->rms_norm_eps;
+        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], weight(b, s->weight[0], layer), eps);
+        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], weight(b, s->weight[1], layer), eps);
         break;
+    }
+    case CF_STEP_ROTARY: { /* over the whole head (the compiler refuses partial rotary) */
+        cf_tensor *(*rope)(cf_graph *, cf_tensor *, cf_tensor *) =
+            s->rotary == CF_ROTARY_NEOX ? cf_nn_rope_neox : cf_nn_rope;
+        b->slot[CF_SLOT_Q] = rope(g, b->slot[CF_SLOT_Q], b->rope);
+        b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], b->rope);
+        break;
+    }
     case CF_STEP_ATTENTION: {
         cf_tensor *q = b->slot[CF_SLOT_Q], *k = b->slot[CF_SLOT_K], *v = b->slot[CF_SLOT_V];
         cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &s->mask)
