@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/chat_templates/: real Hugging Face chat templates (copied from
+"""Writes tests/fixtures/chat_templates/ (and the seeds of tests/fuzz/corpus/jinja/): real Hugging Face chat templates (copied from
 llama.cpp's models/templates/), small feature templates, and cases.json, each case a
 template, the variables it is rendered with and what Python's jinja2 renders, in the
 environment transformers' apply_chat_template builds (trim_blocks, lstrip_blocks,
@@ -201,6 +201,17 @@ def main():
     with open(os.path.join(a.out, "cases.json"), "w", encoding="utf-8") as f:
         json.dump({"now": NOW, "jinja2": jinja2.__version__, "cases": cases}, f, ensure_ascii=False, indent=1)
         f.write("\n")
+    # fuzz seeds (tests/fuzz/fuzz_jinja.c): each template, the separator, a case's variables
+    corpus = os.path.join(os.path.dirname(__file__), "..", "tests", "fuzz", "corpus", "jinja")
+    os.makedirs(corpus, exist_ok=True)
+    seen = set()
+    for c in cases:
+        if c["template"] in seen:
+            continue
+        seen.add(c["template"])
+        text = open(os.path.join(a.out, c["template"]), encoding="utf-8").read()
+        with open(os.path.join(corpus, c["template"].replace(".jinja", "")), "w", encoding="utf-8") as f:
+            f.write(text + "\n--cf-fuzz-file--\n" + json.dumps(c["vars"], ensure_ascii=False))
     print(f"{len(cases)} cases, {sum('error' in c for c in cases)} of them errors, in {a.out}")
 
 
