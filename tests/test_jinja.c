@@ -114,6 +114,38 @@ static void check_errors(void) {
     }
 }
 
+/* Edge values (expected outputs from Python's jinja2). */
+static void check_values(void) {
+    static const struct {
+        const char *src, *want;
+    } cases[] = {
+        {"{{ (-1) ** 3 }} {{ (-1) ** 4 }} {{ 0 ** 0 }} {{ 2 ** 62 }}", "-1 1 1 4611686018427387904"},
+        {"{{ range(9223372036854775800, 9223372036854775807, 3) | list }}",
+         "[9223372036854775800, 9223372036854775803, 9223372036854775806]"},
+        {"{{ range(5, -5, -4) | list }} {{ range(3, 3) | list }} {{ range(-3) | list }}", "[5, 1, -3] [] []"},
+        {"{{ [1, 2, 3][::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807] }}", "[1] [3]"},
+        {"{% set d = {'a_very_long_attribute_name_that_is_longer_than_sixty_four_characters_x': 1} %}"
+         "{{ d.a_very_long_attribute_name_that_is_longer_than_sixty_four_characters_x }}"
+         "{{ d.a_very_long_attribute_name_that_is_longer_than_sixty_four_characters_y is defined }}",
+         "1False"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cf_error err = {{0}};
+        char *out = render_text(cases[i].src, NULL, &err);
+        CHECK_MSG(out && strcmp(out, cases[i].want) == 0, "%s: '%s', want '%s'", cases[i].src, out ? out : err.msg,
+                  cases[i].want);
+        free(out);
+    }
+    /* a value nested 5000 deep is compared with an error, not a stack overflow */
+    cf_error err = {{0}};
+    char *out = render_text("{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                            "{{ ns.x == ns.x }}",
+                            NULL, &err);
+    CHECK(out == NULL);
+    CHECK_CONTAINS(err.msg, "nests deeper");
+    free(out);
+}
+
 /* Templates that would run away: each ends in an error naming the limit. */
 static void check_limits(void) {
     char deep[3000];
@@ -153,6 +185,7 @@ static void check_limits(void) {
 int main(void) {
     check_fixtures();
     check_errors();
+    check_values();
     check_limits();
     return test_finish();
 }

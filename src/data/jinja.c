@@ -1194,26 +1194,37 @@ static jdict *dict_new(render *r) {
     return d;
 }
 
-static bool equal(const jv *a, const jv *b);
+static bool equal_at(render *r, const jv *a, const jv *b, int depth);
+#define equal(a, b) equal_at(r, (a), (b), 0)
 
-static jv *dict_find(const jdict *d, const jv *key) {
+/* Linear: dicts are a template's few keys; a large one (a hostile request) costs steps. */
+static jv *dict_find(render *r, const jdict *d, const jv *key) {
+    step(r, (long)(d->n / 32));
     for (size_t i = 0; i < d->n; i++)
         if (equal(&d->keys[i], key)) return &d->vals[i];
     return NULL;
 }
 
-static jv *dict_find_str(const jdict *d, const char *k, size_t n) {
+static jv *dict_find_str(render *r, const jdict *d, const char *k, size_t n) {
+    step(r, (long)(d->n / 32));
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i].k == V_STR && d->keys[i].s.n == n && memcmp(d->keys[i].s.p, k, n) == 0) return &d->vals[i];
     return NULL;
 }
 
+static void dict_append(render *r, jdict *d, jv key, jv val);
+
 static void dict_set(render *r, jdict *d, jv key, jv val) {
-    jv *v = dict_find(d, &key);
+    jv *v = dict_find(r, d, &key);
     if (v) {
         *v = val;
         return;
     }
+    dict_append(r, d, key, val);
+}
+
+/* Adds a key known to be new (a JSON object's keys are unique). */
+static void dict_append(render *r, jdict *d, jv key, jv val) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
         jv *k = ralloc(r, cap * sizeof *k), *vv = ralloc(r, cap * sizeof *vv);
@@ -1232,7 +1243,7 @@ static jv from_json(render *r, json_t *j, int depth) {
         jdict *d = dict_new(r);
         const char *k;
         json_t *v;
-        json_object_foreach(j, k, v) dict_set(r, d, vcstr(k), from_json(r, v, depth + 1));
+        json_object_foreach(j, k, v) dict_append(r, d, vcstr(k), from_json(r, v, depth + 1));
         return (jv){.k = V_DICT, .d = d};
     }
     case JSON_ARRAY: {
@@ -1512,7 +1523,8 @@ static void to_json(render *r, sb *b, const jv *v, int indent, bool sort, int le
 static bool is_num(const jv *v) { return v->k == V_INT || v->k == V_FLOAT || v->k == V_BOOL; }
 static double num_of(const jv *v) { return v->k == V_FLOAT ? v->f : v->k == V_INT ? (double)v->i : (double)v->b; }
 
-static bool equal(const jv *a, const jv *b) {
+static bool equal_at(render *r, const jv *a, const jv *b, int depth) {
+    if (depth > MAX_DEPTH) rfail(r, NULL, "a value nests deeper than %d", MAX_DEPTH);
     if (is_num(a) && is_num(b)) {
         if (a->k != V_FLOAT && b->k != V_FLOAT) return (a->k == V_INT ? a->i : a->b) == (b->k == V_INT ? b->i : b->b);
         return num_of(a) == num_of(b);
@@ -1525,13 +1537,14 @@ static bool equal(const jv *a, const jv *b) {
     case V_LIST:
         if (a->l->n != b->l->n) return false;
         for (size_t i = 0; i < a->l->n; i++)
-            if (!equal(&a->l->v[i], &b->l->v[i])) return false;
+            if (!equal_at(r, &a->l->v[i], &b->l->v[i], depth + 1)) return false;
+        step(r, (long)(a->l->n / 16));
         return true;
     case V_DICT:
         if (a->d->n != b->d->n) return false;
         for (size_t i = 0; i < a->d->n; i++) {
-            jv *o = dict_find(b->d, &a->d->keys[i]);
-            if (!o || !equal(&a->d->vals[i], o)) return false;
+            jv *o = dict_find(r, b->d, &a->d->keys[i]);
+            if (!o || !equal_at(r, &a->d->vals[i], o, depth + 1)) return false;
         }
         return true;
     case V_NS: return a->d == b->d;
@@ -1555,7 +1568,7 @@ static int order(render *r, const jv *a, const jv *b) {
     }
     if (a->k == V_LIST && b->k == V_LIST) {
         for (size_t i = 0; i < a->l->n && i < b->l->n; i++)
-            if (!equal(&a->l->v[i], &b->l->v[i])) return order(r, &a->l->v[i], &b->l->v[i]);
+            if (!equal(&a->l->v[i], &b->l->v[i])) return order(r, &a->l->v[i], &b->l->v[i]); /* equal checked the depth */
         return (a->l->n > b->l->n) - (a->l->n < b->l->n);
     }
     rfail(r, NULL, "'<' and '>' do not compare %s with %s", kind_name(a->k), kind_name(b->k));
@@ -1574,7 +1587,7 @@ static bool contains(render *r, const jv *hay, const jv *needle) {
             if (equal(&hay->l->v[i], needle)) return true;
         return false;
     case V_DICT:
-    case V_NS: return dict_find(hay->d, needle) != NULL;
+    case V_NS: return dict_find(r, hay->d, needle) != NULL;
     case V_UNDEF: return false;
     default: rfail(r, NULL, "'in' needs a string, list or dict on the right, not %s", kind_name(hay->k));
     }
@@ -1618,11 +1631,11 @@ static jv arith(render *r, const node *n, int op, jv a, jv b) {
     case '*':
         if (o1 == '*') {
             if (ints && y >= 0) {
-                int64_t p = 1;
-                for (int64_t k = 0; k < y; k++) {
+                if (x == 0 || x == 1) return vint(y == 0 ? 1 : x);
+                if (x == -1) return vint(y % 2 ? -1 : 1);
+                int64_t p = 1; /* |x| >= 2: overflows within 63 steps */
+                for (int64_t k = 0; k < y; k++)
                     if (__builtin_mul_overflow(p, x, &p)) rfail(r, n, "integer overflow");
-                    if (p == 0 || p == 1 || (p == -1 && k > 64)) break;
-                }
                 return vint(p);
             }
             return vfloat(pow(fx, fy));
@@ -1667,7 +1680,7 @@ static jv arith(render *r, const node *n, int op, jv a, jv b) {
 static jv *lookup(render *r, frame *fr, const char *name) {
     size_t n = strlen(name);
     for (; fr; fr = fr->parent) {
-        jv *v = dict_find_str(&fr->vars, name, n);
+        jv *v = dict_find_str(r, &fr->vars, name, n);
         if (v) return v;
     }
     (void)r;
@@ -1728,13 +1741,16 @@ static jv call_func(render *r, const node *n, int fn, const args *a) {
         else start = arg_int(r, a, 0, "start", 0), stop = arg_int(r, a, 1, "stop", 0), stepv = arg_int(r, a, 2, "step", 1);
         if (np < 1 || np > 3) rfail(r, n, "range takes 1 to 3 arguments");
         if (stepv == 0) rfail(r, n, "range() arg 3 must not be zero");
-        double cnt = stepv > 0 ? ceil(((double)stop - (double)start) / (double)stepv)
-                               : ceil(((double)start - (double)stop) / (double)-stepv);
-        if (cnt < 0) cnt = 0;
-        if (cnt > (double)r->o.max_steps) rfail(r, n, "range of %.0f numbers is too long", cnt);
+        /* exact in unsigned 64-bit arithmetic: the span and |step| fit, and every value
+         * lies between start and stop */
+        uint64_t span = stepv > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
+                                  : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
+        uint64_t st = stepv > 0 ? (uint64_t)stepv : 0 - (uint64_t)stepv;
+        uint64_t cnt = span ? (span - 1) / st + 1 : 0;
+        if (cnt > (uint64_t)r->o.max_steps) rfail(r, n, "range of %llu numbers is too long", (unsigned long long)cnt);
         jlist *l = list_new(r, (size_t)cnt);
         step(r, (long)cnt);
-        for (size_t i = 0; i < l->n; i++) l->v[i] = vint(start + (int64_t)i * stepv);
+        for (size_t i = 0; i < l->n; i++) l->v[i] = vint((int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)stepv));
         return vlist(l);
     }
     case FN_NAMESPACE:
@@ -1973,7 +1989,7 @@ static jv call_method(render *r, const node *n, const method *m, const args *a) 
         if (!strcmp(nm, "get")) {
             const jv *k = arg(a, 0, "key"), *d = arg(a, 1, "default");
             if (!k) rfail(r, n, "get needs a key");
-            jv *v = dict_find(s.d, k);
+            jv *v = dict_find(r, s.d, k);
             return v ? *v : d ? *d : NONE;
         }
     }
@@ -2272,16 +2288,16 @@ static jv eval(render *r, const node *e, frame *fr);
  * finds them), a namespace's attribute, loop's fields, a string's methods; undefined
  * when absent. */
 static jv getattr_(render *r, const node *n, jv obj, const char *name, size_t len) {
-    char nm[64];
-    if (len >= sizeof nm) len = sizeof nm - 1;
-    memcpy(nm, name, len);
-    nm[len] = 0;
+    char nm[64]; /* long names are no method, loop field or test: cut for those */
+    size_t nl = len < sizeof nm ? len : sizeof nm - 1;
+    memcpy(nm, name, nl);
+    nm[nl] = 0;
     switch (obj.k) {
     case V_DICT:
         if (method_exists(V_DICT, nm)) break;
         /* fallthrough */
     case V_NS: {
-        jv *v = dict_find_str(obj.d, name, len);
+        jv *v = dict_find_str(r, obj.d, name, len);
         return v ? *v : UNDEF;
     }
     case V_LOOP: {
@@ -2307,8 +2323,8 @@ static jv getattr_(render *r, const node *n, jv obj, const char *name, size_t le
     if (method_exists(obj.k, nm)) {
         method *m = ralloc(r, sizeof *m);
         m->self = obj;
-        char *s = ralloc(r, len + 1);
-        memcpy(s, nm, len + 1);
+        char *s = ralloc(r, nl + 1);
+        memcpy(s, nm, nl + 1);
         m->name = s;
         return (jv){.k = V_METHOD, .m = m};
     }
@@ -2325,7 +2341,7 @@ static jv getitem(render *r, const node *n, jv obj, jv key) {
     switch (obj.k) {
     case V_DICT:
     case V_NS: {
-        jv *v = dict_find(obj.d, &key);
+        jv *v = dict_find(r, obj.d, &key);
         if (v) return *v;
         if (key.k == V_STR && obj.k == V_DICT) return getattr_(r, n, obj, key.s.p, key.s.n);
         return UNDEF;
@@ -2383,8 +2399,8 @@ static jv slice(render *r, const node *n, jv obj, const jv *st, const jv *sp, co
         else lo = v;
     }
     size_t count = 0;
-    if (step_ > 0 && hi > lo) count = (size_t)((hi - lo + step_ - 1) / step_);
-    if (step_ < 0 && lo > hi) count = (size_t)((lo - hi + (-step_) - 1) / (-step_));
+    if (step_ > 0 && hi > lo) count = (size_t)((hi - lo - 1) / step_ + 1);
+    if (step_ < 0 && lo > hi) count = (size_t)((lo - hi - 1) / -step_ + 1);
     if (obj.k == V_LIST) {
         jlist *l = list_new(r, count);
         for (size_t i = 0; i < count; i++) l->v[i] = obj.l->v[lo + (int64_t)i * step_];
