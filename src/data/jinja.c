@@ -1617,7 +1617,7 @@ static jv arith(render *r, const node *n, int op, jv a, jv b) {
               b.k == V_UNDEF && b.name ? b.name : kind_name(b.k));
     }
     bool ints = a.k != V_FLOAT && b.k != V_FLOAT;
-    int64_t x = a.k == V_INT ? a.i : a.b, y = b.k == V_INT ? b.i : b.b, z;
+    int64_t x = a.k == V_INT ? a.i : a.k == V_BOOL ? a.b : 0, y = b.k == V_INT ? b.i : b.k == V_BOOL ? b.b : 0, z;
     double fx = num_of(&a), fy = num_of(&b);
     switch (o0) {
     case '+':
