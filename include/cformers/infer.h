@@ -74,6 +74,9 @@ cf_dtype cf_infer_kv_dtype(const cf_infer_model *m);
 size_t cf_infer_kv_cache_bytes(const cf_infer_model *m);
 /* The tokenizer embedded in the checkpoint, or NULL; owned by the model. */
 const cf_tokenizer *cf_infer_tokenizer(const cf_infer_model *m);
+/* The chat template the checkpoint carries (Jinja source, from the model's
+ * tokenizer_config.json or GGUF tokenizer.chat_template), or NULL; owned by the model. */
+const char *cf_infer_chat_template(const cf_infer_model *m);
 
 /* Runs `n` tokens at positions pos .. pos+n-1 as one batch, appending their keys and
  * values to the cache (which must already hold positions 0 .. pos-1 of this sequence).

@@ -149,7 +149,7 @@ typedef struct cf_server_options {
     const char *host;          /* IPv4 address to listen on; NULL = 127.0.0.1 */
     int port;                  /* 0: any free port (cf_server_port says which) */
     const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
-    const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
+    const char *chat_template; /* a built-in "llama2", "llama3", "chatml", "plain"; NULL: the model's own, else its family's */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
     const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */
 } cf_server_options;
@@ -159,6 +159,9 @@ typedef struct cf_server cf_server;
  * outlive the server. */
 cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err);
 int cf_server_port(const cf_server *s);
+/* Which chat template the chat endpoint renders: "the model's own chat_template" or
+ * "built-in NAME (why)". */
+const char *cf_server_chat_template(const cf_server *s);
 void cf_server_stop(cf_server *s);
 
 #ifdef __cplusplus

@@ -8,6 +8,8 @@
 #include "cli.h"
 #include "cli_parse.h"
 #include "io/ckpt_tokenizer.h"
+#include "models/family.h"
+#include "serve/chat.h"
 
 static const char usage[] =
     "usage: cformers generate --model MODEL [options]\n"
@@ -35,13 +37,21 @@ static const char usage[] =
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
     "  --tokenizer FILE     tokenizer to use instead of the embedded one\n"
+    "  --chat               the prompt is a user message: rendered with the model's own chat\n"
+    "                       template (tokenizer_config.json chat_template / GGUF\n"
+    "                       tokenizer.chat_template), else its family's, as serve's chat endpoint\n"
+    "                       does; which one is said on stderr, and only the reply is printed\n"
+    "  --system TEXT        with --chat: a system message before the prompt\n"
+    "  --chat-template T    with --chat: the built-in llama2, llama3, chatml or plain instead\n"
+    "  --verbose            with --chat: also print the rendered prompt on stderr\n"
     "\n"
     "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
     "  cformers generate --model out/run/checkpoint_step2.ckpt --prompt \"The\" -n 16 --temperature 0\n"
     "  cformers generate --model out/model.gguf --prompt \"The\" -n 16 --dtype bf16\n";
 
 typedef struct generate_args {
-    const char *model, *prompt, *tokenizer;
+    const char *model, *prompt, *tokenizer, *system, *chat_template;
+    bool chat, verbose;
     long n, threads, top_k;
     double temperature, top_p;
     uint64_t seed;
@@ -57,10 +67,16 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         const char *flag = argv[i], *v = NULL;
         long seed;
         int rc = 0;
+        if (strcmp(flag, "--chat") == 0 || strcmp(flag, "--verbose") == 0) {
+            *(flag[2] == 'c' ? &a->chat : &a->verbose) = true;
+            continue;
+        }
         if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
         if (strcmp(flag, "--model") == 0) a->model = v;
         else if (strcmp(flag, "--prompt") == 0) a->prompt = v;
         else if (strcmp(flag, "--tokenizer") == 0) a->tokenizer = v;
+        else if (strcmp(flag, "--system") == 0) a->system = v;
+        else if (strcmp(flag, "--chat-template") == 0) a->chat_template = v;
         else if (strcmp(flag, "-n") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->n);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
         else if (strcmp(flag, "--top-k") == 0) rc = cli_parse_long(cmd, flag, v, 0, 1L << 30, &a->top_k);
@@ -73,6 +89,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         if (rc) return rc;
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
+    if ((a->system || a->chat_template) && !a->chat) return cli_usage_error(cmd, "--system and --chat-template need --chat");
     if (cli_check_weight_dtype(cmd, a->dtype) != 0) return 2;
     return 0;
 }
@@ -89,6 +106,30 @@ static cf_tokenizer *load_tokenizer(const generate_args *a, cf_error *err) {
     if (!present) cf_fail(err, "%s: no tokenizer embedded; pass --tokenizer FILE", a->model);
     cf_ckpt_close(c);
     return tok;
+}
+
+/* --chat: the prompt as the user's message (after --system's) in the model's chat
+ * template, else its family's (serve's chat endpoint's choice); malloc'd, NULL with err. */
+static char *chat_prompt(const generate_args *a, const cf_tokenizer *tok, cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(a->model, false, err);
+    if (!c) return NULL;
+    cf_model_config cfg;
+    char *model_template = cf_ckpt_chat_template(c);
+    int rc = cf_ckpt_model_config(c, &cfg, err);
+    cf_ckpt_close(c);
+    serve_chat_template t;
+    if (rc == 0) rc = cf_serve_chat_init(&t, model_template, cf_family_of(cfg.arch)->name, tok, a->chat_template, err);
+    free(model_template);
+    if (rc != 0) return NULL;
+    fprintf(stderr, "chat template: %s\n", t.what);
+    json_t *messages = json_array();
+    if (a->system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
+    json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "user", "content", a->prompt));
+    char *text = cf_serve_chat_render(&t, messages, NULL, err);
+    json_decref(messages);
+    cf_serve_chat_release(&t);
+    if (text && a->verbose) fprintf(stderr, "chat prompt:\n%s\n", text);
+    return text;
 }
 
 static void print_piece(void *ctx, int32_t token, const char *piece, size_t len) {
@@ -116,8 +157,10 @@ int cmd_generate(int argc, char **argv) {
     cf_model_source *src = cli_open_model("generate", a.model, a.dtype);
     if (!src) return 1;
     cf_tokenizer *tok = load_tokenizer(&a, &err);
+    char *chat = tok && a.chat ? chat_prompt(&a, tok, &err) : NULL;
+    const char *prompt = a.chat ? chat : a.prompt;
     int32_t *ids = NULL;
-    long prompt_tokens = tok ? cf_tokenizer_encode(tok, a.prompt, strlen(a.prompt), true, &ids, &err) : -1;
+    long prompt_tokens = tok && prompt ? cf_tokenizer_encode(tok, prompt, strlen(prompt), true, &ids, &err) : -1;
     free(ids);
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache};
     cf_infer_model *m = prompt_tokens >= 0 ? cf_infer_load(a.model, &opt, &err) : NULL;
@@ -125,14 +168,15 @@ int cmd_generate(int argc, char **argv) {
     if (!m) {
         fprintf(stderr, "cformers generate: %s\n", err.msg);
         cf_tokenizer_free(tok);
+        free(chat);
         return 1;
     }
     cf_generate_params p = {.max_new_tokens = a.n,
                             .sampling = {.temperature = (float)a.temperature, .top_k = (int)a.top_k,
                                          .top_p = (float)a.top_p, .seed = a.seed}};
     cf_generate_stats s;
-    fputs(a.prompt, stdout); /* the continuation is streamed right after it */
-    rc = cf_generate(m, tok, a.prompt, &p, print_piece, NULL, NULL, &s, &err);
+    if (!a.chat) fputs(a.prompt, stdout); /* the continuation is streamed right after it */
+    rc = cf_generate(m, tok, prompt, &p, print_piece, NULL, NULL, &s, &err);
     printf("\n");
     fflush(stdout); /* the text ends before the speeds appear on stderr */
     /* why it stopped: EOS (or a new BOS), -n, or the cache (the model's context) full */
@@ -154,6 +198,7 @@ int cmd_generate(int argc, char **argv) {
     else
         fprintf(stderr, "cformers generate: %s\n", err.msg);
     cf_tokenizer_free(tok);
+    free(chat);
     cf_infer_free(m);
     return rc == 0 ? 0 : 1;
 }

@@ -35,7 +35,8 @@ static const char usage[] =
     "                          recomputed when they resume)\n"
     "  --max-seq N             context length served (default: the model's)\n"
     "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
-    "  --chat-template T       llama2, llama3 or chatml (default: from the tokenizer)\n"
+    "  --chat-template T       a built-in llama2, llama3, chatml or plain instead of the model's own\n"
+    "                          chat_template (default: the model's, else its family's)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
     "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint\n"
     "                          stores its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
@@ -105,8 +106,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
     if (cli_check_weight_dtype(cmd, a->dtype) != 0) return 2;
     const char *t = a->server.chat_template;
-    if (t && strcmp(t, "llama2") && strcmp(t, "llama3") && strcmp(t, "chatml"))
-        return cli_usage_error(cmd, "--chat-template must be llama2, llama3 or chatml, not '%s'", t);
+    if (t && strcmp(t, "llama2") && strcmp(t, "llama3") && strcmp(t, "chatml") && strcmp(t, "plain"))
+        return cli_usage_error(cmd, "--chat-template must be llama2, llama3, chatml or plain, not '%s'", t);
     return 0;
 }
 
@@ -153,6 +154,7 @@ int cmd_serve(int argc, char **argv) {
            cf_dtype_name(cf_infer_weight_dtype(m)), cf_infer_max_seq(m), st.kv_blocks_total,
            cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads(),
            a.server.api_key && *a.server.api_key ? ", API key required" : "");
+    printf("serve: chat template: %s\n", cf_server_chat_template(s));
     fflush(stdout);
     cli_wait_stop_signal();
     cf_server_stop(s);

@@ -243,6 +243,7 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
         return NULL;
     }
     m->tokenizer = tok;
+    m->chat_template = cf_ckpt_chat_template(c);
     return m;
 }
 
@@ -325,11 +326,14 @@ void cf_infer_free(cf_infer_model *m) {
                     m->att,   m->hb,    m->hb2,    m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
+    free(m->chat_template);
     cf_ckpt_close(m->ckpt);
     free(m);
 }
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }
+
+const char *cf_infer_chat_template(const cf_infer_model *m) { return m->chat_template; }
 long cf_infer_max_seq(const cf_infer_model *m) { return m->max_seq; }
 size_t cf_infer_weight_bytes(const cf_infer_model *m) { return m->weight_bytes; }
 cf_dtype cf_infer_kv_dtype(const cf_infer_model *m) { return m->kv_dtype; }

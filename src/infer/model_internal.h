@@ -60,6 +60,7 @@ struct cf_infer_model {
     char *slab_next; /* the free tail of the last slab */
     size_t slab_left;
     cf_tokenizer *tokenizer;
+    char *chat_template; /* the checkpoint's (malloc'd Jinja source), or NULL */
     size_t weight_bytes;
 };
 

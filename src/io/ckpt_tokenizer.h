@@ -15,17 +15,26 @@ typedef struct ckpt_tok_file {
     char name[256];
     unsigned char *bytes;
     size_t len;
+    /* The model's chat template (Jinja source, malloc'd), or NULL: it travels with the
+     * tokenizer, in the checkpoint's metadata "tokenizer": {"chat_template": ...}. */
+    char *chat_template;
 } ckpt_tok_file;
 
 /* Loads it; NULL with *present = false when the checkpoint has none, NULL with
  * *present = true and err set when it is there but unreadable. */
 cf_tokenizer *cf_ckpt_load_tokenizer(cf_ckpt *c, bool *present, cf_error *err);
 
+/* The checkpoint's chat template (malloc'd Jinja source), or NULL when it has none. */
+char *cf_ckpt_chat_template(cf_ckpt *c);
+
 /* The embedded file's bytes and name, copied into *f; f stays empty when the checkpoint has
  * none. Fails (-1) when the entry is there but its tensor is not. */
 int cf_ckpt_tok_file_from_ckpt(cf_ckpt *c, ckpt_tok_file *f, cf_error *err);
 /* Reads the tokenizer at `path` after checking that it loads. GPT-2's directory
- * (encoder.json + vocab.bpe) is not one file: it becomes a tokenizer.json. */
+ * (encoder.json + vocab.bpe) is not one file: it becomes a tokenizer.json. The chat
+ * template comes from beside it, as transformers reads it: chat_template.jinja, else
+ * tokenizer_config.json's "chat_template" (a string, or a list of {name, template} of
+ * which "default" is taken). */
 int cf_ckpt_tok_file_read(const char *path, ckpt_tok_file *f, cf_error *err);
 /* A loaded tokenizer as the file checkpoints embed: SentencePiece as tokenizer.model,
  * byte-level BPE as tokenizer.json; checked to load back to the same vocabulary and
@@ -36,6 +45,9 @@ void cf_ckpt_tok_file_bytes(ckpt_tok_file *f);
 /* The tokenizer the file holds; NULL with err set when it does not load. */
 cf_tokenizer *cf_ckpt_tok_file_load(const ckpt_tok_file *f, cf_error *err);
 void cf_ckpt_tok_file_free(ckpt_tok_file *f);
+/* The chat template of the Hugging Face directory `dir` (see cf_ckpt_tok_file_read) into
+ * *out (malloc'd; NULL when there is none); -1 when a file is there but unreadable. */
+int cf_ckpt_read_chat_template(const char *dir, char **out, cf_error *err);
 
 /* Writes the file's bytes as the i8 tensor "tokenizer.file" and records it in `meta`, so
  * the checkpoint alone is enough to generate. Does nothing for an empty f. */

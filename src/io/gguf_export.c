@@ -321,6 +321,9 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
         tok = cf_ckpt_load_tokenizer(c, &has_tok, err);
         if (has_tok && !tok) rc = -1;
         if (tok) rc = tokenizer_metadata(&g, tok, checkpoint_path, err);
+        char *chat = rc == 0 ? cf_ckpt_chat_template(c) : NULL; /* llama.cpp's key for the model's template */
+        if (chat) kv_str(&g, "tokenizer.chat_template", chat);
+        free(chat);
         /* issue 46: without a tokenizer the ids are the model config's (the import reads them here) */
         if (!tok && cfg.bos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.bos_token_id", (uint32_t)cfg.bos_token_id);
         if (!tok && cfg.eos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.eos_token_id", (uint32_t)cfg.eos_token_id);

@@ -43,12 +43,12 @@ typedef struct gguf_tensor {
 
 /* The tokenizer.ggml.* keys the importer reads, as llama.cpp writes them. */
 enum { TOK_MODEL, TOK_PRE, TOK_TOKENS, TOK_SCORES, TOK_TYPES, TOK_MERGES, TOK_UNK, TOK_ADD_BOS, TOK_ADD_SPACE,
-       TOK_REMOVE_WS, TOK_KEYS };
+       TOK_REMOVE_WS, TOK_CHAT_TEMPLATE, TOK_KEYS };
 static const char *const tok_keys[TOK_KEYS] = {
     "tokenizer.ggml.model",           "tokenizer.ggml.pre",          "tokenizer.ggml.tokens",
     "tokenizer.ggml.scores",          "tokenizer.ggml.token_type",   "tokenizer.ggml.merges",
     "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix",
-    "tokenizer.ggml.remove_extra_whitespaces"};
+    "tokenizer.ggml.remove_extra_whitespaces", "tokenizer.chat_template"};
 
 /* Where a metadata value starts (after its type); at is NULL when the key is absent. The
  * value has been skipped once, which checked that it lies inside the file. */
@@ -612,15 +612,35 @@ static int bpe_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) 
     return rc;
 }
 
+/* tokenizer.chat_template (a string) into f->chat_template; nothing when absent. */
+static int chat_template(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
+    if (!s->tok[TOK_CHAT_TEMPLATE].at) return 0;
+    if (s->tok[TOK_CHAT_TEMPLATE].type != GGUF_T_STRING)
+        return cf_fail(err, "%s: metadata tokenizer.chat_template: expected a string, got value type %u", s->path,
+                       s->tok[TOK_CHAT_TEMPLATE].type);
+    reader r;
+    uint64_t len, unused;
+    const unsigned char *v;
+    tok_value(s, TOK_CHAT_TEMPLATE, GGUF_T_COUNT, &r, &unused, err);
+    if (!get_string(&r, &v, &len, tok_keys[TOK_CHAT_TEMPLATE])) return -1;
+    if (memchr(v, 0, len)) return cf_fail(err, "%s: metadata tokenizer.chat_template holds a NUL byte", s->path);
+    f->chat_template = cf_xmalloc(len + 1);
+    memcpy(f->chat_template, v, len);
+    f->chat_template[len] = 0;
+    return 0;
+}
+
 /* The file's tokenizer as the file a checkpoint embeds; f stays empty when it has none. */
 static int gguf_tokenizer(const gguf_source *s, ckpt_tok_file *f, cf_error *err) {
     char model[64];
     if (tok_string(s, TOK_MODEL, model, sizeof model, err) != 0) return -1;
     if (!model[0] || strcmp(model, "none") == 0 || strcmp(model, "no_vocab") == 0) return 0;
-    if (strcmp(model, "llama") == 0) return sp_tokenizer(s, f, err);
-    if (strcmp(model, "gpt2") == 0) return bpe_tokenizer(s, f, err);
-    return cf_fail(err, "%s: metadata tokenizer.ggml.model '%s' is not supported (llama, gpt2, qwen2, qwen3): pass --tokenizer",
-                   s->path, model);
+    int rc;
+    if (strcmp(model, "llama") == 0) rc = sp_tokenizer(s, f, err);
+    else if (strcmp(model, "gpt2") == 0) rc = bpe_tokenizer(s, f, err);
+    else return cf_fail(err, "%s: metadata tokenizer.ggml.model '%s' is not supported (llama, gpt2): pass --tokenizer",
+                        s->path, model);
+    return rc == 0 ? chat_template(s, f, err) : rc;
 }
 
 int cf_import_gguf(const char *gguf_path, const char *out_path, const cf_convert_options *opt, cf_error *err) {

@@ -61,6 +61,7 @@ int cf_hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, 
                                    (json_int_t)max_length, "add_bos_token", sp && cf_tokenizer_bos(tok) >= 0,
                                    "add_eos_token", 0, "clean_up_tokenization_spaces", 0);
         if (sp) json_object_set_new(config, "legacy", json_true());
+        if (f.chat_template) json_object_set_new(config, "chat_template", json_string(f.chat_template));
         json_object_update(config, map);
         rc = save_json(out_dir, "tokenizer_config.json", config, err);
         if (rc == 0) rc = save_json(out_dir, "special_tokens_map.json", map, err);

@@ -307,7 +307,7 @@ static int load_body(const char *body, size_t len, const char *model, serve_requ
 }
 
 int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
-                        serve_chat_template tmpl, serve_request_body *q, cf_error *err) {
+                        const serve_chat_template *tmpl, serve_request_body *q, cf_error *err) {
     int status = load_body(body, len, model, q, err);
     if (status) return status;
     if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
@@ -315,14 +315,14 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
         return 400;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
-    q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+    q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), NULL, err);
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
-    if (q->p.n_stop < CF_SERVE_MAX_STOP) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
+    if (q->p.n_stop < CF_SERVE_MAX_STOP && cf_serve_chat_stop(tmpl)[0]) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
     return 0;
 }
 
-int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, const serve_chat_template *tmpl,
                          serve_request_body *q, cf_error *err) {
     int status = load_body(body, len, model, q, err);
     if (status) return status;
@@ -357,7 +357,7 @@ int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const
     }
     if (given < 0) return q->param = "content", cf_fail(err, "give the text as 'content' (or 'prompt' or 'messages')"), 400;
     if (given == 2) {
-        q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), err);
+        q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), NULL, err);
         if (!q->text) return 400;
         q->text_len = strlen(q->text);
     } else {

@@ -42,11 +42,11 @@ typedef struct serve_request_body {
  * the server does not act on is refused (request.c's FIELDS). `max_seq` bounds max_tokens,
  * `max_batch` n; `tmpl` renders chat messages. cf_serve_request_free releases *q either way. */
 int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
-                        serve_chat_template tmpl, serve_request_body *q, cf_error *err);
+                        const serve_chat_template *tmpl, serve_request_body *q, cf_error *err);
 /* /tokenize (llama-server's {"content", "add_special", "with_pieces"} or vLLM's {"prompt" or
  * "messages", "add_special_tokens"}: text, add_special and with_pieces set) or /detokenize
  * ({"tokens": [ids]}: ids set); refusals as cf_serve_request_parse. */
-int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, serve_chat_template tmpl,
+int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, const serve_chat_template *tmpl,
                          serve_request_body *q, cf_error *err);
 void cf_serve_request_free(serve_request_body *q);
 

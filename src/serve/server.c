@@ -17,6 +17,7 @@
 #include "cformers/serve.h"
 #include "data/utf8.h"
 #include "obs/http.h"
+#include "models/family.h"
 #include "serve/chat.h"
 #include "serve/request.h"
 
@@ -389,7 +390,7 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     serve_request_body q;
     cf_error err;
     int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
-                                     cf_serve_max_batch(s->e), s->chat, &q, &err);
+                                     cf_serve_max_batch(s->e), &s->chat, &q, &err);
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
     if (status == 0 && q.text) {
         q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
@@ -443,7 +444,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     serve_request_body q;
     cf_error err;
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, s->model, s->chat, &q, &err);
+    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, s->model, &s->chat, &q, &err);
     long vocab = cf_tokenizer_vocab_size(tok);
     for (long i = 0; status == 0 && detokenize && i < q.n_ids; i++)
         if (q.ids[i] >= vocab) {
@@ -675,9 +676,8 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
     snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
-    s->chat = cf_serve_chat_template_for(cf_infer_tokenizer(m));
-    if (o->chat_template && cf_serve_chat_template_parse(o->chat_template, &s->chat) != 0) {
-        cf_fail(err, "--chat-template must be llama2, llama3 or chatml, not '%s'", o->chat_template);
+    if (cf_serve_chat_init(&s->chat, cf_infer_chat_template(m), cf_family_of(cf_infer_config(m)->arch)->name,
+                           cf_infer_tokenizer(m), o->chat_template, err) != 0) {
         free(s->api_key);
         free(s);
         return NULL;
@@ -685,6 +685,7 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
                                handle, s, completed, &s->port, err);
     if (!s->daemon) {
+        cf_serve_chat_release(&s->chat);
         free(s->api_key);
         free(s);
         return NULL;
@@ -694,9 +695,12 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
 
 int cf_server_port(const cf_server *s) { return s->port; }
 
+const char *cf_server_chat_template(const cf_server *s) { return s->chat.what; }
+
 void cf_server_stop(cf_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->daemon);
+    cf_serve_chat_release(&s->chat);
     free(s->api_key);
     free(s);
 }

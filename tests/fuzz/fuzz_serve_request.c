@@ -1,5 +1,6 @@
 /* `cformers serve`'s request bodies: the first byte picks the endpoint (bit 0: chat; bits
- * 3-4: 1 /tokenize, 2 /detokenize) and the chat template (bits 1-2), the rest is the body
+ * 3-4: 1 /tokenize, 2 /detokenize) and the chat template (bits 1-2 a built-in, bit 5 a
+ * model's own Jinja one), the rest is the body
  * as a client sends it. Parsed and
  * checked as the server does (JSON, model name, sampling fields, stop strings, prompt as
  * text or token ids, chat messages rendered); a refusal must be 400 or 404 with a message. */
@@ -13,13 +14,22 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     bool chat = data[0] & 1;
-    serve_chat_template tmpl = (serve_chat_template)((data[0] >> 1) % 3);
+    static const char *const builtins[] = {"llama2", "llama3", "chatml", "plain"};
+    /* the built-ins, and (bit 5) a model's own Jinja template that renders tool calls */
+    static const char model_template[] =
+        "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for c in m.tool_calls or [] %}"
+        "{{ c.function | tojson }}{% endfor %}</s>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    serve_chat_template tmpl;
+    cf_error init_err;
+    if (cf_serve_chat_init(&tmpl, data[0] & 32 ? model_template : NULL, "llama", NULL,
+                           data[0] & 32 ? NULL : builtins[(data[0] >> 1) & 3], &init_err) != 0)
+        abort();
     serve_request_body q;
     cf_error err = {{0}};
     int tokenize = (data[0] >> 3) & 3;
     int status = tokenize == 1 || tokenize == 2
-                     ? cf_serve_tokenize_parse((const char *)data + 1, size - 1, tokenize == 2, "model", tmpl, &q, &err)
-                     : cf_serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, 16, tmpl, &q, &err);
+                     ? cf_serve_tokenize_parse((const char *)data + 1, size - 1, tokenize == 2, "model", &tmpl, &q, &err)
+                     : cf_serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, 16, &tmpl, &q, &err);
     if (status != 0 && ((status != 400 && status != 404) || !err.msg[0])) {
         fprintf(stderr, "fuzz_serve_request: refused with %d and message '%s'\n", status, err.msg);
         abort();
@@ -29,5 +39,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     }
     cf_serve_request_free(&q);
+    cf_serve_chat_release(&tmpl);
     return 0;
 }
