@@ -4,8 +4,8 @@
  * the model's tokenizer (the GPT-2 fixture, 301 tokens), cf_serve_submit to the continuous-
  * batching engine, then waited for and every sample read with its tokens. So stop strings,
  * n > 1 (samples forked from one prompt), presence and frequency penalties, logit bias,
- * logprobs, echo and prompt scoring run on a real forward. The engine's KV pool is 8 blocks
- * of 16 tokens with a little swap space, so n samples of a long prompt preempt each other.
+ * logprobs, echo and prompt scoring run on a real forward (the engine: fuzz_serve_engine,
+ * fuzz_util.h; it is kept between inputs, so the prefix cache carries over).
  *
  * Checked, as a client relies on: a refusal is a 400 with a message; every sample finishes
  * ("stop" or "length"), after at most max_tokens tokens; no sample's text holds one of the
@@ -14,55 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cformers/convert.h"
 #include "cformers/infer.h"
 #include "cformers/serve.h"
 #include "fuzz_util.h"
-#include "io/model_import.h"
 #include "serve/request.h"
-
-enum { MAX_SEQ = 128, MAX_BATCH = 4 };
 
 static cf_serve_engine *engine;
 
-/* Weights from a fixed hash of the name and index: the model is the same every run. */
-static int fill(void *ctx, const cf_family_weight *w, long layer, float *dst, size_t n, cf_error *err) {
-    (void)ctx, (void)err;
-    char name[128];
-    cf_weight_name(w, layer, name, sizeof name);
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    for (size_t i = 0; i < n; i++) {
-        h = h * 6364136223846793005ull + 1442695040888963407ull;
-        dst[i] = (float)((double)(h >> 40) / (double)(1ull << 24) - 0.5);
-    }
-    return 0;
-}
-
-static void die(const char *what, const cf_error *err) {
-    fprintf(stderr, "fuzz_serve_engine: %s: %s\n", what, err->msg);
-    abort();
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    cf_model_config cfg;
-    cf_model_config_init_llama(&cfg);
-    cfg.arch = CF_ARCH_GPT2, cfg.vocab_size = 301, cfg.hidden_size = 8, cfg.num_heads = 2, cfg.num_kv_heads = 2;
-    cfg.intermediate_size = 16, cfg.num_layers = 1, cfg.max_position_embeddings = MAX_SEQ;
-    cfg.tie_word_embeddings = true, cfg.eos_token_id = 300;
-    cf_error err = {{0}};
-    cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = CFORMERS_FUZZ_SOURCE_DIR "/tests/fixtures/data/gpt2_tiny"};
-    fuzz_scratch();
-    char path[1024];
-    snprintf(path, sizeof path, "%s", fuzz_path("model.ckpt"));
-    if (cf_model_import_write(path, &cfg, &opt, "fuzz", fill, NULL, &err) != 0) die("writing the model", &err);
-    cf_infer_options io = {.weight_dtype = CF_F32, .max_seq = MAX_SEQ};
-    cf_infer_model *m = cf_infer_load(path, &io, &err);
-    if (!m) die("loading the model", &err);
-    cf_serve_options so = {.max_batch = MAX_BATCH, .kv_blocks = 8, .swap_space = 16384, .step_tokens = 32};
-    engine = cf_serve_engine_new(m, &so, &err);
-    if (!engine) die("starting the engine", &err);
+    engine = fuzz_serve_engine();
     return 0;
 }
 
