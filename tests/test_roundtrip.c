@@ -218,6 +218,7 @@ static bool same_config(const cf_model_config *a, const cf_model_config *b, bool
     SAME(tie_word_embeddings);
     SAME(bos_token_id);
     SAME(eos_token_id);
+    SAME(pad_token_id); /* issue 46: HF and GGUF export dropped it */
     if (a->rope_scaling_factor != 0.0 && a->rope_scaling_factor != 1.0) {
         SAME(rope_scaling_factor);
         SAME(rope_low_freq_factor);
@@ -236,7 +237,6 @@ static bool same_config(const cf_model_config *a, const cf_model_config *b, bool
     SAME(layernorm_compute_type);
     SAME(rotary_dtype);
     SAME(initializer_range);
-    SAME(pad_token_id);
 #undef SAME
     return true;
 }
@@ -253,15 +253,17 @@ static void model_configs(cf_model_config *m, int *n) {
     /* GPT-2, width 12, 2 layers, untied head, one token */
     c.vocab_size = 1, c.hidden_size = 12, c.num_heads = 3, c.num_kv_heads = 3, c.intermediate_size = 5;
     c.num_layers = 2, c.max_position_embeddings = 4, c.tie_word_embeddings = false, c.eos_token_id = 0;
+    c.pad_token_id = 0;
     m[(*n)++] = c;
     /* GPT-2 of whole quant blocks, tied */
     c.vocab_size = 64, c.hidden_size = 32, c.num_heads = 2, c.num_kv_heads = 2, c.intermediate_size = 64;
     c.num_layers = 1, c.max_position_embeddings = 8, c.tie_word_embeddings = true, c.eos_token_id = -1;
+    c.pad_token_id = -1;
     m[(*n)++] = c;
     /* LLaMA, width 6, GQA 3:1, 2 layers, untied, 7 tokens */
     cf_model_config_init_llama(&c);
     c.vocab_size = 7, c.hidden_size = 6, c.num_heads = 3, c.num_kv_heads = 1, c.intermediate_size = 5;
-    c.num_layers = 2, c.max_position_embeddings = 9, c.bos_token_id = 1, c.eos_token_id = 2;
+    c.num_layers = 2, c.max_position_embeddings = 9, c.bos_token_id = 1, c.eos_token_id = 2, c.pad_token_id = 6;
     m[(*n)++] = c;
     /* LLaMA, width 40 (a multiple of 8, not of 32), GQA 4:2, 1 layer, tied */
     c.vocab_size = 33, c.hidden_size = 40, c.num_heads = 4, c.num_kv_heads = 2, c.intermediate_size = 35;
