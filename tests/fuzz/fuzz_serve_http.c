@@ -10,6 +10,7 @@
  * count in /metrics, asked after each input, stays 0), and it closes or answers within the
  * read timeout (a request that hangs the server is a finding: libFuzzer's -timeout catches it). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -52,7 +53,12 @@ static int dial(int i) {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) perror("connect"), abort();
+    /* libFuzzer's timer signal interrupts system calls: an interrupted connect goes on in
+     * the background (EALREADY until done, then EISCONN) */
+    while (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EISCONN) {
+        if (errno != EINTR && errno != EALREADY) perror("connect"), abort();
+        usleep(100);
+    }
     return fd;
 }
 
@@ -63,6 +69,7 @@ static void exchange(int fd, const fuzz_part *parts, int n, char *buf, size_t ca
     for (int i = 0; i < n && sent; i++)
         for (size_t at = 0; at < parts[i].size && sent;) {
             ssize_t k = send(fd, parts[i].data + at, parts[i].size - at, MSG_NOSIGNAL);
+            if (k < 0 && errno == EINTR) continue;
             sent = k > 0, at += k > 0 ? (size_t)k : 0; /* the server may close first: not a finding */
         }
     shutdown(fd, SHUT_WR);
@@ -70,6 +77,7 @@ static void exchange(int fd, const fuzz_part *parts, int n, char *buf, size_t ca
     char sink[4096];
     for (;;) { /* to the end: closed, reset or the 5 s timeout (libFuzzer's -timeout judges hangs) */
         ssize_t k = recv(fd, len + 1 < cap ? buf + len : sink, len + 1 < cap ? cap - 1 - len : sizeof sink, 0);
+        if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         if (len + 1 < cap) len += (size_t)k;
     }
