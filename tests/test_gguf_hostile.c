@@ -1,8 +1,11 @@
 /* Exporting a hostile checkpoint (GGUF and safetensors): a model_config whose num_layers
  * implies more tensors than the file holds is refused before the per-tensor arrays are
  * sized from it (num_layers 2^40 aborted allocating 79 TB); sizes outside the schema's
- * ranges (which also keeps them inside GGUF's 32-bit fields) are refused at load. */
+ * ranges (which also keeps them inside GGUF's 32-bit fields) are refused at load.
+ * Importing a hostile GGUF: tensor dims whose product wraps 64 bits are refused. */
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "cformers/checkpoint.h"
 #include "cformers/convert.h"
@@ -29,6 +32,24 @@ static const char *write_ckpt(int64_t layers, int64_t vocab, int n_tensors) {
         CHECK(w && cf_ckpt_write_tensor(w, name, CF_F32, 2, (const int64_t[]){8, 4}, data, &err) == 0);
     }
     CHECK_MSG(cf_ckpt_writer_finish(w, meta, &err) == 0, "%s", err.msg);
+    return path;
+}
+
+/* A GGUF v3 file of general.architecture "llama" and one f32 tensor of dims {d0, d1}. */
+static const char *write_gguf(uint64_t d0, uint64_t d1) {
+    const char *path = temp_path("hostile_dims.gguf");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return path;
+    uint32_t version = 3, type_string = 8, n_dims = 2, f32 = 0;
+    uint64_t n_tensors = 1, n_kv = 1, key_len = 20, value_len = 5, name_len = 17, offset = 0;
+    fwrite("GGUF", 1, 4, f), fwrite(&version, 4, 1, f), fwrite(&n_tensors, 8, 1, f), fwrite(&n_kv, 8, 1, f);
+    fwrite(&key_len, 8, 1, f), fwrite("general.architecture", 1, 20, f), fwrite(&type_string, 4, 1, f);
+    fwrite(&value_len, 8, 1, f), fwrite("llama", 1, 5, f);
+    fwrite(&name_len, 8, 1, f), fwrite("token_embd.weight", 1, 17, f), fwrite(&n_dims, 4, 1, f);
+    fwrite(&d0, 8, 1, f), fwrite(&d1, 8, 1, f), fwrite(&f32, 4, 1, f), fwrite(&offset, 8, 1, f);
+    fwrite((const char[64]){0}, 1, 64, f);
+    fclose(f);
     return path;
 }
 
@@ -62,6 +83,14 @@ int main(void) {
                    "model_config.num_layers 100000 implies more tensors than the checkpoint's 1");
     CHECK(access(gguf, F_OK) != 0);
     unlink(ckpt);
+
+    /* issue 46: 2^40 x 2^24 elements is 0 mod 2^64, and the element count wrapped before its
+     * bound (2^40) was checked: the tensor passed as 0 bytes. */
+    const char *dims = write_gguf((uint64_t)1 << 40, (uint64_t)1 << 24), *out = temp_path("hostile_dims.ckpt");
+    cf_convert_options opt = {.dtype = CF_F32};
+    expect_refused(cf_import_gguf(dims, out, &opt, &err), &err, dims, "token_embd.weight: dims exceed 2^40 elements");
+    CHECK(access(out, F_OK) != 0);
+    unlink(dims);
     rmdir(st_dir);
     return test_finish();
 }

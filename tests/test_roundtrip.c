@@ -6,6 +6,9 @@
  *     differential one over a base rebuilds every tensor (changed, unchanged, reshaped,
  *     retyped, new) exactly;
  *   - the model_config metadata object (model_config_json.c): every field back as written;
+ *   - safetensors files (cf_st_write, cf_st_open): every dtype the format takes here (F32,
+ *     BF16, F16, I8, I32) in odd shapes (scalars, empty, one element, 3-D, odd lengths that
+ *     leave the next tensor unaligned when packed), arbitrary bits, each read back aligned;
  *   - Hugging Face export (config.json + model.safetensors) then import, at f32, bf16 and
  *     f16 (the safetensors export holds no quant blocks);
  *   - GGUF export then import at f32, bf16, f16, q8_0 and q4_0, as stored and quantized on
@@ -35,6 +38,7 @@
 #include "cformers/records.h"
 #include "infer_test_util.h"
 #include "io/model_import.h"
+#include "io/safetensors.h"
 #include "models/family.h"
 #include "train/train_checkpoint.h"
 
@@ -153,6 +157,49 @@ static void checkpoint_round_trip(void) {
     unlink(full), unlink(delta);
 }
 
+/* ---- safetensors ---- */
+
+static void safetensors_round_trip(void) {
+#define T(n, dt, nd, ...) {.name = n, .dtype = dt, .ndim = nd, .shape = {__VA_ARGS__}}
+    rt_tensor t[] = {
+        T("a.bf16.odd", CF_BF16, 1, 3), T("b.f32", CF_F32, 2, 3, 5),    T("c.i8.odd", CF_I8, 1, 13),
+        T("d.i32.scalar", CF_I32, 0, 0), T("e.f16", CF_F16, 3, 1, 3, 1), T("f.f32.empty", CF_F32, 2, 0, 4),
+        T("g.i8.one", CF_I8, 1, 1),      T("h.bf16", CF_BF16, 2, 7, 3),  T("i.i32", CF_I32, 1, 5),
+        T("j.f32.one", CF_F32, 1, 1),    T("k.f16.empty", CF_F16, 1, 0),
+    };
+#undef T
+    enum { N = sizeof t / sizeof t[0] };
+    st_tensor st[N];
+    for (int i = 0; i < N; i++) {
+        fill_tensor(&t[i]);
+        st[i] = (st_tensor){.name = t[i].name, .dtype = t[i].dtype, .ndim = t[i].ndim, .data = t[i].data,
+                            .nbytes = t[i].nbytes};
+        memcpy(st[i].shape, t[i].shape, sizeof t[i].shape);
+    }
+    const char *path = temp_path("rt.safetensors");
+    cf_error err = {{0}};
+    CHECK_MSG(cf_st_write(path, st, N, &err) == 0, "safetensors write: %s", err.msg);
+    st_file f;
+    CHECK_MSG(cf_st_open(&f, path, &err) == 0, "safetensors read: %s", err.msg);
+    if (f.path) {
+        CHECK_MSG(f.n == N, "safetensors: %ld tensors read, %d written", f.n, (int)N);
+        for (int i = 0; i < N; i++) {
+            const st_tensor *r = cf_st_find(&f, t[i].name);
+            CHECK_MSG(r != NULL, "safetensors: tensor %s is missing", t[i].name);
+            if (!r) continue;
+            CHECK_MSG(r->dtype == t[i].dtype && r->ndim == t[i].ndim &&
+                          memcmp(r->shape, t[i].shape, sizeof(int64_t) * (size_t)t[i].ndim) == 0 &&
+                          r->nbytes == t[i].nbytes && (!r->nbytes || memcmp(r->data, t[i].data, r->nbytes) == 0),
+                      "safetensors: tensor %s (%s) differs after the round trip", t[i].name, cf_dtype_name(t[i].dtype));
+            CHECK_MSG((uintptr_t)r->data % cf_dtype_size(r->dtype) == 0, "safetensors: tensor %s is read unaligned",
+                      t[i].name);
+        }
+        cf_st_close(&f);
+    }
+    for (int i = 0; i < N; i++) free(t[i].data);
+    unlink(path);
+}
+
 /* ---- the model_config metadata object ---- */
 
 static bool same_config(const cf_model_config *a, const cf_model_config *b, bool all, char *why, size_t cap) {
@@ -171,6 +218,7 @@ static bool same_config(const cf_model_config *a, const cf_model_config *b, bool
     SAME(tie_word_embeddings);
     SAME(bos_token_id);
     SAME(eos_token_id);
+    SAME(pad_token_id); /* issue 46: HF and GGUF export dropped it */
     if (a->rope_scaling_factor != 0.0 && a->rope_scaling_factor != 1.0) {
         SAME(rope_scaling_factor);
         SAME(rope_low_freq_factor);
@@ -189,7 +237,6 @@ static bool same_config(const cf_model_config *a, const cf_model_config *b, bool
     SAME(layernorm_compute_type);
     SAME(rotary_dtype);
     SAME(initializer_range);
-    SAME(pad_token_id);
 #undef SAME
     return true;
 }
@@ -206,15 +253,17 @@ static void model_configs(cf_model_config *m, int *n) {
     /* GPT-2, width 12, 2 layers, untied head, one token */
     c.vocab_size = 1, c.hidden_size = 12, c.num_heads = 3, c.num_kv_heads = 3, c.intermediate_size = 5;
     c.num_layers = 2, c.max_position_embeddings = 4, c.tie_word_embeddings = false, c.eos_token_id = 0;
+    c.pad_token_id = 0;
     m[(*n)++] = c;
     /* GPT-2 of whole quant blocks, tied */
     c.vocab_size = 64, c.hidden_size = 32, c.num_heads = 2, c.num_kv_heads = 2, c.intermediate_size = 64;
     c.num_layers = 1, c.max_position_embeddings = 8, c.tie_word_embeddings = true, c.eos_token_id = -1;
+    c.pad_token_id = -1;
     m[(*n)++] = c;
     /* LLaMA, width 6, GQA 3:1, 2 layers, untied, 7 tokens */
     cf_model_config_init_llama(&c);
     c.vocab_size = 7, c.hidden_size = 6, c.num_heads = 3, c.num_kv_heads = 1, c.intermediate_size = 5;
-    c.num_layers = 2, c.max_position_embeddings = 9, c.bos_token_id = 1, c.eos_token_id = 2;
+    c.num_layers = 2, c.max_position_embeddings = 9, c.bos_token_id = 1, c.eos_token_id = 2, c.pad_token_id = 6;
     m[(*n)++] = c;
     /* LLaMA, width 40 (a multiple of 8, not of 32), GQA 4:2, 1 layer, tied */
     c.vocab_size = 33, c.hidden_size = 40, c.num_heads = 4, c.num_kv_heads = 2, c.intermediate_size = 35;
@@ -507,6 +556,7 @@ static void records_round_trip(void) {
 int main(int argc, char **argv) {
     rng_state = 88172645463325252ull;
     static const test_case cases[] = {{"checkpoint", checkpoint_round_trip},
+                                      {"safetensors", safetensors_round_trip},
                                       {"config_json", config_json_round_trip},
                                       {"models", model_round_trips},
                                       {"train_state", train_state_round_trip},

@@ -327,6 +327,8 @@ int cf_export_gguf_as(const char *checkpoint_path, const char *out_path, cf_dtyp
         /* issue 46: without a tokenizer the ids are the model config's (the import reads them here) */
         if (!tok && cfg.bos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.bos_token_id", (uint32_t)cfg.bos_token_id);
         if (!tok && cfg.eos_token_id >= 0) kv_u32(&g, "tokenizer.ggml.eos_token_id", (uint32_t)cfg.eos_token_id);
+        /* the padding id is the model config's either way (no tokenizer cformers loads names one) */
+        if (cfg.pad_token_id >= 0) kv_u32(&g, "tokenizer.ggml.padding_token_id", (uint32_t)cfg.pad_token_id);
     }
     if (rc == 0) rc = write_file(out_path, &g, &x, err);
     if (tok) cf_tokenizer_free(tok);

@@ -250,8 +250,8 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
 
 /* Bytes of a tensor of a supported type; refuses the others naming the tensor and type. */
 static int tensor_bytes(reader *r, gguf_tensor *t) {
-    uint64_t numel = 1;
-    for (uint32_t d = 0; d < t->n_dims; d++) numel *= (uint64_t)t->dims[d]; /* each <= 2^40, product checked below */
+    size_t numel = 1; /* at most 2^40: read_tensor_infos; a zero dim makes it 0 */
+    for (uint32_t d = 0; d < t->n_dims; d++) cf_mul_size(numel, (uint64_t)t->dims[d], &numel);
     switch (t->type) {
     case GGML_F32: t->nbytes = numel * 4; return 0;
     case GGML_F16:
@@ -279,12 +279,12 @@ static int read_tensor_infos(reader *r, gguf_source *s) {
         if (t->name_len >= MAX_NAME || t->n_dims < 1 || t->n_dims > MAX_DIMS)
             return cf_fail(r->err, "%s: tensor %llu: name of %llu bytes or %u dims (at most %d)", r->path,
                            (unsigned long long)i, (unsigned long long)t->name_len, t->n_dims, MAX_DIMS);
-        uint64_t numel = 1;
+        size_t numel = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             uint64_t dim;
             if (!get(r, &dim, 8, "a tensor dim")) return -1;
-            numel *= dim ? dim : 1;
-            if (dim > ((uint64_t)1 << 40) || numel > ((uint64_t)1 << 40))
+            /* checked before the bound: a product that wraps (2^40 x 2^24 is 0 mod 2^64) passed it */
+            if (dim > ((uint64_t)1 << 40) || !cf_mul_size(numel, dim ? dim : 1, &numel) || numel > ((uint64_t)1 << 40))
                 return cf_fail(r->err, "%s: tensor %.*s: dims exceed 2^40 elements", r->path, (int)t->name_len,
                                (const char *)t->name);
             t->dims[d] = (int64_t)dim;

@@ -88,6 +88,7 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
     json_object_set_new(c, "torch_dtype", json_string(torch_dtype));
     if (m->bos_token_id >= 0) json_object_set_new(c, "bos_token_id", json_integer(m->bos_token_id));
     if (m->eos_token_id >= 0) json_object_set_new(c, "eos_token_id", json_integer(m->eos_token_id));
+    if (m->pad_token_id >= 0) json_object_set_new(c, "pad_token_id", json_integer(m->pad_token_id)); /* issue 46: was lost */
     return c;
 }
 

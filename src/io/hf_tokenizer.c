@@ -10,7 +10,8 @@
 #include "io/atomic_file.h"
 #include "io/ckpt_tokenizer.h"
 
-/* A special token's text as a JSON string, or null when the vocabulary has none. */
+/* A special token's text as a JSON string, or null when the vocabulary has none; NULL when
+ * the text is not UTF-8 (a SentencePiece piece may hold any bytes), which JSON cannot hold. */
 static json_t *special(const cf_tokenizer *tok, int id) {
     size_t len;
     const char *text = cf_tokenizer_token(tok, id, &len);
@@ -60,10 +61,15 @@ int cf_hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, 
                                    sp ? "LlamaTokenizer" : "PreTrainedTokenizerFast", "model_max_length",
                                    (json_int_t)max_length, "add_bos_token", sp && cf_tokenizer_bos(tok) >= 0,
                                    "add_eos_token", 0, "clean_up_tokenization_spaces", 0);
-        if (sp) json_object_set_new(config, "legacy", json_true());
-        if (f.chat_template) json_object_set_new(config, "chat_template", json_string(f.chat_template));
-        json_object_update(config, map);
-        rc = save_json(out_dir, "tokenizer_config.json", config, err);
+        /* issue 46: a special token that is not UTF-8 left map NULL, then json_dumps(NULL) */
+        if (!map)
+            rc = cf_fail(err, "%s: a special token (bos %d, eos %d, unk %d) is not valid UTF-8, which "
+                              "tokenizer_config.json cannot name",
+                         name, cf_tokenizer_bos(tok), cf_tokenizer_eos(tok), unk);
+        if (rc == 0 && sp) json_object_set_new(config, "legacy", json_true());
+        if (rc == 0 && f.chat_template) json_object_set_new(config, "chat_template", json_string(f.chat_template));
+        if (rc == 0) json_object_update(config, map);
+        if (rc == 0) rc = save_json(out_dir, "tokenizer_config.json", config, err);
         if (rc == 0) rc = save_json(out_dir, "special_tokens_map.json", map, err);
         json_decref(config);
         json_decref(map);

@@ -111,7 +111,7 @@ static int64_t llama_default_ff(const cf_model_config *m) {
 
 static cf_saved_terms llama_saved(const cf_model_config *m, bool recomputed) {
     double d = (double)m->hidden_size, ffn = (double)m->intermediate_size;
-    double kv = (double)(m->num_kv_heads * cf_model_head_dim(m));
+    double kv = (double)m->num_kv_heads * (double)cf_model_head_dim(m);
     /* input, attention_norm out, q, k, v (k, v at the GQA width), attention out, residual,
      * ffn_norm out; gate, up, SwiGLU out (select_recompute rebuilds the last). Norm
      * statistics: 1/rms of the two norms. */

@@ -57,12 +57,18 @@ static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsign
     return cf_http_reply(c, status, "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
 }
 
+static json_t *text_json(const char *text, size_t n);
+
+/* The message may quote what the client sent (a URL, a field name), cut at a byte count:
+ * malformed UTF-8 there made json_pack fail and the reply dereference NULL (fuzz_serve_http,
+ * issue 46), so it goes in as text_json makes it. */
 static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsigned status, const char *param,
                                    const char *message) {
     const char *type = status >= 500 ? "server_error" : "invalid_request_error";
     const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy"
                        : status == 401 ? "invalid_api_key" : NULL;
-    json_t *err = json_pack("{s:s, s:s, s:s?, s:s?}", "message", message, "type", type, "param", param, "code", code);
+    json_t *err = json_pack("{s:o, s:s, s:s?, s:s?}", "message", text_json(message, strlen(message)), "type", type,
+                            "param", param, "code", code);
     return reply_json(s, c, status, json_pack("{s:o}", "error", err));
 }
 

@@ -9,7 +9,11 @@
 #include <unistd.h>
 
 #include "cformers/checkpoint.h"
+#include "cformers/convert.h"
+#include "cformers/infer.h"
+#include "cformers/serve.h"
 #include "io/checkpoint_format.h"
+#include "io/model_import.h"
 
 int fuzz_split(const uint8_t *data, size_t size, fuzz_part *parts, int max) {
     const size_t sep = sizeof FUZZ_SEPARATOR - 1;
@@ -165,4 +169,45 @@ uint8_t *fuzz_fix_ckpt_checksums(const uint8_t *data, size_t size, size_t *out_s
     h.header_crc32c = cf_crc32c(0, &h, offsetof(ckpt_header, header_crc32c));
     memcpy(out, &h, sizeof h);
     return out;
+}
+
+/* Weights from a fixed hash of the name and index: the model is the same every run. */
+static int fill_serve_weight(void *ctx, const cf_family_weight *w, long layer, float *dst, size_t n, cf_error *err) {
+    (void)ctx, (void)err;
+    char name[128];
+    cf_weight_name(w, layer, name, sizeof name);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        dst[i] = (float)((double)(h >> 40) / (double)(1ull << 24) - 0.5);
+    }
+    return 0;
+}
+
+cf_serve_engine *fuzz_serve_engine(void) {
+    static cf_serve_engine *engine;
+    if (engine) return engine;
+    cf_model_config cfg;
+    cf_model_config_init_llama(&cfg);
+    cfg.arch = CF_ARCH_GPT2, cfg.vocab_size = 301, cfg.hidden_size = 8, cfg.num_heads = 2, cfg.num_kv_heads = 2;
+    cfg.intermediate_size = 16, cfg.num_layers = 1, cfg.max_position_embeddings = FUZZ_SERVE_MAX_SEQ;
+    cfg.tie_word_embeddings = true, cfg.eos_token_id = 300;
+    cf_error err = {{0}};
+    cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = CFORMERS_FUZZ_SOURCE_DIR "/tests/fixtures/data/gpt2_tiny"};
+    fuzz_scratch();
+    char path[1024];
+    snprintf(path, sizeof path, "%s", fuzz_path("serve_model.ckpt"));
+    cf_infer_options io = {.weight_dtype = CF_F32, .max_seq = FUZZ_SERVE_MAX_SEQ};
+    cf_infer_model *m = NULL;
+    if (cf_model_import_write(path, &cfg, &opt, "fuzz", fill_serve_weight, NULL, &err) == 0)
+        m = cf_infer_load(path, &io, &err);
+    cf_serve_options so = {.max_batch = FUZZ_SERVE_MAX_BATCH, .kv_blocks = 8, .swap_space = 16384, .step_tokens = 32};
+    if (m) engine = cf_serve_engine_new(m, &so, &err);
+    unlink(path);
+    if (!engine) {
+        fprintf(stderr, "fuzz: cannot build the serve harnesses' engine: %s\n", err.msg);
+        abort();
+    }
+    return engine;
 }

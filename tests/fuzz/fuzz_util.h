@@ -57,4 +57,11 @@ uint8_t *fuzz_fix_ckpt_checksums(const uint8_t *data, size_t size, size_t *out_s
  * the ids back and asks for the pieces of every id near the ends of the vocabulary. */
 void fuzz_exercise_tokenizer(const cf_tokenizer *tok, const uint8_t *text, size_t size);
 
+/* The serve harnesses' engine, made on first use and kept: a 1-layer GPT-2 (hidden 8, 301
+ * tokens: the GPT-2 fixture tokenizer, embedded) with fixed weights, a context of
+ * FUZZ_SERVE_MAX_SEQ, at most FUZZ_SERVE_MAX_BATCH sequences, a KV pool of 8 16-token blocks
+ * and 16 KiB of swap, so that n samples of a long prompt preempt each other. */
+enum { FUZZ_SERVE_MAX_SEQ = 128, FUZZ_SERVE_MAX_BATCH = 4 };
+struct cf_serve_engine *fuzz_serve_engine(void);
+
 #endif
