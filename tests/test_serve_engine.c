@@ -518,6 +518,16 @@ typedef struct fake_machine {
     long n;
     cf_serve_step steps[MAX_STEPS];
     double took[MAX_STEPS];
+    /* armed: at the third step that decodes 4 streams, the hook (on the engine thread)
+     * submits the long prompt, so that it arrives while they decode whatever the threads'
+     * timing */
+    bool armed;
+    long decode4;
+    cf_serve_engine *e;
+    const int32_t *prompt;
+    long n_prompt;
+    const cf_serve_params *params;
+    cf_serve_request *submitted;
 } fake_machine;
 
 static double fake_step(void *ctx, const cf_serve_step *s) {
@@ -528,6 +538,12 @@ static double fake_step(void *ctx, const cf_serve_step *s) {
     double t = (2e-3 + 1.5e-3 * (double)s->decode + 0.9e-3 * (double)s->prefill + 0.4e-3 * s->attended / 1024) *
                (1 + 0.03 * u);
     if (fm->n < MAX_STEPS) fm->steps[fm->n] = *s, fm->took[fm->n] = t, fm->n++;
+    if (fm->armed && s->decode == 4 && ++fm->decode4 == 3) {
+        cf_error err;
+        cf_serve_refusal why;
+        fm->submitted = cf_serve_submit(fm->e, fm->prompt, fm->n_prompt, fm->params, &why, &err);
+        CHECK_MSG(fm->submitted != NULL, "%s", err.msg);
+    }
     return t;
 }
 
@@ -556,17 +572,13 @@ static void time_budget(bool budget) {
     cf_serve_request *r[5];
     cf_error err;
     cf_serve_refusal why;
+    fm.e = e, fm.prompt = longp, fm.n_prompt = 420, fm.params = &lp;
+    fm.armed = true; /* seen by the engine thread after the submits below (their mutex) */
     for (int i = 0; i < 4; i++) r[i] = cf_serve_submit(e, streams[i], 8, &sp, &why, &err);
-    for (int i = 0; i < 4; i++) { /* each stream has a few tokens */
-        cf_serve_output out = {0};
-        for (uint64_t v = 0; out.completion_tokens < 3;) {
-            cf_serve_wait(r[i], &v, 1000);
-            free(out.text);
-            cf_serve_read(r[i], 0, 0, &out);
-        }
-        free(out.text);
-    }
-    r[4] = cf_serve_submit(e, longp, 420, &lp, &why, &err);
+    for (int i = 0; i < 4; i++) wait_done(r[i]); /* the long prompt came at their third decode step */
+    r[4] = fm.submitted;
+    CHECK(r[4] != NULL);
+    if (!r[4]) return;
     for (int i = 0; i < 5; i++) {
         wait_done(r[i]);
         char *t = text_of(r[i], 0, NULL);
