@@ -17,9 +17,12 @@ dtype, continuous batching, the same /v1/completions bodies (prompts as token id
 the same client. Every request's generated token count is checked against GEN (llama-server's
 streamed usage), and each server's /metrics total of generated tokens against REQUESTS x GEN.
 
-The model is a ~110M LLaMA (llama2.c's stories110M shape) with random weights, written
-once as a llama2.c file and converted (bf16 weights) with the Llama 2 tokenizer, or any
-checkpoint given with --model. Standard library only; bounded in requests and time.
+The model is a ~110M LLaMA (llama2.c's stories110M shape) with random weights of a trained
+model's spread (logits spread over several units, not near-flat), written once as a llama2.c
+file and converted (bf16 weights) with the Llama 2 tokenizer, or any checkpoint given with
+--model. With the peer, the greedy texts of both servers at the lowest concurrency are
+compared: the share of prompts identical, and where one first differs, cformers' top-two
+logit margin there (from its logprobs). Standard library only; bounded in requests and time.
 """
 import argparse
 import array
@@ -36,26 +39,40 @@ import threading
 import time
 
 
+def spread_floats(rng, n, exponent):
+    """n float32s (little-endian bytes) of random sign and magnitude in [2^exponent, 2^(exponent+1)),
+    every one drawn afresh: random bytes whose sign and exponent bits are then set by
+    bytes.translate, at C speed (pure Python floats would take minutes for 110M weights)."""
+    e = exponent + 127
+    raw = bytearray(rng.randbytes(4 * n))
+    raw[3::4] = raw[3::4].translate(bytes((b & 0x80) | (e >> 1) for b in range(256)))
+    raw[2::4] = raw[2::4].translate(bytes(((e & 1) << 7) | (b & 0x7F) for b in range(256)))
+    return raw
+
+
 def write_random_llama2c(path, dim=768, hidden=2048, layers=12, heads=12, vocab=32000, seq=1024):
-    """A llama2.c v0 file (shared classifier) of uniform(-0.02, 0.02) weights, norms 1."""
+    """A llama2.c v0 file (shared classifier) of random weights with a trained model's spread,
+    norms 1: matrix entries of magnitude 1/32..1/16 (a gain of ~1.4 per 768-wide product,
+    like a trained LLaMA's), the embedding (also the classifier) 1/16..1/8, so that logits
+    spread over several units and greedy decoding has a clear winner at almost every step.
+    Every weight is drawn afresh: an earlier version tiled a block of 2^20 floats, which
+    made token t and t + 4096 share an embedding row, so their logits tied exactly and the
+    greedy choice between them was arbitrary."""
     rng = random.Random(1)
-    block = array.array("f", [(rng.random() * 2 - 1) * 0.02 for _ in range(1 << 20)])
     head = dim // heads
 
-    def rand(f, n):
-        off = rng.randrange(1 << 19)
+    def rand(f, n, exponent=-5):
         while n > 0:
-            take = min(n, len(block) - off)
-            block[off:off + take].tofile(f)
+            take = min(n, 1 << 22)
+            f.write(spread_floats(rng, take, exponent))
             n -= take
-            off = 0
 
     def ones(f, n):
         array.array("f", [1.0] * n).tofile(f)
 
     with open(path + ".tmp", "wb") as f:
         f.write(struct.pack("7i", dim, hidden, layers, heads, heads, vocab, seq))
-        rand(f, vocab * dim)
+        rand(f, vocab * dim, -4)
         ones(f, layers * dim)
         for _ in range(4):  # wq, wk, wv, wo
             rand(f, layers * dim * dim)
@@ -77,7 +94,7 @@ def percentile(xs, p):
     return xs[k]
 
 
-def one_request(host, port, prompt, gen, out):
+def one_request(host, port, prompt, gen, out, index=None):
     """One streamed /v1/completions of GEN tokens; appends its timings (times of the events that
     carry text) and the completion tokens the server reports in a usage object, if it sends one."""
     body = json.dumps({"prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True,
@@ -89,7 +106,7 @@ def one_request(host, port, prompt, gen, out):
     if r.status != 200:
         out.append({"error": f"HTTP {r.status}: {r.read()[:200]!r}"})
         return
-    times, usage = [], None
+    times, usage, text = [], None, []
     for line in r:
         if not line.startswith(b"data: "):
             continue
@@ -100,12 +117,13 @@ def one_request(host, port, prompt, gen, out):
             usage = ev["usage"].get("completion_tokens")
         if ev.get("choices") and ev["choices"][0].get("text"):
             times.append(time.perf_counter())
+            text.append(ev["choices"][0]["text"])
     c.close()
     if not times:
         out.append({"error": "no tokens"})
         return
     out.append({"ttft": times[0] - t0, "gaps": [b - a for a, b in zip(times, times[1:])], "end": times[-1] - t0,
-                "events": len(times), "completion_tokens": usage})
+                "events": len(times), "completion_tokens": usage, "prompt_index": index, "text": "".join(text)})
 
 
 def metrics(host, port):
@@ -223,15 +241,15 @@ def run_level(args, server_name, concurrency, prompts):
     start = start_ours if server_name == "cformers" else start_llama_server
     server, host, port = start(args, concurrency)
     try:
-        results, queue, lock = [], list(prompts), threading.Lock()
+        results, queue, lock = [], list(enumerate(prompts)), threading.Lock()
 
         def worker():
             while True:
                 with lock:
                     if not queue:
                         return
-                    p = queue.pop(0)
-                one_request(host, port, p, args.gen, results)
+                    i, p = queue.pop(0)
+                one_request(host, port, p, args.gen, results, i)
 
         t0 = time.perf_counter()
         threads = [threading.Thread(target=worker) for _ in range(concurrency)]
@@ -269,6 +287,11 @@ def run_level(args, server_name, concurrency, prompts):
         "preemptions": (met.get('cformers_preemptions_total{mode="swap"}', 0) +
                         met.get('cformers_preemptions_total{mode="recompute"}', 0)) if server_name == "cformers"
         else None,
+        "texts": {r["prompt_index"]: r["text"] for r in ok},
+        "step_cost_s": [met.get(f'cformers_step_cost_model_seconds{{term="{t}"}}')
+                        for t in ("step", "decode_token", "prefill_token", "attended_1024")],
+        "step_cost_error_s": met.get("cformers_step_cost_model_error_seconds"),
+        "step_target_s": met.get("cformers_step_time_target_seconds"),
     }
 
 
@@ -302,6 +325,82 @@ def setup_peer(args):
               f"(export a {args.dtype} checkpoint)", file=sys.stderr)
         return False
     return True
+
+
+def first_difference(a, b):
+    """The first byte at which two texts' UTF-8 differ (None when equal)."""
+    a, b = a.encode(), b.encode()
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def margins_at(args, concurrency, prompts, where):
+    """cformers' greedy completions of prompts[i] for i in `where` (a dict of prompt index to
+    the byte where the peer's text first differs), with logprobs: for each, the token whose
+    text holds that byte, its position, and the top-two logprob margin there (= the logit
+    margin: the log-softmax subtracts the same number from both). Requests run together:
+    the server's texts do not depend on the batch."""
+    server, host, port = start_ours(args, concurrency)
+    out, lock = {}, threading.Lock()
+
+    def one(i):
+        body = json.dumps({"prompt": prompts[i], "max_tokens": args.gen, "temperature": 0, "ignore_eos": True,
+                           "logprobs": 5})
+        c = http.client.HTTPConnection(host, port, timeout=600)
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        choice = json.loads(c.getresponse().read())["choices"][0]
+        c.close()
+        lp = choice["logprobs"]
+        k = max(j for j, off in enumerate(lp["text_offset"]) if off <= where[i])
+        top = sorted(lp["top_logprobs"][k].items(), key=lambda kv: -kv[1])
+        with lock:
+            out[i] = {"token": k, "text": choice["text"], "top": top[:2],
+                      "margin": top[0][1] - top[1][1] if len(top) > 1 else float("inf")}
+
+    try:
+        threads = [threading.Thread(target=one, args=(i,)) for i in where]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.terminate()
+        server.wait()
+    return out
+
+
+def agreement(args, rows, prompts):
+    """Greedy agreement of the two servers at their lowest common concurrency level: the share of
+    prompts whose texts are identical, and for each other one where it first differs and
+    cformers' top-two logit margin there (a margin below ~1e-4 is a near-tie that rounding
+    decides, not a wrong engine). Returns the summary (also printed)."""
+    levels = sorted({r["concurrency"] for r in rows if r["server"] == "llama.cpp"})
+    if not levels:
+        return None
+    c = levels[0]
+    ours = next(r for r in rows if r["server"] == "cformers" and r["concurrency"] == c)["texts"]
+    theirs = next(r for r in rows if r["server"] == "llama.cpp" and r["concurrency"] == c)["texts"]
+    common = sorted(set(ours) & set(theirs))
+    where = {i: d for i in common if (d := first_difference(ours[i], theirs[i])) is not None}
+    same = len(common) - len(where)
+    print(f"greedy agreement with llama-server (concurrency {c}, {args.gen} tokens each): {same} of {len(common)} "
+          f"prompts identical ({100 * same / max(len(common), 1):.0f}%)")
+    found = margins_at(args, c, prompts, where) if where else {}
+    detail = []
+    for i in sorted(where):
+        m = found[i]
+        if m["text"] != ours[i]:
+            print(f"  prompt {i}: cformers' text with logprobs differs from its streamed one (batch invariance broken?)")
+        (t1, l1), (t2, l2) = (m["top"] + [("-", float("nan"))] * 2)[:2]
+        print(f"  prompt {i}: first differs at byte {where[i]} (cformers' token {m['token']} of {args.gen}); "
+              f"top two there {t1!r} {l1:.6f}, {t2!r} {l2:.6f}: margin {m['margin']:.3g}")
+        detail.append({"prompt": i, "byte": where[i], "token": m["token"], "margin": m["margin"]})
+    ties = sum(d["margin"] < 1e-4 for d in detail)
+    if detail:
+        print(f"  {ties} of {len(detail)} differences at a top-two margin below 1e-4")
+    return {"concurrency": c, "prompts": len(common), "identical": same, "differences": detail}
 
 
 def fmt_ms(s):
@@ -338,7 +437,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     if not args.model:
-        args.model = os.path.join(args.workdir, "llama110m_bf16.ckpt")
+        args.model = os.path.join(args.workdir, "llama110m_spread_bf16.ckpt")
         if not os.path.exists(args.model):
             raw = os.path.join(args.workdir, "llama110m.bin")
             print("writing a random ~110M LLaMA (once) ...", file=sys.stderr)
@@ -368,6 +467,11 @@ def main():
                   f"{r['itl_p99_s'] * 1e3:>6.1f}ms {kv}", flush=True)
             if r["failed"]:
                 print(f"  {r['failed']} requests failed", file=sys.stderr)
+            if name == "cformers" and None not in r["step_cost_s"]:
+                a_, b_, c_, d_ = (1e3 * x for x in r["step_cost_s"])
+                print(f"  step cost model: {a_:.2f} ms + {b_:.2f} ms/decode token + {c_:.2f} ms/prompt token + "
+                      f"{d_:.3f} ms/1024 attended positions, rms error {1e3 * r['step_cost_error_s']:.2f} ms "
+                      f"(target {1e3 * r['step_target_s']:.0f} ms)", flush=True)
     for name in servers:
         mine = [r for r in rows if r["server"] == name]
         if mine and mine[0]["concurrency"] == 1 and mine[0]["tokens_per_s"] > 0:
@@ -381,9 +485,10 @@ def main():
             if a and b and b[0]["tokens_per_s"] > 0:
                 print(f"concurrency {c}: cformers at {a[0]['tokens_per_s'] / b[0]['tokens_per_s']:.2f}x "
                       f"llama-server's tokens/s")
+    agree = agreement(args, rows, prompts) if len(servers) > 1 else None
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "agreement": agree}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ for i in "${!prompts[@]}"; do
 done
 
 # a pool of 20 blocks for 8 requests of 9 blocks each: swapped out and back, same texts
-start_server "$tmp/small.out" --max-batch 8 --kv-blocks 20 --swap-space 1M
+start_server "$tmp/small.out" --max-batch 8 --kv-blocks 20 --swap-space 1M --max-itl-ms 40
 small="$url"
 run_all "$small" small
 for i in "${!prompts[@]}"; do
@@ -112,6 +112,14 @@ curl -s "$small/metrics" >"$tmp/metrics"
 swaps=$(sed -n 's/^cformers_preemptions_total{mode="swap"} //p' "$tmp/metrics")
 [ "${swaps:-0}" -gt 0 ] || { fail_because "no swap counted on the small pool"; grep preempt "$tmp/metrics"; }
 grep -q '^cformers_kv_blocks_total 20$' "$tmp/metrics" || fail_because "kv_blocks_total"
+# the step time budget: its target, and every step in the step-duration histogram
+grep -q '^cformers_step_time_target_seconds 0.040000$' "$tmp/metrics" || fail_because "step_time_target_seconds"
+steps=$(sed -n 's/^cformers_engine_steps_total //p' "$tmp/metrics")
+grep -q "^cformers_step_duration_seconds_bucket{le=\"+Inf\"} $steps\$" "$tmp/metrics" &&
+    grep -q "^cformers_step_duration_seconds_count $steps\$" "$tmp/metrics" &&
+    grep -q '^cformers_inter_token_latency_seconds_bucket{le="+Inf"}' "$tmp/metrics" &&
+    grep -q '^cformers_step_cost_model_seconds{term="prefill_token"}' "$tmp/metrics" ||
+    { fail_because "step duration histogram ($steps steps)"; grep step_ "$tmp/metrics"; }
 
 # bad requests: OpenAI error JSON, and the server keeps serving
 err_is() { # err_is WHAT WANT_STATUS PARAM CURL_ARGS...

@@ -4,7 +4,9 @@
  * (preempted and recomputed, or swapped to host memory and back, all counted); a prefix
  * shared by requests takes fewer blocks and changes no text; n samples fork from one
  * prompt; stop strings cut the text; penalties change it; bad requests and a full queue
- * are refused with the status they map to; a released request frees its blocks. Batching,
+ * are refused with the status they map to; a released request frees its blocks; the step
+ * time budget, over a made-up machine's step durations, keeps 4 decoding streams' steps
+ * within its target while a long prompt arrives and still prefills it. Batching,
  * the tiny pools (recompute and swap) and prefix sharing run again over a q8_0 KV cache. */
 #include <math.h>
 #include <stdlib.h>
@@ -505,6 +507,119 @@ static void logprobs_scoring(void) {
     free_output(&scored), free_output(&out);
 }
 
+
+/* ---- the step time budget over a virtual clock (o.step_seconds) ---- */
+
+/* A made-up machine: a step costs 2 ms + 1.5 ms per decode token + 0.9 ms per prompt token
+ * + 0.4 ms per 1024 attended positions, +-3% from a hash of the step's index. Each step is
+ * recorded. */
+enum { MAX_STEPS = 4096 };
+typedef struct fake_machine {
+    long n;
+    cf_serve_step steps[MAX_STEPS];
+    double took[MAX_STEPS];
+    /* armed: at the third step that decodes 4 streams, the hook (on the engine thread)
+     * submits the long prompt, so that it arrives while they decode whatever the threads'
+     * timing */
+    bool armed;
+    long decode4;
+    cf_serve_engine *e;
+    const int32_t *prompt;
+    long n_prompt;
+    const cf_serve_params *params;
+    cf_serve_request *submitted;
+} fake_machine;
+
+static double fake_step(void *ctx, const cf_serve_step *s) {
+    fake_machine *fm = ctx;
+    uint64_t z = ((uint64_t)fm->n + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    double u = (double)((z ^ (z >> 29)) >> 11) / (double)(1ULL << 52) - 1.0;
+    double t = (2e-3 + 1.5e-3 * (double)s->decode + 0.9e-3 * (double)s->prefill + 0.4e-3 * s->attended / 1024) *
+               (1 + 0.03 * u);
+    if (fm->n < MAX_STEPS) fm->steps[fm->n] = *s, fm->took[fm->n] = t, fm->n++;
+    if (fm->armed && s->decode == 4 && ++fm->decode4 == 3) {
+        cf_error err;
+        cf_serve_refusal why;
+        fm->submitted = cf_serve_submit(fm->e, fm->prompt, fm->n_prompt, fm->params, &why, &err);
+        CHECK_MSG(fm->submitted != NULL, "%s", err.msg);
+    }
+    return t;
+}
+
+/* 4 streams decode (short prompts, 200 tokens each); once each has its first tokens a
+ * 420-token prompt arrives. With the budget (a 30 ms target), every step that decodes the
+ * 4 streams while the prompt is prefilled stays within the target plus 3x the cost model's
+ * error, unless it ran only the minimum chunk of 16; the prompt finishes its prefill within
+ * ceil(420 / 16) steps; and every text equals the text it gives alone. Without the budget
+ * the same load takes 124-token chunks and breaks the target. */
+static void time_budget(bool budget) {
+    static fake_machine fm;
+    memset(&fm, 0, sizeof fm);
+    cf_serve_options o = {.max_itl_ms = budget ? 30 : -1, .step_seconds = fake_step, .step_ctx = &fm,
+                         .no_prefix_sharing = true}; /* the prompt is computed in full after its run alone */
+    cf_serve_engine *e = engine(&o);
+    if (!e) return;
+    int32_t streams[4][8], longp[420];
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < 8; t++) streams[i][t] = t ? 3 + (i * 31 + t * 17) % 500 : 1;
+    for (int t = 0; t < 420; t++) longp[t] = t ? 3 + (t * 37 + 11) % 500 : 1;
+    cf_serve_params sp = greedy(200), lp = greedy(8);
+    char *alone_text[5];
+    for (int i = 0; i < 4; i++) alone_text[i] = run_one(e, streams[i], 8, &sp, NULL);
+    alone_text[4] = run_one(e, longp, 420, &lp, NULL);
+    long first = fm.n; /* the steps of the run together */
+    cf_serve_request *r[5];
+    cf_error err;
+    cf_serve_refusal why;
+    fm.e = e, fm.prompt = longp, fm.n_prompt = 420, fm.params = &lp;
+    fm.armed = true; /* seen by the engine thread after the submits below (their mutex) */
+    for (int i = 0; i < 4; i++) r[i] = cf_serve_submit(e, streams[i], 8, &sp, &why, &err);
+    for (int i = 0; i < 4; i++) wait_done(r[i]); /* the long prompt came at their third decode step */
+    r[4] = fm.submitted;
+    CHECK(r[4] != NULL);
+    if (!r[4]) return;
+    for (int i = 0; i < 5; i++) {
+        wait_done(r[i]);
+        char *t = text_of(r[i], 0, NULL);
+        CHECK_MSG(strcmp(t, alone_text[i]) == 0, "time budget %d, request %d:\n%s\nalone:\n%s", budget, i, t, alone_text[i]);
+        free(t), free(alone_text[i]);
+        cf_serve_release(r[i]);
+    }
+    cf_serve_stats st;
+    settled_stats(e, &st);
+    /* the long prompt's prefill: the steps with 4 decodes and prompt tokens */
+    long prefill_steps = 0, over = 0, min_chunk = 0, prefilled = 0;
+    double worst = 0;
+    for (long i = first; i < fm.n; i++) {
+        const cf_serve_step *s = &fm.steps[i];
+        if (s->decode != 4 || s->prefill == 0) continue;
+        prefill_steps++, prefilled += s->prefill;
+        bool only_min = s->prefill <= 16;
+        min_chunk += only_min;
+        if (fm.took[i] > 0.03 + 3 * s->model_error && !only_min) over++;
+        worst = fm.took[i] > worst ? fm.took[i] : worst;
+    }
+    printf("time budget %s: the 420-token prompt prefilled in %ld steps beside 4 streams, worst %.1f ms (target 30), "
+           "%ld over by more than 3x the model's error, %ld at the minimum chunk; model %.2f %.2f %.2f %.2f ms, error %.2f ms\n",
+           budget ? "on" : "off", prefill_steps, 1e3 * worst, over, min_chunk, 1e3 * st.step_cost[0], 1e3 * st.step_cost[1],
+           1e3 * st.step_cost[2], 1e3 * st.step_cost[3], 1e3 * st.step_model_error);
+    CHECK_MSG(prefilled == 420, "%ld prefilled", prefilled); /* the whole prompt, beside the streams */
+    CHECK(st.step.n == st.steps && st.step.n >= (uint64_t)fm.n && fm.n > 0 && st.itl.n > 0);
+    if (budget) {
+        CHECK_MSG(over == 0, "%ld steps over the target", over);
+        CHECK(prefill_steps > 4 && prefill_steps <= (420 + 15) / 16);
+        CHECK_NEAR(st.step_target, 0.03, 1e-12);
+        /* the fit found the machine */
+        CHECK_NEAR(st.step_cost[2], 0.9e-3, 0.15e-3);
+        /* inter-token latency on the virtual clock: no gap beyond the target's bucket (64 ms) */
+        CHECK(st.itl.count[7] == st.itl.n);
+    } else {
+        CHECK(worst > 0.1);
+    }
+    cf_serve_engine_free(e);
+}
+
 int main(void) {
     const char *model, *tok;
     TEST_REQUIRE_ASSET(model, "stories260K/stories260K.bin");
@@ -526,6 +641,8 @@ int main(void) {
     prefix_sharing();
     samples_stops_penalties();
     logprobs_scoring();
+    time_budget(true);
+    time_budget(false);
     kv_cache = CF_KV_Q8_0;
     printf("q8_0 KV cache:\n");
     for (int i = 0; i < PROMPTS; i++) free(alone[i]);

@@ -26,6 +26,15 @@ CF_API_BEGIN
 extern "C" {
 #endif
 
+/* What one step ran, and what the step time budget predicted for it (docs/serving.md). */
+typedef struct cf_serve_step {
+    long decode, prefill;  /* tokens of decoding sequences (one each) and of prompt chunks */
+    double attended;       /* cached positions the step's tokens attend to, summed */
+    double predicted;      /* the cost model's seconds for this step, before it ran */
+    double model_error;    /* the model's root mean squared prediction error so far, seconds */
+    double target;         /* the budget's target, seconds (0: none) */
+} cf_serve_step;
+
 typedef struct cf_serve_options {
     long max_batch;     /* sequences running at once (default 16) */
     long kv_blocks;     /* blocks in the KV pool; 0: from kv_memory, else max_batch full contexts */
@@ -34,6 +43,18 @@ typedef struct cf_serve_options {
     long step_tokens;   /* tokens per batched step, decode and prefill together (default and at most 128) */
     long max_waiting;   /* requests queued beyond the running ones before submit refuses (default 256) */
     bool no_prefix_sharing;
+    /* The step time budget: each step's prefill tokens are chosen so that its predicted
+     * duration (a cost model fit online to the measured steps) stays within this target
+     * inter-token latency, while sequences decode; waiting prompts still take at least
+     * min_prefill_chunk tokens a step. max_itl_ms 0: 80 ms; < 0: no budget (step_tokens). */
+    double max_itl_ms;
+    long min_prefill_chunk; /* default 16 */
+    /* Tests and simulations: when set, a step lasts what this returns for what it runs,
+     * instead of the wall clock's measure; the engine keeps a virtual clock of these
+     * durations that the cost model, time to first token, inter-token latency and step
+     * histograms all see. Called on the engine thread. */
+    double (*step_seconds)(void *ctx, const cf_serve_step *step);
+    void *step_ctx;
 } cf_serve_options;
 
 enum { CF_SERVE_MAX_STOP = 5 }; /* OpenAI's 4, and a chat template's end of turn */
@@ -139,7 +160,10 @@ typedef struct cf_serve_stats {
     size_t kv_block_bytes; /* one block's keys and values, all layers, in the KV dtype */
     size_t swap_bytes_used, swap_bytes_total;
     double kv_waste; /* allocated slots not holding a token, over all steps so far (0..1) */
-    cf_serve_histogram ttft, itl;
+    cf_serve_histogram ttft, itl, step; /* step: each batched step's duration */
+    double step_target;       /* the step time budget's target, seconds (0: none) */
+    double step_model_error;  /* its cost model's root mean squared prediction error, seconds */
+    double step_cost[4];      /* the model: seconds per step, per decode token, per prefill token, per 1024 attended positions */
 } cf_serve_stats;
 void cf_serve_stats_get(cf_serve_engine *e, cf_serve_stats *s);
 

@@ -35,6 +35,9 @@ static const char usage[] =
     "                          recomputed when they resume)\n"
     "  --max-seq N             context length served (default: the model's)\n"
     "  --max-waiting N         queued requests beyond which new ones get 503 (default 256)\n"
+    "  --max-itl-ms MS         step time budget: while sequences decode, a step takes only as many\n"
+    "                          prompt tokens as a cost model fit to the measured steps predicts fit\n"
+    "                          in MS (at least 16 a step); 0 = no budget (default 80)\n"
     "  --chat-template T       a built-in llama2, llama3, chatml or plain instead of the model's own\n"
     "                          chat_template (default: the model's, else its family's)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
@@ -93,7 +96,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--kv-cache") == 0) rc = cli_parse_kv_cache(cmd, v, &a->kv_cache);
         else if (strcmp(flag, "--swap-space") == 0) rc = parse_size(flag, v, &a->engine.swap_space);
         else if (strcmp(flag, "--max-seq") == 0) rc = cli_parse_long(cmd, flag, v, 2, 1L << 24, &a->max_seq);
-        else if (strcmp(flag, "--max-waiting") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 20, &a->engine.max_waiting);
+        else if (strcmp(flag, "--max-itl-ms") == 0) {
+            rc = cli_parse_double(cmd, flag, v, 0, 1e6, &a->engine.max_itl_ms);
+            if (a->engine.max_itl_ms == 0) a->engine.max_itl_ms = -1; /* the engine's 0 is its default */
+        } else if (strcmp(flag, "--max-waiting") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 20, &a->engine.max_waiting);
         else if (strcmp(flag, "--chat-template") == 0) a->server.chat_template = v;
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);

@@ -12,6 +12,7 @@
 #include "infer/model_internal.h"
 #include "infer/paged_kv.h"
 #include "obs/clock.h"
+#include "serve/step_budget.h"
 
 typedef enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_SWAPPED } seq_state;
 
@@ -92,6 +93,12 @@ struct cf_serve_engine {
     float *score_logits; /* [SCORE_ROWS, vocab]: the prompt positions scored this step, from the first scoring request on */
     seq **planned;
     long *plan_tokens;
+    /* the step time budget (step_budget.h): the prompts' positions and tokens left, as
+     * cf_step_budget_prefill reads them, [max_batch] each */
+    cf_step_budget budget;
+    long *budget_pos, *budget_todo;
+    double vclock;   /* with o.step_seconds: the virtual time, the sum of the steps' durations (mu) */
+    double step_end; /* with o.step_seconds: when this step ends on that clock (engine thread) */
 };
 
 /* Prompt positions whose logits one step keeps for scoring (prompt_logprobs), over all
@@ -215,6 +222,11 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         }
     cf_serve_request *r = cf_xcalloc(1, sizeof *r);
     r->e = e, r->n = samples, r->p = *p, r->p.n = samples, r->prompt_tokens = n, r->t_submit = cf_clock_seconds();
+    if (e->o.step_seconds) {
+        pthread_mutex_lock(&e->mu);
+        r->t_submit = e->vclock;
+        pthread_mutex_unlock(&e->mu);
+    }
     r->choices = cf_xcalloc((size_t)samples, sizeof *r->choices);
     for (int i = 0; i < p->n_stop; i++) {
         r->stops[i] = cf_xstrdup(p->stop[i]);
@@ -552,12 +564,29 @@ static void take_blocks(cf_serve_engine *e, seq *s, long k) {
     }
 }
 
+/* Prompt tokens this step may take after the n_decode decoding tokens planned (of `left`
+ * still free in the step): the time budget's choice over the running prompts in arrival
+ * order (step_budget.h). */
+static long prefill_budget(cf_serve_engine *e, long n_decode, long left) {
+    double decode_attended = 0;
+    for (long i = 0; i < n_decode; i++) decode_attended += cf_step_attended(e->planned[i]->n_computed, 1);
+    long n = 0;
+    for (long i = 0; i < e->n_seqs; i++) {
+        const seq *s = e->seqs[i];
+        long todo = s->n_tokens - s->n_computed;
+        if (s->state != SEQ_RUNNING || todo <= 1) continue;
+        e->budget_pos[n] = s->n_computed, e->budget_todo[n++] = todo;
+    }
+    return cf_step_budget_prefill(&e->budget, n_decode, decode_attended, e->budget_pos, e->budget_todo, n, left);
+}
+
 /* This step's tokens per running sequence: decoding ones first (one each), then prompt
- * chunks in arrival order within the budget (and SCORE_ROWS positions scored). Returns the
- * blocks they need. */
+ * chunks in arrival order within the budget (the step's tokens, and the time budget's
+ * prefill tokens; SCORE_ROWS positions scored). Returns the blocks they need. */
 static long plan(cf_serve_engine *e, long *n_planned) {
     long budget = e->o.step_tokens, n = 0, need = 0, score_budget = SCORE_ROWS;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && budget > 0) budget = prefill_budget(e, n, budget);
         for (long i = 0; i < e->n_seqs && budget > 0; i++) {
             seq *s = e->seqs[i];
             long todo = s->n_tokens - s->n_computed;
@@ -571,6 +600,7 @@ static long plan(cf_serve_engine *e, long *n_planned) {
             budget -= k;
             need += blocks_needed(e, s, k);
         }
+    }
     *n_planned = n;
     return need;
 }
@@ -604,7 +634,7 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
             if (s->counts[t]) s->logits[t] -= r->p.presence_penalty + r->p.frequency_penalty * (float)s->counts[t];
     for (int b = 0; b < r->p.n_logit_bias; b++) s->logits[r->p.logit_bias[b].id] += r->p.logit_bias[b].bias;
     int32_t next = cf_sampler_sample(s->sampler, s->logits);
-    double now = cf_clock_seconds();
+    double now = e->o.step_seconds ? e->step_end : cf_clock_seconds();
     if (!r->p.ignore_eos && ends_document(e->tok, next)) {
         finish_seq(e, s, "stop");
         return false;
@@ -636,7 +666,22 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     return true;
 }
 
+/* What the planned tokens make: their shape for the cost model (a sequence with one token
+ * to compute decodes, as plan counts it). */
+static cf_step_shape planned_shape(const cf_serve_engine *e, long n) {
+    cf_step_shape sh = {0};
+    for (long i = 0; i < n; i++) {
+        const seq *s = e->planned[i];
+        long k = e->plan_tokens[i];
+        if (s->n_tokens - s->n_computed == 1) sh.decode++;
+        else sh.prefill += k;
+        sh.attended += cf_step_attended(s->n_computed, k);
+    }
+    return sh;
+}
+
 static void step(cf_serve_engine *e) {
+    double t_start = cf_clock_seconds();
     pthread_mutex_lock(&e->mu);
     for (long i = 0; i < e->n_incoming; i++) append_seq(&e->seqs, &e->n_seqs, &e->seqs_cap, e->incoming[i]);
     e->n_incoming = 0;
@@ -658,6 +703,17 @@ static void step(cf_serve_engine *e) {
             continue;
         }
         preempt(e, victim);
+    }
+    cf_step_shape shape = planned_shape(e, n);
+    double predicted = cf_step_budget_predict(&e->budget, &shape), fake = 0;
+    if (e->o.step_seconds) { /* the virtual clock: this step ends `fake` seconds after the last */
+        cf_serve_step info = {.decode = shape.decode, .prefill = shape.prefill, .attended = shape.attended,
+                              .predicted = predicted, .model_error = cf_step_budget_error(&e->budget),
+                              .target = e->budget.target > 0 ? e->budget.target : 0};
+        if (n) fake = e->o.step_seconds(e->o.step_ctx, &info);
+        pthread_mutex_lock(&e->mu);
+        e->step_end = e->vclock + fake;
+        pthread_mutex_unlock(&e->mu);
     }
     /* a sequence's tokens are one segment, but for the prompt positions it scores: each its
      * own segment whose logits the step keeps (tokens of one sequence in one step see each
@@ -728,7 +784,13 @@ static void step(cf_serve_engine *e) {
         waste += (double)(s->n_blocks * KV_BLOCK - s->n_computed) / e->pool->ref[s->blocks[s->n_blocks - 1]];
     }
     slots = (double)(e->pool->n_blocks - e->pool->n_free) * KV_BLOCK;
+    double took = e->o.step_seconds ? fake : cf_clock_seconds() - t_start;
+    if (n) cf_step_budget_observe(&e->budget, &shape, took);
     pthread_mutex_lock(&e->mu);
+    if (e->o.step_seconds) e->vclock = e->step_end;
+    histogram_add(&e->st.step, took);
+    e->st.step_model_error = cf_step_budget_error(&e->budget);
+    memcpy(e->st.step_cost, e->budget.theta, sizeof e->st.step_cost);
     e->waste_slots += waste, e->alloc_slots += slots;
     e->st.steps++;
     long used = e->pool->n_blocks - e->pool->n_free;
@@ -763,6 +825,13 @@ cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *
     if (!o.max_batch) o.max_batch = 16;
     if (!o.step_tokens || o.step_tokens > INFER_CHUNK) o.step_tokens = INFER_CHUNK;
     if (!o.max_waiting) o.max_waiting = 256;
+    if (o.max_itl_ms == 0) o.max_itl_ms = 80;
+    if (!o.min_prefill_chunk) o.min_prefill_chunk = 16;
+    if (!(o.max_itl_ms < 1e9) || o.min_prefill_chunk < 1) {
+        cf_fail(err, "the step time budget needs max_itl_ms below 1e9 and min_prefill_chunk >= 1, not %g and %ld",
+                o.max_itl_ms, o.min_prefill_chunk);
+        return NULL;
+    }
     if (o.max_batch < 1 || o.max_batch > INFER_CHUNK) {
         cf_fail(err, "--max-batch must be between 1 and %d, not %ld", (int)INFER_CHUNK, o.max_batch);
         return NULL;
@@ -782,10 +851,18 @@ cf_serve_engine *cf_serve_engine_new(cf_infer_model *m, const cf_serve_options *
     e->segs = cf_xcalloc(INFER_CHUNK, sizeof *e->segs);
     e->planned = cf_xcalloc((size_t)o.max_batch, sizeof *e->planned);
     e->plan_tokens = cf_xcalloc((size_t)o.max_batch, sizeof *e->plan_tokens);
+    e->budget_pos = cf_xcalloc((size_t)o.max_batch, sizeof *e->budget_pos);
+    e->budget_todo = cf_xcalloc((size_t)o.max_batch, sizeof *e->budget_todo);
+    double prior[CF_STEP_TERMS];
+    cf_step_budget_prior((double)m->weight_bytes, (double)m->cfg.num_layers * (double)m->dim, prior);
+    cf_step_budget_init(&e->budget, o.max_itl_ms > 0 ? o.max_itl_ms / 1000.0 : 0.0, o.min_prefill_chunk, prior);
     e->next_order = 1;
     e->st.kv_blocks_total = blocks, e->st.swap_bytes_total = o.swap_space, e->st.kv_block_bytes = block_bytes;
     histogram_init(&e->st.ttft, 0.001);
     histogram_init(&e->st.itl, 0.0005);
+    histogram_init(&e->st.step, 0.0005);
+    e->st.step_target = e->budget.target;
+    memcpy(e->st.step_cost, e->budget.theta, sizeof e->st.step_cost);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -811,6 +888,7 @@ void cf_serve_engine_free(cf_serve_engine *e) {
         remove_seq(e, e->n_seqs - 1);
     }
     free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens), free(e->score_logits);
+    free(e->budget_pos), free(e->budget_todo);
     cf_infer_kv_pool_free(e->pool);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);

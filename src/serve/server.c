@@ -554,6 +554,16 @@ static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
                    &st.ttft);
     histogram_text(&b, &len, &cap, "cformers_inter_token_latency_seconds", "Between consecutive tokens of a sequence.",
                    &st.itl);
+    histogram_text(&b, &len, &cap, "cformers_step_duration_seconds", "Each batched step's duration (the time budget's subject).",
+                   &st.step);
+    GAUGE("step_time_target_seconds", "The step time budget's target (--max-itl-ms; 0: none).", "%.6f", st.step_target);
+    GAUGE("step_cost_model_error_seconds", "Root mean squared error of the step cost model's predictions.", "%.6f",
+          st.step_model_error);
+    metric(&b, &len, &cap, "# HELP cformers_step_cost_model_seconds The step cost model's terms: seconds per step, per decode token, per prefill token, per 1024 attended positions.\n"
+                           "# TYPE cformers_step_cost_model_seconds gauge\n"
+                           "cformers_step_cost_model_seconds{term=\"step\"} %.9g\ncformers_step_cost_model_seconds{term=\"decode_token\"} %.9g\n"
+                           "cformers_step_cost_model_seconds{term=\"prefill_token\"} %.9g\ncformers_step_cost_model_seconds{term=\"attended_1024\"} %.9g\n",
+           st.step_cost[0], st.step_cost[1], st.step_cost[2], st.step_cost[3]);
     GAUGE("sequences_running", "Sequences in the running batch.", "%ld", st.running);
     GAUGE("sequences_waiting", "Sequences waiting to start (or to be recomputed).", "%ld", st.waiting);
     GAUGE("sequences_swapped", "Sequences swapped out to host memory.", "%ld", st.swapped);
