@@ -27,9 +27,9 @@ sed -n '/^<!-- mindformers-keys -->$/,/^<!-- \/mindformers-keys -->$/p' "$src/do
 for f in finetune_llama2_7b finetune_llama3_8b run_gpt2; do
     check "import $f" 0 "$bin" config import "$fx/$f.yaml"
 done
-printf 'model:\n  model_config:\n    pet_config: {pet_type: lora}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
+printf 'model:\n  model_config:\n    pet_config: {pet_type: ptuning2}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
 check "all problems in one pass" 2 "$bin" train --config "$tmp/bad.yaml"
-stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config: LoRA"
+stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config.pet_type: 'ptuning2' is not supported (only lora)"
 stderr_has "second problem" "bad.yaml:4: model.model_config.type: 'Nope'"
 stderr_has "third problem" "bad.yaml:6: runner_config.batch: unknown key"
 

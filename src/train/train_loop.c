@@ -95,8 +95,8 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     cf_memory_report without = {0};
     cf_error err = {{0}};
     bool compare = (rc->recompute || rc->select_recompute) &&
-                   cf_model_graph_memory(&t->cfg.model.model_config, &t->cfg.context, NULL, t->batch, t->seq, &without,
-                                         &err) == 0;
+                   cf_model_graph_memory_opts(&t->cfg.model.model_config, &(cf_model_build_opts){.lora = &t->cfg.lora},
+                                              &t->cfg.context, NULL, t->batch, t->seq, &without, &err) == 0;
     cf_memory_plan_rows(m, compare ? &without : NULL, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_trainer_metrics(t, "memory_plan",

@@ -32,7 +32,8 @@ static void apply_decay_policy(cf_graph *g, const cf_optimizer_config *o) {
 }
 
 static int build_graph(cf_trainer *t, cf_error *err) {
-    cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze, .n_freeze = t->opts.n_freeze};
+    cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze,
+                                 .n_freeze = t->opts.n_freeze, .lora = &t->cfg.lora};
     if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
     cf_graph *g = t->model.graph;
     if (cf_graph_apply_passes(g, &t->cfg.context, &t->cfg.model.model_config, err) != 0) return -1;
