@@ -12,11 +12,15 @@
 #include <jansson.h>
 
 #include "cformers/checkpoint.h"
+#include "cformers/infer.h"
 #include "cformers/model_graph.h"
 #include "cformers/plan.h"
 #include "core/passes.h"
 #include "fixture_io.h"
+#include "io/lora_adapter.h"
 #include "test_util.h"
+
+#include <unistd.h>
 
 typedef struct lora_case {
     cf_model_config cfg;
@@ -223,6 +227,105 @@ static void check_quantized_base(const fixture *fx, json_t *meta, cf_dtype dtype
     free_built(&bq);
 }
 
+/* The base for inference: the fixture's param/ records, or merged copies of them. */
+typedef struct base_weights {
+    const fixture *fx;
+    const cf_model_config *cfg;
+    const cf_lora_adapter *merge; /* W + scale B A for its linears, else NULL */
+    float *copies[64];
+    int n_copies;
+} base_weights;
+
+static const float *base_lookup(void *ctx, const char *name, int ndim, const int64_t *shape) {
+    base_weights *w = ctx;
+    char key[300];
+    snprintf(key, sizeof key, "param/%s", name);
+    const fixture_record *r = fixture_find(w->fx, key);
+    (void)ndim, (void)shape;
+    if (!r || !w->merge) return r ? r->data : NULL;
+    for (int i = 0; i < w->merge->n; i++) {
+        const cf_lora_pair *p = &w->merge->pairs[i];
+        char wname[CF_NAME_MAX];
+        cf_weight_name(cf_family_weight_of(cf_family_of(w->cfg->arch), p->role), p->layer, wname, sizeof wname);
+        if (strcmp(wname, name) != 0 || w->n_copies == 64) continue;
+        float *m = malloc(sizeof *m * (size_t)(p->out * p->in));
+        memcpy(m, r->data, sizeof *m * (size_t)(p->out * p->in));
+        for (int64_t o = 0; o < p->out; o++)
+            for (int64_t k = 0; k < w->merge->rank; k++)
+                for (int64_t j = 0; j < p->in; j++)
+                    m[o * p->in + j] += (float)w->merge->scale * p->b[o * w->merge->rank + k] * p->a[k * p->in + j];
+        w->copies[w->n_copies++] = m;
+        return m;
+    }
+    return r->data;
+}
+
+/* Logits of the inference model (the block program's interpreter) over the eval tokens. */
+static double infer_error(const fixture *fx, const lora_case *c, const char *lora, const cf_lora_adapter *merge) {
+    base_weights w = {.fx = fx, .cfg = &c->cfg, .merge = merge};
+    cf_error err = {{0}};
+    cf_infer_model *m = cf_infer_from_weights(&c->cfg, base_lookup, &w, NULL, &err);
+    CHECK_MSG(m != NULL, "infer model: %s", err.msg);
+    double e = INFINITY;
+    if (m && lora) CHECK_MSG(cf_infer_set_lora(m, lora, &err) == 0, "--lora %s: %s", lora, err.msg);
+    const fixture_record *tok = fixture_need(fx, "%s", "eval_tokens"), *want = fixture_need(fx, "%s", "peft_logits");
+    if (m && tok && want) {
+        float *logits = malloc(sizeof(float) * (size_t)want->numel);
+        CHECK_MSG(cf_infer_forward(m, tok->data, (long)c->T, 0, logits, true, &err) == 0, "forward: %s", err.msg);
+        e = fixture_rel_error(logits, want->data, want->numel);
+        free(logits);
+    }
+    cf_infer_free(m);
+    for (int i = 0; i < w.n_copies; i++) free(w.copies[i]);
+    return e;
+}
+
+/* PEFT's own adapter directory applied unmerged by inference gives PEFT's logits; our
+ * PEFT export of the adapters trained here reads back to the same logits and tensors as
+ * PEFT's directory; merged into the base (f32) the logits stay within 1e-5 of unmerged. */
+static void check_peft_files(const fixture *fx, json_t *meta) {
+    lora_case c;
+    case_from_meta(meta, &c);
+    const char *peft_dir = test_source_path("tests/fixtures/lora/peft_adapter");
+    double e = infer_error(fx, &c, peft_dir, NULL);
+    CHECK_MSG(e <= 1e-5, "PEFT's adapter directory, unmerged: logits relative error %.3g > 1e-5", e);
+    char spec[4200];
+    snprintf(spec, sizeof spec, "%s:0", peft_dir); /* scale 0: the base alone differs */
+    CHECK_MSG(infer_error(fx, &c, spec, NULL) > 1e-3, "--lora DIR:0 left the adapter on");
+
+    /* export what the training graph holds (the fixture's trained values) and read it back */
+    built b;
+    if (build(&c, false, 1, false, &b) != 0) return;
+    load_weights(fx, meta, b.m.graph, "final");
+    cf_lora_adapter ours, peft, back;
+    cf_error err = {{0}};
+    char dir[] = "/tmp/cf_lora_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_MSG(cf_lora_adapter_from_graph(b.m.graph, &c.cfg, c.lora.rank, c.lora.alpha, &ours, &err) == 0, "%s", err.msg);
+    CHECK_MSG(cf_lora_peft_write(dir, &c.cfg, &ours, &err) == 0, "PEFT export: %s", err.msg);
+    CHECK_MSG(cf_lora_adapter_load(dir, &c.cfg, 1.0, &back, &err) == 0, "our export: %s", err.msg);
+    CHECK_MSG(cf_lora_adapter_load(peft_dir, &c.cfg, 1.0, &peft, &err) == 0, "PEFT's: %s", err.msg);
+    CHECK(back.n == 4 && peft.n == 4 && back.rank == 4 && back.alpha == 8.0 && back.scale == 2.0);
+    for (int i = 0; i < back.n && i < ours.n; i++) {
+        const cf_lora_pair *p = &ours.pairs[i], *q = cf_lora_adapter_find(&back, p->role, p->layer),
+                           *r = cf_lora_adapter_find(&peft, p->role, p->layer);
+        CHECK(q && memcmp(q->a, p->a, sizeof(float) * (size_t)(4 * p->in)) == 0 &&
+              memcmp(q->b, p->b, sizeof(float) * (size_t)(4 * p->out)) == 0);
+        CHECK_MSG(r && fixture_rel_error(p->b, r->b, 4 * p->out) <= 1e-5, "layer %ld: B against PEFT's file", p->layer);
+    }
+    e = infer_error(fx, &c, dir, NULL);
+    CHECK_MSG(e <= 1e-5, "our PEFT export, unmerged: logits relative error %.3g > 1e-5", e);
+    double merged = infer_error(fx, &c, NULL, &peft);
+    CHECK_MSG(merged <= 1e-5, "merged into the f32 base: logits relative error %.3g > 1e-5", merged);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    cf_lora_adapter_free(&ours);
+    cf_lora_adapter_free(&back);
+    cf_lora_adapter_free(&peft);
+    free_built(&b);
+}
+
 static void check_refusals(json_t *meta) {
     lora_case c;
     case_from_meta(meta, &c);
@@ -261,6 +364,7 @@ int main(void) {
     check_logits(&fx, meta);
     check_quantized_base(&fx, meta, CF_Q8_0);
     check_quantized_base(&fx, meta, CF_Q4_0);
+    check_peft_files(&fx, meta);
     check_refusals(meta);
     json_decref(meta);
     fixture_free(&fx);

@@ -34,10 +34,12 @@ static const char usage[] =
     "  --kv-cache f32|bf16|q8_0  dtype of the KV cache (default: f32 with f32 weights, else bf16); bf16\n"
     "                       halves its memory and the bytes each decode step reads from it, q8_0 (int8\n"
     "                       blocks of 32 per head) takes 34 bytes per 32 values, 26.6% of f32\n"
-    "  --tokenizer FILE     tokenizer to use instead of the embedded one\n";
+    "  --tokenizer FILE     tokenizer to use instead of the embedded one\n"
+    "  --lora PATH[:SCALE]  apply a LoRA adapter unmerged: a PEFT directory or a LoRA run's checkpoint,\n"
+    "                       its alpha / rank times SCALE (default 1; docs/lora.md)\n";
 
 typedef struct generate_args {
-    const char *model, *prompt, *tokenizer;
+    const char *model, *prompt, *tokenizer, *lora;
     long n, threads, top_k;
     double temperature, top_p;
     uint64_t seed;
@@ -57,6 +59,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         if (strcmp(flag, "--model") == 0) a->model = v;
         else if (strcmp(flag, "--prompt") == 0) a->prompt = v;
         else if (strcmp(flag, "--tokenizer") == 0) a->tokenizer = v;
+        else if (strcmp(flag, "--lora") == 0) a->lora = v;
         else if (strcmp(flag, "-n") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->n);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
         else if (strcmp(flag, "--top-k") == 0) rc = cli_parse_long(cmd, flag, v, 0, 1L << 30, &a->top_k);
@@ -115,7 +118,8 @@ int cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     long prompt_tokens = tok ? cf_tokenizer_encode(tok, a.prompt, strlen(a.prompt), true, &ids, &err) : -1;
     free(ids);
-    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache};
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache,
+                            .lora = a.lora};
     cf_infer_model *m = prompt_tokens >= 0 ? cf_infer_load(a.model, &opt, &err) : NULL;
     cf_model_source_close(src); /* the model maps what it reads */
     if (!m) {

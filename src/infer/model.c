@@ -243,6 +243,10 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
         return NULL;
     }
     m->tokenizer = tok;
+    if (opt && opt->lora && cf_infer_set_lora(m, opt->lora, err) != 0) {
+        cf_infer_free(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -324,7 +328,19 @@ void cf_infer_free(cf_infer_model *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     cf_ckpt_close(m->ckpt);
+    cf_lora_adapter_free(&m->lora);
+    cf_aligned_free(m->lora_tmp);
     free(m);
+}
+
+int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err) {
+    cf_lora_adapter a;
+    if (cf_lora_adapter_load_spec(spec, &m->cfg, &a, err) != 0) return -1;
+    cf_lora_adapter_free(&m->lora);
+    cf_aligned_free(m->lora_tmp);
+    m->lora = a;
+    m->lora_tmp = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)a.rank);
+    return 0;
 }
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }

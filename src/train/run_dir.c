@@ -22,7 +22,8 @@ static void new_run_id(char *buf, size_t size) {
 
 static cf_run_settings settings_of(const cf_trainer *t) {
     return (cf_run_settings){.seq_length = t->seq, .batch_size = t->batch, .accumulation = t->accum,
-                             .ranks = t->world, .learning_rate = t->schedule.peak};
+                             .ranks = t->world, .learning_rate = t->schedule.peak, .lora_rank = t->cfg.lora.rank,
+                             .lora_alpha = t->cfg.lora.alpha};
 }
 
 static char *dump(const json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT); }

@@ -28,6 +28,8 @@
 typedef struct cf_run_settings {
     int64_t seq_length, batch_size, accumulation, ranks;
     double learning_rate;
+    int64_t lora_rank; /* a LoRA run's adapters (metadata "lora", read by --lora): 0 = none */
+    double lora_alpha;
 } cf_run_settings;
 
 /* Everything besides tensors that a resumed run needs to continue identically. */
