@@ -319,6 +319,10 @@ typedef struct cf_memory_estimate {
     double workspace_bytes;       /* largest transient of backward: the logits' gradient */
     double kernel_scratch_bytes;  /* GEMM packing buffers, one set per thread of the pool */
     double total_bytes;
+    /* With lora.rank > 0: the adapters' parameters (weights, gradients and moments above
+     * are theirs alone) and the frozen base in lora.base_dtype (its matrices; norms f32). */
+    int64_t lora_params;
+    double frozen_bytes;
 } cf_memory_estimate;
 
 void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est);

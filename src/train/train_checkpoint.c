@@ -9,6 +9,7 @@
 
 #include "cformers/checkpoint.h"
 #include "io/ckpt_tokenizer.h"
+#include "models/lora.h"
 #include "train/crash_inject.h"
 
 #define FORMAT_NAME "cformers-train-state"
@@ -239,6 +240,8 @@ static int load_frozen(cf_ckpt *c, cf_tensor *t, cf_error *err) {
     return copy_tensor(c, t->name, t->dtype, t->ndim, t->shape, t->data, err);
 }
 
+/* Fresh adapters over a base checkpoint that has none (LoRA fine-tuning) keep their
+ * init; a resumed LoRA run's checkpoint must hold them. */
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, true, err);
     if (!c) return -1;
@@ -246,6 +249,7 @@ int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_tr
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
         cf_tensor *t = cf_graph_param_at(g, i);
+        if (!resume && cf_lora_is_adapter(t->name) && !cf_ckpt_find(c, t->name)) continue; /* a base: A, B keep their init */
         rc = copy_tensor(c, t->name, CF_F32, t->ndim, t->shape, t->data, err);
     }
     for (int i = 0; i < cf_graph_num_frozen(g) && rc == 0; i++) rc = load_frozen(c, cf_graph_frozen_at(g, i), err);

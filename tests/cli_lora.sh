@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# LoRA fine-tuning end to end (docs/lora.md): stories260K converted from llama2.c is the
+# base; a LoRA run over it (the base frozen in q8_0) writes a PEFT directory beside each
+# checkpoint; a run stopped at step 2 and resumed gives the uninterrupted run's losses bit
+# for bit; the checkpoint generates on its own (its adapters applied) and as
+# --lora over the base, the PEFT directory likewise; the memory table shows the LoRA rows.
+. "$(dirname "$0")/lib_cli.sh"
+require_asset stories260K/stories260K.bin
+require_asset stories260K/tok512.bin
+require_asset tinyshakespeare/input.txt
+export CFORMERS_THREADS=1
+
+check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/base.ckpt"
+cat >"$tmp/lora.yaml" <<YAML
+run_mode: finetune
+load_checkpoint: $tmp/base.ckpt
+runner_config: {batch_size: 2, seq_length: 64, train_steps: 4, log_interval: 1, eval_interval: 0,
+                sample_interval: 0, save_interval: 2}
+lr_schedule: {learning_rate: 1.0e-2, warmup_steps: 1}
+train_dataset: {data_dir: $data/tinyshakespeare/input.txt, eval_split: 0.05}
+lora: {rank: 4, alpha: 8, target_modules: "q_proj,v_proj,o_proj", base_dtype: q8_0}
+YAML
+check "LoRA run" 0 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/full"
+stdout_has "LoRA line" "LoRA: rank 4, alpha 8 on q_proj,v_proj,o_proj: 7,040 adapter parameters train"
+stdout_has "adapter rows" "LoRA adapters (f32 master)"
+stdout_has "frozen base row" "frozen base (q8_0)"
+for f in adapter_config.json adapter_model.safetensors; do
+    [ -f "$tmp/full/checkpoint_step4.peft/$f" ] || fail_because "no PEFT $f beside the checkpoint"
+done
+grep -q '"r": 4' "$tmp/full/checkpoint_step4.peft/adapter_config.json" || fail_because "adapter_config.json lacks r"
+check "stopped at step 2" 0 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/split" --steps 2
+check "resumed" 0 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/split" --resume
+losses() { grep '"event":"train"' "$1" | sed 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/'; }
+[ "$(losses "$tmp/full/metrics.jsonl")" = "$(losses "$tmp/split/metrics.jsonl")" ] ||
+    fail_because "resumed losses differ: $(losses "$tmp/full/metrics.jsonl" | tr '\n' ' ') vs $(losses "$tmp/split/metrics.jsonl" | tr '\n' ' ')"
+gen=(--prompt "Once upon a time" -n 24 --temperature 0)
+check "the LoRA checkpoint generates" 0 "$bin" generate --model "$tmp/full/checkpoint_step4.ckpt" "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/own"
+check "--lora CKPT over the base" 0 "$bin" generate --model "$tmp/base.ckpt" --dtype q8_0 --lora "$tmp/full/checkpoint_step4.ckpt" "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/ckpt"
+check "--lora PEFT over the base" 0 "$bin" generate --model "$tmp/base.ckpt" --dtype q8_0 --lora "$tmp/full/checkpoint_step4.peft" "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/peft"
+check "the base alone" 0 "$bin" generate --model "$tmp/base.ckpt" --dtype q8_0 "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/base"
+cmp -s "$tmp/own" "$tmp/ckpt" || fail_because "the checkpoint and --lora CKPT differ: $(cat "$tmp/own") / $(cat "$tmp/ckpt")"
+cmp -s "$tmp/ckpt" "$tmp/peft" || fail_because "--lora CKPT and --lora PEFT differ: $(cat "$tmp/ckpt") / $(cat "$tmp/peft")"
+cmp -s "$tmp/base" "$tmp/peft" && fail_because "the adapter changed nothing: $(cat "$tmp/base")"
+check "a missing adapter" 1 "$bin" generate --model "$tmp/base.ckpt" --lora "$tmp/nope" "${gen[@]}"
+stderr_has "names it" "--lora $tmp/nope"
+finish cli_lora
