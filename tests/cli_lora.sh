@@ -46,6 +46,19 @@ head -1 "$tmp/out" >"$tmp/base"
 cmp -s "$tmp/own" "$tmp/ckpt" || fail_because "the checkpoint and --lora CKPT differ: $(cat "$tmp/own") / $(cat "$tmp/ckpt")"
 cmp -s "$tmp/ckpt" "$tmp/peft" || fail_because "--lora CKPT and --lora PEFT differ: $(cat "$tmp/ckpt") / $(cat "$tmp/peft")"
 cmp -s "$tmp/base" "$tmp/peft" && fail_because "the adapter changed nothing: $(cat "$tmp/base")"
+# merged into the f32 base (convert --merge-lora) == applied unmerged over it
+check "merge into the f32 base" 0 "$bin" convert --merge-lora "$tmp/full/checkpoint_step4.peft" "$tmp/base.ckpt" \
+    --output "$tmp/merged.ckpt"
+check "the merged model" 0 "$bin" generate --model "$tmp/merged.ckpt" "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/merged"
+check "--lora over the f32 base" 0 "$bin" generate --model "$tmp/base.ckpt" --lora "$tmp/full/checkpoint_step4.peft" "${gen[@]}"
+head -1 "$tmp/out" >"$tmp/unmerged"
+cmp -s "$tmp/merged" "$tmp/unmerged" || fail_because "merged and unmerged differ: $(cat "$tmp/merged") / $(cat "$tmp/unmerged")"
+check "a q8_0 base" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" --dtype q8_0 \
+    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/base_q8.ckpt"
+check "merging into a quantized base" 1 "$bin" convert --merge-lora "$tmp/full/checkpoint_step4.peft" \
+    "$tmp/base_q8.ckpt" --output "$tmp/nope.ckpt"
+stderr_has "refused naming the tensor" "is q8_0: merging into a quantized base is refused"
 check "a missing adapter" 1 "$bin" generate --model "$tmp/base.ckpt" --lora "$tmp/nope" "${gen[@]}"
 stderr_has "names it" "--lora $tmp/nope"
 finish cli_lora

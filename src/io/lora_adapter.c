@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 #include "cformers/checkpoint.h"
+#include "cformers/convert.h"
+#include "core/dtype_convert.h"
 #include "core/file_util.h"
 #include "io/atomic_file.h"
 #include "io/model_weights.h"
@@ -263,5 +265,73 @@ int cf_lora_peft_write(const char *dir, const cf_model_config *m, const cf_lora_
     free(hf);
     free(names);
     free(t);
+    return rc;
+}
+
+/* A base tensor with its pair's delta added (f32 or bf16 storage); the result is out. */
+static int merged_tensor(const cf_ckpt_tensor *t, const cf_lora_adapter *a, const cf_lora_pair *p, void *out,
+                         const char *path, cf_error *err) {
+    if (t->dtype != CF_F32 && t->dtype != CF_BF16)
+        return cf_fail(err, "%s: tensor %s is %s: merging into a quantized base is refused (merge into the f32 or "
+                            "bf16 model, then requantize)", path, t->name, cf_dtype_name(t->dtype));
+    if (t->ndim != 2 || t->shape[0] != p->out || t->shape[1] != p->in)
+        return cf_fail(err, "%s: tensor %s is not [%lld, %lld] as the adapter wants", path, t->name,
+                       (long long)p->out, (long long)p->in);
+    size_t n = (size_t)(p->out * p->in);
+    float *w = cf_xmalloc(sizeof *w * n);
+    cf_dtype_to_f32(t->dtype, t->data, w, p->out, p->in);
+    for (int64_t o = 0; o < p->out; o++)
+        for (int64_t k = 0; k < a->rank; k++) {
+            float s = (float)a->scale * p->b[o * a->rank + k];
+            const float *row = p->a + k * p->in;
+            for (int64_t j = 0; j < p->in; j++) w[o * p->in + j] += s * row[j];
+        }
+    if (t->dtype == CF_F32) memcpy(out, w, sizeof *w * n);
+    else cf_convert_f32_to_bf16(w, out, n);
+    free(w);
+    return 0;
+}
+
+int cf_convert_merge_lora(const char *base_path, const char *adapter_spec, const char *out_path, cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(base_path, true, err);
+    if (!c) return -1;
+    cf_model_config m;
+    cf_lora_adapter a = {0};
+    if (cf_ckpt_model_config(c, &m, err) != 0 || cf_lora_adapter_load_spec(adapter_spec, &m, &a, err) != 0) {
+        cf_ckpt_close(c);
+        return -1;
+    }
+    const cf_family *f = cf_family_of(m.arch);
+    cf_ckpt_writer *w = cf_ckpt_writer_open(out_path, err);
+    int rc = w ? 0 : -1, merged = 0;
+    for (long i = 0; rc == 0 && i < cf_ckpt_num_tensors(c); i++) {
+        const cf_ckpt_tensor *t = cf_ckpt_tensor_at(c, i);
+        if (cf_lora_is_adapter(t->name) || strncmp(t->name, "optimizer.", 10) == 0) continue;
+        const cf_lora_pair *p = NULL;
+        for (int k = 0; k < a.n && !p; k++) {
+            char name[CF_NAME_MAX];
+            cf_weight_name(cf_family_weight_of(f, a.pairs[k].role), a.pairs[k].layer, name, sizeof name);
+            if (strcmp(name, t->name) == 0) p = &a.pairs[k];
+        }
+        void *data = (void *)t->data, *copy = NULL;
+        if (p) {
+            copy = cf_xmalloc(t->nbytes);
+            rc = merged_tensor(t, &a, p, copy, base_path, err);
+            data = copy, merged++;
+        }
+        if (rc == 0) rc = cf_ckpt_write_tensor(w, t->name, t->dtype, t->ndim, t->shape, data, err);
+        free(copy);
+    }
+    if (rc == 0 && merged != a.n)
+        rc = cf_fail(err, "%s: %d of the adapter's %d linears have no weight in the base", base_path, a.n - merged, a.n);
+    json_t *meta = rc == 0 ? json_loads(cf_ckpt_metadata(c), 0, NULL) : NULL;
+    if (meta) json_object_del(meta, "lora"); /* the merged model has no adapters */
+    char *text = meta ? json_dumps(meta, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+    if (rc == 0) rc = cf_ckpt_writer_finish(w, text, err);
+    else if (w) cf_ckpt_writer_abort(w);
+    free(text);
+    json_decref(meta);
+    cf_lora_adapter_free(&a);
+    cf_ckpt_close(c);
     return rc;
 }
