@@ -167,6 +167,16 @@ static void check_training(const fixture *fx, json_t *meta, bool fused) {
         at += cf_tensor_bytes(p);
     }
     free(before);
+    /* for tools/make_lora_fixture.py --check-export DIR: PEFT itself loads the adapters we trained */
+    const char *keep = getenv("CFORMERS_LORA_EXPORT_DIR");
+    cf_lora_adapter ours;
+    cf_error err = {{0}};
+    if (keep && *keep && !fused) {
+        CHECK_MSG(cf_lora_adapter_from_graph(g, &c.cfg, c.lora.rank, c.lora.alpha, &ours, &err) == 0 &&
+                      cf_lora_peft_write(keep, &c.cfg, &ours, &err) == 0,
+                  "%s: %s", keep, err.msg);
+        cf_lora_adapter_free(&ours);
+    }
     free_built(&b);
 }
 
@@ -315,6 +325,7 @@ static void check_peft_files(const fixture *fx, json_t *meta) {
     }
     e = infer_error(fx, &c, dir, NULL);
     CHECK_MSG(e <= 1e-5, "our PEFT export, unmerged: logits relative error %.3g > 1e-5", e);
+
     double merged = infer_error(fx, &c, NULL, &peft);
     CHECK_MSG(merged <= 1e-5, "merged into the f32 base: logits relative error %.3g > 1e-5", merged);
     char cmd[300];

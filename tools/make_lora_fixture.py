@@ -19,7 +19,13 @@ PEFT computes in float64 over f32-representable weights (HF's RMSNorm patched to
 float64 rather than upcast to f32; its RoPE tables are f32, as ours); AdamW: constant lr, no weight decay, clipping over the adapter gradients.
 
 usage: /work/venv-lora/bin/python tools/make_lora_fixture.py  (venv: pip install torch peft)
+       ... tools/make_lora_fixture.py --check-export DIR
+  The second form loads DIR, cformers' PEFT export of the adapters it trained in
+  tests/test_lora.c (CFORMERS_LORA_EXPORT_DIR=DIR build/tests/test_lora), with
+  peft.PeftModel.from_pretrained over the same base, and prints the largest relative
+  difference of its logits to PEFT's own trained model's (exits 1 above 1e-5). Nothing is written.
 """
+import argparse
 import json
 import os
 import shutil
@@ -70,6 +76,9 @@ def rmsnorm_f64(self, x):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check-export", metavar="DIR")
+    args = ap.parse_args()
     modeling_llama.LlamaRMSNorm.forward = rmsnorm_f64
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "lora")
     torch.manual_seed(39)
@@ -121,6 +130,17 @@ def main():
     with torch.no_grad():
         records["peft_logits"] = model(input_ids=eval_tokens).logits.numpy().copy()
     records["eval_tokens"] = eval_tokens.to(torch.int32).numpy()
+    if args.check_export:
+        from peft import PeftModel
+        fresh = LlamaForCausalLM(hf).to(torch.float64)
+        fresh.load_state_dict(base)
+        theirs = PeftModel.from_pretrained(fresh, args.check_export).to(torch.float64)
+        with torch.no_grad():
+            got = theirs(input_ids=eval_tokens).logits.numpy()
+        want = records["peft_logits"]
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        print(f"PEFT over cformers' export {args.check_export}: logits relative error {err:.3g}")
+        sys.exit(0 if err <= 1e-5 else 1)
     for n, w in model.state_dict().items():  # the frozen base is bit-unchanged by training
         if "lora_" not in n:
             key = n.replace(PREFIX, "").replace(".base_layer", "")
