@@ -59,6 +59,9 @@ check "a q8_0 base" 0 "$bin" convert --from llama2c "$data/stories260K/stories26
 check "merging into a quantized base" 1 "$bin" convert --merge-lora "$tmp/full/checkpoint_step4.peft" \
     "$tmp/base_q8.ckpt" --output "$tmp/nope.ckpt"
 stderr_has "refused naming the tensor" "is q8_0: merging into a quantized base is refused"
+check "--lora CKPT over another base" 1 "$bin" generate --model "$tmp/merged.ckpt" --lora "$tmp/full/checkpoint_step4.ckpt" "${gen[@]}"
+stderr_has "the base named" "its adapters were trained over $tmp/base.ckpt, and $tmp/merged.ckpt holds other weights"
+[ "$(wc -l <"$tmp/err")" = 1 ] || fail_because "the other-base error is not one line"
 check "a missing adapter" 1 "$bin" generate --model "$tmp/base.ckpt" --lora "$tmp/nope" "${gen[@]}"
 stderr_has "names it" "--lora $tmp/nope"
 finish cli_lora

@@ -347,6 +347,16 @@ void cf_infer_free(cf_infer_model *m) {
 int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err) {
     cf_lora_adapter a;
     if (cf_lora_adapter_load_spec(spec, &m->cfg, &a, err) != 0) return -1;
+    /* A LoRA run's checkpoint over another base than the one it trained on is refused, never
+     * a silent mismatch; a LoRA checkpoint as the model holds its own base. */
+    bool own = false;
+    for (long i = 0; m->ckpt && i < cf_ckpt_num_tensors(m->ckpt); i++) own |= cf_lora_is_adapter(cf_ckpt_tensor_at(m->ckpt, i)->name);
+    if (a.base_hash && m->ckpt && !own && cf_lora_base_hash(m->ckpt) != a.base_hash) {
+        cf_fail(err, "--lora %s: its adapters were trained over %s, and %s holds other weights", spec, a.base_path,
+                cf_ckpt_path(m->ckpt));
+        cf_lora_adapter_free(&a);
+        return -1;
+    }
     cf_lora_adapter_free(&m->lora);
     cf_aligned_free(m->lora_tmp);
     m->lora = a;

@@ -142,6 +142,19 @@ static int load_peft(const char *dir, const cf_model_config *m, cf_lora_adapter 
     return rc ? -1 : check_complete(a, path, err);
 }
 
+uint64_t cf_lora_base_hash(const cf_ckpt *c) {
+    uint64_t h = 1469598103934665603ULL;
+    for (long i = 0; i < cf_ckpt_num_tensors(c); i++) {
+        const cf_ckpt_tensor *t = cf_ckpt_tensor_at(c, i);
+        if (strncmp(t->name, "optimizer.", 10) == 0 || strncmp(t->name, "tokenizer.", 10) == 0 ||
+            cf_lora_is_adapter(t->name))
+            continue;
+        for (const char *p = t->name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        for (int k = 0; k < 4; k++) h = (h ^ ((t->crc32c >> (8 * k)) & 0xff)) * 1099511628211ULL;
+    }
+    return h;
+}
+
 static int load_checkpoint(const char *path, const cf_model_config *m, cf_lora_adapter *a, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, false, err);
     if (!c) return -1;
@@ -151,6 +164,12 @@ static int load_checkpoint(const char *path, const cf_model_config *m, cf_lora_a
         rc = cf_fail(err, "%s: not a LoRA run's checkpoint (its metadata has no lora.rank)", path);
     else
         a->rank = json_integer_value(json_object_get(lora, "rank")), a->alpha = json_number_value(json_object_get(lora, "alpha"));
+    json_t *base = json_object_get(lora, "base");
+    const char *base_path = json_string_value(json_object_get(base, "path")), *hash = json_string_value(json_object_get(base, "hash"));
+    if (rc == 0 && base_path && hash) {
+        snprintf(a->base_path, sizeof a->base_path, "%s", base_path);
+        a->base_hash = strtoull(hash, NULL, 16);
+    }
     json_decref(meta);
     for (long i = 0; rc == 0 && i < cf_ckpt_num_tensors(c); i++) {
         const cf_ckpt_tensor *t = cf_ckpt_tensor_at(c, i);

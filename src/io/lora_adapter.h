@@ -4,6 +4,7 @@
 #ifndef CFORMERS_IO_LORA_ADAPTER_H
 #define CFORMERS_IO_LORA_ADAPTER_H
 
+#include "cformers/checkpoint.h"
 #include "cformers/graph.h"
 #include "cformers/model_config.h"
 #include "models/family.h"
@@ -23,7 +24,15 @@ typedef struct cf_lora_adapter {
     double scale; /* alpha / rank times the user's multiplier (--lora PATH:SCALE) */
     int n;
     cf_lora_pair *pairs;
+    /* A LoRA run's checkpoint records the base checkpoint it started from (load_checkpoint):
+     * its path and cf_lora_base_hash; "" / 0 when unknown (a PEFT directory, a fresh base). */
+    char base_path[1024];
+    uint64_t base_hash;
 } cf_lora_adapter;
+
+/* The identity of a base model's weights: FNV-1a over each stored weight tensor's name and
+ * CRC-32C (optimizer state, tokenizer and adapters left out), read from the index alone. */
+uint64_t cf_lora_base_hash(const cf_ckpt *c);
 
 /* Reads `path`: a PEFT directory (adapter_config.json + adapter_model.safetensors, tensor
  * names base_model.model.<module>.lora_A.weight, q/k B rows in Hugging Face's rotate-half

@@ -59,8 +59,11 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
     json_object_set_new(meta, "loss_scale",
                         json_pack("{s:f, s:I, s:I}", "scale", ls->scale, "good_steps", (json_int_t)ls->good_steps,
                                   "skipped_steps", (json_int_t)ls->skipped_steps));
-    if (r->lora_rank > 0)
-        json_object_set_new(meta, "lora", json_pack("{s:I, s:f}", "rank", (json_int_t)r->lora_rank, "alpha", r->lora_alpha));
+    if (r->lora_rank > 0) {
+        json_t *lora = json_pack("{s:I, s:f}", "rank", (json_int_t)r->lora_rank, "alpha", r->lora_alpha);
+        if (r->lora_base) json_object_set_new(lora, "base", json_pack("{s:s, s:o}", "path", r->lora_base, "hash", u64_hex(r->lora_base_hash)));
+        json_object_set_new(meta, "lora", lora);
+    }
     return meta;
 }
 
