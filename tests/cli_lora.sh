@@ -24,6 +24,7 @@ YAML
 check "LoRA run" 0 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/full"
 stdout_has "LoRA line" "LoRA: rank 4, alpha 8 on q_proj,v_proj,o_proj: 7,040 adapter parameters train"
 stdout_has "adapter rows" "LoRA adapters (f32 master)"
+stdout_has "the base loaded" "load_checkpoint: loaded 47 tensors (260032 parameters) from $tmp/base.ckpt; tokenizer: tok512.bin; LoRA adapters it lacks start at their init"
 stdout_has "frozen base row" "frozen base (q8_0)"
 for f in adapter_config.json adapter_model.safetensors; do
     [ -f "$tmp/full/checkpoint_step4.peft/$f" ] || fail_because "no PEFT $f beside the checkpoint"

@@ -168,8 +168,10 @@ int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *witho
     if (m->frozen_bytes) { /* the note holds the arena's text first, then this */
         size_t used = strlen(note) + 1;
         if (used < note_size) {
-            snprintf(note + used, note_size - used, "%s (trainable %.1f MiB); frozen weights %.1f MiB, no gradient or moments",
-                     blocks, (double)m->param_bytes / mib, (double)m->frozen_bytes / mib);
+            bool small = m->param_bytes < 1024 * 1024; /* LoRA adapters: KiB */
+            snprintf(note + used, note_size - used, "%s (trainable %.1f %s); frozen weights %.1f MiB, no gradient or moments",
+                     blocks, (double)m->param_bytes / (small ? 1024.0 : mib), small ? "KiB" : "MiB",
+                     (double)m->frozen_bytes / mib);
             rows[1].note = note + used;
         }
     }
