@@ -3,7 +3,8 @@
 # base; a LoRA run over it (the base frozen in q8_0) writes a PEFT directory beside each
 # checkpoint; a run stopped at step 2 and resumed gives the uninterrupted run's losses bit
 # for bit; the checkpoint generates on its own (its adapters applied) and as
-# --lora over the base, the PEFT directory likewise; the memory table shows the LoRA rows.
+# --lora over the base, the PEFT directory likewise; the memory table shows the LoRA rows;
+# 2 data-parallel ranks train as one; merged == unmerged; the refusals.
 . "$(dirname "$0")/lib_cli.sh"
 require_asset stories260K/stories260K.bin
 require_asset stories260K/tok512.bin
@@ -35,6 +36,18 @@ check "resumed" 0 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/spli
 losses() { grep '"event":"train"' "$1" | sed 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/'; }
 [ "$(losses "$tmp/full/metrics.jsonl")" = "$(losses "$tmp/split/metrics.jsonl")" ] ||
     fail_because "resumed losses differ: $(losses "$tmp/full/metrics.jsonl" | tr '\n' ' ') vs $(losses "$tmp/split/metrics.jsonl" | tr '\n' ' ')"
+# 2 data-parallel ranks of batch 1 (only the adapters' gradients are in the all-reduced
+# block) give the 1-rank batch-2 run's losses, to f32 summation order
+if command -v mpirun >/dev/null; then
+    check "2 ranks" 0 env ASAN_OPTIONS="$mpi_asan_options" mpirun --oversubscribe --allow-run-as-root \
+        -x CFORMERS_THREADS=1 -n 2 "$bin" train --config "$tmp/lora.yaml" --output_dir="$tmp/dp" \
+        --runner_config.batch_size=1 --quiet
+    /usr/bin/python3 - "$tmp/full/metrics.jsonl" "$tmp/dp/metrics.jsonl" <<'PY' || fail_because "2-rank losses differ"
+import json, sys
+runs = [[json.loads(l)["loss"] for l in open(f) if '"event":"train"' in l] for f in sys.argv[1:]]
+sys.exit(0 if len(runs[0]) == 4 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(*runs)) else 1)
+PY
+fi
 gen=(--prompt "Once upon a time" -n 24 --temperature 0)
 check "the LoRA checkpoint generates" 0 "$bin" generate --model "$tmp/full/checkpoint_step4.ckpt" "${gen[@]}"
 head -1 "$tmp/out" >"$tmp/own"
