@@ -6,8 +6,8 @@
  *   with every fusion pass; the frozen base bit-unchanged; after training, the logits equal
  *   PEFT's within 1e-5.
  * - The plan: gradients and moments for the adapters alone; the base in lora.base_dtype.
- * - LoRA over q8_0 and q4_0 bases trains: losses within 2% of the f32 base holding the same
- *   (decoded) values.
+ * - LoRA over bf16, q8_0 and q4_0 bases trains: losses within 2% of the f32 base holding the
+ *   same (decoded) values.
  * - Refusals: a target that matches nothing, a bad regex, dropout. */
 #include <jansson.h>
 
@@ -200,7 +200,7 @@ done:
     free_built(&b);
 }
 
-/* LoRA over a quantized base: the base in q8_0 / q4_0 against f32 holding its decoding. */
+/* LoRA over a narrow base: the base in bf16 / q8_0 / q4_0 against f32 holding its decoding. */
 static void check_quantized_base(const fixture *fx, json_t *meta, cf_dtype dtype) {
     lora_case c32, cq;
     case_from_meta(meta, &c32);
@@ -375,6 +375,7 @@ int main(void) {
     check_logits(&fx, meta);
     check_quantized_base(&fx, meta, CF_Q8_0);
     check_quantized_base(&fx, meta, CF_Q4_0);
+    check_quantized_base(&fx, meta, CF_BF16);
     check_peft_files(&fx, meta);
     check_refusals(meta);
     json_decref(meta);
