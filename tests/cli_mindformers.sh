@@ -38,9 +38,9 @@ for f in "$fx"/release/*.yaml; do
     [ "$(grep -c . "$tmp/err")" -le 4 ] || fail_because "release $(basename "$f"): $(grep -c . "$tmp/err") warning lines"
 done
 [ $n -ge 12 ] || fail_because "only $n MindFormers release files"
-printf 'model:\n  model_config:\n    pet_config: {pet_type: lora}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
+printf 'model:\n  model_config:\n    pet_config: {pet_type: ptuning2}\n    type: Nope\nrunner_config:\n  batch: 2\n' >"$tmp/bad.yaml"
 check "all problems in one pass" 2 "$bin" train --config "$tmp/bad.yaml"
-stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config: LoRA"
+stderr_has "first problem" "bad.yaml:3: model.model_config.pet_config.pet_type: 'ptuning2' is not supported (only lora)"
 stderr_has "second problem" "bad.yaml:4: model.model_config.type: 'Nope'"
 stderr_has "third problem" "bad.yaml:6: runner_config.batch: unknown key"
 

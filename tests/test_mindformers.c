@@ -132,15 +132,40 @@ static void expect_error(const char *yaml, const char *const *needles) {
 }
 #define EXPECT_ERROR(yaml, ...) expect_error(yaml, (const char *const[]){__VA_ARGS__, NULL})
 
+/* pet_config with pet_type lora fills the lora section; a regex list becomes an alternation,
+ * a name list stays one; lora_dropout warns (trained without). */
+static void pet_config(void) {
+    cf_config c;
+    cf_config_defaults(&c);
+    cf_error err = {{0}};
+    warnings[0] = 0;
+    const char *yaml = "model:\n  model_config:\n    pet_config:\n      pet_type: lora\n      lora_rank: 8\n"
+                       "      lora_alpha: 32\n      lora_dropout: 0.05\n      target_modules: ['.*wq', '.*wv']\n"
+                       "      exclude_layers: [0, 3]\n      freeze_exclude: ['*norm*']\n";
+    CHECK_MSG(cf_config_parse_string(yaml, "mf.yaml", &c, &err) == 0, "pet_config: %s", err.msg);
+    CHECK(c.lora.rank == 8 && c.lora.alpha == 32.0 && c.lora.dropout == 0.0);
+    CHECK(strcmp(c.lora.target_modules, ".*wq|.*wv") == 0 && strcmp(c.lora.exclude_layers, "0,3") == 0);
+    CHECK(strcmp(c.lora.freeze_exclude, "*norm*") == 0);
+    CHECK_CONTAINS(warnings, "pet_config.lora_dropout");
+    cf_config_defaults(&c);
+    CHECK(cf_config_parse_string("model:\n  pet_config:\n    pet_type: lora\n    lora_rank: 4\n"
+                                 "    target_modules: [q_proj, v_proj]\n", "mf.yaml", &c, &err) == 0);
+    CHECK(c.lora.rank == 4 && strcmp(c.lora.target_modules, "q_proj,v_proj") == 0);
+    EXPECT_ERROR("model:\n  model_config:\n    pet_config:\n      pet_type: adapter\n",
+                 "mf.yaml:4: model.model_config.pet_config.pet_type: 'adapter' is not supported (only lora)");
+    EXPECT_ERROR("model:\n  model_config:\n    pet_config:\n      pet_type: lora\n      lora_rnak: 4\n",
+                 "mf.yaml:5: model.model_config.pet_config.lora_rnak: unknown key of pet_config");
+}
+
 static void problems(void) {
     /* every problem of a file in one message, one line each */
     EXPECT_ERROR("runner_config:\n  batch_sise: 2\n  sink_mode: True\nmodel:\n  model_config:\n    type: BertConfig\n"
-                 "    n_kv_heads: many\n    pet_config:\n      pet_type: lora\n  arch:\n    type: LlamaForCausalLM\n"
+                 "    n_kv_heads: many\n    pet_config:\n      pet_type: prefix_tuning\n  arch:\n    type: LlamaForCausalLM\n"
                  "moe_config:\n  expert_num: 8\nmicro_batch_interleave_num: 2\n",
                  "mf.yaml:2: runner_config.batch_sise: unknown key (did you mean runner_config.batch_size?)\n",
                  "mf.yaml:6: model.model_config.type: 'BertConfig' is not a model cformers has",
                  "mf.yaml:7: model.model_config.n_kv_heads: expected an integer, got 'many'",
-                 "mf.yaml:8: model.model_config.pet_config: LoRA and other parameter-efficient tuning are not supported",
+                 "mf.yaml:9: model.model_config.pet_config.pet_type: 'prefix_tuning' is not supported (only lora)",
                  "mf.yaml:12: moe_config: mixture of experts is not supported",
                  "mf.yaml:14: micro_batch_interleave_num: '2' is not supported");
     /* two spellings of one key must agree */
@@ -253,6 +278,7 @@ int main(void) {
     llama3_8b();
     gpt2();
     problems();
+    pet_config();
     pretrained_dir();
     layout_70b();
     return test_finish();

@@ -194,6 +194,30 @@ typedef struct cf_predict_config {
     double top_p;                        /* 1 = all */
 } cf_predict_config;
 
+/* `lora`: low-rank adapters (LoRA) trained over a frozen base (MindFormers'
+ * model.model_config.pet_config maps here; docs/lora.md). rank 0 = off. Each targeted
+ * linear y = x W^T becomes y = x W^T + (alpha / rank) (x A^T) B^T with A [rank, in]
+ * and B [out, rank] trainable f32 (B starts at zero), every other weight frozen in
+ * base_dtype (matrices; norms and embeddings that dtype cannot hold stay f32). */
+typedef enum cf_lora_init { CF_LORA_INIT_KAIMING = 0, CF_LORA_INIT_NORMAL } cf_lora_init;
+
+typedef struct cf_lora_config {
+    int64_t rank;
+    double alpha;
+    double dropout; /* on the adapter input: only 0 (not implemented) */
+    /* A regex matched from the start of the module name (re.match, as MindFormers does:
+     * ".*wq|.*wv", or PEFT's names "q_proj|v_proj" as alternatives) against both the
+     * MindFormers cell name (model.layers.0.attention.wq) and the Hugging Face module
+     * name (model.layers.0.self_attn.q_proj); or comma-separated module names ("q_proj,
+     * v_proj", "wq,wv"), each matching a name that ends in it. */
+    char target_modules[CF_CONFIG_PATH_MAX];
+    char exclude_layers[CF_CONFIG_PATH_MAX];  /* comma-separated layer indices without adapters */
+    char freeze_include[CF_CONFIG_PATH_MAX];  /* comma-separated fnmatch patterns of adapters also frozen */
+    char freeze_exclude[CF_CONFIG_PATH_MAX];  /* comma-separated fnmatch patterns of base weights that train */
+    cf_lora_init init;                        /* A: PEFT's kaiming_uniform(a=sqrt 5), or normal(0, 1/rank) */
+    cf_dtype base_dtype;                      /* the frozen base: f32, bf16, q8_0 or q4_0 (QLoRA-style) */
+} cf_lora_config;
+
 typedef struct cf_config {
     int64_t seed;
     cf_run_mode run_mode;
@@ -213,6 +237,7 @@ typedef struct cf_config {
     cf_recompute_config recompute_config;
     cf_loss_scale_config loss_scale;
     cf_predict_config predict;
+    cf_lora_config lora;
 } cf_config;
 
 /* Warnings of the config loader (a MindFormers key accepted that has no effect here) go
@@ -294,6 +319,10 @@ typedef struct cf_memory_estimate {
     double workspace_bytes;       /* largest transient of backward: the logits' gradient */
     double kernel_scratch_bytes;  /* GEMM packing buffers, one set per thread of the pool */
     double total_bytes;
+    /* With lora.rank > 0: the adapters' parameters (weights, gradients and moments above
+     * are theirs alone) and the frozen base in lora.base_dtype (its matrices; norms f32). */
+    int64_t lora_params;
+    double frozen_bytes;
 } cf_memory_estimate;
 
 void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est);

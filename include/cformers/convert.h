@@ -32,6 +32,13 @@ typedef struct cf_convert_options {
 } cf_convert_options;
 
 int cf_import_llama2c(const char *model_path, const char *out_path, const cf_convert_options *opt, cf_error *err);
+
+/* Merges a LoRA adapter ("PATH[:SCALE]": a PEFT directory or a LoRA run's checkpoint) into
+ * the base checkpoint: W += SCALE alpha / rank B A for each adapted linear, in the matrix's
+ * own dtype (f32, or bf16 rounded to nearest even after the f32 sum); a quantized base
+ * (q8_0, q4_0) is refused, naming the tensor (merge into f32 or bf16, then requantize).
+ * Every other tensor (an embedded tokenizer too) is copied; the result has no adapters. */
+int cf_convert_merge_lora(const char *base_path, const char *adapter_spec, const char *out_path, cf_error *err);
 int cf_import_hf(const char *hf_dir, const char *out_path, const cf_convert_options *opt, cf_error *err);
 
 /* Writes config.json and model.safetensors into out_dir (created if missing), in the

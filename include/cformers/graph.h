@@ -45,12 +45,13 @@ cf_tensor *cf_graph_fail(cf_graph *g, const char *fmt, ...) __attribute__((forma
 
 /* ---- Leaves ---------------------------------------------------------------------- */
 
-typedef enum cf_init_kind { CF_INIT_ZEROS = 0, CF_INIT_ONES, CF_INIT_NORMAL } cf_init_kind;
+typedef enum cf_init_kind { CF_INIT_ZEROS = 0, CF_INIT_ONES, CF_INIT_NORMAL, CF_INIT_UNIFORM } cf_init_kind;
 typedef struct cf_init {
     cf_init_kind kind;
-    float std; /* CF_INIT_NORMAL: normal(0, std) */
+    float std; /* CF_INIT_NORMAL: normal(0, std); CF_INIT_UNIFORM: uniform(-std, std) */
 } cf_init;
 static inline cf_init cf_init_normal(float std) { return (cf_init){CF_INIT_NORMAL, std}; }
+static inline cf_init cf_init_uniform(float bound) { return (cf_init){CF_INIT_UNIFORM, bound}; }
 static inline cf_init cf_init_ones(void) { return (cf_init){CF_INIT_ONES, 0.0f}; }
 static inline cf_init cf_init_zeros(void) { return (cf_init){CF_INIT_ZEROS, 0.0f}; }
 

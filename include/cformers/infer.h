@@ -45,6 +45,7 @@ typedef struct cf_infer_options {
     long max_seq;          /* KV cache length in tokens, at most (and by default, 0) the config's
                               max_position_embeddings */
     cf_kv_cache_dtype kv_cache; /* default (0): follows weight_dtype */
+    const char *lora;           /* an adapter applied unmerged, "PATH[:SCALE]" (cf_infer_set_lora); NULL = none */
 } cf_infer_options;
 
 /* The dtype the model's matmuls read (weight_dtype once resolved). */
@@ -63,6 +64,10 @@ typedef const float *(*cf_weight_lookup_fn)(void *ctx, const char *name, int ndi
 cf_infer_model *cf_infer_from_weights(const cf_model_config *cfg, cf_weight_lookup_fn lookup, void *ctx,
                                       const cf_infer_options *opt, cf_error *err);
 void cf_infer_free(cf_infer_model *m);
+/* Applies a low-rank adapter unmerged (docs/lora.md): spec is "PATH[:SCALE]", PATH a
+ * Hugging Face PEFT directory or a LoRA run's checkpoint; every adapted linear then adds
+ * SCALE * alpha / rank * (x A^T) B^T to its product. Replaces any adapter set before. */
+int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err);
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m);
 long cf_infer_max_seq(const cf_infer_model *m);

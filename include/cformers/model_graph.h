@@ -31,6 +31,7 @@ typedef struct cf_model_graph {
     cf_tensor *targets; /* input [B, T] i32; negative ids are ignored by the loss */
     cf_tensor *loss;    /* f32 scalar, mean over tokens, kept */
     cf_tensor *logits;  /* [B, T, vocab], kept when keep_logits, else NULL */
+    const cf_lora_config *lora; /* the build's adapters (cf_model_build_opts.lora), NULL when none */
 } cf_model_graph;
 
 /* Parameters whose names match `pattern` (fnmatch(3): "model.layers.*.self_attn.*_proj.weight")
@@ -48,6 +49,12 @@ typedef struct cf_model_build_opts {
      * it did not mean to). */
     const cf_freeze_rule *freeze;
     int n_freeze;
+    /* Low-rank adapters (docs/lora.md), NULL or rank 0 for none: each linear the config
+     * targets gets A [rank, in] and B [out, rank] ("<module>.lora_A.weight", PEFT's
+     * names without its "base_model.model." prefix) and y = x W^T + (alpha / rank) (x A^T)
+     * B^T; then every other parameter is frozen (after the freeze rules) in
+     * lora->base_dtype, or f32 where that dtype cannot hold it (norms). */
+    const cf_lora_config *lora;
 } cf_model_build_opts;
 
 /* Builds the forward graph (tokens -> loss) for cfg->arch at batch B and length T
@@ -64,6 +71,11 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
  * activation recomputation is applied after the backward (NULL: none). */
 int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc,
                           int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err);
+/* The same for the graph `opts` builds (frozen weights, adapters: their plan has no
+ * gradient or moments for the frozen base); opts may be NULL. */
+int cf_model_graph_memory_opts(const cf_model_config *cfg, const cf_model_build_opts *opts, const cf_context_config *ctx,
+                               const cf_recompute_config *rc, int64_t batch, int64_t seq_len, cf_memory_report *report,
+                               cf_error *err);
 
 /* The plan's arena (with its lower bound and fragmentation in `note`, which should hold
  * 256 bytes) and parameter blocks as rows for cf_memory_estimate_print, so the analytic

@@ -94,10 +94,12 @@ static int show(int argc, char **argv, bool import) {
     cf_memory_report plan, without = {0};
     const cf_recompute_config *rc = &cfg.recompute_config;
     bool recomputes = rc->recompute || rc->select_recompute;
-    if (cf_model_graph_memory(&cfg.model.model_config, &cfg.context, rc, cfg.runner_config.batch_size,
-                              cfg.runner_config.seq_length, &plan, &err) != 0 ||
-        (recomputes && cf_model_graph_memory(&cfg.model.model_config, &cfg.context, NULL, cfg.runner_config.batch_size,
-                                             cfg.runner_config.seq_length, &without, &err) != 0)) {
+    cf_model_build_opts opts = {.lora = &cfg.lora}; /* a LoRA run's plan: the frozen base, adapters alone train */
+    if (cf_model_graph_memory_opts(&cfg.model.model_config, &opts, &cfg.context, rc, cfg.runner_config.batch_size,
+                                   cfg.runner_config.seq_length, &plan, &err) != 0 ||
+        (recomputes &&
+         cf_model_graph_memory_opts(&cfg.model.model_config, &opts, &cfg.context, NULL, cfg.runner_config.batch_size,
+                                    cfg.runner_config.seq_length, &without, &err) != 0)) {
         fprintf(stderr, "cformers config: planning the training step: %s\n", err.msg);
         return 1;
     }

@@ -8,6 +8,7 @@
 static const char usage[] =
     "usage: cformers convert --from llama2c|hf|gguf SOURCE --output OUT.ckpt [--tokenizer FILE] [--dtype D]\n"
     "       cformers convert --to safetensors|gguf MODEL --output OUT [--dtype q8_0|q4_0]\n"
+    "       cformers convert --merge-lora ADAPTER[:SCALE] BASE.ckpt --output OUT.ckpt\n"
     "\n"
     "Imports a model into a cformers checkpoint, or exports a model (a checkpoint, a Hugging Face\n"
     "directory or a GGUF file, the last two converted in memory) for other tools.\n"
@@ -27,6 +28,9 @@ static const char usage[] =
     "  --to safetensors CKPT      writes OUT/config.json and OUT/model.safetensors (HF layout)\n"
     "  --to gguf CKPT             writes the GGUF v3 file OUT (llama.cpp); --dtype q8_0 or q4_0\n"
     "                             quantizes the matrices (rows not a multiple of 32 stay f32)\n"
+    "  --merge-lora ADAPTER BASE  merges a LoRA adapter (a PEFT directory or a LoRA run's checkpoint,\n"
+    "                             times SCALE) into an f32 or bf16 base checkpoint (a quantized one\n"
+    "                             is refused: merge, then requantize); docs/lora.md\n"
     "  --output OUT               where to write\n"
     "\n"
     "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
@@ -41,15 +45,15 @@ int cmd_convert(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    const char *from = NULL, *to = NULL, *source = NULL, *output = NULL, *tokenizer = NULL;
+    const char *from = NULL, *to = NULL, *merge = NULL, *source = NULL, *output = NULL, *tokenizer = NULL;
     cf_dtype dtype = CF_F32;
     bool dtype_given = false;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v;
         if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
-        if (strcmp(flag, "--from") == 0 || strcmp(flag, "--to") == 0) {
+        if (strcmp(flag, "--from") == 0 || strcmp(flag, "--to") == 0 || strcmp(flag, "--merge-lora") == 0) {
             if (cli_flag_value(cmd, argc, argv, &i, &source) != 0) return 2;
-            *(flag[2] == 'f' ? &from : &to) = v;
+            *(flag[2] == 'f' ? &from : flag[2] == 't' ? &to : &merge) = v;
         } else if (strcmp(flag, "--output") == 0 || strcmp(flag, "-o") == 0) {
             output = v;
         } else if (strcmp(flag, "--tokenizer") == 0) {
@@ -61,7 +65,8 @@ int cmd_convert(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", flag);
         }
     }
-    if (!from == !to) return cli_usage_error(cmd, "give exactly one of --from FORMAT SOURCE or --to FORMAT CKPT");
+    if (!!from + !!to + !!merge != 1)
+        return cli_usage_error(cmd, "give exactly one of --from FORMAT SOURCE, --to FORMAT CKPT or --merge-lora ADAPTER BASE");
     if (!output) return cli_usage_error(cmd, "--output is required");
     cf_convert_options opt = {.dtype = dtype, .tokenizer_path = tokenizer, .progress = true};
     cf_error err;
@@ -70,7 +75,8 @@ int cmd_convert(int argc, char **argv) {
     cf_model_source *src = NULL;
     if (to && (strcmp(to, "safetensors") == 0 || strcmp(to, "gguf") == 0) && !(src = cli_open_model(cmd, source, CF_F32)))
         return 1;
-    if (from && strcmp(from, "llama2c") == 0) rc = cf_import_llama2c(source, output, &opt, &err);
+    if (merge) rc = cf_convert_merge_lora(source, merge, output, &err);
+    else if (from && strcmp(from, "llama2c") == 0) rc = cf_import_llama2c(source, output, &opt, &err);
     else if (from && strcmp(from, "hf") == 0) rc = cf_import_hf(source, output, &opt, &err);
     else if (from && strcmp(from, "gguf") == 0) rc = cf_import_gguf(source, output, &opt, &err);
     else if (to && strcmp(to, "safetensors") == 0) rc = cf_export_safetensors(source, output, &err);

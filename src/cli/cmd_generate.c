@@ -44,13 +44,15 @@ static const char usage[] =
     "  --system TEXT        with --chat: a system message before the prompt\n"
     "  --chat-template T    with --chat: the built-in llama2, llama3, chatml or plain instead\n"
     "  --verbose            with --chat: also print the rendered prompt on stderr\n"
+    "  --lora PATH[:SCALE]  apply a LoRA adapter unmerged: a PEFT directory or a LoRA run's checkpoint,\n"
+    "                       its alpha / rank times SCALE (default 1; docs/lora.md)\n"
     "\n"
     "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
     "  cformers generate --model out/run/checkpoint_step2.ckpt --prompt \"The\" -n 16 --temperature 0\n"
     "  cformers generate --model out/model.gguf --prompt \"The\" -n 16 --dtype bf16\n";
 
 typedef struct generate_args {
-    const char *model, *prompt, *tokenizer, *system, *chat_template;
+    const char *model, *prompt, *tokenizer, *system, *chat_template, *lora;
     bool chat, verbose;
     long n, threads, top_k;
     double temperature, top_p;
@@ -77,6 +79,7 @@ static int parse_args(int argc, char **argv, generate_args *a) {
         else if (strcmp(flag, "--tokenizer") == 0) a->tokenizer = v;
         else if (strcmp(flag, "--system") == 0) a->system = v;
         else if (strcmp(flag, "--chat-template") == 0) a->chat_template = v;
+        else if (strcmp(flag, "--lora") == 0) a->lora = v;
         else if (strcmp(flag, "-n") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 30, &a->n);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
         else if (strcmp(flag, "--top-k") == 0) rc = cli_parse_long(cmd, flag, v, 0, 1L << 30, &a->top_k);
@@ -162,7 +165,8 @@ int cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     long prompt_tokens = tok && prompt ? cf_tokenizer_encode(tok, prompt, strlen(prompt), true, &ids, &err) : -1;
     free(ids);
-    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache};
+    cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache,
+                            .lora = a.lora};
     cf_infer_model *m = prompt_tokens >= 0 ? cf_infer_load(a.model, &opt, &err) : NULL;
     cf_model_source_close(src); /* the model maps what it reads */
     if (!m) {

@@ -19,6 +19,8 @@ static const char usage[] =
     "  --dtype D       dtype of the weights matmuls read (default: as the checkpoint stores its\n"
     "                  matrices, f16 as f32; a model converted in memory is converted to it,\n"
     "                  default f32)\n"
+    "  --lora PATH[:SCALE]  apply a LoRA adapter unmerged: a PEFT directory or a LoRA run's\n"
+    "                  checkpoint, its alpha / rank times SCALE (default 1; docs/lora.md)\n"
     "\n"
     "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
     "  cformers validate --model out/tiny.ckpt --reference tests/fixtures/infer/tiny.logits\n";
@@ -29,7 +31,7 @@ int cmd_validate(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    const char *model = NULL, *reference = NULL;
+    const char *model = NULL, *reference = NULL, *lora = NULL;
     double tolerance = 1e-4;
     cf_dtype dtype = CF_DTYPE_COUNT; /* as stored */
     for (int i = 1; i < argc; i++) {
@@ -38,6 +40,7 @@ int cmd_validate(int argc, char **argv) {
         if (cli_flag_value(cmd, argc, argv, &i, &v) != 0) return 2;
         if (strcmp(flag, "--model") == 0) model = v;
         else if (strcmp(flag, "--reference") == 0) reference = v;
+        else if (strcmp(flag, "--lora") == 0) lora = v;
         else if (strcmp(flag, "--tolerance") == 0) rc = cli_parse_double(cmd, flag, v, 0.0, 1e9, &tolerance);
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &dtype);
         else return cli_usage_error(cmd, "unknown option '%s'", flag);
@@ -56,7 +59,7 @@ int cmd_validate(int argc, char **argv) {
         cf_logits_reference_free(&ref);
         return 1;
     }
-    cf_infer_options opt = {.weight_dtype = dtype, .max_seq = ref.n_tokens};
+    cf_infer_options opt = {.weight_dtype = dtype, .max_seq = ref.n_tokens, .lora = lora};
     cf_infer_model *m = cf_infer_load(model, &opt, &err);
     cf_model_source_close(src);
     cf_validate_row *rows = cf_xcalloc((size_t)ref.n_tokens, sizeof *rows);

@@ -140,6 +140,10 @@ static void init_values(float *x, size_t n, cf_init init, uint64_t seed, int str
         cf_rng rng;
         cf_rng_seed_stream(&rng, seed, (uint64_t)stream);
         cf_rng_fill_normal(&rng, x, n, 0.0f, init.std);
+    } else if (init.kind == CF_INIT_UNIFORM) {
+        cf_rng rng;
+        cf_rng_seed_stream(&rng, seed, (uint64_t)stream);
+        cf_rng_fill_uniform(&rng, x, n, -init.std, init.std);
     } else {
         float v = init.kind == CF_INIT_ONES ? 1.0f : 0.0f;
         for (size_t k = 0; k < n; k++) x[k] = v;

@@ -8,6 +8,7 @@
  * share the step. */
 #include <string.h>
 
+#include "cformers/gemm.h"
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
@@ -52,9 +53,20 @@ static void slot_buffers(cf_infer_model *m, long l, const infer_path *path, floa
     path->kv_rows(path->ctx, l, &buf[CF_SLOT_K], &buf[CF_SLOT_V]);
 }
 
-/* A LINEAR step: the group's products in one dispatch, then each one's bias (a fused
- * tensor's bias is its parts' biases one after another). */
-static void linear_step(const infer_path *p, const cf_block_step *s, const infer_layer *L, float *const *buf, long n) {
+/* The adapter of a LINEAR step's product (llama.cpp's build_lora_mm, unmerged): y [n, out]
+ * += scale (x A^T) B[row0 .. row0 + out)^T, x [n, in]; a fused tensor's adapter covers its
+ * parts one after another, so each part takes its rows of B. */
+static void add_adapter(const cf_infer_model *m, const cf_lora_pair *a, const float *x, long n, long row0, long out,
+                        float *y) {
+    long r = (long)m->lora.rank;
+    cf_sgemm(false, true, n, r, (long)a->in, 1.0f, x, (long)a->in, a->a, (long)a->in, 0.0f, m->lora_tmp, r);
+    cf_sgemm(false, true, n, out, r, (float)m->lora.scale, m->lora_tmp, r, a->b + row0 * r, r, 1.0f, y, out);
+}
+
+/* A LINEAR step: the group's products in one dispatch, then each one's adapter and bias (a
+ * fused tensor's bias is its parts' biases one after another). */
+static void linear_step(const cf_infer_model *m, long l, const infer_path *p, const cf_block_step *s,
+                        const infer_layer *L, float *const *buf, long n) {
     const infer_linear *mat[3];
     const float *bias[3];
     float *y[3];
@@ -66,6 +78,12 @@ static void linear_step(const infer_path *p, const cf_block_step *s, const infer
         offset += mat[i]->out;
     }
     p->linears(p->ctx, mat, y, s->n_out, buf[s->in], n);
+    offset = 0;
+    for (int i = 0; i < s->n_out && m->lora.n; i++) {
+        const cf_lora_pair *a = cf_lora_adapter_find(&m->lora, s->fused != CF_NO_WEIGHT ? s->fused : s->weight[i], l);
+        if (a) add_adapter(m, a, buf[s->in], n, s->fused != CF_NO_WEIGHT ? offset : 0, mat[i]->out, y[i]);
+        offset += mat[i]->out;
+    }
     for (int i = 0; i < s->n_out; i++)
         if (bias[i])
             for (long t = 0; t < n; t++)
@@ -85,7 +103,7 @@ void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
         const cf_block_step *s = &m->program.steps[i];
         switch (s->kind) {
         case CF_STEP_NORM: norm_rows(m, s, L, buf[s->in], buf[s->out[0]], n); break;
-        case CF_STEP_LINEAR: linear_step(path, s, L, buf, n); break;
+        case CF_STEP_LINEAR: linear_step(m, l, path, s, L, buf, n); break;
         case CF_STEP_HEAD_NORM: { /* in place, head by head: n tokens of heads (Q) or kv_heads (K) rows */
             float eps = (float)c->rms_norm_eps, *q = buf[CF_SLOT_Q], *k = buf[CF_SLOT_K];
             const float *wq = L->vec[s->weight[0]], *wk = L->vec[s->weight[1]];

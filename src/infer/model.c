@@ -9,6 +9,7 @@
 #include "infer/model_internal.h"
 #include "io/ckpt_tokenizer.h"
 #include "io/model_weights.h"
+#include "models/lora.h"
 
 /* Hands out weight data of a given name and shape; dtype says what the data is. */
 typedef const void *(*weight_source_fn)(void *ctx, const char *name, int ndim, const int64_t *shape, cf_dtype *dtype,
@@ -202,10 +203,19 @@ static int fetch_implied(void *arg, const cf_family_weight *w, long layer) {
 /* The stored tensors must be the ones cfg implies (plus optimizer state and an embedded
  * tokenizer), each named when missing or extra; checked before cfg sizes anything, so a
  * num_layers the file does not hold allocates nothing. Shapes are checked as the weights load. */
-static int check_tensor_set(cf_ckpt *c, const cf_model_config *cfg, cf_error *err) {
+/* A LoRA run's checkpoint also holds its adapters (*.lora_A.weight, *.lora_B.weight):
+ * *adapters says so (cf_infer_load then applies them). */
+static int check_tensor_set(cf_ckpt *c, const cf_model_config *cfg, bool *adapters, cf_error *err) {
     tensor_set t = {.c = c, .cfg = cfg, .err = err};
     if (cf_model_config_check(cfg, cf_ckpt_path(c), err) != 0 || cf_weights_foreach(cfg, fetch_implied, &t) != 0)
         return -1;
+    *adapters = false;
+    for (long i = 0; i < cf_ckpt_num_tensors(c); i++) {
+        const cf_ckpt_tensor *a = cf_ckpt_tensor_at(c, i);
+        if (!cf_lora_is_adapter(a->name) || strncmp(a->name, "optimizer.", 10) == 0) continue;
+        if (!cf_ckpt_get(c, a->name, CF_F32, -1, NULL, err)) return -1;
+        *adapters = true;
+    }
     const cf_ckpt_tensor *extra = cf_ckpt_first_unused(c);
     if (extra)
         return cf_fail(err, "%s: tensor %s is stored, but model_config (num_layers %lld, tie_word_embeddings %s) has no "
@@ -230,8 +240,8 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
     cf_model_config cfg;
     cf_infer_model *m = NULL;
     cf_tokenizer *tok = NULL;
-    bool has_tokenizer = false;
-    if (cf_ckpt_model_config(c, &cfg, err) == 0 && check_tensor_set(c, &cfg, err) == 0) {
+    bool has_tokenizer = false, adapters = false;
+    if (cf_ckpt_model_config(c, &cfg, err) == 0 && check_tensor_set(c, &cfg, &adapters, err) == 0) {
         cf_infer_options resolved = opt ? *opt : (cf_infer_options){.weight_dtype = CF_F32};
         if (resolved.weight_dtype == CF_DTYPE_COUNT) resolved.weight_dtype = stored_matrix_dtype(c, &cfg);
         tok = cf_ckpt_load_tokenizer(c, &has_tokenizer, err);
@@ -244,6 +254,11 @@ cf_infer_model *cf_infer_load(const char *path, const cf_infer_options *opt, cf_
     }
     m->tokenizer = tok;
     m->chat_template = cf_ckpt_chat_template(c);
+    const char *lora = opt && opt->lora ? opt->lora : adapters ? path : NULL; /* a LoRA run's own adapters */
+    if (lora && cf_infer_set_lora(m, lora, err) != 0) {
+        cf_infer_free(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -328,7 +343,29 @@ void cf_infer_free(cf_infer_model *m) {
     if (m->tokenizer) cf_tokenizer_free(m->tokenizer);
     free(m->chat_template);
     cf_ckpt_close(m->ckpt);
+    cf_lora_adapter_free(&m->lora);
+    cf_aligned_free(m->lora_tmp);
     free(m);
+}
+
+int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err) {
+    cf_lora_adapter a;
+    if (cf_lora_adapter_load_spec(spec, &m->cfg, &a, err) != 0) return -1;
+    /* A LoRA run's checkpoint over another base than the one it trained on is refused, never
+     * a silent mismatch; a LoRA checkpoint as the model holds its own base. */
+    bool own = false;
+    for (long i = 0; m->ckpt && i < cf_ckpt_num_tensors(m->ckpt); i++) own |= cf_lora_is_adapter(cf_ckpt_tensor_at(m->ckpt, i)->name);
+    if (a.base_hash && m->ckpt && !own && cf_lora_base_hash(m->ckpt) != a.base_hash) {
+        cf_fail(err, "--lora %s: its adapters were trained over %s, and %s holds other weights", spec, a.base_path,
+                cf_ckpt_path(m->ckpt));
+        cf_lora_adapter_free(&a);
+        return -1;
+    }
+    cf_lora_adapter_free(&m->lora);
+    cf_aligned_free(m->lora_tmp);
+    m->lora = a;
+    m->lora_tmp = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)a.rank);
+    return 0;
 }
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }

@@ -6,6 +6,7 @@
 #include "cformers/checkpoint.h"
 #include "cformers/infer.h"
 #include "kernels/kernels.h"
+#include "io/lora_adapter.h"
 #include "models/family.h"
 
 /* Prompts are run in chunks of at most this many tokens, bounding the scratch space. */
@@ -62,6 +63,8 @@ struct cf_infer_model {
     cf_tokenizer *tokenizer;
     char *chat_template; /* the checkpoint's (malloc'd Jinja source), or NULL */
     size_t weight_bytes;
+    cf_lora_adapter lora; /* applied unmerged by the LINEAR steps (cf_infer_set_lora); n 0 = none */
+    float *lora_tmp;      /* [INFER_CHUNK, lora.rank]: x A^T */
 };
 
 /* Allocates the cache, RoPE table and activations once the weights are set. */

@@ -47,6 +47,8 @@ static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml
 static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void top_p(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static void pet_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static yaml_node_t *mapping_get(cf_walker *w, yaml_node_t *map, const char *name, yaml_node_t **key_out);
 
 #define MC "model.model_config."
 #define ASCEND "Ascend / MindSpore graph-mode setting"
@@ -179,8 +181,8 @@ static const mf_rule rules[] = {
     {MC "hidden_act", MF_IGNORE, "the activation follows the family: SwiGLU (llama), GELU tanh (gpt2)", NULL, NULL},
     {MC "hidden_dropout_rate", MF_IGNORE, "cformers trains without dropout", NULL, NULL},
     {MC "attention_dropout_rate", MF_IGNORE, "cformers trains without dropout", NULL, NULL},
-    {MC "pet_config", MF_REFUSE, "LoRA and other parameter-efficient tuning are not supported (without pet_config every weight is fine-tuned)", NULL, NULL},
-    {"model.pet_config", MF_REFUSE, "LoRA and other parameter-efficient tuning are not supported (without pet_config every weight is fine-tuned)", NULL, NULL},
+    {MC "pet_config", MF_CALL, NULL, NULL, pet_config},
+    {"model.pet_config", MF_CALL, NULL, NULL, pet_config},
 
     /* callbacks given as MindFormers' list: the keys of each item, under its type */
     {"callbacks.MFLossMonitor.per_print_times", MF_ALIAS, "runner_config.log_interval", NULL, NULL},
@@ -371,6 +373,87 @@ static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yam
     cf_walk_set(w, layers, shown, item);
     bool any = strcmp(cf_walk_text(item), "0") != 0;
     cf_walk_set_text(w, native(path), shown, any ? "true" : "false", cf_walk_line(item));
+}
+
+/* A scalar, or a list of scalars joined by `sep` (PEFT's target_modules: [q_proj, v_proj]),
+ * into buf; false (with the problem recorded) for anything else. */
+static bool scalar_or_list(cf_walker *w, const char *path, yaml_node_t *value, char sep, char *buf, size_t size) {
+    buf[0] = 0;
+    if (value->type == YAML_SCALAR_NODE) {
+        snprintf(buf, size, "%s", cf_walk_text(value));
+        return true;
+    }
+    if (value->type != YAML_SEQUENCE_NODE) return scalar_or_error(w, path, value);
+    for (yaml_node_item_t *i = value->data.sequence.items.start; i < value->data.sequence.items.top; i++) {
+        yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+        if (!scalar_or_error(w, path, item)) return false;
+        size_t used = strlen(buf);
+        if (used + strlen(cf_walk_text(item)) + 2 >= size) {
+            cf_walk_error(w, "%s:%d: %s: the list is too long", w->source, cf_walk_line(value), path);
+            return false;
+        }
+        snprintf(buf + used, size - used, "%s%s", used ? (char[]){sep, 0} : "", cf_walk_text(item));
+    }
+    return true;
+}
+
+/* model_config.pet_config, MindFormers' parameter-efficient tuning: pet_type lora maps to
+ * the lora section (lora_rank, lora_alpha, target_modules as their regex or PEFT's names,
+ * exclude_layers, freeze_include / freeze_exclude as lists); other pet_types are refused
+ * naming them. A target_modules list of names stays a name list (q_proj,v_proj), one of
+ * regexes becomes their alternation (.*wq|.*wv). */
+static void pet_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
+    if (value->type != YAML_MAPPING_NODE) {
+        if (!cf_walk_is_null(value))
+            cf_walk_error(w, "%s:%d: %s: expected a mapping (pet_type: lora, lora_rank, ...)", w->source,
+                          cf_walk_line(value), path);
+        return;
+    }
+    static const struct {
+        const char *mf, *native;
+        char sep;
+    } keys[] = {{"lora_rank", "lora.rank", 0},           {"lora_alpha", "lora.alpha", 0},
+                {"target_modules", "lora.target_modules", ','}, {"exclude_layers", "lora.exclude_layers", ','},
+                {"freeze_include", "lora.freeze_include", ','}, {"freeze_exclude", "lora.freeze_exclude", ','},
+                {"init_lora_weights", "lora.init", 0}};
+    yaml_node_t *type_key = NULL, *type = mapping_get(w, value, "pet_type", &type_key);
+    if (!type || type->type != YAML_SCALAR_NODE || strcasecmp(cf_walk_text(type), "lora") != 0) {
+        cf_walk_error(w, "%s:%d: %s.pet_type: %s%s%s is not supported (only lora)", w->source,
+                      cf_walk_line(type ? type : key), path, type && type->type == YAML_SCALAR_NODE ? "'" : "",
+                      type ? (type->type == YAML_SCALAR_NODE ? cf_walk_text(type) : cf_walk_kind(type)) : "none given",
+                      type && type->type == YAML_SCALAR_NODE ? "'" : "");
+        return;
+    }
+    for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key), *v = yaml_document_get_node(w->doc, p->value);
+        char shown[160], text[CF_CONFIG_PATH_MAX];
+        const char *name = k->type == YAML_SCALAR_NODE ? cf_walk_text(k) : "?";
+        snprintf(shown, sizeof shown, "%s.%s", path, name);
+        if (strcmp(name, "pet_type") == 0) continue;
+        if (strcmp(name, "lora_dropout") == 0) { /* as hidden_dropout_rate: cformers trains without dropout */
+            if (!one_of(v, "0|0.0")) ignored(w, shown, k, "cformers trains without dropout: the adapter input is not dropped");
+            continue;
+        }
+        if (strcmp(name, "param_init_type") == 0 || strcmp(name, "compute_dtype") == 0) {
+            ignored(w, shown, k, "adapters are f32 masters; their products follow model_config.compute_dtype");
+            continue;
+        }
+        size_t i = 0;
+        while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i].mf, name) != 0) i++;
+        if (i == sizeof keys / sizeof keys[0]) {
+            cf_walk_error(w, "%s:%d: %s: unknown key of pet_config (lora_rank, lora_alpha, lora_dropout, "
+                             "target_modules, exclude_layers, freeze_include, freeze_exclude)",
+                          w->source, cf_walk_line(k), shown);
+            continue;
+        }
+        if (!keys[i].sep) {
+            cf_walk_set(w, native(keys[i].native), shown, v);
+        } else if (scalar_or_list(w, shown, v, keys[i].sep, text, sizeof text)) {
+            if (v->type == YAML_SEQUENCE_NODE && strcmp(name, "target_modules") == 0 && strpbrk(text, "*|()[]^$\\+?{}"))
+                for (char *c = text; *c; c++) *c = *c == ',' ? '|' : *c;
+            cf_walk_set_text(w, native(keys[i].native), shown, text, cf_walk_line(v));
+        }
+    }
 }
 
 static void eval_interval(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {

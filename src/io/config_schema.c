@@ -58,6 +58,11 @@ static const cf_enum_name tristates[] = {{"auto", CF_AUTO}, {"off", CF_OFF}, {"o
 static const cf_enum_name loss_scale_types[] = {{"auto", CF_LOSS_SCALE_AUTO},   {"none", CF_LOSS_SCALE_NONE},
                                                 {"fixed", CF_LOSS_SCALE_FIXED}, {"dynamic", CF_LOSS_SCALE_DYNAMIC},
                                                 {NULL, 0}};
+static const cf_enum_name lora_inits[] = {{"kaiming_uniform", CF_LORA_INIT_KAIMING}, {"normal", CF_LORA_INIT_NORMAL},
+                                          {"gaussian", CF_LORA_INIT_NORMAL}, {NULL, 0}};
+static const cf_enum_name lora_base_dtypes[] = {{"float32", CF_F32}, {"f32", CF_F32}, {"bfloat16", CF_BF16},
+                                                {"bf16", CF_BF16},   {"q8_0", CF_Q8_0}, {"q4_0", CF_Q4_0},
+                                                {NULL, 0}};
 static const cf_enum_name compressions[] = {{"none", CF_COMPRESSION_NONE}, {"onebit", CF_COMPRESSION_ONEBIT}, {NULL, 0}};
 
 const cf_config_key cf_config_keys[] = {
@@ -181,6 +186,16 @@ const cf_config_key cf_config_keys[] = {
     K_BOOL(recompute_config.recompute, false, "recompute every layer's activations in backward (keeps each layer's input)"),
     K_INT(recompute_config.recompute_layers, 0, 0, BIG, "with recompute: only the first N layers (MindFormers' per-stage count); 0 = all"),
     K_BOOL(recompute_config.select_recompute, false, "recompute attention probabilities and the MLP activation (in layers not recomputed whole)"),
+
+    K_INT(lora.rank, 0, 0, 65536, "LoRA rank (docs/lora.md); 0 = off, every weight trains"),
+    K_FLOAT(lora.alpha, 16.0, 0, 1e6, CF_RANGE_LO_OPEN, "LoRA scale numerator: the adapter is scaled by alpha / rank"),
+    K_FLOAT(lora.dropout, 0.0, 0, 0, 0, "dropout on the adapter input (only 0: not implemented)"),
+    K_STRING(lora.target_modules, "q_proj,v_proj", "adapted linears: a regex from the name's start (.*wq|.*wv) or names (q_proj,v_proj)"),
+    K_STRING(lora.exclude_layers, "", "comma-separated layer indices without adapters"),
+    K_STRING(lora.freeze_include, "", "comma-separated patterns (fnmatch) of adapter tensors also frozen"),
+    K_STRING(lora.freeze_exclude, "", "comma-separated patterns (fnmatch) of base tensors that train in full"),
+    K_ENUM(lora.init, lora_inits, CF_LORA_INIT_KAIMING, "A's init: kaiming_uniform (PEFT's) or normal(0, 1/rank); B starts at 0"),
+    K_ENUM(lora.base_dtype, lora_base_dtypes, CF_F32, "the frozen base's matrices: float32, bfloat16, q8_0 or q4_0 (QLoRA-style)"),
 
     K_STRING(predict.input_data, "", "run_mode predict: a prompt, or a file of prompts one per line"),
     K_INT(predict.max_new_tokens, 256, 1, 16777216, "run_mode predict: tokens generated per prompt"),

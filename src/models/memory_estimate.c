@@ -10,6 +10,28 @@
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
 #include "models/family.h"
+#include "models/lora.h"
+
+typedef struct lora_count {
+    const cf_config *cfg;
+    double adapters, frozen_bytes;
+} lora_count;
+
+/* One tensor of the model: its adapter's elements when targeted, its frozen bytes. */
+static int count_lora(void *ctx, const cf_family_weight *w, long layer) {
+    lora_count *c = ctx;
+    const cf_model_config *m = &c->cfg->model.model_config;
+    const cf_lora_config *l = &c->cfg->lora;
+    int64_t shape[2];
+    int ndim = cf_weight_shape(m, w, shape);
+    double n = ndim == 2 ? (double)shape[0] * (double)shape[1] : (double)shape[0];
+    if (cf_lora_patterns_match(l->freeze_exclude, w->name)) return 0; /* trains in full: counted with the model */
+    cf_dtype d = ndim == 2 && (!cf_dtype_is_blocks(l->base_dtype) || shape[1] % 32 == 0) ? l->base_dtype : CF_F32;
+    c->frozen_bytes += ndim == 2 ? (double)cf_dtype_tensor_bytes(d, 2, shape) : 4 * n;
+    if (cf_lora_targets(l, cf_family_of(m->arch), w->role, layer))
+        c->adapters += (double)l->rank * (double)(shape[0] + shape[1]);
+    return 0;
+}
 
 /* One transformer block, per token: the family's terms (family.h; `recomputed` drops what
  * select_recompute rebuilds: the SwiGLU / GELU output and, with unfused attention, the
@@ -31,6 +53,13 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     memset(est, 0, sizeof *est);
     est->params = cf_model_param_count(m);
     double p = (double)est->params;
+    if (cf_lora_on(&cfg->lora)) { /* the adapters alone train; the base is held frozen in its dtype */
+        lora_count c = {.cfg = cfg};
+        cf_weights_foreach(m, count_lora, &c);
+        est->lora_params = (int64_t)c.adapters;
+        est->frozen_bytes = c.frozen_bytes;
+        p = c.adapters;
+    }
     est->weights_bytes = p * (double)cf_dtype_size(m->param_init_type);
     if (m->compute_dtype != m->param_init_type) est->compute_weights_bytes = p * (double)cf_dtype_size(m->compute_dtype);
     est->grads_bytes = p * (double)cf_dtype_size(m->param_init_type);
@@ -79,7 +108,7 @@ void cf_config_memory_estimate(const cf_config *cfg, cf_memory_estimate *est) {
     est->kernel_scratch_bytes = (double)cf_num_threads() * scratch;
 
     est->total_bytes = est->weights_bytes + est->compute_weights_bytes + est->grads_bytes + est->optimizer_bytes +
-                       est->activation_bytes + est->workspace_bytes + est->kernel_scratch_bytes;
+                       est->activation_bytes + est->workspace_bytes + est->kernel_scratch_bytes + est->frozen_bytes;
 }
 
 static void format_bytes(double bytes, char *buf, size_t cap) {
@@ -113,9 +142,18 @@ void cf_memory_estimate_print(FILE *out, const cf_config *cfg, const cf_memory_e
     char params[40], label[64], note[96];
     format_thousands(est->params, params, sizeof params);
     fprintf(out, "parameters: %s\n", params);
+    if (est->lora_params) {
+        format_thousands(est->lora_params, params, sizeof params);
+        fprintf(out, "LoRA: rank %" PRId64 ", alpha %g on %s: %s adapter parameters train, the base is frozen\n",
+                cfg->lora.rank, cfg->lora.alpha, cfg->lora.target_modules, params);
+    }
     fprintf(out, "memory for one training step (batch %" PRId64 " x seq_length %" PRId64 ", compute %s):\n",
             cfg->runner_config.batch_size, cfg->runner_config.seq_length, compute);
-    snprintf(label, sizeof label, "weights (%s master)", param_type);
+    if (est->lora_params) {
+        snprintf(label, sizeof label, "frozen base (%s)", cf_dtype_name(cfg->lora.base_dtype));
+        print_row(out, label, est->frozen_bytes, "no gradient, no moments; norms f32");
+    }
+    snprintf(label, sizeof label, est->lora_params ? "LoRA adapters (%s master)" : "weights (%s master)", param_type);
     print_row(out, label, est->weights_bytes, NULL);
     if (est->compute_weights_bytes > 0) {
         snprintf(label, sizeof label, "weights (%s compute copy)", compute);

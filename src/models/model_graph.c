@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/lora.h"
 #include "models/model_graphs.h"
 
 #include "core/passes.h"
@@ -74,10 +75,38 @@ static int apply_freeze(cf_graph *g, const cf_model_build_opts *opts, cf_error *
     return 0;
 }
 
+/* With adapters: every parameter the freeze rules left trainable that is not an adapter
+ * (and not named by freeze_exclude) is frozen in base_dtype, or f32 where that dtype
+ * cannot hold it (a norm weight, a q8_0 embedding table); adapters named by
+ * freeze_include are frozen in f32. At least one adapter must exist. */
+static int apply_lora(cf_graph *g, const cf_lora_config *l, cf_error *err) {
+    int adapters = 0;
+    for (int i = 0; i < cf_graph_num_params(g);) {
+        cf_tensor *p = cf_graph_param_at(g, i);
+        bool adapter = cf_lora_is_adapter(p->name);
+        adapters += adapter;
+        if (adapter ? !cf_lora_patterns_match(l->freeze_include, p->name)
+                    : cf_lora_patterns_match(l->freeze_exclude, p->name)) {
+            i++;
+            continue;
+        }
+        cf_error why = {{0}};
+        if (adapter || l->base_dtype == CF_F32 || cf_graph_param_freeze(g, p, l->base_dtype, &why) != 0)
+            if (cf_graph_param_freeze(g, p, CF_F32, err) != 0) return -1;
+    }
+    if (!adapters)
+        return cf_fail(err, "lora.target_modules: '%s' matches no linear of the model (exclude_layers '%s')",
+                       l->target_modules, l->exclude_layers);
+    return 0;
+}
+
 int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_len, const cf_model_build_opts *opts,
                          cf_model_graph *out, cf_error *err) {
     memset(out, 0, sizeof *out);
     if (check_config(cfg, batch, seq_len, err)) return -1;
+    const cf_lora_config *lora = opts && cf_lora_on(opts->lora) ? opts->lora : NULL;
+    if (cf_lora_check(lora, err) != 0) return -1;
+    out->lora = lora;
     cf_graph *g = out->graph = cf_graph_create();
     int64_t bt[2] = {batch, seq_len};
     out->tokens = cf_graph_input(g, "tokens", CF_I32, 2, bt);
@@ -90,7 +119,7 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
         out->logits = logits;
         cf_graph_keep(g, logits);
     }
-    if (cf_graph_error(g, err) || (opts && apply_freeze(g, opts, err))) {
+    if (cf_graph_error(g, err) || (opts && apply_freeze(g, opts, err)) || (lora && apply_lora(g, lora, err))) {
         cf_graph_free(g);
         memset(out, 0, sizeof *out);
         return -1;
@@ -100,8 +129,14 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
 
 int cf_model_graph_memory(const cf_model_config *cfg, const cf_context_config *ctx, const cf_recompute_config *rc,
                           int64_t batch, int64_t seq_len, cf_memory_report *report, cf_error *err) {
+    return cf_model_graph_memory_opts(cfg, NULL, ctx, rc, batch, seq_len, report, err);
+}
+
+int cf_model_graph_memory_opts(const cf_model_config *cfg, const cf_model_build_opts *opts, const cf_context_config *ctx,
+                               const cf_recompute_config *rc, int64_t batch, int64_t seq_len, cf_memory_report *report,
+                               cf_error *err) {
     cf_model_graph m;
-    if (cf_model_graph_build(cfg, batch, seq_len, NULL, &m, err)) return -1;
+    if (cf_model_graph_build(cfg, batch, seq_len, opts, &m, err)) return -1;
     if (cf_graph_apply_passes(m.graph, ctx, cfg, err) != 0) {
         cf_graph_free(m.graph);
         return -1;
@@ -133,8 +168,10 @@ int cf_memory_plan_rows(const cf_memory_report *m, const cf_memory_report *witho
     if (m->frozen_bytes) { /* the note holds the arena's text first, then this */
         size_t used = strlen(note) + 1;
         if (used < note_size) {
-            snprintf(note + used, note_size - used, "%s (trainable %.1f MiB); frozen weights %.1f MiB, no gradient or moments",
-                     blocks, (double)m->param_bytes / mib, (double)m->frozen_bytes / mib);
+            bool small = m->param_bytes < 1024 * 1024; /* LoRA adapters: KiB */
+            snprintf(note + used, note_size - used, "%s (trainable %.1f %s); frozen weights %.1f MiB, no gradient or moments",
+                     blocks, (double)m->param_bytes / (small ? 1024.0 : mib), small ? "KiB" : "MiB",
+                     (double)m->frozen_bytes / mib);
             rows[1].note = note + used;
         }
     }

@@ -8,16 +8,19 @@
  *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves;
  *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary.
  * src/infer/block.c interprets the same program over a KV cache. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "cformers/fused.h"
 #include "kernels/graph_ops.h"
+#include "models/lora.h"
 #include "models/model_graphs.h"
 
 typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
     cf_tensor *rope; /* the RoPE table, when the program rotates */
+    const cf_lora_config *lora; /* adapters on the linears it targets, or NULL */
     /* the program's values: [B, T, width]; Q, K, V split into heads [B, T, heads, hd] */
     cf_tensor *slot[CF_SLOT_COUNT];
 } builder;
@@ -44,18 +47,36 @@ static void set_output(builder *b, cf_slot slot, cf_tensor *t) {
     b->slot[slot] = t;
 }
 
+/* The linear x W^T (+ bias) of `role`, with its low-rank adapter when the config targets
+ * it (llama.cpp's build_lora_mm): + s (x A^T) B^T, A [rank, in], B [out, rank], B zero at
+ * the start so the adapted model starts as the base. x [B, T, in] -> [B, T, out]. */
+static cf_tensor *linear_of(builder *b, cf_tensor *x, cf_weight_role role, cf_weight_role bias, int layer) {
+    cf_tensor *w = weight(b, role, layer), *y = cf_nn_linear(b->g, x, w, weight(b, bias, layer));
+    const cf_family *f = cf_family_of(b->c->arch);
+    if (!w || !cf_lora_targets(b->lora, f, role, layer)) return y;
+    const cf_family_weight *fw = cf_family_weight_of(f, role);
+    int64_t r = b->lora->rank, a_shape[2] = {r, w->shape[1]}, b_shape[2] = {w->shape[0], r};
+    char name[CF_NAME_MAX];
+    cf_init init = b->lora->init == CF_LORA_INIT_NORMAL ? cf_init_normal(1.0f / (float)r)
+                                                        : cf_init_uniform(1.0f / sqrtf((float)w->shape[1]));
+    cf_lora_tensor_name(fw, layer, 'A', name, sizeof name);
+    cf_tensor *A = cf_graph_param(b->g, name, 2, a_shape, init, true);
+    cf_lora_tensor_name(fw, layer, 'B', name, sizeof name);
+    cf_tensor *B = cf_graph_param(b->g, name, 2, b_shape, cf_init_zeros(), true);
+    cf_tensor *delta = cf_nn_linear(b->g, cf_nn_linear(b->g, x, A, NULL), B, NULL);
+    double scale = cf_lora_scale(b->lora);
+    return cf_nn_add(b->g, y, scale == 1.0 ? delta : cf_nn_scale(b->g, delta, (float)scale));
+}
+
 static void linear(builder *b, const cf_block_step *s, int layer) {
     cf_tensor *x = b->slot[s->in];
     if (s->fused != CF_NO_WEIGHT) { /* one product over the stacked rows, split after it */
-        cf_tensor *w = weight(b, s->fused, layer), *parts[3] = {0};
-        cf_nn_split(b->g, cf_nn_linear(b->g, x, w, weight(b, s->fused_bias, layer)), s->n_out, parts);
+        cf_tensor *parts[3] = {0};
+        cf_nn_split(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out, parts);
         for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], parts[i]);
         return;
     }
-    for (int i = 0; i < s->n_out; i++) {
-        cf_tensor *w = weight(b, s->weight[i], layer);
-        set_output(b, s->out[i], cf_nn_linear(b->g, x, w, weight(b, s->bias[i], layer)));
-    }
+    for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], linear_of(b, x, s->weight[i], s->bias[i], layer));
 }
 
 static void step(builder *b, const cf_block_step *s, int layer) {
@@ -125,7 +146,7 @@ cf_tensor *cf_transformer_forward(const cf_model_config *c, int64_t batch, int64
 cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_block_program *p, int64_t batch,
                                           int64_t seq_len, cf_model_graph *out) {
     (void)batch;
-    builder b = {.g = out->graph, .c = c};
+    builder b = {.g = out->graph, .c = c, .lora = out->lora};
     cf_tensor *wte;
     b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
     for (int i = 0; i < c->num_layers; i++)

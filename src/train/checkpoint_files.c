@@ -21,6 +21,26 @@ void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char
     snprintf(buf, size, "%s/%s_step%" PRId64 ".ckpt", dir, prefix, step);
 }
 
+void cf_checkpoint_peft_dir(char *buf, size_t size, const char *checkpoint_path) {
+    snprintf(buf, size, "%s", checkpoint_path);
+    size_t n = strlen(buf);
+    if (n > 5 && strcmp(buf + n - 5, ".ckpt") == 0) buf[n - 5] = 0;
+    n = strlen(buf);
+    snprintf(buf + n, size - n, ".peft");
+}
+
+/* Removes a checkpoint's PEFT directory (its two files), when there is one. */
+static void remove_peft_dir(const char *checkpoint_path) {
+    char dir[4096], file[4200];
+    cf_checkpoint_peft_dir(dir, sizeof dir, checkpoint_path);
+    const char *files[] = {"adapter_config.json", "adapter_model.safetensors"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(file, sizeof file, "%s/%s", dir, files[i]);
+        unlink(file);
+    }
+    rmdir(dir);
+}
+
 /* The step of a file named PREFIX_stepN.ckpt, or -1. */
 static int64_t step_of(const char *file, const char *prefix) {
     size_t n = strlen(prefix);
@@ -98,6 +118,7 @@ static void remove_older(const char *dir, const char *prefix, size_t keep, int64
         if (kept[i]) continue;
         cf_checkpoint_file_name(path, sizeof path, dir, prefix, steps[i]);
         unlink(path);
+        remove_peft_dir(path);
     }
     free(kept);
     free(steps);

@@ -17,6 +17,8 @@ const char *cf_checkpoint_prefix(const cf_config *cfg);
 
 /* dir/PREFIX_stepN.ckpt into buf. */
 void cf_checkpoint_file_name(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
+/* The PEFT directory a LoRA run writes beside a checkpoint: PREFIX_stepN.ckpt -> PREFIX_stepN.peft. */
+void cf_checkpoint_peft_dir(char *buf, size_t size, const char *checkpoint_path);
 
 /* The checkpoint with the highest step in dir whose checksums all verify (into buf). A
  * newer one that does not (corrupt, truncated) is passed over with a one-line warning

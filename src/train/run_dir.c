@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cformers/checkpoint.h"
+#include "io/lora_adapter.h"
 #include "train/checkpoint_files.h"
 
 /* UTC start time and 16 bits of pid and clock: unique enough among the runs of one
@@ -20,9 +21,19 @@ static void new_run_id(char *buf, size_t size) {
     snprintf(buf, size, "%s-%04x", stamp, (unsigned)(getpid() ^ now.tv_nsec) & 0xffffu);
 }
 
+/* A LoRA run over load_checkpoint records that base's identity (cf_lora_base_hash), so
+ * its adapters are never applied to another base silently. */
 static cf_run_settings settings_of(const cf_trainer *t) {
-    return (cf_run_settings){.seq_length = t->seq, .batch_size = t->batch, .accumulation = t->accum,
-                             .ranks = t->world, .learning_rate = t->schedule.peak};
+    cf_run_settings s = {.seq_length = t->seq, .batch_size = t->batch, .accumulation = t->accum, .ranks = t->world,
+                         .learning_rate = t->schedule.peak, .lora_rank = t->cfg.lora.rank, .lora_alpha = t->cfg.lora.alpha};
+    cf_error ignored;
+    cf_ckpt *base = t->cfg.lora.rank > 0 && t->cfg.load_checkpoint[0] ? cf_ckpt_open(t->cfg.load_checkpoint, false, &ignored) : NULL;
+    if (base) {
+        s.lora_base = t->cfg.load_checkpoint;
+        s.lora_base_hash = cf_lora_base_hash(base);
+        cf_ckpt_close(base);
+    }
+    return s;
 }
 
 static char *dump(const json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT); }

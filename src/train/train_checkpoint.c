@@ -9,6 +9,7 @@
 
 #include "cformers/checkpoint.h"
 #include "io/ckpt_tokenizer.h"
+#include "models/lora.h"
 #include "train/crash_inject.h"
 
 #define FORMAT_NAME "cformers-train-state"
@@ -58,6 +59,11 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
     json_object_set_new(meta, "loss_scale",
                         json_pack("{s:f, s:I, s:I}", "scale", ls->scale, "good_steps", (json_int_t)ls->good_steps,
                                   "skipped_steps", (json_int_t)ls->skipped_steps));
+    if (r->lora_rank > 0) {
+        json_t *lora = json_pack("{s:I, s:f}", "rank", (json_int_t)r->lora_rank, "alpha", r->lora_alpha);
+        if (r->lora_base) json_object_set_new(lora, "base", json_pack("{s:s, s:o}", "path", r->lora_base, "hash", u64_hex(r->lora_base_hash)));
+        json_object_set_new(meta, "lora", lora);
+    }
     return meta;
 }
 
@@ -237,6 +243,8 @@ static int load_frozen(cf_ckpt *c, cf_tensor *t, cf_error *err) {
     return copy_tensor(c, t->name, t->dtype, t->ndim, t->shape, t->data, err);
 }
 
+/* Fresh adapters over a base checkpoint that has none (LoRA fine-tuning) keep their
+ * init; a resumed LoRA run's checkpoint must hold them. */
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, true, err);
     if (!c) return -1;
@@ -244,6 +252,7 @@ int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_tr
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
         cf_tensor *t = cf_graph_param_at(g, i);
+        if (!resume && cf_lora_is_adapter(t->name) && !cf_ckpt_find(c, t->name)) continue; /* a base: A, B keep their init */
         rc = copy_tensor(c, t->name, CF_F32, t->ndim, t->shape, t->data, err);
     }
     for (int i = 0; i < cf_graph_num_frozen(g) && rc == 0; i++) rc = load_frozen(c, cf_graph_frozen_at(g, i), err);

@@ -28,6 +28,10 @@
 typedef struct cf_run_settings {
     int64_t seq_length, batch_size, accumulation, ranks;
     double learning_rate;
+    int64_t lora_rank; /* a LoRA run's adapters (metadata "lora", read by --lora): 0 = none */
+    double lora_alpha;
+    const char *lora_base;   /* the base checkpoint (load_checkpoint) and its cf_lora_base_hash; NULL = none */
+    uint64_t lora_base_hash;
 } cf_run_settings;
 
 /* Everything besides tensors that a resumed run needs to continue identically. */

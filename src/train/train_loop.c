@@ -10,6 +10,7 @@
 #include "cformers/gemm.h"
 #include "cformers/threads.h"
 #include "io/atomic_file.h"
+#include "io/lora_adapter.h"
 #include "obs/clock.h"
 #include "obs/memory_plan.h"
 #include "obs/profile.h"
@@ -95,8 +96,8 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
     cf_memory_report without = {0};
     cf_error err = {{0}};
     bool compare = (rc->recompute || rc->select_recompute) &&
-                   cf_model_graph_memory(&t->cfg.model.model_config, &t->cfg.context, NULL, t->batch, t->seq, &without,
-                                         &err) == 0;
+                   cf_model_graph_memory_opts(&t->cfg.model.model_config, &(cf_model_build_opts){.lora = &t->cfg.lora},
+                                              &t->cfg.context, NULL, t->batch, t->seq, &without, &err) == 0;
     cf_memory_plan_rows(m, compare ? &without : NULL, rows, note, sizeof note);
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_trainer_metrics(t, "memory_plan",
@@ -212,11 +213,27 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
 /* Every rank takes part (ZeRO-1 gathers the moments); rank 0 writes, in the background
  * with async_save (after waiting for the write in flight). A step already saved (an
  * interval and a signal at the same step) is not saved twice. */
+/* A LoRA run's adapters as a PEFT directory beside the checkpoint at `path` (rank 0; small,
+ * so written at once): what PEFT, vLLM and --lora read. */
+static int save_peft(cf_trainer *t, const char *path, cf_error *err) {
+    if (t->cfg.lora.rank <= 0 || !writes_files(t)) return 0;
+    cf_lora_adapter a;
+    char dir[2 * CF_CONFIG_PATH_MAX + 8];
+    cf_checkpoint_peft_dir(dir, sizeof dir, path);
+    if (cf_lora_adapter_from_graph(t->model.graph, &t->cfg.model.model_config, t->cfg.lora.rank, t->cfg.lora.alpha, &a,
+                                   err) != 0)
+        return -1;
+    int rc = cf_lora_peft_write(dir, &t->cfg.model.model_config, &a, err);
+    cf_lora_adapter_free(&a);
+    return rc;
+}
+
 static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     if (r->saved_step == t->pos.step) return 0;
     r->saved_step = t->pos.step;
     char path[2 * CF_CONFIG_PATH_MAX];
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
+    if (save_peft(t, path, err) != 0) return -1;
     double t0 = cf_clock_seconds();
     if (t->cfg.callbacks.checkpoint_monitor.async_save) {
         cf_error ignored;

@@ -4,6 +4,7 @@
 
 #include "core/passes.h"
 #include "io/config_internal.h"
+#include "models/lora.h"
 #include "obs/rss.h"
 #include "train/run_dir.h"
 
@@ -33,7 +34,8 @@ static void apply_decay_policy(cf_graph *g, const cf_optimizer_config *o) {
 }
 
 static int build_graph(cf_trainer *t, cf_error *err) {
-    cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze, .n_freeze = t->opts.n_freeze};
+    cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze,
+                                 .n_freeze = t->opts.n_freeze, .lora = &t->cfg.lora};
     if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
     cf_graph *g = t->model.graph;
     if (cf_graph_apply_passes(g, &t->cfg.context, &t->cfg.model.model_config, err) != 0) return -1;
@@ -109,11 +111,20 @@ static int init_state(cf_trainer *t, cf_error *err) {
     if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
     if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
-    if (!t->opts.quiet)
-        fprintf(t->out, "load_checkpoint: loaded %d tensors (%lld parameters) from %s%s%s\n",
-                cf_graph_num_params(t->model.graph), (long long)cf_graph_param_elems(t->model.graph),
+    if (!t->opts.quiet) { /* the base's tensors, trainable and frozen; fresh LoRA adapters are not in it */
+        cf_graph *g = t->model.graph;
+        int tensors = 0;
+        long long elems = 0;
+        for (int i = 0; i < cf_graph_num_params(g) + cf_graph_num_frozen(g); i++) {
+            const cf_tensor *p = i < cf_graph_num_params(g) ? cf_graph_param_at(g, i) : cf_graph_frozen_at(g, i - cf_graph_num_params(g));
+            if (t->cfg.lora.rank > 0 && cf_lora_is_adapter(p->name)) continue; /* counted apart */
+            tensors++, elems += cf_tensor_numel(p);
+        }
+        fprintf(t->out, "load_checkpoint: loaded %d tensors (%lld parameters) from %s%s%s%s\n", tensors, elems,
                 t->cfg.load_checkpoint, t->tokenizer.bytes ? "; tokenizer: " : "",
-                t->tokenizer.bytes ? t->tokenizer.name : "");
+                t->tokenizer.bytes ? t->tokenizer.name : "",
+                t->cfg.lora.rank > 0 ? "; LoRA adapters it lacks start at their init" : "");
+    }
     return 0;
 }
 
