@@ -35,7 +35,17 @@ static void finding(const char *what, const char *body, size_t len) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0 || size > 4096) return 0;
     bool chat = data[0] & 1;
-    serve_chat_template tmpl = (serve_chat_template)((data[0] >> 1) % 3);
+    /* the built-ins by name (bits 1-2), as `serve --chat-template` chooses them */
+    static const char *const builtins[] = {"llama2", "llama3", "chatml", "plain"};
+    static serve_chat_template templates[4];
+    static bool ready[4];
+    int which = (data[0] >> 1) & 3;
+    if (!ready[which]) {
+        cf_error init_err;
+        if (cf_serve_chat_init(&templates[which], NULL, "llama", NULL, builtins[which], &init_err) != 0) abort();
+        ready[which] = true;
+    }
+    const serve_chat_template *tmpl = &templates[which];
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     const cf_infer_model *m = cf_serve_model(engine);
