@@ -152,6 +152,12 @@ typedef struct cf_server_options {
     const char *chat_template; /* "llama2", "llama3", "chatml"; NULL: from the tokenizer */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
     const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */
+    /* Limits of the HTTP layer (0: the default); past them a client gets OpenAI's error JSON: */
+    unsigned max_connections;  /* open connections at most; one more gets 503 and is closed (default 1024) */
+    size_t max_header_bytes;   /* request line and headers at most (default 16 KiB; libmicrohttpd answers 431) */
+    unsigned header_timeout_s; /* the headers must be in this long after the request line (default 10; 408) */
+    unsigned idle_timeout_s;   /* a connection with no request under way, or a stalled body (default 30) */
+    double shutdown_timeout_s; /* cf_server_stop lets requests under way finish this long, then cancels them */
 } cf_server_options;
 
 typedef struct cf_server cf_server;
@@ -159,6 +165,9 @@ typedef struct cf_server cf_server;
  * outlive the server. */
 cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err);
 int cf_server_port(const cf_server *s);
+/* Stops gracefully: no new connection or request (503), requests under way given
+ * shutdown_timeout_s to finish, then cancelled (a whole response: 503; a stream: an error
+ * event and [DONE]); returns once every connection is closed. */
 void cf_server_stop(cf_server *s);
 
 #ifdef __cplusplus

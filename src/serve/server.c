@@ -17,16 +17,20 @@
 #include "cformers/serve.h"
 #include "data/utf8.h"
 #include "obs/http.h"
+#include "obs/http_guard.h"
 #include "serve/chat.h"
 #include "serve/request.h"
 
-enum { STATUS_KINDS = 9 };
-static const unsigned status_codes[STATUS_KINDS] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+enum { STATUS_KINDS = 15 };
+static const unsigned status_codes[STATUS_KINDS] = {200, 400, 401, 404, 405, 408, 411, 413, 414,
+                                                   431, 500, 501, 503, 505, 0};
 
 struct cf_server {
     cf_serve_engine *e;
-    struct MHD_Daemon *daemon;
+    cf_http_guard *http;
     int port;
+    double shutdown_timeout_s;
+    atomic_bool cancel; /* stopping, past the deadline: requests under way end now */
     char model[256];
     serve_chat_template chat;
     size_t max_body;
@@ -44,16 +48,30 @@ typedef struct upload {
 } upload;
 
 static void count_status(cf_server *s, unsigned status) {
-    int k = 0;
+    unsigned k = 0;
     while (k < STATUS_KINDS - 1 && status_codes[k] != status) k++;
     atomic_fetch_add(&s->responses[k], 1);
+}
+
+static void count_http(void *cls, unsigned status) { count_status(cls, status); }
+
+/* Queues response r: every connection serves one request (each reaches the HTTP layer's
+ * checks before libmicrohttpd parses it: obs/http_guard.h). */
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const char *type) {
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsigned status, json_t *body) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     count_status(s, status);
-    return cf_http_reply(c, status, "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+    return queue(c, status, MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE), "application/json");
 }
 
 static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsigned status, const char *param,
@@ -239,7 +257,11 @@ static json_t *usage_json(long prompt, long completion) {
 
 static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
     uint64_t version = 0;
-    while (!cf_serve_wait(k->r, &version, 1000)) {
+    while (!cf_serve_wait(k->r, &version, 250)) {
+        if (!atomic_load(&k->s->cancel)) continue;
+        cf_serve_release(k->r);
+        call_free(k);
+        return reply_error(k->s, c, 503, NULL, "the server is shutting down: the request was cancelled");
     }
     json_t *body = envelope(k, false), *choices = json_array();
     long prompt = 0, completion = 0;
@@ -283,9 +305,26 @@ static void put_event(stream *st, json_t *j) {
     free(text);
 }
 
-/* The events since the last call: each sample's new text, then its finish. */
+/* The stream's end: "data: [DONE]". */
+static void put_done(stream *st) {
+    const char *done = "data: [DONE]\n\n";
+    size_t dn = strlen(done);
+    if (st->len + dn > st->cap) st->cap = st->len + dn, st->buf = cf_xrealloc(st->buf, st->cap);
+    memcpy(st->buf + st->len, done, dn), st->len += dn;
+    st->done = true;
+}
+
+/* The events since the last call: each sample's new text, then its finish; a server
+ * stopping past its deadline ends the stream with an error event (OpenAI's shape). */
 static void gather(stream *st) {
     bool all = cf_serve_wait(st->k.r, &st->version, 250);
+    if (atomic_load(&st->k.s->cancel)) {
+        put_event(st, json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
+                                "the server is shutting down: the request was cancelled", "type", "server_error",
+                                "param", "code", "server_busy"));
+        put_done(st);
+        return;
+    }
     int n = cf_serve_request_n(st->k.r);
     for (int i = 0; i < n; i++) {
         if (st->finished[i]) continue;
@@ -330,13 +369,7 @@ static void gather(stream *st) {
             json_object_set_new(ev, "usage", usage_json(st->prompt, completion));
             put_event(st, ev);
         }
-        if (every) {
-            const char *done = "data: [DONE]\n\n";
-            size_t dn = strlen(done);
-            if (st->len + dn > st->cap) st->cap = st->len + dn, st->buf = cf_xrealloc(st->buf, st->cap);
-            memcpy(st->buf + st->len, done, dn), st->len += dn;
-            st->done = true;
-        }
+        if (every) put_done(st);
     }
 }
 
@@ -377,12 +410,8 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
         stream_free(st);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
     count_status(k->s, 200);
-    enum MHD_Result rc = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(c, 200, r, "text/event-stream");
 }
 
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
@@ -570,7 +599,8 @@ static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
 #undef COUNTER
 #undef GAUGE
     count_status(s, 200);
-    return cf_http_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b, len, MHD_RESPMEM_MUST_FREE);
+    return queue(c, 200, MHD_create_response_from_buffer(len, b, MHD_RESPMEM_MUST_FREE),
+                 "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* The request names the server's API key (Authorization: Bearer KEY), or none is asked. The
@@ -682,9 +712,12 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
         free(s);
         return NULL;
     }
-    s->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
-                               handle, s, completed, &s->port, err);
-    if (!s->daemon) {
+    cf_http_limits lim = {.max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
+                          .header_timeout_s = o->header_timeout_s, .idle_timeout_s = o->idle_timeout_s,
+                          .max_body_bytes = s->max_body};
+    s->shutdown_timeout_s = o->shutdown_timeout_s;
+    s->http = cf_http_guard_start(o->host, o->port, &lim, handle, completed, count_http, s, &s->port, err);
+    if (!s->http) {
         free(s->api_key);
         free(s);
         return NULL;
@@ -696,7 +729,11 @@ int cf_server_port(const cf_server *s) { return s->port; }
 
 void cf_server_stop(cf_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->daemon);
+    if (cf_http_guard_quiesce(s->http) > 0 && !cf_http_guard_drain(s->http, (int)(s->shutdown_timeout_s * 1000))) {
+        atomic_store(&s->cancel, true); /* past the deadline: the handlers answer and end */
+        cf_http_guard_drain(s->http, 5000);
+    }
+    cf_http_guard_stop(s->http);
     free(s->api_key);
     free(s);
 }
