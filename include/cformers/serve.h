@@ -113,8 +113,8 @@ typedef struct cf_serve_output {
 } cf_serve_output;
 void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out);
 /* cf_serve_read, and with logprobs the tokens from token tok_from on whose text lies before
- * the text shown (so that text and tokens read together agree); with_prompt: the prompt's
- * scores too once ready. */
+ * the text shown, the text ending where theirs does (so that text and tokens read together
+ * agree, each token's text whole); with_prompt: the prompt's scores too once ready. */
 void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from, bool with_prompt,
                           cf_serve_output *out);
 int cf_serve_request_n(const cf_serve_request *r);

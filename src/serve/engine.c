@@ -290,6 +290,10 @@ void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from
     pthread_mutex_lock(&r->e->mu);
     const choice *c = &r->choices[i];
     size_t end = c->visible > from ? c->visible : from;
+    if (tok_from >= 0 && c->toks) { /* the text ends where the tokens read do: a token's text comes whole */
+        size_t shown_end = c->shown_toks < c->n_toks ? c->toks[c->shown_toks].offset : c->len;
+        if (shown_end < end) end = shown_end > from ? shown_end : from;
+    }
     out->len = end - from;
     out->text = cf_xmalloc(out->len + 1);
     memcpy(out->text, c->text ? c->text + from : "", out->len);
