@@ -2,7 +2,8 @@
 """Slow and many clients against `cformers serve` (tests/cli_serve_http.sh), python3 stdlib.
   slowloris HOST:PORT PID IDLE_TIMEOUT: 600 idle connections and 50 trickling a header; a new
       client is still served (generous bound), the tricklers get 408 JSON, and once the
-      timeouts have passed the server's descriptors are back to their idle level.
+      timeouts have passed the server's descriptors are back to their idle level (and its
+      memory within 64 MB of it).
   cap HOST:PORT MAX: MAX idle connections, then one more is answered 503 JSON.
   sigterm HOST:PORT PID MODE: requests under way when SIGTERM comes; MODE finish: every one
       completes (200) and the server exits 0; MODE cancel (--shutdown-timeout 0): those not
@@ -17,6 +18,13 @@ port = int(port)
 
 def fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_mb(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def request(body, path=b"/v1/completions", timeout=60):
@@ -42,7 +50,7 @@ def served(bound):
 
 
 def slowloris(pid, idle_timeout):
-    idle_fds = fds(pid)
+    idle_fds, idle_rss = fds(pid), rss_mb(pid)
     idle = [socket.create_connection((host, port)) for _ in range(600)]
     trick = [socket.create_connection((host, port)) for _ in range(50)]
     stop = threading.Event()
@@ -99,7 +107,10 @@ def slowloris(pid, idle_timeout):
         time.sleep(0.2)
     assert fds(pid) <= idle_fds + 2, "descriptors: %d after, %d idle" % (fds(pid), idle_fds)
     served(30)
-    print("slowloris ok: descriptors %d idle, %d after" % (idle_fds, fds(pid)))
+    # memory: back near its idle level (generous: allocator caches and thread stacks may stay)
+    assert rss_mb(pid) <= idle_rss + 64, "RSS %.1f MB after, %.1f MB idle" % (rss_mb(pid), idle_rss)
+    print("slowloris ok: descriptors %d idle, %d after; RSS %.1f MB idle, %.1f MB after"
+          % (idle_fds, fds(pid), idle_rss, rss_mb(pid)))
 
 
 def cap(n):

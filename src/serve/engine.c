@@ -177,30 +177,30 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         return NULL;
     }
     if (p->max_tokens < 0 || n + p->max_tokens > e->max_seq) {
-        cf_fail(err, "max_tokens %ld and the prompt's %ld tokens exceed the context of %ld tokens", p->max_tokens, n,
+        cf_fail(err, "'max_tokens' %ld and the prompt's %ld tokens exceed the context of %ld tokens", p->max_tokens, n,
                 e->max_seq);
         return NULL;
     }
     int samples = p->n ? p->n : 1;
     if (samples < 1 || samples > e->o.max_batch) {
-        cf_fail(err, "n must be between 1 and the server's --max-batch %ld, not %d", e->o.max_batch, p->n);
+        cf_fail(err, "'n' must be between 1 and the server's --max-batch %ld, not %d", e->o.max_batch, p->n);
         return NULL;
     }
     if (p->n_stop < 0 || p->n_stop > CF_SERVE_MAX_STOP) {
-        cf_fail(err, "at most %d stop strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
+        cf_fail(err, "'stop' takes at most %d strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
         return NULL;
     }
     if (p->top_logprobs < 0 || p->top_logprobs > CF_SERVE_MAX_TOP_LOGPROBS) {
-        cf_fail(err, "top_logprobs must be between 0 and %d, not %d", (int)CF_SERVE_MAX_TOP_LOGPROBS, p->top_logprobs);
+        cf_fail(err, "'top_logprobs' must be between 0 and %d, not %d", (int)CF_SERVE_MAX_TOP_LOGPROBS, p->top_logprobs);
         return NULL;
     }
     if (p->n_logit_bias < 0 || p->n_logit_bias > CF_SERVE_MAX_LOGIT_BIAS || (p->n_logit_bias && !p->logit_bias)) {
-        cf_fail(err, "logit_bias takes at most %d tokens, not %d", (int)CF_SERVE_MAX_LOGIT_BIAS, p->n_logit_bias);
+        cf_fail(err, "'logit_bias' takes at most %d tokens, not %d", (int)CF_SERVE_MAX_LOGIT_BIAS, p->n_logit_bias);
         return NULL;
     }
     for (int b = 0; b < p->n_logit_bias; b++)
         if (p->logit_bias[b].id < 0 || p->logit_bias[b].id >= e->vocab || !(fabsf(p->logit_bias[b].bias) <= 100.0f)) {
-            cf_fail(err, "logit_bias: token %d with bias %g: tokens must be in the vocabulary of %ld, biases in -100..100",
+            cf_fail(err, "'logit_bias': token %d with bias %g: tokens must be in the vocabulary of %ld, biases in -100..100",
                     p->logit_bias[b].id, (double)p->logit_bias[b].bias, e->vocab);
             return NULL;
         }
@@ -210,7 +210,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
     }
     for (long t = 0; t < n; t++)
         if (prompt[t] < 0 || prompt[t] >= e->vocab) {
-            cf_fail(err, "token %d is outside the vocabulary of %ld", prompt[t], e->vocab);
+            cf_fail(err, "the prompt's token %d is outside the vocabulary of %ld", prompt[t], e->vocab);
             return NULL;
         }
     cf_serve_request *r = cf_xcalloc(1, sizeof *r);

@@ -233,7 +233,7 @@ static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, s
     json_t *seed_v = json_object_get(body, "seed");
     q->seeded = seed_v && !json_is_null(seed_v);
     if (max_tokens > max_seq)
-        return q->param = mt_name, cf_fail(err, "%s %ld is beyond the context of %ld tokens", mt_name, max_tokens, max_seq);
+        return q->param = mt_name, cf_fail(err, "'%s' %ld is beyond the context of %ld tokens", mt_name, max_tokens, max_seq);
     json_t *stream = json_object_get(body, "stream");
     if (stream && !json_is_null(stream) && !json_is_boolean(stream))
         return q->param = "stream", cf_fail(err, "'stream' must be true or false");
