@@ -42,6 +42,21 @@ def request(body, path=b"/v1/completions", timeout=60):
     return int(head.split()[1]) if head.startswith(b"HTTP/") else None, rest
 
 
+def read_all(s, timeout):
+    """What socket s receives until the peer closes (or an error, or timeout)."""
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            got = s.recv(4096)
+            if not got:
+                break
+            data += got
+    except OSError:
+        pass
+    return data
+
+
 def served(bound):
     t = time.time()
     status, body = request(b'{"prompt":"Once upon a time","max_tokens":4}', timeout=bound)
@@ -73,17 +88,7 @@ def slowloris(pid, idle_timeout):
     print("new client served in %.2f s beside 600 idle and 50 trickling connections" % took)
     # the tricklers are answered 408 (JSON) once their header time is up
     for s in trick:
-        s.settimeout(30)
-        data = b""
-        try:
-            while True:
-                got = s.recv(4096)
-                if not got:
-                    break
-                data += got
-        except OSError:
-            pass
-        answers.append(data)
+        answers.append(read_all(s, 30))
     stop.set()
     t.join()
     bad = [a for a in answers if not a.startswith(b"HTTP/1.1 408") or b'"error"' not in a]
@@ -116,16 +121,7 @@ def slowloris(pid, idle_timeout):
 def cap(n):
     held = [socket.create_connection((host, port)) for _ in range(n)]
     time.sleep(0.5)
-    s = socket.create_connection((host, port), timeout=10)
-    data = b""
-    try:
-        while True:
-            got = s.recv(4096)
-            if not got:
-                break
-            data += got
-    except OSError:
-        pass
+    data = read_all(socket.create_connection((host, port), timeout=10), 10)
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 503") and json.loads(body)["error"]["code"] == "server_busy", data
     for h in held:

@@ -60,6 +60,8 @@ typedef struct cf_serve_params {
     int top_logprobs;         /* 0 .. CF_SERVE_MAX_TOP_LOGPROBS alternatives per token */
     bool prompt_logprobs;     /* each prompt token's logprob given the ones before it (the first has none) */
     bool score_only;          /* compute the prompt and generate nothing (max_tokens is not used) */
+    bool token_texts;         /* each generated token's place in the text (cf_serve_read_tokens), its logprob NaN
+                                 unless logprobs: a stream's one event per token, without the log-softmax */
     const cf_serve_logit_bias *logit_bias; /* n_logit_bias entries (copied), ids distinct and in the vocabulary */
     int n_logit_bias;
 } cf_serve_params;

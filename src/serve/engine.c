@@ -227,7 +227,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         memcpy(r->bias, p->logit_bias, sizeof *r->bias * (size_t)p->n_logit_bias);
     }
     r->p.logit_bias = r->bias;
-    if (p->logprobs) { /* room for every token a sample can generate */
+    if (p->logprobs || p->token_texts) { /* room for every token a sample can generate */
         long room = e->max_seq - n;
         if (p->max_tokens > 0 && p->max_tokens < room) room = p->max_tokens;
         for (int i = 0; i < samples; i++)
@@ -617,13 +617,13 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     size_t len = 0;
     int32_t prev = s->tokens[s->n_tokens - 1];
     const char *piece = e->tok ? cf_tokenizer_piece(e->tok, prev, next, scratch, &len) : "";
-    cf_serve_token tk;
+    cf_serve_token tk = {.id = next, .prev = prev, .logprob = NAN}; /* token_texts: its place, no logprob */
     if (s->raw) logprob_entry(s->raw, e->vocab, r->p.top_logprobs, next, prev, &tk);
     s->tokens[s->n_tokens++] = next;
     if (s->counts) s->counts[next]++;
     s->generated++;
     pthread_mutex_lock(&e->mu);
-    bool stopped = emit_text(r, &r->choices[s->choice], piece, len, s->raw ? &tk : NULL);
+    bool stopped = emit_text(r, &r->choices[s->choice], piece, len, s->raw || r->p.token_texts ? &tk : NULL);
     e->st.generated_tokens++;
     if (s->generated == 1 && s->choice == 0) histogram_add(&e->st.ttft, now - r->t_submit);
     if (s->generated > 1) histogram_add(&e->st.itl, now - s->t_last);

@@ -535,9 +535,10 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         k.parts = cf_xcalloc((size_t)k.n_parts, sizeof *k.parts);
         cf_serve_params p = q.p;
         p.n = k.n_samples;
-        /* tokens come one per stream event, and best_of ranks by logprob: both need the
-         * tokens' logprobs (the client sees them only when it asked) */
-        p.logprobs |= q.stream || k.n_samples > k.n_out;
+        /* tokens come one per stream event (their places in the text), and best_of ranks by
+         * logprob (the client sees logprobs only when it asked) */
+        p.token_texts = q.stream;
+        p.logprobs |= k.n_samples > k.n_out;
         /* no seed: one of the server's own, so that two requests sample differently */
         if (!q.seeded && p.sampling.temperature > 0)
             p.sampling.seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)atomic_load(&s->next_id) << 20);
