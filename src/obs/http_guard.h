@@ -1,15 +1,19 @@
 /* A libmicrohttpd daemon that slow or hostile clients cannot lock out (`cformers serve`):
- * connections are accepted here and handed to libmicrohttpd (one thread each), so that
+ * connections are accepted here and held (one epoll set, no thread) while their request head
+ * arrives; it is peeked at, not read, and once whole and checked (request line, header
+ * syntax, Content-Length, Host, version: what libmicrohttpd would otherwise answer with an
+ * HTML page of its own, or drop) the connection is handed to libmicrohttpd (a thread each),
+ * which so never meets a request it would refuse. So:
  *   - past max_connections a new connection is answered 503 (JSON) and closed;
- *   - a connection with no request under way is closed after idle_timeout_s (keep-alive,
- *     or a request line that never ends), a request whose headers are not all in within
- *     header_timeout_s of its request line, or whose body stalls for idle_timeout_s, is
- *     answered 408 (JSON) and closed;
- *   - the request line and headers are bounded by max_header_bytes (libmicrohttpd's
- *     per-connection memory);
+ *   - a connection that sends nothing for idle_timeout_s is closed; one whose head is not
+ *     whole within header_timeout_s of its first byte, or whose body stalls for
+ *     idle_timeout_s, is answered 408 (JSON);
+ *   - a head over max_header_bytes is answered 431 (414 for the request line), a
+ *     Content-Length over max_body_bytes 413, a malformed head 400/411/505, all JSON;
  *   - a body shorter than its Content-Length followed by a half-close is answered 400 (JSON);
- *   - every status the layer answers itself, and those libmicrohttpd answers on its own
- *     (malformed requests: see docs/serving.md), is told to `count`;
+ *   - every status answered is told to `count`;
+ *   - a connection serves one request (the next would reach libmicrohttpd unchecked): the
+ *     handler's responses must say "Connection: close";
  *   - stopping is graceful: no new connection, idle ones closed, requests under way given
  *     a deadline (cf_http_guard_drain).
  * The handler and completed callbacks are libmicrohttpd's, called as it calls them. */
