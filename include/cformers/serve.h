@@ -81,6 +81,8 @@ typedef struct cf_serve_params {
     int top_logprobs;         /* 0 .. CF_SERVE_MAX_TOP_LOGPROBS alternatives per token */
     bool prompt_logprobs;     /* each prompt token's logprob given the ones before it (the first has none) */
     bool score_only;          /* compute the prompt and generate nothing (max_tokens is not used) */
+    bool token_texts;         /* each generated token's place in the text (cf_serve_read_tokens), its logprob NaN
+                                 unless logprobs: a stream's one event per token, without the log-softmax */
     const cf_serve_logit_bias *logit_bias; /* n_logit_bias entries (copied), ids distinct and in the vocabulary */
     int n_logit_bias;
 } cf_serve_params;
@@ -134,8 +136,8 @@ typedef struct cf_serve_output {
 } cf_serve_output;
 void cf_serve_read(cf_serve_request *r, int i, size_t from, cf_serve_output *out);
 /* cf_serve_read, and with logprobs the tokens from token tok_from on whose text lies before
- * the text shown (so that text and tokens read together agree); with_prompt: the prompt's
- * scores too once ready. */
+ * the text shown, the text ending where theirs does (so that text and tokens read together
+ * agree, each token's text whole); with_prompt: the prompt's scores too once ready. */
 void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from, bool with_prompt,
                           cf_serve_output *out);
 int cf_serve_request_n(const cf_serve_request *r);
@@ -176,6 +178,12 @@ typedef struct cf_server_options {
     const char *chat_template; /* a built-in "llama2", "llama3", "chatml", "plain"; NULL: the model's own, else its family's */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
     const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */
+    /* Limits of the HTTP layer (0: the default); past them a client gets OpenAI's error JSON: */
+    unsigned max_connections;  /* open connections at most; one more gets 503 and is closed (default 1024) */
+    size_t max_header_bytes;   /* request line and headers at most (default 16 KiB; libmicrohttpd answers 431) */
+    unsigned header_timeout_s; /* the headers must be in this long after the request line (default 10; 408) */
+    unsigned idle_timeout_s;   /* a connection with no request under way, or a stalled body (default 30) */
+    double shutdown_timeout_s; /* cf_server_stop lets requests under way finish this long, then cancels them */
 } cf_server_options;
 
 typedef struct cf_server cf_server;
@@ -186,6 +194,9 @@ int cf_server_port(const cf_server *s);
 /* Which chat template the chat endpoint renders: "the model's own chat_template" or
  * "built-in NAME (why)". */
 const char *cf_server_chat_template(const cf_server *s);
+/* Stops gracefully: no new connection or request (503), requests under way given
+ * shutdown_timeout_s to finish, then cancelled (a whole response: 503; a stream: an error
+ * event and [DONE]); returns once every connection is closed. */
 void cf_server_stop(cf_server *s);
 
 #ifdef __cplusplus

@@ -44,6 +44,15 @@ static const char usage[] =
     "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint\n"
     "                          stores its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
     "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n"
+    "limits (past them a client gets OpenAI's error JSON, counted in /metrics):\n"
+    "  --max-connections N     open connections at most; one more gets 503 (default 1024)\n"
+    "  --max-body-bytes SIZE   request bodies at most, else 413 (default 1M)\n"
+    "  --max-header-bytes SIZE request line and headers at most, else 431 (default 16K)\n"
+    "  --header-timeout S      seconds from a request line to the end of its headers, else 408 (default 10)\n"
+    "  --idle-timeout S        seconds a connection may sit with no request under way, or a body\n"
+    "                          stall, before it is closed (default 30)\n"
+    "  --shutdown-timeout S    on SIGTERM or Ctrl-C: seconds requests under way may take to\n"
+    "                          finish before they are cancelled (default 30)\n"
     "\n"
     "examples (run from the repository root after those of tokenizer, preprocess and train):\n"
     "  cformers serve --model out/run/checkpoint_step2.ckpt --port 8000\n";
@@ -75,7 +84,7 @@ typedef struct serve_args {
 
 static int parse_args(int argc, char **argv, serve_args *a) {
     const char *cmd = "serve";
-    *a = (serve_args){.dtype = CF_DTYPE_COUNT, .server = {.port = 8080}};
+    *a = (serve_args){.dtype = CF_DTYPE_COUNT, .server = {.port = 8080, .shutdown_timeout_s = 30}};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *v = NULL;
         long x = 0;
@@ -103,10 +112,23 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--chat-template") == 0) a->server.chat_template = v;
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
+        else if (strcmp(flag, "--max-connections") == 0)
+            rc = cli_parse_long(cmd, flag, v, 1, 1L << 20, &x), a->server.max_connections = (unsigned)x;
+        else if (strcmp(flag, "--max-body-bytes") == 0) rc = parse_size(flag, v, &a->server.max_body);
+        else if (strcmp(flag, "--max-header-bytes") == 0) rc = parse_size(flag, v, &a->server.max_header_bytes);
+        else if (strcmp(flag, "--header-timeout") == 0)
+            rc = cli_parse_long(cmd, flag, v, 1, 86400, &x), a->server.header_timeout_s = (unsigned)x;
+        else if (strcmp(flag, "--idle-timeout") == 0)
+            rc = cli_parse_long(cmd, flag, v, 1, 86400, &x), a->server.idle_timeout_s = (unsigned)x;
+        else if (strcmp(flag, "--shutdown-timeout") == 0)
+            rc = cli_parse_long(cmd, flag, v, 0, 86400, &x), a->server.shutdown_timeout_s = (double)x;
         else return cli_usage_error(cmd, "unknown option '%s'", flag);
         if (rc) return rc;
     }
     if (!a->model) return cli_usage_error(cmd, "--model is required");
+    if ((a->server.max_body && a->server.max_body < 64) || (a->server.max_header_bytes &&
+                                                             (a->server.max_header_bytes < 1024 || a->server.max_header_bytes > (64u << 20))))
+        return cli_usage_error(cmd, "--max-body-bytes must be at least 64 and --max-header-bytes 1K..64M");
     if (a->server.api_key && !*a->server.api_key) return cli_usage_error(cmd, "--api-key must not be empty");
     if (!a->server.api_key) a->server.api_key = getenv("CFORMERS_API_KEY");
     if (a->engine.kv_blocks && a->engine.kv_memory) return cli_usage_error(cmd, "give --kv-blocks or --kv-memory, not both");
@@ -163,6 +185,8 @@ int cmd_serve(int argc, char **argv) {
     printf("serve: chat template: %s\n", cf_server_chat_template(s));
     fflush(stdout);
     cli_wait_stop_signal();
+    printf("serve: stopping (requests under way get up to %g s)\n", a.server.shutdown_timeout_s);
+    fflush(stdout);
     cf_server_stop(s);
     cf_serve_engine_free(e);
     return 0;

@@ -184,30 +184,30 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         return NULL;
     }
     if (p->max_tokens < 0 || n + p->max_tokens > e->max_seq) {
-        cf_fail(err, "max_tokens %ld and the prompt's %ld tokens exceed the context of %ld tokens", p->max_tokens, n,
+        cf_fail(err, "'max_tokens' %ld and the prompt's %ld tokens exceed the context of %ld tokens", p->max_tokens, n,
                 e->max_seq);
         return NULL;
     }
     int samples = p->n ? p->n : 1;
     if (samples < 1 || samples > e->o.max_batch) {
-        cf_fail(err, "n must be between 1 and the server's --max-batch %ld, not %d", e->o.max_batch, p->n);
+        cf_fail(err, "'n' must be between 1 and the server's --max-batch %ld, not %d", e->o.max_batch, p->n);
         return NULL;
     }
     if (p->n_stop < 0 || p->n_stop > CF_SERVE_MAX_STOP) {
-        cf_fail(err, "at most %d stop strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
+        cf_fail(err, "'stop' takes at most %d strings, not %d", (int)CF_SERVE_MAX_STOP, p->n_stop);
         return NULL;
     }
     if (p->top_logprobs < 0 || p->top_logprobs > CF_SERVE_MAX_TOP_LOGPROBS) {
-        cf_fail(err, "top_logprobs must be between 0 and %d, not %d", (int)CF_SERVE_MAX_TOP_LOGPROBS, p->top_logprobs);
+        cf_fail(err, "'top_logprobs' must be between 0 and %d, not %d", (int)CF_SERVE_MAX_TOP_LOGPROBS, p->top_logprobs);
         return NULL;
     }
     if (p->n_logit_bias < 0 || p->n_logit_bias > CF_SERVE_MAX_LOGIT_BIAS || (p->n_logit_bias && !p->logit_bias)) {
-        cf_fail(err, "logit_bias takes at most %d tokens, not %d", (int)CF_SERVE_MAX_LOGIT_BIAS, p->n_logit_bias);
+        cf_fail(err, "'logit_bias' takes at most %d tokens, not %d", (int)CF_SERVE_MAX_LOGIT_BIAS, p->n_logit_bias);
         return NULL;
     }
     for (int b = 0; b < p->n_logit_bias; b++)
         if (p->logit_bias[b].id < 0 || p->logit_bias[b].id >= e->vocab || !(fabsf(p->logit_bias[b].bias) <= 100.0f)) {
-            cf_fail(err, "logit_bias: token %d with bias %g: tokens must be in the vocabulary of %ld, biases in -100..100",
+            cf_fail(err, "'logit_bias': token %d with bias %g: tokens must be in the vocabulary of %ld, biases in -100..100",
                     p->logit_bias[b].id, (double)p->logit_bias[b].bias, e->vocab);
             return NULL;
         }
@@ -217,7 +217,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
     }
     for (long t = 0; t < n; t++)
         if (prompt[t] < 0 || prompt[t] >= e->vocab) {
-            cf_fail(err, "token %d is outside the vocabulary of %ld", prompt[t], e->vocab);
+            cf_fail(err, "the prompt's token %d is outside the vocabulary of %ld", prompt[t], e->vocab);
             return NULL;
         }
     cf_serve_request *r = cf_xcalloc(1, sizeof *r);
@@ -239,7 +239,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         memcpy(r->bias, p->logit_bias, sizeof *r->bias * (size_t)p->n_logit_bias);
     }
     r->p.logit_bias = r->bias;
-    if (p->logprobs) { /* room for every token a sample can generate */
+    if (p->logprobs || p->token_texts) { /* room for every token a sample can generate */
         long room = e->max_seq - n;
         if (p->max_tokens > 0 && p->max_tokens < room) room = p->max_tokens;
         for (int i = 0; i < samples; i++)
@@ -302,6 +302,10 @@ void cf_serve_read_tokens(cf_serve_request *r, int i, size_t from, long tok_from
     pthread_mutex_lock(&r->e->mu);
     const choice *c = &r->choices[i];
     size_t end = c->visible > from ? c->visible : from;
+    if (tok_from >= 0 && c->toks) { /* the text ends where the tokens read do: a token's text comes whole */
+        size_t shown_end = c->shown_toks < c->n_toks ? c->toks[c->shown_toks].offset : c->len;
+        if (shown_end < end) end = shown_end > from ? shown_end : from;
+    }
     out->len = end - from;
     out->text = cf_xmalloc(out->len + 1);
     memcpy(out->text, c->text ? c->text + from : "", out->len);
@@ -643,13 +647,13 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     size_t len = 0;
     int32_t prev = s->tokens[s->n_tokens - 1];
     const char *piece = e->tok ? cf_tokenizer_piece(e->tok, prev, next, scratch, &len) : "";
-    cf_serve_token tk;
+    cf_serve_token tk = {.id = next, .prev = prev, .logprob = NAN}; /* token_texts: its place, no logprob */
     if (s->raw) logprob_entry(s->raw, e->vocab, r->p.top_logprobs, next, prev, &tk);
     s->tokens[s->n_tokens++] = next;
     if (s->counts) s->counts[next]++;
     s->generated++;
     pthread_mutex_lock(&e->mu);
-    bool stopped = emit_text(r, &r->choices[s->choice], piece, len, s->raw ? &tk : NULL);
+    bool stopped = emit_text(r, &r->choices[s->choice], piece, len, s->raw || r->p.token_texts ? &tk : NULL);
     e->st.generated_tokens++;
     if (s->generated == 1 && s->choice == 0) histogram_add(&e->st.ttft, now - r->t_submit);
     if (s->generated > 1) histogram_add(&e->st.itl, now - s->t_last);

@@ -88,7 +88,7 @@ static const request_field FIELDS[] = {
     {"top_logprobs", ON_CHAT, FIELD_USED, NULL}, /* chat: 0..20 alternatives, with logprobs: true */
     {"echo", ON_COMPLETIONS, FIELD_USED, NULL},
     {"logit_bias", ON_BOTH, FIELD_USED, NULL},
-    {"best_of", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "1"},
+    {"best_of", ON_COMPLETIONS, FIELD_USED, NULL},
     {"suffix", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
     {"response_format", ON_CHAT, FIELD_DEFAULT_ONLY, "{\"type\": \"text\"}"},
     {"tools", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
@@ -203,7 +203,7 @@ static int parse_logprobs(json_t *body, bool chat, serve_request_body *q, cf_err
 /* The sampling fields both endpoints take. */
 static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, serve_request_body *q, cf_error *err) {
     double temperature = 1.0, top_p = 1.0, presence = 0.0, frequency = 0.0;
-    long max_tokens = chat ? 0 : 16, top_k = 0, seed = 0, n = 1;
+    long max_tokens = chat ? 0 : 16, top_k = 0, seed = 0, n = 1, best_of = 0;
     json_t *mt = json_object_get(body, "max_tokens"), *mct = chat ? json_object_get(body, "max_completion_tokens") : NULL;
     bool has_mct = mct && !json_is_null(mct);
     const char *mt_name = has_mct ? "max_completion_tokens" : "max_tokens";
@@ -217,17 +217,29 @@ static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, s
         number_field(body, "top_p", 0.0, 1.0, &top_p, q, err) || integer_field(body, "top_k", 0, 1L << 30, &top_k, q, err) ||
         integer_field(body, "seed", -(1L << 62), 1L << 62, &seed, q, err) ||
         integer_field(body, "n", 1, 1L << 30, &n, q, err) ||
+        (!chat && integer_field(body, "best_of", 1, 1L << 30, &best_of, q, err)) ||
         number_field(body, "presence_penalty", -2.0, 2.0, &presence, q, err) ||
         number_field(body, "frequency_penalty", -2.0, 2.0, &frequency, q, err))
         return -1;
     if (n > max_batch)
         return q->param = "n", cf_fail(err, "'n' must be between 1 and the server's --max-batch %ld, not %ld", max_batch, n);
+    /* best_of (OpenAI's): best_of samples, the n of highest mean token logprob returned */
+    if (best_of && best_of < n)
+        return q->param = "best_of", cf_fail(err, "'best_of' must be at least 'n' (%ld), not %ld", n, best_of);
+    if (best_of > max_batch)
+        return q->param = "best_of",
+               cf_fail(err, "'best_of' must be between 1 and the server's --max-batch %ld, not %ld", max_batch, best_of);
+    q->best_of = best_of ? (int)best_of : (int)n;
+    json_t *seed_v = json_object_get(body, "seed");
+    q->seeded = seed_v && !json_is_null(seed_v);
     if (max_tokens > max_seq)
-        return q->param = mt_name, cf_fail(err, "%s %ld is beyond the context of %ld tokens", mt_name, max_tokens, max_seq);
+        return q->param = mt_name, cf_fail(err, "'%s' %ld is beyond the context of %ld tokens", mt_name, max_tokens, max_seq);
     json_t *stream = json_object_get(body, "stream");
     if (stream && !json_is_null(stream) && !json_is_boolean(stream))
         return q->param = "stream", cf_fail(err, "'stream' must be true or false");
     q->stream = json_is_true(stream);
+    if (q->stream && q->best_of > n)
+        return q->param = "best_of", cf_fail(err, "'best_of' cannot be used with 'stream' (as OpenAI)");
     if (parse_stream_options(body, q, err) != 0) return -1;
     json_t *ignore_eos = json_object_get(body, "ignore_eos"); /* vLLM's extension */
     if (ignore_eos && !json_is_null(ignore_eos) && !json_is_boolean(ignore_eos))
@@ -264,30 +276,45 @@ static int parse_params(json_t *body, bool chat, long max_seq, long max_batch, s
     return 0;
 }
 
-/* /v1/completions' prompt: a string, one string in an array, or an array of token ids. */
+/* One prompt as token ids: an array of integers in 0..INT32_MAX; false when v is not one. */
+static bool prompt_ids(json_t *v, serve_prompt *p) {
+    if (!json_is_array(v) || json_array_size(v) == 0) return false;
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+        return false;
+    p->n_ids = (long)json_array_size(v);
+    p->ids = cf_xmalloc(sizeof *p->ids * (size_t)p->n_ids);
+    json_array_foreach(v, i, x) p->ids[i] = (int32_t)json_integer_value(x);
+    return true;
+}
+
+/* /v1/completions' prompt, as OpenAI takes it: a string, an array of token ids, or an array
+ * of strings or of token-id arrays (a batch: each prompt its own sequences). */
 static int parse_prompt(json_t *body, serve_request_body *q, cf_error *err) {
     json_t *prompt = json_object_get(body, "prompt");
     q->param = "prompt";
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0)))
-        prompt = json_array_get(prompt, 0);
-    if (json_is_string(prompt)) {
-        q->text = cf_xmalloc(json_string_length(prompt) + 1);
-        memcpy(q->text, json_string_value(prompt), json_string_length(prompt) + 1);
-        q->text_len = json_string_length(prompt);
-        return 0;
-    }
-    if (json_is_array(prompt) && json_array_size(prompt) > 0) {
-        q->n_ids = (long)json_array_size(prompt);
-        q->ids = cf_xmalloc(sizeof *q->ids * (size_t)q->n_ids);
-        for (long i = 0; i < q->n_ids; i++) {
-            json_t *v = json_array_get(prompt, (size_t)i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
-            q->ids[i] = (int32_t)json_integer_value(v);
+    static const char shape[] = "'prompt' must be a string, an array of token ids, or an array of strings or of "
+                                "token-id arrays";
+    bool batch = json_is_array(prompt) && json_array_size(prompt) > 0 &&
+                 (json_is_string(json_array_get(prompt, 0)) || json_is_array(json_array_get(prompt, 0)));
+    size_t n = batch ? json_array_size(prompt) : 1;
+    if (!prompt || (json_is_array(prompt) && json_array_size(prompt) == 0)) return cf_fail(err, "%s", shape);
+    if (n > SERVE_REQUEST_MAX_PROMPTS)
+        return cf_fail(err, "'prompt' holds at most %d prompts, not %zu", SERVE_REQUEST_MAX_PROMPTS, n);
+    q->prompts = cf_xcalloc(n, sizeof *q->prompts);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = batch ? json_array_get(prompt, i) : prompt;
+        serve_prompt *p = &q->prompts[q->n_prompts++];
+        if (json_is_string(v)) {
+            p->text_len = json_string_length(v);
+            p->text = cf_xmalloc(p->text_len + 1);
+            memcpy(p->text, json_string_value(v), p->text_len + 1);
+        } else if (!prompt_ids(v, p)) {
+            return batch ? cf_fail(err, "'prompt'[%zu]: %s", i, shape) : cf_fail(err, "%s", shape);
         }
-        return 0;
     }
-    return cf_fail(err, "'prompt' must be a string, or an array of one string or of token ids");
+    return 0;
 }
 
 /* The body as a JSON object whose "model", if any, is `model`: 0, or the status of the refusal. */
@@ -383,6 +410,8 @@ void cf_serve_request_free(serve_request_body *q) {
     free(q->text);
     free(q->bias);
     free(q->ids);
+    for (int i = 0; i < q->n_prompts; i++) free(q->prompts[i].text), free(q->prompts[i].ids);
+    free(q->prompts);
     json_decref(q->json);
     memset(q, 0, sizeof *q);
 }

@@ -21,6 +21,16 @@ typedef enum serve_endpoint { SERVE_COMPLETIONS, SERVE_CHAT, SERVE_TOKENIZE, SER
 enum { SERVE_REQUEST_MAX_STOP = 4 };
 _Static_assert(SERVE_REQUEST_MAX_STOP + 1 <= CF_SERVE_MAX_STOP, "no room for the chat template's stop string");
 
+/* One prompt of /v1/completions: text to tokenize, or token ids (both malloc'd). */
+typedef struct serve_prompt {
+    char *text;
+    size_t text_len;
+    int32_t *ids;
+    long n_ids;
+} serve_prompt;
+
+enum { SERVE_REQUEST_MAX_PROMPTS = 256 }; /* prompts of one batched completion at most */
+
 typedef struct serve_request_body {
     cf_serve_params p;  /* stop strings point into json */
     bool stream;
@@ -32,6 +42,11 @@ typedef struct serve_request_body {
     bool add_special;   /* /tokenize: BOS first */
     bool with_pieces;   /* /tokenize: each token's text too */
     bool echo;          /* completions: the prompt comes back before the text (with its logprobs when asked) */
+    serve_prompt *prompts; /* completions: the prompts, each its own sequences (a string, a list of strings,
+                              token ids or a list of token-id lists) */
+    int n_prompts;
+    int best_of;        /* completions: samples generated per prompt, of which the n likeliest are returned */
+    bool seeded;        /* "seed" was given (else the server picks one) */
     cf_serve_logit_bias *bias; /* logit_bias (malloc'd; p.logit_bias points here) */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
@@ -40,7 +55,8 @@ typedef struct serve_request_body {
 /* Parses `len` bytes of `body`: 0, or the HTTP status of the refusal (400 bad request, 404
  * a "model" other than `model`) with err saying why and q->param naming the field. A field
  * the server does not act on is refused (request.c's FIELDS). `max_seq` bounds max_tokens,
- * `max_batch` n; `tmpl` renders chat messages. cf_serve_request_free releases *q either way. */
+ * `max_batch` n and best_of; `tmpl` renders chat messages (into text); completions' prompts
+ * are in prompts. cf_serve_request_free releases *q either way. */
 int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
                         const serve_chat_template *tmpl, serve_request_body *q, cf_error *err);
 /* /tokenize (llama-server's {"content", "add_special", "with_pieces"} or vLLM's {"prompt" or

@@ -18,16 +18,20 @@
 #include "data/utf8.h"
 #include "obs/http.h"
 #include "models/family.h"
+#include "obs/http_guard.h"
 #include "serve/chat.h"
 #include "serve/request.h"
 
-enum { STATUS_KINDS = 9 };
-static const unsigned status_codes[STATUS_KINDS] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+enum { STATUS_KINDS = 15 };
+static const unsigned status_codes[STATUS_KINDS] = {200, 400, 401, 404, 405, 408, 411, 413, 414,
+                                                   431, 500, 501, 503, 505, 0};
 
 struct cf_server {
     cf_serve_engine *e;
-    struct MHD_Daemon *daemon;
+    cf_http_guard *http;
     int port;
+    double shutdown_timeout_s;
+    atomic_bool cancel; /* stopping, past the deadline: requests under way end now */
     char model[256];
     serve_chat_template chat;
     size_t max_body;
@@ -45,16 +49,30 @@ typedef struct upload {
 } upload;
 
 static void count_status(cf_server *s, unsigned status) {
-    int k = 0;
+    unsigned k = 0;
     while (k < STATUS_KINDS - 1 && status_codes[k] != status) k++;
     atomic_fetch_add(&s->responses[k], 1);
+}
+
+static void count_http(void *cls, unsigned status) { count_status(cls, status); }
+
+/* Queues response r: every connection serves one request (each reaches the HTTP layer's
+ * checks before libmicrohttpd parses it: obs/http_guard.h). */
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r, const char *type) {
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsigned status, json_t *body) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     count_status(s, status);
-    return cf_http_reply(c, status, "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+    return queue(c, status, MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE), "application/json");
 }
 
 static json_t *text_json(const char *text, size_t n);
@@ -172,41 +190,73 @@ static void logprobs_add(const cf_tokenizer *tok, bool chat, json_t *lp, const c
 
 /* ---- responses ---- */
 
+/* One prompt of a call: its engine request (n_samples samples) and its echo. */
+typedef struct part {
+    cf_serve_request *r;
+    uint64_t version;
+    char *echo;           /* echo: true: the prompt's text (malloc'd), put before each choice's text */
+    size_t echo_len;
+    size_t *echo_offsets; /* [prompt tokens]: where each one's text starts in echo */
+} part;
+
+/* A completion request: one part per prompt (batched prompts), each with n_samples samples
+ * of which n_out become choices (best_of), choice index = part * n_out + rank (OpenAI's). */
 typedef struct call {
     cf_server *s;
-    cf_serve_request *r;
+    part *parts;
+    int n_parts, n_samples, n_out;
     bool chat;
     bool include_usage; /* streams: "usage": null on each chunk, then a last chunk with the usage */
     bool logprobs;      /* each choice has logprobs (with the prompt's when prompt_logprobs) */
     bool prompt_logprobs;
-    char *echo;         /* echo: true: the prompt's text (malloc'd), put before each choice's text */
-    size_t echo_len;
-    size_t *echo_offsets; /* [prompt tokens]: where each one's text starts in echo */
     char id[40];
     long created;
 } call;
 
+/* Releases the parts' requests (cancelling unfinished ones) and echoes. */
 static void call_free(call *k) {
-    free(k->echo);
-    free(k->echo_offsets);
+    for (int j = 0; j < k->n_parts; j++) {
+        if (k->parts[j].r) cf_serve_release(k->parts[j].r);
+        free(k->parts[j].echo), free(k->parts[j].echo_offsets);
+    }
+    free(k->parts);
+    k->parts = NULL, k->n_parts = 0;
 }
 
-/* The logprobs of what a read of sample output `o` brought (its prompt's too where `o` has
- * them), or NULL when the request did not ask for them. */
-static json_t *output_logprobs(const call *k, const cf_serve_output *o) {
+/* text[n] is whole UTF-8 (a model may emit any bytes: a malformed one counts as whole, as
+ * it never becomes valid). False when it ends inside a character. */
+static bool utf8_whole(const char *text, size_t n) {
+    for (size_t i = 0; i < n;) {
+        int len = cf_utf8_valid_len((const unsigned char *)text + i, n - i);
+        if (len) {
+            i += (size_t)len;
+            continue;
+        }
+        unsigned char b = (unsigned char)text[i];
+        size_t need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+        if (i + need > n && need > 1) return false; /* a character cut at the end */
+        i++;
+    }
+    return true;
+}
+
+/* The logprobs of tokens t[n] of a read of a sample of part `pt` (the prompt's first where
+ * `prompt` is not NULL), or NULL when the request did not ask for them. */
+static json_t *output_logprobs(const call *k, const part *pt, const cf_serve_token *prompt, long n_prompt,
+                               const cf_serve_token *t, long n) {
     if (!k->logprobs) return NULL;
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(k->s->e));
     json_t *lp = logprobs_new(k->chat);
-    if (o->prompt) logprobs_add(tok, k->chat, lp, o->prompt, o->n_prompt, k->echo_offsets, 0);
-    logprobs_add(tok, k->chat, lp, o->tokens, o->n_tokens, NULL, k->echo_len);
+    if (prompt) logprobs_add(tok, k->chat, lp, prompt, n_prompt, pt->echo_offsets, 0);
+    logprobs_add(tok, k->chat, lp, t, n, NULL, pt->echo_len);
     return lp;
 }
 
 /* text[len] after the echoed prompt when `echo` (malloc'd). */
-static char *with_echo(const call *k, bool echo, const char *text, size_t len, size_t *out_len) {
-    size_t e = echo && k->echo ? k->echo_len : 0;
+static char *with_echo(const part *pt, bool echo, const char *text, size_t len, size_t *out_len) {
+    size_t e = echo && pt->echo ? pt->echo_len : 0;
     char *t = cf_xmalloc(e + len + 1);
-    if (e) memcpy(t, k->echo, e);
+    if (e) memcpy(t, pt->echo, e);
     memcpy(t + e, text, len);
     t[e + len] = 0;
     *out_len = e + len;
@@ -238,42 +288,78 @@ static json_t *envelope(const call *k, bool chunk) {
                      k->s->model);
 }
 
-/* OpenAI's usage object: the prompt's tokens (once: the n samples share it) and those generated. */
+/* OpenAI's usage object: the prompts' tokens (once each: a prompt's samples share it) and
+ * those generated (every sample's, best_of's unreturned ones too). */
 static json_t *usage_json(long prompt, long completion) {
     return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens", (json_int_t)completion,
                      "total_tokens", (json_int_t)(prompt + completion));
 }
 
+/* Waits for every part's samples to finish; false when the server is stopping past its
+ * deadline (the call is then to be cancelled). */
+static bool wait_all(call *k) {
+    for (int j = 0; j < k->n_parts; j++)
+        while (!cf_serve_wait(k->parts[j].r, &k->parts[j].version, 250))
+            if (atomic_load(&k->s->cancel)) return false;
+    return true;
+}
+
+/* best_of: the mean logprob of a sample's tokens (OpenAI's "highest log probability per
+ * token"); a sample without tokens ranks last. */
+static double mean_logprob(const cf_serve_output *o) {
+    if (o->n_tokens == 0) return -INFINITY;
+    double sum = 0;
+    for (long t = 0; t < o->n_tokens; t++) sum += (double)o->tokens[t].logprob;
+    return sum / (double)o->n_tokens;
+}
+
 static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
-    uint64_t version = 0;
-    while (!cf_serve_wait(k->r, &version, 1000)) {
+    if (!wait_all(k)) {
+        call_free(k);
+        return reply_error(k->s, c, 503, NULL, "the server is shutting down: the request was cancelled");
     }
     json_t *body = envelope(k, false), *choices = json_array();
     long prompt = 0, completion = 0;
-    for (int i = 0; i < cf_serve_request_n(k->r); i++) {
-        cf_serve_output o;
-        cf_serve_read_tokens(k->r, i, 0, 0, k->prompt_logprobs, &o);
-        size_t len;
-        char *text = with_echo(k, true, o.text, o.len, &len);
-        json_array_append_new(choices, choice_json(k, i, text, len, o.finish, false, false, output_logprobs(k, &o)));
-        prompt = o.prompt_tokens, completion += o.completion_tokens;
-        free(text), free(o.text), free(o.tokens), free(o.prompt);
+    cf_serve_output *o = cf_xcalloc((size_t)k->n_samples, sizeof *o);
+    int *rank = cf_xmalloc(sizeof *rank * (size_t)k->n_samples);
+    for (int j = 0; j < k->n_parts; j++) {
+        part *pt = &k->parts[j];
+        for (int i = 0; i < k->n_samples; i++) {
+            cf_serve_read_tokens(pt->r, i, 0, 0, k->prompt_logprobs, &o[i]);
+            completion += o[i].completion_tokens, rank[i] = i;
+        }
+        prompt += o[0].prompt_tokens;
+        for (int a = 1; a < k->n_samples; a++) /* best_of: the likeliest first (insertion sort, stable) */
+            for (int b = a; b > 0 && mean_logprob(&o[rank[b]]) > mean_logprob(&o[rank[b - 1]]); b--) {
+                int t = rank[b];
+                rank[b] = rank[b - 1], rank[b - 1] = t;
+            }
+        for (int q = 0; q < k->n_out; q++) {
+            const cf_serve_output *x = &o[rank[q]];
+            size_t len;
+            char *text = with_echo(pt, true, x->text, x->len, &len);
+            json_array_append_new(choices, choice_json(k, j * k->n_out + q, text, len, x->finish, false, false,
+                                                       output_logprobs(k, pt, x->prompt, x->n_prompt, x->tokens,
+                                                                       x->n_tokens)));
+            free(text);
+        }
+        for (int i = 0; i < k->n_samples; i++) free(o[i].text), free(o[i].tokens), free(o[i].prompt);
     }
-    cf_serve_release(k->r);
+    free(o), free(rank);
     call_free(k);
     json_object_set_new(body, "choices", choices);
     json_object_set_new(body, "usage", usage_json(prompt, completion));
     return reply_json(k->s, c, 200, body);
 }
 
-/* A streamed response: server-sent events read by libmicrohttpd as they come. */
+/* A streamed response: server-sent events read by libmicrohttpd as they come, one per
+ * token (tokens merged only where one ends inside a UTF-8 character). */
 typedef struct stream {
     call k;
-    uint64_t version;
-    size_t *sent;
-    long *sent_toks;  /* logprobs: tokens of each sample sent */
+    size_t *sent;     /* [parts * samples] bytes of each sample's text sent */
+    long *sent_toks;  /* tokens of each sample sent */
     long *completion; /* tokens of each sample so far */
-    long prompt;
+    long *prompt;     /* [parts] each prompt's tokens */
     bool *finished, *started;
     char *buf;
     size_t len, off, cap;
@@ -290,61 +376,96 @@ static void put_event(stream *st, json_t *j) {
     free(text);
 }
 
-/* The events since the last call: each sample's new text, then its finish. */
+/* The stream's end: "data: [DONE]". */
+static void put_done(stream *st) {
+    const char *done = "data: [DONE]\n\n";
+    size_t dn = strlen(done);
+    if (st->len + dn > st->cap) st->cap = st->len + dn, st->buf = cf_xrealloc(st->buf, st->cap);
+    memcpy(st->buf + st->len, done, dn), st->len += dn;
+    st->done = true;
+}
+
+/* One chunk of sample `i` of part `pt`: text[len] (after the echo when first), and its
+ * tokens' logprobs (the prompt's first when given). */
+static void put_chunk(stream *st, const part *pt, int index, bool first, const char *text, size_t len,
+                      const cf_serve_output *o, const cf_serve_token *t, long n) {
+    size_t tl;
+    char *full = with_echo(pt, first, text, len, &tl);
+    json_t *ev = envelope(&st->k, true);
+    json_t *lp = output_logprobs(&st->k, pt, first ? o->prompt : NULL, first ? o->n_prompt : 0, t, n);
+    json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, index, full, tl, NULL, true, first, lp)));
+    put_event(st, ev);
+    free(full);
+}
+
+/* The new text of sample i of part j as chunks, one per token: each token's text runs to
+ * the next one's offset (the last's to the end of what was read). */
+static void sample_events(stream *st, int j, int i) {
+    part *pt = &st->k.parts[j];
+    int at = j * st->k.n_samples + i, index = j * st->k.n_out + i;
+    bool first = !st->started[at];
+    cf_serve_output o;
+    cf_serve_read_tokens(pt->r, i, st->sent[at], st->sent_toks[at], first && st->k.prompt_logprobs, &o);
+    st->prompt[j] = o.prompt_tokens, st->completion[at] = o.completion_tokens;
+    /* the first chunk carries the echo, and so waits for the prompt's scores */
+    bool ready = !first || !st->k.prompt_logprobs || o.prompt_scored || o.finish;
+    /* chat's first chunk holds the role, an echo's the prompt (and its logprobs) */
+    if (ready && first && (st->k.chat || pt->echo)) put_chunk(st, pt, index, true, "", 0, &o, NULL, 0), first = false;
+    size_t base = st->sent[at], from = 0;
+    long t = 0;
+    while (ready && t < o.n_tokens) {
+        long u = t; /* tokens t..u-1: their text whole UTF-8 */
+        size_t to;
+        do {
+            u++;
+            to = u < o.n_tokens ? o.tokens[u].offset - base : o.len;
+        } while (u < o.n_tokens && !utf8_whole(o.text + from, to - from));
+        if (u == o.n_tokens && !o.finish && !utf8_whole(o.text + from, to - from)) break; /* the rest next time */
+        put_chunk(st, pt, index, first, o.text + from, to - from, &o, o.tokens + t, u - t);
+        first = false, from = to, t = u;
+    }
+    if (ready && o.n_tokens == 0 && o.len) put_chunk(st, pt, index, first, o.text, o.len, &o, NULL, 0), from = o.len, first = false;
+    if (ready) st->sent[at] += from, st->sent_toks[at] += t, st->started[at] |= !first;
+    if (ready && o.finish && t == o.n_tokens) {
+        json_t *ev = envelope(&st->k, true);
+        json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, index, "", 0, o.finish, true, false, NULL)));
+        put_event(st, ev);
+        st->finished[at] = true;
+    }
+    free(o.text), free(o.tokens), free(o.prompt);
+}
+
+/* The events since the last call: each sample's new tokens, then its finish; a server
+ * stopping past its deadline ends the stream with an error event (OpenAI's shape). */
 static void gather(stream *st) {
-    bool all = cf_serve_wait(st->k.r, &st->version, 250);
-    int n = cf_serve_request_n(st->k.r);
-    for (int i = 0; i < n; i++) {
-        if (st->finished[i]) continue;
-        cf_serve_output o;
-        bool first = !st->started[i];
-        cf_serve_read_tokens(st->k.r, i, st->sent[i], st->k.logprobs ? st->sent_toks[i] : -1,
-                             first && st->k.prompt_logprobs, &o);
-        st->prompt = o.prompt_tokens, st->completion[i] = o.completion_tokens;
-        /* the first chunk carries the echo, and so waits for the prompt's scores */
-        bool ready = !first || !st->k.prompt_logprobs || o.prompt_scored || o.finish;
-        if (ready && (o.len || o.n_tokens || first)) {
-            size_t len;
-            char *text = with_echo(&st->k, first, o.text, o.len, &len);
-            json_t *ev = envelope(&st->k, true);
-            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, text, len, NULL, true, first,
-                                                                              output_logprobs(&st->k, &o))));
-            put_event(st, ev);
-            free(text);
-            st->sent[i] += o.len, st->sent_toks[i] += o.n_tokens, st->started[i] = true;
-        }
-        free(o.tokens), free(o.prompt);
-        if (!ready) {
-            free(o.text);
-            continue;
-        }
-        if (o.finish) {
-            json_t *ev = envelope(&st->k, true);
-            json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, i, "", 0, o.finish, true, false, NULL)));
-            put_event(st, ev);
-            st->finished[i] = true;
-        }
-        free(o.text);
+    call *k = &st->k;
+    bool all = true;
+    for (int j = 0; j < k->n_parts; j++) /* batched prompts: each looked at in turn, briefly */
+        all &= cf_serve_wait(k->parts[j].r, &k->parts[j].version, k->n_parts > 1 ? 10 : 250);
+    if (atomic_load(&k->s->cancel)) {
+        put_event(st, json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
+                                "the server is shutting down: the request was cancelled", "type", "server_error",
+                                "param", "code", "server_busy"));
+        put_done(st);
+        return;
     }
-    if (all) {
-        bool every = true;
-        for (int i = 0; i < n; i++) every &= st->finished[i];
-        if (every && st->k.include_usage) {
-            long completion = 0;
-            for (int i = 0; i < n; i++) completion += st->completion[i];
-            json_t *ev = envelope(&st->k, true);
-            json_object_set_new(ev, "choices", json_array());
-            json_object_set_new(ev, "usage", usage_json(st->prompt, completion));
-            put_event(st, ev);
-        }
-        if (every) {
-            const char *done = "data: [DONE]\n\n";
-            size_t dn = strlen(done);
-            if (st->len + dn > st->cap) st->cap = st->len + dn, st->buf = cf_xrealloc(st->buf, st->cap);
-            memcpy(st->buf + st->len, done, dn), st->len += dn;
-            st->done = true;
-        }
+    for (int j = 0; j < k->n_parts; j++)
+        for (int i = 0; i < k->n_samples; i++)
+            if (!st->finished[j * k->n_samples + i]) sample_events(st, j, i);
+    if (!all) return;
+    long prompt = 0, completion = 0;
+    for (int j = 0; j < k->n_parts; j++) prompt += st->prompt[j];
+    for (int a = 0; a < k->n_parts * k->n_samples; a++) {
+        if (!st->finished[a]) return;
+        completion += st->completion[a];
     }
+    if (k->include_usage) {
+        json_t *ev = envelope(k, true);
+        json_object_set_new(ev, "choices", json_array());
+        json_object_set_new(ev, "usage", usage_json(prompt, completion));
+        put_event(st, ev);
+    }
+    put_done(st);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
@@ -361,35 +482,45 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     return (ssize_t)n;
 }
 
-/* The response is gone (sent, or the client left): an unfinished request is cancelled. */
+/* The response is gone (sent, or the client left): unfinished requests are cancelled. */
 static void stream_free(void *cls) {
     stream *st = cls;
-    cf_serve_release(st->k.r);
     call_free(&st->k);
-    free(st->sent), free(st->sent_toks), free(st->completion), free(st->finished), free(st->started), free(st->buf);
+    free(st->sent), free(st->sent_toks), free(st->completion), free(st->prompt), free(st->finished), free(st->started);
+    free(st->buf);
     free(st);
 }
 
 static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     stream *st = cf_xcalloc(1, sizeof *st);
     st->k = *k;
-    int n = cf_serve_request_n(k->r);
-    st->sent = cf_xcalloc((size_t)n, sizeof *st->sent);
-    st->sent_toks = cf_xcalloc((size_t)n, sizeof *st->sent_toks);
-    st->completion = cf_xcalloc((size_t)n, sizeof *st->completion);
-    st->finished = cf_xcalloc((size_t)n, sizeof *st->finished);
-    st->started = cf_xcalloc((size_t)n, sizeof *st->started);
+    size_t n = (size_t)k->n_parts * (size_t)k->n_samples;
+    st->sent = cf_xcalloc(n, sizeof *st->sent);
+    st->sent_toks = cf_xcalloc(n, sizeof *st->sent_toks);
+    st->completion = cf_xcalloc(n, sizeof *st->completion);
+    st->prompt = cf_xcalloc((size_t)k->n_parts, sizeof *st->prompt);
+    st->finished = cf_xcalloc(n, sizeof *st->finished);
+    st->started = cf_xcalloc(n, sizeof *st->started);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
     if (!r) {
         stream_free(st);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
     count_status(k->s, 200);
-    enum MHD_Result rc = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(c, 200, r, "text/event-stream");
+}
+
+/* Prompt j of a request as token ids (*ids malloc'd): chat's rendered messages and text
+ * prompts tokenized (BOS first), id prompts copied; -1 with err when it does not encode. */
+static long prompt_tokens(const cf_tokenizer *tok, const serve_request_body *q, bool chat, int j, int32_t **ids,
+                          cf_error *err) {
+    const char *text = chat ? q->text : q->prompts[j].text;
+    size_t len = chat ? q->text_len : q->prompts[j].text_len;
+    if (text) return cf_tokenizer_encode(tok, text, len, true, ids, err);
+    long n = q->prompts[j].n_ids;
+    *ids = cf_xmalloc(sizeof **ids * (size_t)n);
+    memcpy(*ids, q->prompts[j].ids, sizeof **ids * (size_t)n);
+    return n;
 }
 
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
@@ -398,36 +529,54 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
     int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
                                      cf_serve_max_batch(s->e), &s->chat, &q, &err);
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    if (status == 0 && q.text) {
-        q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
-        if (q.n_ids < 0) status = 400;
-    }
     for (int b = 0; status == 0 && b < q.p.n_logit_bias; b++)
         if (q.p.logit_bias[b].id >= cf_tokenizer_vocab_size(tok)) {
             q.param = "logit_bias", status = 400;
             cf_fail(&err, "'logit_bias' names token %d, outside the vocabulary of %d", q.p.logit_bias[b].id,
                     cf_tokenizer_vocab_size(tok));
         }
-    cf_serve_request *r = NULL;
-    cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
+    call k = {.s = s, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
+              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL)};
     if (status == 0) {
-        /* what the engine may refuse: a prompt that does not fit, or max_tokens past the context after it */
+        k.n_parts = chat ? 1 : q.n_prompts, k.n_out = q.p.n, k.n_samples = q.best_of;
+        k.parts = cf_xcalloc((size_t)k.n_parts, sizeof *k.parts);
+        cf_serve_params p = q.p;
+        p.n = k.n_samples;
+        /* tokens come one per stream event (their places in the text), and best_of ranks by
+         * logprob (the client sees logprobs only when it asked) */
+        p.token_texts = q.stream;
+        p.logprobs |= k.n_samples > k.n_out;
+        /* no seed: one of the server's own, so that two requests sample differently */
+        if (!q.seeded && p.sampling.temperature > 0)
+            p.sampling.seed = ((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)atomic_load(&s->next_id) << 20);
         long max_seq = cf_infer_max_seq(cf_serve_model(s->e));
-        q.param = q.n_ids < max_seq && q.n_ids + q.p.max_tokens > max_seq ? "max_tokens" : chat ? "messages" : "prompt";
-        r = cf_serve_submit(s->e, q.ids, q.n_ids, &q.p, &why, &err);
-        status = r ? 0 : (int)why;
+        for (int j = 0; status == 0 && j < k.n_parts; j++) {
+            int32_t *ids = NULL;
+            long n = prompt_tokens(tok, &q, chat, j, &ids, &err);
+            cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
+            /* what the engine may refuse: a prompt that does not fit, or max_tokens past the context after it */
+            q.param = n >= 0 && n < max_seq && n + q.p.max_tokens > max_seq ? "max_tokens" : chat ? "messages" : "prompt";
+            part *pt = &k.parts[j];
+            pt->r = n >= 0 ? cf_serve_submit(s->e, ids, n, &p, &why, &err) : NULL;
+            if (!pt->r) {
+                status = (int)why;
+                if (k.n_parts > 1) {
+                    cf_error inner = err;
+                    cf_fail(&err, "'prompt'[%d]: %s", j, inner.msg);
+                }
+            } else if (q.echo) {
+                pt->echo_offsets = cf_xmalloc(sizeof *pt->echo_offsets * (size_t)n);
+                pt->echo = echo_text(tok, ids, n, &pt->echo_len, pt->echo_offsets);
+            }
+            free(ids);
+        }
     }
     bool stream = q.stream;
-    if (!r) {
+    if (status != 0) {
+        call_free(&k);
         enum MHD_Result res = reply_error(s, c, (unsigned)status, status == CF_SERVE_BUSY ? NULL : q.param, err.msg);
         cf_serve_request_free(&q);
         return res;
-    }
-    call k = {.s = s, .r = r, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
-              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL)};
-    if (q.echo) {
-        k.echo_offsets = cf_xmalloc(sizeof *k.echo_offsets * (size_t)q.n_ids);
-        k.echo = echo_text(tok, q.ids, q.n_ids, &k.echo_len, k.echo_offsets);
     }
     cf_serve_request_free(&q); /* the stop strings and the logit bias were copied by submit */
     snprintf(k.id, sizeof k.id, "%s-%lu", chat ? "chatcmpl" : "cmpl", atomic_fetch_add(&s->next_id, 1));
@@ -587,7 +736,8 @@ static enum MHD_Result metrics(cf_server *s, struct MHD_Connection *c) {
 #undef COUNTER
 #undef GAUGE
     count_status(s, 200);
-    return cf_http_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b, len, MHD_RESPMEM_MUST_FREE);
+    return queue(c, 200, MHD_create_response_from_buffer(len, b, MHD_RESPMEM_MUST_FREE),
+                 "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* The request names the server's API key (Authorization: Bearer KEY), or none is asked. The
@@ -698,9 +848,12 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
         free(s);
         return NULL;
     }
-    s->daemon = cf_http_listen(o->host, o->port, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
-                               handle, s, completed, &s->port, err);
-    if (!s->daemon) {
+    cf_http_limits lim = {.max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
+                          .header_timeout_s = o->header_timeout_s, .idle_timeout_s = o->idle_timeout_s,
+                          .max_body_bytes = s->max_body};
+    s->shutdown_timeout_s = o->shutdown_timeout_s;
+    s->http = cf_http_guard_start(o->host, o->port, &lim, handle, completed, count_http, s, &s->port, err);
+    if (!s->http) {
         cf_serve_chat_release(&s->chat);
         free(s->api_key);
         free(s);
@@ -715,7 +868,11 @@ const char *cf_server_chat_template(const cf_server *s) { return s->chat.what; }
 
 void cf_server_stop(cf_server *s) {
     if (!s) return;
-    MHD_stop_daemon(s->daemon);
+    if (cf_http_guard_quiesce(s->http) > 0 && !cf_http_guard_drain(s->http, (int)(s->shutdown_timeout_s * 1000))) {
+        atomic_store(&s->cancel, true); /* past the deadline: the handlers answer and end */
+        cf_http_guard_drain(s->http, 5000);
+    }
+    cf_http_guard_stop(s->http);
     cf_serve_chat_release(&s->chat);
     free(s->api_key);
     free(s);

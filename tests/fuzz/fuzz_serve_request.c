@@ -2,8 +2,8 @@
  * 3-4: 1 /tokenize, 2 /detokenize) and the chat template (bits 1-2 a built-in, bit 5 a
  * model's own Jinja one), the rest is the body
  * as a client sends it. Parsed and
- * checked as the server does (JSON, model name, sampling fields, stop strings, prompt as
- * text or token ids, chat messages rendered); a refusal must be 400 or 404 with a message. */
+ * checked as the server does (JSON, model name, sampling fields, stop strings, prompts as
+ * text or token ids, batched, chat messages rendered); a refusal must be 400 or 404 with a message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fprintf(stderr, "fuzz_serve_request: refused with %d and message '%s'\n", status, err.msg);
         abort();
     }
-    if (status == 0 && tokenize != 2 && !q.text && q.n_ids <= 0) {
+    bool completions = tokenize != 1 && tokenize != 2 && !chat;
+    bool prompted = completions ? q.n_prompts > 0 : q.text || q.n_ids > 0;
+    for (int i = 0; completions && i < q.n_prompts; i++) prompted &= q.prompts[i].text || q.prompts[i].n_ids > 0;
+    if (status == 0 && tokenize != 2 && !prompted) {
         fprintf(stderr, "fuzz_serve_request: accepted without a prompt\n");
         abort();
     }
