@@ -13,6 +13,7 @@
 
 #include "cformers/serve.h"
 #include "serve/chat.h"
+#include "serve/structured.h"
 
 /* The endpoints whose bodies are parsed here. */
 typedef enum serve_endpoint { SERVE_COMPLETIONS, SERVE_CHAT, SERVE_TOKENIZE, SERVE_DETOKENIZE } serve_endpoint;
@@ -33,6 +34,7 @@ typedef struct serve_request_body {
     bool with_pieces;   /* /tokenize: each token's text too */
     bool echo;          /* completions: the prompt comes back before the text (with its logprobs when asked) */
     cf_serve_logit_bias *bias; /* logit_bias (malloc'd; p.logit_bias points here) */
+    serve_structured structured; /* response_format, tools, tool_choice (p.grammar is structured.grammar) */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
 } serve_request_body;

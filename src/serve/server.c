@@ -177,9 +177,11 @@ typedef struct call {
     size_t *echo_offsets; /* [prompt tokens]: where each one's text starts in echo */
     char id[40];
     long created;
+    serve_structured tools; /* tools_mode and tools (a reference of its own): the answer may be a tool call */
 } call;
 
 static void call_free(call *k) {
+    json_decref(k->tools.tools);
     free(k->echo);
     free(k->echo_offsets);
 }
@@ -225,6 +227,18 @@ static json_t *choice_json(const call *k, int i, const char *text, size_t len, c
     return c;
 }
 
+/* A chat choice whose text is a tool call document becomes OpenAI's tool call answer. */
+static void tool_call_choice(const call *k, int i, json_t *choice, const char *text, size_t len) {
+    char id[64];
+    snprintf(id, sizeof id, "call_%s_%d", k->id, i);
+    json_t *calls = cf_serve_tool_calls(&k->tools, text, len, id);
+    if (!calls) return;
+    json_t *msg = json_object_get(choice, "message");
+    json_object_set_new(msg, "content", json_null());
+    json_object_set_new(msg, "tool_calls", calls);
+    json_object_set_new(choice, "finish_reason", json_string("tool_calls"));
+}
+
 static json_t *envelope(const call *k, bool chunk) {
     const char *object = k->chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     return json_pack("{s:s, s:s, s:I, s:s}", "id", k->id, "object", object, "created", (json_int_t)k->created, "model",
@@ -248,7 +262,10 @@ static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
         cf_serve_read_tokens(k->r, i, 0, 0, k->prompt_logprobs, &o);
         size_t len;
         char *text = with_echo(k, true, o.text, o.len, &len);
-        json_array_append_new(choices, choice_json(k, i, text, len, o.finish, false, false, output_logprobs(k, &o)));
+        json_t *choice = choice_json(k, i, text, len, o.finish, false, false, output_logprobs(k, &o));
+        if (k->tools.tools_mode != TOOLS_NONE && o.finish && strcmp(o.finish, "stop") == 0)
+            tool_call_choice(k, i, choice, text, len);
+        json_array_append_new(choices, choice);
         prompt = o.prompt_tokens, completion += o.completion_tokens;
         free(text), free(o.text), free(o.tokens), free(o.prompt);
     }
@@ -417,7 +434,8 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         return res;
     }
     call k = {.s = s, .r = r, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
-              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL)};
+              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL),
+              .tools = {.tools_mode = q.structured.tools_mode, .tools = json_incref(q.structured.tools)}};
     if (q.echo) {
         k.echo_offsets = cf_xmalloc(sizeof *k.echo_offsets * (size_t)q.n_ids);
         k.echo = echo_text(tok, q.ids, q.n_ids, &k.echo_len, k.echo_offsets);
