@@ -21,16 +21,16 @@ typedef struct random_tensor {
 } random_tensor;
 
 /* Writes the model to dir (created) and imports it to ckpt with tokenizer `tok_path`:
- * 0, or -1 with err set. n_embd 32, 2 layers, 4 heads, n_ctx positions. */
-static int random_gpt2(const char *dir, const char *ckpt, const char *tok_path, long vocab, long n_ctx, uint64_t seed,
-                       cf_error *err) {
-    enum { E = 32, L = 2 };
+ * 0, or -1 with err set. n_embd E (a multiple of 4, at most 1024), 2 layers, 4 heads, n_ctx positions. */
+static int random_gpt2(const char *dir, const char *ckpt, const char *tok_path, long vocab, long n_ctx, int E,
+                       uint64_t seed, cf_error *err) {
+    enum { L = 2 };
     random_tensor t[4 + 12 * L];
     int n = 0;
     t[n++] = (random_tensor){"transformer.wte.weight", vocab, E, 0};
     t[n++] = (random_tensor){"transformer.wpe.weight", n_ctx, E, 0};
     for (int l = 0; l < L; l++) {
-        static const struct { const char *name; int rows, cols, init; } LAYER[] = {
+        const struct { const char *name; int rows, cols, init; } LAYER[] = {
             {"ln_1.weight", E, 0, 1}, {"ln_1.bias", E, 0, 2}, {"attn.c_attn.weight", E, 3 * E, 0},
             {"attn.c_attn.bias", 3 * E, 0, 2}, {"attn.c_proj.weight", E, E, 0}, {"attn.c_proj.bias", E, 0, 2},
             {"ln_2.weight", E, 0, 1}, {"ln_2.bias", E, 0, 2}, {"mlp.c_fc.weight", E, 4 * E, 0},
@@ -52,7 +52,7 @@ static int random_gpt2(const char *dir, const char *ckpt, const char *tok_path, 
     fprintf(f, "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"activation_function\":\"gelu_new\","
                "\"vocab_size\":%ld,\"n_embd\":%d,\"n_layer\":%d,\"n_head\":4,\"n_inner\":%d,\"n_positions\":%ld,"
                "\"n_ctx\":%ld,\"layer_norm_epsilon\":1e-05,\"tie_word_embeddings\":true,\"torch_dtype\":\"float32\"}",
-            vocab, (int)E, (int)L, 4 * E, n_ctx, n_ctx);
+            vocab, E, (int)L, 4 * E, n_ctx, n_ctx);
     fclose(f);
     size_t hcap = 16384, hlen = 0, off = 0;
     char *h = malloc(hcap);

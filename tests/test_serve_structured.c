@@ -256,7 +256,7 @@ int main(void) {
     CHECK(f && fwrite(json, 1, len, f) == len);
     if (f) fclose(f);
     free(json);
-    CHECK_MSG(random_gpt2(dir, ckpt, bytes_tok, 256, 1024, 1, &err) == 0, "%s", err.msg);
+    CHECK_MSG(random_gpt2(dir, ckpt, bytes_tok, 256, 1024, 32, 1, &err) == 0, "%s", err.msg);
     on_model("random byte-level GPT-2", ckpt, true);
     random_gpt2_clean(dir);
     unlink(bytes_tok);

@@ -162,49 +162,103 @@ void cf_grammar_free(cf_grammar *g) {
 typedef struct trie_node {
     int32_t child, sibling; /* first child, next sibling (-1: none) */
     int32_t token;          /* first token ending here (-1: none); more through tok_next */
+    int32_t lo, hi;         /* the tokens of its subtree, itself included: dfs[lo .. hi) */
     uint8_t byte;
+    uint8_t height;         /* the longest path below it (255: too long to matter) */
+    bool plain;             /* every byte below it is in PLAIN */
 } trie_node;
+
+/* The bulk path of the mask (walk): the bytes of the body of a JSON string that need no
+ * escape, printable ASCII but '"' and '\'. A subtree holding only these bytes is allowed
+ * whole when each of them takes the stacks to one same set, long enough. */
+static bool plain_byte(unsigned c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
+enum { RUN_UNKNOWN = -1, RUN_FOREVER = 255 };
+
+/* Tokens by their bytes; dfs lists the tokens in depth-first order. */
+typedef struct trie {
+    trie_node *nodes;
+    int32_t n, cap;
+    int32_t *dfs;
+} trie;
 
 struct cf_grammar_vocab {
     int n_tokens, words;
-    trie_node *nodes;
-    int32_t n_nodes, cap_nodes;
-    int32_t *tok_next;
+    trie all;       /* every token the grammar may allow */
+    trie mixed;     /* those with a byte outside PLAIN */
+    int32_t *plain; /* [n_plain] the tokens of PLAIN bytes only, shortest first */
+    int32_t n_plain;
+    int32_t *tok_next; /* [n_tokens] the next token ending at the same node (of either trie) */
+    int32_t *tok_next_mixed;
     char **bytes; /* [n_tokens] each token's bytes */
     size_t *len;
     int32_t *end;
     int n_end, max_len;
 };
 
-static int32_t trie_child(cf_grammar_vocab *v, int32_t node, uint8_t byte) {
-    int32_t *link = &v->nodes[node].child;
-    while (*link >= 0 && v->nodes[*link].byte != byte) link = &v->nodes[*link].sibling;
+/* Sets lo, hi, height and plain below node t (depth-first), appending its tokens to dfs. */
+static void trie_finish(trie *tr, const int32_t *tok_next, int32_t t, int32_t *n_dfs) {
+    trie_node *nd = &tr->nodes[t];
+    nd->lo = *n_dfs;
+    for (int32_t k = nd->token; k >= 0; k = tok_next[k]) tr->dfs[(*n_dfs)++] = k;
+    int height = 0;
+    bool plain = true;
+    for (int32_t c = tr->nodes[t].child; c >= 0; c = tr->nodes[c].sibling) {
+        trie_finish(tr, tok_next, c, n_dfs);
+        int h = tr->nodes[c].height + 1;
+        height = h > height ? h : height;
+        plain &= tr->nodes[c].plain && plain_byte(tr->nodes[c].byte);
+    }
+    nd = &tr->nodes[t];
+    nd->hi = *n_dfs;
+    nd->height = (uint8_t)(height < RUN_FOREVER ? height : RUN_FOREVER);
+    nd->plain = plain && height < RUN_FOREVER;
+}
+
+static int32_t trie_child(trie *tr, int32_t node, uint8_t byte) {
+    int32_t *link = &tr->nodes[node].child;
+    while (*link >= 0 && tr->nodes[*link].byte != byte) link = &tr->nodes[*link].sibling;
     if (*link >= 0) return *link;
-    if (v->n_nodes == v->cap_nodes)
-        v->cap_nodes *= 2, v->nodes = cf_xrealloc(v->nodes, sizeof *v->nodes * (size_t)v->cap_nodes);
-    int32_t id = v->n_nodes++;
-    v->nodes[id] = (trie_node){.child = -1, .sibling = -1, .token = -1, .byte = byte};
-    link = &v->nodes[node].child; /* the array may have moved */
-    while (*link >= 0) link = &v->nodes[*link].sibling;
+    if (tr->n == tr->cap) tr->cap *= 2, tr->nodes = cf_xrealloc(tr->nodes, sizeof *tr->nodes * (size_t)tr->cap);
+    int32_t id = tr->n++;
+    tr->nodes[id] = (trie_node){.child = -1, .sibling = -1, .token = -1, .byte = byte};
+    link = &tr->nodes[node].child; /* the array may have moved */
+    while (*link >= 0) link = &tr->nodes[*link].sibling;
     *link = id;
     return id;
 }
 
+static void trie_init(trie *tr, int n_tokens) {
+    tr->cap = 1024, tr->n = 1;
+    tr->nodes = cf_xmalloc(sizeof *tr->nodes * (size_t)tr->cap);
+    tr->nodes[0] = (trie_node){.child = -1, .sibling = -1, .token = -1};
+    tr->dfs = cf_xmalloc(sizeof *tr->dfs * (size_t)(n_tokens ? n_tokens : 1));
+}
+
+static void trie_add(trie *tr, int32_t *tok_next, int32_t t, const char *bytes, size_t len) {
+    int32_t node = 0;
+    for (size_t i = 0; i < len; i++) node = trie_child(tr, node, (uint8_t)bytes[i]);
+    tok_next[t] = tr->nodes[node].token;
+    tr->nodes[node].token = t;
+}
+
+static void trie_free(trie *tr) { free(tr->nodes), free(tr->dfs); }
+
 cf_grammar_vocab *cf_grammar_vocab_from_bytes(const char *const *bytes, const size_t *len, int n_tokens,
                                               const int32_t *end, int n_end) {
     cf_grammar_vocab *v = cf_xcalloc(1, sizeof *v);
+    size_t nt = (size_t)(n_tokens ? n_tokens : 1);
     v->n_tokens = n_tokens, v->words = (n_tokens + 63) / 64;
-    v->cap_nodes = 1024, v->n_nodes = 1;
-    v->nodes = cf_xmalloc(sizeof *v->nodes * (size_t)v->cap_nodes);
-    v->nodes[0] = (trie_node){.child = -1, .sibling = -1, .token = -1};
-    v->tok_next = cf_xmalloc(sizeof *v->tok_next * (size_t)(n_tokens ? n_tokens : 1));
-    v->bytes = cf_xcalloc((size_t)(n_tokens ? n_tokens : 1), sizeof *v->bytes);
-    v->len = cf_xcalloc((size_t)(n_tokens ? n_tokens : 1), sizeof *v->len);
+    trie_init(&v->all, n_tokens), trie_init(&v->mixed, n_tokens);
+    v->tok_next = cf_xmalloc(sizeof *v->tok_next * nt);
+    v->tok_next_mixed = cf_xmalloc(sizeof *v->tok_next_mixed * nt);
+    v->plain = cf_xmalloc(sizeof *v->plain * nt);
+    v->bytes = cf_xcalloc(nt, sizeof *v->bytes);
+    v->len = cf_xcalloc(nt, sizeof *v->len);
     v->end = cf_xmalloc(sizeof *v->end * (size_t)(n_end ? n_end : 1));
     memcpy(v->end, end, sizeof *end * (size_t)n_end);
     v->n_end = n_end;
     for (int t = 0; t < n_tokens; t++) {
-        v->tok_next[t] = -1;
+        v->tok_next[t] = v->tok_next_mixed[t] = -1;
         bool is_end = false;
         for (int i = 0; i < n_end; i++) is_end |= end[i] == t;
         if (!bytes[t] || len[t] == 0 || is_end) continue; /* no bytes: never allowed (it would not advance) */
@@ -212,11 +266,27 @@ cf_grammar_vocab *cf_grammar_vocab_from_bytes(const char *const *bytes, const si
         memcpy(v->bytes[t], bytes[t], len[t]);
         v->len[t] = len[t];
         if ((int)len[t] > v->max_len) v->max_len = (int)len[t];
-        int32_t node = 0;
-        for (size_t i = 0; i < len[t]; i++) node = trie_child(v, node, (uint8_t)bytes[t][i]);
-        v->tok_next[t] = v->nodes[node].token;
-        v->nodes[node].token = t;
+        trie_add(&v->all, v->tok_next, t, bytes[t], len[t]);
+        bool plain = len[t] < RUN_FOREVER;
+        for (size_t i = 0; i < len[t]; i++) plain &= plain_byte((unsigned char)bytes[t][i]);
+        if (plain)
+            v->plain[v->n_plain++] = t;
+        else
+            trie_add(&v->mixed, v->tok_next_mixed, t, bytes[t], len[t]);
     }
+    int32_t start[RUN_FOREVER + 1] = {0}, *sorted = cf_xmalloc(sizeof *sorted * nt); /* by length: counting sort */
+    for (int32_t i = 0; i < v->n_plain; i++) start[v->len[v->plain[i]]]++;
+    for (int l = 0, at = 0; l <= RUN_FOREVER; l++) {
+        int32_t count = start[l];
+        start[l] = at, at += count;
+    }
+    for (int32_t i = 0; i < v->n_plain; i++) sorted[start[v->len[v->plain[i]]]++] = v->plain[i];
+    free(v->plain);
+    v->plain = sorted;
+    int32_t n_dfs = 0;
+    trie_finish(&v->all, v->tok_next, 0, &n_dfs);
+    n_dfs = 0;
+    trie_finish(&v->mixed, v->tok_next_mixed, 0, &n_dfs);
     return v;
 }
 
@@ -257,7 +327,8 @@ cf_grammar_vocab *cf_grammar_vocab_new(const cf_tokenizer *tok, const int32_t *e
 void cf_grammar_vocab_free(cf_grammar_vocab *v) {
     if (!v) return;
     for (int t = 0; t < v->n_tokens; t++) free(v->bytes[t]);
-    free(v->bytes), free(v->len), free(v->nodes), free(v->tok_next), free(v->end), free(v);
+    trie_free(&v->all), trie_free(&v->mixed);
+    free(v->bytes), free(v->len), free(v->tok_next), free(v->tok_next_mixed), free(v->plain), free(v->end), free(v);
 }
 
 /* ---- the matcher ---- */
@@ -270,6 +341,8 @@ typedef struct state {
     int32_t off, n; /* its stacks: sets[off .. off + n), sorted */
     uint64_t hash;
     uint64_t *mask; /* computed on first use */
+    int16_t run;    /* plain bytes it takes in a row, each to one same set (RUN_*) */
+    int32_t run_end; /* the state after those `run` bytes (-1: RUN_FOREVER, or not known) */
 } state;
 
 struct cf_grammar_run {
@@ -409,7 +482,7 @@ static int intern(cf_grammar_run *r, int32_t *set, int n) {
     memcpy(r->sets + r->n_sets, set, sizeof *set * (size_t)n);
     if (r->n_st == r->cap_st) r->cap_st *= 2, r->st = cf_xrealloc(r->st, sizeof *r->st * (size_t)r->cap_st);
     int32_t id = r->n_st++;
-    r->st[id] = (state){.off = (int32_t)r->n_sets, .n = n, .hash = h};
+    r->st[id] = (state){.off = (int32_t)r->n_sets, .n = n, .hash = h, .run = RUN_UNKNOWN, .run_end = -1};
     r->n_sets += n;
     r->st_ht[k] = id;
     if (2 * r->n_st > r->st_ht_cap) r->st_ht_cap *= 2, state_rehash(r);
@@ -450,15 +523,75 @@ int cf_grammar_run_start(cf_grammar_run *r) {
     return intern(r, set, n);
 }
 
-/* Marks in mask the tokens under trie node `t` that the stacks set[0, n) allow. */
-static void walk(cf_grammar_run *r, int32_t t, const int32_t *set, int n, int depth, uint64_t *mask) {
-    const cf_grammar_vocab *v = r->v;
+/* How many plain bytes in a row state `id` takes, each plain byte of a step leading to the
+ * same set (so that any plain string that long is taken): RUN_FOREVER when it comes back
+ * to itself. Memoized per state. */
+static int plain_run(cf_grammar_run *r, int id) {
+    int chain[RUN_FOREVER], len = 0, tail = 0, end = -1; /* the states after 0, 1, ... plain bytes; tail: the run after the last, end where it ends */
+    int32_t in[MAX_SET], out[MAX_SET];
+    for (int cur = id;;) {
+        if (r->st[cur].run != RUN_UNKNOWN) {
+            tail = r->st[cur].run, end = r->st[cur].run_end;
+            break;
+        }
+        if (len == RUN_FOREVER - 1) break; /* long enough for any token: counted as 0 beyond */
+        chain[len++] = cur;
+        int n = r->st[cur].n, next = -1;
+        memcpy(in, r->sets + r->st[cur].off, sizeof *in * (size_t)n);
+        for (unsigned c = 0x20; c < 0x7f; c++) {
+            if (!plain_byte(c)) continue;
+            int got = intern(r, out, advance_byte(r, in, n, (uint8_t)c, out));
+            if (got < 0 || (next >= 0 && got != next)) {
+                next = -1;
+                break;
+            }
+            next = got;
+        }
+        if (next < 0) {
+            r->st[cur].run = 0, r->st[cur].run_end = cur, len--, tail = 0, end = cur;
+            break;
+        }
+        if (next == cur) {
+            r->st[cur].run = RUN_FOREVER, len--, tail = RUN_FOREVER;
+            break;
+        }
+        bool loop = false;
+        for (int i = 0; i < len && !loop; i++) loop = chain[i] == next;
+        if (loop) { /* a cycle of plain steps: any length */
+            tail = RUN_FOREVER;
+            break;
+        }
+        cur = next;
+    }
+    for (int i = len - 1; i >= 0; i--) {
+        tail = tail == RUN_FOREVER ? RUN_FOREVER : tail + 1 < RUN_FOREVER ? tail + 1 : RUN_FOREVER - 1;
+        r->st[chain[i]].run = (int16_t)tail;
+        r->st[chain[i]].run_end = tail == RUN_FOREVER ? -1 : end;
+    }
+    return r->st[id].run;
+}
+
+/* Marks in mask the tokens under node `t` of trie tr (next: its token lists) that the
+ * stacks set[0, n) allow. A subtree of plain bytes no deeper than the stacks' plain run is
+ * allowed whole. */
+static void walk(cf_grammar_run *r, const trie *tr, const int32_t *next, int32_t t, const int32_t *set, int n, int depth,
+                 uint64_t *mask) {
     int32_t *out = r->scratch + (size_t)depth * MAX_SET;
-    for (int32_t c = v->nodes[t].child; c >= 0; c = v->nodes[c].sibling) {
-        int m = advance_byte(r, set, n, v->nodes[c].byte, out);
+    for (int32_t c = tr->nodes[t].child; c >= 0; c = tr->nodes[c].sibling) {
+        int m = advance_byte(r, set, n, tr->nodes[c].byte, out);
         if (m == 0) continue;
-        for (int32_t tok = v->nodes[c].token; tok >= 0; tok = v->tok_next[tok]) mask[tok >> 6] |= 1ull << (tok & 63);
-        if (v->nodes[c].child >= 0) walk(r, c, out, m, depth + 1, mask);
+        const trie_node *nd = &tr->nodes[c];
+        if (nd->child >= 0 && nd->plain && nd->height >= 2) {
+            int32_t copy[MAX_SET];
+            memcpy(copy, out, sizeof *copy * (size_t)m);
+            int id = intern(r, copy, m);
+            if (id >= 0 && plain_run(r, id) >= nd->height) {
+                for (int32_t k = nd->lo; k < nd->hi; k++) mask[tr->dfs[k] >> 6] |= 1ull << (tr->dfs[k] & 63);
+                continue;
+            }
+        }
+        for (int32_t tok = nd->token; tok >= 0; tok = next[tok]) mask[tok >> 6] |= 1ull << (tok & 63);
+        if (nd->child >= 0) walk(r, tr, next, c, out, m, depth + 1, mask);
     }
 }
 
@@ -470,7 +603,22 @@ const uint64_t *cf_grammar_run_mask(cf_grammar_run *r, int id) {
     int32_t set[MAX_SET];
     int n = s->n;
     memcpy(set, r->sets + s->off, sizeof *set * (size_t)n);
-    walk(r, 0, set, n, 0, mask);
+    const cf_grammar_vocab *v = r->v;
+    int run = plain_run(r, id);
+    if (run > 0 && run < RUN_FOREVER) { /* a plain token longer than the run must fail past it */
+        int32_t e_set[MAX_SET], out[MAX_SET];
+        int e = r->st[id].run_end, n_e = e >= 0 ? r->st[e].n : 0;
+        if (e >= 0) memcpy(e_set, r->sets + r->st[e].off, sizeof *e_set * (size_t)n_e);
+        for (unsigned c = 0x20; c < 0x7f && run > 0; c++)
+            if (e < 0 || (plain_byte(c) && advance_byte(r, e_set, n_e, (uint8_t)c, out) > 0)) run = 0;
+    }
+    if (run > 0) { /* the plain tokens up to the run's length at once, the trie of the others walked */
+        for (int32_t i = 0; i < v->n_plain && (run == RUN_FOREVER || (int)v->len[v->plain[i]] <= run); i++)
+            mask[v->plain[i] >> 6] |= 1ull << (v->plain[i] & 63);
+        walk(r, &v->mixed, v->tok_next_mixed, 0, set, n, 0, mask);
+    } else {
+        walk(r, &v->all, v->tok_next, 0, set, n, 0, mask);
+    }
     if (set[0] == 0) /* sorted: the empty stack first */
         for (int i = 0; i < r->v->n_end; i++) mask[r->v->end[i] >> 6] |= 1ull << (r->v->end[i] & 63);
     r->st[id].mask = mask;
