@@ -14,6 +14,9 @@
 #include "obs/clock.h"
 #include "serve/grammar.h"
 
+enum { GRAMMAR_MATCHERS = 8 };    /* grammars whose matchers the engine keeps */
+enum { GRAMMAR_MAX_STATES = 4096 }; /* states of a kept matcher before it is dropped for a fresh one */
+
 typedef enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_SWAPPED } seq_state;
 
 typedef struct choice {
@@ -37,7 +40,8 @@ struct cf_serve_request {
     char *stops[CF_SERVE_MAX_STOP];
     size_t max_stop;
     cf_serve_logit_bias *bias;  /* p.n_logit_bias entries (p.logit_bias points here) */
-    cf_grammar_run *grammar;    /* p.grammar's matcher, shared by the samples (engine thread) */
+    cf_grammar *pending_grammar; /* p.grammar until the engine thread takes the request */
+    cf_grammar_run *grammar;    /* then its matcher, shared by the samples (engine thread) */
     int grammar_start;          /* its state before any token */
     cf_serve_token *prompt_lp;  /* prompt_logprobs: [prompt_tokens]; the first n_scored are done */
     long n_scored;              /* written by the engine thread under mu */
@@ -96,7 +100,12 @@ struct cf_serve_engine {
     float *score_logits; /* [SCORE_ROWS, vocab]: the prompt positions scored this step, from the first scoring request on */
     seq **planned;
     long *plan_tokens;
-    cf_grammar_vocab *grammar_vocab; /* the tokenizer's trie, from the first constrained request on (mu) */
+    /* the engine thread's: the tokenizer's trie, from the first constrained request on, and
+     * the matchers of recent grammars, shared by the requests of one grammar (their masks
+     * computed once for all) */
+    cf_grammar_vocab *grammar_vocab;
+    cf_grammar_run *matchers[GRAMMAR_MATCHERS];
+    int next_matcher;
 };
 
 /* Prompt positions whose logits one step keeps for scoring (prompt_logprobs), over all
@@ -124,6 +133,7 @@ static void request_free(cf_serve_request *r) {
     for (int i = 0; i < r->n; i++) free(r->choices[i].text), free(r->choices[i].toks);
     free(r->bias), free(r->prompt_lp);
     cf_grammar_run_free(r->grammar);
+    cf_grammar_free(r->pending_grammar);
     for (int i = 0; i < r->p.n_stop; i++) free(r->stops[i]);
     free(r->choices);
     pthread_cond_destroy(&r->cond);
@@ -175,14 +185,33 @@ static void append_seq(seq ***list, long *n, long *cap, seq *s) {
     (*list)[(*n)++] = s;
 }
 
-/* The request's matcher over the engine's vocabulary trie (built on first use); under mu. */
-static void grammar_attach(cf_serve_engine *e, cf_serve_request *r, cf_grammar *g) {
+/* The matcher of the request's grammar over the engine's vocabulary trie (built on first
+ * use): a kept one of an equal grammar, else a new one kept in place of the oldest.
+ * Engine thread. */
+static void grammar_attach(cf_serve_engine *e, cf_serve_request *r) {
     if (!e->grammar_vocab) {
         int32_t end = e->tok ? cf_tokenizer_eos(e->tok) : -1;
         e->grammar_vocab = cf_grammar_vocab_new(e->tok, &end, end >= 0 ? 1 : 0);
     }
-    r->grammar = cf_grammar_run_new(g, e->grammar_vocab);
-    r->grammar_start = cf_grammar_run_start(r->grammar);
+    cf_grammar_run *m = NULL;
+    for (int i = 0; i < GRAMMAR_MATCHERS && !m; i++) {
+        cf_grammar_run *k = e->matchers[i];
+        if (!k || !cf_grammar_equal(cf_grammar_run_grammar(k), r->pending_grammar)) continue;
+        if (cf_grammar_run_states(k) > GRAMMAR_MAX_STATES) { /* its masks take too much memory: start again */
+            cf_grammar_run_free(k);
+            e->matchers[i] = cf_grammar_run_new(r->pending_grammar, e->grammar_vocab);
+        }
+        m = e->matchers[i];
+    }
+    if (!m) {
+        cf_grammar_run_free(e->matchers[e->next_matcher]);
+        m = e->matchers[e->next_matcher] = cf_grammar_run_new(r->pending_grammar, e->grammar_vocab);
+        e->next_matcher = (e->next_matcher + 1) % GRAMMAR_MATCHERS;
+    }
+    r->grammar = cf_grammar_run_retain(m);
+    r->grammar_start = cf_grammar_run_start(m);
+    cf_grammar_free(r->pending_grammar);
+    r->pending_grammar = NULL;
 }
 
 cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, long n, const cf_serve_params *p,
@@ -262,7 +291,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
     }
     pthread_cond_init(&r->cond, NULL);
     pthread_mutex_lock(&e->mu);
-    if (p->grammar) grammar_attach(e, r, p->grammar);
+    if (p->grammar) r->pending_grammar = cf_grammar_retain(p->grammar);
     if (e->st.waiting + e->n_incoming >= e->o.max_waiting) {
         pthread_mutex_unlock(&e->mu);
         request_free(r);
@@ -709,6 +738,11 @@ static void step(cf_serve_engine *e) {
         pthread_mutex_unlock(&e->mu);
         if (cancelled) remove_seq(e, i);
     }
+    for (long i = 0; i < e->n_seqs; i++) /* requests new to the engine thread: their grammar's matcher */
+        if (e->seqs[i]->r->pending_grammar) {
+            grammar_attach(e, e->seqs[i]->r);
+            e->seqs[i]->grammar_state = e->seqs[i]->r->grammar_start;
+        }
     admit(e);
     long n = 0;
     for (long need = plan(e, &n); need > e->pool->n_free; need = plan(e, &n)) {
@@ -872,6 +906,7 @@ void cf_serve_engine_free(cf_serve_engine *e) {
     }
     free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens), free(e->score_logits);
     cf_infer_kv_pool_free(e->pool);
+    for (int i = 0; i < GRAMMAR_MATCHERS; i++) cf_grammar_run_free(e->matchers[i]);
     cf_grammar_vocab_free(e->grammar_vocab);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);

@@ -32,6 +32,8 @@ struct cf_grammar {
     int32_t *rule_alt; /* [n_rules + 1]: rule r's alternatives are alt[rule_alt[r] .. rule_alt[r+1]) */
     uint8_t (*cls)[32];
     int n_rules, root;
+    size_t n_el, n_alt, n_cls;
+    uint64_t hash; /* of all the above: grammars compiled alike are equal */
 };
 
 static void seq_push(cf_grammar_seq *s, int32_t e) {
@@ -141,10 +143,24 @@ cf_grammar *cf_grammar_finish(cf_grammar_builder *b, int root, cf_error *err) {
         }
     }
     g->rule_alt[b->n_rules] = (int32_t)a;
+    g->n_el = n_el, g->n_alt = n_alt, g->n_cls = (size_t)b->n_cls;
+    uint64_t h = (uint64_t)root * 0x9e3779b97f4a7c15ull ^ n_el;
+    for (size_t i = 0; i < n_el; i++) h = (h ^ (uint32_t)g->el[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < n_alt; i++) h = (h ^ (uint32_t)g->alt[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < (size_t)b->n_cls * 32; i++) h = (h ^ ((const uint8_t *)b->cls)[i]) * 0x100000001b3ull;
+    g->hash = h;
     g->cls = b->cls;
     b->cls = NULL;
     cf_grammar_builder_free(b);
     return g;
+}
+
+bool cf_grammar_equal(const cf_grammar *a, const cf_grammar *b) {
+    return a->hash == b->hash && a->root == b->root && a->n_rules == b->n_rules && a->n_el == b->n_el &&
+           a->n_alt == b->n_alt && a->n_cls == b->n_cls && memcmp(a->el, b->el, sizeof *a->el * a->n_el) == 0 &&
+           memcmp(a->alt, b->alt, sizeof *a->alt * a->n_alt) == 0 &&
+           memcmp(a->rule_alt, b->rule_alt, sizeof *a->rule_alt * (size_t)(a->n_rules + 1)) == 0 &&
+           memcmp(a->cls, b->cls, 32 * a->n_cls) == 0;
 }
 
 cf_grammar *cf_grammar_retain(cf_grammar *g) {
@@ -346,6 +362,7 @@ typedef struct state {
 } state;
 
 struct cf_grammar_run {
+    int refs;
     cf_grammar *g;
     const cf_grammar_vocab *v;
     stack_node *nodes; /* node 0: the empty stack (the document is complete) */
@@ -491,7 +508,7 @@ static int intern(cf_grammar_run *r, int32_t *set, int n) {
 
 cf_grammar_run *cf_grammar_run_new(cf_grammar *g, const cf_grammar_vocab *v) {
     cf_grammar_run *r = cf_xcalloc(1, sizeof *r);
-    r->g = cf_grammar_retain(g), r->v = v;
+    r->refs = 1, r->g = cf_grammar_retain(g), r->v = v;
     r->cap_nodes = 256, r->n_nodes = 1, r->ht_cap = 1024;
     r->nodes = cf_xmalloc(sizeof *r->nodes * (size_t)r->cap_nodes);
     r->nodes[0] = (stack_node){-1, -1};
@@ -504,8 +521,15 @@ cf_grammar_run *cf_grammar_run_new(cf_grammar *g, const cf_grammar_vocab *v) {
     return r;
 }
 
+cf_grammar_run *cf_grammar_run_retain(cf_grammar_run *r) {
+    __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+    return r;
+}
+
+const cf_grammar *cf_grammar_run_grammar(const cf_grammar_run *r) { return r->g; }
+
 void cf_grammar_run_free(cf_grammar_run *r) {
-    if (!r) return;
+    if (!r || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int32_t i = 0; i < r->n_st; i++) free(r->st[i].mask);
     free(r->nodes), free(r->node_ht), free(r->sets), free(r->st), free(r->st_ht), free(r->scratch);
     cf_grammar_free(r->g);

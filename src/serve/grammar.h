@@ -51,6 +51,8 @@ int cf_grammar_repeat(cf_grammar_builder *b, int x, long min, long max);
  * when a rule has no alternative. Refcounted: cf_grammar_retain, cf_grammar_free. */
 cf_grammar *cf_grammar_finish(cf_grammar_builder *b, int root, cf_error *err);
 cf_grammar *cf_grammar_retain(cf_grammar *g);
+/* The same rules (as two compilations of one schema give). */
+bool cf_grammar_equal(const cf_grammar *a, const cf_grammar *b);
 void cf_grammar_free(cf_grammar *g);
 
 /* ---- grammars from JSON ---- */
@@ -77,11 +79,14 @@ cf_grammar_vocab *cf_grammar_vocab_from_bytes(const char *const *bytes, const si
                                               const int32_t *end, int n_end);
 void cf_grammar_vocab_free(cf_grammar_vocab *v);
 
-/* The matcher of one request (its samples share it; one thread at a time): states and
- * their cached masks. */
+/* The matcher of a grammar over a vocabulary: states and their cached masks, for any
+ * number of documents at once (each is a state id), used by one thread at a time.
+ * Refcounted (the count is atomic, so that the last reference may go on any thread). */
 typedef struct cf_grammar_run cf_grammar_run;
 cf_grammar_run *cf_grammar_run_new(cf_grammar *g, const cf_grammar_vocab *v); /* retains g */
+cf_grammar_run *cf_grammar_run_retain(cf_grammar_run *r);
 void cf_grammar_run_free(cf_grammar_run *r);
+const cf_grammar *cf_grammar_run_grammar(const cf_grammar_run *r);
 int cf_grammar_run_start(cf_grammar_run *r);
 /* The tokens that may follow in `state`, a bitmap of (vocab + 63) / 64 words. */
 const uint64_t *cf_grammar_run_mask(cf_grammar_run *r, int state);
