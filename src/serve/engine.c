@@ -657,13 +657,8 @@ static const char *grammar_mask(cf_serve_engine *e, seq *s) {
     if (only_end) return "stop";
     const uint64_t *mask = cf_grammar_run_mask(g, s->grammar_state);
     uint64_t any = 0;
-    for (long w = 0; w < (e->vocab + 63) / 64; w++) {
-        uint64_t keep = mask[w];
-        any |= keep;
-        if (keep == ~0ull) continue;
-        for (long t = w * 64; t < w * 64 + 64 && t < e->vocab; t++)
-            if (!(keep >> (t - w * 64) & 1)) s->logits[t] = -INFINITY;
-    }
+    for (long w = 0; w < (e->vocab + 63) / 64; w++) any |= mask[w];
+    cf_grammar_apply_mask(mask, s->logits, e->vocab);
     return any || complete ? NULL : "length";
 }
 

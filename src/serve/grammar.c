@@ -1,6 +1,7 @@
 /* The grammar engine: building, the vocabulary trie and the matcher (see grammar.h). */
 #include "serve/grammar.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -673,4 +674,18 @@ int cf_grammar_run_advance(cf_grammar_run *r, int id, int32_t tok) {
     const cf_grammar_vocab *v = r->v;
     if (tok < 0 || tok >= v->n_tokens || !v->bytes[tok]) return -1;
     return cf_grammar_run_feed(r, id, v->bytes[tok], v->len[tok]);
+}
+
+void cf_grammar_apply_mask(const uint64_t *mask, float *logits, long vocab) {
+    for (long w = 0; w < (vocab + 63) / 64; w++) {
+        uint64_t keep = mask[w];
+        long base = w * 64, n = vocab - base < 64 ? vocab - base : 64;
+        if (keep == ~0ull) continue;
+        if (keep == 0) {
+            for (long i = 0; i < n; i++) logits[base + i] = -INFINITY;
+            continue;
+        }
+        for (long i = 0; i < n; i++)
+            if (!(keep >> i & 1)) logits[base + i] = -INFINITY;
+    }
 }

@@ -90,6 +90,8 @@ const cf_grammar *cf_grammar_run_grammar(const cf_grammar_run *r);
 int cf_grammar_run_start(cf_grammar_run *r);
 /* The tokens that may follow in `state`, a bitmap of (vocab + 63) / 64 words. */
 const uint64_t *cf_grammar_run_mask(cf_grammar_run *r, int state);
+/* logits[t] = -inf for every token t of vocab not in mask. */
+void cf_grammar_apply_mask(const uint64_t *mask, float *logits, long vocab);
 /* The document is complete in `state` (an end token is allowed); `only_end`: nothing can follow. */
 bool cf_grammar_run_complete(cf_grammar_run *r, int state, bool *only_end);
 /* The state after token `id` (its bytes), or -1 when the grammar does not allow it. */
