@@ -138,7 +138,8 @@ cf_grammar *cf_grammar_finish(cf_grammar_builder *b, int root, cf_error *err) {
         g->rule_alt[r] = (int32_t)a;
         for (int i = 0; i < b->rules[r].n; i++) {
             g->alt[a++] = (int32_t)e;
-            memcpy(g->el + e, b->rules[r].alts[i].el, sizeof *g->el * (size_t)b->rules[r].alts[i].n);
+            if (b->rules[r].alts[i].n) /* an ε alternative has no array */
+                memcpy(g->el + e, b->rules[r].alts[i].el, sizeof *g->el * (size_t)b->rules[r].alts[i].n);
             e += (size_t)b->rules[r].alts[i].n;
             g->el[e++] = EL_END;
         }
