@@ -166,8 +166,9 @@ refused chat/completions top_logprobs "$(chat_body '"top_logprobs":2')"
 refused chat/completions top_logprobs "$(chat_body '"logprobs":true,"top_logprobs":21')"
 refused chat/completions top_logprobs "$(chat_body '"logprobs":true,"top_logprobs":-1')"
 refused completions top_logprobs '{"prompt":"x","top_logprobs":2}'
-refused chat/completions response_format "$(chat_body '"response_format":{"type":"json_object"}')"
-refused chat/completions tools "$(chat_body '"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]')"
+# structured output (tests/cli_serve_structured.sh): a malformed response_format, tool or tool_choice
+err_is "response_format type" 400 response_format "$main/v1/chat/completions" -d "$(chat_body '"response_format":{"type":"xml"}')"
+err_is "a nameless tool" 400 tools "$main/v1/chat/completions" -d "$(chat_body '"tools":[{"type":"function","function":{"parameters":{}}}]')"
 refused chat/completions tool_choice "$(chat_body '"tool_choice":"auto"')"
 refused chat/completions logit_bias "$(chat_body '"logit_bias":{"50":-101}')"
 refused chat/completions echo "$(chat_body '"echo":true')"

@@ -295,7 +295,7 @@ static void samples_stops_penalties(void) {
     CHECK_CONTAINS(err.msg, "context");
     g.max_tokens = 1000;
     CHECK(cf_serve_submit(e, &bos, 1, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
-    CHECK_CONTAINS(err.msg, "max_tokens 1000");
+    CHECK_CONTAINS(err.msg, "'max_tokens' 1000");
     g.max_tokens = 10, g.n = 99;
     CHECK(cf_serve_submit(e, &bos, 1, &g, &why, &err) == NULL && why == CF_SERVE_BAD_REQUEST);
     g.n = 1;

@@ -85,6 +85,10 @@ typedef struct cf_serve_params {
                                  unless logprobs: a stream's one event per token, without the log-softmax */
     const cf_serve_logit_bias *logit_bias; /* n_logit_bias entries (copied), ids distinct and in the vocabulary */
     int n_logit_bias;
+    /* Constrained sampling (src/serve/grammar.h; NULL: none): each step masks the tokens that
+     * cannot continue a document of the grammar, EOS only once it is complete, and a sample
+     * ends ("stop") when nothing can follow. Submit takes a reference of its own. */
+    struct cf_grammar *grammar;
 } cf_serve_params;
 
 typedef struct cf_serve_engine cf_serve_engine;

@@ -87,7 +87,7 @@ def test_config_errors_are_the_cli_messages(tmp_path):
     bad.write_text("runner_config:\n  batch_sise: 2\nmodel:\n  model_config:\n    pet_config: {}\n")
     with pytest.raises(cformers.CformersError) as e:
         cformers.AutoConfig.from_pretrained(bad)
-    assert "did you mean runner_config.batch_size?" in str(e.value) and "pet_config: LoRA" in str(e.value)
+    assert "did you mean runner_config.batch_size?" in str(e.value) and "pet_config.pet_type: none given is not supported (only lora)" in str(e.value)
     cfg = cformers.AutoConfig.from_pretrained("llama2_7b")
     with pytest.raises(cformers.CformersError, match="num_heads 32 is not a multiple of num_kv_heads 5"):
         cfg.num_kv_heads = 5

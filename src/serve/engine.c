@@ -13,6 +13,10 @@
 #include "infer/paged_kv.h"
 #include "obs/clock.h"
 #include "serve/step_budget.h"
+#include "serve/grammar.h"
+
+enum { GRAMMAR_MATCHERS = 8 };    /* grammars whose matchers the engine keeps */
+enum { GRAMMAR_MAX_STATES = 4096 }; /* states of a kept matcher before it is dropped for a fresh one */
 
 typedef enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_SWAPPED } seq_state;
 
@@ -37,6 +41,9 @@ struct cf_serve_request {
     char *stops[CF_SERVE_MAX_STOP];
     size_t max_stop;
     cf_serve_logit_bias *bias;  /* p.n_logit_bias entries (p.logit_bias points here) */
+    cf_grammar *pending_grammar; /* p.grammar until the engine thread takes the request */
+    cf_grammar_run *grammar;    /* then its matcher, shared by the samples (engine thread) */
+    int grammar_start;          /* its state before any token */
     cf_serve_token *prompt_lp;  /* prompt_logprobs: [prompt_tokens]; the first n_scored are done */
     long n_scored;              /* written by the engine thread under mu */
     uint64_t version;
@@ -58,6 +65,7 @@ typedef struct seq {
     uint64_t *prompt_hash;     /* chain hashes of the full prompt blocks */
     long n_prompt_hash, published;
     cf_sampler *sampler;
+    int grammar_state;         /* with a grammar: the document's state after the tokens generated */
     int32_t *counts;           /* [vocab] times each token was generated, for the penalties */
     float *logits;             /* [vocab] */
     float *raw;                /* [vocab] with logprobs: the logits before penalties and bias */
@@ -99,6 +107,12 @@ struct cf_serve_engine {
     long *budget_pos, *budget_todo;
     double vclock;   /* with o.step_seconds: the virtual time, the sum of the steps' durations (mu) */
     double step_end; /* with o.step_seconds: when this step ends on that clock (engine thread) */
+    /* the engine thread's: the tokenizer's trie, from the first constrained request on, and
+     * the matchers of recent grammars, shared by the requests of one grammar (their masks
+     * computed once for all) */
+    cf_grammar_vocab *grammar_vocab;
+    cf_grammar_run *matchers[GRAMMAR_MATCHERS];
+    int next_matcher;
 };
 
 /* Prompt positions whose logits one step keeps for scoring (prompt_logprobs), over all
@@ -125,6 +139,8 @@ static void histogram_add(cf_serve_histogram *h, double v) {
 static void request_free(cf_serve_request *r) {
     for (int i = 0; i < r->n; i++) free(r->choices[i].text), free(r->choices[i].toks);
     free(r->bias), free(r->prompt_lp);
+    cf_grammar_run_free(r->grammar);
+    cf_grammar_free(r->pending_grammar);
     for (int i = 0; i < r->p.n_stop; i++) free(r->stops[i]);
     free(r->choices);
     pthread_cond_destroy(&r->cond);
@@ -161,6 +177,7 @@ static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_
     cf_sampler_params sp = r->p.sampling;
     sp.seed += (uint64_t)i;
     s->sampler = cf_sampler_new(&sp, e->vocab);
+    s->grammar_state = r->grammar_start;
     if (r->p.presence_penalty != 0.0f || r->p.frequency_penalty != 0.0f)
         s->counts = cf_xcalloc((size_t)e->vocab, sizeof *s->counts);
     s->logits = cf_xmalloc(sizeof(float) * (size_t)e->vocab);
@@ -173,6 +190,35 @@ static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_
 static void append_seq(seq ***list, long *n, long *cap, seq *s) {
     if (*n == *cap) *cap = *cap ? 2 * *cap : 16, *list = cf_xrealloc(*list, sizeof **list * (size_t)*cap);
     (*list)[(*n)++] = s;
+}
+
+/* The matcher of the request's grammar over the engine's vocabulary trie (built on first
+ * use): a kept one of an equal grammar, else a new one kept in place of the oldest.
+ * Engine thread. */
+static void grammar_attach(cf_serve_engine *e, cf_serve_request *r) {
+    if (!e->grammar_vocab) {
+        int32_t end = e->tok ? cf_tokenizer_eos(e->tok) : -1;
+        e->grammar_vocab = cf_grammar_vocab_new(e->tok, &end, end >= 0 ? 1 : 0);
+    }
+    cf_grammar_run *m = NULL;
+    for (int i = 0; i < GRAMMAR_MATCHERS && !m; i++) {
+        cf_grammar_run *k = e->matchers[i];
+        if (!k || !cf_grammar_equal(cf_grammar_run_grammar(k), r->pending_grammar)) continue;
+        if (cf_grammar_run_states(k) > GRAMMAR_MAX_STATES) { /* its masks take too much memory: start again */
+            cf_grammar_run_free(k);
+            e->matchers[i] = cf_grammar_run_new(r->pending_grammar, e->grammar_vocab);
+        }
+        m = e->matchers[i];
+    }
+    if (!m) {
+        cf_grammar_run_free(e->matchers[e->next_matcher]);
+        m = e->matchers[e->next_matcher] = cf_grammar_run_new(r->pending_grammar, e->grammar_vocab);
+        e->next_matcher = (e->next_matcher + 1) % GRAMMAR_MATCHERS;
+    }
+    r->grammar = cf_grammar_run_retain(m);
+    r->grammar_start = cf_grammar_run_start(m);
+    cf_grammar_free(r->pending_grammar);
+    r->pending_grammar = NULL;
 }
 
 cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, long n, const cf_serve_params *p,
@@ -215,6 +261,10 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         cf_fail(err, "the prompt's %ld tokens need more than the %ld blocks of the KV cache", n, e->pool->n_blocks);
         return NULL;
     }
+    if (p->grammar && !e->tok) {
+        cf_fail(err, "structured output needs the model's tokenizer, and this checkpoint has none");
+        return NULL;
+    }
     for (long t = 0; t < n; t++)
         if (prompt[t] < 0 || prompt[t] >= e->vocab) {
             cf_fail(err, "the prompt's token %d is outside the vocabulary of %ld", prompt[t], e->vocab);
@@ -239,6 +289,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
         memcpy(r->bias, p->logit_bias, sizeof *r->bias * (size_t)p->n_logit_bias);
     }
     r->p.logit_bias = r->bias;
+    r->p.grammar = NULL;
     if (p->logprobs || p->token_texts) { /* room for every token a sample can generate */
         long room = e->max_seq - n;
         if (p->max_tokens > 0 && p->max_tokens < room) room = p->max_tokens;
@@ -252,6 +303,7 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
     }
     pthread_cond_init(&r->cond, NULL);
     pthread_mutex_lock(&e->mu);
+    if (p->grammar) r->pending_grammar = cf_grammar_retain(p->grammar);
     if (e->st.waiting + e->n_incoming >= e->o.max_waiting) {
         pthread_mutex_unlock(&e->mu);
         request_free(r);
@@ -629,6 +681,21 @@ static void fork_samples(cf_serve_engine *e, seq *parent) {
     }
 }
 
+/* With a grammar: -inf on the logits of the tokens that cannot continue the document.
+ * Returns why the sample ends instead when it must ("stop": the document is complete and
+ * nothing may follow; "length": no token can continue it), else NULL. */
+static const char *grammar_mask(cf_serve_engine *e, seq *s) {
+    cf_grammar_run *g = s->r->grammar;
+    if (s->grammar_state < 0) return "length"; /* a grammar that matches nothing */
+    bool only_end, complete = cf_grammar_run_complete(g, s->grammar_state, &only_end);
+    if (only_end) return "stop";
+    const uint64_t *mask = cf_grammar_run_mask(g, s->grammar_state);
+    uint64_t any = 0;
+    for (long w = 0; w < (e->vocab + 63) / 64; w++) any |= mask[w];
+    cf_grammar_apply_mask(mask, s->logits, e->vocab);
+    return any || complete ? NULL : "length";
+}
+
 /* Samples the next token from the logits; false when the sequence finished (and is gone). */
 static bool sample_next(cf_serve_engine *e, seq *s) {
     cf_serve_request *r = s->r;
@@ -637,9 +704,16 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
         for (long t = 0; t < e->vocab; t++)
             if (s->counts[t]) s->logits[t] -= r->p.presence_penalty + r->p.frequency_penalty * (float)s->counts[t];
     for (int b = 0; b < r->p.n_logit_bias; b++) s->logits[r->p.logit_bias[b].id] += r->p.logit_bias[b].bias;
+    if (r->grammar) {
+        const char *why = grammar_mask(e, s);
+        if (why) {
+            finish_seq(e, s, why);
+            return false;
+        }
+    }
     int32_t next = cf_sampler_sample(s->sampler, s->logits);
     double now = e->o.step_seconds ? e->step_end : cf_clock_seconds();
-    if (!r->p.ignore_eos && ends_document(e->tok, next)) {
+    if ((!r->p.ignore_eos || r->grammar) && ends_document(e->tok, next)) {
         finish_seq(e, s, "stop");
         return false;
     }
@@ -649,6 +723,16 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     const char *piece = e->tok ? cf_tokenizer_piece(e->tok, prev, next, scratch, &len) : "";
     cf_serve_token tk = {.id = next, .prev = prev, .logprob = NAN}; /* token_texts: its place, no logprob */
     if (s->raw) logprob_entry(s->raw, e->vocab, r->p.top_logprobs, next, prev, &tk);
+    bool doc_done = false;
+    if (r->grammar) {
+        int after = cf_grammar_run_advance(r->grammar, s->grammar_state, next);
+        if (after < 0) { /* a masked token (a sampler's rounding at probability 0): never shown */
+            finish_seq(e, s, "length");
+            return false;
+        }
+        s->grammar_state = after;
+        cf_grammar_run_complete(r->grammar, after, &doc_done);
+    }
     s->tokens[s->n_tokens++] = next;
     if (s->counts) s->counts[next]++;
     s->generated++;
@@ -659,7 +743,7 @@ static bool sample_next(cf_serve_engine *e, seq *s) {
     if (s->generated > 1) histogram_add(&e->st.itl, now - s->t_last);
     pthread_mutex_unlock(&e->mu);
     s->t_last = now;
-    if (stopped) {
+    if (stopped || doc_done) {
         finish_seq(e, s, "stop");
         return false;
     }
@@ -698,6 +782,11 @@ static void step(cf_serve_engine *e) {
         pthread_mutex_unlock(&e->mu);
         if (cancelled) remove_seq(e, i);
     }
+    for (long i = 0; i < e->n_seqs; i++) /* requests new to the engine thread: their grammar's matcher */
+        if (e->seqs[i]->r->pending_grammar) {
+            grammar_attach(e, e->seqs[i]->r);
+            e->seqs[i]->grammar_state = e->seqs[i]->r->grammar_start;
+        }
     admit(e);
     long n = 0;
     for (long need = plan(e, &n); need > e->pool->n_free; need = plan(e, &n)) {
@@ -894,6 +983,8 @@ void cf_serve_engine_free(cf_serve_engine *e) {
     free(e->incoming), free(e->seqs), free(e->segs), free(e->planned), free(e->plan_tokens), free(e->score_logits);
     free(e->budget_pos), free(e->budget_todo);
     cf_infer_kv_pool_free(e->pool);
+    for (int i = 0; i < GRAMMAR_MATCHERS; i++) cf_grammar_run_free(e->matchers[i]);
+    cf_grammar_vocab_free(e->grammar_vocab);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     cf_infer_free(e->m);

@@ -90,10 +90,10 @@ static const request_field FIELDS[] = {
     {"logit_bias", ON_BOTH, FIELD_USED, NULL},
     {"best_of", ON_COMPLETIONS, FIELD_USED, NULL},
     {"suffix", ON_COMPLETIONS, FIELD_DEFAULT_ONLY, "null"},
-    {"response_format", ON_CHAT, FIELD_DEFAULT_ONLY, "{\"type\": \"text\"}"},
-    {"tools", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
-    {"tool_choice", ON_CHAT, FIELD_DEFAULT_ONLY, "\"none\""},
-    {"parallel_tool_calls", ON_CHAT, FIELD_DEFAULT_ONLY, "true"},
+    {"response_format", ON_BOTH, FIELD_USED, NULL}, /* structured.c */
+    {"tools", ON_CHAT, FIELD_USED, NULL},
+    {"tool_choice", ON_CHAT, FIELD_USED, NULL},
+    {"parallel_tool_calls", ON_CHAT, FIELD_NOOP, NULL}, /* a reply holds one tool call at most: true and false alike */
     {"functions", ON_CHAT, FIELD_DEFAULT_ONLY, "[]"},
     {"function_call", ON_CHAT, FIELD_DEFAULT_ONLY, "\"none\""},
     {"modalities", ON_CHAT, FIELD_DEFAULT_ONLY, "[\"text\"]"},
@@ -340,12 +340,19 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
         parse_logprobs(q->json, chat, q, err) != 0 || parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
         return 400;
+    if (cf_serve_structured_parse(q->json, chat, &q->structured, &q->param, err) != 0) return 400;
+    q->p.grammar = q->structured.grammar;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
-    q->text = cf_serve_chat_render(tmpl, json_object_get(q->json, "messages"), NULL, err);
+    json_t *messages = json_object_get(q->json, "messages");
+    messages = q->structured.tools ? cf_serve_tools_messages(&q->structured, messages, err) : json_incref(messages);
+    q->text = messages ? cf_serve_chat_render(tmpl, messages, NULL, err) : NULL;
+    json_decref(messages);
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
-    if (q->p.n_stop < CF_SERVE_MAX_STOP && cf_serve_chat_stop(tmpl)[0]) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
+    /* the template's end of turn, but under a grammar, which ends the document itself (the
+     * text could occur inside a JSON string) */
+    if (q->p.n_stop < CF_SERVE_MAX_STOP && !q->p.grammar && cf_serve_chat_stop(tmpl)[0]) q->p.stop[q->p.n_stop++] = cf_serve_chat_stop(tmpl);
     return 0;
 }
 
@@ -412,6 +419,7 @@ void cf_serve_request_free(serve_request_body *q) {
     free(q->ids);
     for (int i = 0; i < q->n_prompts; i++) free(q->prompts[i].text), free(q->prompts[i].ids);
     free(q->prompts);
+    cf_serve_structured_free(&q->structured);
     json_decref(q->json);
     memset(q, 0, sizeof *q);
 }

@@ -13,6 +13,7 @@
 
 #include "cformers/serve.h"
 #include "serve/chat.h"
+#include "serve/structured.h"
 
 /* The endpoints whose bodies are parsed here. */
 typedef enum serve_endpoint { SERVE_COMPLETIONS, SERVE_CHAT, SERVE_TOKENIZE, SERVE_DETOKENIZE } serve_endpoint;
@@ -48,6 +49,7 @@ typedef struct serve_request_body {
     int best_of;        /* completions: samples generated per prompt, of which the n likeliest are returned */
     bool seeded;        /* "seed" was given (else the server picks one) */
     cf_serve_logit_bias *bias; /* logit_bias (malloc'd; p.logit_bias points here) */
+    serve_structured structured; /* response_format, tools, tool_choice (p.grammar is structured.grammar) */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
 } serve_request_body;

@@ -211,6 +211,7 @@ typedef struct call {
     bool prompt_logprobs;
     char id[40];
     long created;
+    serve_structured tools; /* tools_mode and tools (a reference of its own): the answer may be a tool call */
 } call;
 
 /* Releases the parts' requests (cancelling unfinished ones) and echoes. */
@@ -221,6 +222,8 @@ static void call_free(call *k) {
     }
     free(k->parts);
     k->parts = NULL, k->n_parts = 0;
+    json_decref(k->tools.tools);
+    k->tools.tools = NULL;
 }
 
 /* text[n] is whole UTF-8 (a model may emit any bytes: a malformed one counts as whole, as
@@ -282,6 +285,18 @@ static json_t *choice_json(const call *k, int i, const char *text, size_t len, c
     return c;
 }
 
+/* A chat choice whose text is a tool call document becomes OpenAI's tool call answer. */
+static void tool_call_choice(const call *k, int i, json_t *choice, const char *text, size_t len) {
+    char id[64];
+    snprintf(id, sizeof id, "call_%s_%d", k->id, i);
+    json_t *calls = cf_serve_tool_calls(&k->tools, text, len, id);
+    if (!calls) return;
+    json_t *msg = json_object_get(choice, "message");
+    json_object_set_new(msg, "content", json_null());
+    json_object_set_new(msg, "tool_calls", calls);
+    json_object_set_new(choice, "finish_reason", json_string("tool_calls"));
+}
+
 static json_t *envelope(const call *k, bool chunk) {
     const char *object = k->chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     return json_pack("{s:s, s:s, s:I, s:s}", "id", k->id, "object", object, "created", (json_int_t)k->created, "model",
@@ -338,9 +353,11 @@ static enum MHD_Result reply_whole(call *k, struct MHD_Connection *c) {
             const cf_serve_output *x = &o[rank[q]];
             size_t len;
             char *text = with_echo(pt, true, x->text, x->len, &len);
-            json_array_append_new(choices, choice_json(k, j * k->n_out + q, text, len, x->finish, false, false,
-                                                       output_logprobs(k, pt, x->prompt, x->n_prompt, x->tokens,
-                                                                       x->n_tokens)));
+            json_t *choice = choice_json(k, j * k->n_out + q, text, len, x->finish, false, false,
+                                         output_logprobs(k, pt, x->prompt, x->n_prompt, x->tokens, x->n_tokens));
+            if (k->tools.tools_mode != TOOLS_NONE && x->finish && strcmp(x->finish, "stop") == 0)
+                tool_call_choice(k, j * k->n_out + q, choice, text, len);
+            json_array_append_new(choices, choice);
             free(text);
         }
         for (int i = 0; i < k->n_samples; i++) free(o[i].text), free(o[i].tokens), free(o[i].prompt);
@@ -536,7 +553,8 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
                     cf_tokenizer_vocab_size(tok));
         }
     call k = {.s = s, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
-              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL)};
+              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL),
+              .tools = {.tools_mode = q.structured.tools_mode, .tools = json_incref(q.structured.tools)}};
     if (status == 0) {
         k.n_parts = chat ? 1 : q.n_prompts, k.n_out = q.p.n, k.n_samples = q.best_of;
         k.parts = cf_xcalloc((size_t)k.n_parts, sizeof *k.parts);

@@ -1,0 +1,42 @@
+/* Structured output of the OpenAI endpoints (docs/serving.md): response_format
+ * ({"type": "text" | "json_object" | "json_schema"}) and tools / tool_choice, as a grammar
+ * the engine samples under (src/serve/grammar.h), the tools described to the model in the
+ * prompt, and a tool call document read back as OpenAI's tool_calls. */
+#ifndef CFORMERS_SERVE_STRUCTURED_H
+#define CFORMERS_SERVE_STRUCTURED_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cformers/error.h"
+#include "serve/grammar.h"
+
+typedef enum serve_tool_mode {
+    TOOLS_NONE,     /* no tools, or tool_choice "none": plain text */
+    TOOLS_AUTO,     /* described; the answer is a tool call when its text is one */
+    TOOLS_REQUIRED, /* the output is constrained to a call of one of the tools (or the one named) */
+} serve_tool_mode;
+
+typedef struct serve_structured {
+    cf_grammar *grammar; /* NULL: free sampling; else the request holds one reference */
+    serve_tool_mode tools_mode;
+    json_t *tools;       /* the request's "tools" (borrowed from the body), NULL when none */
+} serve_structured;
+
+/* Reads response_format, tools and tool_choice of `body` (chat: all three; completions:
+ * response_format): 0, or -1 with err and *param naming the offending field. */
+int cf_serve_structured_parse(json_t *body, bool chat, serve_structured *out, const char **param, cf_error *err);
+void cf_serve_structured_free(serve_structured *s);
+
+/* The messages the chat template renders when tools are on (a new reference): the tools
+ * described in the system message, assistant tool_calls and "tool" results as text. This
+ * is the one place that decides how tools reach the prompt. NULL with err on a malformed
+ * tool message. */
+json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_error *err);
+
+/* OpenAI's tool_calls array for a generated text that is a tool call document
+ * ({"name": NAME, "arguments": {...}} naming one of the tools), else NULL. `id` names the call. */
+json_t *cf_serve_tool_calls(const serve_structured *s, const char *text, size_t len, const char *id);
+
+#endif
