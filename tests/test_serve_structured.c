@@ -7,6 +7,7 @@
  * tool's parameters, read back as OpenAI's tool_calls; bad schemas, unsupported keywords
  * and bad tools are refused with 400 naming the part. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cformers/convert.h"
@@ -40,12 +41,22 @@ static model open_model(const char *name, const char *ckpt) {
     return (model){name, e, e ? cf_infer_tokenizer(cf_serve_model(e)) : NULL, m ? cf_infer_max_seq(m) : 0};
 }
 
-/* Parses body as the server does: the status (0 when taken), q filled. */
+/* Parses body as the server does (the built-in llama2 chat template): the status (0 when
+ * taken), q filled with the one prompt's ids. */
 static int parse(const model *md, const char *body, bool chat, serve_request_body *q, cf_error *err) {
-    int status = cf_serve_request_parse(body, strlen(body), chat, "m", md->max_seq, 4, CHAT_LLAMA2, q, err);
-    if (status == 0 && q->text) {
-        q->n_ids = cf_tokenizer_encode(md->tok, q->text, q->text_len, true, &q->ids, err);
+    serve_chat_template tmpl;
+    if (cf_serve_chat_init(&tmpl, NULL, "llama", md->tok, "llama2", err) != 0) return 500;
+    int status = cf_serve_request_parse(body, strlen(body), chat, "m", md->max_seq, 4, &tmpl, q, err);
+    cf_serve_chat_release(&tmpl);
+    const char *text = chat ? q->text : status == 0 && q->n_prompts > 0 ? q->prompts[0].text : NULL;
+    size_t len = chat ? q->text_len : text ? q->prompts[0].text_len : 0;
+    if (status == 0 && text) {
+        q->n_ids = cf_tokenizer_encode(md->tok, text, len, true, &q->ids, err);
         if (q->n_ids < 0) status = 400;
+    } else if (status == 0 && !chat && q->n_prompts > 0) {
+        q->n_ids = q->prompts[0].n_ids;
+        q->ids = malloc(sizeof *q->ids * (size_t)(q->n_ids > 0 ? q->n_ids : 1));
+        memcpy(q->ids, q->prompts[0].ids, sizeof *q->ids * (size_t)q->n_ids);
     }
     return status;
 }

@@ -54,10 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cf_error *err = fuzz_err();
     int status = cf_serve_request_parse(body, len, chat, "model", cf_infer_max_seq(m), cf_serve_max_batch(engine), tmpl,
                                         &q, err);
-    if (status == 0 && q.text) {
+    /* the first prompt of a batched completion (the server submits each the same way) */
+    const char *text = chat ? q.text : status == 0 && q.n_prompts > 0 ? q.prompts[0].text : NULL;
+    size_t text_len = chat ? q.text_len : text ? q.prompts[0].text_len : 0;
+    if (status == 0 && text) {
         err = fuzz_err();
-        q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, err);
+        q.n_ids = cf_tokenizer_encode(tok, text, text_len, true, &q.ids, err);
         if (fuzz_failed(q.n_ids < 0, err, "cf_tokenizer_encode")) status = 400;
+    } else if (status == 0 && !chat && q.n_prompts > 0) {
+        q.n_ids = q.prompts[0].n_ids;
+        q.ids = malloc(sizeof *q.ids * (size_t)(q.n_ids > 0 ? q.n_ids : 1));
+        memcpy(q.ids, q.prompts[0].ids, sizeof *q.ids * (size_t)q.n_ids);
     } else if (status != 0) {
         fuzz_failed(true, err, "cf_serve_request_parse");
     }
