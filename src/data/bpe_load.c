@@ -292,8 +292,11 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
         int rc = t ? load_vocab(t, vocab, path, err) : -1;
         for (size_t i = 0; rc == 0 && i < json_array_size(added); i++) {
             json_t *a = json_array_get(added, i);
-            rc = set_spelled(t, (int)json_integer_value(json_object_get(a, "id")),
-                             json_string_value(json_object_get(a, "content")), true, path, err);
+            int id = (int)json_integer_value(json_object_get(a, "id"));
+            rc = set_spelled(t, id, json_string_value(json_object_get(a, "content")), true, path, err);
+            t->added_flags[id] = (uint8_t)((json_is_true(json_object_get(a, "lstrip")) ? CF_ADDED_LSTRIP : 0) |
+                                           (json_is_true(json_object_get(a, "rstrip")) ? CF_ADDED_RSTRIP : 0) |
+                                           (json_is_true(json_object_get(a, "single_word")) ? CF_ADDED_SINGLE_WORD : 0));
         }
         if (rc == 0) rc = load_hf_merges(t, json_object_get(model, "merges"), path, err);
         if (rc == 0) rc = finish(t, path, err);

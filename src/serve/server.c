@@ -393,7 +393,7 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
                                      cf_serve_max_batch(s->e), &s->chat, &q, &err);
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
     if (status == 0 && q.text) {
-        q.n_ids = cf_tokenizer_encode(tok, q.text, q.text_len, true, &q.ids, &err);
+        q.n_ids = cf_tokenizer_encode_special(tok, q.text, q.text_len, true, &q.ids, &err);
         if (q.n_ids < 0) status = 400;
     }
     for (int b = 0; status == 0 && b < q.p.n_logit_bias; b++)
@@ -453,7 +453,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
         }
     int32_t *ids = NULL;
     long n = 0;
-    if (status == 0 && !detokenize && (n = cf_tokenizer_encode(tok, q.text, q.text_len, q.add_special, &ids, &err)) < 0)
+    if (status == 0 && !detokenize && (n = cf_tokenizer_encode_special(tok, q.text, q.text_len, q.add_special, &ids, &err)) < 0)
         status = 400, q.param = "content";
     if (status != 0) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, q.param, err.msg);
