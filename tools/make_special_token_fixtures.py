@@ -8,8 +8,14 @@ tests/fixtures/data/special_tokens.json, and writes the ids Hugging Face's `toke
 gives for rendered chat prompts (tokenizer.encode(text, add_special_tokens=False), i.e.
 split_special_tokens=False, the default) to tests/fixtures/data/special_tokens_ids.json.
 
-Run with a venv holding `tokenizers`: python3 -m venv /work/venv-special &&
-/work/venv-special/bin/pip install tokenizers && /work/venv-special/bin/python tools/make_special_token_fixtures.py
+With Meta's Llama 3 tokenizer.model under CFORMERS_DATA_DIR (llama3-tokenizer/), also the ids
+OpenAI's `tiktoken` gives with Meta's llama_models/llama3/tokenizer.py setup (its pattern and
+256 special tokens, allowed_special="all") for a chat prompt and multilingual text, to
+tests/fixtures/data/llama3_tiktoken_ids.json.
+
+Run with a venv holding `tokenizers` and `tiktoken`: python3 -m venv /work/venv-special &&
+/work/venv-special/bin/pip install tokenizers tiktoken &&
+/work/venv-special/bin/python tools/make_special_token_fixtures.py
 """
 import json
 import os
@@ -65,5 +71,35 @@ def main():
         f.write("\n")
 
 
+LLAMA3_NAMED = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|step_id|>", "<|start_header_id|>",
+                "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>", "<|image|>"]
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+MULTILINGUAL = ("English text, déjà vu in French, Straße auf Deutsch, Привет мир, 你好，世界！ こんにちは、"
+                "안녕하세요, مرحبا بالعالم, नमस्ते दुनिया, γειά σου κόσμε, emoji 👍🏽👨‍👩‍👧 and numbers 1234567 3.14159\n\n"
+                "  indented\tcode() { return x->y; }  \r\n")
+
+
+def llama3_tiktoken():
+    data = os.environ.get("CFORMERS_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
+    path = os.path.join(data, "llama3-tokenizer", "tokenizer.model")
+    if not os.path.exists(path):
+        print(f"skip: {path} not found")
+        return
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    ranks = load_tiktoken_bpe(path)
+    names = LLAMA3_NAMED + [f"<|reserved_special_token_{2 + i}|>" for i in range(256 - len(LLAMA3_NAMED))]
+    enc = tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={n: len(ranks) + i for i, n in enumerate(names)})
+    texts = [LLAMA3, MULTILINGUAL, LLAMA3 + MULTILINGUAL + "<|eot_id|>", "<|reserved_special_token_250|><|image|>"]
+    cases = [{"text": t, "ids": enc.encode(t, allowed_special="all")} for t in texts]
+    with open(os.path.join(DATA, "llama3_tiktoken_ids.json"), "w") as f:
+        json.dump({"tokenizer": "llama3-tokenizer/tokenizer.model", "cases": cases}, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
 if __name__ == "__main__":
     main()
+    llama3_tiktoken()

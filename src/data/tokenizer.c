@@ -90,6 +90,7 @@ cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size
     size_t skip = 0;
     while (skip < size && (data[skip] == ' ' || data[skip] == '\n' || data[skip] == '\t' || data[skip] == '\r')) skip++;
     if (skip < size && data[skip] == '{') return cf_bpe_load_hf_json(name, (const char *)data, size, err);
+    if (cf_tiktoken_sniff(data, size)) return cf_tiktoken_load(name, (const char *)data, size, err);
     if (size > 0 && data[0] == 0x0a && !has_suffix(name, ".bin")) return cf_sp_load_model(name, data, size, err);
     return cf_sp_load_llama2c(name, data, size, err);
 }

@@ -80,6 +80,14 @@ void cf_tok_finish(cf_tokenizer *t);
 cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size_t size, cf_error *err);
 cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, size_t size, cf_error *err);
 cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err);
+/* Meta's Llama 3 tokenizer.model: tiktoken's "base64(token) rank" lines (tiktoken_load.c). */
+cf_tokenizer *cf_tiktoken_load(const char *path, const char *text, size_t size, cf_error *err);
+/* True when the file starts as a tiktoken file does. */
+bool cf_tiktoken_sniff(const unsigned char *data, size_t size);
+/* Byte-level loaders' last steps: every byte has a token and every id a text, then the
+ * cache and decoded texts (0, or -1 with err naming path); BOS/EOS found by their names. */
+int cf_bpe_finish(cf_tokenizer *t, const char *path, cf_error *err);
+void cf_bpe_find_specials(cf_tokenizer *t);
 cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err);
 /* GPT-2's byte -> code point table, used to spell byte-level tokens in JSON files. */
 void cf_bpe_byte_to_unicode(uint32_t table[256]);
