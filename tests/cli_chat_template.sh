@@ -2,7 +2,8 @@
 # Chat templates from the command line (issue 40): `generate --chat` and `serve` render the
 # model's own chat_template (read from the tokenizer_config.json beside the tokenizer it was
 # converted with), else the family's built-in one, and say which; --chat-template forces a
-# built-in; /tokenize with messages shows the rendering (BOS once, by the tokenizer).
+# built-in; /tokenize with messages shows the rendering (BOS once, by the tokenizer; the
+# template's eos_token text encoded as the EOS id).
 source "$(dirname "$0")/lib_cli.sh"
 require_asset stories260K/stories260K.bin
 model="$data/stories260K/stories260K.bin"
@@ -15,7 +16,7 @@ check "--system needs --chat" 2 "$bin" generate --model "$tmp/plain.ckpt" --syst
 
 mkdir -p "$tmp/tok" && cp "$data/stories260K/tok512.bin" "$tmp/tok/"
 cat >"$tmp/tok/tokenizer_config.json" <<'JSON'
-{"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.role | upper }}: {{ m.content | trim }}\n{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"}
+{"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.role | upper }}: {{ m.content | trim }}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"}
 JSON
 check "with template" 0 "$bin" convert --from llama2c "$model" --tokenizer "$tmp/tok/tok512.bin" --output "$tmp/t.ckpt"
 check "generate --chat, own" 0 "$bin" generate --model "$tmp/t.ckpt" --chat --system " Be kind. " --prompt "Once" \
@@ -40,6 +41,8 @@ import json, sys
 d = json.loads(sys.argv[1])
 toks = d["tokens"]
 assert toks[0] == 1 and 1 not in toks[1:], toks  # BOS once: the template's bos_token is cut, the tokenizer adds it
+# the </s> the template writes after each turn is the EOS token, not the pieces of "</s>"
+assert toks.count(2) == 1 and toks[toks.index(2) + 1] != 2, toks
 PY
 kill $server
 finish cli_chat_template

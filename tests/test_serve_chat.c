@@ -117,6 +117,13 @@ int main(void) {
     CHECK(cf_serve_chat_init(&t, "{{ 'x' }}", "llama", bytes, "llama3", &err) == 0 && t.kind == CHAT_LLAMA3);
     cf_serve_chat_release(&t);
     cf_tokenizer_free(bytes);
+    /* a vocabulary whose added tokens include <|start_header_id|>: the llama3 template even for
+     * a gpt2-family model (the marker used to be encoded as ordinary pieces, so never found) */
+    cf_tokenizer *marked = cf_tokenizer_load(test_source_path("tests/fixtures/data/special_tokens.json"), &err);
+    CHECK_MSG(marked != NULL, "%s", err.msg);
+    CHECK(marked && cf_serve_chat_init(&t, NULL, "gpt2", marked, NULL, &err) == 0 && t.kind == CHAT_LLAMA3);
+    if (marked) cf_serve_chat_release(&t);
+    cf_tokenizer_free(marked);
     model_template();
     refuses("[]", "non-empty array");
     refuses("{\"role\":\"user\"}", "non-empty array");

@@ -51,7 +51,7 @@ static int parse(const model *md, const char *body, bool chat, serve_request_bod
     const char *text = chat ? q->text : status == 0 && q->n_prompts > 0 ? q->prompts[0].text : NULL;
     size_t len = chat ? q->text_len : text ? q->prompts[0].text_len : 0;
     if (status == 0 && text) {
-        q->n_ids = cf_tokenizer_encode(md->tok, text, len, true, &q->ids, err);
+        q->n_ids = cf_tokenizer_encode_special(md->tok, text, len, true, &q->ids, err);
         if (q->n_ids < 0) status = 400;
     } else if (status == 0 && !chat && q->n_prompts > 0) {
         q->n_ids = q->prompts[0].n_ids;

@@ -56,6 +56,13 @@ int cf_tokenizer_eos(const cf_tokenizer *tok);
  * BOS id (if the vocabulary has one) is prepended. */
 long cf_tokenizer_encode(const cf_tokenizer *tok, const char *text, size_t len, bool add_bos, int32_t **ids,
                          cf_error *err);
+/* As cf_tokenizer_encode, but added and special tokens written in the text ("<|eot_id|>",
+ * "<|im_start|>", "<s>", a control "[INST]") become their single ids, longest match first,
+ * honouring tokenizer.json's lstrip/rstrip/single_word; the text between them is encoded
+ * as cf_tokenizer_encode would. Hugging Face's tokenizer(text) and llama.cpp's
+ * parse_special do the same. Used for prompts; training data keeps cf_tokenizer_encode. */
+long cf_tokenizer_encode_special(const cf_tokenizer *tok, const char *text, size_t len, bool add_bos,
+                                 int32_t **ids, cf_error *err);
 
 /* The bytes of one token as they should be printed after token `prev` (-1 at the start),
  * for streaming output: SentencePiece drops the leading space after BOS, byte-fallback

@@ -163,7 +163,7 @@ int cmd_generate(int argc, char **argv) {
     char *chat = tok && a.chat ? chat_prompt(&a, tok, &err) : NULL;
     const char *prompt = a.chat ? chat : a.prompt;
     int32_t *ids = NULL;
-    long prompt_tokens = tok && prompt ? cf_tokenizer_encode(tok, prompt, strlen(prompt), true, &ids, &err) : -1;
+    long prompt_tokens = tok && prompt ? cf_tokenizer_encode_special(tok, prompt, strlen(prompt), true, &ids, &err) : -1;
     free(ids);
     cf_infer_options opt = {.weight_dtype = a.dtype, .max_seq = prompt_tokens + a.n, .kv_cache = a.kv_cache,
                             .lora = a.lora};

@@ -31,7 +31,8 @@ int cf_bpe_add_merge(cf_tokenizer *t, int32_t left, int32_t right, cf_error *err
                        cf_tok_quote(t->pieces[left], llen, ql), cf_tok_quote(t->pieces[right], rlen, qr));
     int32_t key[2] = {left, right};
     if (cf_strmap_get(&t->merges, key, sizeof key) >= 0) return 0; /* a repeated merge keeps its first rank */
-    t->merge_result = cf_xrealloc(t->merge_result, (size_t)(t->n_merges + 1) * sizeof *t->merge_result);
+    int n = t->n_merges; /* capacity: the next power of two, so loading 280K merges copies O(n) */
+    if ((n & (n - 1)) == 0) t->merge_result = cf_xrealloc(t->merge_result, (size_t)(n ? 2 * n : 1) * sizeof *t->merge_result);
     t->merge_result[t->n_merges] = joined;
     cf_strmap_put(&t->merges, key, sizeof key, t->n_merges);
     t->n_merges++;

@@ -103,7 +103,7 @@ static int add_spelled_merge(cf_tokenizer *t, const char *a, const char *b, cons
     return 0;
 }
 
-static int finish(cf_tokenizer *t, const char *path, cf_error *err) {
+int cf_bpe_finish(cf_tokenizer *t, const char *path, cf_error *err) {
     for (int b = 0; b < 256; b++)
         if (t->byte_ids[b] < 0) return cf_fail(err, "%s: no token for byte 0x%02x", path, b);
     for (int id = 0; id < t->vocab_size; id++)
@@ -120,7 +120,7 @@ static int special_id(const cf_tokenizer *t, const char *const *names) {
     return -1;
 }
 
-static void find_specials(cf_tokenizer *t) {
+void cf_bpe_find_specials(cf_tokenizer *t) {
     static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<|endoftext|>", NULL};
     static const char *const eos[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", NULL};
     t->bos = special_id(t, bos);
@@ -214,13 +214,13 @@ cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err) {
         if (!text) rc = -1;
         free(text);
     }
-    if (rc == 0) rc = finish(t, dir, err);
+    if (rc == 0) rc = cf_bpe_finish(t, dir, err);
     if (rc == 0) t->pretoken = cf_gpt2_pretoken;
     if (rc != 0) {
         cf_tokenizer_free(t);
         return NULL;
     }
-    find_specials(t);
+    cf_bpe_find_specials(t);
     return t;
 }
 
@@ -292,16 +292,19 @@ cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t siz
         int rc = t ? load_vocab(t, vocab, path, err) : -1;
         for (size_t i = 0; rc == 0 && i < json_array_size(added); i++) {
             json_t *a = json_array_get(added, i);
-            rc = set_spelled(t, (int)json_integer_value(json_object_get(a, "id")),
-                             json_string_value(json_object_get(a, "content")), true, path, err);
+            int id = (int)json_integer_value(json_object_get(a, "id"));
+            rc = set_spelled(t, id, json_string_value(json_object_get(a, "content")), true, path, err);
+            t->added_flags[id] = (uint8_t)((json_is_true(json_object_get(a, "lstrip")) ? CF_ADDED_LSTRIP : 0) |
+                                           (json_is_true(json_object_get(a, "rstrip")) ? CF_ADDED_RSTRIP : 0) |
+                                           (json_is_true(json_object_get(a, "single_word")) ? CF_ADDED_SINGLE_WORD : 0));
         }
         if (rc == 0) rc = load_hf_merges(t, json_object_get(model, "merges"), path, err);
-        if (rc == 0) rc = finish(t, path, err);
+        if (rc == 0) rc = cf_bpe_finish(t, path, err);
         if (rc != 0) {
             cf_tokenizer_free(t);
             t = NULL;
         } else {
-            find_specials(t);
+            cf_bpe_find_specials(t);
             t->pretoken = hf_pretokenizer(json_object_get(root, "pre_tokenizer"));
             t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
         }

@@ -47,8 +47,10 @@ char *cf_tokenizer_to_hf_json(const cf_tokenizer *t, size_t *len) {
     for (int32_t id = 0; id < t->vocab_size; id++) {
         if (t->types[id] == SP_CONTROL) {
             json_array_append_new(added, json_pack("{s:i, s:s%, s:b, s:b, s:b, s:b, s:b}", "id", (int)id, "content",
-                                                   t->pieces[id], (size_t)t->piece_len[id], "single_word", 0,
-                                                   "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1));
+                                                   t->pieces[id], (size_t)t->piece_len[id], "single_word",
+                                                   (t->added_flags[id] & CF_ADDED_SINGLE_WORD) != 0, "lstrip",
+                                                   (t->added_flags[id] & CF_ADDED_LSTRIP) != 0, "rstrip",
+                                                   (t->added_flags[id] & CF_ADDED_RSTRIP) != 0, "normalized", 0, "special", 1));
             continue;
         }
         json_t *s = spelled(t, id);

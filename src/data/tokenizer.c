@@ -18,6 +18,7 @@ cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n) {
     t->piece_len = cf_xcalloc((size_t)n, sizeof *t->piece_len);
     t->scores = cf_xcalloc((size_t)n, sizeof *t->scores);
     t->types = cf_xcalloc((size_t)n, sizeof *t->types);
+    t->added_flags = cf_xcalloc((size_t)n, sizeof *t->added_flags);
     cf_strmap_init(&t->piece_ids);
     cf_strmap_init(&t->merges);
     t->bos = t->eos = t->unk = -1;
@@ -50,6 +51,8 @@ void cf_tokenizer_free(cf_tokenizer *t) {
     free(t->piece_len);
     free(t->scores);
     free(t->types);
+    free(t->added_flags);
+    free(t->added);
     for (int i = 0; t->text && i < t->vocab_size; i++) free(t->text[i]);
     free(t->text);
     free(t->text_len);
@@ -87,6 +90,7 @@ cf_tokenizer *cf_tokenizer_load_memory(const char *name, const void *bytes, size
     size_t skip = 0;
     while (skip < size && (data[skip] == ' ' || data[skip] == '\n' || data[skip] == '\t' || data[skip] == '\r')) skip++;
     if (skip < size && data[skip] == '{') return cf_bpe_load_hf_json(name, (const char *)data, size, err);
+    if (cf_tiktoken_sniff(data, size)) return cf_tiktoken_load(name, (const char *)data, size, err);
     if (size > 0 && data[0] == 0x0a && !has_suffix(name, ".bin")) return cf_sp_load_model(name, data, size, err);
     return cf_sp_load_llama2c(name, data, size, err);
 }
@@ -121,18 +125,94 @@ uint64_t cf_tokenizer_fingerprint(const cf_tokenizer *t) {
 int cf_tokenizer_bos(const cf_tokenizer *t) { return t->bos; }
 int cf_tokenizer_eos(const cf_tokenizer *t) { return t->eos; }
 
-long cf_tokenizer_encode(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t **ids,
-                         cf_error *err) {
+/* Ids of ordinary text (no added-token matching), appended. */
+static size_t encode_plain(const cf_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t n, size_t *cap) {
+    return t->kind == CF_TOK_SENTENCEPIECE ? cf_sp_encode(t, text, len, ids, n, cap)
+                                           : cf_bpe_encode(t, text, len, ids, n, cap);
+}
+
+static bool is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static bool is_word(unsigned char c) { return c == '_' || c >= 0x80 || (unsigned)((c | 0x20) - 'a') < 26u || (unsigned)(c - '0') < 10u; }
+
+/* The added token at text[i], leftmost-longest as Hugging Face's AddedVocabulary matches,
+ * or NULL. */
+static const cf_tok_added *added_at(const cf_tokenizer *t, const char *text, size_t len, size_t i) {
+    for (int k = 0; k < t->n_added; k++) {
+        const cf_tok_added *a = &t->added[k];
+        if (a->len > len - i || memcmp(text + i, a->s, a->len) != 0) continue;
+        if ((a->flags & CF_ADDED_SINGLE_WORD) &&
+            ((i > 0 && is_word((unsigned char)text[i - 1])) ||
+             (i + a->len < len && is_word((unsigned char)text[i + a->len]))))
+            continue;
+        return a;
+    }
+    return NULL;
+}
+
+/* Ordinary text between added tokens is encoded on its own, as Hugging Face and llama.cpp
+ * do (so SentencePiece's dummy prefix starts each piece of text). */
+static size_t encode_special(const cf_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t n,
+                             size_t *cap) {
+    size_t seg = 0;
+    for (size_t i = 0; i < len;) {
+        const cf_tok_added *a = t->added_first[(unsigned char)text[i]] ? added_at(t, text, len, i) : NULL;
+        if (!a) {
+            i++;
+            continue;
+        }
+        size_t before = i, end = i + a->len;
+        if (a->flags & CF_ADDED_LSTRIP)
+            while (before > seg && is_space((unsigned char)text[before - 1])) before--;
+        if (a->flags & CF_ADDED_RSTRIP)
+            while (end < len && is_space((unsigned char)text[end])) end++;
+        n = encode_plain(t, text + seg, before - seg, ids, n, cap);
+        n = cf_ids_push(ids, n, cap, a->id);
+        seg = i = end;
+    }
+    return encode_plain(t, text + seg, len - seg, ids, n, cap);
+}
+
+static long encode(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, bool special, int32_t **ids,
+                   cf_error *err) {
     *ids = NULL;
     if (len > INT32_MAX / 2) return cf_fail(err, "tokenizer: text of %zu bytes is too long for one call", len);
     size_t cap = 0, n = 0;
     if (add_bos && t->bos >= 0) n = cf_ids_push(ids, n, &cap, t->bos);
-    if (t->kind == CF_TOK_SENTENCEPIECE)
-        n = cf_sp_encode(t, text, len, ids, n, &cap);
-    else
-        n = cf_bpe_encode(t, text, len, ids, n, &cap);
+    n = special ? encode_special(t, text, len, ids, n, &cap) : encode_plain(t, text, len, ids, n, &cap);
     if (!*ids) *ids = cf_xmalloc(sizeof **ids); /* callers may free an empty result */
     return (long)n;
+}
+
+long cf_tokenizer_encode(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t **ids,
+                         cf_error *err) {
+    return encode(t, text, len, add_bos, false, ids, err);
+}
+
+long cf_tokenizer_encode_special(const cf_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t **ids,
+                                 cf_error *err) {
+    return encode(t, text, len, add_bos, true, ids, err);
+}
+
+static int added_longer_first(const void *a, const void *b) {
+    const cf_tok_added *x = a, *y = b;
+    return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* The added tokens that text can name: control and user-defined ones with a spelling. */
+static void index_added(cf_tokenizer *t) {
+    free(t->added);
+    t->n_added = 0;
+    memset(t->added_first, 0, sizeof t->added_first);
+    t->added = cf_xcalloc((size_t)t->vocab_size, sizeof *t->added);
+    for (int id = 0; id < t->vocab_size; id++) {
+        if (t->types[id] != SP_CONTROL && t->types[id] != SP_USER_DEFINED) continue;
+        size_t len;
+        const char *s = cf_tokenizer_token(t, id, &len);
+        if (!len) continue;
+        t->added[t->n_added++] = (cf_tok_added){.s = s, .len = (uint32_t)len, .id = id, .flags = t->added_flags[id]};
+        t->added_first[(unsigned char)s[0]] = true;
+    }
+    qsort(t->added, (size_t)t->n_added, sizeof *t->added, added_longer_first);
 }
 
 static const char SP_SPACE[] = "\xe2\x96\x81"; /* U+2581: SentencePiece's space */
@@ -166,6 +246,7 @@ void cf_tok_finish(cf_tokenizer *t) {
         t->text[id] = txt;
         t->text_len[id] = (uint32_t)out;
     }
+    index_added(t);
 }
 
 static const char *piece_text(const cf_tokenizer *t, bool at_start, int32_t id, size_t *len) {

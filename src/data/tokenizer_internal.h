@@ -44,7 +44,24 @@ struct cf_tokenizer {
     cf_bpe_cache *cache; /* word -> ids, shared by concurrent encoders */
     cf_pretoken_fn pretoken; /* GPT-2 or LLaMA-3 splitting */
     bool ignore_merges;  /* a word that is itself a token skips merging (LLaMA-3) */
+
+    /* Added/special tokens matched in text by cf_tokenizer_encode_special: control and
+     * user-defined tokens, longest first (cf_tok_finish builds it from types and added_flags). */
+    uint8_t *added_flags;     /* per id: CF_ADDED_* from tokenizer.json's added_tokens */
+    struct cf_tok_added *added;
+    int n_added;
+    bool added_first[256];    /* bytes an added token starts with */
 };
+
+/* tokenizer.json added_tokens flags: lstrip/rstrip take the whitespace on that side into
+ * the token; single_word matches only between non-word characters. */
+enum { CF_ADDED_LSTRIP = 1, CF_ADDED_RSTRIP = 2, CF_ADDED_SINGLE_WORD = 4 };
+typedef struct cf_tok_added {
+    const char *s; /* the text matched (into pieces[id]) */
+    uint32_t len;
+    int32_t id;
+    uint8_t flags;
+} cf_tok_added;
 
 /* Allocates the per-token arrays for n tokens, all empty; byte_ids and specials -1. */
 cf_tokenizer *cf_tok_new(cf_tok_kind kind, int n);
@@ -63,6 +80,14 @@ void cf_tok_finish(cf_tokenizer *t);
 cf_tokenizer *cf_sp_load_model(const char *path, const unsigned char *data, size_t size, cf_error *err);
 cf_tokenizer *cf_sp_load_llama2c(const char *path, const unsigned char *data, size_t size, cf_error *err);
 cf_tokenizer *cf_bpe_load_gpt2_dir(const char *dir, cf_error *err);
+/* Meta's Llama 3 tokenizer.model: tiktoken's "base64(token) rank" lines (tiktoken_load.c). */
+cf_tokenizer *cf_tiktoken_load(const char *path, const char *text, size_t size, cf_error *err);
+/* True when the file starts as a tiktoken file does. */
+bool cf_tiktoken_sniff(const unsigned char *data, size_t size);
+/* Byte-level loaders' last steps: every byte has a token and every id a text, then the
+ * cache and decoded texts (0, or -1 with err naming path); BOS/EOS found by their names. */
+int cf_bpe_finish(cf_tokenizer *t, const char *path, cf_error *err);
+void cf_bpe_find_specials(cf_tokenizer *t);
 cf_tokenizer *cf_bpe_load_hf_json(const char *path, const char *text, size_t size, cf_error *err);
 /* GPT-2's byte -> code point table, used to spell byte-level tokens in JSON files. */
 void cf_bpe_byte_to_unicode(uint32_t table[256]);

@@ -15,7 +15,7 @@ int cf_generate(cf_infer_model *m, const cf_tokenizer *tok, const char *prompt, 
                 cf_token_fn on_token, void *ctx, int32_t *out_ids, cf_generate_stats *stats, cf_error *err) {
     memset(stats, 0, sizeof *stats);
     int32_t *ids = NULL;
-    long n = cf_tokenizer_encode(tok, prompt ? prompt : "", prompt ? strlen(prompt) : 0, true, &ids, err);
+    long n = cf_tokenizer_encode_special(tok, prompt ? prompt : "", prompt ? strlen(prompt) : 0, true, &ids, err);
     if (n < 0) return -1;
     long vocab = cf_infer_config(m)->vocab_size;
     if (n == 0) {

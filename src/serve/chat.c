@@ -65,7 +65,7 @@ int cf_serve_chat_builtin(const char *name, serve_chat_kind *out) {
 static bool has_token(const cf_tokenizer *tok, const char *marker) {
     int32_t *ids = NULL;
     cf_error err;
-    long n = cf_tokenizer_encode(tok, marker, strlen(marker), false, &ids, &err);
+    long n = cf_tokenizer_encode_special(tok, marker, strlen(marker), false, &ids, &err);
     free(ids);
     return n == 1;
 }

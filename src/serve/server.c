@@ -533,7 +533,7 @@ static long prompt_tokens(const cf_tokenizer *tok, const serve_request_body *q, 
                           cf_error *err) {
     const char *text = chat ? q->text : q->prompts[j].text;
     size_t len = chat ? q->text_len : q->prompts[j].text_len;
-    if (text) return cf_tokenizer_encode(tok, text, len, true, ids, err);
+    if (text) return cf_tokenizer_encode_special(tok, text, len, true, ids, err); /* control tokens in the text match (docs/tokenizers.md) */
     long n = q->prompts[j].n_ids;
     *ids = cf_xmalloc(sizeof **ids * (size_t)n);
     memcpy(*ids, q->prompts[j].ids, sizeof **ids * (size_t)n);
@@ -626,7 +626,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
         }
     int32_t *ids = NULL;
     long n = 0;
-    if (status == 0 && !detokenize && (n = cf_tokenizer_encode(tok, q.text, q.text_len, q.add_special, &ids, &err)) < 0)
+    if (status == 0 && !detokenize && (n = cf_tokenizer_encode_special(tok, q.text, q.text_len, q.add_special, &ids, &err)) < 0)
         status = 400, q.param = "content";
     if (status != 0) {
         enum MHD_Result res = reply_error(s, c, (unsigned)status, q.param, err.msg);

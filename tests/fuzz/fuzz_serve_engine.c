@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t text_len = chat ? q.text_len : text ? q.prompts[0].text_len : 0;
     if (status == 0 && text) {
         err = fuzz_err();
-        q.n_ids = cf_tokenizer_encode(tok, text, text_len, true, &q.ids, err);
+        q.n_ids = cf_tokenizer_encode_special(tok, text, text_len, true, &q.ids, err);
         if (fuzz_failed(q.n_ids < 0, err, "cf_tokenizer_encode")) status = 400;
     } else if (status == 0 && !chat && q.n_prompts > 0) {
         q.n_ids = q.prompts[0].n_ids;
