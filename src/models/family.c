@@ -45,6 +45,14 @@
     {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",   \
      CF_SPLIT_VOCAB}
 
+/* The config.json keys of the LLaMA-like families (LLaMA, Qwen2, Qwen3, Mistral): the same
+ * names, untied by default, only model_type and the architecture class differ. */
+#define LLAMA_HF_KEYS(type, cls)                                                                                       \
+    {.model_type = type, .architecture = cls, .act_key = "hidden_act", .act = "silu", .vocab = "vocab_size",          \
+     .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",                              \
+     .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",         \
+     .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL}
+
 static const cf_family_weight llama_weights[] = {
     LLAMA_EMBED, LLAMA_ATTN_NORM, LLAMA_Q(HF_ROPE_Q), LLAMA_K(HF_ROPE_K), LLAMA_V, LLAMA_REST};
 
@@ -203,11 +211,7 @@ static const cf_family llama_family = {
               .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
     .forward = cf_transformer_forward,
     .block_saved = llama_saved,
-    .hf = {.model_type = "llama", .architecture = "LlamaForCausalLM", .act_key = "hidden_act", .act = "silu",
-           .vocab = "vocab_size",
-           .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
-           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
-           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .hf = LLAMA_HF_KEYS("llama", "LlamaForCausalLM"),
     .mf_model_classes = {"LlamaForCausalLM", NULL},
     .mf_config_class = "LlamaConfig",
     .gguf_arch = "llama",
@@ -246,10 +250,7 @@ static const cf_family qwen2_family = {
               .bias = {.norm = false, .qkv = true, .out = false, .up = false, .down = false}},
     .forward = cf_transformer_forward,
     .block_saved = llama_saved, /* the biases add no saved values */
-    .hf = {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .act_key = "hidden_act", .act = "silu",
-           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
-           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
-           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .hf = LLAMA_HF_KEYS("qwen2", "Qwen2ForCausalLM"),
     .mf_model_classes = {"Qwen2ForCausalLM", NULL},
     .mf_config_class = "Qwen2Config",
     .gguf_arch = "qwen2",
@@ -283,10 +284,7 @@ static const cf_family qwen3_family = {
               .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
     .forward = cf_transformer_forward,
     .block_saved = llama_saved, /* the q/k norms' outputs are counted as q and k */
-    .hf = {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .act_key = "hidden_act", .act = "silu",
-           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
-           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
-           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .hf = LLAMA_HF_KEYS("qwen3", "Qwen3ForCausalLM"),
     .mf_model_classes = {"Qwen3ForCausalLM", NULL},
     .mf_config_class = "Qwen3Config",
     .gguf_arch = "qwen3",
@@ -306,10 +304,7 @@ static const cf_family mistral_family = {
               .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
     .forward = cf_transformer_forward,
     .block_saved = llama_saved,
-    .hf = {.model_type = "mistral", .architecture = "MistralForCausalLM", .act_key = "hidden_act", .act = "silu",
-           .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size", .layers = "num_hidden_layers",
-           .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .max_pos = "max_position_embeddings",
-           .eps = "rms_norm_eps", .tie_default = false, .strip_prefix = NULL},
+    .hf = LLAMA_HF_KEYS("mistral", "MistralForCausalLM"),
     .mf_model_classes = {"MistralForCausalLM", NULL},
     .mf_config_class = "MistralConfig",
     .gguf_arch = "llama",
