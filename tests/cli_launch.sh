@@ -112,7 +112,7 @@ else
     # mpirun gives ranks a pseudo-terminal, but launch's output here is a file: plain
     # progress lines, no carriage return or escape codes rewriting them in place.
     tiny_run --steps 3 --output_dir="$tmp/progress"
-    check "training, output redirected" 0 "$bin" launch -n 1 --threads-per-rank 1 -- train "${tiny[@]}"
+    check "training, output redirected" 0 env ASAN_OPTIONS="$mpi_asan_options" "$bin" launch -n 1 --threads-per-rank 1 -- train "${tiny[@]}"
     grep -q "^step 3/" "$tmp/out" || fail_because "no plain progress line: $(cat "$tmp/out")"
     ! grep -q $'[\r\033]' "$tmp/out" "$tmp/err" || fail_because "progress codes in redirected output: $(cat -A "$tmp/out" | head -5)"
 fi
