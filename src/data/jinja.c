@@ -755,38 +755,53 @@ static node *parse_pow(parser *P) {
     return n;
 }
 
-static node *parse_math2(parser *P) {
-    node *n = parse_pow(P);
-    while (is_op(P, "*") || is_op(P, "/") || is_op(P, "//") || is_op(P, "%")) {
+
+/* The left-associative binary levels, loosest first (Jinja's precedence): each level's
+ * operands are the next level's; `not` and the comparisons sit between `and` and `+`, and
+ * `**` (right-associative) below `*`. */
+enum { LEVEL_OR, LEVEL_AND, LEVEL_ADD, LEVEL_CONCAT, LEVEL_MUL, LEVELS };
+static const struct {
+    nkind kind;
+    tkind tok; /* TK_NAME for the word operators */
+    const char *ops[4];
+} levels[LEVELS] = {
+    [LEVEL_OR] = {E_OR, TK_NAME, {"or"}},
+    [LEVEL_AND] = {E_AND, TK_NAME, {"and"}},
+    [LEVEL_ADD] = {E_BIN, TK_OP, {"+", "-"}},
+    [LEVEL_CONCAT] = {E_CONCAT, TK_OP, {"~"}},
+    [LEVEL_MUL] = {E_BIN, TK_OP, {"*", "/", "//", "%"}},
+};
+
+static node *parse_not(parser *P);
+
+static node *parse_level(parser *P, int level);
+
+static node *level_operand(parser *P, int level) {
+    return level == LEVEL_AND ? parse_not(P) : level == LEVEL_MUL ? parse_pow(P) : parse_level(P, level + 1);
+}
+
+static bool level_op(parser *P, int level) {
+    for (int i = 0; i < 4 && levels[level].ops[i]; i++)
+        if (tok_is(peek(P), levels[level].tok, levels[level].ops[i])) return true;
+    return false;
+}
+
+static node *parse_level(parser *P, int level) {
+    node *n = level_operand(P, level);
+    while (level_op(P, level)) {
         token *t = next_tok(P);
-        n = bin(P, E_BIN, t, n, parse_pow(P));
+        n = bin(P, levels[level].kind, t, n, level_operand(P, level));
     }
     return n;
 }
 
-static node *parse_concat(parser *P) {
-    node *n = parse_math2(P);
-    while (is_op(P, "~")) {
-        token *t = next_tok(P);
-        n = bin(P, E_CONCAT, t, n, parse_math2(P));
-    }
-    return n;
-}
-
-static node *parse_math1(parser *P) {
-    node *n = parse_concat(P);
-    while (is_op(P, "+") || is_op(P, "-")) {
-        token *t = next_tok(P);
-        n = bin(P, E_BIN, t, n, parse_concat(P));
-    }
-    return n;
-}
+static node *parse_or(parser *P) { return parse_level(P, LEVEL_OR); }
 
 enum { CMP_EQ = 1, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN };
 
 /* a < b < c is (a < b) and (b < c) (b evaluated twice: it has no side effects). */
 static node *parse_compare(parser *P) {
-    node *left = parse_math1(P), *result = NULL;
+    node *left = parse_level(P, LEVEL_ADD), *result = NULL;
     for (;;) {
         token *t = peek(P);
         int op = 0;
@@ -801,7 +816,7 @@ static node *parse_compare(parser *P) {
         if (!op) return result ? result : left;
         next_tok(P);
         node *x = mk(P, E_CMP, t);
-        x->op = op, x->a = left, x->b = parse_math1(P);
+        x->op = op, x->a = left, x->b = parse_level(P, LEVEL_ADD);
         if (result) {
             node *y = mk(P, E_AND, t);
             y->a = result, y->b = x;
@@ -824,23 +839,6 @@ static node *parse_not(parser *P) {
     return parse_compare(P);
 }
 
-static node *parse_and(parser *P) {
-    node *n = parse_not(P);
-    while (is_name(P, "and")) {
-        token *t = next_tok(P);
-        n = bin(P, E_AND, t, n, parse_not(P));
-    }
-    return n;
-}
-
-static node *parse_or(parser *P) {
-    node *n = parse_and(P);
-    while (is_name(P, "or")) {
-        token *t = next_tok(P);
-        n = bin(P, E_OR, t, n, parse_and(P));
-    }
-    return n;
-}
 
 /* The conditional expression: a if cond else b (b optional: undefined). */
 static node *parse_expr(parser *P) {
