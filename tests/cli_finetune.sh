@@ -9,8 +9,7 @@ require_asset stories260K/tok512.bin
 require_asset tinyshakespeare/input.txt
 export CFORMERS_THREADS=1
 
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s260k.ckpt"
+stories260k_ckpt "$tmp/s260k.ckpt"
 cat >"$tmp/finetune.yaml" <<YAML
 run_mode: finetune
 load_checkpoint: $tmp/s260k.ckpt

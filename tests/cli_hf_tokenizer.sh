@@ -28,8 +28,7 @@ cmp -s "$tmp/gen_a" "$tmp/gen_b" || fail_because "byte-level round trip generate
 for a in stories260K/stories260K.bin stories260K/tok512.bin; do
     [ -e "$data/$a" ] || { echo "SKIP: the SentencePiece round trip: no $data/$a"; finish cli_hf_tokenizer; }
 done
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 check "export stories260K" 0 "$bin" convert --to safetensors "$tmp/s.ckpt" --output "$tmp/hf"
 [ -f "$tmp/hf/tokenizer.model" ] || fail_because "no tokenizer.model in the export"
 [ -f "$tmp/hf/tok512.bin" ] && fail_because "the llama2.c file was copied as it is (transformers cannot load it)"

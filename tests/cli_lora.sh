@@ -11,8 +11,7 @@ require_asset stories260K/tok512.bin
 require_asset tinyshakespeare/input.txt
 export CFORMERS_THREADS=1
 
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/base.ckpt"
+stories260k_ckpt "$tmp/base.ckpt"
 cat >"$tmp/lora.yaml" <<YAML
 run_mode: finetune
 load_checkpoint: $tmp/base.ckpt

@@ -27,8 +27,7 @@ stdout_has "help lists the endpoints" "/v1/chat/completions"
 check "missing checkpoint" 1 "$bin" serve --model "$tmp/none.ckpt" --port 0
 stderr_has "missing checkpoint named" "none.ckpt"
 
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 
 servers=()
 trap 'for p in "${servers[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT

@@ -8,8 +8,7 @@ source "$(dirname "$0")/lib_cli.sh"
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 require_asset stories260K/stories260K.bin
 unset CFORMERS_API_KEY
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 "$bin" serve --model "$tmp/s.ckpt" --port 0 --threads 1 --max-batch 8 >"$tmp/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT

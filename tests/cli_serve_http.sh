@@ -14,8 +14,7 @@ check "bad --max-header-bytes" 2 "$bin" serve --model x --max-header-bytes 10
 check "bad --header-timeout" 2 "$bin" serve --model x --header-timeout 0
 check "help lists the limits" 0 "$bin" serve --help
 stdout_has "help" "--max-connections"
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 
 servers=()
 trap 'for p in "${servers[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT

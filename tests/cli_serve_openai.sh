@@ -24,8 +24,7 @@ if ! python3 -c "import openai" 2>/dev/null; then
     fi
     py="$venv/bin/python"
 fi
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 "$bin" serve --model "$tmp/s.ckpt" --port 0 --threads 1 --max-batch 4 --model-name stories --api-key sekret \
     >"$tmp/server.out" 2>&1 &
 server=$!

@@ -10,8 +10,7 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 require_asset stories260K/stories260K.bin
 unset CFORMERS_API_KEY
 
-check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
-    --tokenizer "$data/stories260K/tok512.bin" --output "$tmp/s.ckpt"
+stories260k_ckpt "$tmp/s.ckpt"
 "$bin" serve --model "$tmp/s.ckpt" --port 0 --threads 1 --model-name stories >"$tmp/server.out" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT

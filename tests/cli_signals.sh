@@ -24,27 +24,27 @@ wait_exit() {
     [ "$got" = "$2" ] || { fail_because "$3: exit $got, want $2"; cat "$tmp/out" "$tmp/err"; }
 }
 
+# Trains one process into $1, sends signal $3 once step $2 is logged, and checks the exit
+# status $4, the stop line (grep pattern $5) and a checkpoint at the stop step, left in $s.
+stop_by_signal() {
+    "$bin" train "${tiny[@]}" --output_dir="$1" >"$tmp/out" 2>"$tmp/err" &
+    local job=$!
+    wait_step "$1" "$2" && kill "-$3" $job
+    wait_exit $job "$4" "SIG$3 to one process"
+    grep -q "$5" "$tmp/err" || fail_because "SIG$3: no stop message: $(cat "$tmp/err")"
+    s=$(stop_steps)
+    [ -n "$s" ] && [ -f "$1/checkpoint_step$s.ckpt" ] || fail_because "SIG$3: no checkpoint at the stop step '$s'"
+}
+
 # One process, SIGTERM: a checkpoint at the stop step, exit 0, then resume == uninterrupted.
-"$bin" train "${tiny[@]}" --output_dir="$tmp/a" >"$tmp/out" 2>"$tmp/err" &
-job=$!
-wait_step "$tmp/a" 3 && kill -TERM $job
-wait_exit $job 0 "SIGTERM to one process"
-grep -q "stopped by SIGTERM at step" "$tmp/err" || fail_because "no stop message: $(cat "$tmp/err")"
-s=$(stop_steps)
-[ -n "$s" ] && [ -f "$tmp/a/checkpoint_step$s.ckpt" ] || fail_because "no checkpoint at the stop step '$s'"
+stop_by_signal "$tmp/a" 3 TERM 0 "stopped by SIGTERM at step"
 grep -q "\"event\":\"stopped\".*\"step\":$s," "$tmp/a/metrics.jsonl" || fail_because "metrics lack the stop"
 check "resume after SIGTERM" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/a" --resume --steps $((s + 3))
 check "uninterrupted run" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/b" --steps $((s + 3))
 same_losses "$tmp/a" "$tmp/b" "one process stopped by SIGTERM and resumed"
 
 # SIGINT (Ctrl-C): the same checkpoint, but exit 130, and the stop line says so.
-"$bin" train "${tiny[@]}" --output_dir="$tmp/i" >"$tmp/out" 2>"$tmp/err" &
-job=$!
-wait_step "$tmp/i" 2 && kill -INT $job
-wait_exit $job 130 "SIGINT to one process"
-grep -q "stopped by SIGINT at step .*(exit 130: interrupted)" "$tmp/err" || fail_because "no SIGINT stop message: $(cat "$tmp/err")"
-s=$(stop_steps)
-[ -n "$s" ] && [ -f "$tmp/i/checkpoint_step$s.ckpt" ] || fail_because "SIGINT: no checkpoint at the stop step '$s'"
+stop_by_signal "$tmp/i" 2 INT 130 "stopped by SIGINT at step .*(exit 130: interrupted)"
 
 # A second signal while the first is being handled ends the process at once.
 "$bin" train "${tiny[@]}" --output_dir="$tmp/c" >"$tmp/out" 2>"$tmp/err" &

@@ -58,6 +58,13 @@ mpirun_ranks() {
     done
 }
 
+# stories260K (llama2.c) with its 512-token tokenizer as a cformers checkpoint at $1, the
+# base of the fine-tuning, serve and tokenizer tests (they require the two assets).
+stories260k_ckpt() {
+    check "convert stories260K" 0 "$bin" convert --from llama2c "$data/stories260K/stories260K.bin" \
+        --tokenizer "$data/stories260K/tok512.bin" --output "$1"
+}
+
 tiny_run() {
     export CFORMERS_THREADS=1
     for i in $(seq 400); do echo "To be, or not to be, that is the question $i:"; done >"$tmp/text.txt"

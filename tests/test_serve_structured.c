@@ -42,22 +42,13 @@ static model open_model(const char *name, const char *ckpt) {
 }
 
 /* Parses body as the server does (the built-in llama2 chat template): the status (0 when
- * taken), q filled with the one prompt's ids. */
+ * taken), q filled with the (first) prompt's ids as the server submits them. */
 static int parse(const model *md, const char *body, bool chat, serve_request_body *q, cf_error *err) {
     serve_chat_template tmpl;
     if (cf_serve_chat_init(&tmpl, NULL, "llama", md->tok, "llama2", err) != 0) return 500;
     int status = cf_serve_request_parse(body, strlen(body), chat, "m", md->max_seq, 4, &tmpl, q, err);
     cf_serve_chat_release(&tmpl);
-    const char *text = chat ? q->text : status == 0 && q->n_prompts > 0 ? q->prompts[0].text : NULL;
-    size_t len = chat ? q->text_len : text ? q->prompts[0].text_len : 0;
-    if (status == 0 && text) {
-        q->n_ids = cf_tokenizer_encode_special(md->tok, text, len, true, &q->ids, err);
-        if (q->n_ids < 0) status = 400;
-    } else if (status == 0 && !chat && q->n_prompts > 0) {
-        q->n_ids = q->prompts[0].n_ids;
-        q->ids = malloc(sizeof *q->ids * (size_t)(q->n_ids > 0 ? q->n_ids : 1));
-        memcpy(q->ids, q->prompts[0].ids, sizeof *q->ids * (size_t)q->n_ids);
-    }
+    if (status == 0 && (q->n_ids = cf_serve_request_prompt_ids(q, md->tok, chat, 0, &q->ids, err)) < 0) status = 400;
     return status;
 }
 

@@ -413,6 +413,17 @@ int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const
     return 0;
 }
 
+long cf_serve_request_prompt_ids(const serve_request_body *q, const cf_tokenizer *tok, bool chat, int j, int32_t **ids,
+                                 cf_error *err) {
+    const char *text = chat ? q->text : q->prompts[j].text;
+    size_t len = chat ? q->text_len : q->prompts[j].text_len;
+    if (text) return cf_tokenizer_encode_special(tok, text, len, true, ids, err);
+    long n = q->prompts[j].n_ids;
+    *ids = cf_xmalloc(sizeof **ids * (size_t)(n > 0 ? n : 1));
+    memcpy(*ids, q->prompts[j].ids, sizeof **ids * (size_t)n);
+    return n;
+}
+
 void cf_serve_request_free(serve_request_body *q) {
     free(q->text);
     free(q->bias);

@@ -66,6 +66,11 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
  * ({"tokens": [ids]}: ids set); refusals as cf_serve_request_parse. */
 int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, const serve_chat_template *tmpl,
                          serve_request_body *q, cf_error *err);
+/* Prompt j of a parsed request as token ids (*ids malloc'd): chat's rendered messages (j 0)
+ * and text prompts tokenized with BOS first, control tokens in the text matched
+ * (docs/tokenizers.md); id prompts copied. -1 with err when it does not encode. */
+long cf_serve_request_prompt_ids(const serve_request_body *q, const cf_tokenizer *tok, bool chat, int j, int32_t **ids,
+                                 cf_error *err);
 void cf_serve_request_free(serve_request_body *q);
 
 #endif

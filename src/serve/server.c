@@ -527,18 +527,6 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     return queue(c, 200, r, "text/event-stream");
 }
 
-/* Prompt j of a request as token ids (*ids malloc'd): chat's rendered messages and text
- * prompts tokenized (BOS first), id prompts copied; -1 with err when it does not encode. */
-static long prompt_tokens(const cf_tokenizer *tok, const serve_request_body *q, bool chat, int j, int32_t **ids,
-                          cf_error *err) {
-    const char *text = chat ? q->text : q->prompts[j].text;
-    size_t len = chat ? q->text_len : q->prompts[j].text_len;
-    if (text) return cf_tokenizer_encode_special(tok, text, len, true, ids, err); /* control tokens in the text match (docs/tokenizers.md) */
-    long n = q->prompts[j].n_ids;
-    *ids = cf_xmalloc(sizeof **ids * (size_t)n);
-    memcpy(*ids, q->prompts[j].ids, sizeof **ids * (size_t)n);
-    return n;
-}
 
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
@@ -570,7 +558,7 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
         long max_seq = cf_infer_max_seq(cf_serve_model(s->e));
         for (int j = 0; status == 0 && j < k.n_parts; j++) {
             int32_t *ids = NULL;
-            long n = prompt_tokens(tok, &q, chat, j, &ids, &err);
+            long n = cf_serve_request_prompt_ids(&q, tok, chat, j, &ids, &err);
             cf_serve_refusal why = CF_SERVE_BAD_REQUEST;
             /* what the engine may refuse: a prompt that does not fit, or max_tokens past the context after it */
             q.param = n >= 0 && n < max_seq && n + q.p.max_tokens > max_seq ? "max_tokens" : chat ? "messages" : "prompt";

@@ -55,17 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = cf_serve_request_parse(body, len, chat, "model", cf_infer_max_seq(m), cf_serve_max_batch(engine), tmpl,
                                         &q, err);
     /* the first prompt of a batched completion (the server submits each the same way) */
-    const char *text = chat ? q.text : status == 0 && q.n_prompts > 0 ? q.prompts[0].text : NULL;
-    size_t text_len = chat ? q.text_len : text ? q.prompts[0].text_len : 0;
-    if (status == 0 && text) {
+    if (status == 0) {
         err = fuzz_err();
-        q.n_ids = cf_tokenizer_encode_special(tok, text, text_len, true, &q.ids, err);
-        if (fuzz_failed(q.n_ids < 0, err, "cf_tokenizer_encode")) status = 400;
-    } else if (status == 0 && !chat && q.n_prompts > 0) {
-        q.n_ids = q.prompts[0].n_ids;
-        q.ids = malloc(sizeof *q.ids * (size_t)(q.n_ids > 0 ? q.n_ids : 1));
-        memcpy(q.ids, q.prompts[0].ids, sizeof *q.ids * (size_t)q.n_ids);
-    } else if (status != 0) {
+        q.n_ids = cf_serve_request_prompt_ids(&q, tok, chat, 0, &q.ids, err);
+        if (fuzz_failed(q.n_ids < 0, err, "cf_serve_request_prompt_ids")) status = 400;
+    } else {
         fuzz_failed(true, err, "cf_serve_request_parse");
     }
     cf_serve_request *r = NULL;
