@@ -344,9 +344,10 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     q->p.grammar = q->structured.grammar;
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
-    json_t *messages = json_object_get(q->json, "messages");
-    messages = q->structured.tools ? cf_serve_tools_messages(&q->structured, messages, err) : json_incref(messages);
-    q->text = messages ? cf_serve_chat_render(tmpl, messages, NULL, err) : NULL;
+    json_t *given = json_object_get(q->json, "messages");
+    json_t *messages = q->structured.tools ? cf_serve_tools_messages(&q->structured, given, err) : json_incref(given);
+    /* NULL from the tools' rewrite is its error; absent messages are the renderer's to name */
+    q->text = messages || !given ? cf_serve_chat_render(tmpl, messages, NULL, err) : NULL;
     json_decref(messages);
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
