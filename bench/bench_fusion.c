@@ -20,7 +20,9 @@
  * of 512 tokens, separate against combined, by d; combining pays from the smallest d
  * where it is faster (the matrix_combine_threshold default is 3 d^2 of that d).
  *
- *   bench_fusion [--runs N] [--max-seq T] [--max-unfused T] [--batch B] */
+ *   bench_fusion [--runs N] [--max-seq T] [--max-unfused T] [--batch B] [--only attention|step|combine]
+ *
+ * --only runs one part (the AVX2 flash-attention work measured part 1 alone). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ enum { HEADS = 8, HEAD_DIM = 64 };
 typedef struct bench_opts {
     int runs;
     long max_seq, max_unfused, batch;
+    const char *only; /* NULL: every part */
 } bench_opts;
 
 typedef cf_tensor *(*attention_fn)(cf_graph *, cf_tensor *, cf_tensor *, cf_tensor *);
@@ -342,8 +345,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->max_unfused = value;
         } else if (strcmp(argv[i], "--batch") == 0 && value > 0) {
             o->batch = value;
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "attention") == 0 || strcmp(argv[i + 1], "step") == 0 ||
+                    strcmp(argv[i + 1], "combine") == 0)) {
+            o->only = argv[i + 1];
         } else {
-            fprintf(stderr, "usage: bench_fusion [--runs N] [--max-seq T>=256] [--max-unfused T] [--batch B]\n");
+            fprintf(stderr, "usage: bench_fusion [--runs N] [--max-seq T>=256] [--max-unfused T] [--batch B] "
+                            "[--only attention|step|combine]\n");
             return -1;
         }
     }
@@ -353,5 +361,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 int main(int argc, char **argv) {
     bench_opts o = {.runs = 3, .max_seq = 16384, .max_unfused = 4096, .batch = 2};
     if (parse_args(argc, argv, &o) != 0) return 2;
-    return part_attention(&o) == 0 && part_combine(&o) == 0 && part_step(&o) == 0 ? 0 : 1;
+    bool all = !o.only;
+    int rc = 0;
+    if (all || strcmp(o.only, "attention") == 0) rc |= part_attention(&o);
+    if (rc == 0 && (all || strcmp(o.only, "combine") == 0)) rc |= part_combine(&o);
+    if (rc == 0 && (all || strcmp(o.only, "step") == 0)) rc |= part_step(&o);
+    return rc == 0 ? 0 : 1;
 }

@@ -33,6 +33,7 @@
 #include "cformers/gradcheck.h"
 #include "cformers/plan.h"
 #include "cformers/threads.h"
+#include "kernels/context/context.h"
 #include "kernels/flash_attention.h"
 #include "kernels/fused_ops.h"
 #include "kernels/graph_ops.h"
@@ -178,7 +179,7 @@ static const char *bf16_product_name(void) {
     case CF_BF16_UNIT_WIDEN:
     case CF_BF16_UNIT_COUNT: break;
     }
-    return "tiles widened to f32";
+    return cf_kernels()->fa_gemm_bf16 ? "f32 FMAs, widened in the product's tile copies" : "tiles widened to f32";
 }
 
 int main(void) {

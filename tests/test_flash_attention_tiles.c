@@ -1,13 +1,16 @@
-/* The bf16 tile primitives of flash attention, each one this CPU can run, against
- * references: the bf16 products with bf16 instructions (vdpbf16ps, AMX) against a
- * double product of the same bf16 values, on whole tiles and on shapes with partial
- * rows, columns and odd K (the AMX product hands those to vdpbf16ps); and every ISA's
- * rounding of f32 tiles into bf16 operands, as they are and transposed, against
- * cf_f32_to_bf16. (Without bf16 instructions the driver widens tiles to f32 for the f32
- * products: test_flash_attention covers that on its AVX2 and portable runs.)
+/* The tile primitives of flash attention, each one this CPU can run, against
+ * references: every ISA's f32 product (A as it is and transposed through its strides,
+ * wider leading dimensions, partial row blocks and vectors, N and K across the AVX2
+ * product's 64-wide stripes) and the bf16 products (AVX2's widening one on f32 FMAs,
+ * vdpbf16ps, AMX) against a double product of the same values, on whole tiles and on
+ * shapes with partial rows, columns and odd K (the AMX product hands those to
+ * vdpbf16ps); and every ISA's rounding of f32 tiles into bf16 operands, as they are and
+ * transposed, against cf_f32_to_bf16. (The portable path widens bf16 tiles to f32 for
+ * its f32 product: test_flash_attention covers that on its portable run.)
  *
  * bf16 products are exact in f32, so only the order of the f32 sums differs: the
- * tolerance is K * 2^-23 * sum |a||b| per element (sum over k, in double). */
+ * tolerance is K * 2^-23 * sum |a||b| per element (sum over k, in double); f32 products
+ * round each product too, (K + 2) * 2^-23 * sum |a||b|. */
 #include <math.h>
 #include <stdint.h>
 
@@ -27,9 +30,9 @@ static float value(uint32_t *s) {
 }
 
 static void check_product(const char *name, cf_fa_gemm_bf16_fn gemm, const shape *sh, bool accumulate) {
-    static cf_bf16 a[MAX * MAX];
-    static uint32_t b[MAX / 2 * MAX];
-    static float c[MAX * MAX], c0[MAX * MAX];
+    static cf_bf16 a[2 * MAX * (2 * MAX + 3)];
+    static uint32_t b[MAX * (MAX + 5)];
+    static float c[MAX * (MAX + 1)], c0[MAX * (MAX + 1)];
     long lda = sh->k + 3, ldb = sh->n + 5, ldc = sh->n + 1; /* leading dimensions wider than the shape */
     uint32_t s = (uint32_t)(sh->m * 131 + sh->n * 7 + sh->k);
     for (long i = 0; i < sh->m * lda; i++) a[i] = cf_f32_to_bf16(value(&s));
@@ -58,9 +61,47 @@ static void check_product(const char *name, cf_fa_gemm_bf16_fn gemm, const shape
     CHECK(true);
 }
 
+static const shape shapes[] = {{64, 64, 64}, {32, 64, 96}, {16, 16, 32}, {48, 80, 64}, {64, 64, 37}, {5, 17, 13},
+                               {1, 1, 1},    {33, 48, 64}, {7, 64, 2},   {64, 13, 64}, {6, 24, 65}, {3, 88, 130}};
+
+/* C = A B (+ C) by t's f32 product, A read as it is or (transposed) through swapped
+ * strides. */
+static void check_f32_product(const char *name, const cf_fa_tiles *t, const shape *sh, bool transposed,
+                              bool accumulate) {
+    static float a[MAX * (2 * MAX + 3)], b[2 * MAX * (MAX + 5)], c[MAX * (MAX + 1)], c0[MAX * (MAX + 1)];
+    long lda = transposed ? sh->m + 3 : sh->k + 3, ldb = sh->n + 5, ldc = sh->n + 1;
+    long a_rs = transposed ? 1 : lda, a_cs = transposed ? lda : 1;
+    uint32_t s = (uint32_t)(sh->m * 31 + sh->n * 17 + sh->k * 3 + transposed);
+    for (long i = 0; i < (transposed ? sh->k : sh->m) * lda; i++) a[i] = value(&s);
+    for (long i = 0; i < sh->k * ldb; i++) b[i] = value(&s);
+    for (long i = 0; i < sh->m * ldc; i++) c[i] = c0[i] = value(&s);
+    t->gemm(sh->m, sh->n, sh->k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+    for (long i = 0; i < sh->m; i++)
+        for (long j = 0; j < sh->n + 1; j++) {
+            double want = accumulate || j == sh->n ? c0[i * ldc + j] : 0.0, mag = fabs(want);
+            for (long k = 0; k < sh->k && j < sh->n; k++) {
+                double x = a[i * a_rs + k * a_cs], y = b[k * ldb + j];
+                want += x * y;
+                mag += fabs(x * y);
+            }
+            /* column n: the gap in C's rows stays as it was */
+            double got = c[i * ldc + j], tol = j == sh->n ? 0.0 : (double)(sh->k + 2) * 0x1p-23 * mag;
+            if (!(fabs(got - want) <= tol)) {
+                CHECK_MSG(false, "%s f32 %ldx%ldx%ld%s%s C[%ld][%ld] = %.8g, want %.8g", name, sh->m, sh->n, sh->k,
+                          transposed ? " A^T" : "", accumulate ? " +=" : "", i, j, got, want);
+                return;
+            }
+        }
+    CHECK(true);
+}
+
+static void check_f32_products(const char *name, const cf_fa_tiles *t) {
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int mode = 0; mode < 4; mode++) check_f32_product(name, t, &shapes[i], mode & 1, mode & 2);
+    printf("  %s f32 product: checked\n", name);
+}
+
 static void check_products(const char *name, cf_fa_gemm_bf16_fn gemm) {
-    static const shape shapes[] = {{64, 64, 64}, {32, 64, 96}, {16, 16, 32}, {48, 80, 64}, {64, 64, 37},
-                                   {5, 17, 13},  {1, 1, 1},    {33, 48, 64}, {7, 64, 2},   {64, 13, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_product(name, gemm, &shapes[i], false);
         check_product(name, gemm, &shapes[i], true);
@@ -95,8 +136,16 @@ static void check_packs(const char *name, const cf_fa_tiles *t) {
 int main(void) {
     cf_isa top = cf_isa_supported();
     check_packs("portable", &cf_fa_tiles_generic);
-    if (top >= CF_ISA_AVX2) check_packs("avx2", &cf_fa_tiles_avx2);
-    if (top >= CF_ISA_AVX512) check_packs("avx512", &cf_fa_tiles_avx512);
+    check_f32_products("portable", &cf_fa_tiles_generic);
+    if (top >= CF_ISA_AVX2) {
+        check_packs("avx2", &cf_fa_tiles_avx2);
+        check_f32_products("avx2", &cf_fa_tiles_avx2);
+        check_products("avx2 widened", cf_fa_gemm_bf16_avx2);
+    }
+    if (top >= CF_ISA_AVX512) {
+        check_packs("avx512", &cf_fa_tiles_avx512);
+        check_f32_products("avx512", &cf_fa_tiles_avx512);
+    }
     if (cf_has_avx512_bf16()) check_products("vdpbf16ps", cf_fa_gemm_bf16_avx512bf16);
     if (cf_fa_amx_usable()) {
         cf_fa_amx_enter();

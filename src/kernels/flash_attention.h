@@ -9,7 +9,8 @@
  * accumulation are f32, and so is out unless cf_fa_shape.out asks for bf16 (with bf16
  * q, k, v: each row of O is summed in f32 and rounded once, as a cast after would). With bf16 the tile products take bf16 operands (the
  * probabilities and dS are rounded to bf16 for them, as GPU kernels do): AMX or
- * vdpbf16ps where the CPU has them, else the f32 products on tiles widened to f32.
+ * vdpbf16ps where the CPU has them, on AVX2 f32 FMAs widening inside the product's tile copies,
+ * else the f32 products on tiles widened to f32.
  *
  * Work goes to `slots` scratch areas (one per pool thread is best; any count is
  * correct), each pulling tasks from a shared counter, largest first. */
@@ -59,6 +60,10 @@ typedef struct cf_fa_tiles {
 } cf_fa_tiles;
 
 extern const cf_fa_tiles cf_fa_tiles_generic, cf_fa_tiles_avx2, cf_fa_tiles_avx512;
+
+/* The bf16 product on AVX2 f32 FMAs, widening A and B to f32 in its tile copies. */
+void cf_fa_gemm_bf16_avx2(long M, long N, long K, const cf_bf16 *A, long lda, const uint32_t *B, long ldb, float *C,
+                          long ldc, bool accumulate);
 
 /* The bf16 product with vdpbf16ps (AVX-512 BF16 only). */
 void cf_fa_gemm_bf16_avx512bf16(long M, long N, long K, const cf_bf16 *A, long lda, const uint32_t *B, long ldb,

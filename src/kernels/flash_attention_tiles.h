@@ -1,6 +1,6 @@
 /* Internal: the flash-attention tile primitives in portable C, written so compilers
- * vectorise the inner loops. Included once per ISA file (flash_attention_tiles.c for the
- * baseline, flash_attention_tiles_avx2.c with AVX2+FMA), each defining its own table. */
+ * vectorise the inner loops, for the portable path (flash_attention_tiles.c; AVX2 and
+ * AVX-512 have register-blocked tiles of their own). */
 #ifndef CFORMERS_FLASH_ATTENTION_TILES_H
 #define CFORMERS_FLASH_ATTENTION_TILES_H
 

@@ -26,7 +26,7 @@ void cf_kernel_context_init_avx2(cf_kernel_context *c, const cf_cpu_info *ci, cf
         .peak_bf16 = cf_peak_chains_avx2,
         .exp_rows = &cf_exp_rows_avx2,
         .fa_tiles = &cf_fa_tiles_avx2,
-        .fa_gemm_bf16 = NULL, /* widened through fa_tiles */
+        .fa_gemm_bf16 = cf_fa_gemm_bf16_avx2, /* f32 FMAs, widening in its tile copies */
         .fa_enter = NULL,
         .fa_leave = NULL,
         .adamw_span = cf_adamw_span_avx2,

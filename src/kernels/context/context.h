@@ -83,7 +83,7 @@ typedef void (*cf_kernel_hook_fn)(void);
 
 /* X(type, field, what): pointers that may be NULL, each with what NULL means. */
 #define CF_KERNEL_OPTIONAL(X)                                                                                          \
-    /* NULL: no bf16 instructions, flash attention widens bf16 through fa_tiles' f32 product */                      \
+    /* NULL: flash attention widens bf16 tiles to f32 (on the stack) for fa_tiles' f32 product */                      \
     X(cf_fa_gemm_bf16_fn, fa_gemm_bf16, "flash-attention bf16 product")                                                \
     X(cf_kernel_hook_fn, fa_enter, "around each flash-attention slot's tasks (AMX tile state); NULL: nothing")            \
     X(cf_kernel_hook_fn, fa_leave, "the end of that; NULL: nothing")                                                      \
