@@ -20,9 +20,10 @@
  * of 512 tokens, separate against combined, by d; combining pays from the smallest d
  * where it is faster (the matrix_combine_threshold default is 3 d^2 of that d).
  *
- *   bench_fusion [--runs N] [--max-seq T] [--max-unfused T] [--batch B] [--only attention|step|combine]
+ *   bench_fusion [--runs N] [--min-seq T] [--max-seq T] [--max-unfused T] [--batch B]
+ *                [--only attention|step|combine]
  *
- * --only runs one part (the AVX2 flash-attention work measured part 1 alone). */
+ * --only runs one part; --min-seq (default 256) the first length of part 1 (the AVX2 flash-attention work measured part 1 alone). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ enum { HEADS = 8, HEAD_DIM = 64 };
 
 typedef struct bench_opts {
     int runs;
-    long max_seq, max_unfused, batch;
+    long min_seq, max_seq, max_unfused, batch;
     const char *only; /* NULL: every part */
 } bench_opts;
 
@@ -130,7 +131,7 @@ static int part_attention(const bench_opts *o) {
            "speedup f32, bf16 (cpu) | unfused attn MiB | flash attn MiB | bf16 flash attn MiB | memory ratio f32, bf16 "
            "|\n");
     printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (long seq = 256; seq <= o->max_seq; seq *= 2) {
+    for (long seq = o->min_seq; seq <= o->max_seq; seq *= 2) {
         attn_result flash, bf16, unfused = {0};
         bool with_unfused = seq <= o->max_unfused;
         if (bench_attention(cf_nn_flash_attention, seq, o->runs, &flash) != 0 ||
@@ -339,6 +340,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         long value = i + 1 < argc ? strtol(argv[i + 1], NULL, 10) : 0;
         if (strcmp(argv[i], "--runs") == 0 && value > 0) {
             o->runs = (int)value;
+        } else if (strcmp(argv[i], "--min-seq") == 0 && value >= 1) {
+            o->min_seq = value;
         } else if (strcmp(argv[i], "--max-seq") == 0 && value >= 256) {
             o->max_seq = value;
         } else if (strcmp(argv[i], "--max-unfused") == 0 && value > 0) {
@@ -350,7 +353,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                     strcmp(argv[i + 1], "combine") == 0)) {
             o->only = argv[i + 1];
         } else {
-            fprintf(stderr, "usage: bench_fusion [--runs N] [--max-seq T>=256] [--max-unfused T] [--batch B] "
+            fprintf(stderr, "usage: bench_fusion [--runs N] [--min-seq T] [--max-seq T>=256] [--max-unfused T] [--batch B] "
                             "[--only attention|step|combine]\n");
             return -1;
         }
@@ -359,7 +362,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 }
 
 int main(int argc, char **argv) {
-    bench_opts o = {.runs = 3, .max_seq = 16384, .max_unfused = 4096, .batch = 2};
+    bench_opts o = {.runs = 3, .min_seq = 256, .max_seq = 16384, .max_unfused = 4096, .batch = 2};
     if (parse_args(argc, argv, &o) != 0) return 2;
     bool all = !o.only;
     int rc = 0;
