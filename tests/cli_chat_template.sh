@@ -12,6 +12,13 @@ check "no template" 0 "$bin" convert --from llama2c "$model" --tokenizer "$data/
     --output "$tmp/plain.ckpt"
 check "generate --chat, family's" 0 "$bin" generate --model "$tmp/plain.ckpt" --chat --prompt "Hi" -n 4 --temperature 0
 stderr_has "generate --chat, family's" "chat template: built-in llama2 (the model has no chat_template; the family's)"
+# text the chat template cannot hold as JSON is refused with a line, not dropped (once: the
+# message json_pack NULL, and the prompt silently empty); a model name served in every
+# response must be UTF-8 too (once: each response's envelope NULL)
+check "generate --chat, --prompt not UTF-8" 1 "$bin" generate --model "$tmp/plain.ckpt" --chat --prompt $'a\xff' -n 2
+stderr_has "generate --chat, --prompt not UTF-8" "prompt is not valid UTF-8"
+check "serve, --model-name not UTF-8" 1 "$bin" serve --model "$tmp/plain.ckpt" --port 0 --model-name $'m\xff'
+stderr_has "serve, --model-name not UTF-8" "is not valid UTF-8 of at most 255 bytes; pass --model-name"
 check "--system needs --chat" 2 "$bin" generate --model "$tmp/plain.ckpt" --system "x"
 
 mkdir -p "$tmp/tok" && cp "$data/stories260K/tok512.bin" "$tmp/tok/"

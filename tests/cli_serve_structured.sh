@@ -50,6 +50,14 @@ tools='[{"type":"function","function":{"name":"add","description":"Adds","parame
     {\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":\"{\\\"a\\\":1,\\\"b\\\":2}\"}}]},
     {\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"3\"}],\"tools\":$tools,\"max_tokens\":4}")" = 200 ] ||
     fail_because "tool result conversation: $(cat "$tmp/body")"
+# a tool_call_id cut at 100 bytes inside a character: the result message was dropped from
+# the prompt (the cut text not UTF-8, json_pack NULL); now it is cut on a boundary
+conv() { printf '{"messages":[{"role":"user","content":"1+2?"}%s],"tools":%s,"max_tokens":1}' "$1" "$tools"; }
+[ "$(status "$url/v1/chat/completions" -d "$(conv '')")" = 200 ] || fail_because "no tool result: $(cat "$tmp/body")"
+bare=$(json "d['usage']['prompt_tokens']")
+[ "$(status "$url/v1/chat/completions" -d "$(conv ",{\"role\":\"tool\",\"tool_call_id\":\"$(printf 'a%.0s' $(seq 99))\u00e9\",\"content\":\"3\"}")")" = 200 ] ||
+    fail_because "tool result with a long id: $(cat "$tmp/body")"
+[ "$(json "d['usage']['prompt_tokens'] > $bare + 50")" = True ] || fail_because "the tool result is not in the prompt: $(cat "$tmp/body")"
 
 err_is() { # err_is WHAT PARAM MESSAGE_PART BODY: 400 naming PARAM, the message holding MESSAGE_PART
     [ "$(status "$url/v1/chat/completions" -d "$4")" = 400 ] || { fail_because "$1: status, $(cat "$tmp/body")"; return; }

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cformers/serve.h"
+#include "core/json_text.h"
 #include "data/utf8.h"
 #include "obs/http.h"
 #include "models/family.h"
@@ -75,8 +76,6 @@ static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsign
     return queue(c, status, MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE), "application/json");
 }
 
-static json_t *text_json(const char *text, size_t n);
-
 /* The message may quote what the client sent (a URL, a field name), cut at a byte count:
  * malformed UTF-8 there made json_pack fail and the reply dereference NULL (fuzz_serve_http,
  * issue 46), so it goes in as text_json makes it. */
@@ -85,26 +84,9 @@ static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsig
     const char *type = status >= 500 ? "server_error" : "invalid_request_error";
     const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy"
                        : status == 401 ? "invalid_api_key" : NULL;
-    json_t *err = json_pack("{s:o, s:s, s:s?, s:s?}", "message", text_json(message, strlen(message)), "type", type,
+    json_t *err = json_pack("{s:o, s:s, s:s?, s:s?}", "message", cf_json_text(message, strlen(message)), "type", type,
                             "param", param, "code", code);
     return reply_json(s, c, status, json_pack("{s:o}", "error", err));
-}
-
-/* A JSON string of text that may hold malformed UTF-8 (a model can emit any bytes):
- * each malformed byte becomes U+FFFD. */
-static json_t *text_json(const char *text, size_t n) {
-    json_t *j = json_stringn(text, n);
-    if (j) return j;
-    char *clean = cf_xmalloc(3 * n + 1);
-    size_t out = 0;
-    for (size_t i = 0; i < n;) {
-        int len = cf_utf8_valid_len((const unsigned char *)text + i, n - i);
-        if (len) memcpy(clean + out, text + i, (size_t)len), out += (size_t)len, i += (size_t)len;
-        else memcpy(clean + out, "\xef\xbf\xbd", 3), out += 3, i++;
-    }
-    j = json_stringn(clean, out);
-    free(clean);
-    return j;
 }
 
 /* ---- logprobs ---- */
@@ -140,7 +122,7 @@ static json_t *token_json(const cf_tokenizer *tok, int32_t prev, int32_t id, jso
         *bytes = json_array();
         for (size_t i = 0; i < len; i++) json_array_append_new(*bytes, json_integer((unsigned char)piece[i]));
     }
-    return text_json(piece, len);
+    return cf_json_text(piece, len);
 }
 
 static json_t *logprob_json(float lp) { return isnan(lp) ? json_null() : json_real((double)lp); }
@@ -273,13 +255,13 @@ static json_t *choice_json(const call *k, int i, const char *text, size_t len, c
                           "finish_reason", finish);
     if (!finish) json_object_set_new(c, "finish_reason", json_null());
     if (!k->chat) {
-        json_object_set_new(c, "text", text_json(text, len));
+        json_object_set_new(c, "text", cf_json_text(text, len));
     } else if (!delta) {
-        json_object_set_new(c, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text_json(text, len)));
+        json_object_set_new(c, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", cf_json_text(text, len)));
     } else {
         json_t *d = json_object();
         if (first) json_object_set_new(d, "role", json_string("assistant"));
-        if (len || first) json_object_set_new(d, "content", text_json(text, len));
+        if (len || first) json_object_set_new(d, "content", cf_json_text(text, len));
         json_object_set_new(c, "delta", d);
     }
     return c;
@@ -625,7 +607,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     if (detokenize) {
         char *text = cf_tokenizer_decode(tok, q.ids, (size_t)q.n_ids);
         /* llama-server's clients read "content", vLLM's "prompt" */
-        body = json_pack("{s:o, s:o}", "content", text_json(text, strlen(text)), "prompt", text_json(text, strlen(text)));
+        body = json_pack("{s:o, s:o}", "content", cf_json_text(text, strlen(text)), "prompt", cf_json_text(text, strlen(text)));
         free(text);
     } else {
         json_t *tokens = json_array();
@@ -843,11 +825,19 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
         cf_fail(err, "the checkpoint has no tokenizer embedded (see cformers convert --tokenizer)");
         return NULL;
     }
+    /* the name is every response's "model" and what a client sends back: a lossy copy
+     * would not match, and json_pack would drop it (a file name may be any bytes) */
+    const char *name = o->model_name ? o->model_name : "cformers";
+    if (!cf_utf8_is_valid(name, strlen(name)) || strlen(name) >= sizeof ((cf_server *)0)->model) {
+        cf_fail(err, "the model name '%.*s' is not valid UTF-8 of at most %zu bytes; pass --model-name NAME", 200, name,
+                sizeof ((cf_server *)0)->model - 1);
+        return NULL;
+    }
     cf_server *s = cf_xcalloc(1, sizeof *s);
     s->e = e;
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
-    snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
+    snprintf(s->model, sizeof s->model, "%s", name);
     if (cf_serve_chat_init(&s->chat, cf_infer_chat_template(m), cf_family_of(cf_infer_config(m)->arch)->name,
                            cf_infer_tokenizer(m), o->chat_template, err) != 0) {
         free(s->api_key);

@@ -214,6 +214,14 @@ static char *tools_text(const serve_structured *s) {
     return t;
 }
 
+/* The longest prefix of the n bytes at s of at most max bytes that ends on a UTF-8
+ * character boundary (s is well-formed UTF-8). */
+static size_t utf8_prefix(const char *s, size_t n, size_t max) {
+    if (n <= max) return n;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80) max--;
+    return max;
+}
+
 json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_error *err) {
     if (!json_is_array(messages)) return json_incref(messages); /* the renderer says what is wrong */
     json_t *out = json_array();
@@ -230,11 +238,16 @@ json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_
                 goto fail;
             }
             json_t *id = json_object_get(m, "tool_call_id");
-            char *text = cf_xmalloc(json_string_length(content) + 160);
-            snprintf(text, json_string_length(content) + 160, "Result of the function call%s%.100s: %s",
-                     json_is_string(id) ? " " : "", json_is_string(id) ? json_string_value(id) : "",
-                     json_string_value(content));
-            json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text));
+            /* the id cut at 100 bytes on a character boundary: a cut inside one made the
+             * text malformed UTF-8, json_pack NULL, and the message silently dropped */
+            int idn = json_is_string(id) ? (int)utf8_prefix(json_string_value(id), json_string_length(id), 100) : 0;
+            size_t cap = json_string_length(content) + 160;
+            char *text = cf_xmalloc(cap);
+            int len = snprintf(text, cap, "Result of the function call%s%.*s: ", idn ? " " : "", idn,
+                               idn ? json_string_value(id) : "");
+            memcpy(text + len, json_string_value(content), json_string_length(content));
+            json_array_append_new(out, json_pack("{s:s, s:s%}", "role", "user", "content", text,
+                                                 (size_t)len + json_string_length(content)));
             free(text);
         } else if (role && strcmp(role, "assistant") == 0 && calls && !json_is_null(calls)) { /* its calls, as written */
             json_t *first = json_array_get(calls, 0), *fn = json_object_get(first, "function");
