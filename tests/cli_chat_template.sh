@@ -42,6 +42,8 @@ trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 server_url "$tmp/serve.out" cli_chat_template
 grep -q "serve: chat template: the model's own chat_template" "$tmp/serve.out" ||
     fail_because "serve did not say which chat template: $(cat "$tmp/serve.out")"
+grep -q "serve: tools: described in a system message (the model's chat template does not use 'tools')" "$tmp/serve.out" ||
+    fail_because "serve did not say how tools reach the prompt: $(cat "$tmp/serve.out")"
 body=$(curl -s "$url/../tokenize" -d '{"messages": [{"role": "user", "content": "Once"}]}')
 python3 - "$body" <<'PY' || fail_because "/tokenize of messages: $body"
 import json, sys

@@ -861,6 +861,7 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
 int cf_server_port(const cf_server *s) { return s->port; }
 
 const char *cf_server_chat_template(const cf_server *s) { return s->chat.what; }
+const char *cf_server_tools_rendering(const cf_server *s) { return cf_serve_chat_tools_what(&s->chat); }
 
 void cf_server_stop(cf_server *s) {
     if (!s) return;

@@ -284,11 +284,26 @@ fail:
     return NULL;
 }
 
+/* Cuts the n bytes at *text down to what is inside `open` ... `close` (whitespace around
+ * them too), when they are there. */
+static void strip_tags(const char **text, size_t *n, const char *open, const char *close) {
+    const char *s = *text, *e = s + *n;
+    while (s < e && memchr(" \t\r\n", *s, 4)) s++;
+    while (e > s && memchr(" \t\r\n", e[-1], 4)) e--;
+    size_t no = strlen(open), nc = strlen(close);
+    if ((size_t)(e - s) >= no + nc && memcmp(s, open, no) == 0 && memcmp(e - nc, close, nc) == 0) s += no, e -= nc;
+    *text = s, *n = (size_t)(e - s);
+}
+
 json_t *cf_serve_tool_calls(const serve_structured *s, const char *text, size_t len, const char *id) {
     if (s->tools_mode == TOOLS_NONE) return NULL;
+    /* the document as the grammar writes it, or as a model's own template asks for it:
+     * Qwen2.5's and Hermes' <tool_call> ... </tool_call>, Llama 3.1's "parameters" */
+    strip_tags(&text, &len, "<tool_call>", "</tool_call>");
     json_t *doc = json_loadb(text, len, 0, NULL);
     const char *name = json_string_value(json_object_get(doc, "name"));
     json_t *args = json_object_get(doc, "arguments");
+    if (!args) args = json_object_get(doc, "parameters");
     bool known = false;
     for (size_t i = 0; name && i < json_array_size(s->tools); i++) known |= strcmp(tool_name(json_array_get(s->tools, i)), name) == 0;
     json_t *calls = NULL;
