@@ -230,8 +230,8 @@ static void refusals(const model *md) {
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"tool_choice\":{\"type\":"
                                 "\"function\",\"function\":{\"name\":\"rm\"}}}", TOOLS);
     refused(md, true, body, "tool_choice", "must name one of the tools");
-    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"stream\":true}", TOOLS);
-    refused(md, true, body, "stream", "streaming is not supported with tools");
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"stream\":true,\"logprobs\":true}", TOOLS);
+    refused(md, true, body, "logprobs", "'logprobs' cannot be streamed with tools");
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"tool_choice\":\"required\","
                                 "\"response_format\":{\"type\":\"json_object\"}}", TOOLS);
     refused(md, true, body, "response_format", "not both");

@@ -5,7 +5,8 @@
  * tools/make_serve_tools_fixtures.py) the serve request parser's prompt equals what
  * jinja2 renders as vLLM hands the template the request. A template that does not use
  * `tools` (Phi-3.5) gets them described in a system message instead; arguments that are
- * not JSON are refused, not rendered as a string. */
+ * not JSON are refused, not rendered as a string. And the scan a streamed tool call is
+ * sent by (cf_serve_tool_scan) over every prefix of a call document. */
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -49,7 +50,47 @@ static char *prompt_of(const serve_chat_template *t, const char *body, int *stat
     return text;
 }
 
+/* Every prefix of a tool call document scans to what a stream may send of it: the name
+ * only once its string is whole, the arguments' bytes from where their value starts, the
+ * end only at the end. */
+static void scan_prefixes(const char *doc, const char *name, const char *args) {
+    size_t n = strlen(doc), from = (size_t)(strstr(doc, args) - doc), last_to = 0;
+    size_t name_end = (size_t)(strstr(doc, name) - doc) + strlen(name) + 1; /* past its closing quote */
+    serve_tool_scan sc = {0};
+    for (size_t k = 0; k <= n; k++) {
+        cf_serve_tool_scan(doc, k, &sc);
+        CHECK_MSG(!sc.not_call, "%s: prefix %zu taken for no call", doc, k);
+        CHECK_MSG(k >= name_end ? sc.name && strcmp(sc.name, name) == 0 : sc.name == NULL, "%s: prefix %zu: name %s", doc, k,
+                  sc.name ? sc.name : "(none)");
+        CHECK_MSG(sc.args_begun == (k > from), "%s: prefix %zu: arguments begun %d", doc, k, sc.args_begun);
+        if (sc.args_begun) {
+            CHECK(sc.args_from == from && sc.args_to <= k && sc.args_to >= last_to);
+            CHECK_MSG(sc.args_done == (k >= from + strlen(args)), "%s: prefix %zu: arguments done %d", doc, k, sc.args_done);
+            last_to = sc.args_to;
+        }
+    }
+    CHECK_MSG(sc.complete && sc.args_done && last_to - from == strlen(args) && memcmp(doc + from, args, strlen(args)) == 0,
+              "%s: the whole document", doc);
+    cf_serve_tool_scan_free(&sc);
+}
+
+static void scan_not_call(const char *text) {
+    serve_tool_scan sc = {0};
+    cf_serve_tool_scan(text, strlen(text), &sc);
+    CHECK_MSG(sc.not_call, "'%s' taken for a tool call", text);
+    cf_serve_tool_scan_free(&sc);
+}
+
 int main(void) {
+    scan_prefixes("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\\u00fcrich \\\"}\", \"days\": [2, {}]}}",
+                  "get_weather", "{\"city\": \"Z\\u00fcrich \\\"}\", \"days\": [2, {}]}");
+    scan_prefixes("<tool_call>\n{\"arguments\":{\"a\":\"}\"} ,\"name\":\"f\"}\n</tool_call>", "f", "{\"a\":\"}\"}");
+    scan_prefixes(" {\"name\": \"f\", \"parameters\": {}}", "f", "{}");
+    scan_not_call("Once upon a time");
+    scan_not_call("<b>hi</b>");
+    scan_not_call("[1, 2]");
+    scan_not_call("{1: 2}");
+
     size_t len;
     char *text = fixture("serve_tools.json", &len);
     json_t *root = text ? json_loads(text, 0, NULL) : NULL;

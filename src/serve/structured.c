@@ -162,8 +162,8 @@ int cf_serve_structured_parse(json_t *body, bool chat, serve_structured *out, co
         }
     }
     if (out->tools_mode == TOOLS_NONE) return 0;
-    if (json_is_true(json_object_get(body, "stream")))
-        return *param = "stream", cf_fail(err, "streaming is not supported with tools (give \"tool_choice\": \"none\" or no stream)");
+    if (json_is_true(json_object_get(body, "stream")) && json_is_true(json_object_get(body, "logprobs")))
+        return *param = "logprobs", cf_fail(err, "'logprobs' cannot be streamed with tools (give no stream, or no logprobs)");
     out->tools = tools;
     if (out->tools_mode == TOOLS_REQUIRED) {
         if (out->grammar) {
@@ -315,4 +315,93 @@ json_t *cf_serve_tool_calls(const serve_structured *s, const char *text, size_t 
     }
     json_decref(doc);
     return calls;
+}
+
+/* ---- streamed tool calls ---- */
+
+static size_t skip_ws(const char *t, size_t i, size_t n) {
+    while (i < n && memchr(" \t\r\n", t[i], 4)) i++;
+    return i;
+}
+
+/* The end of the JSON string that opens at t[i] ('"'), just past its closing quote; 0
+ * when the text ends inside it. */
+static size_t string_end(const char *t, size_t i, size_t n) {
+    for (i++; i < n; i++) {
+        if (t[i] == '\\') i++;
+        else if (t[i] == '"') return i + 1;
+    }
+    return 0;
+}
+
+/* The end of the JSON value that starts at t[i]; 0 when the text ends inside it (or
+ * might: a number at the very end can go on). Malformed values end where they stop
+ * looking like one; the parse of the whole document judges them. */
+static size_t value_end(const char *t, size_t i, size_t n) {
+    if (t[i] == '"') return string_end(t, i, n);
+    if (t[i] != '{' && t[i] != '[') {
+        while (i < n && !memchr(",}] \t\r\n", t[i], 8)) i++;
+        return i < n ? i : 0;
+    }
+    long depth = 0;
+    for (; i < n; i++) {
+        if (t[i] == '"') {
+            size_t e = string_end(t, i, n);
+            if (!e) return 0;
+            i = e - 1;
+        } else if (t[i] == '{' || t[i] == '[') {
+            depth++;
+        } else if ((t[i] == '}' || t[i] == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+void cf_serve_tool_scan(const char *t, size_t n, serve_tool_scan *out) {
+    free(out->name);
+    memset(out, 0, sizeof *out);
+    size_t i = skip_ws(t, 0, n);
+    static const char tag[] = "<tool_call>";
+    size_t tn = sizeof tag - 1;
+    if (i < n && t[i] == '<') {
+        if (memcmp(t + i, tag, n - i < tn ? n - i : tn) != 0) out->not_call = true;
+        if (n - i <= tn || out->not_call) return;
+        i = skip_ws(t, i + tn, n);
+    }
+    if (i == n) return;
+    if (t[i] != '{') {
+        out->not_call = true;
+        return;
+    }
+    for (i = skip_ws(t, i + 1, n); i < n;) {
+        if (t[i] == '}') {
+            out->complete = true;
+            return;
+        }
+        size_t ke = t[i] == '"' ? string_end(t, i, n) : 0;
+        if (t[i] != '"') out->not_call = true;
+        if (!ke) return;
+        json_t *key = json_loadb(t + i, ke - i, JSON_DECODE_ANY, NULL);
+        const char *k = json_string_value(key);
+        bool is_name = k && strcmp(k, "name") == 0, is_args = k && (!strcmp(k, "arguments") || !strcmp(k, "parameters"));
+        json_decref(key);
+        i = skip_ws(t, ke, n);
+        if (i < n && t[i] != ':') out->not_call = true;
+        if (i >= n || out->not_call) return;
+        i = skip_ws(t, i + 1, n);
+        if (i == n) return;
+        size_t ve = value_end(t, i, n);
+        if (is_args) out->args_begun = true, out->args_from = i, out->args_to = ve ? ve : n, out->args_done = ve != 0;
+        if (!ve) return;
+        if (is_name) {
+            json_t *v = json_loadb(t + i, ve - i, JSON_DECODE_ANY, NULL);
+            if (json_is_string(v)) out->name = cf_xstrdup(json_string_value(v));
+            else out->not_call = true;
+            json_decref(v);
+        }
+        i = skip_ws(t, ve, n);
+        if (i < n && t[i] == ',') i = skip_ws(t, i + 1, n);
+        else if (i < n && t[i] != '}') out->not_call = true;
+    }
 }
