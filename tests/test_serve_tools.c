@@ -4,7 +4,8 @@
  * whose arguments are a JSON string, and the tool's result; made by
  * tools/make_serve_tools_fixtures.py) the serve request parser's prompt equals what
  * jinja2 renders as vLLM hands the template the request. A template that does not use
- * `tools` (Phi-3.5) gets them described in a system message instead; arguments that are
+ * `tools` (Phi-3.5) gets them described in a system message instead (Gemma 2, which refuses
+ * one, before the user's first text); arguments that are
  * not JSON are refused, not rendered as a string. And the scan a streamed tool call is
  * sent by (cf_serve_tool_scan) over every prefix of a call document. */
 #include <jansson.h>
@@ -133,6 +134,23 @@ int main(void) {
         CHECK_MSG(got != NULL, "phi3.5 with tools: %s", err.msg);
         if (got) CHECK_CONTAINS(got, "get_weather");
         free(got);
+        cf_serve_chat_release(&t);
+    }
+    /* gemma2 names no `tools` and refuses a system message: the tools are described before
+     * the first user message's text */
+    if (init_template(&t, "gemma2.jinja", "<bos>", "<eos>")) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],%s}", tools);
+        int status;
+        cf_error err = {{0}};
+        char *got = prompt_of(&t, body, &status, &err);
+        CHECK_MSG(got != NULL, "gemma2 with tools: %s", err.msg);
+        if (got) CHECK_MSG(strstr(got, "<start_of_turn>user\nYou may call one of these functions.") && strstr(got, "get_weather") &&
+                           strstr(got, "\n\nWeather?<end_of_turn>"), "gemma2 with tools:\n%s", got);
+        free(got);
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"W\"}],%s}", tools);
+        CHECK(prompt_of(&t, body, &status, &err) == NULL && status == 400);
+        CHECK_CONTAINS(err.msg, "System role not supported");
         cf_serve_chat_release(&t);
     }
     /* arguments that are not a JSON document are refused (a template would print the string) */

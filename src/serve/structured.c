@@ -222,7 +222,7 @@ static size_t utf8_prefix(const char *s, size_t n, size_t max) {
     return max;
 }
 
-json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_error *err) {
+json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, bool in_user, cf_error *err) {
     if (!json_is_array(messages)) return json_incref(messages); /* the renderer says what is wrong */
     json_t *out = json_array();
     char *desc = tools_text(s);
@@ -275,7 +275,19 @@ json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_
             json_array_append(out, m);
         }
     }
-    if (desc) json_array_insert_new(out, 0, json_pack("{s:s, s:s}", "role", "system", "content", desc));
+    json_t *first = json_array_get(out, 0), *content = json_object_get(first, "content");
+    const char *role = json_string_value(json_object_get(first, "role"));
+    if (desc && in_user && role && strcmp(role, "user") == 0 && json_is_string(content)) { /* before the user's text */
+        size_t n = strlen(desc) + json_string_length(content) + 3;
+        char *text = cf_xmalloc(n);
+        snprintf(text, n, "%s\n\n%s", desc, json_string_value(content));
+        json_t *m = json_deep_copy(first);
+        json_object_set_new(m, "content", json_string(text));
+        json_array_set_new(out, 0, m);
+        free(text);
+    } else if (desc) {
+        json_array_insert_new(out, 0, json_pack("{s:s, s:s}", "role", "system", "content", desc));
+    }
     free(desc);
     return out;
 fail:

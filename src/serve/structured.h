@@ -30,11 +30,12 @@ typedef struct serve_structured {
 int cf_serve_structured_parse(json_t *body, bool chat, serve_structured *out, const char **param, cf_error *err);
 void cf_serve_structured_free(serve_structured *s);
 
-/* The messages the chat template renders when tools are on (a new reference): the tools
- * described in the system message, assistant tool_calls and "tool" results as text. This
- * is the one place that decides how tools reach the prompt. NULL with err on a malformed
- * tool message. */
-json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_error *err);
+/* The messages a chat template that does not render tools itself gets when tools are on
+ * (a new reference): the tools described in the system message (or, `in_user`, when the
+ * conversation opens with a user message, before its text: for templates that refuse a
+ * system role, Gemma's), assistant tool_calls and "tool" results as text. NULL with err on
+ * a malformed tool message. */
+json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, bool in_user, cf_error *err);
 
 /* OpenAI's tool_calls array for a generated text that is a tool call document
  * ({"name": NAME, "arguments": {...}} naming one of the tools), else NULL. `id` names the call. */
