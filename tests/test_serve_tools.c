@@ -51,6 +51,16 @@ static char *prompt_of(const serve_chat_template *t, const char *body, int *stat
     return text;
 }
 
+/* The prompt of a chat request of `messages` (the array's items, JSON) with one tool. */
+static char *with_tools(const serve_chat_template *t, const char *messages, int *status, cf_error *err) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\":[%s],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+                                "\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+                                "{\"type\":\"string\"}}}}}]}",
+             messages);
+    return prompt_of(t, body, status, err);
+}
+
 /* Every prefix of a tool call document scans to what a stream may send of it: the name
  * only once its string is whole, the arguments' bytes from where their value starts, the
  * end only at the end. */
@@ -121,52 +131,38 @@ int main(void) {
 
     /* phi3.5 names no `tools`: the tools are described in a system message */
     serve_chat_template t;
-    static const char tools[] = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
-                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    int status;
+    cf_error err = {{0}};
     if (init_template(&t, "phi3.5.jinja", "<s>", "<|endoftext|>")) {
         CHECK(!cf_serve_chat_renders_tools(&t));
         CHECK_CONTAINS(cf_serve_chat_tools_what(&t), "does not use 'tools'");
-        char body[1024];
-        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],%s}", tools);
-        int status;
-        cf_error err = {{0}};
-        char *got = prompt_of(&t, body, &status, &err);
-        CHECK_MSG(got != NULL, "phi3.5 with tools: %s", err.msg);
-        if (got) CHECK_CONTAINS(got, "get_weather");
+        char *got = with_tools(&t, "{\"role\":\"user\",\"content\":\"Weather?\"}", &status, &err);
+        CHECK_MSG(got && strstr(got, "get_weather"), "phi3.5 with tools: %s", got ? got : err.msg);
         free(got);
         cf_serve_chat_release(&t);
     }
     /* gemma2 names no `tools` and refuses a system message: the tools are described before
      * the first user message's text */
     if (init_template(&t, "gemma2.jinja", "<bos>", "<eos>")) {
-        char body[1024];
-        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],%s}", tools);
-        int status;
-        cf_error err = {{0}};
-        char *got = prompt_of(&t, body, &status, &err);
-        CHECK_MSG(got != NULL, "gemma2 with tools: %s", err.msg);
-        if (got) CHECK_MSG(strstr(got, "<start_of_turn>user\nYou may call one of these functions.") && strstr(got, "get_weather") &&
-                           strstr(got, "\n\nWeather?<end_of_turn>"), "gemma2 with tools:\n%s", got);
+        char *got = with_tools(&t, "{\"role\":\"user\",\"content\":\"Weather?\"}", &status, &err);
+        CHECK_MSG(got && strstr(got, "<start_of_turn>user\nYou may call one of these functions.") && strstr(got, "get_weather") &&
+                      strstr(got, "\n\nWeather?<end_of_turn>"),
+                  "gemma2 with tools:\n%s", got ? got : err.msg);
         free(got);
-        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"W\"}],%s}", tools);
-        CHECK(prompt_of(&t, body, &status, &err) == NULL && status == 400);
+        CHECK(with_tools(&t, "{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"W\"}", &status, &err) == NULL &&
+              status == 400);
         CHECK_CONTAINS(err.msg, "System role not supported");
         cf_serve_chat_release(&t);
     }
     /* arguments that are not a JSON document are refused (a template would print the string) */
     if (init_template(&t, "qwen2.5.jinja", "", "<|im_end|>")) {
-        char body[1024];
-        snprintf(body, sizeof body,
-                 "{\"messages\":[{\"role\":\"user\",\"content\":\"W?\"},{\"role\":\"assistant\",\"content\":null,"
-                 "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
-                 "\"arguments\":\"{city\"}}]}],%s}",
-                 tools);
-        int status;
-        cf_error err = {{0}};
-        char *got = prompt_of(&t, body, &status, &err);
-        CHECK(got == NULL && status == 400);
+        CHECK(with_tools(&t,
+                         "{\"role\":\"user\",\"content\":\"W?\"},{\"role\":\"assistant\",\"content\":null,"
+                         "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                         "\"arguments\":\"{city\"}}]}",
+                         &status, &err) == NULL &&
+              status == 400);
         CHECK_CONTAINS(err.msg, "messages[1].tool_calls[0].function.arguments must be a JSON document");
-        free(got);
         cf_serve_chat_release(&t);
     }
     return test_finish();
