@@ -12,6 +12,13 @@ check "no template" 0 "$bin" convert --from llama2c "$model" --tokenizer "$data/
     --output "$tmp/plain.ckpt"
 check "generate --chat, family's" 0 "$bin" generate --model "$tmp/plain.ckpt" --chat --prompt "Hi" -n 4 --temperature 0
 stderr_has "generate --chat, family's" "chat template: built-in llama2 (the model has no chat_template; the family's)"
+# text the chat template cannot hold as JSON is refused with a line, not dropped (once: the
+# message json_pack NULL, and the prompt silently empty); a model name served in every
+# response must be UTF-8 too (once: each response's envelope NULL)
+check "generate --chat, --prompt not UTF-8" 1 "$bin" generate --model "$tmp/plain.ckpt" --chat --prompt $'a\xff' -n 2
+stderr_has "generate --chat, --prompt not UTF-8" "prompt is not valid UTF-8"
+check "serve, --model-name not UTF-8" 1 "$bin" serve --model "$tmp/plain.ckpt" --port 0 --model-name $'m\xff'
+stderr_has "serve, --model-name not UTF-8" "is not valid UTF-8 of at most 255 bytes; pass --model-name"
 check "--system needs --chat" 2 "$bin" generate --model "$tmp/plain.ckpt" --system "x"
 
 mkdir -p "$tmp/tok" && cp "$data/stories260K/tok512.bin" "$tmp/tok/"
@@ -35,6 +42,8 @@ trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 server_url "$tmp/serve.out" cli_chat_template
 grep -q "serve: chat template: the model's own chat_template" "$tmp/serve.out" ||
     fail_because "serve did not say which chat template: $(cat "$tmp/serve.out")"
+grep -q "serve: tools: described in a system message (the model's chat template does not use 'tools')" "$tmp/serve.out" ||
+    fail_because "serve did not say how tools reach the prompt: $(cat "$tmp/serve.out")"
 body=$(curl -s "$url/../tokenize" -d '{"messages": [{"role": "user", "content": "Once"}]}')
 python3 - "$body" <<'PY' || fail_because "/tokenize of messages: $body"
 import json, sys

@@ -31,7 +31,7 @@ server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 server_url "$tmp/server.out" "cli serve openai"
 "$py" - "$url/v1" "$src/tests/fixtures/infer/stories260K_serve.logits" >"$tmp/py.out" 2>&1 <<'EOF2' || fail_because "openai SDK"
-import math, struct, sys
+import json, math, struct, sys
 import openai
 url, ref = sys.argv[1], open(sys.argv[2], "rb").read()
 print("openai", openai.__version__)
@@ -84,6 +84,26 @@ st = c.chat.completions.create(model="stories", messages=m, max_tokens=6, temper
                                stream_options={"include_usage": True})
 text = "".join(ch.choices[0].delta.content or "" for ch in st if ch.choices)
 assert text == w.choices[0].message.content, (text, w)
+# a tool call, whole and streamed: the deltas (id and name, then argument fragments) add up
+# to the whole answer's call
+tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+          "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
+m = [{"role": "user", "content": "1+2?"}]
+w = c.chat.completions.create(model="stories", messages=m, tools=tools, tool_choice="required", seed=4)
+assert w.choices[0].finish_reason == "tool_calls", w
+call = w.choices[0].message.tool_calls[0]
+st = c.chat.completions.create(model="stories", messages=m, tools=tools, tool_choice="required", seed=4, stream=True)
+got = {"id": None, "name": None, "arguments": "", "finish": None}
+for ch in st:
+    d = ch.choices[0].delta
+    for tc in d.tool_calls or []:
+        assert tc.index == 0, tc
+        got["id"] = tc.id or got["id"]
+        got["name"] = (tc.function.name if tc.function else None) or got["name"]
+        got["arguments"] += (tc.function.arguments if tc.function else None) or ""
+    got["finish"] = ch.choices[0].finish_reason or got["finish"]
+assert got["finish"] == "tool_calls" and got["name"] == call.function.name and got["id"].startswith("call_"), got
+assert json.loads(got["arguments"]) == json.loads(call.function.arguments), (got, call)
 # errors: the SDK's BadRequestError with the field named
 for kw, param in [({"n": 5}, "n"), ({"suffix": "x"}, "suffix"), ({"best_of": 1, "n": 2}, "best_of"),
                   ({"stop": ["a", "b", "c", "d", "e"]}, "stop")]:

@@ -130,6 +130,14 @@ int main(void) {
     put_text("chat_template.jinja", "J{{ x }}");
     import_hf(a, "J{{ x }}");
 
+    /* a template that is not UTF-8 cannot travel in the checkpoint's JSON: refused with an
+     * error, never dropped */
+    put_file("chat_template.jinja", "J\xff", 2);
+    o = (cf_convert_options){.dtype = CF_F32};
+    CHECK(cf_import_hf(dir, a, &o, &err) != 0);
+    CHECK_CONTAINS(err.msg, "not valid UTF-8");
+    put_text("chat_template.jinja", "J{{ x }}");
+
     if (getenv("KEEP")) return test_finish();
     snprintf(path, sizeof path, "rm -rf '%s'", dir);
     CHECK(system(path) == 0);

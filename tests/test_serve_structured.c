@@ -181,6 +181,17 @@ static void tool_calls(const model *md) {
     json_decref(calls);
     CHECK(cf_serve_tool_calls(&q.structured, "Once upon a time", 16, "c") == NULL);
     CHECK(cf_serve_tool_calls(&q.structured, "{\"name\":\"rm\",\"arguments\":{}}", 29, "c") == NULL);
+    /* the shapes models' own templates ask for: Qwen2.5's and Hermes' <tool_call> tags,
+     * Llama 3.1's "parameters" */
+    const char *shaped[] = {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
+                            " {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}"};
+    for (int i = 0; i < 2; i++) {
+        calls = cf_serve_tool_calls(&q.structured, shaped[i], strlen(shaped[i]), "c");
+        const char *args = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "arguments"));
+        CHECK_MSG(args && strcmp(args, "{\"a\":1,\"b\":2}") == 0, "%s: %s", shaped[i], args ? args : "(no call)");
+        json_decref(calls);
+    }
+    CHECK(cf_serve_tool_calls(&q.structured, "<tool_call>", 11, "c") == NULL);
     cf_serve_request_free(&q);
 }
 
@@ -219,8 +230,8 @@ static void refusals(const model *md) {
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"tool_choice\":{\"type\":"
                                 "\"function\",\"function\":{\"name\":\"rm\"}}}", TOOLS);
     refused(md, true, body, "tool_choice", "must name one of the tools");
-    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"stream\":true}", TOOLS);
-    refused(md, true, body, "stream", "streaming is not supported with tools");
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"stream\":true,\"logprobs\":true}", TOOLS);
+    refused(md, true, body, "logprobs", "'logprobs' cannot be streamed with tools");
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"tool_choice\":\"required\","
                                 "\"response_format\":{\"type\":\"json_object\"}}", TOOLS);
     refused(md, true, body, "response_format", "not both");

@@ -198,6 +198,9 @@ int cf_server_port(const cf_server *s);
 /* Which chat template the chat endpoint renders: "the model's own chat_template" or
  * "built-in NAME (why)". */
 const char *cf_server_chat_template(const cf_server *s);
+/* How a chat request's tools reach the prompt: by the model's chat template (it uses
+ * `tools`) or described in a system message. */
+const char *cf_server_tools_rendering(const cf_server *s);
 /* Stops gracefully: no new connection or request (503), requests under way given
  * shutdown_timeout_s to finish, then cancelled (a whole response: 503; a stream: an error
  * event and [DONE]); returns once every connection is closed. */

@@ -10,6 +10,7 @@
 #include "io/ckpt_tokenizer.h"
 #include "models/family.h"
 #include "serve/chat.h"
+#include "core/json_text.h"
 
 static const char usage[] =
     "usage: cformers generate --model MODEL [options]\n"
@@ -125,6 +126,14 @@ static char *chat_prompt(const generate_args *a, const cf_tokenizer *tok, cf_err
     free(model_template);
     if (rc != 0) return NULL;
     fprintf(stderr, "chat template: %s\n", t.what);
+    /* the messages are JSON strings: text that is not UTF-8 is refused, not dropped */
+    const char *bad = !cf_utf8_is_valid(a->prompt, strlen(a->prompt)) ? "--prompt"
+                      : a->system && !cf_utf8_is_valid(a->system, strlen(a->system)) ? "--system" : NULL;
+    if (bad) {
+        cf_serve_chat_release(&t);
+        cf_fail(err, "%s is not valid UTF-8, which --chat needs (the chat template renders text)", bad);
+        return NULL;
+    }
     json_t *messages = json_array();
     if (a->system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
     json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "user", "content", a->prompt));

@@ -13,6 +13,7 @@
 #include "cli_parse.h"
 #include "io/checkpoint_internal.h"
 #include "io/ckpt_tokenizer.h"
+#include "core/json_text.h"
 
 static void print_help(void) {
     printf("usage: cformers inspect MODEL [--json] [--verify]\n"
@@ -60,7 +61,7 @@ static json_t *describe(cf_ckpt *c, const char *path, cf_error *err) {
     int memory = cf_model_source_fd(path); /* converted in memory: the bytes of the conversion */
     bool sized = memory >= 0 ? fstat(memory, &st) == 0 : stat(path, &st) == 0;
     if (memory >= 0) close(memory);
-    json_t *out = json_pack("{s:s, s:I, s:s?}", "path", path, "bytes", (json_int_t)(sized ? st.st_size : 0), "base",
+    json_t *out = json_pack("{s:o, s:I, s:s?}", "path", cf_json_text0(path), "bytes", (json_int_t)(sized ? st.st_size : 0), "base",
                             base[0] ? base : NULL);
     json_object_set(out, "format", json_object_get(meta, "format") ? json_object_get(meta, "format") : json_null());
     json_object_set(out, "model_config",

@@ -183,6 +183,7 @@ int cmd_serve(int argc, char **argv) {
            cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads(),
            a.server.api_key && *a.server.api_key ? ", API key required" : "");
     printf("serve: chat template: %s\n", cf_server_chat_template(s));
+    printf("serve: tools: %s\n", cf_server_tools_rendering(s));
     fflush(stdout);
     cli_wait_stop_signal();
     printf("serve: stopping (requests under way get up to %g s)\n", a.server.shutdown_timeout_s);

@@ -1085,6 +1085,22 @@ void cf_jinja_free(cf_jinja *t) {
     free(t);
 }
 
+/* True when a name expression `name` occurs in the statements from n on (their
+ * expressions and nested bodies included). */
+static bool uses_name(const node *n, const char *name) {
+    for (; n; n = n->next) {
+        if (n->k == E_NAME && strcmp(n->name, name) == 0) return true;
+        const node *sub[4] = {n->a, n->b, n->c, n->d};
+        for (int i = 0; i < 4; i++)
+            if (uses_name(sub[i], name)) return true;
+        for (int i = 0; i < n->nkids; i++)
+            if (uses_name(n->kids[i], name)) return true;
+    }
+    return false;
+}
+
+bool cf_jinja_uses(const cf_jinja *t, const char *name) { return t && uses_name(t->body, name); }
+
 /* ---------------------------------------------------------------- rendering */
 
 typedef struct frame {

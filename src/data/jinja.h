@@ -20,6 +20,7 @@
 #define CFORMERS_DATA_JINJA_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -30,6 +31,10 @@ typedef struct cf_jinja cf_jinja;
 /* Parses a template; NULL with err naming the line and column of the first problem. */
 cf_jinja *cf_jinja_parse(const char *src, size_t len, cf_error *err);
 void cf_jinja_free(cf_jinja *t);
+
+/* True when the template names the variable `name` anywhere (e.g. "tools": whether a chat
+ * template renders the tools it is given, as transformers' apply_chat_template passes). */
+bool cf_jinja_uses(const cf_jinja *t, const char *name);
 
 /* Limits and the clock for one rendering; zero fields take the defaults. */
 typedef struct cf_jinja_options {

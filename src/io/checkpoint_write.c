@@ -13,6 +13,7 @@
 #include "io/checkpoint_format.h"
 #include "io/checkpoint_internal.h"
 #include "io/ckpt_delta.h"
+#include "core/json_text.h"
 
 enum { DELTA_MIN_BYTES = 4096, DELTA_ZSTD_LEVEL = 1 };
 
@@ -41,10 +42,15 @@ int cf_ckpt_writer_set_base(cf_ckpt_writer *w, const char *base_path, cf_error *
         cf_ckpt_close(base);
         return cf_fail(err, "%s: a differential checkpoint cannot be the base of another", base_path);
     }
+    const char *slash = strrchr(base_path, '/');
+    const char *name = slash ? slash + 1 : base_path;
+    if (!cf_utf8_is_valid(name, strlen(name))) { /* the index names the base by it: JSON needs UTF-8 */
+        cf_ckpt_close(base);
+        return cf_fail(err, "%s: the base checkpoint's file name is not valid UTF-8 (rename it)", base_path);
+    }
     cf_ckpt_close(w->base);
     free(w->base_name);
     w->base = base;
-    const char *slash = strrchr(base_path, '/');
     w->base_name = cf_xstrdup(slash ? slash + 1 : base_path);
     return 0;
 }
@@ -86,6 +92,8 @@ cf_ckpt_writer *cf_ckpt_writer_open(const char *path, cf_error *err) {
 int cf_ckpt_write_tensor(cf_ckpt_writer *w, const char *name, cf_dtype dtype, int ndim, const int64_t *shape,
                          const void *data, cf_error *err) {
     if (!name || !*name) return cf_fail(err, "%s: tensor with an empty name", w->file.path);
+    if (!cf_utf8_is_valid(name, strlen(name))) /* else its index entry would be dropped */
+        return cf_fail(err, "%s: a tensor name is not valid UTF-8 (%.80s)", w->file.path, name);
     if (json_object_get(w->names, name)) return cf_fail(err, "%s: tensor %s written twice", w->file.path, name);
     if ((unsigned)dtype >= CF_DTYPE_COUNT) return cf_fail(err, "%s: tensor %s: unknown dtype %d", w->file.path, name, dtype);
     if (ndim < 0 || ndim > CF_CKPT_MAX_DIMS)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/file_util.h"
+#include "core/json_text.h"
 
 /* The recorded file name, or "tokenizer" when it has control characters (the metadata is
  * untrusted too) or is missing. */
@@ -167,7 +168,7 @@ int cf_ckpt_embed_tok_file(cf_ckpt_writer *w, const ckpt_tok_file *f, json_t *me
     if (!f->bytes) return 0;
     int64_t shape[1] = {(int64_t)f->len};
     int rc = cf_ckpt_write_tensor(w, "tokenizer.file", CF_I8, 1, shape, f->bytes, err);
-    json_t *entry = json_pack("{s:s, s:s}", "tensor", "tokenizer.file", "file", f->name);
+    json_t *entry = json_pack("{s:s, s:o}", "tensor", "tokenizer.file", "file", cf_json_text0(f->name));
     json_t *tmpl = f->chat_template ? json_string(f->chat_template) : NULL;
     if (f->chat_template && !tmpl) {
         json_decref(entry);

@@ -67,7 +67,11 @@ int cf_hf_export_tokenizer(cf_ckpt *c, int64_t max_length, const char *out_dir, 
                               "tokenizer_config.json cannot name",
                          name, cf_tokenizer_bos(tok), cf_tokenizer_eos(tok), unk);
         if (rc == 0 && sp) json_object_set_new(config, "legacy", json_true());
-        if (rc == 0 && f.chat_template) json_object_set_new(config, "chat_template", json_string(f.chat_template));
+        /* the template as it is, or an error: a lossy or dropped copy would change the prompts */
+        json_t *tmpl = rc == 0 && f.chat_template ? json_string(f.chat_template) : NULL;
+        if (rc == 0 && f.chat_template && !tmpl)
+            rc = cf_fail(err, "%s: the chat template is not valid UTF-8, which tokenizer_config.json cannot hold", name);
+        if (tmpl) json_object_set_new(config, "chat_template", tmpl);
         if (rc == 0) json_object_update(config, map);
         if (rc == 0) rc = save_json(out_dir, "tokenizer_config.json", config, err);
         if (rc == 0) rc = save_json(out_dir, "special_tokens_map.json", map, err);

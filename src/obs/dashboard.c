@@ -15,6 +15,7 @@
 #include "obs/dashboard_html.h"
 #include "obs/http.h"
 #include "obs/memory_plan.h"
+#include "core/json_text.h"
 
 struct cf_dashboard {
     struct MHD_Daemon *daemon;
@@ -43,7 +44,7 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 static void find_runs(const char *logdir, const char *rel, int depth, json_t *runs) {
     char dir[PATH_CAP], metrics[PATH_CAP];
     if (!join(dir, sizeof dir, logdir, rel) || !join(metrics, sizeof metrics, dir, "metrics.jsonl")) return;
-    if (is_file(metrics) && json_array_size(runs) < MAX_RUNS) json_array_append_new(runs, json_string(*rel ? rel : "."));
+    if (is_file(metrics) && json_array_size(runs) < MAX_RUNS) json_array_append_new(runs, cf_json_text0(*rel ? rel : "."));
     DIR *d = depth < MAX_DEPTH ? opendir(dir) : NULL;
     if (!d) return;
     char **names = NULL;
@@ -106,7 +107,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (strcmp(url, "/api/runs") == 0) {
         json_t *runs = json_array();
         find_runs(d->logdir, "", 0, runs);
-        char *body = json_dumps(json_pack("{s:s, s:o}", "logdir", d->logdir, "runs", runs), JSON_COMPACT);
+        char *body = json_dumps(json_pack("{s:o, s:o}", "logdir", cf_json_text0(d->logdir), "runs", runs), JSON_COMPACT);
         return cf_http_reply(c, MHD_HTTP_OK, "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE);
     }
     if (strcmp(url, "/api/metrics") == 0) return serve_run_file(d, c, "metrics.jsonl", "application/x-ndjson");

@@ -11,6 +11,7 @@
 #include <sys/time.h>
 
 #include "obs/tensorboard.h"
+#include "core/json_text.h"
 
 struct cf_metrics {
     FILE *file;       /* NULL: no JSON lines */
@@ -77,7 +78,7 @@ int cf_metrics_write(cf_metrics *m, const char *event, json_t *fields, cf_error 
     gettimeofday(&tv, NULL);
     double time = (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
     json_t *line = json_pack("{s:s, s:f}", "event", event, "time", time);
-    if (m->run[0]) json_object_set_new(line, "run", json_string(m->run));
+    if (m->run[0]) json_object_set_new(line, "run", cf_json_text0(m->run));
     json_object_update(line, fields);
     json_decref(fields);
     if (m->tb && !m->tb_failed) mirror(m, event, line, time);

@@ -100,6 +100,7 @@ int cf_serve_chat_init(serve_chat_template *t, const char *model_template, const
                                 "llama2 or plain to use a built-in one", perr.msg);
         }
         t->kind = CHAT_MODEL;
+        t->renders_tools = cf_jinja_uses(t->jinja, "tools");
         snprintf(t->what, sizeof t->what, "the model's own chat_template");
         const char *stop = t->eos;
         for (size_t k = 0; k < sizeof TURN_ENDS / sizeof TURN_ENDS[0]; k++)
@@ -133,6 +134,14 @@ void cf_serve_chat_release(serve_chat_template *t) {
 
 const char *cf_serve_chat_stop(const serve_chat_template *t) { return t->stop; }
 
+bool cf_serve_chat_renders_tools(const serve_chat_template *t) { return t->kind == CHAT_MODEL && t->renders_tools; }
+
+const char *cf_serve_chat_tools_what(const serve_chat_template *t) {
+    return cf_serve_chat_renders_tools(t) ? "rendered by the model's chat template (it uses 'tools')"
+           : t->kind == CHAT_MODEL ? "described in a system message (the model's chat template does not use 'tools')"
+                                   : "described in a system message (a built-in template has no tool format)";
+}
+
 /* A message's content: a string, or an array of parts of which the "text" ones count. */
 static int content_of(json_t *msg, size_t i, text *out, cf_error *err) {
     json_t *c = json_object_get(msg, "content");
@@ -153,8 +162,30 @@ static int content_of(json_t *msg, size_t i, text *out, cf_error *err) {
     return 0;
 }
 
-/* The model's own template over the messages (content parts joined into strings) and
- * the variables transformers' apply_chat_template passes. */
+/* An assistant message's tool_calls as templates expect them: OpenAI sends each
+ * function.arguments as a JSON string, Hugging Face templates index or tojson it as the
+ * object (vLLM parses it the same way before rendering). `calls` is the message's copy. */
+static int tool_call_arguments(json_t *calls, size_t i, cf_error *err) {
+    if (!calls || json_is_null(calls)) return 0;
+    if (!json_is_array(calls)) return cf_fail(err, "messages[%zu].tool_calls must be an array", i);
+    size_t k;
+    json_t *call;
+    json_array_foreach(calls, k, call) {
+        json_t *fn = json_object_get(call, "function");
+        json_t *args = json_object_get(fn, "arguments");
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return cf_fail(err, "messages[%zu].tool_calls[%zu].function must be an object with a string 'name'", i, k);
+        if (!json_is_string(args)) continue; /* an object already, or none */
+        json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, NULL);
+        if (!parsed)
+            return cf_fail(err, "messages[%zu].tool_calls[%zu].function.arguments must be a JSON document in a string", i, k);
+        json_object_set_new(fn, "arguments", parsed);
+    }
+    return 0;
+}
+
+/* The model's own template over the messages (content parts joined into strings,
+ * tool_calls' arguments parsed) and the variables transformers' apply_chat_template passes. */
 static char *render_model(const serve_chat_template *t, json_t *messages, json_t *tools, cf_error *err) {
     json_t *msgs = json_array();
     size_t i;
@@ -167,6 +198,7 @@ static char *render_model(const serve_chat_template *t, json_t *messages, json_t
         }
         json_t *copy = json_deep_copy(msg);
         json_array_append_new(msgs, copy);
+        if (tool_call_arguments(json_object_get(copy, "tool_calls"), i, err) != 0) goto fail;
         if (json_is_array(json_object_get(msg, "content"))) {
             content.len = 0;
             puts_(&content, "");

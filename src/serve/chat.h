@@ -22,6 +22,8 @@ typedef struct serve_chat_template {
     cf_jinja *jinja;    /* CHAT_MODEL: the model's template */
     char *bos, *eos;    /* the vocabulary's special tokens as text ("" when none): bos_token, eos_token */
     bool tokenizer_bos; /* the tokenizer adds BOS itself, so a rendering that starts with it loses it */
+    bool renders_tools; /* CHAT_MODEL whose template names `tools`: a request's tools go to it, as
+                           transformers passes them; else cf_serve_tools_messages describes them */
     char stop[64];      /* the text that ends an assistant turn (a stop string) */
     char what[192];     /* which template, for logs: "the model's own chat_template", "built-in chatml (...)" */
 } serve_chat_template;
@@ -41,6 +43,10 @@ const char *cf_serve_chat_stop(const serve_chat_template *t);
  * which message is malformed or what the template refused. `tools` (an array, or NULL) is
  * what the model's template sees as `tools`; the built-in templates have no tool format
  * and refuse a non-empty one. */
+/* True when `tools` go to the template itself (see renders_tools). */
+bool cf_serve_chat_renders_tools(const serve_chat_template *t);
+/* Which of the two a request's tools get, for the log. */
+const char *cf_serve_chat_tools_what(const serve_chat_template *t);
 char *cf_serve_chat_render(const serve_chat_template *t, json_t *messages, json_t *tools, cf_error *err);
 
 #endif

@@ -345,10 +345,21 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     if (!chat) return parse_prompt(q->json, q, err) != 0 ? 400 : 0;
     q->param = "messages";
     json_t *given = json_object_get(q->json, "messages");
-    json_t *messages = q->structured.tools ? cf_serve_tools_messages(&q->structured, given, err) : json_incref(given);
+    /* tools: to the model's template when it uses them (as transformers passes them), else
+     * described in a system message by the one rewrite of structured.c */
+    bool own = q->structured.tools && cf_serve_chat_renders_tools(tmpl);
+    json_t *messages = q->structured.tools && !own ? cf_serve_tools_messages(&q->structured, given, false, err) : json_incref(given);
     /* NULL from the tools' rewrite is its error; absent messages are the renderer's to name */
-    q->text = messages || !given ? cf_serve_chat_render(tmpl, messages, NULL, err) : NULL;
+    q->text = messages || !given ? cf_serve_chat_render(tmpl, messages, own ? q->structured.tools : NULL, err) : NULL;
+    bool rewritten = messages && q->structured.tools && !own;
     json_decref(messages);
+    if (!q->text && rewritten) { /* a template that refuses the system message: in the user's */
+        cf_error first = *err;
+        messages = cf_serve_tools_messages(&q->structured, given, true, err);
+        q->text = messages ? cf_serve_chat_render(tmpl, messages, NULL, err) : NULL;
+        json_decref(messages);
+        if (!q->text) *err = first;
+    }
     if (!q->text) return 400;
     q->text_len = strlen(q->text);
     /* the template's end of turn, but under a grammar, which ends the document itself (the

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cformers/serve.h"
+#include "core/json_text.h"
 #include "data/utf8.h"
 #include "obs/http.h"
 #include "models/family.h"
@@ -75,8 +76,6 @@ static enum MHD_Result reply_json(cf_server *s, struct MHD_Connection *c, unsign
     return queue(c, status, MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE), "application/json");
 }
 
-static json_t *text_json(const char *text, size_t n);
-
 /* The message may quote what the client sent (a URL, a field name), cut at a byte count:
  * malformed UTF-8 there made json_pack fail and the reply dereference NULL (fuzz_serve_http,
  * issue 46), so it goes in as text_json makes it. */
@@ -85,26 +84,9 @@ static enum MHD_Result reply_error(cf_server *s, struct MHD_Connection *c, unsig
     const char *type = status >= 500 ? "server_error" : "invalid_request_error";
     const char *code = status == 404 ? "model_not_found" : status == 503 ? "server_busy"
                        : status == 401 ? "invalid_api_key" : NULL;
-    json_t *err = json_pack("{s:o, s:s, s:s?, s:s?}", "message", text_json(message, strlen(message)), "type", type,
+    json_t *err = json_pack("{s:o, s:s, s:s?, s:s?}", "message", cf_json_text(message, strlen(message)), "type", type,
                             "param", param, "code", code);
     return reply_json(s, c, status, json_pack("{s:o}", "error", err));
-}
-
-/* A JSON string of text that may hold malformed UTF-8 (a model can emit any bytes):
- * each malformed byte becomes U+FFFD. */
-static json_t *text_json(const char *text, size_t n) {
-    json_t *j = json_stringn(text, n);
-    if (j) return j;
-    char *clean = cf_xmalloc(3 * n + 1);
-    size_t out = 0;
-    for (size_t i = 0; i < n;) {
-        int len = cf_utf8_valid_len((const unsigned char *)text + i, n - i);
-        if (len) memcpy(clean + out, text + i, (size_t)len), out += (size_t)len, i += (size_t)len;
-        else memcpy(clean + out, "\xef\xbf\xbd", 3), out += 3, i++;
-    }
-    j = json_stringn(clean, out);
-    free(clean);
-    return j;
 }
 
 /* ---- logprobs ---- */
@@ -140,7 +122,7 @@ static json_t *token_json(const cf_tokenizer *tok, int32_t prev, int32_t id, jso
         *bytes = json_array();
         for (size_t i = 0; i < len; i++) json_array_append_new(*bytes, json_integer((unsigned char)piece[i]));
     }
-    return text_json(piece, len);
+    return cf_json_text(piece, len);
 }
 
 static json_t *logprob_json(float lp) { return isnan(lp) ? json_null() : json_real((double)lp); }
@@ -273,22 +255,25 @@ static json_t *choice_json(const call *k, int i, const char *text, size_t len, c
                           "finish_reason", finish);
     if (!finish) json_object_set_new(c, "finish_reason", json_null());
     if (!k->chat) {
-        json_object_set_new(c, "text", text_json(text, len));
+        json_object_set_new(c, "text", cf_json_text(text, len));
     } else if (!delta) {
-        json_object_set_new(c, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text_json(text, len)));
+        json_object_set_new(c, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", cf_json_text(text, len)));
     } else {
         json_t *d = json_object();
         if (first) json_object_set_new(d, "role", json_string("assistant"));
-        if (len || first) json_object_set_new(d, "content", text_json(text, len));
+        if (len || first) json_object_set_new(d, "content", cf_json_text(text, len));
         json_object_set_new(c, "delta", d);
     }
     return c;
 }
 
+/* The id of choice i's tool call. */
+static void tool_call_id(const call *k, int i, char id[64]) { snprintf(id, 64, "call_%s_%d", k->id, i); }
+
 /* A chat choice whose text is a tool call document becomes OpenAI's tool call answer. */
 static void tool_call_choice(const call *k, int i, json_t *choice, const char *text, size_t len) {
     char id[64];
-    snprintf(id, sizeof id, "call_%s_%d", k->id, i);
+    tool_call_id(k, i, id);
     json_t *calls = cf_serve_tool_calls(&k->tools, text, len, id);
     if (!calls) return;
     json_t *msg = json_object_get(choice, "message");
@@ -378,6 +363,7 @@ typedef struct stream {
     long *completion; /* tokens of each sample so far */
     long *prompt;     /* [parts] each prompt's tokens */
     bool *finished, *started;
+    struct tool_stream *tools; /* [parts * samples] chat with tools: where each sample's call stands */
     char *buf;
     size_t len, off, cap;
     bool done;
@@ -415,6 +401,14 @@ static void put_chunk(stream *st, const part *pt, int index, bool first, const c
     free(full);
 }
 
+/* Sample `at`'s last chunk: its finish_reason. */
+static void put_finish(stream *st, int at, int index, const char *finish) {
+    json_t *ev = envelope(&st->k, true);
+    json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, index, "", 0, finish, true, false, NULL)));
+    put_event(st, ev);
+    st->finished[at] = true;
+}
+
 /* The new text of sample i of part j as chunks, one per token: each token's text runs to
  * the next one's offset (the last's to the end of what was read). */
 static void sample_events(stream *st, int j, int i) {
@@ -443,13 +437,113 @@ static void sample_events(stream *st, int j, int i) {
     }
     if (ready && o.n_tokens == 0 && o.len) put_chunk(st, pt, index, first, o.text, o.len, &o, NULL, 0), from = o.len, first = false;
     if (ready) st->sent[at] += from, st->sent_toks[at] += t, st->started[at] |= !first;
-    if (ready && o.finish && t == o.n_tokens) {
-        json_t *ev = envelope(&st->k, true);
-        json_object_set_new(ev, "choices", json_pack("[o]", choice_json(&st->k, index, "", 0, o.finish, true, false, NULL)));
-        put_event(st, ev);
-        st->finished[at] = true;
-    }
+    if (ready && o.finish && t == o.n_tokens) put_finish(st, at, index, o.finish);
     free(o.text), free(o.tokens), free(o.prompt);
+}
+
+/* ---- streamed tool calls ----
+ * tool_choice that requires a call: the grammar writes the document, so the call is sent
+ * as it is written: the role, then (once the name is read) the call's id, type and name,
+ * then the arguments' text in fragments as the tokens come, and finish_reason
+ * "tool_calls". tool_choice "auto": a text that may be a call (it opens with '{' or
+ * <tool_call>) is held until it ends, then sent as the call (its arguments in one
+ * fragment, as the whole answer writes them) or, when it is not one, as content; any
+ * other text streams as content from its first token. */
+
+typedef enum tool_stream_mode { TOOL_UNDECIDED, TOOL_CONTENT, TOOL_CALL } tool_stream_mode;
+
+typedef struct tool_stream {
+    tool_stream_mode mode;
+    char *text; /* the sample's text so far */
+    size_t len;
+    serve_tool_scan scan;
+    bool name_sent;
+    size_t args_sent; /* bytes of the arguments' text sent */
+} tool_stream;
+
+/* A chunk of choice `index` whose delta holds one tool call delta (taken). */
+static void put_tool_delta(stream *st, int index, json_t *call_delta) {
+    json_object_set_new(call_delta, "index", json_integer(0));
+    json_t *ev = envelope(&st->k, true);
+    json_t *c = json_pack("{s:i, s:n, s:n, s:{s:[o]}}", "index", index, "logprobs", "finish_reason", "delta",
+                          "tool_calls", call_delta);
+    json_object_set_new(ev, "choices", json_pack("[o]", c));
+    put_event(st, ev);
+}
+
+static void put_tool_name(stream *st, int index, const char *name) {
+    char id[64];
+    tool_call_id(&st->k, index, id);
+    put_tool_delta(st, index, json_pack("{s:s, s:s, s:{s:o, s:s}}", "id", id, "type", "function", "function", "name",
+                                        cf_json_text0(name), "arguments", ""));
+}
+
+static void put_tool_args(stream *st, int index, const char *text, size_t len) {
+    put_tool_delta(st, index, json_pack("{s:{s:o}}", "function", "arguments", cf_json_text(text, len)));
+}
+
+/* Sample i of part j of a chat request with tools (see above). */
+static void tool_events(stream *st, int j, int i) {
+    part *pt = &st->k.parts[j];
+    int at = j * st->k.n_samples + i, index = j * st->k.n_out + i;
+    tool_stream *ts = &st->tools[at];
+    if (ts->mode == TOOL_CONTENT) {
+        sample_events(st, j, i);
+        return;
+    }
+    cf_serve_output o;
+    cf_serve_read_tokens(pt->r, i, st->sent[at], st->sent_toks[at], false, &o);
+    st->prompt[j] = o.prompt_tokens, st->completion[at] = o.completion_tokens;
+    ts->text = cf_xrealloc(ts->text, ts->len + o.len + 1);
+    memcpy(ts->text + ts->len, o.text, o.len);
+    ts->len += o.len, ts->text[ts->len] = 0;
+    st->sent[at] += o.len, st->sent_toks[at] += o.n_tokens;
+    const char *finish = o.finish;
+    free(o.text), free(o.tokens), free(o.prompt);
+    const cf_serve_output none = {0}; /* the role chunk's: no tokens, no logprobs (refused with tools) */
+    cf_serve_tool_scan(ts->text, ts->len, &ts->scan);
+    if (ts->mode == TOOL_UNDECIDED) {
+        json_t *calls = NULL;
+        if (st->k.tools.tools_mode == TOOLS_REQUIRED) {
+            ts->mode = TOOL_CALL;
+        } else if (ts->scan.not_call || finish) {
+            char id[64];
+            tool_call_id(&st->k, index, id);
+            calls = finish && !ts->scan.not_call && strcmp(finish, "stop") == 0
+                        ? cf_serve_tool_calls(&st->k.tools, ts->text, ts->len, id) : NULL;
+            if (!calls) { /* content after all: streamed from its first token */
+                ts->mode = TOOL_CONTENT;
+                st->sent[at] = 0, st->sent_toks[at] = 0;
+                sample_events(st, j, i);
+                return;
+            }
+        } else {
+            return; /* may still be a call */
+        }
+        if (calls) { /* auto: the whole call, as the answer without stream writes it */
+            json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+            put_chunk(st, pt, index, true, "", 0, &none, NULL, 0);
+            put_tool_name(st, index, json_string_value(json_object_get(fn, "name")));
+            const char *args = json_string_value(json_object_get(fn, "arguments"));
+            put_tool_args(st, index, args, strlen(args));
+            json_decref(calls);
+            st->started[at] = true;
+            put_finish(st, at, index, "tool_calls");
+            return;
+        }
+    }
+    if (!st->started[at]) put_chunk(st, pt, index, true, "", 0, &none, NULL, 0), st->started[at] = true;
+    if (ts->scan.name && !ts->name_sent) put_tool_name(st, index, ts->scan.name), ts->name_sent = true;
+    if (ts->name_sent && ts->scan.args_begun) {
+        size_t from = ts->scan.args_from + ts->args_sent, to = ts->scan.args_to;
+        while (!ts->scan.args_done && to > from && !utf8_whole(ts->text + from, to - from)) to--; /* whole characters */
+        if (to > from) put_tool_args(st, index, ts->text + from, to - from), ts->args_sent += to - from;
+    }
+    if (finish) {
+        bool call = ts->name_sent && ts->scan.args_done && strcmp(finish, "stop") == 0;
+        put_finish(st, at, index, call ? "tool_calls" : finish);
+        cf_serve_tool_scan_free(&ts->scan);
+    }
 }
 
 /* The events since the last call: each sample's new tokens, then its finish; a server
@@ -468,7 +562,7 @@ static void gather(stream *st) {
     }
     for (int j = 0; j < k->n_parts; j++)
         for (int i = 0; i < k->n_samples; i++)
-            if (!st->finished[j * k->n_samples + i]) sample_events(st, j, i);
+            if (!st->finished[j * k->n_samples + i]) (st->tools ? tool_events : sample_events)(st, j, i);
     if (!all) return;
     long prompt = 0, completion = 0;
     for (int j = 0; j < k->n_parts; j++) prompt += st->prompt[j];
@@ -503,6 +597,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 static void stream_free(void *cls) {
     stream *st = cls;
     call_free(&st->k);
+    for (int a = 0; st->tools && a < st->k.n_parts * st->k.n_samples; a++)
+        free(st->tools[a].text), cf_serve_tool_scan_free(&st->tools[a].scan);
+    free(st->tools);
     free(st->sent), free(st->sent_toks), free(st->completion), free(st->prompt), free(st->finished), free(st->started);
     free(st->buf);
     free(st);
@@ -518,6 +615,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
     st->prompt = cf_xcalloc((size_t)k->n_parts, sizeof *st->prompt);
     st->finished = cf_xcalloc(n, sizeof *st->finished);
     st->started = cf_xcalloc(n, sizeof *st->started);
+    if (k->chat && k->tools.tools_mode != TOOLS_NONE) st->tools = cf_xcalloc(n, sizeof *st->tools);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
     if (!r) {
         stream_free(st);
@@ -625,7 +723,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     if (detokenize) {
         char *text = cf_tokenizer_decode(tok, q.ids, (size_t)q.n_ids);
         /* llama-server's clients read "content", vLLM's "prompt" */
-        body = json_pack("{s:o, s:o}", "content", text_json(text, strlen(text)), "prompt", text_json(text, strlen(text)));
+        body = json_pack("{s:o, s:o}", "content", cf_json_text(text, strlen(text)), "prompt", cf_json_text(text, strlen(text)));
         free(text);
     } else {
         json_t *tokens = json_array();
@@ -843,11 +941,19 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
         cf_fail(err, "the checkpoint has no tokenizer embedded (see cformers convert --tokenizer)");
         return NULL;
     }
+    /* the name is every response's "model" and what a client sends back: a lossy copy
+     * would not match, and json_pack would drop it (a file name may be any bytes) */
+    const char *name = o->model_name ? o->model_name : "cformers";
+    if (!cf_utf8_is_valid(name, strlen(name)) || strlen(name) >= sizeof ((cf_server *)0)->model) {
+        cf_fail(err, "the model name '%.*s' is not valid UTF-8 of at most %zu bytes; pass --model-name NAME", 200, name,
+                sizeof ((cf_server *)0)->model - 1);
+        return NULL;
+    }
     cf_server *s = cf_xcalloc(1, sizeof *s);
     s->e = e;
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
-    snprintf(s->model, sizeof s->model, "%s", o->model_name ? o->model_name : "cformers");
+    snprintf(s->model, sizeof s->model, "%s", name);
     if (cf_serve_chat_init(&s->chat, cf_infer_chat_template(m), cf_family_of(cf_infer_config(m)->arch)->name,
                            cf_infer_tokenizer(m), o->chat_template, err) != 0) {
         free(s->api_key);
@@ -871,6 +977,7 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
 int cf_server_port(const cf_server *s) { return s->port; }
 
 const char *cf_server_chat_template(const cf_server *s) { return s->chat.what; }
+const char *cf_server_tools_rendering(const cf_server *s) { return cf_serve_chat_tools_what(&s->chat); }
 
 void cf_server_stop(cf_server *s) {
     if (!s) return;

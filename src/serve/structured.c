@@ -162,8 +162,8 @@ int cf_serve_structured_parse(json_t *body, bool chat, serve_structured *out, co
         }
     }
     if (out->tools_mode == TOOLS_NONE) return 0;
-    if (json_is_true(json_object_get(body, "stream")))
-        return *param = "stream", cf_fail(err, "streaming is not supported with tools (give \"tool_choice\": \"none\" or no stream)");
+    if (json_is_true(json_object_get(body, "stream")) && json_is_true(json_object_get(body, "logprobs")))
+        return *param = "logprobs", cf_fail(err, "'logprobs' cannot be streamed with tools (give no stream, or no logprobs)");
     out->tools = tools;
     if (out->tools_mode == TOOLS_REQUIRED) {
         if (out->grammar) {
@@ -214,7 +214,15 @@ static char *tools_text(const serve_structured *s) {
     return t;
 }
 
-json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_error *err) {
+/* The longest prefix of the n bytes at s of at most max bytes that ends on a UTF-8
+ * character boundary (s is well-formed UTF-8). */
+static size_t utf8_prefix(const char *s, size_t n, size_t max) {
+    if (n <= max) return n;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80) max--;
+    return max;
+}
+
+json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, bool in_user, cf_error *err) {
     if (!json_is_array(messages)) return json_incref(messages); /* the renderer says what is wrong */
     json_t *out = json_array();
     char *desc = tools_text(s);
@@ -230,11 +238,16 @@ json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_
                 goto fail;
             }
             json_t *id = json_object_get(m, "tool_call_id");
-            char *text = cf_xmalloc(json_string_length(content) + 160);
-            snprintf(text, json_string_length(content) + 160, "Result of the function call%s%.100s: %s",
-                     json_is_string(id) ? " " : "", json_is_string(id) ? json_string_value(id) : "",
-                     json_string_value(content));
-            json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text));
+            /* the id cut at 100 bytes on a character boundary: a cut inside one made the
+             * text malformed UTF-8, json_pack NULL, and the message silently dropped */
+            int idn = json_is_string(id) ? (int)utf8_prefix(json_string_value(id), json_string_length(id), 100) : 0;
+            size_t cap = json_string_length(content) + 160;
+            char *text = cf_xmalloc(cap);
+            int len = snprintf(text, cap, "Result of the function call%s%.*s: ", idn ? " " : "", idn,
+                               idn ? json_string_value(id) : "");
+            memcpy(text + len, json_string_value(content), json_string_length(content));
+            json_array_append_new(out, json_pack("{s:s, s:s%}", "role", "user", "content", text,
+                                                 (size_t)len + json_string_length(content)));
             free(text);
         } else if (role && strcmp(role, "assistant") == 0 && calls && !json_is_null(calls)) { /* its calls, as written */
             json_t *first = json_array_get(calls, 0), *fn = json_object_get(first, "function");
@@ -262,7 +275,19 @@ json_t *cf_serve_tools_messages(const serve_structured *s, json_t *messages, cf_
             json_array_append(out, m);
         }
     }
-    if (desc) json_array_insert_new(out, 0, json_pack("{s:s, s:s}", "role", "system", "content", desc));
+    json_t *first = json_array_get(out, 0), *content = json_object_get(first, "content");
+    const char *role = json_string_value(json_object_get(first, "role"));
+    if (desc && in_user && role && strcmp(role, "user") == 0 && json_is_string(content)) { /* before the user's text */
+        size_t n = strlen(desc) + json_string_length(content) + 3;
+        char *text = cf_xmalloc(n);
+        snprintf(text, n, "%s\n\n%s", desc, json_string_value(content));
+        json_t *m = json_deep_copy(first);
+        json_object_set_new(m, "content", json_string(text));
+        json_array_set_new(out, 0, m);
+        free(text);
+    } else if (desc) {
+        json_array_insert_new(out, 0, json_pack("{s:s, s:s}", "role", "system", "content", desc));
+    }
     free(desc);
     return out;
 fail:
@@ -271,11 +296,26 @@ fail:
     return NULL;
 }
 
+/* Cuts the n bytes at *text down to what is inside `open` ... `close` (whitespace around
+ * them too), when they are there. */
+static void strip_tags(const char **text, size_t *n, const char *open, const char *close) {
+    const char *s = *text, *e = s + *n;
+    while (s < e && memchr(" \t\r\n", *s, 4)) s++;
+    while (e > s && memchr(" \t\r\n", e[-1], 4)) e--;
+    size_t no = strlen(open), nc = strlen(close);
+    if ((size_t)(e - s) >= no + nc && memcmp(s, open, no) == 0 && memcmp(e - nc, close, nc) == 0) s += no, e -= nc;
+    *text = s, *n = (size_t)(e - s);
+}
+
 json_t *cf_serve_tool_calls(const serve_structured *s, const char *text, size_t len, const char *id) {
     if (s->tools_mode == TOOLS_NONE) return NULL;
+    /* the document as the grammar writes it, or as a model's own template asks for it:
+     * Qwen2.5's and Hermes' <tool_call> ... </tool_call>, Llama 3.1's "parameters" */
+    strip_tags(&text, &len, "<tool_call>", "</tool_call>");
     json_t *doc = json_loadb(text, len, 0, NULL);
     const char *name = json_string_value(json_object_get(doc, "name"));
     json_t *args = json_object_get(doc, "arguments");
+    if (!args) args = json_object_get(doc, "parameters");
     bool known = false;
     for (size_t i = 0; name && i < json_array_size(s->tools); i++) known |= strcmp(tool_name(json_array_get(s->tools, i)), name) == 0;
     json_t *calls = NULL;
@@ -287,4 +327,93 @@ json_t *cf_serve_tool_calls(const serve_structured *s, const char *text, size_t 
     }
     json_decref(doc);
     return calls;
+}
+
+/* ---- streamed tool calls ---- */
+
+static size_t skip_ws(const char *t, size_t i, size_t n) {
+    while (i < n && memchr(" \t\r\n", t[i], 4)) i++;
+    return i;
+}
+
+/* The end of the JSON string that opens at t[i] ('"'), just past its closing quote; 0
+ * when the text ends inside it. */
+static size_t string_end(const char *t, size_t i, size_t n) {
+    for (i++; i < n; i++) {
+        if (t[i] == '\\') i++;
+        else if (t[i] == '"') return i + 1;
+    }
+    return 0;
+}
+
+/* The end of the JSON value that starts at t[i]; 0 when the text ends inside it (or
+ * might: a number at the very end can go on). Malformed values end where they stop
+ * looking like one; the parse of the whole document judges them. */
+static size_t value_end(const char *t, size_t i, size_t n) {
+    if (t[i] == '"') return string_end(t, i, n);
+    if (t[i] != '{' && t[i] != '[') {
+        while (i < n && !memchr(",}] \t\r\n", t[i], 8)) i++;
+        return i < n ? i : 0;
+    }
+    long depth = 0;
+    for (; i < n; i++) {
+        if (t[i] == '"') {
+            size_t e = string_end(t, i, n);
+            if (!e) return 0;
+            i = e - 1;
+        } else if (t[i] == '{' || t[i] == '[') {
+            depth++;
+        } else if ((t[i] == '}' || t[i] == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+void cf_serve_tool_scan(const char *t, size_t n, serve_tool_scan *out) {
+    free(out->name);
+    memset(out, 0, sizeof *out);
+    size_t i = skip_ws(t, 0, n);
+    static const char tag[] = "<tool_call>";
+    size_t tn = sizeof tag - 1;
+    if (i < n && t[i] == '<') {
+        if (memcmp(t + i, tag, n - i < tn ? n - i : tn) != 0) out->not_call = true;
+        if (n - i <= tn || out->not_call) return;
+        i = skip_ws(t, i + tn, n);
+    }
+    if (i == n) return;
+    if (t[i] != '{') {
+        out->not_call = true;
+        return;
+    }
+    for (i = skip_ws(t, i + 1, n); i < n;) {
+        if (t[i] == '}') {
+            out->complete = true;
+            return;
+        }
+        size_t ke = t[i] == '"' ? string_end(t, i, n) : 0;
+        if (t[i] != '"') out->not_call = true;
+        if (!ke) return;
+        json_t *key = json_loadb(t + i, ke - i, JSON_DECODE_ANY, NULL);
+        const char *k = json_string_value(key);
+        bool is_name = k && strcmp(k, "name") == 0, is_args = k && (!strcmp(k, "arguments") || !strcmp(k, "parameters"));
+        json_decref(key);
+        i = skip_ws(t, ke, n);
+        if (i < n && t[i] != ':') out->not_call = true;
+        if (i >= n || out->not_call) return;
+        i = skip_ws(t, i + 1, n);
+        if (i == n) return;
+        size_t ve = value_end(t, i, n);
+        if (is_args) out->args_begun = true, out->args_from = i, out->args_to = ve ? ve : n, out->args_done = ve != 0;
+        if (!ve) return;
+        if (is_name) {
+            json_t *v = json_loadb(t + i, ve - i, JSON_DECODE_ANY, NULL);
+            if (json_is_string(v)) out->name = cf_xstrdup(json_string_value(v));
+            else out->not_call = true;
+            json_decref(v);
+        }
+        i = skip_ws(t, ve, n);
+        if (i < n && t[i] == ',') i = skip_ws(t, i + 1, n);
+        else if (i < n && t[i] != '}') out->not_call = true;
+    }
 }

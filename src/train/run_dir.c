@@ -8,6 +8,7 @@
 #include "cformers/checkpoint.h"
 #include "io/lora_adapter.h"
 #include "train/checkpoint_files.h"
+#include "core/json_text.h"
 
 /* UTC start time and 16 bits of pid and clock: unique enough among the runs of one
  * directory, and sorts by start time. */
@@ -142,7 +143,7 @@ int cf_run_dir_begin(cf_trainer *t, cf_error *err) {
 
 json_t *cf_run_dir_start_record(const cf_trainer *t) {
     json_t *rec = json_pack("{s:I, s:b}", "step", (json_int_t)t->pos.step, "resumed", t->resumed_from[0] != 0);
-    if (t->resumed_from[0]) json_object_set_new(rec, "from", json_string(t->resumed_from));
+    if (t->resumed_from[0]) json_object_set_new(rec, "from", cf_json_text0(t->resumed_from));
     if (t->resume_changes) json_object_set(rec, "changed", t->resume_changes);
     if (t->opts.restart > 0) json_object_set_new(rec, "restart", json_integer(t->opts.restart));
     return rec;

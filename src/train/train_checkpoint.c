@@ -11,6 +11,7 @@
 #include "io/ckpt_tokenizer.h"
 #include "models/lora.h"
 #include "train/crash_inject.h"
+#include "core/json_text.h"
 
 #define FORMAT_NAME "cformers-train-state"
 
@@ -51,7 +52,7 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
                              u64_hex(pos->data.step), "seed", u64_hex(pos->data.seed));
     const cf_run_settings *r = &pos->settings;
     json_object_set_new(meta, "run",
-                        json_pack("{s:s, s:I, s:I, s:I, s:I, s:f}", "id", pos->run_id, "seq_length",
+                        json_pack("{s:o, s:I, s:I, s:I, s:I, s:f}", "id", cf_json_text0(pos->run_id), "seq_length",
                                   (json_int_t)r->seq_length, "batch_size", (json_int_t)r->batch_size,
                                   "gradient_accumulation_steps", (json_int_t)r->accumulation, "ranks",
                                   (json_int_t)r->ranks, "learning_rate", r->learning_rate));
@@ -61,7 +62,7 @@ static json_t *metadata(cf_graph *g, const cf_model_config *model, const cf_trai
                                   "skipped_steps", (json_int_t)ls->skipped_steps));
     if (r->lora_rank > 0) {
         json_t *lora = json_pack("{s:I, s:f}", "rank", (json_int_t)r->lora_rank, "alpha", r->lora_alpha);
-        if (r->lora_base) json_object_set_new(lora, "base", json_pack("{s:s, s:o}", "path", r->lora_base, "hash", u64_hex(r->lora_base_hash)));
+        if (r->lora_base) json_object_set_new(lora, "base", json_pack("{s:o, s:o}", "path", cf_json_text0(r->lora_base), "hash", u64_hex(r->lora_base_hash)));
         json_object_set_new(meta, "lora", lora);
     }
     return meta;

@@ -22,6 +22,7 @@
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
+#include "core/json_text.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -190,8 +191,8 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
     if (!res.ok) {
         fprintf(stderr, "cformers train: warning: the checkpoint of step %lld was not saved: %s (earlier checkpoints "
                         "are kept; the next save retries)\n", (long long)res.step, res.err.msg);
-        cf_trainer_metrics(t, "checkpoint_failed", json_pack("{s:I, s:s, s:s}", "step", (json_int_t)res.step,
-                                                                     "path", res.path, "error", res.err.msg));
+        cf_trainer_metrics(t, "checkpoint_failed", json_pack("{s:I, s:o, s:o}", "step", (json_int_t)res.step,
+                                                                     "path", cf_json_text0(res.path), "error", cf_json_text0(res.err.msg)));
         *err = res.err;
         return -1;
     }
@@ -202,8 +203,8 @@ static int collect_save(cf_trainer *t, run_state *r, bool wait, cf_error *err) {
         (long long)res.step, res.path, res.info.differential ? " (differential)" : "", r->stall_seconds,
         r->wait_seconds, res.write_seconds);
     cf_trainer_metrics(t, "checkpoint",
-                     json_pack("{s:I, s:s, s:b, s:f, s:f, s:f, s:b, s:I, s:I}", "step", (json_int_t)res.step, "path",
-                               res.path, "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
+                     json_pack("{s:I, s:o, s:b, s:f, s:f, s:f, s:b, s:I, s:I}", "step", (json_int_t)res.step, "path",
+                               cf_json_text0(res.path), "background", true, "stall_seconds", r->stall_seconds, "wait_seconds",
                                r->wait_seconds, "write_seconds", res.write_seconds, "differential",
                                res.info.differential, "bytes", (json_int_t)res.info.stored, "raw_bytes",
                                (json_int_t)res.info.raw));
@@ -252,7 +253,7 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     prune_checkpoints(t);
     say(t, r, "step %lld: saved %s (%.2f s)", (long long)t->pos.step, path, r->stall_seconds);
     cf_trainer_metrics(t, "checkpoint",
-                     json_pack("{s:I, s:s, s:b, s:f}", "step", (json_int_t)t->pos.step, "path", path, "background",
+                     json_pack("{s:I, s:o, s:b, s:f}", "step", (json_int_t)t->pos.step, "path", cf_json_text0(path), "background",
                                false, "stall_seconds", r->stall_seconds));
     return 0;
 }
@@ -270,7 +271,7 @@ static int sample(cf_trainer *t, run_state *r, cf_error *err) {
     char *text = cf_trainer_sample_text(t, err);
     if (!text) return -1;
     say(t, r, "step %lld: sample:\n%s\n", (long long)t->pos.step, text);
-    cf_trainer_metrics(t, "sample", json_pack("{s:I, s:s}", "step", (json_int_t)t->pos.step, "text", text));
+    cf_trainer_metrics(t, "sample", json_pack("{s:I, s:o}", "step", (json_int_t)t->pos.step, "text", cf_json_text0(text)));
     free(text);
     return 0;
 }
