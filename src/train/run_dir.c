@@ -121,7 +121,7 @@ int cf_run_dir_find_resume(cf_trainer *t, cf_error *err) {
         return 0;
     }
     return cf_checkpoint_newest_valid(dir, prefix, t->resumed_from, sizeof t->resumed_from,
-                                      t->rank == 0 ? stderr : NULL, err);
+                                      t->rank == 0 && t->tp_rank == 0 ? stderr : NULL, err);
 }
 
 int cf_run_dir_begin(cf_trainer *t, cf_error *err) {

@@ -27,6 +27,10 @@ struct cf_trainer {
     cf_plan *plan;
     cf_dist *dist;      /* opts.dist; NULL alone */
     int rank, world;    /* data-parallel rank and world size */
+    /* Tensor parallelism (parallel_config.model_parallel = tp > 1): this rank's tensor
+     * group and its place in it; NULL, 0 and 1 without. Only tensor rank 0 writes files. */
+    const cf_dist_group *tensor;
+    int tp_rank, tp;
     cf_grad_sync *sync; /* NULL alone */
     /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
      * before a step, agreed with the step's loss, so all ranks act after the same step. */
