@@ -43,19 +43,22 @@ static void make_config(cf_config *cfg, cf_arch arch, int64_t batch, int64_t tp)
     cfg->parallel_config.model_parallel = tp;
 }
 
-/* Trains (collective over dist; NULL: alone) and keeps the losses and the weights, cut
- * as part `slice` would hold them (the run's own when it is tensor-parallel). */
-static void train(cf_config *cfg, cf_dist *dist, cf_tp_part slice, run_result *out) {
+/* Trains (collective over dist; NULL: alone) from checkpoint `resume` (NULL: the start)
+ * to step `stop`, saves to `save` when given, and keeps the losses (by step) and the
+ * weights, cut as part `slice` would hold them (the run's own when it is tensor-parallel). */
+static void train_from(cf_config *cfg, cf_dist *dist, const char *resume, int stop, const char *save, cf_tp_part slice,
+                       run_result *out) {
     cf_error err = {{0}};
-    cf_train_options opts = {.quiet = true, .dist = dist};
+    cf_train_options opts = {.quiet = true, .dist = dist, .resume = resume};
     cf_trainer *t = cf_trainer_create(cfg, &opts, &err);
     CHECK_MSG(t != NULL, "trainer: %s", err.msg);
     if (!t) exit(test_finish());
     memset(out, 0, sizeof *out);
-    for (int s = 0; s < STEPS; s++) {
+    for (int s = (int)t->pos.step; s < stop; s++) {
         CHECK(cf_batches_next(t->train, t->tokens, &err) == 0);
         CHECK_MSG(cf_trainer_step(t, t->tokens, &out->loss[s], &err) == 0, "step %d: %s", s + 1, err.msg);
     }
+    if (save) CHECK_MSG(cf_trainer_save(t, save, &err) == 0, "save %s: %s", save, err.msg);
     const cf_model_config *m = &t->cfg.model.model_config;
     cf_graph *g = t->model.graph;
     out->weights = cf_xmalloc(sizeof(float) * (size_t)cf_graph_param_elems(g));
@@ -74,12 +77,16 @@ static void train(cf_config *cfg, cf_dist *dist, cf_tp_part slice, run_result *o
     cf_trainer_free(t);
 }
 
+static void train(cf_config *cfg, cf_dist *dist, cf_tp_part slice, run_result *out) {
+    train_from(cfg, dist, NULL, STEPS, NULL, slice, out);
+}
+
 /* The losses' largest relative difference into *losses, the weights' (as vectors,
  * |a - b| / |b|) into *weights. */
-static void rel_diff(const run_result *a, const run_result *b, double *losses, double *weights) {
+static void rel_diff_from(const run_result *a, const run_result *b, int from, double *losses, double *weights) {
     double worst = 0.0, diff = 0.0, norm = 0.0;
     CHECK_MSG(a->n == b->n, "weights: %lld elements against %lld", (long long)a->n, (long long)b->n);
-    for (int s = 0; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
+    for (int s = from; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
     for (int64_t i = 0; i < a->n && a->n == b->n; i++) {
         double d = (double)a->weights[i] - b->weights[i];
         diff += d * d;
@@ -87,6 +94,10 @@ static void rel_diff(const run_result *a, const run_result *b, double *losses, d
     }
     *losses = worst;
     *weights = sqrt(diff / norm);
+}
+
+static void rel_diff(const run_result *a, const run_result *b, double *losses, double *weights) {
+    rel_diff_from(a, b, 0, losses, weights);
 }
 
 static bool identical(const run_result *a, const run_result *b) {
@@ -133,6 +144,54 @@ static void compare(cf_dist *d, cf_arch arch, bool fused, bool rerun) {
     CHECK(tp.loss[STEPS - 1] < tp.loss[0]);
     free(tp.weights);
     free(alone.weights);
+}
+
+/* Checkpoints are the single-process format: a model_parallel 2 checkpoint resumed alone
+ * and resumed 2-way, and a single process's checkpoint resumed 2-way, continue with the
+ * uninterrupted single-process run's losses and weights within 1e-6. */
+static void test_checkpoints(cf_dist *d) {
+    enum { HALF = STEPS / 2 };
+    const cf_dist_group *tensor = cf_dist_group_of(d, CF_GROUP_TENSOR);
+    cf_tp_part part = {cf_dist_group_rank(tensor), cf_dist_group_size(tensor)}, whole = {0, 1};
+    char tp_ckpt[300], one_ckpt[300];
+    snprintf(tp_ckpt, sizeof tp_ckpt, "%s/tp2.ckpt", dir);
+    snprintf(one_ckpt, sizeof one_ckpt, "%s/one.ckpt", dir);
+    cf_config tp_cfg, one_cfg;
+    make_config(&tp_cfg, CF_ARCH_LLAMA, 4, 2);
+    make_config(&one_cfg, CF_ARCH_LLAMA, 4, 1);
+    run_result straight, first, resumed;
+    train(&one_cfg, NULL, part, &straight);
+    train_from(&tp_cfg, d, NULL, HALF, tp_ckpt, part, &first);
+    free(first.weights);
+    cf_error err = {{0}};
+    CHECK(cf_dist_barrier(d, &err) == 0);
+    double losses, weights;
+    train_from(&tp_cfg, d, tp_ckpt, STEPS, NULL, part, &resumed); /* 2-way again */
+    rel_diff_from(&resumed, &straight, HALF, &losses, &weights);
+    CHECK_MSG(losses <= 1e-6 && weights <= 1e-6, "tp 2 checkpoint resumed tp 2: losses %.3g, weights %.3g", losses,
+              weights);
+    free(resumed.weights);
+    if (part.rank == 0) { /* alone, on the checkpoint the tensor group wrote */
+        train_from(&one_cfg, NULL, tp_ckpt, STEPS, NULL, part, &resumed);
+        rel_diff_from(&resumed, &straight, HALF, &losses, &weights);
+        if (cf_dist_rank(d) == 0) printf("tp 2 checkpoint resumed alone: losses within %.3g, weights %.3g\n", losses, weights);
+        CHECK_MSG(losses <= 1e-6 && weights <= 1e-6, "tp 2 checkpoint resumed alone: losses %.3g, weights %.3g", losses,
+                  weights);
+        free(resumed.weights);
+    }
+    if (cf_dist_rank(d) == 0) {
+        train_from(&one_cfg, NULL, NULL, HALF, one_ckpt, whole, &first);
+        free(first.weights);
+    }
+    CHECK(cf_dist_barrier(d, &err) == 0);
+    train_from(&tp_cfg, d, one_ckpt, STEPS, NULL, part, &resumed);
+    rel_diff_from(&resumed, &straight, HALF, &losses, &weights);
+    if (cf_dist_rank(d) == 0)
+        printf("one process's checkpoint resumed tp 2: losses within %.3g, weights %.3g\n", losses, weights);
+    CHECK_MSG(losses <= 1e-6 && weights <= 1e-6, "one-process checkpoint resumed tp 2: losses %.3g, weights %.3g",
+              losses, weights);
+    free(resumed.weights);
+    free(straight.weights);
 }
 
 /* Sizes a 2-way tensor group cannot cut: the trainer refuses them, naming the key. */
@@ -189,6 +248,7 @@ int main(int argc, char **argv) {
         compare(d, CF_ARCH_LLAMA, true, false);
         compare(d, CF_ARCH_GPT2, false, false);
         compare(d, CF_ARCH_GPT2, true, true);
+        test_checkpoints(d);
         test_refusals(d);
     } else if (strcmp(mode, "dptp") == 0) {
         compare(d, CF_ARCH_LLAMA, true, true);

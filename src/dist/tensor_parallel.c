@@ -14,21 +14,27 @@
 
 static bool alone(const cf_dist_group *group) { return !group || group->size < 2 || group->comm == MPI_COMM_NULL; }
 
-/* In place over n floats in pieces MPI's int counts can hold; the first failure is the
- * kernel's error. */
-static void sum_over_group(const cf_node *n, const cf_dist_group *group, float *x, int64_t count) {
+/* x summed over the group in place, in pieces MPI's int counts can hold. */
+static int group_sum_f32(const cf_dist_group *group, float *x, int64_t count, cf_error *err) {
     for (int64_t at = 0; at < count;) {
         int piece = count - at > INT_MAX / 2 ? INT_MAX / 2 : (int)(count - at);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, x + at, piece, MPI_FLOAT, MPI_SUM, group->comm);
-        if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, msg, &len);
-            cf_kernel_fail("tensor group all-reduce of %s (%lld values): %s", n->outputs[0]->name, (long long)count, msg);
-            return;
-        }
+        if (cf_dist_check(MPI_Allreduce(MPI_IN_PLACE, x + at, piece, MPI_FLOAT, MPI_SUM, group->comm), "MPI_Allreduce",
+                          err) != 0)
+            return -1;
         at += piece;
     }
+    return 0;
+}
+
+int cf_tp_sum_f32(const cf_dist_group *group, float *x, int64_t count, cf_error *err) {
+    return alone(group) ? 0 : group_sum_f32(group, x, count, err);
+}
+
+/* The kernels' sum: a failure is the kernel's error. */
+static void sum_over_group(const cf_node *n, const cf_dist_group *group, float *x, int64_t count) {
+    cf_error err = {{0}};
+    if (group_sum_f32(group, x, count, &err) != 0)
+        cf_kernel_fail("tensor group all-reduce of %s (%lld values): %s", n->outputs[0]->name, (long long)count, err.msg);
 }
 
 static int infer_like(cf_node *n, cf_error *err) {
@@ -115,12 +121,10 @@ static void norm_forward(const cf_node *n) {
         if (split[p]) j.sq[np] += j.sq[p];
         else replicated += j.sq[p], j.sq[p] = 0.0;
     }
-    int rc = MPI_Allreduce(MPI_IN_PLACE, j.sq, np + 1, MPI_DOUBLE, MPI_SUM, group->comm);
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        cf_kernel_fail("tensor group all-reduce of the gradient norm: %s", msg);
+    cf_error err = {{0}};
+    if (cf_dist_check(MPI_Allreduce(MPI_IN_PLACE, j.sq, np + 1, MPI_DOUBLE, MPI_SUM, group->comm), "MPI_Allreduce",
+                      &err) != 0) {
+        cf_kernel_fail("tensor group all-reduce of the gradient norm: %s", err.msg);
         return;
     }
     double unscale = n->n_inputs > 5 ? *cf_in(n, 5) : 1.0;

@@ -18,6 +18,7 @@
 #define CFORMERS_DIST_TENSOR_PARALLEL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cformers/dist.h"
 #include "cformers/graph.h"
@@ -26,6 +27,10 @@
 cf_tensor *cf_tp_copy(cf_graph *g, cf_tensor *x, const cf_dist_group *group);
 /* x [..] -> x summed over `group`; backward: dy as it is. */
 cf_tensor *cf_tp_reduce(cf_graph *g, cf_tensor *x, const cf_dist_group *group);
+
+/* x [count] summed over `group` in place (f32, blocking; between steps). 0 at once for a
+ * group of one. */
+int cf_tp_sum_f32(const cf_dist_group *group, float *x, int64_t count, cf_error *err);
 
 /* After cf_graph_adamw*: split[i] says whether parameter i (block order) holds only this
  * rank's slice. The norm (and, on statistics steps, each split parameter's squares)

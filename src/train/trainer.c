@@ -121,7 +121,7 @@ static int init_state(cf_trainer *t, cf_error *err) {
     const char *missing = cf_config_missing_checkpoint(&t->cfg);
     if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
-    if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
+    if (cf_trainer_load_checkpoint(t, t->cfg.load_checkpoint, false, err) != 0) return -1;
     if (!t->opts.quiet) { /* the base's tensors, trainable and frozen; fresh LoRA adapters are not in it */
         cf_graph *g = t->model.graph;
         int tensors = 0;
@@ -173,6 +173,9 @@ static int tp_refusals(const cf_trainer *t, cf_error *err) {
     const cf_config *c = &t->cfg;
     int64_t tp = c->parallel_config.model_parallel;
     if (tp <= 1) return 0;
+    if (t->opts.n_freeze > 0)
+        return cf_fail(err, "freezing parameters with parallel_config.model_parallel %lld is not supported yet; set "
+                            "model_parallel to 1", (long long)tp);
     if (c->parallel_config.optimizer_shard)
         return cf_fail(err, "parallel_config.optimizer_shard (ZeRO-1) with model_parallel %lld is not supported yet; "
                             "set optimizer_shard: false", (long long)tp);
@@ -206,6 +209,7 @@ static int join_world(cf_trainer *t, cf_error *err) {
         t->tp_rank = cf_dist_group_rank(t->tensor);
         t->tp = cf_dist_group_size(t->tensor);
         pc->overlap_comm = false; /* tensor_parallel.h: the data group's sync must not call MPI during the step */
+        t->cfg.callbacks.checkpoint_monitor.async_save = false; /* train_tp.c gathers the model at the save */
     }
     if (t->rank != 0 || t->tp_rank != 0) t->opts.quiet = true;
     char *text = NULL;
@@ -423,6 +427,7 @@ void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential) {
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
+    if (t->tp > 1) return cf_trainer_tp_save(t, path, next_base(t), err);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
     cf_ckpt_write_info info;
