@@ -210,6 +210,10 @@ static int join_world(cf_trainer *t, cf_error *err) {
         t->tp = cf_dist_group_size(t->tensor);
         pc->overlap_comm = false; /* tensor_parallel.h: the data group's sync must not call MPI during the step */
         t->cfg.callbacks.checkpoint_monitor.async_save = false; /* train_tp.c gathers the model at the save */
+        if (t->cfg.runner_config.sample_interval > 0 && cf_dist_rank(t->dist) == 0 && !t->opts.quiet)
+            fprintf(t->out, "runner_config.sample_interval: no samples under model_parallel %d (the sampler needs "
+                            "the whole weights; not built yet)\n", t->tp);
+        t->cfg.runner_config.sample_interval = 0;
     }
     if (t->rank != 0 || t->tp_rank != 0) t->opts.quiet = true;
     char *text = NULL;
