@@ -3,8 +3,8 @@
 #include "train/trainer_internal.h"
 
 #include "core/passes.h"
-#include "io/config_internal.h"
 #include "dist/tensor_parallel.h"
+#include "io/config_internal.h"
 #include "models/lora.h"
 #include "models/tensor_parallel.h"
 #include "obs/rss.h"
@@ -185,8 +185,9 @@ static int tp_refusals(const cf_trainer *t, cf_error *err) {
 /* The data-parallel world: the layout of parallel_config (cf_dist_set_layout: data_parallel
  * must be the job's size, 0 takes it; so does the planned size of a job run on fewer
  * ranks), this rank's place in the data group, and every rank must run the same config
- * (a different one would deadlock or diverge). Tensor and pipeline parallelism are not
- * trained yet: model_parallel or pipeline_stage above 1 is refused here. */
+ * (a different one would deadlock or diverge). model_parallel above 1 takes this rank's
+ * tensor group (its sizes checked first); pipeline parallelism is not trained yet:
+ * pipeline_stage above 1 is refused here. */
 static int join_world(cf_trainer *t, cf_error *err) {
     cf_parallel_config *pc = &t->cfg.parallel_config;
     t->tp = 1;
