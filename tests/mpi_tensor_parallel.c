@@ -6,8 +6,8 @@
  *         of 10 steps and each rank's slice of the final weights within 1e-6 relative
  *         (GPT-2's weights 1e-5: see compare);
  *         a rerun is bit-identical; bf16 products with recomputation within 1e-4 (losses);
- *         checkpoints (the single-process format) resume across model_parallel; sizes
- *         that do not divide, and ZeRO-1, are refused naming the key.
+ *         checkpoints (the single-process format) resume across model_parallel and load
+ *         for fine-tuning; sizes that do not divide, and ZeRO-1, are refused naming the key.
  *   dptp  (4 ranks, data_parallel 2 x model_parallel 2): the same as one process with the
  *         doubled batch, within 1e-6.
  * The data is a small byte-level text that rank 0 writes here. */
@@ -217,7 +217,23 @@ static void test_checkpoints(cf_dist *d) {
     CHECK_MSG(losses <= 1e-6 && weights <= 1e-6, "one-process checkpoint resumed tp 2: losses %.3g, weights %.3g",
               losses, weights);
     free(resumed.weights);
+    double fresh = straight.loss[0];
     free(straight.weights);
+    /* Fine-tuning from it (load_checkpoint: the weights, fresh moments), 2-way and alone. */
+    run_result tuned, tuned_alone;
+    snprintf(tp_cfg.load_checkpoint, sizeof tp_cfg.load_checkpoint, "%s", one_ckpt);
+    snprintf(one_cfg.load_checkpoint, sizeof one_cfg.load_checkpoint, "%s", one_ckpt);
+    snprintf(tp_cfg.output_dir, sizeof tp_cfg.output_dir, "%s/tuned", dir);
+    snprintf(one_cfg.output_dir, sizeof one_cfg.output_dir, "%s/tuned_alone%d", dir, cf_dist_rank(d));
+    train(&tp_cfg, d, part, &tuned);
+    train(&one_cfg, NULL, part, &tuned_alone);
+    rel_diff(&tuned, &tuned_alone, &losses, &weights);
+    CHECK_MSG(losses <= 1e-6 && weights <= 1e-6, "load_checkpoint under tp 2: losses %.3g, weights %.3g", losses,
+              weights);
+    CHECK_MSG(tuned.loss[0] < fresh - 0.5, "load_checkpoint under tp 2 starts at loss %.4f, a fresh model's %.4f",
+              tuned.loss[0], fresh);
+    free(tuned.weights);
+    free(tuned_alone.weights);
 }
 
 /* Sizes a 2-way tensor group cannot cut: the trainer refuses them, naming the key. */
