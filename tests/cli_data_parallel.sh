@@ -2,8 +2,8 @@
 # `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
 # checkpoints (the metrics carry the communication figures, the Chrome trace a
 # communication lane); a resume on 2 ranks continues; parallel_config.data_parallel that
-# is not the job's size is a one-line error, and so is model_parallel or pipeline_stage
-# above 1 (not trained yet); a rank killed with SIGKILL makes the whole
+# is not the job's size is a one-line error, and so is pipeline_stage above 1 (not trained
+# yet); model_parallel 2 trains as one process does; a rank killed with SIGKILL makes the whole
 # job exit with an error within seconds instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -27,9 +27,23 @@ stdout_has "resume reported" "resumed at step 3"
 
 check "data_parallel is not the job's size" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" --parallel_config.data_parallel=4
 stderr_has "the mismatch is named" "parallel_config.data_parallel is 4 but the job has 2 processes"
-# The process groups exist, tensor and pipeline training do not yet: refused, named.
-check "model_parallel 2 is refused" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" --parallel_config.model_parallel=2
-stderr_has "tensor parallelism named" "parallel_config.model_parallel is 2: tensor parallelism is not implemented yet"
+# Tensor parallelism: 2 ranks as one tensor group train as one process does (losses
+# within 1e-5 as logged), one rank prints, the checkpoint is the single-process format (one
+# process resumes it); a size the group cannot cut is refused, named.
+check "model_parallel 2 trains" 0 "${mpi[@]}" "$bin" train "${tiny[@]}" --output_dir="$tmp/tp" \
+    --parallel_config.model_parallel=2 --runner_config.train_steps=4 --runner_config.save_interval=4
+[ "$(grep -c 'step 4: saved' "$tmp/out")" = 1 ] || fail_because "the save was not printed once under model_parallel 2"
+[ -f "$tmp/tp/checkpoint_step4.ckpt" ] || fail_because "no checkpoint at step 4 under model_parallel 2"
+check "alone, the same run" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/one" --runner_config.train_steps=4
+paste <(train_losses "$tmp/tp") <(train_losses "$tmp/one") | awk '
+    { n++; d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-5 * $4) bad = 1 }
+    END { exit !(n == 4 && !bad) }' || fail_because "model_parallel 2 losses differ from one process's"
+check "one process resumes the model_parallel 2 checkpoint" 0 "$bin" train "${tiny[@]}" --output_dir="$tmp/tp" \
+    --runner_config.train_steps=6 --resume
+stdout_has "resumed alone" "resumed at step 4"
+check "model_parallel 2 that does not divide is refused" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" \
+    --parallel_config.model_parallel=2 --model.model_config.intermediate_size=63
+stderr_has "the size is named" "parallel_config.model_parallel: 2 does not divide model_config.intermediate_size 63"
 check "pipeline_stage 2 is refused" 1 "$bin" train "${tiny[@]}" --parallel_config.pipeline_stage=2
 stderr_has "pipeline parallelism named" "parallel_config.pipeline_stage is 2: pipeline parallelism is not implemented yet"
 

@@ -90,7 +90,7 @@ typedef enum cf_tristate { CF_AUTO = 0, CF_OFF = 1, CF_ON = 2 } cf_tristate;
 /* `parallel_config`: data parallelism over MPI processes. */
 typedef struct cf_parallel_config {
     int64_t data_parallel;              /* processes; 0 = the MPI world size */
-    int64_t model_parallel;             /* tensor parallel degree (only 1 is supported) */
+    int64_t model_parallel;             /* tensor parallel degree (training; docs/distributed.md) */
     int64_t pipeline_stage;             /* pipeline stages (only 1 is supported) */
     int64_t gradient_aggregation_group; /* gradient buckets all-reduced together */
     double bucket_size_mb;              /* gradient bucket size */

@@ -32,6 +32,7 @@ typedef struct cf_model_graph {
     cf_tensor *loss;    /* f32 scalar, mean over tokens, kept */
     cf_tensor *logits;  /* [B, T, vocab], kept when keep_logits, else NULL */
     const cf_lora_config *lora; /* the build's adapters (cf_model_build_opts.lora), NULL when none */
+    const struct cf_dist_group *tensor_group; /* cf_model_build_opts.tensor_group */
 } cf_model_graph;
 
 /* Parameters whose names match `pattern` (fnmatch(3): "model.layers.*.self_attn.*_proj.weight")
@@ -55,6 +56,12 @@ typedef struct cf_model_build_opts {
      * B^T; then every other parameter is frozen (after the freeze rules) in
      * lora->base_dtype, or f32 where that dtype cannot hold it (norms). */
     const cf_lora_config *lora;
+    /* Tensor parallelism (docs/distributed.md): NULL or a group of one for none; else this
+     * rank's tensor group (cf_dist_group_of(d, CF_GROUP_TENSOR)), and the graph holds this
+     * rank's slices of the column- and row-parallel weights, with the group's all-reduces
+     * as graph ops. num_heads, num_kv_heads and intermediate_size must divide by its size
+     * (an error naming parallel_config.model_parallel otherwise); no adapters yet. */
+    const struct cf_dist_group *tensor_group;
 } cf_model_build_opts;
 
 /* Builds the forward graph (tokens -> loss) for cfg->arch at batch B and length T

@@ -135,7 +135,7 @@ void cf_plan_free(cf_plan *p) {
 const cf_memory_report *cf_plan_memory(const cf_plan *p) { return &p->report; }
 cf_graph *cf_plan_graph(const cf_plan *p) { return p->graph; }
 
-static void init_values(float *x, size_t n, cf_init init, uint64_t seed, int stream) {
+void cf_init_fill(float *x, size_t n, cf_init init, uint64_t seed, int stream) {
     if (init.kind == CF_INIT_NORMAL) {
         cf_rng rng;
         cf_rng_seed_stream(&rng, seed, (uint64_t)stream);
@@ -154,13 +154,13 @@ void cf_plan_init_params(cf_plan *p, uint64_t seed) {
     const cf_graph *g = p->graph;
     for (int i = 0; i < g->n_params; i++) {
         cf_tensor *t = g->params[i];
-        init_values(cf_tensor_f32(t), (size_t)cf_tensor_numel(t), g->inits[i], seed, g->streams[i]);
+        cf_init_fill(cf_tensor_f32(t), (size_t)cf_tensor_numel(t), g->inits[i], seed, g->streams[i]);
     }
     for (int i = 0; i < g->n_frozen; i++) { /* once, at start-up: a temporary f32 copy is fine here */
         cf_tensor *t = g->frozen[i];
         size_t n = (size_t)cf_tensor_numel(t);
         float *x = t->dtype == CF_F32 ? t->data : cf_xmalloc(sizeof *x * (n ? n : 1));
-        init_values(x, n, g->frozen_inits[i], seed, g->frozen_streams[i]);
+        cf_init_fill(x, n, g->frozen_inits[i], seed, g->frozen_streams[i]);
         cf_frozen_store(t, x);
         if (x != t->data) free(x);
     }

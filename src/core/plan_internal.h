@@ -3,6 +3,7 @@
 #ifndef CFORMERS_PLAN_INTERNAL_H
 #define CFORMERS_PLAN_INTERNAL_H
 
+#include "cformers/graph.h"
 #include "cformers/plan.h"
 
 typedef struct cf_arena_layout {
@@ -19,6 +20,10 @@ cf_storage cf_tensor_storage(const cf_tensor *t);
 
 enum { CF_PLAN_ALIGN = 64 };
 static inline size_t cf_align_up(size_t n) { return (n + CF_PLAN_ALIGN - 1) & ~(size_t)(CF_PLAN_ALIGN - 1); }
+
+/* The values a parameter of `init` and initialisation stream `stream` (its creation
+ * index) gets from `seed`: n of them, in order (cf_plan_init_params). */
+void cf_init_fill(float *x, size_t n, cf_init init, uint64_t seed, int stream);
 
 int cf_arena_layout_compute(cf_graph *g, cf_arena_layout *out, cf_error *err);
 void cf_arena_layout_free(cf_arena_layout *l);

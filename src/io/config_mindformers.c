@@ -120,7 +120,7 @@ static const mf_rule rules[] = {
     /* parallel_config, recompute_config, context */
     {"parallel_config.use_seq_parallel", MF_NEUTRAL, "false", "sequence parallelism needs model parallelism, which cformers does not have", NULL},
     {"parallel_config.micro_batch_num", MF_IGNORE, "micro-batches of the pipeline; there is one stage here", NULL, NULL},
-    {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding is never split here (no tensor-parallel training yet)", NULL, NULL},
+    {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding and head stay replicated under model_parallel (vocab_emb_dp: true); the vocabulary split is not built yet", NULL, NULL},
     {"parallel_config.expert_parallel", MF_NEUTRAL, "1", "mixture of experts is not supported", NULL},
     {"parallel_config.context_parallel", MF_NEUTRAL, "1", "context parallelism is not supported", NULL},
     {"parallel_config.mem_coeff", MF_IGNORE, "a weight of MindSpore's auto-parallel strategy search; data parallelism needs none", NULL, NULL},

@@ -134,7 +134,7 @@ const cf_config_key cf_config_keys[] = {
     K_INT(lr_schedule.total_steps, 0, -1, BIG, "decay length; 0 or -1 (MindFormers) = the run's steps"),
 
     K_INT(parallel_config.data_parallel, 0, 0, 1048576, "data-parallel ranks; 0 = world / (model_parallel x pipeline_stage)"),
-    K_INT(parallel_config.model_parallel, 1, 1, 1048576, "tensor-parallel ranks (train: only 1 yet)"),
+    K_INT(parallel_config.model_parallel, 1, 1, 1048576, "tensor-parallel ranks (train only: heads and FFN split, embedding replicated)"),
     K_INT(parallel_config.pipeline_stage, 1, 1, 1048576, "pipeline stages (train: only 1 yet)"),
     K_INT(parallel_config.gradient_aggregation_group, 4, 1, 1024, "MindFormers' all-reduce fusion groups: accepted, buckets follow bucket_size_mb"),
     K_FLOAT(parallel_config.bucket_size_mb, 4.0, 0, 1e6, CF_RANGE_LO_OPEN, "gradient bucket size (MiB): each is all-reduced once backward has written it"),

@@ -6,15 +6,21 @@
 
 #include "models/lora.h"
 #include "models/model_graphs.h"
+#include "cformers/dist.h"
+#include "models/tensor_parallel.h"
 
 #include "core/passes.h"
 
 cf_tensor *cf_model_weight(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer) {
+    return cf_model_weight_part(g, c, role, layer, (cf_tp_part){0, 1});
+}
+
+cf_tensor *cf_model_weight_part(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer, cf_tp_part part) {
     const cf_family_weight *w = cf_family_weight_of(cf_family_of(c->arch), role);
     char name[CF_NAME_MAX];
     int64_t shape[2];
     cf_weight_name(w, layer, name, sizeof name);
-    int ndim = cf_weight_shape(c, w, shape);
+    int ndim = cf_tp_weight_shape(c, w, part, shape);
     float std = (float)c->initializer_range;
     cf_init init = cf_init_zeros();
     switch (w->init) {
@@ -107,6 +113,11 @@ int cf_model_graph_build(const cf_model_config *cfg, int64_t batch, int64_t seq_
     const cf_lora_config *lora = opts && cf_lora_on(opts->lora) ? opts->lora : NULL;
     if (cf_lora_check(lora, err) != 0) return -1;
     out->lora = lora;
+    out->tensor_group = opts ? opts->tensor_group : NULL;
+    int64_t parts = cf_dist_group_size(out->tensor_group);
+    if (parts > 1 && lora) return cf_fail(err, "lora: adapters with parallel_config.model_parallel %lld are not "
+                                               "supported yet; set model_parallel to 1", (long long)parts);
+    if (cf_tp_check(cfg, parts, err) != 0) return -1;
     cf_graph *g = out->graph = cf_graph_create();
     int64_t bt[2] = {batch, seq_len};
     out->tokens = cf_graph_input(g, "tokens", CF_I32, 2, bt);

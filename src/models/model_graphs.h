@@ -5,6 +5,7 @@
 
 #include "cformers/model_graph.h"
 #include "models/family.h"
+#include "models/tensor_parallel.h"
 
 /* The pre-norm decoder of cfg's family (transformer.c), built from the family's block
  * recipe and tensor table on out->graph, whose tokens and targets already exist; returns
@@ -17,6 +18,8 @@ cf_tensor *cf_transformer_forward_program(const cf_model_config *cfg, const cf_b
 /* The parameter of c's family with this role (family.h): name, shape, initialisation
  * and weight decay from the family table. */
 cf_tensor *cf_model_weight(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer);
+/* The same, shaped as rank part.rank's slice under tensor parallelism (tensor_parallel.h). */
+cf_tensor *cf_model_weight_part(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer, cf_tp_part part);
 
 /* [B, T, heads * hd] <-> [B, T, heads, hd] views. */
 cf_tensor *cf_model_split_heads(cf_graph *g, cf_tensor *x, int64_t heads);

@@ -12,21 +12,25 @@
 #include <stdlib.h>
 
 #include "cformers/fused.h"
+#include "dist/tensor_parallel.h"
 #include "kernels/graph_ops.h"
 #include "models/lora.h"
 #include "models/model_graphs.h"
+#include "models/tensor_parallel.h"
 
 typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
     cf_tensor *rope; /* the RoPE table, when the program rotates */
     const cf_lora_config *lora; /* adapters on the linears it targets, or NULL */
+    const cf_dist_group *tensor_group; /* tensor parallelism's ranks, or NULL */
+    cf_tp_part tp;                     /* this rank's part of every cut tensor */
     /* the program's values: [B, T, width]; Q, K, V split into heads [B, T, heads, hd] */
     cf_tensor *slot[CF_SLOT_COUNT];
 } builder;
 
 static cf_tensor *weight(const builder *b, cf_weight_role role, int layer) {
-    return role == CF_NO_WEIGHT ? NULL : cf_model_weight(b->g, b->c, role, layer);
+    return role == CF_NO_WEIGHT ? NULL : cf_model_weight_part(b->g, b->c, role, layer, b->tp);
 }
 
 static cf_tensor *norm(const builder *b, const cf_block_step *s, int layer) {
@@ -39,11 +43,12 @@ static cf_tensor *norm(const builder *b, const cf_block_step *s, int layer) {
     return NULL;
 }
 
-/* Q, K, V are kept split into heads (the attention ops' layout). */
+/* Q, K, V are kept split into heads (the attention ops' layout): this rank's share of
+ * them under tensor parallelism. */
 static void set_output(builder *b, cf_slot slot, cf_tensor *t) {
     const cf_model_config *c = b->c;
-    if (slot == CF_SLOT_Q) t = cf_model_split_heads(b->g, t, c->num_heads);
-    else if (slot == CF_SLOT_K || slot == CF_SLOT_V) t = cf_model_split_heads(b->g, t, c->num_kv_heads);
+    if (slot == CF_SLOT_Q) t = cf_model_split_heads(b->g, t, c->num_heads / b->tp.parts);
+    else if (slot == CF_SLOT_K || slot == CF_SLOT_V) t = cf_model_split_heads(b->g, t, c->num_kv_heads / b->tp.parts);
     b->slot[slot] = t;
 }
 
@@ -68,8 +73,31 @@ static cf_tensor *linear_of(builder *b, cf_tensor *x, cf_weight_role role, cf_we
     return cf_nn_add(b->g, y, scale == 1.0 ? delta : cf_nn_scale(b->g, delta, (float)scale));
 }
 
+/* How tensor parallelism cuts the step's projections (its first weight says, or the
+ * fused one): column-parallel, row-parallel or not at all. */
+static cf_tp_split step_split(const builder *b, const cf_block_step *s) {
+    if (b->tp.parts <= 1) return CF_SPLIT_REPLICATED;
+    const cf_family_weight *w =
+        cf_family_weight_of(cf_family_of(b->c->arch), s->fused != CF_NO_WEIGHT ? s->fused : s->weight[0]);
+    return w && cf_tp_cuts(w) ? w->split : CF_SPLIT_REPLICATED;
+}
+
+/* The step's projections; under tensor parallelism (Megatron's ColumnParallelLinear and
+ * RowParallelLinear) a column-parallel group reads its input through tp_copy (its input
+ * gradient summed over the tensor group in backward) and a row-parallel product is
+ * summed over the group (tp_reduce) before its bias, which every rank holds whole. */
 static void linear(builder *b, const cf_block_step *s, int layer) {
     cf_tensor *x = b->slot[s->in];
+    cf_tp_split split = step_split(b, s);
+    if (split == CF_SPLIT_ROW) {
+        for (int i = 0; i < s->n_out; i++) {
+            cf_tensor *y = cf_tp_reduce(b->g, linear_of(b, x, s->weight[i], CF_NO_WEIGHT, layer), b->tensor_group);
+            cf_tensor *bias = weight(b, s->bias[i], layer);
+            set_output(b, s->out[i], bias ? cf_nn_add_broadcast(b->g, y, bias) : y);
+        }
+        return;
+    }
+    if (split != CF_SPLIT_REPLICATED) x = cf_tp_copy(b->g, x, b->tensor_group);
     if (s->fused != CF_NO_WEIGHT) { /* one product over the stacked rows, split after it */
         cf_tensor *parts[3] = {0};
         cf_nn_split(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out, parts);
@@ -146,7 +174,8 @@ cf_tensor *cf_transformer_forward(const cf_model_config *c, int64_t batch, int64
 cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_block_program *p, int64_t batch,
                                           int64_t seq_len, cf_model_graph *out) {
     (void)batch;
-    builder b = {.g = out->graph, .c = c, .lora = out->lora};
+    builder b = {.g = out->graph, .c = c, .lora = out->lora, .tensor_group = out->tensor_group,
+                 .tp = {cf_dist_group_rank(out->tensor_group), cf_dist_group_size(out->tensor_group)}};
     cf_tensor *wte;
     b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
     for (int i = 0; i < c->num_layers; i++)

@@ -122,7 +122,7 @@ int cf_run_dir_find_resume(cf_trainer *t, cf_error *err) {
         return 0;
     }
     return cf_checkpoint_newest_valid(dir, prefix, t->resumed_from, sizeof t->resumed_from,
-                                      t->rank == 0 ? stderr : NULL, err);
+                                      t->rank == 0 && t->tp_rank == 0 ? stderr : NULL, err);
 }
 
 int cf_run_dir_begin(cf_trainer *t, cf_error *err) {
@@ -133,7 +133,7 @@ int cf_run_dir_begin(cf_trainer *t, cf_error *err) {
         return 0;
     }
     if (check_shape(t, t->resumed_from, err) != 0 ||
-        cf_train_checkpoint_load(t->resumed_from, t->plan, true, &t->pos, err) != 0)
+        cf_trainer_load_checkpoint(t, t->resumed_from, true, err) != 0)
         return -1;
     t->resume_changes = changes(&t->pos.settings, &now);
     t->pos.settings = now;

@@ -247,9 +247,12 @@ static int load_frozen(cf_ckpt *c, cf_tensor *t, cf_error *err) {
 /* Fresh adapters over a base checkpoint that has none (LoRA fine-tuning) keep their
  * init; a resumed LoRA run's checkpoint must hold them. */
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err) {
+    return cf_train_checkpoint_load_graph(path, cf_plan_graph(plan), resume, pos, err);
+}
+
+int cf_train_checkpoint_load_graph(const char *path, cf_graph *g, bool resume, cf_train_position *pos, cf_error *err) {
     cf_ckpt *c = cf_ckpt_open(path, true, err);
     if (!c) return -1;
-    cf_graph *g = cf_plan_graph(plan);
     int rc = 0;
     for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
         cf_tensor *t = cf_graph_param_at(g, i);

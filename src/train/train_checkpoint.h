@@ -91,5 +91,8 @@ int cf_train_checkpoint_write(const char *path, cf_graph *g, const cf_train_tens
  * resumes on any number of ranks. Fails naming the file and tensor on any mismatch or
  * corruption. */
 int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_train_position *pos, cf_error *err);
+/* The same into graph g's tensors, bound to memory by a plan or by the caller (a
+ * tensor-parallel run's whole-model graph, train_tp.c). */
+int cf_train_checkpoint_load_graph(const char *path, cf_graph *g, bool resume, cf_train_position *pos, cf_error *err);
 
 #endif

@@ -49,7 +49,7 @@ static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
 }
 
 /* Rank 0 alone writes the run's files. */
-static bool writes_files(const cf_trainer *t) { return t->rank == 0; }
+static bool writes_files(const cf_trainer *t) { return t->rank == 0 && t->tp_rank == 0; }
 
 static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;

@@ -3,8 +3,10 @@
 #include "train/trainer_internal.h"
 
 #include "core/passes.h"
+#include "dist/tensor_parallel.h"
 #include "io/config_internal.h"
 #include "models/lora.h"
+#include "models/tensor_parallel.h"
 #include "obs/rss.h"
 #include "train/run_dir.h"
 
@@ -35,7 +37,7 @@ static void apply_decay_policy(cf_graph *g, const cf_optimizer_config *o) {
 
 static int build_graph(cf_trainer *t, cf_error *err) {
     cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze,
-                                 .n_freeze = t->opts.n_freeze, .lora = &t->cfg.lora};
+                                 .n_freeze = t->opts.n_freeze, .lora = &t->cfg.lora, .tensor_group = t->tensor};
     if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
     cf_graph *g = t->model.graph;
     if (cf_graph_apply_passes(g, &t->cfg.context, &t->cfg.model.model_config, err) != 0) return -1;
@@ -51,6 +53,12 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     t->grad_norm = cf_graph_adamw_scaled(g, &adamw, t->lr, t->unscale);
     if (cf_graph_error(g, err) != 0) return -1;
     t->stats = cf_graph_grad_stats(t->grad_norm);
+    if (t->tp > 1) { /* the norm over the whole model: the cut parameters' squares summed over the tensor group */
+        bool *split = cf_tp_split_mask(g, &t->cfg.model.model_config);
+        cf_tp_grad_norm(g, t->tensor, split);
+        free(split);
+        if (cf_graph_error(g, err) != 0) return -1;
+    }
     if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
     t->plan = cf_plan_create(g, err);
     return t->plan ? 0 : -1;
@@ -102,6 +110,9 @@ static int resolve_steps(cf_trainer *t, cf_error *err) {
  * or load_checkpoint with resume_training set. */
 static int init_state(cf_trainer *t, cf_error *err) {
     cf_plan_init_params(t->plan, (uint64_t)t->cfg.seed);
+    if (cf_tp_init_params(t->model.graph, &t->cfg.model.model_config, (cf_tp_part){t->tp_rank, t->tp},
+                          (uint64_t)t->cfg.seed, err) != 0)
+        return -1;
     t->pos.loss_scale = cf_loss_scale_start(&t->cfg);
     cf_rng_seed_stream(&t->pos.rng, (uint64_t)t->cfg.seed, 0x5a3d1e);
     if (t->train) t->pos.data = cf_batches_position(t->train);
@@ -110,7 +121,7 @@ static int init_state(cf_trainer *t, cf_error *err) {
     const char *missing = cf_config_missing_checkpoint(&t->cfg);
     if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
-    if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
+    if (cf_trainer_load_checkpoint(t, t->cfg.load_checkpoint, false, err) != 0) return -1;
     if (!t->opts.quiet) { /* the base's tensors, trainable and frozen; fresh LoRA adapters are not in it */
         cf_graph *g = t->model.graph;
         int tensors = 0;
@@ -157,19 +168,33 @@ static void keep_global_batch(cf_trainer *t, int64_t planned) {
     rc->gradient_accumulation_steps = per_rank / batch;
 }
 
+/* What tensor parallelism (model_parallel > 1) does not combine with yet, refused by name. */
+static int tp_refusals(const cf_trainer *t, cf_error *err) {
+    const cf_config *c = &t->cfg;
+    int64_t tp = c->parallel_config.model_parallel;
+    if (tp <= 1) return 0;
+    if (t->opts.n_freeze > 0)
+        return cf_fail(err, "freezing parameters with parallel_config.model_parallel %lld is not supported yet; set "
+                            "model_parallel to 1", (long long)tp);
+    if (c->parallel_config.optimizer_shard)
+        return cf_fail(err, "parallel_config.optimizer_shard (ZeRO-1) with model_parallel %lld is not supported yet; "
+                            "set optimizer_shard: false", (long long)tp);
+    return 0;
+}
+
 /* The data-parallel world: the layout of parallel_config (cf_dist_set_layout: data_parallel
  * must be the job's size, 0 takes it; so does the planned size of a job run on fewer
  * ranks), this rank's place in the data group, and every rank must run the same config
- * (a different one would deadlock or diverge). Tensor and pipeline parallelism are not
- * trained yet: model_parallel or pipeline_stage above 1 is refused here. */
+ * (a different one would deadlock or diverge). model_parallel above 1 takes this rank's
+ * tensor group (its sizes checked first); pipeline parallelism is not trained yet:
+ * pipeline_stage above 1 is refused here. */
 static int join_world(cf_trainer *t, cf_error *err) {
     cf_parallel_config *pc = &t->cfg.parallel_config;
-    if (pc->model_parallel > 1 || pc->pipeline_stage > 1) {
-        bool tensor = pc->model_parallel > 1;
-        return cf_fail(err, "parallel_config.%s is %lld: %s parallelism is not implemented yet (only its process "
-                            "groups are); set it to 1", tensor ? "model_parallel" : "pipeline_stage",
-                       (long long)(tensor ? pc->model_parallel : pc->pipeline_stage), tensor ? "tensor" : "pipeline");
-    }
+    t->tp = 1;
+    if (pc->pipeline_stage > 1)
+        return cf_fail(err, "parallel_config.pipeline_stage is %lld: pipeline parallelism is not implemented yet (only "
+                            "its process groups are); set it to 1", (long long)pc->pipeline_stage);
+    if (cf_tp_check(&t->cfg.model.model_config, pc->model_parallel, err) != 0 || tp_refusals(t, err) != 0) return -1;
     t->dist = t->opts.dist;
     int64_t planned = planned_ranks(cf_dist_size(t->dist));
     cf_parallel_config layout = *pc;
@@ -180,7 +205,18 @@ static int join_world(cf_trainer *t, cf_error *err) {
     t->world = cf_dist_group_size(data);
     if (planned != cf_dist_size(t->dist)) keep_global_batch(t, planned);
     pc->data_parallel = t->world;
-    if (t->rank != 0) t->opts.quiet = true;
+    if (pc->model_parallel > 1) {
+        t->tensor = cf_dist_group_of(t->dist, CF_GROUP_TENSOR);
+        t->tp_rank = cf_dist_group_rank(t->tensor);
+        t->tp = cf_dist_group_size(t->tensor);
+        pc->overlap_comm = false; /* tensor_parallel.h: the data group's sync must not call MPI during the step */
+        t->cfg.callbacks.checkpoint_monitor.async_save = false; /* train_tp.c gathers the model at the save */
+        if (t->cfg.runner_config.sample_interval > 0 && cf_dist_rank(t->dist) == 0 && !t->opts.quiet)
+            fprintf(t->out, "runner_config.sample_interval: no samples under model_parallel %d (the sampler needs "
+                            "the whole weights; not built yet)\n", t->tp);
+        t->cfg.runner_config.sample_interval = 0;
+    }
+    if (t->rank != 0 || t->tp_rank != 0) t->opts.quiet = true;
     char *text = NULL;
     size_t len = 0;
     FILE *yaml = open_memstream(&text, &len);
@@ -327,7 +363,7 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     if (cf_dist_sum_f64(t->dist, mean, 3, err) != 0) return -1;
     t->stop_requested = mean[1] > 0;
     t->save_requested = mean[2] > 0;
-    t->pos.loss = mean[0] / t->world;
+    t->pos.loss = mean[0] / (t->world * t->tp); /* every tensor rank holds its data rank's loss */
     *loss = t->pos.loss;
     return 0;
 }
@@ -362,7 +398,7 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
         sum += *cf_tensor_f32(t->model.loss);
     }
     if (cf_dist_sum_f64(t->dist, &sum, 1, err) != 0) return -1; /* each rank held its share of the batches */
-    *loss = sum / (double)(n * t->world);
+    *loss = sum / (double)(n * t->world * t->tp);
     return 0;
 }
 
@@ -396,6 +432,7 @@ void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential) {
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     if (t->train) t->pos.data = cf_batches_position(t->train);
+    if (t->tp > 1) return cf_trainer_tp_save(t, path, next_base(t), err);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
     cf_ckpt_write_info info;

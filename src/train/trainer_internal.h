@@ -27,6 +27,10 @@ struct cf_trainer {
     cf_plan *plan;
     cf_dist *dist;      /* opts.dist; NULL alone */
     int rank, world;    /* data-parallel rank and world size */
+    /* Tensor parallelism (parallel_config.model_parallel = tp > 1): this rank's tensor
+     * group and its place in it; NULL, 0 and 1 without. Only tensor rank 0 writes files. */
+    const cf_dist_group *tensor;
+    int tp_rank, tp;
     cf_grad_sync *sync; /* NULL alone */
     /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
      * before a step, agreed with the step's loss, so all ranks act after the same step. */
@@ -76,6 +80,13 @@ void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential);
  * buffer is faulted in while training runs rather than at the first save. */
 void cf_trainer_prepare_background_save(cf_trainer *t);
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err);
+/* Tensor parallelism's checkpoints (train_tp.c), in the single-process format: the save
+ * gathers the whole model over the tensor group and world rank 0 writes it (collective
+ * over the world; differential against `base` when given); the load reads it on every
+ * rank and takes the rank's slices. cf_trainer_load_checkpoint is the plain load
+ * (cf_train_checkpoint_load) without tensor parallelism. */
+int cf_trainer_tp_save(cf_trainer *t, const char *path, const char *base, cf_error *err);
+int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err);
 
 /* Writes one metrics line (see cf_metrics_write). A failed write does not stop training:
  * the first one is reported on stderr, naming the file and the reason. */
