@@ -226,7 +226,11 @@ int cmd_serve(int argc, char **argv) {
            cf_dtype_name(cf_infer_kv_dtype(m)), cf_num_threads(),
            a.server.api_key && *a.server.api_key ? ", API key required" : "");
     printf("serve: chat template: %s\n", cf_server_chat_template(s));
-    for (int i = 0; i < a.n_lora; i++) printf("serve: LoRA adapter '%s': %s\n", names[i], a.lora[i]);
+    for (int i = 0; i < a.n_lora; i++) {
+        size_t n = strlen(names[i]);
+        const char *path = strncmp(a.lora[i], names[i], n) == 0 && a.lora[i][n] == '=' ? a.lora[i] + n + 1 : a.lora[i];
+        printf("serve: LoRA adapter '%s': %s\n", names[i], path);
+    }
     fflush(stdout);
     cli_wait_stop_signal();
     printf("serve: stopping (requests under way get up to %g s)\n", a.server.shutdown_timeout_s);
