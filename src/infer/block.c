@@ -66,7 +66,7 @@ static void add_adapter(const cf_infer_model *m, const cf_lora_pair *a, const fl
 
 /* The row-wise adapters of one LINEAR step (S-LoRA / Punica over the shared base product):
  * token t takes the model's own adapter, then its served one (lora_of[t]), each as
- * y_t += scale ((x_t A^T) B^T) with fixed-order dot products (cf_infer_dot), so a token's
+ * y_t += (scale x_t A^T) B^T in a fixed order (cf_infer_dot, then rank passes), so a token's
  * result does not depend on which tokens or adapters share the step. Tasks walk the tokens
  * grouped by adapter so that one adapter's A and B stay in cache across its rows. */
 typedef struct row_lora_job {
@@ -84,8 +84,12 @@ static void add_row(const cf_lora_adapter *ad, const cf_lora_pair *a, const floa
                     float *y) {
     long r = (long)ad->rank;
     float scale = (float)ad->scale;
-    for (long k = 0; k < r; k++) u[k] = cf_infer_dot(x, a->a + k * a->in, (long)a->in);
-    for (long o = 0; o < out; o++) y[o] += scale * cf_infer_dot(u, a->b + (row0 + o) * r, r);
+    for (long k = 0; k < r; k++) u[k] = scale * cf_infer_dot(x, a->a + k * a->in, (long)a->in);
+    /* y += u B^T as rank passes over y (B^T's rows contiguous): each y[o] sums in k order */
+    for (long k = 0; k < r; k++) {
+        const float *bt = a->bt + k * a->out + row0;
+        for (long o = 0; o < out; o++) y[o] += u[k] * bt[o];
+    }
 }
 
 static void row_lora_task(void *arg, int task, int thread) {

@@ -367,8 +367,10 @@ static int load_adapter(const cf_infer_model *m, const char *spec, cf_lora_adapt
     return 0;
 }
 
-/* The row-wise path's scratch for the largest rank of m's adapters. */
+/* The row-wise path's B transposed and scratch for the largest rank of m's adapters. */
 static void size_lora_rows(cf_infer_model *m) {
+    cf_lora_adapter_transpose(&m->lora);
+    for (int i = 0; i < m->n_served; i++) cf_lora_adapter_transpose(&m->served[i]);
     int64_t r = m->lora.rank;
     for (int i = 0; i < m->n_served; i++) r = m->served[i].rank > r ? m->served[i].rank : r;
     if (r <= m->lora_rows_rank) return;
