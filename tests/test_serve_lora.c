@@ -7,7 +7,8 @@
  * engine's greedy requests under the base and the adapters, all at once, give the texts
  * and logprobs they give one by one, the same prompt under two adapters included (prompt
  * blocks are not shared across adapters); an adapter id the model does not serve is
- * refused. */
+ * refused. The mixed steps run again on the tiny GPT-2 of tests/fixtures/infer, whose fused
+ * q/k/v adapter covers its three parts. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -22,25 +23,27 @@
 enum { RANK = 4, LEN = 40, N_SEQ = 5 };
 
 static char ckpt[128], dir1[128], dir2[128];
+static long seq_len = LEN; /* the sequences' length in mixed_steps: LEN, or the model's context */
 
 static float uniform(uint64_t *s, float scale) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return scale * ((float)(*s >> 40) / (float)(1 << 24) - 0.5f);
 }
 
-/* A random adapter of rank RANK on layers' q, v and down projections, written as PEFT's. */
+/* A random adapter of rank RANK on every layer's q (or fused q/k/v), v and down
+ * projections, written as PEFT's. */
 static void make_adapter(const cf_model_config *c, uint64_t seed, const char *dir) {
-    static const cf_weight_role roles[] = {WR_WQ, WR_WV, WR_DOWN};
-    long kv_dim = c->num_kv_heads * cf_model_head_dim(c);
+    const cf_family *f = cf_family_of(c->arch);
+    cf_weight_role roles[3] = {f->block.fused_qkv ? WR_QKV : WR_WQ, f->block.fused_qkv ? WR_WO : WR_WV, WR_DOWN};
     cf_lora_adapter a = {.rank = RANK, .alpha = 8, .scale = 2};
     a.n = (int)(3 * c->num_layers);
     a.pairs = calloc((size_t)a.n, sizeof *a.pairs);
     for (long l = 0; l < c->num_layers; l++)
         for (int k = 0; k < 3; k++) {
             cf_lora_pair *p = &a.pairs[3 * l + k];
-            p->role = roles[k], p->layer = l;
-            p->in = roles[k] == WR_DOWN ? c->intermediate_size : c->hidden_size;
-            p->out = roles[k] == WR_WV ? kv_dim : c->hidden_size;
+            int64_t shape[2];
+            cf_weight_shape(c, cf_family_weight_of(f, roles[k]), shape);
+            p->role = roles[k], p->layer = l, p->out = shape[0], p->in = shape[1];
             p->a = malloc(sizeof(float) * (size_t)(RANK * p->in));
             p->b = malloc(sizeof(float) * (size_t)(RANK * p->out));
             for (long i = 0; i < RANK * p->in; i++) p->a[i] = uniform(&seed, 2.0f / sqrtf((float)p->in));
@@ -97,7 +100,7 @@ static void paged_logits(cf_infer_model *m, const int *which, int n_which, const
         for (int j = 0; j < n_which; j++) {
             int k = which[j];
             long c = chunks[(step + j) % n_chunks];
-            each[j] = c < LEN - pos[k] ? c : LEN - pos[k];
+            each[j] = c < seq_len - pos[k] ? c : seq_len - pos[k];
             if (each[j] <= 0) continue;
             segs[n++] = (infer_segment){.tokens = tok[k] + pos[k], .n = each[j], .pos = pos[k], .blocks = table[k],
                                         .logits = last + k * V, .lora = seq_lora[k]};
@@ -122,27 +125,27 @@ static void mixed_steps(void) {
     long V = cf_infer_config(m)->vocab_size;
     float *alone[N_SEQ], *mixed[N_SEQ];
     for (int k = 0; k < N_SEQ; k++) {
-        alone[k] = calloc((size_t)(LEN * V), sizeof(float));
-        mixed[k] = calloc((size_t)(LEN * V), sizeof(float));
+        alone[k] = calloc((size_t)(seq_len * V), sizeof(float));
+        mixed[k] = calloc((size_t)(seq_len * V), sizeof(float));
     }
     static const long one[] = {1}; /* every position's logits */
     for (int k = 0; k < N_SEQ; k++) paged_logits(m, &k, 1, one, 1, alone);
     int all[N_SEQ] = {0, 1, 2, 3, 4};
     paged_logits(m, all, N_SEQ, one, 1, mixed);
     for (int k = 0; k < N_SEQ; k++)
-        CHECK_MSG(memcmp(alone[k], mixed[k], sizeof(float) * (size_t)(LEN * V)) == 0,
+        CHECK_MSG(memcmp(alone[k], mixed[k], sizeof(float) * (size_t)(seq_len * V)) == 0,
                   "sequence %d (adapter %d): the mixed batch's logits differ from its own", k, seq_lora[k]);
     /* prompt chunks (17 and 23 tokens, then 1 a step) sharing steps: the last logits of each chunk */
     static const long chunky[] = {17, 23, 5, 1, 3};
     float *chunked[N_SEQ];
-    for (int k = 0; k < N_SEQ; k++) chunked[k] = calloc((size_t)(LEN * V), sizeof(float));
+    for (int k = 0; k < N_SEQ; k++) chunked[k] = calloc((size_t)(seq_len * V), sizeof(float));
     paged_logits(m, all, N_SEQ, chunky, 5, chunked);
     for (int k = 0; k < N_SEQ; k++)
-        CHECK_MSG(memcmp(alone[k] + (LEN - 1) * V, chunked[k] + (LEN - 1) * V, sizeof(float) * (size_t)V) == 0,
+        CHECK_MSG(memcmp(alone[k] + (seq_len - 1) * V, chunked[k] + (seq_len - 1) * V, sizeof(float) * (size_t)V) == 0,
                   "sequence %d: chunked prompts in a mixed batch change its last logits", k);
     /* the adapters do change the logits, and differ from each other */
-    CHECK(memcmp(alone[1] + (LEN - 1) * V, alone[4] + (LEN - 1) * V, sizeof(float) * (size_t)V) != 0);
-    CHECK(memcmp(alone[1] + (LEN - 1) * V, alone[3] + (LEN - 1) * V, sizeof(float) * (size_t)V) != 0);
+    CHECK(memcmp(alone[1] + (seq_len - 1) * V, alone[4] + (seq_len - 1) * V, sizeof(float) * (size_t)V) != 0);
+    CHECK(memcmp(alone[1] + (seq_len - 1) * V, alone[3] + (seq_len - 1) * V, sizeof(float) * (size_t)V) != 0);
     /* a served adapter == that adapter over the whole model (the contiguous path's GEMM) */
     char half[160];
     snprintf(half, sizeof half, "%s:0.5", dir2);
@@ -155,11 +158,11 @@ static void mixed_steps(void) {
         if (!one_lora) continue;
         int32_t t[LEN];
         seq_tokens(k, t, V);
-        float *want = malloc(sizeof(float) * (size_t)(LEN * V));
-        CHECK_MSG(cf_infer_forward(one_lora, t, LEN, 0, want, true, &err) == 0, "%s", err.msg);
+        float *want = malloc(sizeof(float) * (size_t)(seq_len * V));
+        CHECK_MSG(cf_infer_forward(one_lora, t, seq_len, 0, want, true, &err) == 0, "%s", err.msg);
         double worst = 0, scale = 0;
-        for (long i = 0; i < LEN * V; i++) scale = fmax(scale, fabs(want[i]));
-        for (long i = 0; i < LEN * V; i++) worst = fmax(worst, fabs(want[i] - alone[k][i]) / scale);
+        for (long i = 0; i < seq_len * V; i++) scale = fmax(scale, fabs(want[i]));
+        for (long i = 0; i < seq_len * V; i++) worst = fmax(worst, fabs(want[i] - alone[k][i]) / scale);
         CHECK_MSG(worst <= 1e-5, "sequence %d: served adapter %d against --lora: relative %g", k, seq_lora[k], worst);
         printf("adapter %d served vs --lora: max relative difference %g\n", seq_lora[k], worst);
         free(want);
@@ -273,17 +276,32 @@ int main(void) {
     cf_error err;
     cf_convert_options opt = {.dtype = CF_F32, .tokenizer_path = tok};
     CHECK_MSG(cf_import_llama2c(model, ckpt, &opt, &err) == 0, "%s", err.msg);
-    cf_infer_model *m = cf_infer_load(ckpt, NULL, &err);
-    CHECK_MSG(m != NULL, "%s", err.msg);
-    if (!m) return test_finish();
-    make_adapter(cf_infer_config(m), 1, dir1);
-    make_adapter(cf_infer_config(m), 2, dir2);
-    cf_infer_free(m);
-    for (int threads = 1; threads <= 2; threads++) {
-        cf_set_num_threads(threads, NULL);
-        mixed_steps();
+    /* GPT-2 (tests/fixtures/infer): a fused q/k/v projection, its adapter's B covering the parts */
+    char gpt2[128];
+    snprintf(gpt2, sizeof gpt2, "/tmp/cf_test_serve_lora_gpt2_%d.ckpt", pid);
+    cf_convert_options gopt = {.dtype = CF_F32};
+    CHECK_MSG(cf_import_hf(test_source_path("tests/fixtures/infer/tiny_gpt2_hf"), gpt2, &gopt, &err) == 0, "%s",
+              err.msg);
+    char stories[128];
+    snprintf(stories, sizeof stories, "%s", ckpt);
+    for (int k = 0; k < 2; k++) {
+        snprintf(ckpt, sizeof ckpt, "%s", k ? gpt2 : stories);
+        cf_infer_model *m = cf_infer_load(ckpt, NULL, &err);
+        CHECK_MSG(m != NULL, "%s", err.msg);
+        if (!m) return test_finish();
+        seq_len = cf_infer_max_seq(m) < LEN ? cf_infer_max_seq(m) : LEN;
+        make_adapter(cf_infer_config(m), 1 + 2 * (uint64_t)k, dir1);
+        make_adapter(cf_infer_config(m), 2 + 2 * (uint64_t)k, dir2);
+        cf_infer_free(m);
+        for (int threads = 1; threads <= 2; threads++) {
+            cf_set_num_threads(threads, NULL);
+            printf("%s, %d threads\n", k ? "gpt2" : "stories260K", threads);
+            mixed_steps();
+        }
+        if (!k) engine_requests();
     }
-    engine_requests();
+    unlink(gpt2);
+    snprintf(ckpt, sizeof ckpt, "%s", stories);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s %s %s", ckpt, dir1, dir2);
     CHECK(system(cmd) == 0);

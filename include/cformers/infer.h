@@ -72,7 +72,8 @@ int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err);
  * it applies only to the rows of a batched step whose segment names it (infer_segment.lora),
  * unmerged, over the shared base product; the base and any cf_infer_set_lora adapter are
  * unchanged. Returns its id (1, 2, ...), or -1 with err (a missing or mismatched adapter, a
- * LoRA checkpoint trained over another base). */
+ * LoRA checkpoint trained over another base). Before the model is given to an engine
+ * (cf_serve_engine_new), which reads the set from its own thread. */
 int cf_infer_add_lora(cf_infer_model *m, const char *spec, cf_error *err);
 /* Adapters in the served set. */
 int cf_infer_lora_count(const cf_infer_model *m);
