@@ -110,6 +110,9 @@ with urllib.request.urlopen(url + "/v1/models") as r:
     ids = [(m["id"], m.get("parent")) for m in json.load(r)["data"]]
 if ids != [("stories", None), ("tuned", "stories"), ("strong", "stories"), ("ckpt", "stories")]:
     bad.append("/v1/models: %s" % ids)
+with urllib.request.urlopen(url + "/v1/models/strong") as r:
+    if json.load(r).get("parent") != "stories":
+        bad.append("/v1/models/strong names no parent")
 prompts = ["Once upon a time", "The little dog", "Lily and Ben went to the park. They"]
 def body(model, prompt):
     return {"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 1}
