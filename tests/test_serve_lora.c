@@ -7,8 +7,9 @@
  * engine's greedy requests under the base and the adapters, all at once, give the texts
  * and logprobs they give one by one, the same prompt under two adapters included (prompt
  * blocks are not shared across adapters); an adapter id the model does not serve is
- * refused. The mixed steps run again on the tiny GPT-2 of tests/fixtures/infer, whose fused
- * q/k/v adapter covers its three parts. */
+ * refused. The mixed steps run again with an adapter of the model's own under every row
+ * (a LoRA run's checkpoint served as the model), and on the tiny GPT-2 of
+ * tests/fixtures/infer, whose fused q/k/v adapter covers its three parts. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -54,9 +55,11 @@ static void make_adapter(const cf_model_config *c, uint64_t seed, const char *di
     cf_lora_adapter_free(&a);
 }
 
-static cf_infer_model *load_served(void) {
+/* The model with the three served adapters; own: dir1 also as its own adapter (a LoRA
+ * checkpoint served as the model), under every row. */
+static cf_infer_model *load_served(bool own) {
     cf_error err;
-    cf_infer_options o = {.weight_dtype = CF_F32, .max_seq = 128};
+    cf_infer_options o = {.weight_dtype = CF_F32, .max_seq = 128, .lora = own ? dir1 : NULL};
     cf_infer_model *m = cf_infer_load(ckpt, &o, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
     if (!m) return NULL;
@@ -119,8 +122,8 @@ static void paged_logits(cf_infer_model *m, const int *which, int n_which, const
     cf_infer_kv_pool_free(p);
 }
 
-static void mixed_steps(void) {
-    cf_infer_model *m = load_served();
+static void mixed_steps(bool own) {
+    cf_infer_model *m = load_served(own);
     if (!m) return;
     long V = cf_infer_config(m)->vocab_size;
     float *alone[N_SEQ], *mixed[N_SEQ];
@@ -147,6 +150,11 @@ static void mixed_steps(void) {
     CHECK(memcmp(alone[1] + (seq_len - 1) * V, alone[4] + (seq_len - 1) * V, sizeof(float) * (size_t)V) != 0);
     CHECK(memcmp(alone[1] + (seq_len - 1) * V, alone[3] + (seq_len - 1) * V, sizeof(float) * (size_t)V) != 0);
     /* a served adapter == that adapter over the whole model (the contiguous path's GEMM) */
+    for (int k = 0; own && k < N_SEQ; k++) free(alone[k]), free(mixed[k]), free(chunked[k]);
+    if (own) {
+        cf_infer_free(m);
+        return;
+    }
     char half[160];
     snprintf(half, sizeof half, "%s:0.5", dir2);
     const char *spec_of[4] = {NULL, dir1, dir2, half};
@@ -202,7 +210,7 @@ static void collect(cf_serve_request *r, result *res) {
 }
 
 static void engine_requests(void) {
-    cf_infer_model *m = load_served();
+    cf_infer_model *m = load_served(false);
     if (!m) return;
     cf_error err;
     cf_serve_options o = {.max_batch = 8, .max_itl_ms = -1};
@@ -296,7 +304,8 @@ int main(void) {
         for (int threads = 1; threads <= 2; threads++) {
             cf_set_num_threads(threads, NULL);
             printf("%s, %d threads\n", k ? "gpt2" : "stories260K", threads);
-            mixed_steps();
+            mixed_steps(false);
+            mixed_steps(true); /* an adapter of its own under every row, and the served ones */
         }
         if (!k) engine_requests();
     }
