@@ -94,11 +94,13 @@ def percentile(xs, p):
     return xs[k]
 
 
-def one_request(host, port, prompt, gen, out, index=None):
-    """One streamed /v1/completions of GEN tokens; appends its timings (times of the events that
-    carry text) and the completion tokens the server reports in a usage object, if it sends one."""
-    body = json.dumps({"prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True,
-                       "stream_options": {"include_usage": True}})
+def one_request(host, port, prompt, gen, out, index=None, model=None):
+    """One streamed /v1/completions of GEN tokens (under `model`, an adapter's name, when given);
+    appends its timings (times of the events that carry text) and the completion tokens the
+    server reports in a usage object, if it sends one."""
+    body = {"prompt": prompt, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
+    body = json.dumps(dict(body, model=model) if model else body)
     c = http.client.HTTPConnection(host, port, timeout=600)
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -188,11 +190,42 @@ def gguf_matrix_types(path):
         return types
 
 
-def start_ours(args, concurrency):
+def write_adapters(args):
+    """--lora N: N random LoRA adapters of rank --lora-rank on every layer's q, k, v and o
+    projections of the model (shapes from `cformers inspect --json`), as PEFT directories
+    under --workdir; returns their `serve --lora NAME=DIR` arguments."""
+    info = json.loads(subprocess.run([args.bin, "inspect", args.model, "--json"], check=True, capture_output=True,
+                                     text=True).stdout)
+    rng, r, flags = random.Random(11), args.lora_rank, []
+    targets = [t for t in info["tensors"] if re.search(r"self_attn\.[qkvo]_proj\.weight$", t["name"])]
+    for k in range(args.lora):
+        d = os.path.join(args.workdir, f"adapter{k}_r{r}")
+        os.makedirs(d, exist_ok=True)
+        header, blobs, offset = {}, [], 0
+        for t in targets:
+            out, inp = t["shape"]
+            module = "base_model.model." + t["name"][:-len(".weight")]
+            for ab, shape, scale in (("A", (r, inp), 1 / inp ** 0.5), ("B", (out, r), 0.02)):
+                data = array.array("f", (rng.uniform(-scale, scale) for _ in range(shape[0] * shape[1]))).tobytes()
+                header[f"{module}.lora_{ab}.weight"] = {"dtype": "F32", "shape": list(shape),
+                                                         "data_offsets": [offset, offset + len(data)]}
+                blobs.append(data)
+                offset += len(data)
+        text = json.dumps(header).encode()
+        with open(os.path.join(d, "adapter_model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        with open(os.path.join(d, "adapter_config.json"), "w") as f:
+            json.dump({"peft_type": "LORA", "r": r, "lora_alpha": 2 * r,
+                       "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}, f)
+        flags += ["--lora", f"a{k}={d}"]
+    return flags
+
+
+def start_ours(args, concurrency, extra=()):
     """Starts `cformers serve`; returns (process, host, port) once it listens."""
     server = subprocess.Popen(
         [args.bin, "serve", "--model", args.model, "--port", "0", "--threads", str(args.threads),
-         "--max-batch", str(max(concurrency, 1)), "--dtype", args.dtype] + args.serve_args,
+         "--max-batch", str(max(concurrency, 1)), "--dtype", args.dtype] + list(extra) + args.serve_args,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = server.stdout.readline()
     m = re.search(r"http://([0-9.]+):(\d+)", line)
@@ -238,8 +271,11 @@ def start_llama_server(args, concurrency):
 
 def run_level(args, server_name, concurrency, prompts):
     """One level on one server: a fresh server, the load, its /metrics; the row of the table."""
-    start = start_ours if server_name == "cformers" else start_llama_server
-    server, host, port = start(args, concurrency)
+    lora = server_name == "cformers+lora"
+    if lora:
+        server, host, port = start_ours(args, concurrency, args.lora_flags)
+    else:
+        server, host, port = (start_ours if server_name == "cformers" else start_llama_server)(args, concurrency)
     try:
         results, queue, lock = [], list(enumerate(prompts)), threading.Lock()
 
@@ -249,7 +285,7 @@ def run_level(args, server_name, concurrency, prompts):
                     if not queue:
                         return
                     i, p = queue.pop(0)
-                one_request(host, port, p, args.gen, results, i)
+                one_request(host, port, p, args.gen, results, i, f"a{i % args.lora}" if lora else None)
 
         t0 = time.perf_counter()
         threads = [threading.Thread(target=worker) for _ in range(concurrency)]
@@ -285,7 +321,7 @@ def run_level(args, server_name, concurrency, prompts):
         "kv_blocks_peak": met.get("cformers_kv_blocks_peak"), "kv_blocks_total": met.get("cformers_kv_blocks_total"),
         "kv_waste": met.get("cformers_kv_waste_ratio"),
         "preemptions": (met.get('cformers_preemptions_total{mode="swap"}', 0) +
-                        met.get('cformers_preemptions_total{mode="recompute"}', 0)) if server_name == "cformers"
+                        met.get('cformers_preemptions_total{mode="recompute"}', 0)) if server_name.startswith("cformers")
         else None,
         "texts": {r["prompt_index"]: r["text"] for r in ok},
         "step_cost_s": [met.get(f'cformers_step_cost_model_seconds{{term="{t}"}}')
@@ -433,6 +469,10 @@ def main():
                          "--peer-arg=-ctk --peer-arg=f16)")
     ap.add_argument("--no-peer", action="store_true", help="only cformers")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--lora", type=int, default=0, metavar="N",
+                    help="also serve N random LoRA adapters (rank --lora-rank on q, k, v, o) over the model, the "
+                         "requests spread over them round robin (server 'cformers+lora'), against the base alone")
+    ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("serve_args", nargs="*", help="more `cformers serve` flags (after --)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -447,6 +487,9 @@ def main():
                             "--output", args.model], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             os.remove(raw)
     servers = ["cformers"] + (["llama.cpp"] if setup_peer(args) else [])
+    if args.lora:
+        args.lora_flags = write_adapters(args)
+        servers.insert(1, "cformers+lora")
     rng = random.Random(7)
     prompts = [[1] + [rng.randrange(3, args.vocab) for _ in range(rng.randint(args.prompt_min, args.prompt_max) - 1)]
                for _ in range(args.requests)]
@@ -461,7 +504,7 @@ def main():
             r = run_level(args, name, c, prompts[:n])
             rows.append(r)
             kv = (f"{r['kv_blocks_peak']:>8.0f} {100 * (r['kv_waste'] or 0):>5.2f}% {r['preemptions']:>7.0f}"
-                  if name == "cformers" else f"{'-':>8} {'-':>6} {'-':>7}")
+                  if name.startswith("cformers") else f"{'-':>8} {'-':>6} {'-':>7}")
             print(f"{name:<9} {c:>4} {n:>4} {r['wall_s']:>7.1f} {r['requests_per_s']:>6.2f} {r['tokens_per_s']:>7.1f} "
                   f"{fmt_ms(r['ttft_p50_s'])} {fmt_ms(r['ttft_p99_s'])} {r['itl_p50_s'] * 1e3:>6.1f}ms "
                   f"{r['itl_p99_s'] * 1e3:>6.1f}ms {kv}", flush=True)
@@ -478,14 +521,20 @@ def main():
             for r in mine[1:]:
                 print(f"{name} concurrency {r['concurrency']}: {r['tokens_per_s'] / mine[0]['tokens_per_s']:.1f}x "
                       f"the tokens/s of concurrency 1")
-    if len(servers) > 1:
+    for c in sorted({r["concurrency"] for r in rows} if args.lora else ()):
+        a = [r for r in rows if r["concurrency"] == c and r["server"] == "cformers+lora"]
+        b = [r for r in rows if r["concurrency"] == c and r["server"] == "cformers"]
+        if a and b and b[0]["tokens_per_s"] > 0:
+            print(f"concurrency {c}: {args.lora} LoRA adapters (rank {args.lora_rank}) at "
+                  f"{a[0]['tokens_per_s'] / b[0]['tokens_per_s']:.2f}x the base model's tokens/s")
+    if "llama.cpp" in servers:
         for c in sorted({r["concurrency"] for r in rows}):
             a = [r for r in rows if r["concurrency"] == c and r["server"] == "cformers"]
             b = [r for r in rows if r["concurrency"] == c and r["server"] == "llama.cpp"]
             if a and b and b[0]["tokens_per_s"] > 0:
                 print(f"concurrency {c}: cformers at {a[0]['tokens_per_s'] / b[0]['tokens_per_s']:.2f}x "
                       f"llama-server's tokens/s")
-    agree = agreement(args, rows, prompts) if len(servers) > 1 else None
+    agree = agreement(args, rows, prompts) if "llama.cpp" in servers else None
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "agreement": agree}, f, indent=1)

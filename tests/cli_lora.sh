@@ -77,4 +77,78 @@ stderr_has "the base named" "its adapters were trained over $tmp/base.ckpt, and 
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail_because "the other-base error is not one line"
 check "a missing adapter" 1 "$bin" generate --model "$tmp/base.ckpt" --lora "$tmp/nope" "${gen[@]}"
 stderr_has "names it" "--lora $tmp/nope"
+# serve: the base and three adapters over it (the PEFT directory, it at scale 4, the LoRA
+# checkpoint), chosen by each request's "model"; the batch mixing them all gives each
+# request the text it gets alone
+check "serve: an adapter that is not there" 1 "$bin" serve --model "$tmp/base.ckpt" --port 0 --lora "x=$tmp/nope"
+stderr_has "serve names it" "--lora $tmp/nope"
+check "serve: one name twice" 1 "$bin" serve --model "$tmp/base.ckpt" --port 0 --model-name stories \
+    --lora "stories=$tmp/full/checkpoint_step4.peft"
+stderr_has "the name said" "'stories' is already served"
+check "serve: --lora without a path" 2 "$bin" serve --model "$tmp/base.ckpt" --lora "=x"
+if command -v curl >/dev/null && command -v python3 >/dev/null; then
+    "$bin" serve --model "$tmp/base.ckpt" --port 0 --threads 1 --model-name stories --max-batch 16 \
+        --lora "tuned=$tmp/full/checkpoint_step4.peft" --lora "strong=$tmp/full/checkpoint_step4.peft:4" \
+        --lora "ckpt=$tmp/full/checkpoint_step4.ckpt" >"$tmp/server.out" 2>&1 &
+    server=$!
+    trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
+    server_url "$tmp/server.out" cli_lora
+    grep -q "serve: LoRA adapter 'strong': $tmp/full/checkpoint_step4.peft:4" "$tmp/server.out" ||
+        fail_because "the server does not list its adapters: $(cat "$tmp/server.out")"
+    /usr/bin/python3 - "$url" "$(head -c -1 "$tmp/unmerged")" <<'PY' || fail_because "serving the adapters"
+import json, sys, threading, urllib.error, urllib.request
+url, want_tuned = sys.argv[1], sys.argv[2]
+def post(body):
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+bad = []
+with urllib.request.urlopen(url + "/v1/models") as r:
+    ids = [(m["id"], m.get("parent")) for m in json.load(r)["data"]]
+if ids != [("stories", None), ("tuned", "stories"), ("strong", "stories"), ("ckpt", "stories")]:
+    bad.append("/v1/models: %s" % ids)
+with urllib.request.urlopen(url + "/v1/models/strong") as r:
+    if json.load(r).get("parent") != "stories":
+        bad.append("/v1/models/strong names no parent")
+prompts = ["Once upon a time", "The little dog", "Lily and Ben went to the park. They"]
+def body(model, prompt):
+    return {"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 1}
+alone = {}
+for model in ["stories", "tuned", "strong", "ckpt"]:
+    for p in prompts:
+        status, j = post(body(model, p))
+        if status != 200 or j["model"] != model:
+            bad.append("%s alone: %s %s" % (model, status, j))
+            continue
+        alone[model, p] = (j["choices"][0]["text"], j["choices"][0]["logprobs"]["token_logprobs"])
+if ("tuned", prompts[0]) in alone and prompts[0] + alone["tuned", prompts[0]][0] != want_tuned:
+    bad.append("tuned: %r, generate --lora: %r" % (prompts[0] + alone["tuned", prompts[0]][0], want_tuned))
+if alone.get(("ckpt", prompts[0])) != alone.get(("tuned", prompts[0])):
+    bad.append("the checkpoint's adapter and its PEFT directory differ")
+if len({alone.get((m, prompts[0]), ("",))[0] for m in ["stories", "tuned", "strong"]}) != 3:
+    bad.append("the base and the two adapters do not give three texts: %s" % alone)
+together = {}
+def run(model, p):
+    together[model, p] = post(body(model, p))
+threads = [threading.Thread(target=run, args=(m, p)) for p in prompts for m in ["strong", "stories", "ckpt", "tuned"]]
+for t in threads: t.start()
+for t in threads: t.join()
+for key, (status, j) in together.items():
+    got = (j["choices"][0]["text"], j["choices"][0]["logprobs"]["token_logprobs"]) if status == 200 else None
+    if got != alone.get(key):
+        bad.append("%s batched: %s, alone: %s" % (key, got, alone.get(key)))
+status, j = post(body("nobody", "x"))
+if status != 404 or j["error"]["param"] != "model" or "'nobody' does not exist" not in j["error"]["message"] \
+        or "'tuned'" not in j["error"]["message"]:
+    bad.append("an unknown model: %s %s" % (status, j))
+print("served: %d alone, %d batched" % (len(alone), len(together)))
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+PY
+    kill $server
+    wait $server 2>/dev/null
+fi
 finish cli_lora

@@ -46,7 +46,7 @@ static model open_model(const char *name, const char *ckpt) {
 static int parse(const model *md, const char *body, bool chat, serve_request_body *q, cf_error *err) {
     serve_chat_template tmpl;
     if (cf_serve_chat_init(&tmpl, NULL, "llama", md->tok, "llama2", err) != 0) return 500;
-    int status = cf_serve_request_parse(body, strlen(body), chat, "m", md->max_seq, 4, &tmpl, q, err);
+    int status = cf_serve_request_parse(body, strlen(body), chat, (const char *[]){"m", NULL}, md->max_seq, 4, &tmpl, q, err);
     cf_serve_chat_release(&tmpl);
     if (status == 0 && (q->n_ids = cf_serve_request_prompt_ids(q, md->tok, chat, 0, &q->ids, err)) < 0) status = 400;
     return status;

@@ -86,6 +86,10 @@ typedef struct cf_api_model cf_api_model;
  * "auto": as the checkpoint stores its matrices (f16 as float32). */
 cf_api_model *cf_api_model_load(const char *checkpoint, int64_t max_seq, const char *dtype);
 void cf_api_model_free(cf_api_model *m);
+/* Applies a LoRA adapter unmerged (docs/lora.md): spec "PATH[:SCALE]", PATH a Hugging Face
+ * PEFT directory or a LoRA run's checkpoint; replaces any set before. 0, or -1 (the error
+ * names it: missing, its shapes against the model's, trained over another base). */
+int cf_api_model_set_lora(cf_api_model *m, const char *spec);
 int cf_api_model_vocab_size(const cf_api_model *m);
 int64_t cf_api_model_max_seq(const cf_api_model *m);
 /* The model's config (its model_config section; the rest defaults); free with

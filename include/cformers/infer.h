@@ -68,6 +68,15 @@ void cf_infer_free(cf_infer_model *m);
  * Hugging Face PEFT directory or a LoRA run's checkpoint; every adapted linear then adds
  * SCALE * alpha / rank * (x A^T) B^T to its product. Replaces any adapter set before. */
 int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err);
+/* Adds an adapter to the model's served set (serve --lora NAME=PATH[:SCALE], docs/lora.md):
+ * it applies only to the rows of a batched step whose segment names it (infer_segment.lora),
+ * unmerged, over the shared base product; the base and any cf_infer_set_lora adapter are
+ * unchanged. Returns its id (1, 2, ...), or -1 with err (a missing or mismatched adapter, a
+ * LoRA checkpoint trained over another base). Before the model is given to an engine
+ * (cf_serve_engine_new), which reads the set from its own thread. */
+int cf_infer_add_lora(cf_infer_model *m, const char *spec, cf_error *err);
+/* Adapters in the served set. */
+int cf_infer_lora_count(const cf_infer_model *m);
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m);
 long cf_infer_max_seq(const cf_infer_model *m);

@@ -89,6 +89,11 @@ typedef struct cf_serve_params {
      * cannot continue a document of the grammar, EOS only once it is complete, and a sample
      * ends ("stop") when nothing can follow. Submit takes a reference of its own. */
     struct cf_grammar *grammar;
+    /* The served adapter the request runs under (cf_infer_add_lora's id; docs/lora.md), 0:
+     * the base. Requests under different adapters share a step: one base product for all
+     * rows, each row's low-rank product its own; prompt blocks are shared only under one
+     * adapter. */
+    int lora;
 } cf_serve_params;
 
 typedef struct cf_serve_engine cf_serve_engine;
@@ -179,6 +184,10 @@ typedef struct cf_server_options {
     const char *host;          /* IPv4 address to listen on; NULL = 127.0.0.1 */
     int port;                  /* 0: any free port (cf_server_port says which) */
     const char *model_name;    /* the id /v1/models lists and requests must name (when they name one) */
+    /* The names of the model's served adapters (cf_infer_add_lora's id i + 1 is lora_names[i];
+     * cf_infer_lora_count of them, distinct): a request's "model" naming one runs under it,
+     * /v1/models lists them after model_name (docs/lora.md). */
+    const char *const *lora_names;
     const char *chat_template; /* a built-in "llama2", "llama3", "chatml", "plain"; NULL: the model's own, else its family's */
     size_t max_body;           /* request bodies beyond this are refused with 413 (default 1 MiB) */
     const char *api_key;       /* NULL or "": none; else every route but /health needs "Authorization: Bearer KEY" */

@@ -59,6 +59,7 @@ _SIGNATURES = {
     "cf_api_tokenizer_decode": (c_void_p, [c_void_p, i32p, c_int64]),
     "cf_api_model_load": (c_void_p, [c_char_p, c_int64, c_char_p]),
     "cf_api_model_free": (None, [c_void_p]),
+    "cf_api_model_set_lora": (c_int, [c_void_p, c_char_p]),
     "cf_api_model_vocab_size": (c_int, [c_void_p]),
     "cf_api_model_max_seq": (c_int64, [c_void_p]),
     "cf_api_model_config": (c_void_p, [c_void_p]),

@@ -34,7 +34,10 @@ class PreTrainedModel:
         self.tokenizer = AutoTokenizer(tok, owner=self) if tok else None
 
     @classmethod
-    def from_pretrained(cls, path, max_seq=0, dtype="auto"):
+    def from_pretrained(cls, path, max_seq=0, dtype="auto", adapter=None, adapter_scale=1.0):
+        """adapter: a LoRA adapter applied unmerged (a Hugging Face PEFT directory, as PEFT's
+        save_pretrained writes it, or a cformers LoRA run's checkpoint; docs/lora.md), its
+        alpha / rank times adapter_scale."""
         if dtype not in ("auto", "float32", "bfloat16", "q8_0", "q4_0"):
             raise ValueError(f"dtype must be 'auto', 'float32', 'bfloat16', 'q8_0' or 'q4_0', not {dtype!r}")
         ckpt, temporary = _checkpoint_path(path)
@@ -43,6 +46,12 @@ class PreTrainedModel:
         finally:
             if temporary:
                 os.unlink(ckpt)
+        if adapter is not None:
+            spec = os.fspath(adapter) if adapter_scale == 1.0 else f"{os.fspath(adapter)}:{float(adapter_scale)!r}"
+            if lib.cf_api_model_set_lora(handle, encode(spec)) != 0:
+                message = _lib.last_error()
+                lib.cf_api_model_free(handle)
+                raise _lib.CformersError(message)
         arch = _arch_of(handle)
         model_cls = {"llama": LlamaForCausalLM, "gpt2": GPT2LMHeadModel}[arch]
         if cls not in (AutoModel, AutoModelForCausalLM, PreTrainedModel, model_cls):

@@ -136,6 +136,49 @@ def test_logits_equal_cli_validate(stories, tmp_path):
     assert batch.shape == (2, len(ids), 512) and np.array_equal(batch[1], logits)
 
 
+def write_peft_adapter(path, cfg, rank, seed):
+    """A random LoRA adapter on q_proj and v_proj of every layer, as PEFT's save_pretrained
+    writes it (adapter_config.json, adapter_model.safetensors in f32)."""
+    rng = np.random.default_rng(seed)
+    dim, kv_dim = cfg.hidden_size, cfg.num_kv_heads * (cfg.hidden_size // cfg.num_heads)
+    tensors = {}
+    for layer in range(cfg.num_layers):
+        for module, out in (("q_proj", dim), ("v_proj", kv_dim)):
+            name = f"base_model.model.model.layers.{layer}.self_attn.{module}"
+            tensors[name + ".lora_A.weight"] = rng.uniform(-0.5, 0.5, (rank, dim)).astype("<f4")
+            tensors[name + ".lora_B.weight"] = rng.uniform(-0.5, 0.5, (out, rank)).astype("<f4")
+    header, offset = {}, 0
+    for name, t in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+    text = json.dumps(header).encode()
+    os.makedirs(path)
+    with open(os.path.join(path, "adapter_model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(t.tobytes() for t in tensors.values()))
+    with open(os.path.join(path, "adapter_config.json"), "w") as f:
+        json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "target_modules": ["q_proj", "v_proj"]}, f)
+
+
+def test_lora_adapter_equals_cli_validate(stories, tmp_path):
+    base = cformers.AutoModel.from_pretrained(stories)
+    adapter = str(tmp_path / "adapter")
+    write_peft_adapter(adapter, base.config, 4, 7)
+    model = cformers.AutoModel.from_pretrained(stories, adapter=adapter)
+    ids = model.tokenizer.encode("Once upon a time, there was a little girl named Lily.")
+    logits = model(ids)
+    assert not np.array_equal(logits, base(ids))
+    assert np.array_equal(cformers.AutoModel.from_pretrained(stories, adapter=adapter, adapter_scale=0)(ids), base(ids))
+    ref = tmp_path / "lora.logits"
+    with open(ref, "wb") as f:
+        f.write(b"CFLOGITS" + struct.pack("<IIII", 1, len(ids), 512, 0))
+        f.write(np.asarray(ids, "<i4").tobytes())
+        f.write(np.asarray(logits, "<f4").tobytes())
+    r = cli("validate", "--model", stories, "--lora", adapter, "--reference", str(ref), "--tolerance", "0")
+    assert r.stdout.startswith("PASS") or "\nPASS" in r.stdout, r.stdout
+    with pytest.raises(cformers.CformersError, match="nowhere"):
+        cformers.AutoModel.from_pretrained(stories, adapter=str(tmp_path / "nowhere"))
+
+
 def test_logits_match_the_committed_reference(tmp_path):
     ckpt = tmp_path / "tiny.ckpt"
     cli("convert", "--from", "llama2c", os.path.join(SRC, "tests/fixtures/infer/tiny_v1.bin"), "--output", str(ckpt))

@@ -237,6 +237,13 @@ void cf_api_model_free(cf_api_model *m) {
     free(m);
 }
 
+int cf_api_model_set_lora(cf_api_model *m, const char *spec) {
+    clear_error();
+    cf_error err = {{0}};
+    if (cf_infer_set_lora(m->m, spec, &err) != 0) return keep(&err), -1;
+    return 0;
+}
+
 int cf_api_model_vocab_size(const cf_api_model *m) { return (int)m->vocab; }
 int64_t cf_api_model_max_seq(const cf_api_model *m) { return cf_infer_max_seq(m->m); }
 

@@ -41,6 +41,10 @@ static const char usage[] =
     "  --chat-template T       a built-in llama2, llama3, chatml or plain instead of the model's own\n"
     "                          chat_template (default: the model's, else its family's)\n"
     "  --no-prefix-sharing     compute every prompt in full even when its start is cached\n"
+    "  --lora NAME=PATH[:SCALE]  serve a LoRA adapter (a PEFT directory or a LoRA run's checkpoint)\n"
+    "                          as model NAME (default: PATH's file name), its alpha / rank times\n"
+    "                          SCALE (default 1); repeatable. A request whose \"model\" is NAME runs\n"
+    "                          under it, batched with the others over the shared base (docs/lora.md)\n"
     "  --dtype f32|bf16|q8_0|q4_0  dtype of the weights matmuls read (default: as the checkpoint\n"
     "                          stores its matrices, f16 as f32; q8_0: int8 blocks, q4_0: 4-bit blocks)\n"
     "  --threads N             compute threads (default: CFORMERS_THREADS or the usable cores)\n"
@@ -73,8 +77,12 @@ static int parse_size(const char *flag, const char *text, size_t *out) {
     return 0;
 }
 
+enum { SERVE_MAX_LORA = 64 };
+
 typedef struct serve_args {
     const char *model, *name, *chat_template;
+    const char *lora[SERVE_MAX_LORA]; /* --lora NAME=PATH[:SCALE] as given */
+    int n_lora;
     cf_kv_cache_dtype kv_cache;
     cf_serve_options engine;
     cf_server_options server;
@@ -110,6 +118,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
             if (a->engine.max_itl_ms == 0) a->engine.max_itl_ms = -1; /* the engine's 0 is its default */
         } else if (strcmp(flag, "--max-waiting") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1L << 20, &a->engine.max_waiting);
         else if (strcmp(flag, "--chat-template") == 0) a->server.chat_template = v;
+        else if (strcmp(flag, "--lora") == 0) {
+            if (a->n_lora == SERVE_MAX_LORA) return cli_usage_error(cmd, "at most %d --lora adapters", (int)SERVE_MAX_LORA);
+            if (!*v || *v == '=') return cli_usage_error(cmd, "--lora takes NAME=PATH[:SCALE], not '%s'", v);
+            a->lora[a->n_lora++] = v;
+        }
         else if (strcmp(flag, "--dtype") == 0) rc = cli_parse_dtype(cmd, flag, v, &a->dtype);
         else if (strcmp(flag, "--threads") == 0) rc = cli_parse_long(cmd, flag, v, 1, 1024, &a->threads);
         else if (strcmp(flag, "--max-connections") == 0)
@@ -139,6 +152,35 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     return 0;
 }
 
+/* The last component of a path ("models/tiny_hf/" -> "tiny_hf") into buf. */
+static void last_component(const char *path, char *buf, size_t size) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    const char *start = path + len;
+    while (start > path && start[-1] != '/') start--;
+    snprintf(buf, size, "%.*s", (int)(path + len - start), start);
+}
+
+/* Adds the --lora adapters to m's served set, their names into names[i] (buffers of 256):
+ * NAME=PATH[:SCALE], or PATH[:SCALE] named by PATH's file name. */
+static int add_adapters(cf_infer_model *m, const serve_args *a, char (*names)[256], cf_error *err) {
+    for (int i = 0; i < a->n_lora; i++) {
+        const char *spec = a->lora[i], *eq = strchr(spec, '=');
+        if (eq && memchr(spec, '/', (size_t)(eq - spec)) == NULL) {
+            snprintf(names[i], 256, "%.*s", (int)(eq - spec), spec);
+            spec = eq + 1;
+        } else {
+            char path[1024];
+            snprintf(path, sizeof path, "%s", spec);
+            char *colon = strrchr(path, ':'), *end = NULL;
+            if (colon && colon[1] && (strtod(colon + 1, &end), end && !*end)) *colon = 0; /* PATH:SCALE */
+            last_component(path, names[i], 256);
+        }
+        if (cf_infer_add_lora(m, spec, err) < 0) return -1;
+    }
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         fputs(usage, stdout);
@@ -158,15 +200,16 @@ int cmd_serve(int argc, char **argv) {
     if (!src) return 1;
     cf_infer_model *m = cf_infer_load(a.model, &opt, &err);
     cf_model_source_close(src); /* the model maps what it reads */
+    char names[SERVE_MAX_LORA][256];
+    const char *name_of[SERVE_MAX_LORA];
+    for (int i = 0; i < a.n_lora; i++) name_of[i] = names[i];
+    a.server.lora_names = name_of;
+    if (m && add_adapters(m, &a, names, &err) != 0) cf_infer_free(m), m = NULL;
     cf_serve_engine *e = m ? cf_serve_engine_new(m, &a.engine, &err) : NULL;
     if (!e) cf_infer_free(m);
     /* the file's or the directory's name ("models/tiny_hf/" serves as "tiny_hf") */
     char base[256];
-    size_t len = strlen(a.model);
-    while (len > 1 && a.model[len - 1] == '/') len--;
-    const char *start = a.model + len;
-    while (start > a.model && start[-1] != '/') start--;
-    snprintf(base, sizeof base, "%.*s", (int)(a.model + len - start), start);
+    last_component(a.model, base, sizeof base);
     if (!a.server.model_name) a.server.model_name = base;
     cf_server *s = e ? cf_server_start(e, &a.server, &err) : NULL;
     if (!s) {
@@ -184,6 +227,11 @@ int cmd_serve(int argc, char **argv) {
            a.server.api_key && *a.server.api_key ? ", API key required" : "");
     printf("serve: chat template: %s\n", cf_server_chat_template(s));
     printf("serve: tools: %s\n", cf_server_tools_rendering(s));
+    for (int i = 0; i < a.n_lora; i++) {
+        size_t n = strlen(names[i]);
+        const char *path = strncmp(a.lora[i], names[i], n) == 0 && a.lora[i][n] == '=' ? a.lora[i] + n + 1 : a.lora[i];
+        printf("serve: LoRA adapter '%s': %s\n", names[i], path);
+    }
     fflush(stdout);
     cli_wait_stop_signal();
     printf("serve: stopping (requests under way get up to %g s)\n", a.server.shutdown_timeout_s);

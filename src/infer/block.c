@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cformers/gemm.h"
+#include "cformers/threads.h"
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
 
@@ -63,6 +64,72 @@ static void add_adapter(const cf_infer_model *m, const cf_lora_pair *a, const fl
     cf_sgemm(false, true, n, out, r, (float)m->lora.scale, m->lora_tmp, r, a->b + row0 * r, r, 1.0f, y, out);
 }
 
+/* The row-wise adapters of one LINEAR step (S-LoRA / Punica over the shared base product):
+ * token t takes the model's own adapter, then its served one (lora_of[t]), each as
+ * y_t += (scale x_t A^T) B^T in a fixed order (cf_infer_dot, then rank passes), so a token's
+ * result does not depend on which tokens or adapters share the step. Tasks walk the tokens
+ * grouped by adapter so that one adapter's A and B stay in cache across its rows. */
+typedef struct row_lora_job {
+    const cf_infer_model *m;
+    const cf_block_step *s;
+    const infer_linear *const *mat;
+    float *const *y;
+    const float *x;
+    const int32_t *lora_of;
+    const int32_t *order; /* tokens grouped by served adapter */
+    long l;
+} row_lora_job;
+
+static void add_row(const cf_lora_adapter *ad, const cf_lora_pair *a, const float *x, long row0, long out, float *u,
+                    float *y) {
+    long r = (long)ad->rank;
+    float scale = (float)ad->scale;
+    for (long k = 0; k < r; k++) u[k] = scale * cf_infer_dot(x, a->a + k * a->in, (long)a->in);
+    /* y += u B^T as rank passes over y (B^T's rows contiguous): each y[o] sums in k order */
+    for (long k = 0; k < r; k++) {
+        const float *bt = a->bt + k * a->out + row0;
+        for (long o = 0; o < out; o++) y[o] += u[k] * bt[o];
+    }
+}
+
+static void row_lora_task(void *arg, int task, int thread) {
+    (void)thread;
+    const row_lora_job *j = arg;
+    const cf_infer_model *m = j->m;
+    const cf_block_step *s = j->s;
+    long t = j->order[task], in = j->mat[0]->in;
+    const float *x = j->x + t * in;
+    float *u = m->lora_rows + t * m->lora_rows_rank;
+    const cf_lora_adapter *ads[2] = {&m->lora, j->lora_of && j->lora_of[t] ? &m->served[j->lora_of[t] - 1] : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!ads[k] || !ads[k]->n) continue;
+        long offset = 0;
+        for (int i = 0; i < s->n_out; i++) {
+            long out = j->mat[i]->out;
+            const cf_lora_pair *a = cf_lora_adapter_find(ads[k], s->fused != CF_NO_WEIGHT ? s->fused : s->weight[i], j->l);
+            if (a) add_row(ads[k], a, x, s->fused != CF_NO_WEIGHT ? offset : 0, out, u, j->y[i] + t * out);
+            offset += out;
+        }
+    }
+}
+
+static void row_adapters(const cf_infer_model *m, long l, const infer_path *p, const cf_block_step *s,
+                         const infer_linear *const *mat, float *const *y, const float *x, long n) {
+    bool any = m->lora.n > 0;
+    for (long t = 0; t < n && !any && p->lora_of; t++) any = p->lora_of[t] != 0;
+    if (!any) return;
+    int32_t order[INFER_CHUNK];
+    long k = 0;
+    for (int g = 0; g <= m->n_served; g++) /* a counting sort by adapter id: n_served is small */
+        for (long t = 0; t < n; t++)
+            if ((p->lora_of ? p->lora_of[t] : 0) == g) order[k++] = (int32_t)t;
+    row_lora_job job = {.m = m, .s = s, .mat = mat, .y = y, .x = x, .lora_of = p->lora_of, .order = order, .l = l};
+    if (n < 2 || cf_num_threads() == 1)
+        for (long t = 0; t < n; t++) row_lora_task(&job, (int)t, 0);
+    else
+        cf_parallel_for((int)n, row_lora_task, &job);
+}
+
 /* A LINEAR step: the group's products in one dispatch, then each one's adapter and bias (a
  * fused tensor's bias is its parts' biases one after another). */
 static void linear_step(const cf_infer_model *m, long l, const infer_path *p, const cf_block_step *s,
@@ -79,10 +146,14 @@ static void linear_step(const cf_infer_model *m, long l, const infer_path *p, co
     }
     p->linears(p->ctx, mat, y, s->n_out, buf[s->in], n);
     offset = 0;
-    for (int i = 0; i < s->n_out && m->lora.n; i++) {
-        const cf_lora_pair *a = cf_lora_adapter_find(&m->lora, s->fused != CF_NO_WEIGHT ? s->fused : s->weight[i], l);
-        if (a) add_adapter(m, a, buf[s->in], n, s->fused != CF_NO_WEIGHT ? offset : 0, mat[i]->out, y[i]);
-        offset += mat[i]->out;
+    if (p->lora_of || n == 1) {
+        row_adapters(m, l, p, s, mat, y, buf[s->in], n);
+    } else {
+        for (int i = 0; i < s->n_out && m->lora.n; i++) {
+            const cf_lora_pair *a = cf_lora_adapter_find(&m->lora, s->fused != CF_NO_WEIGHT ? s->fused : s->weight[i], l);
+            if (a) add_adapter(m, a, buf[s->in], n, s->fused != CF_NO_WEIGHT ? offset : 0, mat[i]->out, y[i]);
+            offset += mat[i]->out;
+        }
     }
     for (int i = 0; i < s->n_out; i++)
         if (bias[i])

@@ -182,10 +182,13 @@ int cf_infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segm
                            m->max_seq);
         if (n + g->n > INFER_CHUNK)
             return cf_fail(err, "a batched step takes at most %d tokens", (int)INFER_CHUNK);
+        if (g->lora < 0 || g->lora > m->n_served)
+            return cf_fail(err, "adapter %d is not among the model's %d served adapters", g->lora, m->n_served);
         for (long t = 0; t < g->n; t++) {
             if (g->tokens[t] < 0 || g->tokens[t] >= m->vocab)
                 return cf_fail(err, "token %d is outside the vocabulary of %ld", g->tokens[t], m->vocab);
             p->tokens[n] = g->tokens[t], p->positions[n] = (int32_t)(g->pos + t), p->seg_of[n] = s;
+            p->lora_of[n] = g->lora;
             n++;
         }
     }
@@ -194,7 +197,7 @@ int cf_infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segm
     unsigned fp_mode = cf_denormals_off();
     step st = {.m = m, .p = p, .segs = segs};
     infer_path path = {.ctx = &st, .linears = step_linears, .kv_rows = step_kv_rows, .attend = step_attend,
-                       .positions = p->positions, .pos = 0};
+                       .positions = p->positions, .pos = 0, .lora_of = p->lora_of};
     cf_infer_embed(m, p->tokens, n, p->positions, 0);
     for (long l = 0; l < m->cfg.num_layers; l++) cf_infer_block(m, l, n, &path);
     /* the last token of each segment that wants logits, normalised into xb and projected */

@@ -345,28 +345,61 @@ void cf_infer_free(cf_infer_model *m) {
     cf_ckpt_close(m->ckpt);
     cf_lora_adapter_free(&m->lora);
     cf_aligned_free(m->lora_tmp);
+    for (int i = 0; i < m->n_served; i++) cf_lora_adapter_free(&m->served[i]);
+    free(m->served);
+    cf_aligned_free(m->lora_rows);
     free(m);
+}
+
+/* Reads the adapter `spec` for m: a LoRA run's checkpoint over another base than the one it
+ * trained on is refused, never a silent mismatch (a LoRA checkpoint as the model holds its
+ * own base). */
+static int load_adapter(const cf_infer_model *m, const char *spec, cf_lora_adapter *a, cf_error *err) {
+    if (cf_lora_adapter_load_spec(spec, &m->cfg, a, err) != 0) return -1;
+    bool own = false;
+    for (long i = 0; m->ckpt && i < cf_ckpt_num_tensors(m->ckpt); i++) own |= cf_lora_is_adapter(cf_ckpt_tensor_at(m->ckpt, i)->name);
+    if (a->base_hash && m->ckpt && !own && cf_lora_base_hash(m->ckpt) != a->base_hash) {
+        cf_fail(err, "--lora %s: its adapters were trained over %s, and %s holds other weights", spec, a->base_path,
+                cf_ckpt_path(m->ckpt));
+        cf_lora_adapter_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+/* The row-wise path's B transposed and scratch for the largest rank of m's adapters. */
+static void size_lora_rows(cf_infer_model *m) {
+    cf_lora_adapter_transpose(&m->lora);
+    for (int i = 0; i < m->n_served; i++) cf_lora_adapter_transpose(&m->served[i]);
+    int64_t r = m->lora.rank;
+    for (int i = 0; i < m->n_served; i++) r = m->served[i].rank > r ? m->served[i].rank : r;
+    if (r <= m->lora_rows_rank) return;
+    cf_aligned_free(m->lora_rows);
+    m->lora_rows = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)r);
+    m->lora_rows_rank = r;
 }
 
 int cf_infer_set_lora(cf_infer_model *m, const char *spec, cf_error *err) {
     cf_lora_adapter a;
-    if (cf_lora_adapter_load_spec(spec, &m->cfg, &a, err) != 0) return -1;
-    /* A LoRA run's checkpoint over another base than the one it trained on is refused, never
-     * a silent mismatch; a LoRA checkpoint as the model holds its own base. */
-    bool own = false;
-    for (long i = 0; m->ckpt && i < cf_ckpt_num_tensors(m->ckpt); i++) own |= cf_lora_is_adapter(cf_ckpt_tensor_at(m->ckpt, i)->name);
-    if (a.base_hash && m->ckpt && !own && cf_lora_base_hash(m->ckpt) != a.base_hash) {
-        cf_fail(err, "--lora %s: its adapters were trained over %s, and %s holds other weights", spec, a.base_path,
-                cf_ckpt_path(m->ckpt));
-        cf_lora_adapter_free(&a);
-        return -1;
-    }
+    if (load_adapter(m, spec, &a, err) != 0) return -1;
     cf_lora_adapter_free(&m->lora);
     cf_aligned_free(m->lora_tmp);
     m->lora = a;
     m->lora_tmp = cf_aligned_alloc(sizeof(float) * INFER_CHUNK * (size_t)a.rank);
+    size_lora_rows(m);
     return 0;
 }
+
+int cf_infer_add_lora(cf_infer_model *m, const char *spec, cf_error *err) {
+    cf_lora_adapter a;
+    if (load_adapter(m, spec, &a, err) != 0) return -1;
+    m->served = cf_xrealloc(m->served, sizeof *m->served * (size_t)(m->n_served + 1));
+    m->served[m->n_served++] = a;
+    size_lora_rows(m);
+    return m->n_served;
+}
+
+int cf_infer_lora_count(const cf_infer_model *m) { return m->n_served; }
 
 const cf_model_config *cf_infer_config(const cf_infer_model *m) { return &m->cfg; }
 

@@ -65,6 +65,10 @@ struct cf_infer_model {
     size_t weight_bytes;
     cf_lora_adapter lora; /* applied unmerged by the LINEAR steps (cf_infer_set_lora); n 0 = none */
     float *lora_tmp;      /* [INFER_CHUNK, lora.rank]: x A^T */
+    cf_lora_adapter *served; /* [n_served] the rows' own adapters (cf_infer_add_lora; id i + 1) */
+    int n_served;
+    float *lora_rows;        /* [INFER_CHUNK, lora_rows_rank]: a row's x A^T in the row-wise path */
+    int64_t lora_rows_rank;  /* the largest rank of lora and served */
 };
 
 /* Allocates the cache, RoPE table and activations once the weights are set. */
@@ -91,6 +95,10 @@ typedef struct infer_path {
     void (*attend)(void *ctx, long layer, long n, const cf_attn_mask *mask);
     const int32_t *positions; /* token i's position: positions[i], or pos + i when NULL */
     long pos;
+    /* token i's served adapter (cf_infer_add_lora's id, 0: none), or NULL for none. Set (the
+     * paged path) or with one token, adapters are applied row by row (block.c), so that a
+     * token's result depends on nothing else in the step. */
+    const int32_t *lora_of;
 } infer_path;
 
 /* Token embeddings (plus learned positions) into m->x[n, dim]. */

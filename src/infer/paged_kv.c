@@ -50,6 +50,7 @@ infer_kv_pool *cf_infer_kv_pool_new(const cf_infer_model *m, long n_blocks, cf_e
     p->tokens = cf_xmalloc(sizeof(int32_t) * INFER_CHUNK);
     p->positions = cf_xmalloc(sizeof(int32_t) * INFER_CHUNK);
     p->seg_of = cf_xmalloc(sizeof(int32_t) * INFER_CHUNK);
+    p->lora_of = cf_xmalloc(sizeof(int32_t) * INFER_CHUNK);
     return p;
 }
 
@@ -57,7 +58,7 @@ void cf_infer_kv_pool_free(infer_kv_pool *p) {
     if (!p) return;
     free(p->k), free(p->v), free(p->ref), free(p->free_ids), free(p->hash), free(p->bucket), free(p->next);
     cf_aligned_free(p->k_new), cf_aligned_free(p->v_new), cf_aligned_free(p->pairs), cf_aligned_free(p->logits);
-    free(p->tokens), free(p->positions), free(p->seg_of);
+    free(p->tokens), free(p->positions), free(p->seg_of), free(p->lora_of);
     free(p);
 }
 

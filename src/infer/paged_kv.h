@@ -32,7 +32,7 @@ typedef struct infer_kv_pool {
     long n_buckets;
     /* scratch of one batched step (up to INFER_CHUNK tokens) */
     float *k_new, *v_new, *pairs, *logits;
-    int32_t *tokens, *positions, *seg_of;
+    int32_t *tokens, *positions, *seg_of, *lora_of;
 } infer_kv_pool;
 
 /* Bytes one block takes (keys and values of every layer). */
@@ -69,6 +69,7 @@ typedef struct infer_segment {
     long n, pos;
     const int32_t *blocks;
     float *logits;
+    int lora; /* the served adapter its tokens take (cf_infer_add_lora's id), 0: the base */
 } infer_segment;
 
 /* One batched step over segments totalling at most INFER_CHUNK tokens. */

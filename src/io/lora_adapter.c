@@ -20,10 +20,21 @@
 
 #define PEFT_PREFIX "base_model.model."
 
+void cf_lora_adapter_transpose(cf_lora_adapter *a) {
+    for (int i = 0; i < a->n; i++) {
+        cf_lora_pair *p = &a->pairs[i];
+        if (p->bt) continue;
+        p->bt = cf_xmalloc(sizeof(float) * (size_t)(p->out * a->rank));
+        for (int64_t o = 0; o < p->out; o++)
+            for (int64_t k = 0; k < a->rank; k++) p->bt[k * p->out + o] = p->b[o * a->rank + k];
+    }
+}
+
 void cf_lora_adapter_free(cf_lora_adapter *a) {
     for (int i = 0; a->pairs && i < a->n; i++) {
         free(a->pairs[i].a);
         free(a->pairs[i].b);
+        free(a->pairs[i].bt);
     }
     free(a->pairs);
     memset(a, 0, sizeof *a);

@@ -16,6 +16,7 @@ typedef struct cf_lora_pair {
     int64_t in, out;
     float *a; /* [rank, in] */
     float *b; /* [out, rank], rows in cformers' order (LLaMA q/k: interleaved pairs) */
+    float *bt; /* [rank, out]: B transposed for inference's row-wise path (cf_lora_adapter_transpose), or NULL */
 } cf_lora_pair;
 
 typedef struct cf_lora_adapter {
@@ -51,6 +52,8 @@ int cf_lora_adapter_from_graph(cf_graph *g, const cf_model_config *m, int64_t ra
 int cf_lora_peft_write(const char *dir, const cf_model_config *m, const cf_lora_adapter *a, cf_error *err);
 /* The pair of (role, layer), or NULL. */
 const cf_lora_pair *cf_lora_adapter_find(const cf_lora_adapter *a, cf_weight_role role, long layer);
+/* Sets each pair's bt (B transposed), once. */
+void cf_lora_adapter_transpose(cf_lora_adapter *a);
 void cf_lora_adapter_free(cf_lora_adapter *a);
 
 #endif

@@ -160,6 +160,10 @@ static void seq_free(cf_serve_engine *e, seq *s) {
     free(s);
 }
 
+/* The chain hash a prompt's first block follows: 0 for the base, its own for each adapter,
+ * whose keys and values differ, so that prefixes are shared only under the same adapter. */
+static uint64_t lora_seed(int lora) { return lora ? 0x9e3779b97f4a7c15ull * (uint64_t)lora : 0; }
+
 static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_t *tokens, long n) {
     seq *s = cf_xcalloc(1, sizeof *s);
     s->r = r, s->choice = i, s->state = SEQ_WAITING;
@@ -173,7 +177,7 @@ static seq *seq_new(cf_serve_engine *e, cf_serve_request *r, int i, const int32_
     s->n_prompt_hash = n / KV_BLOCK;
     s->prompt_hash = cf_xmalloc(sizeof *s->prompt_hash * (size_t)(s->n_prompt_hash + 1));
     for (long b = 0; b < s->n_prompt_hash; b++)
-        s->prompt_hash[b] = cf_infer_kv_chain_hash(b ? s->prompt_hash[b - 1] : 0, tokens + b * KV_BLOCK);
+        s->prompt_hash[b] = cf_infer_kv_chain_hash(b ? s->prompt_hash[b - 1] : lora_seed(r->p.lora), tokens + b * KV_BLOCK);
     cf_sampler_params sp = r->p.sampling;
     sp.seed += (uint64_t)i;
     s->sampler = cf_sampler_new(&sp, e->vocab);
@@ -232,6 +236,10 @@ cf_serve_request *cf_serve_submit(cf_serve_engine *e, const int32_t *prompt, lon
     if (p->max_tokens < 0 || n + p->max_tokens > e->max_seq) {
         cf_fail(err, "'max_tokens' %ld and the prompt's %ld tokens exceed the context of %ld tokens", p->max_tokens, n,
                 e->max_seq);
+        return NULL;
+    }
+    if (p->lora < 0 || p->lora > cf_infer_lora_count(e->m)) {
+        cf_fail(err, "adapter %d is not among the model's %d served adapters", p->lora, cf_infer_lora_count(e->m));
         return NULL;
     }
     int samples = p->n ? p->n : 1;
@@ -819,13 +827,14 @@ static void step(cf_serve_engine *e) {
         scored_part(s, e->plan_tokens[i], &a, &b);
         if (b > a && !e->score_logits) e->score_logits = cf_xmalloc(sizeof(float) * SCORE_ROWS * (size_t)e->vocab);
         if (a > pos)
-            e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + pos, .n = a - pos, .pos = pos, .blocks = s->blocks};
+            e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + pos, .n = a - pos, .pos = pos, .blocks = s->blocks,
+                                                .lora = s->r->p.lora};
         for (long p = a; p < b; p++)
             e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + p, .n = 1, .pos = p, .blocks = s->blocks,
-                                                .logits = e->score_logits + rows++ * e->vocab};
+                                                .logits = e->score_logits + rows++ * e->vocab, .lora = s->r->p.lora};
         if (end > b)
             e->segs[n_segs++] = (infer_segment){.tokens = s->tokens + b, .n = end - b, .pos = b, .blocks = s->blocks,
-                                                .logits = end == s->n_tokens ? s->logits : NULL};
+                                                .logits = end == s->n_tokens ? s->logits : NULL, .lora = s->r->p.lora};
     }
     cf_error err;
     if (n && cf_infer_forward_paged(e->m, e->pool, e->segs, (int)n_segs, &err) != 0) {

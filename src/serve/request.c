@@ -317,25 +317,29 @@ static int parse_prompt(json_t *body, serve_request_body *q, cf_error *err) {
     return 0;
 }
 
-/* The body as a JSON object whose "model", if any, is `model`: 0, or the status of the refusal. */
-static int load_body(const char *body, size_t len, const char *model, serve_request_body *q, cf_error *err) {
+/* The body as a JSON object whose "model", if any, is one of `models` (q->model its index):
+ * 0, or the status of the refusal. */
+static int load_body(const char *body, size_t len, const char *const *models, serve_request_body *q, cf_error *err) {
     memset(q, 0, sizeof *q);
     json_error_t jerr;
     q->json = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!q->json || !json_is_object(q->json))
         return cf_fail(err, "the body is not a JSON object: %s", q->json ? "another JSON value" : jerr.text), 400;
     json_t *name = json_object_get(q->json, "model");
-    if (name && !json_is_null(name) && (!json_is_string(name) || strcmp(json_string_value(name), model) != 0)) {
-        q->param = "model";
-        return cf_fail(err, "The model '%.256s' does not exist; this server serves '%s' (GET /v1/models)",
-                       json_is_string(name) ? json_string_value(name) : "(not a string)", model), 404;
-    }
-    return 0;
+    if (!name || json_is_null(name)) return 0;
+    for (int i = 0; json_is_string(name) && models[i]; i++)
+        if (strcmp(json_string_value(name), models[i]) == 0) return q->model = i, 0;
+    q->param = "model";
+    char served[512] = "";
+    for (int i = 0, at = 0; models[i] && at < (int)sizeof served; i++)
+        at += snprintf(served + at, sizeof served - (size_t)at, "%s'%s'", i ? ", " : "", models[i]);
+    return cf_fail(err, "The model '%.256s' does not exist; this server serves %s (GET /v1/models)",
+                   json_is_string(name) ? json_string_value(name) : "(not a string)", served), 404;
 }
 
-int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
+int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *const *models, long max_seq, long max_batch,
                         const serve_chat_template *tmpl, serve_request_body *q, cf_error *err) {
-    int status = load_body(body, len, model, q, err);
+    int status = load_body(body, len, models, q, err);
     if (status) return status;
     if (check_fields(q->json, chat ? SERVE_CHAT : SERVE_COMPLETIONS, q, err) != 0 ||
         parse_logprobs(q->json, chat, q, err) != 0 || parse_params(q->json, chat, max_seq, max_batch, q, err) != 0)
@@ -368,9 +372,9 @@ int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *
     return 0;
 }
 
-int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, const serve_chat_template *tmpl,
+int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *const *models, const serve_chat_template *tmpl,
                          serve_request_body *q, cf_error *err) {
-    int status = load_body(body, len, model, q, err);
+    int status = load_body(body, len, models, q, err);
     if (status) return status;
     if (check_fields(q->json, detokenize ? SERVE_DETOKENIZE : SERVE_TOKENIZE, q, err) != 0) return 400;
     if (detokenize) {

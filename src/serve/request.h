@@ -50,21 +50,22 @@ typedef struct serve_request_body {
     bool seeded;        /* "seed" was given (else the server picks one) */
     cf_serve_logit_bias *bias; /* logit_bias (malloc'd; p.logit_bias points here) */
     serve_structured structured; /* response_format, tools, tool_choice (p.grammar is structured.grammar) */
+    int model;          /* which of the served models "model" names (0: the base, or none named) */
     const char *param;  /* the field an error is about, or NULL */
     json_t *json;       /* the parsed body */
 } serve_request_body;
 
 /* Parses `len` bytes of `body`: 0, or the HTTP status of the refusal (400 bad request, 404
- * a "model" other than `model`) with err saying why and q->param naming the field. A field
+ * a "model" none of `models`: the names served, the base first, NULL-terminated) with err saying why and q->param naming the field. A field
  * the server does not act on is refused (request.c's FIELDS). `max_seq` bounds max_tokens,
  * `max_batch` n and best_of; `tmpl` renders chat messages (into text); completions' prompts
  * are in prompts. cf_serve_request_free releases *q either way. */
-int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *model, long max_seq, long max_batch,
+int cf_serve_request_parse(const char *body, size_t len, bool chat, const char *const *models, long max_seq, long max_batch,
                         const serve_chat_template *tmpl, serve_request_body *q, cf_error *err);
 /* /tokenize (llama-server's {"content", "add_special", "with_pieces"} or vLLM's {"prompt" or
  * "messages", "add_special_tokens"}: text, add_special and with_pieces set) or /detokenize
  * ({"tokens": [ids]}: ids set); refusals as cf_serve_request_parse. */
-int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *model, const serve_chat_template *tmpl,
+int cf_serve_tokenize_parse(const char *body, size_t len, bool detokenize, const char *const *models, const serve_chat_template *tmpl,
                          serve_request_body *q, cf_error *err);
 /* Prompt j of a parsed request as token ids (*ids malloc'd): chat's rendered messages (j 0)
  * and text prompts tokenized with BOS first, control tokens in the text matched

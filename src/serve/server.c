@@ -34,6 +34,7 @@ struct cf_server {
     double shutdown_timeout_s;
     atomic_bool cancel; /* stopping, past the deadline: requests under way end now */
     char model[256];
+    char **models; /* the names requests may give, NULL-terminated: model, then the served adapters' */
     serve_chat_template chat;
     size_t max_body;
     char *api_key; /* NULL: none asked */
@@ -192,6 +193,7 @@ typedef struct call {
     bool logprobs;      /* each choice has logprobs (with the prompt's when prompt_logprobs) */
     bool prompt_logprobs;
     char id[40];
+    const char *model; /* the name the request gave (the base's, or an adapter's) */
     long created;
     serve_structured tools; /* tools_mode and tools (a reference of its own): the answer may be a tool call */
 } call;
@@ -285,7 +287,7 @@ static void tool_call_choice(const call *k, int i, json_t *choice, const char *t
 static json_t *envelope(const call *k, bool chunk) {
     const char *object = k->chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     return json_pack("{s:s, s:s, s:I, s:s}", "id", k->id, "object", object, "created", (json_int_t)k->created, "model",
-                     k->s->model);
+                     k->model);
 }
 
 /* OpenAI's usage object: the prompts' tokens (once each: a prompt's samples share it) and
@@ -629,7 +631,7 @@ static enum MHD_Result reply_stream(call *k, struct MHD_Connection *c) {
 static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, upload *u, bool chat) {
     serve_request_body q;
     cf_error err;
-    int status = cf_serve_request_parse(u->body, u->len, chat, s->model, cf_infer_max_seq(cf_serve_model(s->e)),
+    int status = cf_serve_request_parse(u->body, u->len, chat, (const char *const *)s->models, cf_infer_max_seq(cf_serve_model(s->e)),
                                      cf_serve_max_batch(s->e), &s->chat, &q, &err);
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
     for (int b = 0; status == 0 && b < q.p.n_logit_bias; b++)
@@ -639,13 +641,13 @@ static enum MHD_Result completions(cf_server *s, struct MHD_Connection *c, uploa
                     cf_tokenizer_vocab_size(tok));
         }
     call k = {.s = s, .chat = chat, .include_usage = q.include_usage, .logprobs = q.p.logprobs,
-              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL),
+              .prompt_logprobs = q.p.prompt_logprobs, .created = (long)time(NULL), .model = s->models[q.model],
               .tools = {.tools_mode = q.structured.tools_mode, .tools = json_incref(q.structured.tools)}};
     if (status == 0) {
         k.n_parts = chat ? 1 : q.n_prompts, k.n_out = q.p.n, k.n_samples = q.best_of;
         k.parts = cf_xcalloc((size_t)k.n_parts, sizeof *k.parts);
         cf_serve_params p = q.p;
-        p.n = k.n_samples;
+        p.n = k.n_samples, p.lora = q.model; /* adapter i is served model i */
         /* tokens come one per stream event (their places in the text), and best_of ranks by
          * logprob (the client sees logprobs only when it asked) */
         p.token_texts = q.stream;
@@ -703,7 +705,7 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
     serve_request_body q;
     cf_error err;
     const cf_tokenizer *tok = cf_infer_tokenizer(cf_serve_model(s->e));
-    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, s->model, &s->chat, &q, &err);
+    int status = cf_serve_tokenize_parse(u->body, u->len, detokenize, (const char *const *)s->models, &s->chat, &q, &err);
     long vocab = cf_tokenizer_vocab_size(tok);
     for (long i = 0; status == 0 && detokenize && i < q.n_ids; i++)
         if (q.ids[i] >= vocab) {
@@ -747,10 +749,13 @@ static enum MHD_Result tokenize(cf_server *s, struct MHD_Connection *c, upload *
 
 /* ---- GET ---- */
 
-/* The model object /v1/models lists and /v1/models/{id} answers. */
-static json_t *model_json(const cf_server *s) {
-    return json_pack("{s:s, s:s, s:i, s:s, s:I}", "id", s->model, "object", "model", "created", 0, "owned_by",
-                     "cformers", "max_model_len", (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
+/* The model object /v1/models lists and /v1/models/{id} answers: models[i], an adapter's
+ * naming the base as its parent (vLLM's). */
+static json_t *model_json(const cf_server *s, int i) {
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:I}", "id", s->models[i], "object", "model", "created", 0, "owned_by",
+                          "cformers", "max_model_len", (json_int_t)cf_infer_max_seq(cf_serve_model(s->e)));
+    if (i) json_object_set_new(j, "parent", json_string(s->model));
+    return j;
 }
 
 static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -912,8 +917,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (route != POST_NONE || ((health || models || model || metrics_route) && !get))
         return reply_error(s, c, 405, NULL, route != POST_NONE ? "use POST" : "use GET");
     if (health) return reply_json(s, c, 200, json_pack("{s:s}", "status", "ok"));
-    if (models) return reply_json(s, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_json(s)));
-    if (model && strcmp(url + 11, s->model) == 0) return reply_json(s, c, 200, model_json(s));
+    if (models) {
+        json_t *data = json_array();
+        for (int i = 0; s->models[i]; i++) json_array_append_new(data, model_json(s, i));
+        return reply_json(s, c, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    }
+    for (int i = 0; model && s->models[i]; i++)
+        if (strcmp(url + 11, s->models[i]) == 0) return reply_json(s, c, 200, model_json(s, i));
     if (model) {
         char msg[600];
         snprintf(msg, sizeof msg, "The model '%.256s' does not exist; this server serves '%s'", url + 11, s->model);
@@ -935,6 +945,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **state, enum MH
     *state = NULL;
 }
 
+static void free_models(char **models) {
+    for (int i = 0; models[i]; i++) free(models[i]);
+    free(models);
+}
+
 cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_error *err) {
     const cf_infer_model *m = cf_serve_model(e);
     if (!cf_infer_tokenizer(m)) {
@@ -954,8 +969,27 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->max_body = o->max_body ? o->max_body : 1 << 20;
     s->api_key = o->api_key && *o->api_key ? cf_xstrdup(o->api_key) : NULL;
     snprintf(s->model, sizeof s->model, "%s", name);
+    int n_lora = cf_infer_lora_count(m);
+    s->models = cf_xcalloc((size_t)n_lora + 2, sizeof *s->models);
+    s->models[0] = cf_xstrdup(s->model);
+    for (int i = 0; i < n_lora; i++) {
+        s->models[i + 1] = cf_xstrdup(o->lora_names && o->lora_names[i] ? o->lora_names[i] : "");
+        for (int k = 0; k <= i; k++)
+            if (!s->models[i + 1][0] || strcmp(s->models[k], s->models[i + 1]) == 0 ||
+                !cf_utf8_is_valid(s->models[i + 1], strlen(s->models[i + 1]))) {
+                cf_fail(err, "adapter %d's name '%.*s' is %s", i + 1, 200, s->models[i + 1],
+                        !s->models[i + 1][0] ? "empty"
+                        : strcmp(s->models[k], s->models[i + 1]) == 0 ? "already served (each --lora NAME is its own)"
+                                                                       : "not valid UTF-8");
+                free_models(s->models);
+                free(s->api_key);
+                free(s);
+                return NULL;
+            }
+    }
     if (cf_serve_chat_init(&s->chat, cf_infer_chat_template(m), cf_family_of(cf_infer_config(m)->arch)->name,
                            cf_infer_tokenizer(m), o->chat_template, err) != 0) {
+        free_models(s->models);
         free(s->api_key);
         free(s);
         return NULL;
@@ -967,6 +1001,7 @@ cf_server *cf_server_start(cf_serve_engine *e, const cf_server_options *o, cf_er
     s->http = cf_http_guard_start(o->host, o->port, &lim, handle, completed, count_http, s, &s->port, err);
     if (!s->http) {
         cf_serve_chat_release(&s->chat);
+        free_models(s->models);
         free(s->api_key);
         free(s);
         return NULL;
@@ -987,6 +1022,7 @@ void cf_server_stop(cf_server *s) {
     }
     cf_http_guard_stop(s->http);
     cf_serve_chat_release(&s->chat);
+    free_models(s->models);
     free(s->api_key);
     free(s);
 }

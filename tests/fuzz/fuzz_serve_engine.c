@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const cf_tokenizer *tok = cf_infer_tokenizer(m);
     serve_request_body q;
     cf_error *err = fuzz_err();
-    int status = cf_serve_request_parse(body, len, chat, "model", cf_infer_max_seq(m), cf_serve_max_batch(engine), tmpl,
+    int status = cf_serve_request_parse(body, len, chat, (const char *[]){"model", NULL}, cf_infer_max_seq(m), cf_serve_max_batch(engine), tmpl,
                                         &q, err);
     /* the first prompt of a batched completion (the server submits each the same way) */
     if (status == 0) {

@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cf_error err = {{0}};
     int tokenize = (data[0] >> 3) & 3;
     int status = tokenize == 1 || tokenize == 2
-                     ? cf_serve_tokenize_parse((const char *)data + 1, size - 1, tokenize == 2, "model", &tmpl, &q, &err)
-                     : cf_serve_request_parse((const char *)data + 1, size - 1, chat, "model", 256, 16, &tmpl, &q, &err);
+                     ? cf_serve_tokenize_parse((const char *)data + 1, size - 1, tokenize == 2, (const char *[]){"model", NULL}, &tmpl, &q, &err)
+                     : cf_serve_request_parse((const char *)data + 1, size - 1, chat, (const char *[]){"model", NULL}, 256, 16, &tmpl, &q, &err);
     if (status != 0 && ((status != 400 && status != 404) || !err.msg[0])) {
         fprintf(stderr, "fuzz_serve_request: refused with %d and message '%s'\n", status, err.msg);
         abort();
