@@ -119,7 +119,6 @@ static const mf_rule rules[] = {
 
     /* parallel_config, recompute_config, context */
     {"parallel_config.use_seq_parallel", MF_NEUTRAL, "false", "sequence parallelism needs model parallelism, which cformers does not have", NULL},
-    {"parallel_config.micro_batch_num", MF_IGNORE, "micro-batches of the pipeline; there is one stage here", NULL, NULL},
     {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding is never split here (no tensor-parallel training yet)", NULL, NULL},
     {"parallel_config.expert_parallel", MF_NEUTRAL, "1", "mixture of experts is not supported", NULL},
     {"parallel_config.context_parallel", MF_NEUTRAL, "1", "context parallelism is not supported", NULL},

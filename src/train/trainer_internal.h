@@ -28,6 +28,7 @@ struct cf_trainer {
     cf_dist *dist;      /* opts.dist; NULL alone */
     int rank, world;    /* data-parallel rank and world size */
     cf_grad_sync *sync; /* NULL alone */
+    struct cf_pipeline *pipe; /* parallel_config.pipeline_stage > 1 (train/pipeline.h); else NULL */
     /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
      * before a step, agreed with the step's loss, so all ranks act after the same step. */
     bool stop_requested, save_requested;

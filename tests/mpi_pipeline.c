@@ -1,0 +1,283 @@
+/* Pipeline-parallel training (src/train/pipeline.c), run under mpirun (tests/CMakeLists.txt).
+ * What a user relies on:
+ *   stages   (2 ranks): a 4-layer LLaMA on pipeline_stage = 2 with micro_batch_num = 4
+ *            trains as one process with the same global batch (batch_size x 4
+ *            accumulation steps): the same losses for 10 steps and the same final
+ *            weights of every stage's parameters within 1e-6, with the even split, an
+ *            integer offset and an uneven per-stage list; a rerun is bit-identical;
+ *            evaluation through the stages gives one process's validation loss.
+ *   layout   (4 ranks): 2 data-parallel x 2 stages == one process with the global batch;
+ *            4 stages with 8 micro-batches == one process.
+ * And the refusals, each an error naming its key: micro_batch_num < pipeline_stage, an
+ * offset that does not sum to layers mod stages or has the wrong count, a stage without
+ * a layer, a tied embedding, gradient_accumulation_steps with stages. The layer
+ * assignment itself (MindFormers' formula) is checked without MPI. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cformers/dist.h"
+#include "cformers/train.h"
+#include "test_util.h"
+#include "train_test_util.h"
+#include "train/pipeline.h"
+#include "train/trainer_internal.h"
+
+enum { STEPS = 10, LAYERS = 4 };
+
+static char dir[256];
+
+typedef struct run_result {
+    double loss[STEPS];
+    double val_loss;
+    int n_params;
+    char (*names)[CF_NAME_MAX];
+    float **weights; /* per parameter of this rank's graph, after the run */
+    int64_t *numel;
+} run_result;
+
+static void make_config(cf_config *cfg, int64_t batch, int64_t accum, int64_t stages, int64_t micro, const char *offset) {
+    char text[300];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    train_test_config(cfg, CF_ARCH_LLAMA, text);
+    cfg->model.model_config.num_layers = LAYERS;
+    cf_runner_config *r = &cfg->runner_config;
+    r->batch_size = batch;
+    r->train_steps = STEPS;
+    r->gradient_accumulation_steps = accum;
+    r->eval_interval = 0;
+    r->eval_steps = 2;
+    cfg->parallel_config.pipeline_stage = stages;
+    cfg->parallel_config.micro_batch_num = micro;
+    snprintf(cfg->parallel_config.offset, sizeof cfg->parallel_config.offset, "%s", offset);
+    snprintf(cfg->output_dir, sizeof cfg->output_dir, "%s/run", dir);
+}
+
+/* Trains STEPS steps on dist (NULL: alone), evaluates, and keeps the losses and this rank's parameters. */
+static void train(const cf_config *cfg, cf_dist *dist, run_result *out) {
+    cf_error err = {{0}};
+    cf_train_options opts = {.quiet = true, .dist = dist};
+    memset(out, 0, sizeof *out);
+    cf_trainer *t = cf_trainer_create(cfg, &opts, &err);
+    CHECK_MSG(t != NULL, "trainer: %s", err.msg);
+    if (!t) exit(test_finish());
+    for (int s = 0; s < STEPS; s++) {
+        CHECK(cf_batches_next(t->train, t->tokens, &err) == 0);
+        CHECK_MSG(cf_trainer_step(t, t->tokens, &out->loss[s], &err) == 0, "step %d: %s", s + 1, err.msg);
+    }
+    CHECK_MSG(cf_trainer_evaluate(t, &out->val_loss, &err) == 0, "evaluate: %s", err.msg);
+    cf_graph *g = t->model.graph;
+    out->n_params = cf_graph_num_params(g);
+    out->names = cf_xcalloc((size_t)out->n_params, sizeof *out->names);
+    out->weights = cf_xcalloc((size_t)out->n_params, sizeof *out->weights);
+    out->numel = cf_xcalloc((size_t)out->n_params, sizeof *out->numel);
+    for (int i = 0; i < out->n_params; i++) {
+        const cf_tensor *p = cf_graph_param_at(g, i);
+        snprintf(out->names[i], CF_NAME_MAX, "%s", p->name);
+        out->numel[i] = cf_tensor_numel(p);
+        out->weights[i] = cf_xmalloc(sizeof(float) * (size_t)out->numel[i]);
+        memcpy(out->weights[i], cf_tensor_f32(p), sizeof(float) * (size_t)out->numel[i]);
+    }
+    cf_trainer_free(t);
+}
+
+static void release(run_result *r) {
+    for (int i = 0; i < r->n_params; i++) free(r->weights[i]);
+    free(r->weights);
+    free(r->names);
+    free(r->numel);
+}
+
+/* The largest relative difference of the losses, the validation loss, and each of a's
+ * parameters against b's parameter of the same name (as vectors); a's parameters must be
+ * in b. */
+static double rel_diff(const run_result *a, const run_result *b) {
+    double worst = fabs(a->val_loss - b->val_loss) / fabs(b->val_loss);
+    for (int s = 0; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
+    for (int i = 0; i < a->n_params; i++) {
+        int j = 0;
+        while (j < b->n_params && strcmp(a->names[i], b->names[j]) != 0) j++;
+        CHECK_MSG(j < b->n_params && a->numel[i] == b->numel[j], "parameter %s is not in the reference", a->names[i]);
+        if (j == b->n_params) return INFINITY;
+        double diff = 0.0, norm = 0.0;
+        for (int64_t k = 0; k < a->numel[i]; k++) {
+            double d = (double)a->weights[i][k] - b->weights[j][k];
+            diff += d * d;
+            norm += (double)b->weights[j][k] * b->weights[j][k];
+        }
+        worst = fmax(worst, norm > 0 ? sqrt(diff / norm) : sqrt(diff));
+    }
+    return worst;
+}
+
+static bool identical(const run_result *a, const run_result *b) {
+    if (memcmp(a->loss, b->loss, sizeof a->loss) != 0 || a->val_loss != b->val_loss || a->n_params != b->n_params)
+        return false;
+    for (int i = 0; i < a->n_params; i++)
+        if (memcmp(a->weights[i], b->weights[i], sizeof(float) * (size_t)a->numel[i]) != 0) return false;
+    return true;
+}
+
+/* The pipeline run of cfg on `dp` data-parallel ranks against one process with the same
+ * micro-batches: batch_size rows, dp x micro_batch_num accumulation steps (rank r's rows
+ * of a step follow those of the ranks before it). Every rank trains the reference itself
+ * and compares its own stage's parameters. */
+static void check_against_alone(cf_dist *d, const cf_config *cfg, int64_t dp, const char *what, run_result *pipe) {
+    cf_config ref = *cfg;
+    ref.parallel_config.pipeline_stage = 1;
+    ref.parallel_config.data_parallel = 0;
+    ref.parallel_config.micro_batch_num = 1;
+    ref.runner_config.gradient_accumulation_steps = dp * cfg->parallel_config.micro_batch_num;
+    run_result alone;
+    train(&ref, NULL, &alone);
+    if (dp > 1) alone.val_loss = pipe->val_loss; /* its held-out rows are split otherwise */
+    double diff = rel_diff(pipe, &alone);
+    double worst = diff;
+    cf_error err = {{0}};
+    CHECK(cf_dist_max_f64(d, &worst, 1, &err) == 0);
+    if (cf_dist_rank(d) == 0)
+        printf("%s vs 1 process x %lld x %lld accumulation: losses and weights within %.3g (loss %.4f -> %.4f, "
+               "validation %.4f)\n",
+               what, (long long)cfg->runner_config.batch_size, (long long)ref.runner_config.gradient_accumulation_steps, worst, pipe->loss[0],
+               pipe->loss[STEPS - 1], pipe->val_loss);
+    CHECK_MSG(diff <= 1e-6, "%s vs 1 process: relative difference %.3g on rank %d", what, diff, cf_dist_rank(d));
+    CHECK_MSG(pipe->loss[STEPS - 1] < pipe->loss[0] - 0.5, "%s did not learn: %.4f -> %.4f", what, pipe->loss[0],
+              pipe->loss[STEPS - 1]);
+    release(&alone);
+}
+
+/* cfg must be refused by cf_trainer_create with an error containing `key`. */
+static void check_refused(cf_dist *d, const cf_config *cfg, const char *key) {
+    cf_error err = {{0}};
+    cf_train_options opts = {.quiet = true, .dist = d};
+    cf_trainer *t = cf_trainer_create(cfg, &opts, &err);
+    CHECK_MSG(t == NULL, "a config to refuse (%s) was accepted", key);
+    cf_trainer_free(t);
+    CHECK_CONTAINS(err.msg, key);
+    if (cf_dist_rank(d) == 0) printf("refused: %s\n", err.msg);
+}
+
+static void test_stages(cf_dist *d) {
+    cf_config cfg;
+    run_result pp, again;
+    make_config(&cfg, 2, 1, 2, 4, "0");
+    train(&cfg, d, &pp);
+    train(&cfg, d, &again);
+    CHECK_MSG(identical(&pp, &again), "a pipeline rerun is not bit-identical");
+    check_against_alone(d, &cfg, 1, "2 stages x 4 micro-batches (2 + 2 layers)", &pp);
+    release(&pp);
+    release(&again);
+    make_config(&cfg, 2, 1, 2, 4, "-1"); /* MindFormers' integer offset: stage (i - 1) // 2, layers 0-2 | 3 */
+    train(&cfg, d, &pp);
+    CHECK(pp.n_params == (cf_dist_rank(d) == 0 ? 1 + 3 * 9 : 1 * 9 + 2));
+    check_against_alone(d, &cfg, 1, "2 stages, offset -1 (3 + 1 layers)", &pp);
+    release(&pp);
+    make_config(&cfg, 2, 1, 2, 5, "[-1, 1]"); /* a list: 1 + 3 layers, 5 micro-batches */
+    train(&cfg, d, &pp);
+    CHECK(pp.n_params == (cf_dist_rank(d) == 0 ? 1 + 1 * 9 : 3 * 9 + 2));
+    check_against_alone(d, &cfg, 1, "2 stages, offset [-1, 1] (1 + 3 layers), 5 micro-batches", &pp);
+    release(&pp);
+
+    make_config(&cfg, 2, 1, 2, 1, "0");
+    check_refused(d, &cfg, "parallel_config.micro_batch_num");
+    make_config(&cfg, 2, 1, 2, 4, "1, 0");
+    check_refused(d, &cfg, "parallel_config.offset");
+    make_config(&cfg, 2, 1, 2, 4, "0, 0, 0");
+    check_refused(d, &cfg, "parallel_config.offset");
+    make_config(&cfg, 2, 1, 2, 4, "2, -2");
+    check_refused(d, &cfg, "parallel_config.offset"); /* stage 1 without a layer */
+    make_config(&cfg, 2, 1, 2, 4, "one");
+    check_refused(d, &cfg, "parallel_config.offset");
+    make_config(&cfg, 2, 2, 2, 4, "0");
+    check_refused(d, &cfg, "runner_config.gradient_accumulation_steps");
+    make_config(&cfg, 2, 1, 2, 4, "0");
+    cfg.model.model_config.tie_word_embeddings = true;
+    check_refused(d, &cfg, "tie_word_embeddings");
+}
+
+static void test_layout(cf_dist *d) {
+    cf_config cfg;
+    run_result pp;
+    make_config(&cfg, 2, 1, 2, 4, "0"); /* 2 data-parallel x 2 stages */
+    train(&cfg, d, &pp);
+    check_against_alone(d, &cfg, 2, "2 data-parallel x 2 stages x 4 micro-batches", &pp);
+    release(&pp);
+    make_config(&cfg, 2, 1, 4, 8, "0"); /* 4 stages of one layer */
+    train(&cfg, d, &pp);
+    check_against_alone(d, &cfg, 1, "4 stages x 8 micro-batches", &pp);
+    release(&pp);
+}
+
+/* MindFormers' assignment, no MPI needed. */
+static void test_assignment(void) {
+    struct {
+        int64_t layers, stages;
+        const char *offset;
+        int first[5];
+    } cases[] = {
+        {8, 4, "0", {0, 2, 4, 6, 8}},       {8, 2, "1", {0, 3, 8}},           {8, 4, "1,0,0,-1", {0, 3, 5, 7, 8}},
+        {10, 4, "[1, 1, 0, 0]", {0, 3, 6, 8, 10}}, {10, 4, "0", {0, 2, 4, 6, 10}}, {8, 2, "-1", {0, 5, 8}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        cf_parallel_config pc = {.pipeline_stage = cases[c].stages};
+        snprintf(pc.offset, sizeof pc.offset, "%s", cases[c].offset);
+        int first[5] = {0};
+        cf_error err = {{0}};
+        CHECK_MSG(cf_pipeline_layers(&pc, cases[c].layers, first, &err) == 0, "%s: %s", cases[c].offset, err.msg);
+        for (int s = 0; s <= cases[c].stages; s++)
+            CHECK_MSG(first[s] == cases[c].first[s], "%lld layers, %lld stages, offset %s: stage %d starts at %d, not %d",
+                      (long long)cases[c].layers, (long long)cases[c].stages, cases[c].offset, s, first[s],
+                      cases[c].first[s]);
+    }
+    cf_parallel_config pc = {.pipeline_stage = 4};
+    snprintf(pc.offset, sizeof pc.offset, "1,0,0,0");
+    int first[5];
+    cf_error err = {{0}};
+    CHECK(cf_pipeline_layers(&pc, 8, first, &err) != 0);
+    CHECK_CONTAINS(err.msg, "parallel_config.offset");
+    CHECK_CONTAINS(err.msg, "sums to 1");
+    pc.pipeline_stage = 9;
+    CHECK(cf_pipeline_layers(&pc, 8, first, &err) != 0);
+    CHECK_CONTAINS(err.msg, "parallel_config.pipeline_stage");
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "stages";
+    if (strcmp(mode, "assignment") == 0) {
+        test_assignment();
+        return test_finish();
+    }
+    cf_error err = {{0}};
+    cf_dist *d = cf_dist_open(&err);
+    CHECK_MSG(d != NULL, "cf_dist_open: %s", err.msg);
+    if (!d) return test_finish();
+    int id = (int)getpid();
+    CHECK(cf_dist_bcast(d, &id, sizeof id, 0, &err) == 0);
+    snprintf(dir, sizeof dir, "/tmp/cformers_pp_%d", id);
+    if (cf_dist_rank(d) == 0) {
+        CHECK(mkdir(dir, 0700) == 0);
+        char path[300];
+        snprintf(path, sizeof path, "%s/text.txt", dir);
+        train_test_write_text(path);
+    }
+    CHECK(cf_dist_barrier(d, &err) == 0);
+    if (strcmp(mode, "stages") == 0)
+        test_stages(d);
+    else if (strcmp(mode, "layout") == 0)
+        test_layout(d);
+    else
+        CHECK_MSG(false, "unknown mode %s (stages, layout, assignment)", mode);
+    cf_dist_barrier(d, &err);
+    if (cf_dist_rank(d) == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0);
+    }
+    double failures = test_failures;
+    cf_dist_sum_f64(d, &failures, 1, &err);
+    test_failures = (int)failures;
+    cf_dist_close(d);
+    return test_finish();
+}
