@@ -5,7 +5,10 @@
  *            accumulation steps): the same losses for 10 steps and the same final
  *            weights of every stage's parameters within 1e-6, with the even split, an
  *            integer offset and an uneven per-stage list; a rerun is bit-identical;
- *            evaluation through the stages gives one process's validation loss.
+ *            evaluation through the stages gives one process's validation loss; a
+ *            checkpoint of the stages (the whole model's) resumed by one process, and
+ *            one process's resumed by the stages, continue with the uninterrupted
+ *            run's losses and weights.
  *   layout   (4 ranks): 2 data-parallel x 2 stages == one process with the global batch;
  *            4 stages with 8 micro-batches == one process.
  * And the refusals, each an error naming its key: micro_batch_num < pipeline_stage, an
@@ -32,6 +35,7 @@ static char dir[256];
 typedef struct run_result {
     double loss[STEPS];
     double val_loss;
+    int start; /* the step the run started from */
     int n_params;
     char (*names)[CF_NAME_MAX];
     float **weights; /* per parameter of this rank's graph, after the run */
@@ -55,18 +59,23 @@ static void make_config(cf_config *cfg, int64_t batch, int64_t accum, int64_t st
     snprintf(cfg->output_dir, sizeof cfg->output_dir, "%s/run", dir);
 }
 
-/* Trains STEPS steps on dist (NULL: alone), evaluates, and keeps the losses and this rank's parameters. */
-static void train(const cf_config *cfg, cf_dist *dist, run_result *out) {
+/* Trains on dist (NULL: alone) from checkpoint `resume` (NULL: the start) to step `stop`,
+ * saves to `save` when given, evaluates, and keeps the losses (by step) and this rank's
+ * parameters. Collective over dist. */
+static void train_from(const cf_config *cfg, cf_dist *dist, const char *resume, int stop, const char *save,
+                       run_result *out) {
     cf_error err = {{0}};
-    cf_train_options opts = {.quiet = true, .dist = dist};
+    cf_train_options opts = {.quiet = true, .dist = dist, .resume = resume};
     memset(out, 0, sizeof *out);
     cf_trainer *t = cf_trainer_create(cfg, &opts, &err);
     CHECK_MSG(t != NULL, "trainer: %s", err.msg);
     if (!t) exit(test_finish());
-    for (int s = 0; s < STEPS; s++) {
+    out->start = (int)t->pos.step;
+    for (int s = out->start; s < stop; s++) {
         CHECK(cf_batches_next(t->train, t->tokens, &err) == 0);
         CHECK_MSG(cf_trainer_step(t, t->tokens, &out->loss[s], &err) == 0, "step %d: %s", s + 1, err.msg);
     }
+    if (save) CHECK_MSG(cf_trainer_save(t, save, &err) == 0, "save %s: %s", save, err.msg);
     CHECK_MSG(cf_trainer_evaluate(t, &out->val_loss, &err) == 0, "evaluate: %s", err.msg);
     cf_graph *g = t->model.graph;
     out->n_params = cf_graph_num_params(g);
@@ -83,6 +92,8 @@ static void train(const cf_config *cfg, cf_dist *dist, run_result *out) {
     cf_trainer_free(t);
 }
 
+static void train(const cf_config *cfg, cf_dist *dist, run_result *out) { train_from(cfg, dist, NULL, STEPS, NULL, out); }
+
 static void release(run_result *r) {
     for (int i = 0; i < r->n_params; i++) free(r->weights[i]);
     free(r->weights);
@@ -90,12 +101,12 @@ static void release(run_result *r) {
     free(r->numel);
 }
 
-/* The largest relative difference of the losses, the validation loss, and each of a's
- * parameters against b's parameter of the same name (as vectors); a's parameters must be
- * in b. */
-static double rel_diff(const run_result *a, const run_result *b) {
+/* The largest relative difference of the losses of steps [from, STEPS), the validation
+ * loss, and each of a's parameters against b's parameter of the same name (as vectors);
+ * a's parameters must be in b. */
+static double rel_diff_from(const run_result *a, const run_result *b, int from) {
     double worst = fabs(a->val_loss - b->val_loss) / fabs(b->val_loss);
-    for (int s = 0; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
+    for (int s = from; s < STEPS; s++) worst = fmax(worst, fabs(a->loss[s] - b->loss[s]) / fabs(b->loss[s]));
     for (int i = 0; i < a->n_params; i++) {
         int j = 0;
         while (j < b->n_params && strcmp(a->names[i], b->names[j]) != 0) j++;
@@ -112,6 +123,8 @@ static double rel_diff(const run_result *a, const run_result *b) {
     return worst;
 }
 
+static double rel_diff(const run_result *a, const run_result *b) { return rel_diff_from(a, b, 0); }
+
 static bool identical(const run_result *a, const run_result *b) {
     if (memcmp(a->loss, b->loss, sizeof a->loss) != 0 || a->val_loss != b->val_loss || a->n_params != b->n_params)
         return false;
@@ -120,15 +133,22 @@ static bool identical(const run_result *a, const run_result *b) {
     return true;
 }
 
+/* One process's config with the micro-batches of pipeline config cfg on one data rank. */
+static cf_config alone_config(const cf_config *cfg) {
+    cf_config ref = *cfg;
+    ref.parallel_config.pipeline_stage = 1;
+    ref.parallel_config.micro_batch_num = 1;
+    ref.runner_config.gradient_accumulation_steps = cfg->parallel_config.micro_batch_num;
+    return ref;
+}
+
 /* The pipeline run of cfg on `dp` data-parallel ranks against one process with the same
  * micro-batches: batch_size rows, dp x micro_batch_num accumulation steps (rank r's rows
  * of a step follow those of the ranks before it). Every rank trains the reference itself
  * and compares its own stage's parameters. */
 static void check_against_alone(cf_dist *d, const cf_config *cfg, int64_t dp, const char *what, run_result *pipe) {
-    cf_config ref = *cfg;
-    ref.parallel_config.pipeline_stage = 1;
+    cf_config ref = alone_config(cfg);
     ref.parallel_config.data_parallel = 0;
-    ref.parallel_config.micro_batch_num = 1;
     ref.runner_config.gradient_accumulation_steps = dp * cfg->parallel_config.micro_batch_num;
     run_result alone;
     train(&ref, NULL, &alone);
@@ -157,6 +177,39 @@ static void check_refused(cf_dist *d, const cf_config *cfg, const char *key) {
     cf_trainer_free(t);
     CHECK_CONTAINS(err.msg, key);
     if (cf_dist_rank(d) == 0) printf("refused: %s\n", err.msg);
+}
+
+/* A pipeline checkpoint is the whole model's: one process resumes it, and a pipeline
+ * resumes one process's, each continuing as the uninterrupted run. */
+static void test_checkpoints(cf_dist *d) {
+    cf_config cfg, ref;
+    run_result pipe_full, alone_full, part, resumed;
+    char pipe_ckpt[300], alone_ckpt[300];
+    snprintf(pipe_ckpt, sizeof pipe_ckpt, "%s/pipe.ckpt", dir);
+    snprintf(alone_ckpt, sizeof alone_ckpt, "%s/alone_%d.ckpt", dir, cf_dist_rank(d));
+    make_config(&cfg, 2, 1, 2, 4, "-1");
+    ref = alone_config(&cfg);
+    train(&cfg, d, &pipe_full);
+    train(&ref, NULL, &alone_full);
+    train_from(&cfg, d, NULL, 4, pipe_ckpt, &part);
+    release(&part);
+    train_from(&ref, NULL, pipe_ckpt, STEPS, NULL, &resumed); /* every rank, alone */
+    CHECK(resumed.start == 4);
+    double d_alone = rel_diff_from(&resumed, &alone_full, 4);
+    CHECK_MSG(d_alone <= 1e-6, "a pipeline checkpoint resumed by 1 process: relative difference %.3g", d_alone);
+    release(&resumed);
+    train_from(&ref, NULL, NULL, 4, alone_ckpt, &part);
+    release(&part);
+    train_from(&cfg, d, alone_ckpt, STEPS, NULL, &resumed);
+    CHECK(resumed.start == 4);
+    double d_pipe = rel_diff_from(&resumed, &pipe_full, 4);
+    CHECK_MSG(d_pipe <= 1e-6, "a 1-process checkpoint resumed by 2 stages: relative difference %.3g", d_pipe);
+    if (cf_dist_rank(d) == 0)
+        printf("a 2-stage checkpoint resumed by 1 process: within %.3g; a 1-process one resumed by 2 stages: within "
+               "%.3g\n", d_alone, d_pipe);
+    release(&resumed);
+    release(&pipe_full);
+    release(&alone_full);
 }
 
 static void test_stages(cf_dist *d) {
@@ -263,8 +316,10 @@ int main(int argc, char **argv) {
         train_test_write_text(path);
     }
     CHECK(cf_dist_barrier(d, &err) == 0);
-    if (strcmp(mode, "stages") == 0)
+    if (strcmp(mode, "stages") == 0) {
         test_stages(d);
+        test_checkpoints(d);
+    }
     else if (strcmp(mode, "layout") == 0)
         test_layout(d);
     else

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,10 +152,15 @@ static int check_supported(const cf_trainer *t, const cf_model_build_opts *build
 
 /* Parameter i of the stage draws the initialisation stream of the same parameter in the
  * whole model (built without memory, only to number its parameters). */
-static int whole_model_streams(const cf_trainer *t, cf_graph *g, cf_error *err) {
+static cf_graph *whole_model(const cf_trainer *t, cf_error *err) {
     cf_model_graph whole;
-    if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, NULL, &whole, err) != 0) return -1;
-    cf_graph *w = whole.graph;
+    return cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, NULL, &whole, err) != 0 ? NULL
+                                                                                                      : whole.graph;
+}
+
+static int whole_model_streams(const cf_trainer *t, cf_graph *g, cf_error *err) {
+    cf_graph *w = whole_model(t, err);
+    if (!w) return -1;
     int from = 0;
     for (int i = 0; i < g->n_params; i++) {
         int j = from;
@@ -416,6 +422,151 @@ int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {
                       "MPI_Isend", err) != 0)
         return -1;
     return wait_for(pp, &r, "send of the hidden state (evaluation)", 0, err);
+}
+
+/* ---- checkpoints: the whole model's, written by world rank 0 ---- */
+
+/* What a stage sends stage 0 for a checkpoint: its parameters' names, offsets and
+ * sizes, then its parameter block and both (whole) moment blocks. */
+typedef struct stage_state {
+    int n;
+    char (*names)[CF_NAME_MAX];
+    int64_t (*where)[2]; /* offset in the stage's block, elements */
+    int64_t elems;
+    float *params, *m, *v;
+} stage_state;
+
+static int send_state(cf_pipeline *pp, cf_graph *g, const float *m, const float *v, cf_error *err) {
+    int n = cf_graph_num_params(g);
+    int64_t elems = cf_graph_param_elems(g);
+    char (*names)[CF_NAME_MAX] = cf_xcalloc((size_t)n, sizeof *names);
+    int64_t(*where)[2] = cf_xcalloc((size_t)n, sizeof *where);
+    for (int i = 0; i < n; i++) {
+        const cf_tensor *p = cf_graph_param_at(g, i);
+        snprintf(names[i], CF_NAME_MAX, "%s", p->name);
+        where[i][0] = p->param_offset;
+        where[i][1] = cf_tensor_numel(p);
+    }
+    MPI_Comm comm = pp->group->comm;
+    cf_param_blocks b = cf_graph_blocks(g);
+    int rc = cf_dist_check(MPI_Send(&n, 1, MPI_INT, 0, TAG_EVAL, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(names, n * CF_NAME_MAX, MPI_CHAR, 0, TAG_EVAL, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(where, 2 * n, MPI_INT64_T, 0, TAG_EVAL, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(&elems, 1, MPI_INT64_T, 0, TAG_EVAL, comm), "MPI_Send", err);
+    const float *blocks[3] = {cf_tensor_f32(b.params), m, v};
+    for (int k = 0; k < 3 && rc == 0; k++)
+        rc = cf_dist_check(MPI_Send(blocks[k], (int)elems, MPI_FLOAT, 0, TAG_EVAL, comm), "MPI_Send", err);
+    free(names);
+    free(where);
+    return rc;
+}
+
+static int recv_state(cf_pipeline *pp, int stage, stage_state *s, cf_error *err) {
+    MPI_Comm comm = pp->group->comm;
+    memset(s, 0, sizeof *s);
+    if (cf_dist_check(MPI_Recv(&s->n, 1, MPI_INT, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE), "MPI_Recv", err) != 0)
+        return -1;
+    s->names = cf_xcalloc((size_t)s->n, sizeof *s->names);
+    s->where = cf_xcalloc((size_t)s->n, sizeof *s->where);
+    int rc = cf_dist_check(MPI_Recv(s->names, s->n * CF_NAME_MAX, MPI_CHAR, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+                           "MPI_Recv", err);
+    if (rc == 0)
+        rc = cf_dist_check(MPI_Recv(s->where, 2 * s->n, MPI_INT64_T, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+                           "MPI_Recv", err);
+    if (rc == 0)
+        rc = cf_dist_check(MPI_Recv(&s->elems, 1, MPI_INT64_T, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE), "MPI_Recv", err);
+    if (rc != 0) return -1;
+    float **blocks[3] = {&s->params, &s->m, &s->v};
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        *blocks[k] = cf_xmalloc(sizeof(float) * (size_t)(s->elems > 0 ? s->elems : 1));
+        rc = cf_dist_check(MPI_Recv(*blocks[k], (int)s->elems, MPI_FLOAT, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+                           "MPI_Recv", err);
+    }
+    return rc;
+}
+
+static void free_state(stage_state *s) {
+    free(s->names);
+    free(s->where);
+    free(s->params);
+    free(s->m);
+    free(s->v);
+}
+
+/* Copies a stage's parameters and moments into the whole model's blocks, by name. */
+static int place_state(cf_graph *whole, const stage_state *s, float *params, float *m, float *v, cf_error *err) {
+    for (int i = 0; i < s->n; i++) {
+        const cf_tensor *q = cf_graph_find(whole, s->names[i]);
+        if (!q || q->role != CF_ROLE_PARAM || cf_tensor_numel(q) != s->where[i][1] ||
+            s->where[i][0] + s->where[i][1] > s->elems)
+            return cf_fail(err, "pipeline checkpoint: a stage's parameter %s is not the model's", s->names[i]);
+        size_t bytes = sizeof(float) * (size_t)s->where[i][1];
+        memcpy(params + q->param_offset, s->params + s->where[i][0], bytes);
+        memcpy(m + q->param_offset, s->m + s->where[i][0], bytes);
+        memcpy(v + q->param_offset, s->v + s->where[i][0], bytes);
+    }
+    return 0;
+}
+
+/* Stage 0: its own state and every other stage's, in the whole model's layout, written. */
+static int write_whole(cf_trainer *t, const char *path, const float *m, const float *v, const char *base,
+                       cf_ckpt_write_info *info, cf_error *err) {
+    cf_pipeline *pp = t->pipe;
+    cf_graph *g = t->model.graph, *whole = whole_model(t, err);
+    if (!whole) return -1;
+    int64_t elems = cf_graph_param_elems(whole);
+    float *P = cf_xcalloc((size_t)elems, sizeof(float)), *M = cf_xcalloc((size_t)elems, sizeof(float)),
+          *V = cf_xcalloc((size_t)elems, sizeof(float));
+    cf_param_blocks b = cf_graph_blocks(g);
+    stage_state own = {.n = cf_graph_num_params(g), .elems = cf_graph_param_elems(g),
+                       .params = cf_tensor_f32(b.params), .m = (float *)m, .v = (float *)v};
+    own.names = cf_xcalloc((size_t)own.n, sizeof *own.names);
+    own.where = cf_xcalloc((size_t)own.n, sizeof *own.where);
+    for (int i = 0; i < own.n; i++) {
+        const cf_tensor *p = cf_graph_param_at(g, i);
+        snprintf(own.names[i], CF_NAME_MAX, "%s", p->name);
+        own.where[i][0] = p->param_offset;
+        own.where[i][1] = cf_tensor_numel(p);
+    }
+    int rc = place_state(whole, &own, P, M, V, err);
+    free(own.names);
+    free(own.where);
+    for (int s = 1; s < pp->stages; s++) { /* every stage's message is taken, even after a failure */
+        stage_state other;
+        cf_error e2 = {{0}};
+        int r = recv_state(pp, s, &other, rc == 0 ? err : &e2);
+        if (r == 0 && rc == 0) r = place_state(whole, &other, P, M, V, err);
+        if (r != 0) rc = -1;
+        free_state(&other);
+    }
+    cf_train_tensors state = {.params = P, .adam_m = M, .adam_v = V, .step = cf_tensor_i32(b.step)};
+    if (rc == 0)
+        rc = cf_train_checkpoint_write(path, whole, &state, &t->cfg.model.model_config, &t->tokenizer, &t->pos, base,
+                                       info, err);
+    free(P);
+    free(M);
+    free(V);
+    cf_graph_free(whole);
+    return rc;
+}
+
+int cf_pipeline_save(cf_trainer *t, const char *path, const float *m, const float *v, const char *base,
+                     cf_ckpt_write_info *info, cf_error *err) {
+    cf_pipeline *pp = t->pipe;
+    cf_param_blocks b = cf_graph_blocks(t->model.graph);
+    if (!m) m = cf_tensor_f32(b.adam_m), v = cf_tensor_f32(b.adam_v); /* not sharded: the plan's own */
+    if (cf_graph_param_elems(t->model.graph) > INT_MAX)
+        return cf_fail(err, "pipeline checkpoint: a stage of %lld parameters exceeds MPI's counts",
+                       (long long)cf_graph_param_elems(t->model.graph));
+    return pp->stage == 0 ? write_whole(t, path, m, v, base, info, err) : send_state(pp, t->model.graph, m, v, err);
+}
+
+int cf_pipeline_load(cf_trainer *t, const char *path, bool resume, cf_error *err) {
+    cf_graph *whole = whole_model(t, err);
+    if (!whole) return -1;
+    int rc = cf_train_checkpoint_load_part(path, t->plan, whole, resume, &t->pos, err);
+    cf_graph_free(whole);
+    return rc;
 }
 
 int cf_pipeline_update_status(const cf_pipeline *pp, cf_error *err) {

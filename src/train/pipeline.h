@@ -20,14 +20,16 @@
  * process's would (each draws the initialisation stream of its place in the whole model),
  * so p stages train as one process with gradient_accumulation_steps = m.
  *
- * Refused (an error naming the key): tied embeddings (the first and last stage would
- * each hold the table), LoRA and freeze rules, sampling during training. */
+ * Checkpoints are the whole model's (stage 0 gathers the stages), so any layout or one
+ * process resumes them. Refused (an error naming the key): tied embeddings (the first and
+ * last stage would each hold the table), LoRA and freeze rules, sampling during training. */
 #ifndef CFORMERS_TRAIN_PIPELINE_H
 #define CFORMERS_TRAIN_PIPELINE_H
 
 #include "cformers/config.h"
 #include "cformers/error.h"
 #include "cformers/model_graph.h"
+#include "train/train_checkpoint.h"
 
 typedef struct cf_pipeline cf_pipeline;
 struct cf_trainer;
@@ -55,6 +57,15 @@ int cf_pipeline_step(struct cf_trainer *t, const int32_t *tokens, double *loss_s
 /* A forward of the batch already loaded (cf_trainer_load_batch) through the stages:
  * *loss gets its loss on the last stage, 0 on the others. Collective over the group. */
 int cf_pipeline_forward_loss(struct cf_trainer *t, double *loss, cf_error *err);
+/* A checkpoint of the whole model at `path`, as one process would write it (so one
+ * process, a data-parallel run or any pipeline layout resumes it): every stage's ranks
+ * of data rank 0 call it with the stage's whole moments (NULL: the plan's own); stage 0
+ * gathers the stages' parameters and moments and writes. */
+int cf_pipeline_save(struct cf_trainer *t, const char *path, const float *m, const float *v, const char *base,
+                     cf_ckpt_write_info *info, cf_error *err);
+/* Loads this stage's parameters (with `resume` also their moments, the optimizer step and
+ * t->pos) from a checkpoint of the whole model. */
+int cf_pipeline_load(struct cf_trainer *t, const char *path, bool resume, cf_error *err);
 /* 0, or -1 with the error when the last update's gradient norm over the stages failed. */
 int cf_pipeline_update_status(const cf_pipeline *pp, cf_error *err);
 /* This rank's stage, and the number of stages (0 and 1 for NULL). */

@@ -132,7 +132,7 @@ int cf_run_dir_begin(cf_trainer *t, cf_error *err) {
         return 0;
     }
     if (check_shape(t, t->resumed_from, err) != 0 ||
-        cf_train_checkpoint_load(t->resumed_from, t->plan, true, &t->pos, err) != 0)
+        cf_trainer_load_checkpoint(t, t->resumed_from, true, err) != 0)
         return -1;
     t->resume_changes = changes(&t->pos.settings, &now);
     t->pos.settings = now;

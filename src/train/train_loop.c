@@ -47,8 +47,8 @@ static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
     cf_progress_print(&r->progress, "%s", line);
 }
 
-/* Rank 0 alone writes the run's files. */
-static bool writes_files(const cf_trainer *t) { return t->rank == 0; }
+/* Rank 0 (of the first pipeline stage) alone writes the run's files. */
+static bool writes_files(const cf_trainer *t) { return t->rank == 0 && t->stage == 0; }
 
 static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;
@@ -283,9 +283,10 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
-    cf_heartbeat(t->rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
-    cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
-    cf_hang_at_step(t->pos.step, t->rank);
+    int rank = cf_dist_rank(t->dist); /* the world's: a data rank repeats on every pipeline stage */
+    cf_heartbeat(rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
+    cf_crash_at_step(t->pos.step, rank); /* fault injection, off unless asked */
+    cf_hang_at_step(t->pos.step, rank);
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
@@ -375,10 +376,6 @@ static int train_until_stop(cf_trainer *t, run_state *r, cf_error *err) {
 
 static int run(cf_trainer *t, cf_error *err) {
     if (!t->train) return cf_fail(err, "train_dataset.data_dir is not set: there is nothing to train on");
-    if (t->pipe) /* every run ends with a checkpoint, which no stage can write alone yet */
-        return cf_fail(err, "parallel_config.pipeline_stage %lld: `train` runs with pipeline stages need checkpoints of "
-                            "the stages, which are not implemented yet (the steps are: cf_trainer_step)",
-                       (long long)t->cfg.parallel_config.pipeline_stage);
     run_state r = {.stop = t->train_steps, .saved_step = -1,
                    .peak_flops = 1e9 * cf_gemm_peak_gflops(t->cfg.model.model_config.compute_dtype == CF_BF16 ? CF_BF16
                                                                                                          : CF_F32,

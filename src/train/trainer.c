@@ -116,7 +116,7 @@ static int init_state(cf_trainer *t, cf_error *err) {
     const char *missing = cf_config_missing_checkpoint(&t->cfg);
     if (missing) return cf_fail(err, "load_checkpoint: %s", missing);
     if (!t->cfg.load_checkpoint[0]) return 0;
-    if (cf_train_checkpoint_load(t->cfg.load_checkpoint, t->plan, false, &t->pos, err) != 0) return -1;
+    if (cf_trainer_load_checkpoint(t, t->cfg.load_checkpoint, false, err) != 0) return -1;
     if (!t->opts.quiet) { /* the base's tensors, trainable and frozen; fresh LoRA adapters are not in it */
         cf_graph *g = t->model.graph;
         int tensors = 0;
@@ -183,7 +183,8 @@ static int join_world(cf_trainer *t, cf_error *err) {
     t->world = cf_dist_group_size(data);
     if (planned != cf_dist_size(t->dist)) keep_global_batch(t, planned);
     pc->data_parallel = t->world;
-    if (t->rank != 0 || cf_dist_group_rank(cf_dist_group_of(t->dist, CF_GROUP_PIPELINE)) != 0) t->opts.quiet = true;
+    t->stage = cf_dist_group_rank(cf_dist_group_of(t->dist, CF_GROUP_PIPELINE));
+    if (t->rank != 0 || t->stage != 0) t->opts.quiet = true;
     char *text = NULL;
     size_t len = 0;
     FILE *yaml = open_memstream(&text, &len);
@@ -417,32 +418,36 @@ void cf_trainer_note_saved(cf_trainer *t, const char *path, bool differential) {
 /* With several ranks every rank calls this (a sharded optimizer's moments are gathered
  * first); rank 0 writes, and its outcome is shared so all ranks fail or go on together. */
 int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
-    if (t->pipe) return cf_fail(err, "%s: checkpoints of a pipeline-parallel run (parallel_config.pipeline_stage %lld) "
-                                     "are not implemented yet", path, (long long)t->cfg.parallel_config.pipeline_stage);
     if (t->train) t->pos.data = cf_batches_position(t->train);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
     cf_ckpt_write_info info;
+    bool writer = t->rank == 0 && t->stage == 0;
     int rc = t->rank != 0 ? 0
+             : t->pipe    ? cf_pipeline_save(t, path, m, v, next_base(t), &info, err) /* stage 0 writes */
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
-                                                             &t->tokenizer, &t->pos, next_base(t),
-                                                             &info, err);
-    if (t->rank == 0 && rc == 0) cf_trainer_note_saved(t, path, info.differential);
+                                                             &t->tokenizer, &t->pos, next_base(t), &info, err);
+    if (writer && rc == 0) cf_trainer_note_saved(t, path, info.differential);
     free(m);
     free(v);
     double failed = rc != 0;
-    if (t->world > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
+    if (cf_dist_size(t->dist) > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
     if (failed && rc == 0) return cf_fail(err, "rank 0 could not save checkpoint %s", path);
     return rc;
 }
 
+int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err) {
+    return t->pipe ? cf_pipeline_load(t, path, resume, err)
+                   : cf_train_checkpoint_load(path, t->plan, resume, &t->pos, err);
+}
+
 void cf_trainer_prepare_background_save(cf_trainer *t) {
-    if (t->rank == 0 && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
+    if (t->rank == 0 && !t->pipe && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
         t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, &t->tokenizer);
 }
 
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
-    if (t->pipe) return cf_trainer_save(t, path, err); /* refused there */
+    if (t->pipe) return cf_trainer_save(t, path, err); /* the stages' state meets on stage 0: at once */
     if (t->train) t->pos.data = cf_batches_position(t->train);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
