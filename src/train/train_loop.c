@@ -235,7 +235,7 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     if (save_peft(t, path, err) != 0) return -1;
     double t0 = cf_clock_seconds();
-    if (t->cfg.callbacks.checkpoint_monitor.async_save) {
+    if (t->cfg.callbacks.checkpoint_monitor.async_save && !t->pipe) { /* a pipeline's stages meet at once */
         cf_error ignored;
         collect_save(t, r, true, &ignored); /* a failure is reported; this save retries */
         r->wait_seconds = cf_clock_seconds() - t0;
