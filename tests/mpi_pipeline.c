@@ -154,6 +154,7 @@ static void check_against_alone(cf_dist *d, const cf_config *cfg, int64_t dp, co
     train(&ref, NULL, &alone);
     if (dp > 1) alone.val_loss = pipe->val_loss; /* its held-out rows are split otherwise */
     double diff = rel_diff(pipe, &alone);
+
     double worst = diff;
     cf_error err = {{0}};
     CHECK(cf_dist_max_f64(d, &worst, 1, &err) == 0);
@@ -232,6 +233,24 @@ static void test_stages(cf_dist *d) {
     CHECK(pp.n_params == (cf_dist_rank(d) == 0 ? 1 + 1 * 9 : 3 * 9 + 2));
     check_against_alone(d, &cfg, 1, "2 stages, offset [-1, 1] (1 + 3 layers), 5 micro-batches", &pp);
     release(&pp);
+
+    /* Mixed precision (each arena's bf16 weight copies): the stages' gradient norm is
+     * sqrt(sum of the stages' squares), one process's one sum, so the weights can differ in
+     * their last f32 bit, which a bf16 rounding then amplifies: the first steps are the
+     * same bits, the losses stay within 1e-4. */
+    make_config(&cfg, 2, 1, 2, 4, "0");
+    cfg.model.model_config.compute_dtype = CF_BF16;
+    run_result alone;
+    cf_config ref = alone_config(&cfg);
+    train(&cfg, d, &pp);
+    train(&ref, NULL, &alone);
+    double worst = 0.0;
+    for (int k = 0; k < STEPS; k++) worst = fmax(worst, fabs(pp.loss[k] - alone.loss[k]) / alone.loss[k]);
+    CHECK_MSG(memcmp(pp.loss, alone.loss, 3 * sizeof *pp.loss) == 0, "bf16: the first 3 steps' losses differ");
+    CHECK_MSG(worst <= 1e-4, "2 stages, bf16 compute vs 1 process: the losses differ by %.3g", worst);
+    if (cf_dist_rank(d) == 0) printf("2 stages, bf16 compute vs 1 process: losses within %.3g\n", worst);
+    release(&pp);
+    release(&alone);
 
     make_config(&cfg, 2, 1, 2, 1, "0");
     check_refused(d, &cfg, "parallel_config.micro_batch_num");

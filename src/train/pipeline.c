@@ -35,7 +35,10 @@ struct cf_pipeline {
     int slots;
     float *in_buf, *out_buf, *gin_buf, *gout_buf;
     MPI_Request *recv_act, *send_act, *recv_grad, *send_grad;
-    bool ran;         /* a run of this step already copied the weights (CF_RUN_WEIGHTS_CURRENT after) */
+    /* Activation arenas (cf_plan_set_arenas): micro-batch k's forward and backward run in
+     * arena k % arenas; at most stages - stage micro-batches are between the two. */
+    int arenas;
+    bool *ran; /* [arenas] a run of this step in it copied the weights (CF_RUN_WEIGHTS_CURRENT after) */
     bool norm_failed; /* the stages' gradient norm sum failed: its error */
     cf_error norm_err;
 };
@@ -312,8 +315,12 @@ static int send_from(cf_pipeline *pp, const float *data, float *buf, MPI_Request
                          "MPI_Isend", err);
 }
 
-static void alloc_buffers(cf_pipeline *pp) {
-    if (pp->recv_act) return;
+static int alloc_buffers(cf_trainer *t, cf_error *err) {
+    cf_pipeline *pp = t->pipe;
+    if (pp->recv_act) return 0;
+    pp->arenas = is_last(pp) ? 1 : (int)(pp->micro < pp->stages - pp->stage ? pp->micro : pp->stages - pp->stage);
+    pp->ran = cf_xcalloc((size_t)pp->arenas, sizeof *pp->ran);
+    if (cf_plan_set_arenas(t->plan, pp->arenas, err) != 0) return cf_fail_prefix(err, "pipeline stage %d: ", pp->stage);
     pp->slots = pp->stages;
     size_t bytes = sizeof(float) * (size_t)(pp->slots * pp->act);
     if (pp->stage > 0) pp->in_buf = cf_xmalloc(bytes), pp->gout_buf = cf_xmalloc(bytes);
@@ -323,12 +330,16 @@ static void alloc_buffers(cf_pipeline *pp) {
         *all[i] = cf_xmalloc(sizeof(MPI_Request) * (size_t)pp->slots);
         for (int s = 0; s < pp->slots; s++) (*all[i])[s] = MPI_REQUEST_NULL;
     }
+    return 0;
 }
 
-static int run_plan(cf_trainer *t, unsigned phases, cf_error *err) {
+/* Runs `phases` of micro-batch k in its arena. */
+static int run_plan(cf_trainer *t, int64_t k, unsigned phases, cf_error *err) {
     cf_pipeline *pp = t->pipe;
-    int rc = cf_plan_run(t->plan, phases | (pp->ran ? CF_RUN_WEIGHTS_CURRENT : 0), err);
-    pp->ran = true;
+    int a = (int)(k % pp->arenas);
+    cf_plan_use_arena(t->plan, a);
+    int rc = cf_plan_run(t->plan, phases | (pp->ran[a] ? CF_RUN_WEIGHTS_CURRENT : 0), err);
+    pp->ran[a] = true;
     return rc;
 }
 
@@ -348,25 +359,27 @@ static int load_input(cf_trainer *t, const int32_t *tokens, int64_t k, bool wait
 static int forward_one(cf_trainer *t, const int32_t *tokens, int64_t k, cf_error *err) {
     cf_pipeline *pp = t->pipe;
     int next = pp->stage + 1;
-    if (load_input(t, tokens, k, true, err) != 0 || run_plan(t, CF_PHASE_FORWARD, err) != 0) return -1;
+    if (load_input(t, tokens, k, true, err) != 0 || run_plan(t, k, CF_PHASE_FORWARD, err) != 0) return -1;
     if (send_from(pp, cf_tensor_f32(pp->out), pp->out_buf, pp->send_act, next, TAG_ACT, k, "send of the hidden state",
                   err) != 0)
         return -1;
     return post_recv(pp, pp->gin_buf, pp->recv_grad, next, TAG_GRAD, k, err);
 }
 
-/* The backward of micro-batch k: the stage's forward again (the last stage's only one),
- * then its backward from the loss or the received gradient; the input's gradient goes to
- * the previous stage, whose next hidden state the freed slot then receives. */
+/* The backward of micro-batch k (on the last stage its forward too) from the loss or the
+ * received gradient, in the arena its forward left; the inputs and the output (outside
+ * the arenas) are made k's again first. The input's gradient goes to the previous stage,
+ * whose next hidden state the freed slot then receives. */
 static int backward_one(cf_trainer *t, const int32_t *tokens, int64_t k, double *loss_sum, cf_error *err) {
     cf_pipeline *pp = t->pipe;
     if (load_input(t, tokens, k, is_last(pp), err) != 0) return -1;
     if (!is_last(pp)) {
+        memcpy(cf_tensor_f32(pp->out), slot_of(pp, pp->out_buf, k), sizeof(float) * (size_t)pp->act);
         if (wait_for(pp, &pp->recv_grad[k % pp->slots], "receive of the output gradient", k, err) != 0) return -1;
         memcpy(cf_tensor_f32(pp->dout), slot_of(pp, pp->gin_buf, k), sizeof(float) * (size_t)pp->act);
     }
     if (t->sync && k == pp->micro - 1) cf_grad_sync_arm(t->sync, t->pos.step);
-    if (run_plan(t, CF_PHASE_FORWARD | CF_PHASE_BACKWARD, err) != 0) return -1;
+    if (run_plan(t, k, is_last(pp) ? CF_PHASE_FORWARD | CF_PHASE_BACKWARD : CF_PHASE_BACKWARD, err) != 0) return -1;
     if (is_last(pp)) *loss_sum += *cf_tensor_f32(t->model.loss);
     if (pp->stage == 0) return 0;
     int prev = pp->stage - 1;
@@ -378,8 +391,8 @@ static int backward_one(cf_trainer *t, const int32_t *tokens, int64_t k, double 
 
 int cf_pipeline_step(cf_trainer *t, const int32_t *tokens, double *loss_sum, cf_error *err) {
     cf_pipeline *pp = t->pipe;
-    alloc_buffers(pp);
-    pp->ran = false;
+    if (alloc_buffers(t, err) != 0) return -1;
+    memset(pp->ran, 0, sizeof *pp->ran * (size_t)pp->arenas);
     *loss_sum = 0.0;
     int64_t m = pp->micro, warmup = pp->stages - pp->stage - 1;
     if (warmup > m) warmup = m;
@@ -411,8 +424,9 @@ int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {
             wait_for(pp, &r, "receive of the hidden state (evaluation)", 0, err) != 0)
             return -1;
     }
-    pp->ran = false;
-    if (run_plan(t, CF_PHASE_FORWARD, err) != 0) return -1;
+    if (alloc_buffers(t, err) != 0) return -1;
+    memset(pp->ran, 0, sizeof *pp->ran * (size_t)pp->arenas);
+    if (run_plan(t, 0, CF_PHASE_FORWARD, err) != 0) return -1;
     if (is_last(pp)) {
         *loss = *cf_tensor_f32(t->model.loss);
         return 0;
@@ -589,5 +603,6 @@ void cf_pipeline_free(cf_pipeline *pp) {
     free(pp->out_buf);
     free(pp->gin_buf);
     free(pp->gout_buf);
+    free(pp->ran);
     free(pp);
 }

@@ -12,9 +12,10 @@
  * backward, then the cool-down backwards. Hidden states go forward and their gradients
  * back by MPI_Isend / MPI_Irecv posted ahead (the receives of the next micro-batches are
  * in flight while a stage computes), each wait bounded by parallel_config.comm_timeout.
- * A stage keeps at most p micro-batches' inputs; the activations inside a stage are
- * recomputed by its backward (the stage's plan holds one micro-batch's), so a stage's
- * memory does not grow with m. Gradients accumulate over the m micro-batches in the
+ * Stage s holds the activations of at most p - s micro-batches (1F1B's bound, not m): as
+ * many activation arenas of its plan (cf_plan_set_arenas), micro-batch k's forward and
+ * backward in arena k mod (p - s), and p buffers of one hidden state for each direction's
+ * messages. Gradients accumulate over the m micro-batches in the
  * gradient block, then every stage runs its optimizer step; the global gradient norm
  * (for clipping) is summed over the stages first. The parameters start as a single
  * process's would (each draws the initialisation stream of its place in the whole model),
