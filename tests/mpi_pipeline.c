@@ -76,6 +76,14 @@ static void train_from(const cf_config *cfg, cf_dist *dist, const char *resume, 
         CHECK_MSG(cf_trainer_step(t, t->tokens, &out->loss[s], &err) == 0, "step %d: %s", s + 1, err.msg);
     }
     if (save) CHECK_MSG(cf_trainer_save(t, save, &err) == 0, "save %s: %s", save, err.msg);
+    if (t->pipe && stop > out->start) { /* what the stage sent: the hidden states on, the gradients back */
+        const cf_pipeline_stats *p = cf_pipeline_last(t->pipe);
+        int stage = cf_pipeline_stage_index(t->pipe), stages = cf_pipeline_stages(t->pipe);
+        double act = 4.0 * (double)(t->batch * t->seq * cfg->model.model_config.hidden_size);
+        double expected = act * (double)t->accum * ((stage > 0) + (stage < stages - 1));
+        CHECK_MSG(p->bytes_sent == expected, "stage %d sent %.0f bytes, not %.0f", stage, p->bytes_sent, expected);
+        CHECK(p->wait_seconds >= 0 && p->wait_seconds <= p->step_seconds);
+    }
     CHECK_MSG(cf_trainer_evaluate(t, &out->val_loss, &err) == 0, "evaluate: %s", err.msg);
     cf_graph *g = t->model.graph;
     out->n_params = cf_graph_num_params(g);

@@ -39,6 +39,7 @@ struct cf_pipeline {
      * arena k % arenas; at most stages - stage micro-batches are between the two. */
     int arenas;
     bool *ran; /* [arenas] a run of this step in it copied the weights (CF_RUN_WEIGHTS_CURRENT after) */
+    cf_pipeline_stats stats, last; /* this step's so far, the last whole step's */
     bool norm_failed; /* the stages' gradient norm sum failed: its error */
     cf_error norm_err;
 };
@@ -288,7 +289,10 @@ static int wait_for(cf_pipeline *pp, MPI_Request *r, const char *what, int64_t k
         int done = 0;
         if (cf_dist_check(MPI_Test(r, &done, MPI_STATUS_IGNORE), "MPI_Test", err) != 0)
             return cf_fail_prefix(err, "pipeline stage %d, %s of micro-batch %lld: ", pp->stage, what, (long long)k);
-        if (done) return 0;
+        if (done) {
+            pp->stats.wait_seconds += cf_clock_seconds() - start;
+            return 0;
+        }
         if (cf_clock_seconds() - start > pp->timeout)
             return cf_fail(err, "pipeline stage %d: the %s of micro-batch %lld took more than parallel_config.comm_timeout "
                                 "= %g s (a stage stopped or hangs)",
@@ -311,6 +315,7 @@ static int send_from(cf_pipeline *pp, const float *data, float *buf, MPI_Request
     MPI_Request *r = &reqs[k % pp->slots];
     if (wait_for(pp, r, what, k - pp->slots, err) != 0) return -1;
     memcpy(slot_of(pp, buf, k), data, sizeof(float) * (size_t)pp->act);
+    pp->stats.bytes_sent += sizeof(float) * (double)pp->act;
     return cf_dist_check(MPI_Isend(slot_of(pp, buf, k), (int)pp->act, MPI_FLOAT, peer, tag, pp->group->comm, r),
                          "MPI_Isend", err);
 }
@@ -394,6 +399,8 @@ int cf_pipeline_step(cf_trainer *t, const int32_t *tokens, double *loss_sum, cf_
     if (alloc_buffers(t, err) != 0) return -1;
     memset(pp->ran, 0, sizeof *pp->ran * (size_t)pp->arenas);
     *loss_sum = 0.0;
+    pp->stats = (cf_pipeline_stats){0};
+    double start = cf_clock_seconds();
     int64_t m = pp->micro, warmup = pp->stages - pp->stage - 1;
     if (warmup > m) warmup = m;
     for (int64_t k = 0; pp->stage > 0 && k < m && k < pp->slots; k++)
@@ -410,7 +417,15 @@ int cf_pipeline_step(cf_trainer *t, const int32_t *tokens, double *loss_sum, cf_
         if (wait_for(pp, &pp->send_act[s], "send of the hidden state", m - pp->slots + s, err) != 0) return -1;
         if (wait_for(pp, &pp->send_grad[s], "send of the input gradient", m - pp->slots + s, err) != 0) return -1;
     }
+    pp->stats.step_seconds = cf_clock_seconds() - start;
+    pp->last = pp->stats;
     return 0;
+}
+
+const cf_pipeline_stats *cf_pipeline_last(const cf_pipeline *pp) { return &pp->last; }
+
+double cf_pipeline_bubble(const cf_pipeline *pp) {
+    return (double)(pp->stages - 1) / (double)(pp->micro + pp->stages - 1);
 }
 
 int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {

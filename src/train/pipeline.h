@@ -69,6 +69,16 @@ int cf_pipeline_save(struct cf_trainer *t, const char *path, const float *m, con
 int cf_pipeline_load(struct cf_trainer *t, const char *path, bool resume, cf_error *err);
 /* 0, or -1 with the error when the last update's gradient norm over the stages failed. */
 int cf_pipeline_update_status(const cf_pipeline *pp, cf_error *err);
+/* What this stage's last step cost: its forwards and backwards (the update not included),
+ * the time it waited for messages (receives of the hidden states and gradients, and the
+ * sends' completion: the measured bubble with the transfers it did not hide), and the bytes
+ * it sent. */
+typedef struct cf_pipeline_stats {
+    double step_seconds, wait_seconds, bytes_sent;
+} cf_pipeline_stats;
+const cf_pipeline_stats *cf_pipeline_last(const cf_pipeline *pp);
+/* 1F1B's idle share of a stage's step, (p - 1) / (m + p - 1), for equal stages. */
+double cf_pipeline_bubble(const cf_pipeline *pp);
 /* This rank's stage, and the number of stages (0 and 1 for NULL). */
 int cf_pipeline_stage_index(const cf_pipeline *pp);
 int cf_pipeline_stages(const cf_pipeline *pp);

@@ -19,6 +19,7 @@
 #include "train/checkpoint_files.h"
 #include "train/crash_inject.h"
 #include "train/heartbeat.h"
+#include "train/pipeline.h"
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
@@ -313,6 +314,14 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
                                                   c->comm_seconds, "comm_wait_seconds", c->wait_seconds,
                                                   "comm_bytes_sent", c->bytes_sent, "comm_raw_bytes", c->raw_bytes,
                                                   "compressed_buckets", c->compressed_buckets));
+        }
+        if (t->pipe) { /* stage 0's: its idle share against 1F1B's (p - 1) / (m + p - 1) */
+            const cf_pipeline_stats *p = cf_pipeline_last(t->pipe);
+            json_object_update_new(rec, json_pack("{s:i, s:f, s:f, s:f, s:f}", "stages", cf_pipeline_stages(t->pipe),
+                                                  "pipeline_wait_seconds", p->wait_seconds, "pipeline_idle_share",
+                                                  p->step_seconds > 0 ? p->wait_seconds / p->step_seconds : 0.0,
+                                                  "pipeline_bubble_formula", cf_pipeline_bubble(t->pipe),
+                                                  "pipeline_bytes_sent", p->bytes_sent));
         }
         cf_trainer_metrics(t, "train", rec);
     }
