@@ -9,7 +9,8 @@
  *            checkpoint of the stages (the whole model's) resumed by one process, and
  *            one process's resumed by the stages, continue with the uninterrupted
  *            run's losses and weights.
- *   layout   (4 ranks): 2 data-parallel x 2 stages == one process with the global batch;
+ *   layout   (4 ranks): 2 data-parallel x 2 stages == one process with the global batch,
+ *            and with ZeRO-1 on the stages' data groups == without;
  *            4 stages with 8 micro-batches == one process.
  * And the refusals, each an error naming its key: micro_batch_num < pipeline_stage, an
  * offset that does not sum to layers mod stages or has the wrong count, a stage without
@@ -280,9 +281,18 @@ static void test_stages(cf_dist *d) {
 static void test_layout(cf_dist *d) {
     cf_config cfg;
     run_result pp;
+    run_result zero;
     make_config(&cfg, 2, 1, 2, 4, "0"); /* 2 data-parallel x 2 stages */
     train(&cfg, d, &pp);
     check_against_alone(d, &cfg, 2, "2 data-parallel x 2 stages x 4 micro-batches", &pp);
+    cfg.parallel_config.optimizer_shard = true; /* ZeRO-1 on each stage's data group */
+    train(&cfg, d, &zero);
+    double diff = rel_diff(&zero, &pp), worst = diff;
+    cf_error err = {{0}};
+    CHECK(cf_dist_max_f64(d, &worst, 1, &err) == 0);
+    if (cf_dist_rank(d) == 0) printf("ZeRO-1 on the stages' data groups vs plain: within %.3g\n", worst);
+    CHECK_MSG(diff <= 1e-6, "2 x 2 stages, ZeRO-1 vs plain data parallel: relative difference %.3g", diff);
+    release(&zero);
     release(&pp);
     make_config(&cfg, 2, 1, 4, 8, "0"); /* 4 stages of one layer */
     train(&cfg, d, &pp);

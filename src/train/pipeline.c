@@ -320,7 +320,7 @@ static int send_from(cf_pipeline *pp, const float *data, float *buf, MPI_Request
                          "MPI_Isend", err);
 }
 
-static int alloc_buffers(cf_trainer *t, cf_error *err) {
+int cf_pipeline_prepare(cf_trainer *t, cf_error *err) {
     cf_pipeline *pp = t->pipe;
     if (pp->recv_act) return 0;
     pp->arenas = is_last(pp) ? 1 : (int)(pp->micro < pp->stages - pp->stage ? pp->micro : pp->stages - pp->stage);
@@ -396,7 +396,7 @@ static int backward_one(cf_trainer *t, const int32_t *tokens, int64_t k, double 
 
 int cf_pipeline_step(cf_trainer *t, const int32_t *tokens, double *loss_sum, cf_error *err) {
     cf_pipeline *pp = t->pipe;
-    if (alloc_buffers(t, err) != 0) return -1;
+    if (cf_pipeline_prepare(t, err) != 0) return -1;
     memset(pp->ran, 0, sizeof *pp->ran * (size_t)pp->arenas);
     *loss_sum = 0.0;
     pp->stats = (cf_pipeline_stats){0};
@@ -424,6 +424,8 @@ int cf_pipeline_step(cf_trainer *t, const int32_t *tokens, double *loss_sum, cf_
 
 const cf_pipeline_stats *cf_pipeline_last(const cf_pipeline *pp) { return &pp->last; }
 
+int cf_pipeline_arenas(const cf_pipeline *pp) { return pp->arenas; }
+
 double cf_pipeline_bubble(const cf_pipeline *pp) {
     return (double)(pp->stages - 1) / (double)(pp->micro + pp->stages - 1);
 }
@@ -439,7 +441,7 @@ int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {
             wait_for(pp, &r, "receive of the hidden state (evaluation)", 0, err) != 0)
             return -1;
     }
-    if (alloc_buffers(t, err) != 0) return -1;
+    if (cf_pipeline_prepare(t, err) != 0) return -1;
     memset(pp->ran, 0, sizeof *pp->ran * (size_t)pp->arenas);
     if (run_plan(t, 0, CF_PHASE_FORWARD, err) != 0) return -1;
     if (is_last(pp)) {

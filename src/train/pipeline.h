@@ -50,6 +50,10 @@ int cf_pipeline_build(struct cf_trainer *t, const cf_model_build_opts *build, cf
 int cf_pipeline_backward(struct cf_trainer *t, cf_error *err);
 /* After the update is built: the gradient norm becomes the norm over all stages. */
 int cf_pipeline_after_update(struct cf_trainer *t, cf_error *err);
+/* After the plan exists: the stage's activation arenas and message buffers (once). */
+int cf_pipeline_prepare(struct cf_trainer *t, cf_error *err);
+/* The activation arenas the stage holds: min(stages - stage, micro_batch_num), 1 on the last. */
+int cf_pipeline_arenas(const cf_pipeline *pp);
 /* One step's forwards and backwards by 1F1B over the m micro-batches of `tokens` (m x
  * batch rows of seq + 1 ids); the gradients accumulate; *loss_sum gets the sum of the
  * micro-batches' losses on the last stage, 0 on the others. Collective over the pipeline

@@ -100,6 +100,14 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
                    cf_model_graph_memory_opts(&t->cfg.model.model_config, &(cf_model_build_opts){.lora = &t->cfg.lora},
                                               &t->cfg.context, NULL, t->batch, t->seq, &without, &err) == 0;
     cf_memory_plan_rows(m, compare ? &without : NULL, rows, note, sizeof note);
+    char stage_note[160];
+    if (t->pipe) { /* this rank's stage: its layers' parameters, 1F1B's arenas */
+        int n = cf_pipeline_arenas(t->pipe);
+        rows[0].bytes *= n;
+        snprintf(stage_note, sizeof stage_note, "pipeline stage 0: %d arena%s of %.1f MiB (the micro-batches 1F1B holds)",
+                 n, n == 1 ? "" : "s", (double)m->arena_bytes / MIB);
+        rows[0].note = stage_note;
+    }
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_trainer_metrics(t, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
@@ -302,7 +310,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
                  (long long)ls->skipped_steps);
     if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s, scale_note[0] ? scale_note : NULL);
     if (every(step, t->cfg.runner_config.log_interval) || step == r->stop) {
-        double mfu = r->peak_flops > 0 ? tokens_per_s / t->world * r->flops_per_token / r->peak_flops : 0.0;
+        double mfu = r->peak_flops > 0 ? tokens_per_s / cf_dist_size(t->dist) * r->flops_per_token / r->peak_flops : 0.0;
         /* An overflowed step's norm is inf or NaN, which JSON cannot hold: null. */
         json_t *rec = json_pack("{s:I, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:I}", "step", (json_int_t)step, "loss", loss,
                                 "lr", lr, "grad_norm", isfinite(t->last_grad_norm) ? json_real(t->last_grad_norm) : json_null(),

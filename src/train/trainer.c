@@ -59,7 +59,7 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     t->stats = cf_graph_grad_stats(t->grad_norm);
     if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
     t->plan = cf_plan_create(g, err);
-    return t->plan ? 0 : -1;
+    return t->plan && (!t->pipe || cf_pipeline_prepare(t, err) == 0) ? 0 : -1;
 }
 
 /* A data_dir that is not there is named by its key, with the override that changes it (a
