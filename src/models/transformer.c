@@ -160,7 +160,9 @@ cf_tensor *cf_transformer_forward_layers(const cf_model_config *c, const cf_bloc
         for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
     if (hi < c->num_layers) return b.slot[CF_SLOT_X];
     step(&b, &p->final_norm, 0);
-    cf_tensor *head = c->tie_word_embeddings ? wte : cf_model_weight(b.g, c, WR_LM_HEAD, 0);
-    if (!head) return cf_graph_fail(b.g, "model graph: a tied head needs the embedding on the same stage");
+    /* a tied head on a stage without the embedding holds its own copy of the table */
+    cf_tensor *head = !c->tie_word_embeddings ? cf_model_weight(b.g, c, WR_LM_HEAD, 0)
+                      : wte                   ? wte
+                                              : cf_model_weight(b.g, c, WR_EMBED, 0);
     return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
 }

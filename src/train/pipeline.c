@@ -40,6 +40,12 @@ struct cf_pipeline {
     int arenas;
     bool *ran; /* [arenas] a run of this step in it copied the weights (CF_RUN_WEIGHTS_CURRENT after) */
     cf_pipeline_stats stats, last; /* this step's so far, the last whole step's */
+    /* A tied embedding: the first and the last stage each hold the table; its gradient
+     * (elements [tied_at, tied_at + tied_n) of the gradient block) is summed between them
+     * before the norm and the update, and counted once in the norm (by the first). */
+    const cf_tensor *tied;
+    int64_t tied_at, tied_n;
+    float *tied_peer;
     bool norm_failed; /* the stages' gradient norm sum failed: its error */
     cf_error norm_err;
 };
@@ -142,10 +148,10 @@ static int check_supported(const cf_trainer *t, const cf_model_build_opts *build
         return cf_fail(err, "runner_config.gradient_accumulation_steps is %lld: with pipeline stages the micro-batches of "
                             "a step are parallel_config.micro_batch_num; set it to 1",
                        (long long)cfg->runner_config.gradient_accumulation_steps);
-    if (cfg->model.model_config.tie_word_embeddings)
-        return cf_fail(err, "model.model_config.tie_word_embeddings: a head tied to the embedding across pipeline stages "
-                            "is not implemented (the first and last stage would each hold the table); set it to false or "
-                            "parallel_config.pipeline_stage to 1");
+    if (cfg->model.model_config.tie_word_embeddings && pc->optimizer_shard)
+        return cf_fail(err, "parallel_config.optimizer_shard: ZeRO-1 with a tied embedding across pipeline stages is not "
+                            "implemented (the two stages' shards of the table differ); untie it "
+                            "(model.model_config.tie_word_embeddings) or set optimizer_shard to false");
     if (cf_lora_on(build->lora)) return cf_fail(err, "lora.rank: LoRA with pipeline stages is not implemented");
     if (build->n_freeze > 0) return cf_fail(err, "freezing parameters with pipeline stages is not implemented");
     if (cfg->runner_config.sample_interval > 0)
@@ -169,6 +175,7 @@ static int whole_model_streams(const cf_trainer *t, cf_graph *g, cf_error *err) 
     for (int i = 0; i < g->n_params; i++) {
         int j = from;
         while (j < w->n_params && strcmp(w->params[j]->name, g->params[i]->name) != 0) j++;
+        for (j = j < w->n_params ? j : 0; j < w->n_params && strcmp(w->params[j]->name, g->params[i]->name) != 0;) j++;
         if (j == w->n_params) {
             cf_graph_free(w);
             return cf_fail(err, "pipeline: parameter %s of the stage is not in the model", g->params[i]->name);
@@ -246,6 +253,12 @@ static void norm_forward(const cf_node *n) {
     cf_pipeline *pp = (cf_pipeline *)n->attrs.p;
     float *norm = cf_tensor_f32(n->inputs[0]);
     double sq = (double)*norm * *norm;
+    if (pp->tied && is_last(pp) && pp->stage > 0) { /* the first stage counts the tied table */
+        const float *g = cf_tensor_f32(n->inputs[1]) + pp->tied_at;
+        double w = 0.0, unscale = n->n_inputs > 2 ? *cf_tensor_f32(n->inputs[2]) : 1.0;
+        for (int64_t i = 0; i < pp->tied_n; i++) w += (double)g[i] * g[i];
+        sq = fmax(sq - w * unscale * unscale, 0.0);
+    }
     cf_error err = {{0}};
     if (cf_dist_group_sum_f64(pp->group, &sq, 1, &err) != 0) {
         pp->norm_failed = true;
@@ -265,6 +278,55 @@ static int infer_nothing(cf_node *n, cf_error *err) {
 static const cf_op_def op_pipeline_norm = {.name = "pipeline_norm", .n_outputs = 0, .infer = infer_nothing,
                                            .kernels[CF_BACKEND_CPU] = norm_forward, .mutates = 1u};
 
+/* pipeline_tied_sum: input the gradient block; the tied table's gradient of the first and
+ * the last stage exchanged and added (a + b on both, the same bits). */
+static void tied_forward(const cf_node *n) {
+    cf_pipeline *pp = (cf_pipeline *)n->attrs.p;
+    float *g = cf_tensor_f32(n->inputs[0]) + pp->tied_at;
+    int peer = pp->stage == 0 ? pp->stages - 1 : 0;
+    cf_error err = {{0}};
+    if (cf_dist_check(MPI_Sendrecv(g, (int)pp->tied_n, MPI_FLOAT, peer, TAG_EVAL, pp->tied_peer, (int)pp->tied_n,
+                                   MPI_FLOAT, peer, TAG_EVAL, pp->group->comm, MPI_STATUS_IGNORE),
+                      "MPI_Sendrecv", &err) != 0) {
+        pp->norm_failed = true;
+        pp->norm_err = err;
+        cf_fail_prefix(&pp->norm_err, "pipeline stage %d, the tied embedding's gradient: ", pp->stage);
+        g[0] = NAN; /* the norm is not finite: the step is skipped */
+        return;
+    }
+    for (int64_t i = 0; i < pp->tied_n; i++) g[i] = pp->stage == 0 ? g[i] + pp->tied_peer[i] : pp->tied_peer[i] + g[i];
+}
+
+static const cf_op_def op_pipeline_tied_sum = {.name = "pipeline_tied_sum", .n_outputs = 0, .infer = infer_nothing,
+                                               .kernels[CF_BACKEND_CPU] = tied_forward, .mutates = 1u};
+
+/* The tied table on the first and the last stage: its gradient summed at the start of the
+ * update phase (after the data group's gradient sync, which waits there too). */
+static int add_tied_sum(cf_trainer *t, cf_error *err) {
+    cf_pipeline *pp = t->pipe;
+    cf_graph *g = t->model.graph;
+    const cf_family_weight *fw = cf_family_weight_of(cf_family_of(t->cfg.model.model_config.arch), WR_EMBED);
+    char name[CF_NAME_MAX];
+    cf_weight_name(fw, 0, name, sizeof name);
+    for (int i = 0; i < g->n_params && !pp->tied; i++)
+        if (strcmp(g->params[i]->name, name) == 0) pp->tied = g->params[i];
+    if (!pp->tied) return cf_fail(err, "pipeline stage %d: the tied embedding %s is not on it", pp->stage, name);
+    pp->tied_at = pp->tied->param_offset;
+    pp->tied_n = cf_tensor_numel(pp->tied);
+    if (pp->tied_n > INT_MAX) return cf_fail(err, "pipeline: the tied embedding %s exceeds MPI's counts", name);
+    pp->tied_peer = cf_xmalloc(sizeof(float) * (size_t)pp->tied_n);
+    int first_update = -1;
+    for (int k = 0; k < g->n_nodes && first_update < 0; k++)
+        if (g->nodes[k]->phase == CF_PHASE_UPDATE) first_update = k;
+    cf_phase saved = g->phase;
+    g->phase = CF_PHASE_UPDATE;
+    cf_node *n = cf_graph_node_add(g, &op_pipeline_tied_sum, (cf_tensor *[]){cf_graph_blocks(g).grads}, 1,
+                                   &(cf_attrs){.p = pp});
+    if (n && first_update >= 0) cf_graph_move_node(g, n, first_update);
+    g->phase = saved;
+    return cf_graph_error(g, err);
+}
+
 int cf_pipeline_after_update(cf_trainer *t, cf_error *err) {
     cf_graph *g = t->model.graph;
     int at = -1;
@@ -273,11 +335,15 @@ int cf_pipeline_after_update(cf_trainer *t, cf_error *err) {
     if (at < 0) return cf_fail(err, "pipeline: the update has no gradient norm");
     cf_phase saved = g->phase;
     g->phase = CF_PHASE_UPDATE;
-    cf_node *n = cf_graph_node_add(g, &op_pipeline_norm, (cf_tensor *[]){g->nodes[at]->outputs[0]}, 1,
-                                   &(cf_attrs){.p = t->pipe});
+    const cf_node *gn = g->nodes[at];
+    cf_tensor *in[3] = {gn->outputs[0], gn->inputs[0], gn->n_inputs > 2 ? gn->inputs[2] : NULL};
+    cf_node *n = cf_graph_node_add(g, &op_pipeline_norm, in, in[2] ? 3 : 2, &(cf_attrs){.p = t->pipe});
     if (n) cf_graph_move_node(g, n, at + 1);
     g->phase = saved;
-    return cf_graph_error(g, err);
+    if (cf_graph_error(g, err) != 0) return -1;
+    cf_pipeline *pp = t->pipe;
+    bool holds_table = pp->stage == 0 || is_last(pp);
+    return t->cfg.model.model_config.tie_word_embeddings && holds_table ? add_tied_sum(t, err) : 0;
 }
 
 /* ---- the schedule ---- */
@@ -621,5 +687,6 @@ void cf_pipeline_free(cf_pipeline *pp) {
     free(pp->gin_buf);
     free(pp->gout_buf);
     free(pp->ran);
+    free(pp->tied_peer);
     free(pp);
 }

@@ -21,9 +21,11 @@
  * process's would (each draws the initialisation stream of its place in the whole model),
  * so p stages train as one process with gradient_accumulation_steps = m.
  *
- * Checkpoints are the whole model's (stage 0 gathers the stages), so any layout or one
- * process resumes them. Refused (an error naming the key): tied embeddings (the first and
- * last stage would each hold the table), LoRA and freeze rules, sampling during training. */
+ * A tied embedding is held by the first stage (the lookup) and the last (the head): its
+ * gradient is summed between the two at the start of the update, so both tables stay the
+ * same bits; the norm counts it once. Checkpoints are the whole model's (stage 0 gathers
+ * the stages), so any layout or one process resumes them. Refused (an error naming the
+ * key): LoRA and freeze rules, sampling during training, ZeRO-1 with a tied embedding. */
 #ifndef CFORMERS_TRAIN_PIPELINE_H
 #define CFORMERS_TRAIN_PIPELINE_H
 
