@@ -19,7 +19,9 @@
 #include "obs/clock.h"
 #include "train/trainer_internal.h"
 
-enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_EVAL = 3 };
+/* Message tags: the step's hidden states and gradients, and the messages between steps
+ * (evaluation, the tied table's gradient, checkpoints), each kind in its order. */
+enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_WHOLE = 3 };
 
 struct cf_pipeline {
     int stage, stages, lo, hi, layers;
@@ -285,8 +287,8 @@ static void tied_forward(const cf_node *n) {
     float *g = cf_tensor_f32(n->inputs[0]) + pp->tied_at;
     int peer = pp->stage == 0 ? pp->stages - 1 : 0;
     cf_error err = {{0}};
-    if (cf_dist_check(MPI_Sendrecv(g, (int)pp->tied_n, MPI_FLOAT, peer, TAG_EVAL, pp->tied_peer, (int)pp->tied_n,
-                                   MPI_FLOAT, peer, TAG_EVAL, pp->group->comm, MPI_STATUS_IGNORE),
+    if (cf_dist_check(MPI_Sendrecv(g, (int)pp->tied_n, MPI_FLOAT, peer, TAG_WHOLE, pp->tied_peer, (int)pp->tied_n,
+                                   MPI_FLOAT, peer, TAG_WHOLE, pp->group->comm, MPI_STATUS_IGNORE),
                       "MPI_Sendrecv", &err) != 0) {
         pp->norm_failed = true;
         pp->norm_err = err;
@@ -501,7 +503,7 @@ int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {
     MPI_Request r = MPI_REQUEST_NULL;
     *loss = 0.0;
     if (pp->stage > 0) {
-        if (cf_dist_check(MPI_Irecv(cf_tensor_f32(pp->in), (int)pp->act, MPI_FLOAT, pp->stage - 1, TAG_EVAL,
+        if (cf_dist_check(MPI_Irecv(cf_tensor_f32(pp->in), (int)pp->act, MPI_FLOAT, pp->stage - 1, TAG_WHOLE,
                                     pp->group->comm, &r),
                           "MPI_Irecv", err) != 0 ||
             wait_for(pp, &r, "receive of the hidden state (evaluation)", 0, err) != 0)
@@ -514,7 +516,7 @@ int cf_pipeline_forward_loss(cf_trainer *t, double *loss, cf_error *err) {
         *loss = *cf_tensor_f32(t->model.loss);
         return 0;
     }
-    if (cf_dist_check(MPI_Isend(cf_tensor_f32(pp->out), (int)pp->act, MPI_FLOAT, pp->stage + 1, TAG_EVAL,
+    if (cf_dist_check(MPI_Isend(cf_tensor_f32(pp->out), (int)pp->act, MPI_FLOAT, pp->stage + 1, TAG_WHOLE,
                                 pp->group->comm, &r),
                       "MPI_Isend", err) != 0)
         return -1;
@@ -546,13 +548,13 @@ static int send_state(cf_pipeline *pp, cf_graph *g, const float *m, const float 
     }
     MPI_Comm comm = pp->group->comm;
     cf_param_blocks b = cf_graph_blocks(g);
-    int rc = cf_dist_check(MPI_Send(&n, 1, MPI_INT, 0, TAG_EVAL, comm), "MPI_Send", err);
-    if (rc == 0) rc = cf_dist_check(MPI_Send(names, n * CF_NAME_MAX, MPI_CHAR, 0, TAG_EVAL, comm), "MPI_Send", err);
-    if (rc == 0) rc = cf_dist_check(MPI_Send(where, 2 * n, MPI_INT64_T, 0, TAG_EVAL, comm), "MPI_Send", err);
-    if (rc == 0) rc = cf_dist_check(MPI_Send(&elems, 1, MPI_INT64_T, 0, TAG_EVAL, comm), "MPI_Send", err);
+    int rc = cf_dist_check(MPI_Send(&n, 1, MPI_INT, 0, TAG_WHOLE, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(names, n * CF_NAME_MAX, MPI_CHAR, 0, TAG_WHOLE, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(where, 2 * n, MPI_INT64_T, 0, TAG_WHOLE, comm), "MPI_Send", err);
+    if (rc == 0) rc = cf_dist_check(MPI_Send(&elems, 1, MPI_INT64_T, 0, TAG_WHOLE, comm), "MPI_Send", err);
     const float *blocks[3] = {cf_tensor_f32(b.params), m, v};
     for (int k = 0; k < 3 && rc == 0; k++)
-        rc = cf_dist_check(MPI_Send(blocks[k], (int)elems, MPI_FLOAT, 0, TAG_EVAL, comm), "MPI_Send", err);
+        rc = cf_dist_check(MPI_Send(blocks[k], (int)elems, MPI_FLOAT, 0, TAG_WHOLE, comm), "MPI_Send", err);
     free(names);
     free(where);
     return rc;
@@ -561,22 +563,22 @@ static int send_state(cf_pipeline *pp, cf_graph *g, const float *m, const float 
 static int recv_state(cf_pipeline *pp, int stage, stage_state *s, cf_error *err) {
     MPI_Comm comm = pp->group->comm;
     memset(s, 0, sizeof *s);
-    if (cf_dist_check(MPI_Recv(&s->n, 1, MPI_INT, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE), "MPI_Recv", err) != 0)
+    if (cf_dist_check(MPI_Recv(&s->n, 1, MPI_INT, stage, TAG_WHOLE, comm, MPI_STATUS_IGNORE), "MPI_Recv", err) != 0)
         return -1;
     s->names = cf_xcalloc((size_t)s->n, sizeof *s->names);
     s->where = cf_xcalloc((size_t)s->n, sizeof *s->where);
-    int rc = cf_dist_check(MPI_Recv(s->names, s->n * CF_NAME_MAX, MPI_CHAR, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+    int rc = cf_dist_check(MPI_Recv(s->names, s->n * CF_NAME_MAX, MPI_CHAR, stage, TAG_WHOLE, comm, MPI_STATUS_IGNORE),
                            "MPI_Recv", err);
     if (rc == 0)
-        rc = cf_dist_check(MPI_Recv(s->where, 2 * s->n, MPI_INT64_T, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+        rc = cf_dist_check(MPI_Recv(s->where, 2 * s->n, MPI_INT64_T, stage, TAG_WHOLE, comm, MPI_STATUS_IGNORE),
                            "MPI_Recv", err);
     if (rc == 0)
-        rc = cf_dist_check(MPI_Recv(&s->elems, 1, MPI_INT64_T, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE), "MPI_Recv", err);
+        rc = cf_dist_check(MPI_Recv(&s->elems, 1, MPI_INT64_T, stage, TAG_WHOLE, comm, MPI_STATUS_IGNORE), "MPI_Recv", err);
     if (rc != 0) return -1;
     float **blocks[3] = {&s->params, &s->m, &s->v};
     for (int k = 0; k < 3 && rc == 0; k++) {
         *blocks[k] = cf_xmalloc(sizeof(float) * (size_t)(s->elems > 0 ? s->elems : 1));
-        rc = cf_dist_check(MPI_Recv(*blocks[k], (int)s->elems, MPI_FLOAT, stage, TAG_EVAL, comm, MPI_STATUS_IGNORE),
+        rc = cf_dist_check(MPI_Recv(*blocks[k], (int)s->elems, MPI_FLOAT, stage, TAG_WHOLE, comm, MPI_STATUS_IGNORE),
                            "MPI_Recv", err);
     }
     return rc;
