@@ -2,8 +2,8 @@
 # `mpirun -n 2 cformers train` as a user runs it: rank 0 alone prints, writes metrics and
 # checkpoints (the metrics carry the communication figures, the Chrome trace a
 # communication lane); a resume on 2 ranks continues; parallel_config.data_parallel that
-# is not the job's size is a one-line error, and so is pipeline_stage above 1 (not trained
-# yet); model_parallel 2 trains as one process does; a rank killed with SIGKILL makes the whole
+# is not the job's size is a one-line error; model_parallel 2 trains as one process does and
+# so do 2 pipeline stages (both at once are refused, named); a rank killed with SIGKILL makes the whole
 # job exit with an error within seconds instead of hanging.
 source "$(dirname "$0")/lib_cli.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -44,8 +44,24 @@ stdout_has "resumed alone" "resumed at step 4"
 check "model_parallel 2 that does not divide is refused" 1 "${mpi[@]}" "$bin" train "${tiny[@]}" \
     --parallel_config.model_parallel=2 --model.model_config.intermediate_size=63
 stderr_has "the size is named" "parallel_config.model_parallel: 2 does not divide model_config.intermediate_size 63"
-check "pipeline_stage 2 is refused" 1 "$bin" train "${tiny[@]}" --parallel_config.pipeline_stage=2
-stderr_has "pipeline parallelism named" "parallel_config.pipeline_stage is 2: pipeline parallelism is not implemented yet"
+# Pipeline stages: fewer micro-batches than stages is refused, named; 2 stages train as one
+# process with gradient_accumulation_steps = micro_batch_num (the same losses), and the
+# global batch is said at the start.
+pp=("${tiny[@]}" --model.model_config.num_layers=2 --model.model_config.tie_word_embeddings=false
+    --runner_config.train_steps=4 --runner_config.save_interval=0 --runner_config.sample_interval=0)
+check "micro_batch_num 1 for 2 stages is refused" 1 "${mpi[@]}" "$bin" train "${pp[@]}" --output_dir="$tmp/pp" \
+    --parallel_config.pipeline_stage=2 --parallel_config.micro_batch_num=1
+stderr_has "micro_batch_num named" "parallel_config.micro_batch_num is 1: 2 pipeline stages need at least one micro-batch"
+check "2 pipeline stages train" 0 "${mpi[@]}" "$bin" train "${pp[@]}" --output_dir="$tmp/pp" \
+    --parallel_config.pipeline_stage=2 --parallel_config.micro_batch_num=4
+stdout_has "global batch said" "global batch = batch_size 2 x data_parallel 1 x micro_batch_num 4 = 8 sequences"
+[ -f "$tmp/pp/checkpoint_step4.ckpt" ] || fail_because "the pipeline run wrote no checkpoint"
+check "1 process, 4 accumulation steps" 0 "$bin" train "${pp[@]}" --output_dir="$tmp/pp1" \
+    --runner_config.gradient_accumulation_steps=4
+same_losses "$tmp/pp" "$tmp/pp1" "2 pipeline stages vs 1 process"
+check "stages of tensor-parallel layers are refused" 1 "$bin" train "${tiny[@]}" \
+    --parallel_config.pipeline_stage=2 --parallel_config.model_parallel=2
+stderr_has "3-D layout named" "pipeline_stage 2 with model_parallel 2: pipeline stages of tensor-parallel layers"
 
 # A rank killed mid-run: mpirun ends the job; it must not hang (timeout would say 124).
 long=("${tiny[@]}" --output_dir="$tmp/long" --runner_config.train_steps=100000 --runner_config.eval_interval=0

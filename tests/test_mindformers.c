@@ -255,8 +255,29 @@ static void pretrained_dir(void) {
     rmdir(dir);
 }
 
+/* model_config.offset (an integer or one per stage) and micro_batch_num reach the pipeline
+ * keys; the fixtures' offset 0 and micro_batch_num 1 are the defaults. */
+static void pipeline_keys(void) {
+    cf_config c;
+    if (load("pretrain_llama2_7b.yaml", &c) != 0) return;
+    CHECK(strcmp(c.parallel_config.offset, "0") == 0 && c.parallel_config.micro_batch_num == 1);
+    cf_error err = {{0}};
+    cf_config_defaults(&c);
+    CHECK_MSG(cf_config_parse_string("model:\n  model_config:\n    offset: [1, 0, -1]\nparallel_config:\n"
+                                     "  pipeline_stage: 3\n  micro_batch_num: 6\n",
+                                     "mf.yaml", &c, &err) == 0,
+              "%s", err.msg);
+    CHECK_MSG(strcmp(c.parallel_config.offset, "1,0,-1") == 0, "offset '%s'", c.parallel_config.offset);
+    CHECK(c.parallel_config.pipeline_stage == 3 && c.parallel_config.micro_batch_num == 6);
+    cf_config_defaults(&c);
+    CHECK(cf_config_parse_string("model:\n  model_config:\n    offset: 2\n", "mf.yaml", &c, &err) == 0);
+    CHECK(strcmp(c.parallel_config.offset, "2") == 0);
+    EXPECT_ERROR("model:\n  model_config:\n    offset: [1, [2]]\n",
+                 "mf.yaml:3: model.model_config.offset: expected an integer or a list of integers");
+}
+
 /* MindFormers' 70B layout (dp 2 x mp 4 x pp 8) loads: its groups are cut when a job of
- * 64 ranks starts; `train` itself refuses the tensor and pipeline degrees for now. */
+ * 64 ranks starts; `train` itself refuses the tensor degree for now. */
 static void layout_70b(void) {
     cf_config c;
     cf_error err = {{0}};
@@ -281,5 +302,6 @@ int main(void) {
     pet_config();
     pretrained_dir();
     layout_70b();
+    pipeline_keys();
     return test_finish();
 }

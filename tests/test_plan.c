@@ -119,6 +119,37 @@ static void plan_chain(void) {
     cf_graph_free(g);
 }
 
+/* Several arenas (cf_plan_set_arenas, a pipeline stage's 1F1B): each holds its own run's
+ * intermediates, and binding one again finds them as that run left them. */
+static void plan_arenas(void) {
+    cf_graph *g = cf_graph_create();
+    cf_tensor *x = cf_graph_input(g, "x", CF_F32, 1, (int64_t[]){256});
+    cf_tensor *mid = cf_nn_scale(g, x, 2.0f), *y = cf_nn_scale(g, mid, 3.0f);
+    cf_graph_keep(g, y);
+    cf_error err = {{0}};
+    cf_plan *p = cf_plan_create(g, &err);
+    CHECK_MSG(p != NULL, "%s", err.msg);
+    if (!p) return;
+    CHECK(cf_plan_set_arenas(p, 3, &err) == 0);
+    CHECK(cf_plan_set_arenas(p, 2, &err) != 0); /* once */
+    const float *bound[3];
+    for (int a = 0; a < 3; a++) {
+        cf_plan_use_arena(p, a);
+        bound[a] = cf_tensor_f32(mid);
+        for (int i = 0; i < 256; i++) cf_tensor_f32(x)[i] = (float)(a + 1);
+        CHECK(cf_plan_run(p, CF_PHASE_FORWARD, &err) == 0);
+        CHECK(cf_tensor_f32(y)[255] == 6.0f * (float)(a + 1));
+    }
+    CHECK(bound[0] != bound[1] && bound[1] != bound[2] && bound[0] != bound[2]);
+    for (int a = 2; a >= 0; a--) {
+        cf_plan_use_arena(p, a);
+        CHECK(cf_tensor_f32(mid) == bound[a]);
+        CHECK_MSG(cf_tensor_f32(mid)[7] == 2.0f * (float)(a + 1), "arena %d holds %g", a, cf_tensor_f32(mid)[7]);
+    }
+    cf_plan_free(p);
+    cf_graph_free(g);
+}
+
 /* In place (cf_op_def.in_place): rope asks for its input's storage (cf_node.in_place);
  * the planner grants it only when the input is an arena intermediate that nothing reads
  * afterwards. */
@@ -206,6 +237,7 @@ static void plan_in_place_second_output(unsigned ask) {
 
 int main(void) {
     plan_chain();
+    plan_arenas();
     plan_in_place_second_output(2u);
     plan_in_place_second_output(1u);
     plan_in_place(DEAD_AFTER, "input dead after the rope");

@@ -91,7 +91,9 @@ typedef enum cf_tristate { CF_AUTO = 0, CF_OFF = 1, CF_ON = 2 } cf_tristate;
 typedef struct cf_parallel_config {
     int64_t data_parallel;              /* processes; 0 = the MPI world size */
     int64_t model_parallel;             /* tensor parallel degree (training; docs/distributed.md) */
-    int64_t pipeline_stage;             /* pipeline stages (only 1 is supported) */
+    int64_t pipeline_stage;             /* pipeline stages (src/train/pipeline.h) */
+    int64_t micro_batch_num;            /* micro-batches per step through the pipeline (>= pipeline_stage) */
+    char offset[256];                   /* MindFormers' stage offset: "0", or one integer per stage "1,0,-1" */
     int64_t gradient_aggregation_group; /* gradient buckets all-reduced together */
     double bucket_size_mb;              /* gradient bucket size */
     bool overlap_comm;                  /* all-reduce buckets while backward runs */

@@ -86,6 +86,15 @@ int cf_plan_run(cf_plan *p, unsigned phases, cf_error *err);
  * the nodes that copy them (cf_node.weights_copy) are skipped. */
 enum { CF_RUN_WEIGHTS_CURRENT = 16 };
 
+/* Several activation arenas, for a schedule that holds several micro-batches' activations
+ * at once (a pipeline stage's 1F1B): n arenas in all, each as big as the plan's, arena 0
+ * the plan's own. cf_plan_use_arena(p, k) binds every arena tensor and workspace to
+ * arena k; a forward and the backward of the same micro-batch run in the same arena, the
+ * graph's inputs and kept outputs (outside the arenas) as the forward left them. Once,
+ * after cf_plan_create; -1 with err when out of memory. */
+int cf_plan_set_arenas(cf_plan *p, int n, cf_error *err);
+void cf_plan_use_arena(cf_plan *p, int k);
+
 /* Optional per-node timing hook for profilers: called after each node with its
  * wall-clock seconds. NULL to remove. */
 typedef void (*cf_node_hook)(void *ctx, const cf_node *node, double seconds);

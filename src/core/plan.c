@@ -121,7 +121,11 @@ cf_plan *cf_plan_create(cf_graph *g, cf_error *err) {
 
 void cf_plan_free(cf_plan *p) {
     if (!p) return;
-    cf_aligned_free(p->arena);
+    if (p->arenas) {
+        for (int k = 0; k < p->n_arenas; k++) cf_aligned_free(p->arenas[k]);
+        free(p->arenas);
+    } else
+        cf_aligned_free(p->arena);
     cf_aligned_free(p->io);
     cf_aligned_free(p->frozen);
     cf_aligned_free(p->params);
@@ -130,6 +134,35 @@ void cf_plan_free(cf_plan *p) {
     cf_aligned_free(p->adam_v);
     cf_aligned_free(p->step);
     free(p);
+}
+
+int cf_plan_set_arenas(cf_plan *p, int n, cf_error *err) {
+    if (p->arenas || n < 1) return cf_fail(err, "memory plan: the arenas are set once, at least one");
+    p->arenas = cf_xcalloc((size_t)n, sizeof *p->arenas);
+    p->arenas[0] = p->arena;
+    p->n_arenas = n;
+    for (int k = 1; k < n; k++)
+        if (!(p->arenas[k] = alloc_zeroed(p->report.arena_bytes)))
+            return cf_fail(err, "memory plan: out of memory for activation arena %d of %d (%zu bytes each)", k + 1, n,
+                           p->report.arena_bytes);
+    return 0;
+}
+
+/* A pointer into the bound arena, moved to the same place in `to`. */
+static void *rebase(const cf_plan *p, void *ptr, char *to) {
+    char *c = ptr;
+    return c && c >= p->arena && c < p->arena + (p->report.arena_bytes ? p->report.arena_bytes : 1) ? to + (c - p->arena)
+                                                                                                    : ptr;
+}
+
+void cf_plan_use_arena(cf_plan *p, int k) {
+    CF_ASSERT(k >= 0 && k < (p->arenas ? p->n_arenas : 1));
+    char *to = p->arenas ? p->arenas[k] : p->arena;
+    if (to == p->arena) return;
+    cf_graph *g = p->graph;
+    for (int i = 0; i < g->n_tensors; i++) g->tensors[i]->data = rebase(p, g->tensors[i]->data, to);
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->workspace = rebase(p, g->nodes[i]->workspace, to);
+    p->arena = to;
 }
 
 const cf_memory_report *cf_plan_memory(const cf_plan *p) { return &p->report; }

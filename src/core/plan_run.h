@@ -13,6 +13,10 @@ struct cf_plan {
     int32_t *step;
     cf_node_hook hook;
     void *hook_ctx;
+    /* cf_plan_set_arenas: n_arenas activation arenas of report.arena_bytes (arenas[0] is
+     * the plan's own), `arena` the one bound now. */
+    char **arenas;
+    int n_arenas;
 };
 
 #endif

@@ -48,6 +48,7 @@ static void pretrained_model_dir(cf_walker *w, const char *path, yaml_node_t *ke
 static void top_p(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static void pet_config(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
+static void stage_offset(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value);
 static yaml_node_t *mapping_get(cf_walker *w, yaml_node_t *map, const char *name, yaml_node_t **key_out);
 
 #define MC "model.model_config."
@@ -119,7 +120,6 @@ static const mf_rule rules[] = {
 
     /* parallel_config, recompute_config, context */
     {"parallel_config.use_seq_parallel", MF_NEUTRAL, "false", "sequence parallelism needs model parallelism, which cformers does not have", NULL},
-    {"parallel_config.micro_batch_num", MF_IGNORE, "micro-batches of the pipeline; there is one stage here", NULL, NULL},
     {"parallel_config.vocab_emb_dp", MF_IGNORE, "the embedding and head stay replicated under model_parallel (vocab_emb_dp: true); the vocabulary split is not built yet", NULL, NULL},
     {"parallel_config.expert_parallel", MF_NEUTRAL, "1", "mixture of experts is not supported", NULL},
     {"parallel_config.context_parallel", MF_NEUTRAL, "1", "context parallelism is not supported", NULL},
@@ -162,7 +162,7 @@ static const mf_rule rules[] = {
     {MC "use_past", MF_IGNORE, "generation always uses the KV cache and training never does", NULL, NULL},
     {MC "extend_method", MF_NEUTRAL, "None", "PI / NTK context extension is not supported (LLaMA 3.1 scaling is rope_scaling_factor)", NULL},
     {MC "scaling_factor", MF_IGNORE, "used only with extend_method, which is None", NULL, NULL},
-    {MC "offset", MF_IGNORE, "pipeline stage layer offsets; there is one stage here", NULL, NULL},
+    {MC "offset", MF_CALL, NULL, NULL, stage_offset},
     {MC "fine_grain_interleave", MF_NEUTRAL, "1", "fine-grained interleaving needs model parallelism", NULL},
     {MC "checkpoint_name_or_path", MF_IGNORE, "weights come from the top-level load_checkpoint", NULL, NULL},
     {MC "repetition_penalty", MF_NEUTRAL, "1|1.0", "repetition penalties are not supported", NULL},
@@ -357,6 +357,34 @@ static void betas(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t 
 
 /* recompute: [N], MindFormers' count of layers recomputed per pipeline stage: with the
  * one stage here, the first N layers (recompute_layers), none when N is 0. */
+/* model_config.offset, an integer or one per pipeline stage ([1, 0, -1]): the text of
+ * parallel_config.offset, which the trainer checks against the stages. */
+static void stage_offset(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
+    (void)key;
+    if (value->type == YAML_SCALAR_NODE) {
+        cf_walk_set(w, native("parallel_config.offset"), path, value);
+        return;
+    }
+    char text[256] = "";
+    size_t used = 0;
+    for (yaml_node_item_t *i = value->type == YAML_SEQUENCE_NODE ? value->data.sequence.items.start : NULL;
+         i && i < value->data.sequence.items.top; i++) {
+        yaml_node_t *item = yaml_document_get_node(w->doc, *i);
+        if (!item || item->type != YAML_SCALAR_NODE || used + strlen(cf_walk_text(item)) + 2 >= sizeof text) {
+            cf_walk_error(w, "%s:%d: %s: expected an integer or a list of integers (one per pipeline stage)",
+                          w->source, cf_walk_line(value), path);
+            return;
+        }
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%s", used ? "," : "", cf_walk_text(item));
+    }
+    if (value->type != YAML_SEQUENCE_NODE) {
+        cf_walk_error(w, "%s:%d: %s: expected an integer or a list of integers (one per pipeline stage)", w->source,
+                      cf_walk_line(value), path);
+        return;
+    }
+    cf_walk_set_text(w, native("parallel_config.offset"), path, text, cf_walk_line(value));
+}
+
 static void recompute_list(cf_walker *w, const char *path, yaml_node_t *key, yaml_node_t *value) {
     yaml_node_t *item = value->type == YAML_SEQUENCE_NODE &&
                                 value->data.sequence.items.top - value->data.sequence.items.start == 1

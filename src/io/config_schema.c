@@ -135,7 +135,9 @@ const cf_config_key cf_config_keys[] = {
 
     K_INT(parallel_config.data_parallel, 0, 0, 1048576, "data-parallel ranks; 0 = world / (model_parallel x pipeline_stage)"),
     K_INT(parallel_config.model_parallel, 1, 1, 1048576, "tensor-parallel ranks (train only: heads and FFN split, embedding replicated)"),
-    K_INT(parallel_config.pipeline_stage, 1, 1, 1048576, "pipeline stages (train: only 1 yet)"),
+    K_INT(parallel_config.pipeline_stage, 1, 1, 1048576, "pipeline stages: layer i on stage (i + offset) // (layers / stages), 1F1B schedule"),
+    K_INT(parallel_config.micro_batch_num, 1, 1, 1048576, "micro-batches of batch_size per step through the pipeline (>= pipeline_stage; global batch = batch_size x data_parallel x micro_batch_num)"),
+    K_STRING(parallel_config.offset, "0", "MindFormers' layer offset of the pipeline stages: one integer, or one per stage (\"1,0,-1\" or \"[1, 0, -1]\") summing to layers mod stages"),
     K_INT(parallel_config.gradient_aggregation_group, 4, 1, 1024, "MindFormers' all-reduce fusion groups: accepted, buckets follow bucket_size_mb"),
     K_FLOAT(parallel_config.bucket_size_mb, 4.0, 0, 1e6, CF_RANGE_LO_OPEN, "gradient bucket size (MiB): each is all-reduced once backward has written it"),
     K_BOOL(parallel_config.overlap_comm, true, "all-reduce buckets while backward runs"),

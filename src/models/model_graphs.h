@@ -15,6 +15,13 @@ cf_tensor *cf_transformer_forward(const cf_model_config *cfg, int64_t batch, int
 cf_tensor *cf_transformer_forward_program(const cf_model_config *cfg, const cf_block_program *p, int64_t batch,
                                           int64_t seq_len, cf_model_graph *out);
 
+/* Part of the same decoder, for a pipeline stage (src/train/pipeline.c): the embedding of
+ * out->tokens when x_in is NULL, else x_in [B, T, hidden] (the previous stage's output);
+ * blocks [lo, hi); then, when hi is num_layers, the final norm and the head: returns the
+ * logits [B, T, vocab], else the hidden state [B, T, hidden]. */
+cf_tensor *cf_transformer_forward_layers(const cf_model_config *cfg, const cf_block_program *p, int64_t batch,
+                                         int64_t seq_len, int lo, int hi, cf_tensor *x_in, cf_model_graph *out);
+
 /* The parameter of c's family with this role (family.h): name, shape, initialisation
  * and weight decay from the family table. */
 cf_tensor *cf_model_weight(cf_graph *g, const cf_model_config *c, cf_weight_role role, long layer);

@@ -148,13 +148,6 @@ static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, 
     cf_graph *g = b->g;
     const cf_model_config *c = b->c;
     *wte = cf_model_weight(g, c, WR_EMBED, 0);
-    if (p->rotary) {
-        cf_rope_config rope = {.head_dim = cf_model_head_dim(c), .max_positions = seq_len, .theta = c->rope_theta,
-                               .scaling_factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
-                               .high_freq_factor = c->rope_high_freq_factor,
-                               .original_max_position = c->rope_original_max_position};
-        b->rope = cf_nn_rope_table(g, &rope);
-    }
     if (!p->learned_positions) return cf_nn_embedding(g, *wte, tokens);
     cf_tensor *wpe = cf_model_weight(g, c, WR_POS_EMBED, 0);
     int32_t *positions = cf_xmalloc(sizeof(int32_t) * (size_t)seq_len);
@@ -173,14 +166,32 @@ cf_tensor *cf_transformer_forward(const cf_model_config *c, int64_t batch, int64
 
 cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_block_program *p, int64_t batch,
                                           int64_t seq_len, cf_model_graph *out) {
+    return cf_transformer_forward_layers(c, p, batch, seq_len, 0, (int)c->num_layers, NULL, out);
+}
+
+/* The RoPE table for every stage that holds blocks; then the embedding (first stage, x_in
+ * NULL), blocks [lo, hi), and the final norm and head (when hi is the last layer). */
+cf_tensor *cf_transformer_forward_layers(const cf_model_config *c, const cf_block_program *p, int64_t batch,
+                                         int64_t seq_len, int lo, int hi, cf_tensor *x_in, cf_model_graph *out) {
     (void)batch;
     builder b = {.g = out->graph, .c = c, .lora = out->lora, .tensor_group = out->tensor_group,
                  .tp = {cf_dist_group_rank(out->tensor_group), cf_dist_group_size(out->tensor_group)}};
-    cf_tensor *wte;
-    b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
-    for (int i = 0; i < c->num_layers; i++)
+    if (p->rotary && hi > lo) {
+        cf_rope_config rope = {.head_dim = cf_model_head_dim(c), .max_positions = seq_len, .theta = c->rope_theta,
+                               .scaling_factor = c->rope_scaling_factor, .low_freq_factor = c->rope_low_freq_factor,
+                               .high_freq_factor = c->rope_high_freq_factor,
+                               .original_max_position = c->rope_original_max_position};
+        b.rope = cf_nn_rope_table(b.g, &rope);
+    }
+    cf_tensor *wte = NULL;
+    b.slot[CF_SLOT_X] = x_in ? x_in : embed(&b, p, seq_len, out->tokens, &wte);
+    for (int i = lo; i < hi; i++)
         for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
+    if (hi < c->num_layers) return b.slot[CF_SLOT_X];
     step(&b, &p->final_norm, 0);
-    cf_tensor *head = c->tie_word_embeddings ? wte : cf_model_weight(b.g, c, WR_LM_HEAD, 0);
+    /* a tied head on a stage without the embedding holds its own copy of the table */
+    cf_tensor *head = !c->tie_word_embeddings ? cf_model_weight(b.g, c, WR_LM_HEAD, 0)
+                      : wte                   ? wte
+                                              : cf_model_weight(b.g, c, WR_EMBED, 0);
     return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
 }

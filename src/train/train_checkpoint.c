@@ -274,3 +274,56 @@ int cf_train_checkpoint_load_graph(const char *path, cf_graph *g, bool resume, c
     cf_ckpt_close(c);
     return rc;
 }
+
+/* Moment block `name` of the whole layout, each of g's parameters from its place in
+ * `whole` into g's optimizer range [lo, hi) (all of it unless ZeRO-1 shards it). */
+static int copy_moments_part(cf_ckpt *c, const char *name, cf_graph *whole, cf_graph *g, float *dst, cf_error *err) {
+    int64_t elems = cf_graph_param_elems(whole), lo, hi;
+    const cf_ckpt_tensor *m = cf_ckpt_get(c, name, CF_F32, 1, &elems, err);
+    if (!m) return -1;
+    cf_graph_optimizer_range(g, &lo, &hi);
+    for (int i = 0; i < cf_graph_num_params(g); i++) {
+        const cf_tensor *p = cf_graph_param_at(g, i), *q = cf_graph_find(whole, p->name);
+        if (!q || q->role != CF_ROLE_PARAM || cf_tensor_numel(q) != cf_tensor_numel(p))
+            return cf_fail(err, "%s: parameter %s of this stage is not in the model's layout", cf_ckpt_path(c), p->name);
+        int64_t from = p->param_offset > lo ? p->param_offset : lo, n = cf_tensor_numel(p);
+        int64_t to = p->param_offset + n < hi ? p->param_offset + n : hi;
+        if (to > from)
+            memcpy(dst + (from - lo), (const float *)m->data + q->param_offset + (from - p->param_offset),
+                   sizeof(float) * (size_t)(to - from));
+    }
+    return 0;
+}
+
+int cf_train_checkpoint_load_part(const char *path, cf_plan *plan, cf_graph *whole, bool resume, cf_train_position *pos,
+                                  cf_error *err) {
+    cf_ckpt *c = cf_ckpt_open(path, true, err);
+    if (!c) return -1;
+    cf_graph *g = cf_plan_graph(plan);
+    int rc = 0;
+    for (int i = 0; i < cf_graph_num_params(g) && rc == 0; i++) {
+        cf_tensor *t = cf_graph_param_at(g, i);
+        rc = copy_tensor(c, t->name, CF_F32, t->ndim, t->shape, t->data, err);
+    }
+    for (int i = 0; i < cf_graph_num_params(whole) && rc == 0; i++) /* the whole model's, not another's */
+        if (!cf_ckpt_find(c, cf_graph_param_at(whole, i)->name))
+            rc = cf_fail(err, "%s: tensor %s is missing (the checkpoint is of another model_config)", path,
+                         cf_graph_param_at(whole, i)->name);
+    if (rc == 0 && resume) {
+        json_error_t jerr;
+        json_t *meta = json_loads(cf_ckpt_metadata(c), 0, &jerr);
+        const char *format = meta ? json_string_value(json_object_get(meta, "format")) : NULL;
+        cf_param_blocks blocks = cf_graph_blocks(g);
+        if (!meta) rc = cf_fail(err, "%s: metadata: %s", path, jerr.text);
+        else if (!format || strcmp(format, FORMAT_NAME) != 0)
+            rc = cf_fail(err, "%s: not a training checkpoint (no optimizer state to resume from)", path);
+        else if (check_layout(path, meta, whole, err) != 0 || read_position(path, meta, pos, err) != 0 ||
+                 copy_moments_part(c, "optimizer.adam_m", whole, g, blocks.adam_m->data, err) != 0 ||
+                 copy_moments_part(c, "optimizer.adam_v", whole, g, blocks.adam_v->data, err) != 0 ||
+                 copy_tensor(c, "optimizer.step", CF_I32, 0, NULL, blocks.step->data, err) != 0)
+            rc = -1;
+        json_decref(meta);
+    }
+    cf_ckpt_close(c);
+    return rc;
+}

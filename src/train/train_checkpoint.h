@@ -94,5 +94,11 @@ int cf_train_checkpoint_load(const char *path, cf_plan *plan, bool resume, cf_tr
 /* The same into graph g's tensors, bound to memory by a plan or by the caller (a
  * tensor-parallel run's whole-model graph, train_tp.c). */
 int cf_train_checkpoint_load_graph(const char *path, cf_graph *g, bool resume, cf_train_position *pos, cf_error *err);
+/* The same for a part of the model (a pipeline stage): the plan's parameters are some of
+ * those of `whole` (the whole model's graph, unplanned: the layout the checkpoint holds),
+ * whose parameters must all be stored; with `resume` each parameter's moments come from
+ * its place in the whole layout. */
+int cf_train_checkpoint_load_part(const char *path, cf_plan *plan, cf_graph *whole, bool resume, cf_train_position *pos,
+                                  cf_error *err);
 
 #endif

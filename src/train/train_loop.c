@@ -19,6 +19,7 @@
 #include "train/checkpoint_files.h"
 #include "train/crash_inject.h"
 #include "train/heartbeat.h"
+#include "train/pipeline.h"
 #include "train/run_dir.h"
 #include "train/sample.h"
 #include "train/trainer_internal.h"
@@ -48,8 +49,8 @@ static void say(cf_trainer *t, run_state *r, const char *fmt, ...) {
     cf_progress_print(&r->progress, "%s", line);
 }
 
-/* Rank 0 alone writes the run's files. */
-static bool writes_files(const cf_trainer *t) { return t->rank == 0 && t->tp_rank == 0; }
+/* Rank 0 (tensor rank 0 of the first pipeline stage) alone writes the run's files. */
+static bool writes_files(const cf_trainer *t) { return t->rank == 0 && t->tp_rank == 0 && t->stage == 0; }
 
 static int open_outputs(cf_trainer *t, cf_error *err) {
     if (!writes_files(t)) return 0;
@@ -100,6 +101,14 @@ static void report_memory_plan(cf_trainer *t, const cf_memory_estimate *est) {
                    cf_model_graph_memory_opts(&t->cfg.model.model_config, &(cf_model_build_opts){.lora = &t->cfg.lora},
                                               &t->cfg.context, NULL, t->batch, t->seq, &without, &err) == 0;
     cf_memory_plan_rows(m, compare ? &without : NULL, rows, note, sizeof note);
+    char stage_note[160];
+    if (t->pipe) { /* this rank's stage: its layers' parameters, 1F1B's arenas */
+        int n = cf_pipeline_arenas(t->pipe);
+        rows[0].bytes *= n;
+        snprintf(stage_note, sizeof stage_note, "pipeline stage 0: %d arena%s of %.1f MiB (the micro-batches 1F1B holds)",
+                 n, n == 1 ? "" : "s", (double)m->arena_bytes / MIB);
+        rows[0].note = stage_note;
+    }
     if (!t->opts.quiet) cf_memory_estimate_print(t->out, &t->cfg, est, rows, 2);
     cf_trainer_metrics(t, "memory_plan",
                      json_pack("{s:I, s:f, s:I, s:I, s:f, s:f}", "params", (json_int_t)est->params, "estimate_bytes",
@@ -236,7 +245,7 @@ static int save_checkpoint(cf_trainer *t, run_state *r, cf_error *err) {
     cf_checkpoint_file_name(path, sizeof path, t->cfg.output_dir, cf_checkpoint_prefix(&t->cfg), t->pos.step);
     if (save_peft(t, path, err) != 0) return -1;
     double t0 = cf_clock_seconds();
-    if (t->cfg.callbacks.checkpoint_monitor.async_save) {
+    if (t->cfg.callbacks.checkpoint_monitor.async_save && !t->pipe) { /* a pipeline's stages meet at once */
         cf_error ignored;
         collect_save(t, r, true, &ignored); /* a failure is reported; this save retries */
         r->wait_seconds = cf_clock_seconds() - t0;
@@ -284,9 +293,10 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
     if (fetch_step_batches(t, err) != 0) return -1;
     if (profiled) cf_train_profile_data_done(t);
     if (cf_trainer_step(t, t->tokens, &loss, err) != 0) return -1;
-    cf_heartbeat(t->rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
-    cf_crash_at_step(t->pos.step, t->rank); /* fault injection, off unless asked */
-    cf_hang_at_step(t->pos.step, t->rank);
+    int rank = cf_dist_rank(t->dist); /* the world's: a data rank repeats on every pipeline stage */
+    cf_heartbeat(rank, t->pos.step); /* for cformers launch's supervisor, when it asks */
+    cf_crash_at_step(t->pos.step, rank); /* fault injection, off unless asked */
+    cf_hang_at_step(t->pos.step, rank);
     if (profiled) cf_train_profile_step_end(t);
     double dt = cf_clock_seconds() - t0;
     r->step_seconds = r->step_seconds > 0 ? 0.8 * r->step_seconds + 0.2 * dt : dt;
@@ -301,7 +311,7 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
                  (long long)ls->skipped_steps);
     if (!t->opts.quiet) cf_progress_step(&r->progress, step, loss, lr, tokens_per_s, scale_note[0] ? scale_note : NULL);
     if (every(step, t->cfg.runner_config.log_interval) || step == r->stop) {
-        double mfu = r->peak_flops > 0 ? tokens_per_s / t->world * r->flops_per_token / r->peak_flops : 0.0;
+        double mfu = r->peak_flops > 0 ? tokens_per_s / cf_dist_size(t->dist) * r->flops_per_token / r->peak_flops : 0.0;
         /* An overflowed step's norm is inf or NaN, which JSON cannot hold: null. */
         json_t *rec = json_pack("{s:I, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:I}", "step", (json_int_t)step, "loss", loss,
                                 "lr", lr, "grad_norm", isfinite(t->last_grad_norm) ? json_real(t->last_grad_norm) : json_null(),
@@ -313,6 +323,14 @@ static int train_one(cf_trainer *t, run_state *r, cf_error *err) {
                                                   c->comm_seconds, "comm_wait_seconds", c->wait_seconds,
                                                   "comm_bytes_sent", c->bytes_sent, "comm_raw_bytes", c->raw_bytes,
                                                   "compressed_buckets", c->compressed_buckets));
+        }
+        if (t->pipe) { /* stage 0's: its idle share against 1F1B's (p - 1) / (m + p - 1) */
+            const cf_pipeline_stats *p = cf_pipeline_last(t->pipe);
+            json_object_update_new(rec, json_pack("{s:i, s:f, s:f, s:f, s:f}", "stages", cf_pipeline_stages(t->pipe),
+                                                  "pipeline_wait_seconds", p->wait_seconds, "pipeline_idle_share",
+                                                  p->step_seconds > 0 ? p->wait_seconds / p->step_seconds : 0.0,
+                                                  "pipeline_bubble_formula", cf_pipeline_bubble(t->pipe),
+                                                  "pipeline_bytes_sent", p->bytes_sent));
         }
         cf_trainer_metrics(t, "train", rec);
     }

@@ -19,7 +19,7 @@ static int open_file(atomic_file *f, const char *dir, const char *name, const ch
 int cf_train_profile_open(cf_trainer *t, int64_t done, int64_t stop, cf_error *err) {
     const cf_profile_monitor_config *c = &t->cfg.callbacks.profile_monitor;
     cf_train_profile *p = &t->profile;
-    p->enabled = c->enable && t->rank == 0 && t->tp_rank == 0; /* with several ranks, rank 0's steps stand for all */
+    p->enabled = c->enable && t->rank == 0 && t->tp_rank == 0 && t->stage == 0; /* with several ranks, rank 0's steps stand for all */
     if (!p->enabled) return 0;
     p->first = c->start_step > done + 1 ? c->start_step : done + 1;
     p->last = c->stop_step < stop ? c->stop_step : stop;

@@ -8,6 +8,7 @@
 #include "models/lora.h"
 #include "models/tensor_parallel.h"
 #include "obs/rss.h"
+#include "train/pipeline.h"
 #include "train/run_dir.h"
 
 #include <errno.h>
@@ -38,20 +39,25 @@ static void apply_decay_policy(cf_graph *g, const cf_optimizer_config *o) {
 static int build_graph(cf_trainer *t, cf_error *err) {
     cf_model_build_opts build = {.keep_logits = t->opts.keep_logits, .freeze = t->opts.freeze,
                                  .n_freeze = t->opts.n_freeze, .lora = &t->cfg.lora, .tensor_group = t->tensor};
-    if (cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq, &build, &t->model, err) != 0) return -1;
+    if (t->cfg.parallel_config.pipeline_stage > 1 ? cf_pipeline_build(t, &build, err)
+                                                  : cf_model_graph_build(&t->cfg.model.model_config, t->batch, t->seq,
+                                                                         &build, &t->model, err))
+        return -1;
     cf_graph *g = t->model.graph;
     if (cf_graph_apply_passes(g, &t->cfg.context, &t->cfg.model.model_config, err) != 0) return -1;
     apply_decay_policy(g, &t->cfg.optimizer);
     t->loss_scale = cf_graph_input(g, "loss_scale", CF_F32, 0, NULL);
     t->lr = cf_graph_input(g, "lr", CF_F32, 0, NULL);
     t->unscale = cf_graph_input(g, "loss_unscale", CF_F32, 0, NULL);
-    if (cf_graph_error(g, err) != 0 || cf_graph_backward_from(g, t->model.loss, t->loss_scale, err) != 0) return -1;
+    if (cf_graph_error(g, err) != 0 ||
+        (t->pipe ? cf_pipeline_backward(t, err) : cf_graph_backward_from(g, t->model.loss, t->loss_scale, err)) != 0)
+        return -1;
     if (cf_graph_recompute(g, &t->cfg.recompute_config, err) < 0) return -1;
     const cf_optimizer_config *o = &t->cfg.optimizer;
     cf_adamw_config adamw = {.beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps,
                              .weight_decay = (float)o->weight_decay, .max_grad_norm = (float)o->clip_grad_norm};
     t->grad_norm = cf_graph_adamw_scaled(g, &adamw, t->lr, t->unscale);
-    if (cf_graph_error(g, err) != 0) return -1;
+    if (cf_graph_error(g, err) != 0 || (t->pipe && cf_pipeline_after_update(t, err) != 0)) return -1;
     t->stats = cf_graph_grad_stats(t->grad_norm);
     if (t->tp > 1) { /* the norm over the whole model: the cut parameters' squares summed over the tensor group */
         bool *split = cf_tp_split_mask(g, &t->cfg.model.model_config);
@@ -61,7 +67,7 @@ static int build_graph(cf_trainer *t, cf_error *err) {
     }
     if (t->world > 1 && !(t->sync = cf_grad_sync_create(g, t->dist, &t->cfg.parallel_config, err))) return -1;
     t->plan = cf_plan_create(g, err);
-    return t->plan ? 0 : -1;
+    return t->plan && (!t->pipe || cf_pipeline_prepare(t, err) == 0) ? 0 : -1;
 }
 
 /* A data_dir that is not there is named by its key, with the override that changes it (a
@@ -191,9 +197,10 @@ static int tp_refusals(const cf_trainer *t, cf_error *err) {
 static int join_world(cf_trainer *t, cf_error *err) {
     cf_parallel_config *pc = &t->cfg.parallel_config;
     t->tp = 1;
-    if (pc->pipeline_stage > 1)
-        return cf_fail(err, "parallel_config.pipeline_stage is %lld: pipeline parallelism is not implemented yet (only "
-                            "its process groups are); set it to 1", (long long)pc->pipeline_stage);
+    if (pc->pipeline_stage > 1 && pc->model_parallel > 1)
+        return cf_fail(err, "parallel_config.pipeline_stage %lld with model_parallel %lld: pipeline stages of "
+                            "tensor-parallel layers (3-D layouts) are not built yet; use one of the two",
+                       (long long)pc->pipeline_stage, (long long)pc->model_parallel);
     if (cf_tp_check(&t->cfg.model.model_config, pc->model_parallel, err) != 0 || tp_refusals(t, err) != 0) return -1;
     t->dist = t->opts.dist;
     int64_t planned = planned_ranks(cf_dist_size(t->dist));
@@ -216,7 +223,8 @@ static int join_world(cf_trainer *t, cf_error *err) {
                             "the whole weights; not built yet)\n", t->tp);
         t->cfg.runner_config.sample_interval = 0;
     }
-    if (t->rank != 0 || t->tp_rank != 0) t->opts.quiet = true;
+    t->stage = cf_dist_group_rank(cf_dist_group_of(t->dist, CF_GROUP_PIPELINE));
+    if (t->rank != 0 || t->tp_rank != 0 || t->stage != 0) t->opts.quiet = true;
     char *text = NULL;
     size_t len = 0;
     FILE *yaml = open_memstream(&text, &len);
@@ -226,6 +234,18 @@ static int join_world(cf_trainer *t, cf_error *err) {
     for (const char *c = text; *c; c++) hash = (hash ^ (unsigned char)*c) * 1099511628211ull;
     free(text);
     return cf_dist_check_same(t->dist, hash, "config (every rank must train the same config)", err);
+}
+
+/* With pipeline stages a step is micro_batch_num micro-batches (MindFormers' global batch
+ * batch_size x data_parallel x micro_batch_num, said at the start). */
+static void pipeline_batch(cf_trainer *t) {
+    const cf_parallel_config *pc = &t->cfg.parallel_config;
+    if (t->accum == 1) t->accum = pc->micro_batch_num; /* else cf_pipeline_build refuses it */
+    if (!t->opts.quiet)
+        fprintf(t->out, "pipeline: %lld stages; global batch = batch_size %lld x data_parallel %d x micro_batch_num %lld "
+                        "= %lld sequences a step\n",
+                (long long)pc->pipeline_stage, (long long)t->batch, t->world, (long long)pc->micro_batch_num,
+                (long long)(t->batch * t->world * pc->micro_batch_num));
 }
 
 cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts, cf_error *err) {
@@ -242,6 +262,7 @@ cf_trainer *cf_trainer_create(const cf_config *cfg, const cf_train_options *opts
     t->batch = rc->batch_size;
     t->seq = rc->seq_length;
     t->accum = rc->gradient_accumulation_steps > 0 ? rc->gradient_accumulation_steps : 1;
+    if (t->cfg.parallel_config.pipeline_stage > 1) pipeline_batch(t);
     t->train_steps = rc->train_steps;
     t->tokens = cf_xmalloc(sizeof(int32_t) * (size_t)(t->accum * t->batch * (t->seq + 1)));
     t->stats_interval = cfg->callbacks.summary_monitor.gradient_stats_interval;
@@ -264,6 +285,7 @@ void cf_trainer_free(cf_trainer *t) {
     cf_train_profile_close(&t->profile);
     if (t->batch_dump.f) cf_atomic_file_abort(&t->batch_dump);
     cf_grad_sync_free(t->sync);
+    cf_pipeline_free(t->pipe);
     free(t->stats_before);
     free(t->stats_grad_norm);
     free(t->stats_update_ratio);
@@ -342,7 +364,8 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     *cf_tensor_f32(t->loss_scale) = (float)(scale / (double)(t->accum * t->world));
     *cf_tensor_f32(t->unscale) = (float)(1.0 / scale);
     double sum = 0.0;
-    for (int64_t k = 0; k < t->accum; k++) {
+    if (t->pipe && cf_pipeline_step(t, tokens, &sum, err) != 0) return -1;
+    for (int64_t k = 0; !t->pipe && k < t->accum; k++) {
         if (t->sync && k == t->accum - 1) cf_grad_sync_arm(t->sync, t->pos.step);
         cf_trainer_load_batch(t, tokens + k * rows);
         /* the low-precision weight copies, made by the first micro-batch, still hold */
@@ -355,6 +378,7 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
     if (stats) stats_begin(t);
     if (cf_plan_run(t->plan, CF_PHASE_UPDATE, err) != 0) return -1;
     if (t->sync && cf_grad_sync_status(t->sync, err) != 0) return -1;
+    if (cf_pipeline_update_status(t->pipe, err) != 0) return -1;
     if (stats) stats_end(t, t->pos.step + 1);
     t->last_grad_norm = *cf_tensor_f32(t->grad_norm);
     t->last_skipped = cf_loss_scale_after_step(&t->pos.loss_scale, &t->cfg, t->last_grad_norm);
@@ -369,6 +393,7 @@ int cf_trainer_step(cf_trainer *t, const int32_t *tokens, double *loss, cf_error
 }
 
 int cf_trainer_gradients(cf_trainer *t, const int32_t *tokens, double *loss, cf_error *err) {
+    if (t->pipe) return cf_fail(err, "gradients of one batch: not with pipeline stages (a step runs them: cf_trainer_step)");
     *cf_tensor_f32(t->loss_scale) = 1.0f;
     *cf_tensor_f32(t->unscale) = 1.0f;
     cf_trainer_load_batch(t, tokens);
@@ -394,8 +419,10 @@ int cf_trainer_evaluate(cf_trainer *t, double *loss, cf_error *err) {
             cf_batch_dump_write(&t->batch_dump, CF_BATCH_EVAL, t->pos.step, t->batch, t->seq + 1, t->tokens, err) != 0)
             return -1;
         cf_trainer_load_batch(t, t->tokens);
-        if (cf_plan_run(t->plan, CF_PHASE_FORWARD, err) != 0) return -1;
-        sum += *cf_tensor_f32(t->model.loss);
+        double loss = 0.0; /* with pipeline stages, the last one's (0 on the others) */
+        if (t->pipe ? cf_pipeline_forward_loss(t, &loss, err) != 0 : cf_plan_run(t->plan, CF_PHASE_FORWARD, err) != 0)
+            return -1;
+        sum += t->pipe ? loss : *cf_tensor_f32(t->model.loss);
     }
     if (cf_dist_sum_f64(t->dist, &sum, 1, err) != 0) return -1; /* each rank held its share of the batches */
     *loss = sum / (double)(n * t->world * t->tp);
@@ -436,25 +463,32 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;
     cf_ckpt_write_info info;
+    bool writer = t->rank == 0 && t->stage == 0;
     int rc = t->rank != 0 ? 0
+             : t->pipe    ? cf_pipeline_save(t, path, m, v, next_base(t), &info, err) /* stage 0 writes */
                           : cf_train_checkpoint_save_moments(path, t->plan, m, v, &t->cfg.model.model_config,
-                                                             &t->tokenizer, &t->pos, next_base(t),
-                                                             &info, err);
-    if (t->rank == 0 && rc == 0) cf_trainer_note_saved(t, path, info.differential);
+                                                             &t->tokenizer, &t->pos, next_base(t), &info, err);
+    if (writer && rc == 0) cf_trainer_note_saved(t, path, info.differential);
     free(m);
     free(v);
     double failed = rc != 0;
-    if (t->world > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
+    if (cf_dist_size(t->dist) > 1 && cf_dist_max_f64(t->dist, &failed, 1, err) != 0) return -1;
     if (failed && rc == 0) return cf_fail(err, "rank 0 could not save checkpoint %s", path);
     return rc;
 }
 
+int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err) {
+    return t->pipe ? cf_pipeline_load(t, path, resume, err)
+                   : cf_train_checkpoint_load(path, t->plan, resume, &t->pos, err);
+}
+
 void cf_trainer_prepare_background_save(cf_trainer *t) {
-    if (t->rank == 0 && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
+    if (t->rank == 0 && !t->pipe && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
         t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, &t->tokenizer);
 }
 
 int cf_trainer_save_background(cf_trainer *t, const char *path, cf_error *err) {
+    if (t->pipe) return cf_trainer_save(t, path, err); /* the stages' state meets on stage 0: at once */
     if (t->train) t->pos.data = cf_batches_position(t->train);
     float *m, *v;
     if (gather_moments(t, &m, &v, err) != 0) return -1;

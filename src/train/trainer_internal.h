@@ -32,6 +32,8 @@ struct cf_trainer {
     const cf_dist_group *tensor;
     int tp_rank, tp;
     cf_grad_sync *sync; /* NULL alone */
+    struct cf_pipeline *pipe; /* parallel_config.pipeline_stage > 1 (train/pipeline.h); else NULL */
+    int stage;                /* this rank's pipeline stage; rank 0 of stage 0 writes the run's files */
     /* A stop (SIGTERM, SIGINT) or a save-and-continue (SIGUSR1) asked on any rank: set
      * before a step, agreed with the step's loss, so all ranks act after the same step. */
     bool stop_requested, save_requested;
@@ -91,6 +93,10 @@ int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_
 /* Writes one metrics line (see cf_metrics_write). A failed write does not stop training:
  * the first one is reported on stderr, naming the file and the reason. */
 void cf_trainer_metrics(cf_trainer *t, const char *event, json_t *fields);
+
+/* Reads the weights (with `resume` the whole training state into t->pos) from `path`:
+ * the plan's own layout, or this pipeline stage's part of the whole model's. */
+int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err);
 
 /* Copies one micro-batch (batch rows of seq + 1 ids) into the graph's inputs and targets. */
 void cf_trainer_load_batch(cf_trainer *t, const int32_t *rows);
