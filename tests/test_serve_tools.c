@@ -45,7 +45,7 @@ static bool init_template(serve_chat_template *t, const char *file, const char *
 /* The prompt of chat request `body` (NULL with err and *status on a refusal). */
 static char *prompt_of(const serve_chat_template *t, const char *body, int *status, cf_error *err) {
     serve_request_body q;
-    *status = cf_serve_request_parse(body, strlen(body), true, "m", 1 << 20, 4, t, &q, err);
+    *status = cf_serve_request_parse(body, strlen(body), true, (const char *[]){"m", NULL}, 1 << 20, 4, t, &q, err);
     char *text = *status == 0 ? cf_xstrdup(q.text) : NULL;
     cf_serve_request_free(&q);
     return text;

@@ -14,6 +14,7 @@
 #include "core/graph_internal.h"
 #include "dist/tensor_parallel.h"
 #include "models/tensor_parallel.h"
+#include "train/pipeline.h"
 #include "train/trainer_internal.h"
 
 /* The whole model's training state: the graph a single process builds (its structure
@@ -92,6 +93,7 @@ int cf_trainer_tp_save(cf_trainer *t, const char *path, const char *base, cf_err
 }
 
 int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err) {
+    if (t->pipe) return cf_pipeline_load(t, path, resume, err); /* pipeline.c: the stage's part */
     if (t->tp <= 1) return cf_train_checkpoint_load(path, t->plan, resume, &t->pos, err);
     full_state f;
     int rc = full_create(t, &f, err);

@@ -477,11 +477,6 @@ int cf_trainer_save(cf_trainer *t, const char *path, cf_error *err) {
     return rc;
 }
 
-int cf_trainer_load_checkpoint(cf_trainer *t, const char *path, bool resume, cf_error *err) {
-    return t->pipe ? cf_pipeline_load(t, path, resume, err)
-                   : cf_train_checkpoint_load(path, t->plan, resume, &t->pos, err);
-}
-
 void cf_trainer_prepare_background_save(cf_trainer *t) {
     if (t->rank == 0 && !t->pipe && !t->bg && t->cfg.callbacks.checkpoint_monitor.async_save)
         t->bg = cf_bg_save_create(t->model.graph, &t->cfg.model.model_config, &t->tokenizer);
