@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "cformers/cpu.h"
@@ -110,7 +111,18 @@ typedef void (*cf_kernel_hook_fn)(void);
     X(gemm_transposed_min_k, "... from this K")                                                                      \
     X(gemm_small_max_macs, "the small path up to this many multiply-adds")                                           \
     X(gemm_small_max_macs_per_task, "... and this many per pool task")                                               \
-    X(gemm_small_max_panel_bytes, "... and a transposed B strip panel of at most this many bytes")
+    X(gemm_small_max_panel_bytes, "... and a transposed B strip panel of at most this many bytes")                 \
+    X(infer_q8_gemm_min_rows, "q8_0 prompts: from this many rows the dequantizing GEMM, below it the matvec")       \
+    X(infer_q4_gemm_min_rows, "q4_0 prompts: likewise (CF_KERNEL_ROWS_NEVER: the matvec at any size)")
+
+/* A row threshold no product reaches (a prompt chunk is at most 128 rows, infer/model_internal.h). */
+#define CF_KERNEL_ROWS_NEVER LONG_MAX
+/* The rows from which a prompt chunk over q8_0 / q4_0 weights is faster through the
+ * dequantizing GEMM (cf_gemm_weight_planes: f32 FMAs, the weight decoded as it is packed,
+ * once per chunk) than through the several-input matvec (x quantized, int8 dots, the weight
+ * read once per chunk too): per ISA and dtype, with the figures next to them in the context
+ * files, measured as prefill tokens per CPU second of the 110M LLaMA on one thread
+ * (bench_generate --model, 2-core Zen 5 VM, busy). */
 
 /* The GEMM path thresholds as measured on AVX-512 (the figures are in gemm.c, next to the
  * paths they choose), which the AVX2 and portable contexts take too until they are
