@@ -14,9 +14,9 @@
 #include "infer/model_internal.h"
 #include "kernels/context/context.h"
 
-/* Whether n rows through q8_0 / q4_0 weights take the dequantizing GEMM rather than the
- * several-input matvec (x quantized, int8 dots): from the kernel context's measured row
- * count. The two round differently, so which one a chunk takes depends on its size; forward.c
+/* Whether n rows through q8_0 / q4_0 weights take a GEMM (the context's int8 one, else the
+ * dequantizing f32 one) rather than the several-input matvec: from the kernel context's
+ * measured row count. The two round differently, so which one a chunk takes depends on its size; forward.c
  * runs one sequence, whose chunks are its own (serve's steps, forward_paged.c, stay on the
  * matvec for every row). */
 static bool quantized_gemm(cf_dtype dtype, long n) {
@@ -30,6 +30,15 @@ static void linears(cf_infer_model *m, const infer_linear *const *L, float *cons
                     long n) {
     bool blocks = cf_dtype_is_blocks(L[0]->dtype);
     if (n > 1 && blocks && quantized_gemm(L[0]->dtype, n)) {
+        const cf_kernel_context *k = cf_kernels();
+        if (k->matvec_q_gemm) { /* the int8 GEMM: x quantized once for the group */
+            long stride = matvec_pairs_floats(L[0]->in) * (long)sizeof(float);
+            for (long t = 0; t < n; t++) k->cf_matvec_quantize_x(x + t * L[0]->in, L[0]->in, (char *)m->x_pairs + t * stride);
+            for (int i = 0; i < count; i++)
+                k->matvec_q_gemm(L[i]->w, L[i]->dtype == CF_Q4_0, m->x_pairs, stride, n, L[i]->in, L[i]->out, y[i],
+                                 L[i]->out);
+            return;
+        }
         for (int i = 0; i < count; i++) {
             matvec_q8 w = matvec_q_planes(L[i]->w, L[i]->dtype == CF_Q4_0);
             cf_gemm_weight_planes(n, L[i]->out, L[i]->in, x, L[i]->in, L[i]->dtype, w.q, w.d, w.blocks, y[i],

@@ -38,6 +38,7 @@ void cf_kernel_context_init_avx2(cf_kernel_context *c, const cf_cpu_info *ci, cf
         .matvec_bf16_rowsn = cf_matvec_bf16_rowsn_avx2,
         .matvec_q8_rowsn = cf_matvec_q8_rowsn_avx2,
         .matvec_q4_rowsn = cf_matvec_q4_rowsn_avx2,
+        .matvec_q_gemm = NULL, /* the dequantizing GEMM */
         .matvec_f32_stream = cf_matvec_f32_stream_avx2,
         .matvec_bf16_stream = cf_matvec_bf16_stream_avx2,
         .matvec_q8_stream = cf_matvec_q8_stream_avx2,

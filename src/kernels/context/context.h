@@ -93,6 +93,8 @@ typedef void (*cf_kernel_hook_fn)(void);
     X(const matvec_rowsn_fn *, matvec_bf16_rowsn, "bf16 matvec, several inputs")                                       \
     X(const matvec_rowsn_fn *, matvec_q8_rowsn, "q8_0 matvec, several inputs")                                         \
     X(const matvec_rowsn_fn *, matvec_q4_rowsn, "q4_0 matvec, several inputs")                                         \
+    /* prompt chunks over q8_0 / q4_0 past infer_q*_gemm_min_rows; NULL: the dequantizing f32 GEMM */            \
+    X(cf_matvec_q_gemm_fn, matvec_q_gemm, "q8_0 / q4_0 int8 GEMM")                                                     \
     /* the one-input kernel for a product streamed from memory (matvec.h); NULL: the rows kernel */                  \
     X(matvec_rows_fn, matvec_f32_stream, "f32 matvec, streamed")                                                       \
     X(matvec_rows_fn, matvec_bf16_stream, "bf16 matvec, streamed")                                                     \

@@ -37,6 +37,7 @@ void cf_kernel_context_init_portable(cf_kernel_context *c, const cf_cpu_info *ci
         .matvec_bf16_rowsn = NULL,
         .matvec_q8_rowsn = NULL,
         .matvec_q4_rowsn = NULL,
+        .matvec_q_gemm = NULL, /* the dequantizing GEMM */
         .matvec_f32_stream = NULL,
         .matvec_bf16_stream = NULL,
         .matvec_q8_stream = NULL,
