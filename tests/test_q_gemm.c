@@ -23,6 +23,37 @@
 #include "quant_test_util.h"
 #include "test_util.h"
 
+/* A weight [N, K] quantized to q8_0 / q4_0 as GGUF's blocks and repacked into the
+ * inference planes (p8 or p4; pl, the planes as matvec_q8 fields). */
+typedef struct qweight {
+    bool q4;
+    void *gguf, *planes;
+    matvec_q8 p8, pl;
+    matvec_q4 p4;
+} qweight;
+
+static qweight qweight_make(cf_dtype dtype, const float *w, long N, long K) {
+    qweight q = {.q4 = dtype == CF_Q4_0};
+    q.gguf = malloc(cf_dtype_row_bytes(dtype, K) * (size_t)N);
+    q.planes = malloc(q.q4 ? matvec_q4_bytes(N, K) : matvec_q8_bytes(N, K));
+    if (q.q4) cf_quantize_q4_0(w, q.gguf, N, K), cf_matvec_q4_pack(q.gguf, N, K, q.planes, &q.p4);
+    else cf_quantize_q8_0(w, q.gguf, N, K), cf_matvec_q8_pack(q.gguf, N, K, q.planes, &q.p8);
+    q.pl = q.q4 ? (matvec_q8){.q = q.p4.q, .d = q.p4.d, .blocks = q.p4.blocks} : q.p8;
+    return q;
+}
+
+/* The matvec_q8 / matvec_q4 the kernels take. */
+static const void *qweight_w(const qweight *q) { return q->q4 ? (const void *)&q->p4 : (const void *)&q->p8; }
+
+/* Its rows decoded into w [N, K], as the decode products see them. */
+static void qweight_decode(const qweight *q, long N, long K, float *w) {
+    for (long r = 0; r < N; r++)
+        if (q->q4) cf_matvec_q4_row(&q->p4, r, K, w + r * K);
+        else cf_matvec_q8_row(&q->p8, r, K, w + r * K);
+}
+
+static void qweight_free(qweight *q) { free(q->gguf), free(q->planes); }
+
 /* max |c - want| over the largest sum_k |A(i, k) W(j, k)| of the product: the scale of
  * rounding in f32 sums whatever order they take (which differs between cf_sgemm's paths:
  * small, transposed, blocked), where the max value alone would be a cancellation's. */
@@ -41,31 +72,20 @@ static double product_error(const float *c, const float *want, const float *a, c
 /* One product both ways, against cf_sgemm over the decoding (and that against the
  * double-accumulated reference). */
 static void check_product(long M, long N, long K, cf_dtype dtype, const char *isa) {
-    bool q4 = dtype == CF_Q4_0;
     float *a = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
     float *c = malloc(sizeof(float) * (size_t)(M * N)), *want = malloc(sizeof(float) * (size_t)(M * N));
     for (long i = 0; i < M * K; i++) a[i] = cosf(0.11f * (float)i);
     for (long i = 0; i < N * K; i++) w[i] = 0.05f * sinf(0.7f * (float)i + 0.3f) + (i % 97 == 3 ? 0.4f : 0.0f);
-    size_t gguf_bytes = cf_dtype_row_bytes(dtype, K) * (size_t)N;
-    void *gguf = malloc(gguf_bytes);
-    if (q4) cf_quantize_q4_0(w, gguf, N, K);
-    else cf_quantize_q8_0(w, gguf, N, K);
-    size_t plane_bytes = q4 ? matvec_q4_bytes(N, K) : matvec_q8_bytes(N, K);
-    void *planes = malloc(plane_bytes);
-    matvec_q8 p8;
-    matvec_q4 p4;
-    if (q4) cf_matvec_q4_pack(gguf, N, K, planes, &p4);
-    else cf_matvec_q8_pack(gguf, N, K, planes, &p8);
-    for (long r = 0; r < N; r++) /* W's decoding, as the decode products see it */
-        if (q4) cf_matvec_q4_row(&p4, r, K, w + r * K);
-        else cf_matvec_q8_row(&p8, r, K, w + r * K);
+    qweight qw = qweight_make(dtype, w, N, K);
+    qweight_decode(&qw, N, K, w);
     cf_sgemm_reference(false, true, M, N, K, 1.0f, a, K, w, K, 0.0f, want, N);
     float *f32 = malloc(sizeof(float) * (size_t)(M * N));
     cf_sgemm(false, true, M, N, K, 1.0f, a, K, w, K, 0.0f, f32, N);
     double e = fixture_rel_error(f32, want, M * N); /* the yardstick: f32 sums against double ones */
     CHECK_MSG(e <= 1e-5, "%s f32 %ldx%ldx%ld: relative error %.3g against double sums", isa, M, N, K, e);
 
-    matvec_q8 pl = matvec_q_planes(q4 ? (const void *)&p4 : (const void *)&p8, q4);
+    matvec_q8 pl = qw.pl;
+    void *gguf = qw.gguf;
     for (long i = 0; i < M * N; i++) c[i] = NAN;
     cf_gemm_weight_planes(M, N, K, a, K, dtype, pl.q, pl.d, pl.blocks, c, N);
     e = product_error(c, f32, a, w, M, N, K);
@@ -85,7 +105,8 @@ static void check_product(long M, long N, long K, cf_dtype dtype, const char *is
                   "%s planes %s %ldx%ldx%ld, %d threads: row %ld alone differs from it among the others", isa,
                   cf_dtype_name(dtype), M, N, K, cf_num_threads(), i);
     }
-    free(a), free(w), free(c), free(want), free(f32), free(gguf), free(planes);
+    free(a), free(w), free(c), free(want), free(f32);
+    qweight_free(&qw);
 }
 
 /* The panels every ISA's packing writes for the same operand, bit for bit: the AVX-512 and
@@ -94,15 +115,9 @@ static void check_panels(long N, long K, cf_dtype dtype) {
     bool q4 = dtype == CF_Q4_0;
     float *w = malloc(sizeof(float) * (size_t)(N * K));
     for (long i = 0; i < N * K; i++) w[i] = 0.05f * sinf(0.37f * (float)i) - (i % 41 == 7 ? 0.3f : 0.0f);
-    void *gguf = malloc(cf_dtype_row_bytes(dtype, K) * (size_t)N);
-    if (q4) cf_quantize_q4_0(w, gguf, N, K);
-    else cf_quantize_q8_0(w, gguf, N, K);
-    void *planes = malloc(q4 ? matvec_q4_bytes(N, K) : matvec_q8_bytes(N, K));
-    matvec_q8 p8;
-    matvec_q4 p4;
-    if (q4) cf_matvec_q4_pack(gguf, N, K, planes, &p4);
-    else cf_matvec_q8_pack(gguf, N, K, planes, &p8);
-    matvec_q8 pl = matvec_q_planes(q4 ? (const void *)&p4 : (const void *)&p8, q4);
+    qweight qw = qweight_make(dtype, w, N, K);
+    matvec_q8 pl = qw.pl;
+    void *gguf = qw.gguf;
     enum { NR = 32 };
     long r0 = 32, rows = K - r0, panels = (N + NR - 1) / NR; /* a k range from past the first blocks */
     size_t bytes = sizeof(float) * (size_t)(panels * NR * rows);
@@ -125,7 +140,8 @@ static void check_panels(long N, long K, cf_dtype dtype) {
                       cf_isa_name(isas[i].isa), layout ? "planes" : "GGUF", cf_dtype_name(dtype), N, K);
         }
     }
-    free(w), free(gguf), free(planes), free(want), free(got);
+    free(w), free(want), free(got);
+    qweight_free(&qw);
 }
 
 /* The int8 GEMM (matvec_q_gemm, where the context has one) against what it computes: per
@@ -139,24 +155,15 @@ static void check_int8_gemm(long M, long N, long K, cf_dtype dtype) {
     float *c = malloc(sizeof(float) * (size_t)(M * N)), *one = malloc(sizeof(float) * (size_t)N);
     for (long i = 0; i < M * K; i++) a[i] = cosf(0.11f * (float)i) * (i % 53 == 1 ? 3.0f : 1.0f);
     for (long i = 0; i < N * K; i++) w[i] = 0.05f * sinf(0.7f * (float)i + 0.3f) + (i % 97 == 3 ? 0.4f : 0.0f);
-    void *gguf = malloc(cf_dtype_row_bytes(dtype, K) * (size_t)N);
-    if (q4) cf_quantize_q4_0(w, gguf, N, K);
-    else cf_quantize_q8_0(w, gguf, N, K);
-    void *planes = malloc(q4 ? matvec_q4_bytes(N, K) : matvec_q8_bytes(N, K));
-    matvec_q8 p8;
-    matvec_q4 p4;
-    if (q4) cf_matvec_q4_pack(gguf, N, K, planes, &p4);
-    else cf_matvec_q8_pack(gguf, N, K, planes, &p8);
-    const void *wp = q4 ? (const void *)&p4 : (const void *)&p8;
+    qweight qw = qweight_make(dtype, w, N, K);
+    const void *wp = qweight_w(&qw);
     long stride = matvec_pairs_floats(K) * (long)sizeof(float), blocks = matvec_q8_blocks(K);
     char *xq = cf_aligned_alloc((size_t)(stride * M));
     for (long i = 0; i < M; i++) k->cf_matvec_quantize_x(a + i * K, K, xq + i * stride);
     for (long i = 0; i < M * N; i++) c[i] = NAN;
     k->matvec_q_gemm(wp, q4, xq, stride, M, K, N, c, N);
-    for (long r = 0; r < N; r++) /* the weight's values as ints: its decoding over its scale */
-        if (q4) cf_matvec_q4_row(&p4, r, K, w + r * K);
-        else cf_matvec_q8_row(&p8, r, K, w + r * K);
-    matvec_q8 pl = matvec_q_planes(wp, q4);
+    qweight_decode(&qw, N, K, w); /* the weight's values as ints: its decoding over its scale */
+    matvec_q8 pl = qw.pl;
     double worst = 0.0;
     for (long i = 0; i < M; i++)
         for (long j = 0; j < N; j++) {
@@ -181,7 +188,8 @@ static void check_int8_gemm(long M, long N, long K, cf_dtype dtype) {
                   "int8 GEMM %s %ldx%ldx%ld: row %ld alone differs from it among the others", cf_dtype_name(dtype), M,
                   N, K, i);
     }
-    free(a), free(w), free(c), free(one), free(gguf), free(planes);
+    free(a), free(w), free(c), free(one);
+    qweight_free(&qw);
     cf_aligned_free(xq);
 }
 
