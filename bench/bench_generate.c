@@ -13,8 +13,9 @@
  *
  * --model measures one checkpoint with matmuls in --dtype (default f32; give the stored one)
  * on N threads the way llama-bench does (pp P: a P-token prompt from position 0; tg D: D
- * tokens decoded one at a time from position 0), printing one line "prefill_tps decode_tps"
- * (bench/bench_llamacpp.sh compares it with llama.cpp on the same weights). --write-llama2c writes the random ~110M model
+ * tokens decoded one at a time from position 0), printing one line "prefill_tps decode_tps
+ * prefill_cpu_tps", the last per second of the process's CPU time (less stretched by other
+ * jobs on a shared machine than the wall clock) (bench/bench_llamacpp.sh compares it with llama.cpp on the same weights). --write-llama2c writes the random ~110M model
  * below as a llama2.c v1 file (f32, untied head, norms 1), for `cformers convert`.
  *
  * Each figure is the median of R runs (default 3). */
@@ -215,7 +216,7 @@ static int write_llama2c(const char *path) {
 /* ---- timing ---- */
 
 typedef struct speed {
-    double prefill_tps, decode_tps, decode_cpu_tps; /* the last per CPU second */
+    double prefill_tps, decode_tps, decode_cpu_tps, prefill_cpu_tps; /* the last two per CPU second */
 } speed;
 
 /* Prefill of `prefill` tokens from position 0, then `decode` tokens one at a time: after the
@@ -225,11 +226,11 @@ static int measure(cf_infer_model *m, long prefill, long decode, bool from_start
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)(prefill + decode));
     float *logits = malloc(sizeof(float) * (size_t)vocab);
     for (long i = 0; i < prefill + decode; i++) tokens[i] = (int32_t)((i * 7919 + 3) % vocab);
-    double pre[16], dec[16], dec_cpu[16];
+    double pre[16], dec[16], dec_cpu[16], pre_cpu[16];
     cf_error err;
     int rc = 0;
     for (int r = 0; r < runs && rc == 0; r++) {
-        double t0 = cf_clock_seconds();
+        double t0 = cf_clock_seconds(), c0 = cpu_seconds();
         rc = cf_infer_forward(m, tokens, prefill, 0, logits, false, &err);
         double t1 = cf_clock_seconds(), c1 = cpu_seconds();
         long pos0 = from_start ? 0 : prefill;
@@ -237,6 +238,7 @@ static int measure(cf_infer_model *m, long prefill, long decode, bool from_start
             rc = cf_infer_forward(m, &tokens[prefill + i], 1, pos0 + i, logits, false, &err);
         double t2 = cf_clock_seconds(), c2 = cpu_seconds();
         pre[r] = (double)prefill / (t1 - t0);
+        pre_cpu[r] = (double)prefill / (c1 - c0);
         dec[r] = (double)decode / (t2 - t1);
         dec_cpu[r] = (double)decode / (c2 - c1);
     }
@@ -244,6 +246,7 @@ static int measure(cf_infer_model *m, long prefill, long decode, bool from_start
     out->prefill_tps = bench_median(pre, runs);
     out->decode_tps = bench_median(dec, runs);
     out->decode_cpu_tps = bench_median(dec_cpu, runs);
+    out->prefill_cpu_tps = bench_median(pre_cpu, runs);
     free(tokens);
     free(logits);
     return rc;
@@ -266,7 +269,7 @@ static int bench_checkpoint(const char *ckpt, cf_dtype dtype, int threads, long 
     free(logits);
     speed sp;
     if (rc == 0) rc = measure(m, prefill, decode, true, runs, &sp);
-    if (rc == 0) printf("%.2f %.2f\n", sp.prefill_tps, sp.decode_tps);
+    if (rc == 0) printf("%.2f %.2f %.2f\n", sp.prefill_tps, sp.decode_tps, sp.prefill_cpu_tps);
     cf_infer_free(m);
     return rc;
 }

@@ -1,5 +1,7 @@
 /* The forward pass over a chunk of tokens with the contiguous KV cache: batched matmuls
- * (cf_sgemm / cf_gemm_bf16) for prompts, matrix-vector products for single-token decode.
+ * (cf_sgemm / cf_gemm_bf16; q8_0 / q4_0 the dequantizing GEMM from the kernel context's row
+ * count, the several-input matvec below it) for prompts, matrix-vector products for
+ * single-token decode.
  * The blocks themselves are block.c's interpreter of the family's program. */
 #include <math.h>
 #include <string.h>
@@ -10,13 +12,41 @@
 #include "infer/kv_rows.h"
 #include "infer/matvec.h"
 #include "infer/model_internal.h"
+#include "kernels/context/context.h"
+
+/* Whether n rows through q8_0 / q4_0 weights take a GEMM (the context's int8 one, else the
+ * dequantizing f32 one) rather than the several-input matvec: from the kernel context's
+ * measured row count. The two round differently, so which one a chunk takes depends on its size; forward.c
+ * runs one sequence, whose chunks are its own (serve's steps, forward_paged.c, stay on the
+ * matvec for every row). */
+static bool quantized_gemm(cf_dtype dtype, long n) {
+    const cf_kernel_context *k = cf_kernels();
+    return n >= (dtype == CF_Q8_0 ? k->infer_q8_gemm_min_rows : k->infer_q4_gemm_min_rows);
+}
 
 /* y_i[n, out_i] = x[n, in] @ W_i^T for a group of projections of the same input; a
  * single token takes one fused matrix-vector dispatch, a chunk one GEMM per weight. */
 static void linears(cf_infer_model *m, const infer_linear *const *L, float *const *y, int count, const float *x,
                     long n) {
-    if (n == 1 || cf_dtype_is_blocks(L[0]->dtype)) { /* q8_0 / q4_0 prompts too: each chunk of rows read once for
-                                                        all tokens */
+    bool blocks = cf_dtype_is_blocks(L[0]->dtype);
+    if (n > 1 && blocks && quantized_gemm(L[0]->dtype, n)) {
+        const cf_kernel_context *k = cf_kernels();
+        if (k->matvec_q_gemm) { /* the int8 GEMM: x quantized once for the group */
+            long stride = matvec_pairs_floats(L[0]->in) * (long)sizeof(float);
+            for (long t = 0; t < n; t++) k->cf_matvec_quantize_x(x + t * L[0]->in, L[0]->in, (char *)m->x_pairs + t * stride);
+            for (int i = 0; i < count; i++)
+                k->matvec_q_gemm(L[i]->w, L[i]->dtype == CF_Q4_0, m->x_pairs, stride, n, L[i]->in, L[i]->out, y[i],
+                                 L[i]->out);
+            return;
+        }
+        for (int i = 0; i < count; i++) {
+            matvec_q8 w = matvec_q_planes(L[i]->w, L[i]->dtype == CF_Q4_0);
+            cf_gemm_weight_planes(n, L[i]->out, L[i]->in, x, L[i]->in, L[i]->dtype, w.q, w.d, w.blocks, y[i],
+                                  L[i]->out);
+        }
+        return;
+    }
+    if (n == 1 || blocks) { /* short q8_0 / q4_0 chunks too: each range of rows read once for all tokens */
         matvec_part parts[3];
         for (int i = 0; i < count; i++) parts[i] = (matvec_part){.w = L[i]->w, .y = y[i], .rows = L[i]->out};
         cf_infer_matvec_batch(parts, count, L[0]->dtype, x, n, L[0]->in, m->x_pairs);

@@ -248,6 +248,15 @@ void cf_matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, 
 void cf_matvec_q8_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 void cf_matvec_q4_rows_avx512vnni(const void *w, const void *xq, float *y, long r0, long r1, long in);
 
+/* y [n, ldy] = the n quantized inputs xq (cf_matvec_quantize_x, x_stride bytes apart) times
+ * the q8_0 or (q4) q4_0 planes w [out, in] transposed, each element as the portable rows
+ * kernel sums it (per block d_w * d_x * the exact int dot, in block order): an int8 GEMM for
+ * prompt chunks (qgemm_avx512vnni.c, the kernel context's matvec_q_gemm). */
+typedef void (*cf_matvec_q_gemm_fn)(const void *w, bool q4, const void *xq, long x_stride, long n, long in, long out,
+                                    float *y, long ldy);
+void cf_matvec_q_gemm_avx512vnni(const void *w, bool q4, const void *xq, long x_stride, long n, long in, long out,
+                                 float *y, long ldy);
+
 /* Several inputs at once (a batched step, matvec_batch_avx512.c): n inputs x_t at
  * x + t * x_stride bytes (prepared as the one-input kernel takes them), outputs at
  * y + t * y_stride floats, each bit-identical to the one-input kernel's for x_t alone. Per

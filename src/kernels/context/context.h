@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "cformers/cpu.h"
@@ -92,6 +93,8 @@ typedef void (*cf_kernel_hook_fn)(void);
     X(const matvec_rowsn_fn *, matvec_bf16_rowsn, "bf16 matvec, several inputs")                                       \
     X(const matvec_rowsn_fn *, matvec_q8_rowsn, "q8_0 matvec, several inputs")                                         \
     X(const matvec_rowsn_fn *, matvec_q4_rowsn, "q4_0 matvec, several inputs")                                         \
+    /* prompt chunks over q8_0 / q4_0 past infer_q*_gemm_min_rows; NULL: the dequantizing f32 GEMM */            \
+    X(cf_matvec_q_gemm_fn, matvec_q_gemm, "q8_0 / q4_0 int8 GEMM")                                                     \
     /* the one-input kernel for a product streamed from memory (matvec.h); NULL: the rows kernel */                  \
     X(matvec_rows_fn, matvec_f32_stream, "f32 matvec, streamed")                                                       \
     X(matvec_rows_fn, matvec_bf16_stream, "bf16 matvec, streamed")                                                     \
@@ -110,7 +113,18 @@ typedef void (*cf_kernel_hook_fn)(void);
     X(gemm_transposed_min_k, "... from this K")                                                                      \
     X(gemm_small_max_macs, "the small path up to this many multiply-adds")                                           \
     X(gemm_small_max_macs_per_task, "... and this many per pool task")                                               \
-    X(gemm_small_max_panel_bytes, "... and a transposed B strip panel of at most this many bytes")
+    X(gemm_small_max_panel_bytes, "... and a transposed B strip panel of at most this many bytes")                 \
+    X(infer_q8_gemm_min_rows, "q8_0 prompts: from this many rows the dequantizing GEMM, below it the matvec")       \
+    X(infer_q4_gemm_min_rows, "q4_0 prompts: likewise (CF_KERNEL_ROWS_NEVER: the matvec at any size)")
+
+/* A row threshold no product reaches (a prompt chunk is at most 128 rows, infer/model_internal.h). */
+#define CF_KERNEL_ROWS_NEVER LONG_MAX
+/* The rows from which a prompt chunk over q8_0 / q4_0 weights is faster through the
+ * dequantizing GEMM (cf_gemm_weight_planes: f32 FMAs, the weight decoded as it is packed,
+ * once per chunk) than through the several-input matvec (x quantized, int8 dots, the weight
+ * read once per chunk too): per ISA and dtype, with the figures next to them in the context
+ * files, measured as prefill tokens per CPU second of the 110M LLaMA on one thread
+ * (bench_generate --model, 2-core Zen 5 VM, busy). */
 
 /* The GEMM path thresholds as measured on AVX-512 (the figures are in gemm.c, next to the
  * paths they choose), which the AVX2 and portable contexts take too until they are

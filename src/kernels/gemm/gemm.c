@@ -335,6 +335,26 @@ void cf_gemm_weight(bool trans_b, long M, long N, long K, float alpha, const flo
     cf_gemm_blocked(cf_kernels()->gemm_f32, M, N, K, alpha, &a, &b, NULL, beta, C, ldc, false);
 }
 
+void cf_gemm_weight_planes(long M, long N, long K, const float *A, long lda, cf_dtype dtype, const uint8_t *q,
+                           const cf_f16 *d, long blocks, float *C, long ldc) {
+    if (dtype != CF_Q8_0 && dtype != CF_Q4_0)
+        cf_gemm_contract_failed("cf_gemm_weight_planes", "the weight's dtype %s is not q8_0 or q4_0",
+                                cf_dtype_name(dtype));
+    if (blocks * CF_Q8_0_BLOCK < K || lda < K || ldc < N || !A || !q || !d || !C)
+        cf_gemm_contract_failed("cf_gemm_weight_planes", "K %ld, %ld blocks a row, lda %ld, ldc %ld, N %ld", K, blocks,
+                                lda, ldc, N);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        scale_c(M, N, 0.0f, C, ldc);
+        return;
+    }
+    gemm_operand a = cf_gemm_operand(false, A, lda, false);
+    gemm_operand b = cf_gemm_operand(true, q, K, false);
+    b.decode = dtype, b.decode_trans = true, b.scales = d, b.scale_stride = blocks;
+    b.row_bytes = (size_t)blocks * (dtype == CF_Q8_0 ? CF_Q8_0_BLOCK : CF_Q8_0_BLOCK / 2);
+    cf_gemm_blocked(cf_kernels()->gemm_f32, M, N, K, 1.0f, &a, &b, NULL, 0.0f, C, ldc, false);
+}
+
 void cf_gemm_packed(bool trans_a, long M, float alpha, const void *A, long lda, const cf_gemm_packed_b *B, float beta,
                     float *C, long ldc) {
     if (!B) cf_gemm_contract_failed("cf_gemm_packed", "the packed B is NULL");

@@ -35,6 +35,12 @@ typedef struct gemm_operand {
     cf_dtype decode;
     bool decode_trans;
     size_t row_bytes;
+    /* Set (q8_0 / q4_0 only): the weight is in the inference planes instead of GGUF's blocks
+     * (infer/matvec.h's matvec_q8 / matvec_q4, cf_gemm_weight_planes): stored row s holds its
+     * quants at data + s * row_bytes (q8_0: q + 128; q4_0: pairs of blocks sharing bytes, the
+     * first in the low nibbles) and its f16 scales at scales + s * scale_stride. */
+    const cf_f16 *scales;
+    long scale_stride;
 } gemm_operand;
 
 /* Packs the block rows [r0, r0+rows) x cols [c0, c0+cols) of `src` into micro-panels of
@@ -139,8 +145,30 @@ void cf_gemm_pack_a_f32_avx2(const gemm_operand *src, long r0, long c0, long row
 void cf_gemm_pack_b_f32_avx2(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 void cf_gemm_pack_a_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst);
 void cf_gemm_pack_b_bf16_pairs(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
-/* f32 B panels from a decoded operand (gemm_operand.decode, gemm_pack_decode.c). */
-void cf_gemm_pack_b_decode(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst);
+/* The panel (nr columns, `rows` k steps from r0) of a decoded operand's stored rows
+ * first .. first + h through vector registers (gemm_pack_decode_simd.h), or false where the
+ * ISA's loop does not take it (the caller decodes element by element then). */
+/* How gemm_pack_decode_simd.h's pack_quants reads a quant: q - 128 (a q8_0 plane), q (GGUF's
+ * q8_0), ((q >> shift) & 15) - 8 (q4_0). */
+enum { GEMM_QUANTS_U8, GEMM_QUANTS_S8, GEMM_QUANTS_NIBBLE };
+typedef bool (*gemm_decode_strip_fn)(const gemm_operand *src, long r0, long first, int h, long rows, int nr,
+                                     float *dst);
+bool cf_gemm_decode_strip_avx512(const gemm_operand *src, long r0, long first, int h, long rows, int nr, float *dst);
+bool cf_gemm_decode_strip_avx2(const gemm_operand *src, long r0, long first, int h, long rows, int nr, float *dst);
+
+/* f32 B panels from a decoded operand (gemm_operand.decode, gemm_pack_decode.c), through
+ * `strip` where it takes a panel (NULL: the portable decode). */
+void cf_gemm_pack_b_decode(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst,
+                           gemm_decode_strip_fn strip);
+
+/* C[M, N] = A[M, K] W^T (C overwritten; A row-major, lda >= K) for a q8_0 or q4_0 weight
+ * W [N, K] in the inference planes (infer/matvec.h: quants q, rows of `blocks` blocks, f16
+ * scales d [N, blocks]): the blocked f32 product with W decoded in its packing, equal to
+ * cf_sgemm over W's f32 decoding (cf_matvec_q8_row / cf_matvec_q4_row) to summation order.
+ * Each row of C is computed as it would be among any other rows (one path, whatever M is):
+ * the prompt products of generate and validate (infer/forward.c). */
+void cf_gemm_weight_planes(long M, long N, long K, const float *A, long lda, cf_dtype dtype, const uint8_t *q,
+                           const cf_f16 *d, long blocks, float *C, long ldc);
 /* Pairs with k padded to a multiple of 32, as AMX B tiles take them. */
 void cf_gemm_pack_b_bf16_pairs32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, void *dst);
 

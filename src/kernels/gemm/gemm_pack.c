@@ -60,6 +60,7 @@ typedef struct fast_f32 {
     void (*block)(const float *src, long s_k, long lines, long K, int w, float *dst);
     void (*strip_bf16)(const uint16_t *src, long s_line, int h, long K, int w, float *dst);
     void (*block_bf16)(const uint16_t *src, long s_k, long lines, long K, int w, float *dst);
+    gemm_decode_strip_fn decode_strip; /* q8_0 / q4_0 weights decoded as they are packed */
 } fast_f32;
 
 static void strip_f32(const strip *s, float *dst, bool pad, const fast_f32 *fast) {
@@ -147,7 +148,7 @@ static void pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, lon
 static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int nr, float *dst,
                        const fast_f32 *fast) {
     if (src->decode != CF_F32) {
-        cf_gemm_pack_b_decode(src, r0, c0, rows, cols, nr, dst);
+        cf_gemm_pack_b_decode(src, r0, c0, rows, cols, nr, dst, fast ? fast->decode_strip : NULL);
         return;
     }
     if (block_f32(src, r0, c0, src->col_stride, src->row_stride, cols, rows, nr, dst, fast)) return;
@@ -158,9 +159,10 @@ static void pack_b_f32(const gemm_operand *src, long r0, long c0, long rows, lon
 }
 
 static const fast_f32 fast_avx512 = {cf_gemm_strip_f32_avx512, cf_gemm_block_kmajor_f32_avx512,
-                                     cf_gemm_strip_bf16_avx512, cf_gemm_block_kmajor_bf16_avx512};
+                                     cf_gemm_strip_bf16_avx512, cf_gemm_block_kmajor_bf16_avx512,
+                                     cf_gemm_decode_strip_avx512};
 static const fast_f32 fast_avx2 = {cf_gemm_strip_f32_avx2, cf_gemm_block_kmajor_f32_avx2, cf_gemm_strip_bf16_avx2,
-                                   cf_gemm_block_kmajor_bf16_avx2};
+                                   cf_gemm_block_kmajor_bf16_avx2, cf_gemm_decode_strip_avx2};
 
 void cf_gemm_pack_a_f32(const gemm_operand *src, long r0, long c0, long rows, long cols, int mr, void *dst) {
     pack_a_f32(src, r0, c0, rows, cols, mr, dst, NULL);

@@ -65,3 +65,21 @@ void cf_gemm_block_kmajor_bf16_avx2(const uint16_t *src, long s_k, long lines, l
 void cf_gemm_strip_bf16_avx2(const uint16_t *src, long s_line, int h, long K, int w, float *dst) {
     strip_transpose_bf16(src, s_line, h, K, w, dst);
 }
+
+/* The vocabulary of gemm_pack_decode_simd.h: 8 quants widened to int32 (F16C for the scale). */
+INLINE pack_vec pack_quants(const uint8_t *p, int kind, int shift, cf_f16 d) {
+    __m128i bytes = _mm_loadl_epi64((const __m128i *)p);
+    __m256i v;
+    if (kind == GEMM_QUANTS_S8) v = _mm256_cvtepi8_epi32(bytes);
+    else v = _mm256_cvtepu8_epi32(bytes);
+    if (kind == GEMM_QUANTS_U8) v = _mm256_sub_epi32(v, _mm256_set1_epi32(128));
+    if (kind == GEMM_QUANTS_NIBBLE)
+        v = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(v, shift), _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_cvtph_ps(_mm_set1_epi16((short)d)));
+}
+
+#include "gemm_pack_decode_simd.h"
+
+bool cf_gemm_decode_strip_avx2(const gemm_operand *src, long r0, long first, int h, long rows, int nr, float *dst) {
+    return decode_strip_simd(src, r0, first, h, rows, nr, dst);
+}

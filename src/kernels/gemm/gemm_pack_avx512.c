@@ -100,3 +100,22 @@ void cf_gemm_chunks32_bf16_avx512(const uint16_t *src, long s_line, long s_k, in
         }
     }
 }
+
+/* The vocabulary of gemm_pack_decode_simd.h: 16 quants widened to int32. */
+GEMM_INLINE pack_vec pack_quants(const uint8_t *p, int kind, int shift, cf_f16 d) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)p);
+    __m512i v;
+    if (kind == GEMM_QUANTS_S8) v = _mm512_cvtepi8_epi32(bytes);
+    else v = _mm512_cvtepu8_epi32(bytes);
+    if (kind == GEMM_QUANTS_U8) v = _mm512_sub_epi32(v, _mm512_set1_epi32(128));
+    if (kind == GEMM_QUANTS_NIBBLE)
+        v = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(v, (unsigned)shift), _mm512_set1_epi32(15)),
+                             _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_cvtph_ps(_mm256_set1_epi16((short)d)));
+}
+
+#include "gemm_pack_decode_simd.h"
+
+bool cf_gemm_decode_strip_avx512(const gemm_operand *src, long r0, long first, int h, long rows, int nr, float *dst) {
+    return decode_strip_simd(src, r0, first, h, rows, nr, dst);
+}
