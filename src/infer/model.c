@@ -96,10 +96,16 @@ static infer_linear matrix(build_ctx *b, const void *data, cf_dtype have, int64_
                           .in = cols};
 }
 
+static bool is_norm(cf_weight_role r) {
+    return r == WR_ATTN_NORM || r == WR_FFN_NORM || r == WR_FINAL_NORM || r == WR_Q_NORM || r == WR_K_NORM ||
+           r == WR_POST_ATTN_NORM || r == WR_POST_FFN_NORM;
+}
+
 /* Puts one tensor of the family (family.h) where the forward reads it: vectors (norms,
  * biases, learned positions) in f32, the embedding as stored (q8_0 with q8_0 weights),
- * matrices in the weight dtype, each layer's by role for the program's steps; GPT-2's
- * fused q/k/v rows become its three parts. */
+ * matrices in the weight dtype, each layer's by role for the program's steps; fused
+ * q/k/v rows (GPT-2, Phi-3) become their three parts, fused gate/up rows (Phi-3) two;
+ * (1 + w) norms (Gemma) are stored once as 1 + w. */
 static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     build_ctx *b = arg;
     cf_infer_model *m = b->m;
@@ -109,8 +115,13 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     cf_dtype have;
     const void *data = b->source(b->source_ctx, name, ndim, shape, &have, b->err);
     if (!data) return -1;
-    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1], d = m->cfg.hidden_size;
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
     const float *f32 = ndim == 1 || w->role == WR_POS_EMBED ? as_dtype(m, data, have, CF_F32, rows, cols) : NULL;
+    if (ndim == 1 && is_norm(w->role) && cf_family_of(m->cfg.arch)->block.norm_offset) { /* applied as 1 + w */
+        float *one_plus = own(m, sizeof(float) * (size_t)cols);
+        for (int64_t i = 0; i < cols; i++) one_plus[i] = 1.0f + f32[i];
+        f32 = one_plus;
+    }
     infer_layer *L = w->place == WP_LAYER ? &m->layers[layer] : &m->top;
     switch (w->role) {
     case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 / q4_0 with such weights */
@@ -118,10 +129,16 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         break;
     case WR_POS_EMBED: m->pos_embed = f32; break;
-    case WR_QKV:
-        L->mat[WR_WQ] = matrix(b, data, have, 0, d, cols);
-        L->mat[WR_WK] = matrix(b, data, have, d, d, cols);
-        L->mat[WR_WV] = matrix(b, data, have, 2 * d, d, cols);
+    case WR_QKV: { /* q rows, then k, then v (GQA: k and v narrower) */
+        int64_t hd = cf_model_head_dim(&m->cfg), q = m->cfg.num_heads * hd, kv = m->cfg.num_kv_heads * hd;
+        L->mat[WR_WQ] = matrix(b, data, have, 0, q, cols);
+        L->mat[WR_WK] = matrix(b, data, have, q, kv, cols);
+        L->mat[WR_WV] = matrix(b, data, have, q + kv, kv, cols);
+        break;
+    }
+    case WR_GATE_UP: /* gate rows, then up (Phi-3) */
+        L->mat[WR_GATE] = matrix(b, data, have, 0, rows / 2, cols);
+        L->mat[WR_UP] = matrix(b, data, have, rows / 2, rows / 2, cols);
         break;
     case WR_LM_HEAD: m->lm_head = matrix(b, data, have, 0, rows, cols); break;
     default:

@@ -99,5 +99,7 @@ void cf_infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, cons
 void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
 /* The final norm of `rows` rows of x into y. */
 void cf_infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);
+/* rows [rows, vocab] of logits soft-capped in place when the program says so (Gemma 2). */
+void cf_infer_logit_softcap(const cf_infer_model *m, float *logits, long rows);
 
 #endif

@@ -112,6 +112,8 @@ typedef enum hf_rule_kind {
                     at least max_position_embeddings */
     HF_WINDOW_OFF, /* the same where use_sliding_window defaults to false (Qwen2) */
     HF_FULL_ATTENTION, /* layer_types: a list of "full_attention" only */
+    HF_LAYER_PATTERN,  /* layer_types: "full_attention" on every sliding_window_pattern-th layer,
+                          "sliding_attention" on the others (Gemma) */
 } hf_rule_kind;
 
 typedef struct hf_rule {
@@ -129,6 +131,10 @@ typedef struct hf_family_rules {
                        window of its own (a rule then says what it accepts of the key) */
     int64_t head_dim; /* head_dim when the key is absent; 0: hidden_size / num_attention_heads;
                          -1: the class has no head_dim (GPT-2) */
+    /* Gemma: local and global layers, every `pattern`-th global (0: not such a family), and
+     * the class defaults of query_pre_attn_scalar and the two soft-caps (null: none) */
+    int64_t pattern;
+    double query_pre_attn_scalar, attn_softcap, final_softcap;
 } hf_family_rules;
 
 static const hf_rule llama_rules[] = {
@@ -169,6 +175,27 @@ static const hf_rule mistral_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
+/* Gemma2Config: sliding_window (4096) on the local layers, layer_types the pattern. */
+static const hf_rule gemma2_rules[] = {
+    {"hidden_activation", HF_STRINGS, {"gelu_pytorch_tanh"}},
+    {"hidden_act", HF_STRINGS, {"gelu_pytorch_tanh"}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {"layer_types", HF_LAYER_PATTERN, {0}},
+    {"use_bidirectional_attention", HF_FALSE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* Phi3Config: sliding_window used when set (absent: none); rope_scaling longrope and
+ * partial rotary refused (rope_from, the rule). */
+static const hf_rule phi3_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"mlp_bias", HF_FALSE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
 static const hf_rule gpt2_rules[] = {
     {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
     {"scale_attn_weights", HF_TRUE, {0}},
@@ -184,6 +211,9 @@ static const hf_family_rules family_rules[] = {
     [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
     [CF_ARCH_MISTRAL] = {.max_pos = 4096 * 32, .eps = 1e-6, .rules = mistral_rules, .window = 4096}, /* MistralConfig */
     [CF_ARCH_QWEN3] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen3_rules, .head_dim = 128}, /* Qwen3Config */
+    [CF_ARCH_GEMMA2] = {.max_pos = 8192, .eps = 1e-6, .rules = gemma2_rules, .window = 4096, .head_dim = 256,
+                        .pattern = 2, .query_pre_attn_scalar = 256, .attn_softcap = 50.0, .final_softcap = 30.0},
+    [CF_ARCH_PHI3] = {.max_pos = 4096, .eps = 1e-5, .rules = phi3_rules, .window = -1}, /* Phi3Config */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -224,7 +254,8 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
                    prefix, r->key, (long long)w, (long long)m->max_position_embeddings);
         break;
     }
-    case HF_FULL_ATTENTION: {
+    case HF_FULL_ATTENTION:
+    case HF_LAYER_PATTERN: {
         if (!json_is_array(v) || (int64_t)json_array_size(v) != m->num_layers) {
             refuse(c, "%s%s must be a list of num_hidden_layers (%lld) layer types", prefix, r->key,
                    (long long)m->num_layers);
@@ -232,9 +263,19 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
         }
         size_t i;
         json_t *t;
-        json_array_foreach(v, i, t) if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0) {
-            refuse(c, "%s%s[%zu] '%s' is not supported (full_attention)", prefix, r->key, i,
-                   json_is_string(t) ? json_string_value(t) : "(not a string)");
+        /* Gemma: every Nth global (pattern N), or one kind on all layers (pattern 0: local
+         * with a window, global without) */
+        int64_t every = r->kind == HF_LAYER_PATTERN ? m->sliding_window_pattern : 1;
+        bool local = r->kind == HF_LAYER_PATTERN && m->sliding_window > 0;
+        json_array_foreach(v, i, t) {
+            const char *want = every < 2 ? (local && every == 0 ? "sliding_attention" : "full_attention")
+                               : (int64_t)i % every == every - 1 ? "full_attention"
+                                                                 : "sliding_attention";
+            if (json_is_string(t) && strcmp(json_string_value(t), want) == 0) continue;
+            refuse(c, "%s%s[%zu] '%s' is not supported (%s: %s)", prefix, r->key, i,
+                   json_is_string(t) ? json_string_value(t) : "(not a string)", want,
+                   r->kind == HF_FULL_ATTENTION ? "full attention on every layer"
+                                                : "one kind on every layer, or every Nth layer global");
             break;
         }
         break;
@@ -299,6 +340,46 @@ static void read_rope(hf_config *c, cf_model_config *m) {
                m->rope_theta, m->rope_scaling_factor, old.rope_theta, old.rope_scaling_factor);
 }
 
+/* A soft-cap: the class default when absent, none when null, else a positive number. */
+static double get_softcap(hf_config *c, const char *key, double fallback) {
+    json_t *v = json_object_get(c->root, key);
+    if (!v) return fallback;
+    if (json_is_null(v)) return 0;
+    double x = get_real(c, c->root, "", key, 0);
+    if (c->rc == 0 && !(x > 0)) refuse(c, "%s %g must be positive (null: none)", key, x);
+    return x;
+}
+
+/* Gemma's local/global layers: layer_types when present (every Nth layer global: pattern
+ * N; all global: no window; all local: the window everywhere, pattern 0; the rule then
+ * checks every entry), else the class's pattern. */
+static void read_layer_pattern(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
+    json_t *types = present(c->root, "layer_types");
+    m->sliding_window_pattern = fr->pattern;
+    if (!json_is_array(types) || json_array_size(types) == 0) return; /* the rule refuses a non-list */
+    size_t n = json_array_size(types), first_full = n;
+    for (size_t i = 0; i < n && first_full == n; i++) {
+        const char *t = json_string_value(json_array_get(types, i));
+        if (t && strcmp(t, "full_attention") == 0) first_full = i;
+    }
+    if (first_full == 0) { /* all global when the rule agrees (pattern 1) */
+        m->sliding_window = 0, m->sliding_window_pattern = 0;
+    } else {
+        m->sliding_window_pattern = first_full == n ? 0 : (int64_t)first_full + 1;
+    }
+}
+
+/* Gemma's keys: the local/global pattern, query_pre_attn_scalar and the attention and
+ * final logit soft-caps. */
+static void read_gemma(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
+    read_layer_pattern(c, fr, m);
+    m->query_pre_attn_scalar = get_real(c, c->root, "", "query_pre_attn_scalar", fr->query_pre_attn_scalar);
+    if (c->rc == 0 && !(m->query_pre_attn_scalar > 0))
+        refuse(c, "query_pre_attn_scalar %g must be positive", m->query_pre_attn_scalar);
+    m->attn_logit_softcap = get_softcap(c, "attn_logit_softcapping", fr->attn_softcap);
+    m->final_logit_softcap = get_softcap(c, "final_logit_softcapping", fr->final_softcap);
+}
+
 static const cf_family *family_of_type(const char *type) {
     for (int a = 0; a < CF_ARCH_COUNT && type; a++)
         if (strcmp(cf_family_of((cf_arch)a)->hf.model_type, type) == 0) return cf_family_of((cf_arch)a);
@@ -314,7 +395,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3, gemma2, phi3)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;
@@ -343,11 +424,14 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->eos_token_id = get_token(c, "eos_token_id");
     m->pad_token_id = get_token(c, "pad_token_id");
     if (f->block.position == CF_POS_ROPE) read_rope(c, m);
-    if (fr->window > 0) { /* absent: the class default; null: no window (present() cannot tell them apart) */
+    if (fr->window != 0) { /* absent: the class default (-1: none); null: no window (present() cannot tell them apart) */
         json_t *w = json_object_get(root, "sliding_window");
-        m->sliding_window = !w ? fr->window : json_is_null(w) ? 0 : get_int(c, root, "", "sliding_window", 0);
+        m->sliding_window = !w ? (fr->window > 0 ? fr->window : 0)
+                          : json_is_null(w) ? 0
+                                            : get_int(c, root, "", "sliding_window", 0);
         if (c->rc == 0 && m->sliding_window < 0) refuse(c, "sliding_window %lld must be positive", (long long)m->sliding_window);
     }
+    if (fr->pattern) read_gemma(c, fr, m);
     for (const hf_rule *r = fr->rules; r->key; r++) check_rule(c, root, "", r, m);
     if (c->rc == 0 && cf_model_config_check_ranges(m, err) != 0) c->rc = cf_fail_prefix(err, "%s: ", path);
     if (c->rc == 0) c->rc = cf_model_config_check(m, path, err);

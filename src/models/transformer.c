@@ -6,10 +6,14 @@
  *   GPT-2: LayerNorm, learned positions added to the embeddings, one c_attn projection
  *          split into q, k, v after the matmul, GELU(tanh), biases, tied head;
  *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves;
- *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary.
+ *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary;
+ *   Gemma 2: (1 + w) RMSNorms before and after each sublayer, GeGLU, embeddings times
+ *          sqrt(hidden), local and global layers (cf_block_layer_mask), logits soft-capped;
+ *   Phi-3: LLaMA's with one product for q, k, v and one for gate, up.
  * src/infer/block.c interprets the same program over a KV cache. */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 
 #include "cformers/fused.h"
 #include "kernels/graph_ops.h"
@@ -20,6 +24,7 @@ typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
     cf_tensor *rope; /* the RoPE table, when the program rotates */
+    cf_tensor *ones[2]; /* (1 + w) norms: ones [hidden_size], [head_dim], made on first use */
     const cf_lora_config *lora; /* adapters on the linears it targets, or NULL */
     /* the program's values: [B, T, width]; Q, K, V split into heads [B, T, heads, hd] */
     cf_tensor *slot[CF_SLOT_COUNT];
@@ -29,8 +34,32 @@ static cf_tensor *weight(const builder *b, cf_weight_role role, int layer) {
     return role == CF_NO_WEIGHT ? NULL : cf_model_weight(b->g, b->c, role, layer);
 }
 
-static cf_tensor *norm(const builder *b, const cf_block_step *s, int layer) {
-    cf_tensor *w = weight(b, s->weight[0], layer), *x = b->slot[s->in];
+/* 1 + w of a norm's weight (Gemma; HF's (1 + w.float())). */
+static cf_tensor *one_plus(builder *b, cf_weight_role role, int layer) {
+    cf_tensor *w = weight(b, role, layer);
+    if (!w) return NULL;
+    int which = w->shape[0] == b->c->hidden_size ? 0 : 1;
+    if (!b->ones[which]) {
+        int64_t n = w->shape[0];
+        float *one = cf_xmalloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) one[i] = 1.0f;
+        char name[64];
+        snprintf(name, sizeof name, "norm_offset_ones.%lld", (long long)n);
+        b->ones[which] = cf_graph_const(b->g, name, CF_F32, 1, &n, one);
+        free(one);
+    }
+    return cf_nn_add(b->g, w, b->ones[which]);
+}
+
+/* A norm's weight as the step applies it: w, or 1 + w. The parameter is created here, in
+ * the table's order; its 1 + w node comes after the residual add before the norm, which
+ * the residual-norm fusion therefore leaves unfused (pass_residual_norm.c). */
+static cf_tensor *norm_weight(builder *b, const cf_block_step *s, cf_weight_role role, int layer) {
+    return s->norm_offset ? one_plus(b, role, layer) : weight(b, role, layer);
+}
+
+static cf_tensor *norm(builder *b, const cf_block_step *s, int layer) {
+    cf_tensor *w = norm_weight(b, s, s->weight[0], layer), *x = b->slot[s->in];
     float eps = (float)b->c->rms_norm_eps;
     switch (s->norm) {
     case CF_NORM_RMS: return cf_nn_rmsnorm(b->g, x, w, eps);
@@ -72,22 +101,25 @@ static void linear(builder *b, const cf_block_step *s, int layer) {
     cf_tensor *x = b->slot[s->in];
     if (s->fused != CF_NO_WEIGHT) { /* one product over the stacked rows, split after it */
         cf_tensor *parts[3] = {0};
-        cf_nn_split(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out, parts);
+        int64_t hd = cf_model_head_dim(b->c), q = b->c->num_heads * hd, kv = b->c->num_kv_heads * hd;
+        int64_t widths[3] = {q, kv, kv}; /* q, k, v (k and v narrower under GQA); gate, up: equal */
+        cf_nn_split_widths(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out,
+                           s->fused == WR_QKV ? widths : NULL, parts);
         for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], parts[i]);
         return;
     }
     for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], linear_of(b, x, s->weight[i], s->bias[i], layer));
 }
 
-static void step(builder *b, const cf_block_step *s, int layer) {
+static void step(builder *b, const cf_block_program *p, const cf_block_step *s, int layer) {
     cf_graph *g = b->g;
     switch (s->kind) {
     case CF_STEP_NORM: b->slot[s->out[0]] = norm(b, s, layer); break;
     case CF_STEP_LINEAR: linear(b, s, layer); break;
     case CF_STEP_HEAD_NORM: { /* RMSNorm over each [.., head_dim] row of Q [B, T, H, hd] and K */
         float eps = (float)b->c->rms_norm_eps;
-        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], weight(b, s->weight[0], layer), eps);
-        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], weight(b, s->weight[1], layer), eps);
+        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], norm_weight(b, s, s->weight[0], layer), eps);
+        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], norm_weight(b, s, s->weight[1], layer), eps);
         break;
     }
     case CF_STEP_ROTARY: { /* over the whole head (the compiler refuses partial rotary) */
@@ -97,10 +129,12 @@ static void step(builder *b, const cf_block_step *s, int layer) {
         b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], b->rope);
         break;
     }
+    case CF_STEP_SCALE_Q: b->slot[CF_SLOT_Q] = cf_nn_scale(g, b->slot[CF_SLOT_Q], s->scale); break;
     case CF_STEP_ATTENTION: {
         cf_tensor *q = b->slot[CF_SLOT_Q], *k = b->slot[CF_SLOT_K], *v = b->slot[CF_SLOT_V];
-        cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &s->mask)
-                                                 : cf_nn_attention_masked(g, q, k, v, &s->mask);
+        cf_attn_mask mask = cf_block_layer_mask(p, s, layer);
+        cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &mask)
+                                                 : cf_nn_attention_masked(g, q, k, v, &mask);
         b->slot[s->out[0]] = cf_model_merge_heads(g, a);
         break;
     }
@@ -127,7 +161,10 @@ static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, 
                                .original_max_position = c->rope_original_max_position};
         b->rope = cf_nn_rope_table(g, &rope);
     }
-    if (!p->learned_positions) return cf_nn_embedding(g, *wte, tokens);
+    if (!p->learned_positions) {
+        cf_tensor *x = cf_nn_embedding(g, *wte, tokens);
+        return p->embed_scale != 1 ? cf_nn_scale(g, x, p->embed_scale) : x;
+    }
     cf_tensor *wpe = cf_model_weight(g, c, WR_POS_EMBED, 0);
     int32_t *positions = cf_xmalloc(sizeof(int32_t) * (size_t)seq_len);
     for (int64_t t = 0; t < seq_len; t++) positions[t] = (int32_t)t;
@@ -150,8 +187,9 @@ cf_tensor *cf_transformer_forward_program(const cf_model_config *c, const cf_blo
     cf_tensor *wte;
     b.slot[CF_SLOT_X] = embed(&b, p, seq_len, out->tokens, &wte);
     for (int i = 0; i < c->num_layers; i++)
-        for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
-    step(&b, &p->final_norm, 0);
+        for (int s = 0; s < p->n_steps; s++) step(&b, p, &p->steps[s], i);
+    step(&b, p, &p->final_norm, 0);
     cf_tensor *head = c->tie_word_embeddings ? wte : cf_model_weight(b.g, c, WR_LM_HEAD, 0);
-    return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
+    cf_tensor *logits = cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
+    return p->logit_softcap != 0 ? cf_nn_softcap(b.g, logits, p->logit_softcap) : logits;
 }
