@@ -208,11 +208,12 @@ static void check_fixture(const char *name, cf_arch arch, bool tied, long window
                   m2.tie_word_embeddings == m.tie_word_embeddings,
               "%s: exported config.json reads back differently", name);
     CHECK_MSG(m2.sliding_window_pattern == m.sliding_window_pattern && m2.attn_logit_softcap == m.attn_logit_softcap &&
+                  m2.rope_local_theta == m.rope_local_theta &&
                   m2.final_logit_softcap == m.final_logit_softcap && m2.query_pre_attn_scalar == m.query_pre_attn_scalar,
               "%s: exported config.json reads back other Gemma settings", name);
     const char *gguf = tmp(name, "model.gguf"), *gback = tmp(name, "gguf_back.ckpt");
-    if (arch == CF_ARCH_GEMMA2) { /* llama.cpp's gemma2 keeps 1 + w norms: refused, never written wrong */
-        CHECK_MSG(cf_export_gguf(ckpt, gguf, &err) != 0 && strstr(err.msg, "gemma2"), "%s: GGUF export accepted", name);
+    if (cf_family_of(arch)->block.norm_offset) { /* llama.cpp's Gemma keeps 1 + w norms: refused, never written wrong */
+        CHECK_MSG(cf_export_gguf(ckpt, gguf, &err) != 0 && strstr(err.msg, cf_family_of(arch)->name), "%s: GGUF export accepted", name);
         return;
     }
     CHECK_MSG(cf_export_gguf(ckpt, gguf, &err) == 0, "%s", err.msg);
@@ -231,6 +232,7 @@ static void check_training_with(cf_arch arch, long window, long pattern, double 
     cfg.model.model_config.sliding_window = window;
     cfg.model.model_config.sliding_window_pattern = pattern;
     cfg.model.model_config.attn_logit_softcap = cfg.model.model_config.final_logit_softcap = caps;
+    if (arch == CF_ARCH_GEMMA3) cfg.model.model_config.rope_local_theta = 500.0; /* local layers' own table */
     cfg.runner_config.batch_size = 1;
     cfg.runner_config.train_steps = 20;
     snprintf(cfg.output_dir, sizeof cfg.output_dir, "%s/run_%d", tmp_dir, (int)arch);
@@ -274,6 +276,9 @@ static void check_refusals(void) {
         {"gemma2", "final_logit_softcapping", "-1", "final_logit_softcapping"},
         {"gemma2", "query_pre_attn_scalar", "0", "query_pre_attn_scalar"},
         {"gemma2", "attention_bias", "true", "attention_bias"},
+        {"gemma3", "rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}", "sliding_attention"},
+        {"gemma3", "rope_local_base_freq", "10000.0", "keep one"},
+        {"gemma3", "layer_types", "[\"sliding_attention\", \"full_attention\", \"full_attention\"]", "layer_types[2]"},
         {"phi3", "rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}", "longrope"},
         {"phi3", "partial_rotary_factor", "0.5", "partial_rotary_factor"},
         {"phi3", "hidden_act", "\"gelu\"", "hidden_act"},
@@ -308,12 +313,14 @@ int main(void) {
     check_fixture("qwen3", CF_ARCH_QWEN3, false, 0);
     check_fixture("gemma2", CF_ARCH_GEMMA2, true, 8);
     check_fixture("phi3", CF_ARCH_PHI3, false, 0);
+    check_fixture("gemma3", CF_ARCH_GEMMA3, true, 8);
     check_refusals();
     check_training(CF_ARCH_QWEN2, 0);
     check_training(CF_ARCH_MISTRAL, 8);
     check_training(CF_ARCH_QWEN3, 0);
     check_training_with(CF_ARCH_GEMMA2, 8, 2, 5.0);
     check_training(CF_ARCH_PHI3, 0);
+    check_training_with(CF_ARCH_GEMMA3, 8, 3, 0);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);

@@ -36,9 +36,16 @@ FAMILIES = {
     # fused qkv_proj and gate_up_proj; Phi3Config's default pad token 32000 is past the vocabulary
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
                                                   eos_token_id=2)),
+    # Gemma 3 text: q/k norms, two rope bases (local 10000, global 1e6: far apart), layers
+    # local, local, global (pattern 3 from layer_types), no soft-caps
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+               dict(head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12, num_hidden_layers=3,
+                    layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
 # (1 + w) norms (Gemma): weights around 0, so the scale is around 1
-OFFSET_NORMS = {"gemma2"}
+OFFSET_NORMS = {"gemma2", "gemma3"}
 
 
 def ensure_venv():
@@ -57,8 +64,8 @@ def make(name, out, torch, transformers):
 
     config_class, model_class, extra = FAMILIES[name]
     torch.manual_seed(sum(map(ord, name)))
-    cfg = getattr(transformers, config_class)(**SMALL, **extra, rope_parameters={"rope_type": "default",
-                                                                                 "rope_theta": 10000.0})
+    settings = {**SMALL, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, **extra}
+    cfg = getattr(transformers, config_class)(**settings)
     cfg._attn_implementation = "eager"
     model = getattr(transformers, model_class)(cfg).float().eval()
     with torch.no_grad():  # weights large enough that greedy argmaxes are clear, norms around 1

@@ -23,6 +23,8 @@ typedef enum cf_arch {
     CF_ARCH_GEMMA2 = 5, /* (1 + w) RMSNorm before and after each sublayer, GeGLU, scaled embedding, soft-caps,
                            local (sliding) and global layers alternating */
     CF_ARCH_PHI3 = 6,   /* LLaMA's block with fused q/k/v and gate/up projections, NEOX rotary */
+    CF_ARCH_GEMMA3 = 7, /* Gemma 2's block with (1 + w) q/k head norms, no soft-caps, a rope base of its own
+                           on local layers (Gemma 3 text) */
     CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 
@@ -50,6 +52,7 @@ typedef struct cf_model_config {
     double attn_logit_softcap;         /* attention scores c * tanh(s / c) (Gemma 2); 0: none */
     double final_logit_softcap;        /* output logits c * tanh(z / c) (Gemma 2); 0: none */
     double query_pre_attn_scalar;      /* attention scores scaled by 1 / sqrt(this) (Gemma); 0: head_dim */
+    double rope_local_theta;           /* RoPE base of the local (windowed) layers (Gemma 3); 0: rope_theta */
     bool tie_word_embeddings;
     bool use_flash_attention;
     cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */

@@ -121,10 +121,12 @@ void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
             for (long r = 0; r < n * c->num_kv_heads; r++) cf_rmsnorm_row(k + r * m->head_dim, wk, k + r * m->head_dim, m->head_dim, eps);
             break;
         }
-        case CF_STEP_ROTARY: /* over the whole head, in the table's pairs (m->rope.neox: the program's kind) */
-            cf_rope_apply(&m->rope, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
-            cf_rope_apply(&m->rope, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
+        case CF_STEP_ROTARY: { /* over the whole head, in the table's pairs (neox: the program's kind) */
+            const cf_rope_table *t = m->program.local_rope && cf_block_layer_local(&m->program, l) ? &m->rope_local : &m->rope;
+            cf_rope_apply(t, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
+            cf_rope_apply(t, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
             break;
+        }
         case CF_STEP_SCALE_Q:
             for (long i = 0; i < n * m->q_dim; i++) buf[CF_SLOT_Q][i] *= s->scale;
             break;

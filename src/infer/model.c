@@ -311,6 +311,11 @@ int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
     if (m->program.rotary && cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0)
         return -1;
     m->rope.neox = m->program.rotary && m->program.rotary_kind == CF_ROTARY_NEOX;
+    if (m->program.local_rope) { /* Gemma 3's local layers: their own base, no scaling */
+        cf_rope_scaling none = {0};
+        if (cf_rope_table_init(&m->rope_local, m->head_dim, c->rope_local_theta, m->max_seq, &none, err) != 0) return -1;
+        m->rope_local.neox = m->rope.neox;
+    }
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
@@ -354,6 +359,7 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->owned);
     free(m->layers);
     cf_rope_table_free(&m->rope);
+    cf_rope_table_free(&m->rope_local);
     void *bufs[] = {m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,      m->q,
                     m->att,   m->hb,    m->hb2,    m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);

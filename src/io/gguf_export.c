@@ -84,7 +84,8 @@ static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type
         kv_f32(g, arch_key(a, "attention.layer_norm_rms_epsilon", k, sizeof k), (float)m->rms_norm_eps);
         kv_f32(g, arch_key(a, "rope.freq_base", k, sizeof k), (float)m->rope_theta);
         break;
-    case CF_ARCH_GEMMA2: break; /* refused by check_gguf_sizes */
+    case CF_ARCH_GEMMA2:
+    case CF_ARCH_GEMMA3: break; /* refused by check_gguf_sizes */
     case CF_ARCH_GPT2: kv_f32(g, arch_key(a, "attention.layer_norm_epsilon", k, sizeof k), (float)m->rms_norm_eps); break;
     case CF_ARCH_COUNT: break;
     }
@@ -106,8 +107,8 @@ static int check_gguf_sizes(const cf_model_config *m, const char *path, cf_error
     /* issue 46: the GGUF metadata has no key for LLaMA-3's RoPE frequency scaling (llama.cpp
      * keeps it as a rope_freqs tensor cformers does not write), so an export would be a
      * different model: refused. */
-    if (m->arch == CF_ARCH_GEMMA2) /* llama.cpp keeps Gemma's norms as 1 + w and reads its soft-caps from its own keys */
-        return cf_fail(err, "%s: GGUF export of gemma2 is not implemented", path);
+    if (cf_family_of(m->arch)->block.norm_offset) /* llama.cpp keeps Gemma's norms as 1 + w, soft-caps in keys of its own */
+        return cf_fail(err, "%s: GGUF export of %s is not implemented", path, cf_family_of(m->arch)->name);
     if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
         return cf_fail(err, "%s: model_config.rope_scaling_factor %g: GGUF export of LLaMA-3 RoPE scaling is not "
                             "supported (it would be lost)", path, m->rope_scaling_factor);

@@ -82,9 +82,16 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
                                           "original_max_position_embeddings", (json_int_t)m->rope_original_max_position));
         break;
     case CF_ARCH_GEMMA2:
+    case CF_ARCH_GEMMA3:
     case CF_ARCH_PHI3:
         json_object_set_new(c, "head_dim", json_integer(cf_model_head_dim(m)));
-        json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
+        if (m->arch == CF_ARCH_GEMMA3) /* transformers 5's rope per layer type */
+            json_object_set_new(c, "rope_parameters",
+                                json_pack("{s:{s:s, s:f}, s:{s:s, s:f}}", "full_attention", "rope_type", "default",
+                                          "rope_theta", m->rope_theta, "sliding_attention", "rope_type", "default",
+                                          "rope_theta", m->rope_local_theta > 0 ? m->rope_local_theta : m->rope_theta));
+        else
+            json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
         json_object_set_new(c, "sliding_window", m->sliding_window ? json_integer(m->sliding_window) : json_null());
         if (m->arch == CF_ARCH_PHI3) break;
         json_object_set_new(c, "query_pre_attn_scalar", json_real(m->query_pre_attn_scalar > 0 ? m->query_pre_attn_scalar

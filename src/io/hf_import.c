@@ -135,6 +135,8 @@ typedef struct hf_family_rules {
      * the class defaults of query_pre_attn_scalar and the two soft-caps (null: none) */
     int64_t pattern;
     double query_pre_attn_scalar, attn_softcap, final_softcap;
+    /* Gemma 3: RoPE bases of the global and the local layers when absent (0: one base, 10000) */
+    double rope_theta, rope_local_theta;
 } hf_family_rules;
 
 static const hf_rule llama_rules[] = {
@@ -175,8 +177,9 @@ static const hf_rule mistral_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
-/* Gemma2Config: sliding_window (4096) on the local layers, layer_types the pattern. */
-static const hf_rule gemma2_rules[] = {
+/* Gemma2Config and Gemma3TextConfig: sliding_window (4096) on the local layers, layer_types
+ * the pattern (Gemma 3: no soft-caps unless set, rope per layer type: read_rope). */
+static const hf_rule gemma_rules[] = {
     {"hidden_activation", HF_STRINGS, {"gelu_pytorch_tanh"}},
     {"hidden_act", HF_STRINGS, {"gelu_pytorch_tanh"}},
     {"attention_bias", HF_FALSE, {0}},
@@ -196,6 +199,7 @@ static const hf_rule phi3_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
+
 static const hf_rule gpt2_rules[] = {
     {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
     {"scale_attn_weights", HF_TRUE, {0}},
@@ -211,9 +215,12 @@ static const hf_family_rules family_rules[] = {
     [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
     [CF_ARCH_MISTRAL] = {.max_pos = 4096 * 32, .eps = 1e-6, .rules = mistral_rules, .window = 4096}, /* MistralConfig */
     [CF_ARCH_QWEN3] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen3_rules, .head_dim = 128}, /* Qwen3Config */
-    [CF_ARCH_GEMMA2] = {.max_pos = 8192, .eps = 1e-6, .rules = gemma2_rules, .window = 4096, .head_dim = 256,
+    [CF_ARCH_GEMMA2] = {.max_pos = 8192, .eps = 1e-6, .rules = gemma_rules, .window = 4096, .head_dim = 256,
                         .pattern = 2, .query_pre_attn_scalar = 256, .attn_softcap = 50.0, .final_softcap = 30.0},
     [CF_ARCH_PHI3] = {.max_pos = 4096, .eps = 1e-5, .rules = phi3_rules, .window = -1}, /* Phi3Config */
+    [CF_ARCH_GEMMA3] = {.max_pos = 131072, .eps = 1e-6, .rules = gemma_rules, .window = 4096, .head_dim = 256,
+                        .pattern = 6, .query_pre_attn_scalar = 256, .rope_theta = 1e6, .rope_local_theta = 10000},
+                        /* Gemma3TextConfig */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -286,8 +293,8 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
 /* The RoPE settings one layout gives: rope_theta from theta_obj (the default 10000 when
  * absent), the scaling from `scaling` (NULL: none), named by the prefixes in messages. */
 static void rope_from(hf_config *c, json_t *theta_obj, const char *theta_prefix, json_t *scaling,
-                      const char *scaling_prefix, cf_model_config *m) {
-    m->rope_theta = get_real(c, theta_obj, theta_prefix, "rope_theta", 10000.0);
+                      const char *scaling_prefix, double theta_default, cf_model_config *m) {
+    m->rope_theta = get_real(c, theta_obj, theta_prefix, "rope_theta", theta_default);
     m->rope_scaling_factor = 0;
     if (!scaling) return;
     const char *kind = get_string(c, scaling, scaling_prefix, "rope_type"), *kind_key = "rope_type";
@@ -316,20 +323,55 @@ static json_t *get_object(hf_config *c, const char *key) {
     return v;
 }
 
+/* Gemma 3's two RoPE bases: transformers 5's rope_parameters {full_attention: {...},
+ * sliding_attention: {...}}, or the legacy rope_theta (global), rope_local_base_freq
+ * (local) and rope_scaling (global only). A scaling on the local layers is refused. */
+static void read_rope_per_layer_type(hf_config *c, const hf_family_rules *fr, json_t *params, json_t *legacy,
+                                     cf_model_config *m) {
+    json_t *full = params ? present(params, "full_attention") : NULL;
+    json_t *sliding = params ? present(params, "sliding_attention") : NULL;
+    if (params && (!json_is_object(full) || !json_is_object(sliding))) {
+        refuse(c, "rope_parameters must hold full_attention and sliding_attention objects (Gemma 3)");
+        return;
+    }
+    if (params && (legacy || present(c->root, "rope_theta") || present(c->root, "rope_local_base_freq"))) {
+        refuse(c, "rope_parameters and the legacy rope_theta/rope_local_base_freq/rope_scaling: keep one");
+        return;
+    }
+    cf_model_config local = *m;
+    if (params) {
+        rope_from(c, full, "rope_parameters.full_attention.", full, "rope_parameters.full_attention.", fr->rope_theta, m);
+        rope_from(c, sliding, "rope_parameters.sliding_attention.", sliding, "rope_parameters.sliding_attention.",
+                  fr->rope_local_theta, &local);
+    } else {
+        rope_from(c, c->root, "", legacy, "rope_scaling.", fr->rope_theta, m);
+        local.rope_theta = get_real(c, c->root, "", "rope_local_base_freq", fr->rope_local_theta);
+        local.rope_scaling_factor = 0;
+    }
+    if (c->rc == 0 && local.rope_scaling_factor != 0)
+        refuse(c, "rope_parameters.sliding_attention: a rope scaling on the local layers is not supported");
+    m->rope_local_theta = local.rope_theta;
+}
+
 /* LLaMA's RoPE from transformers 5's rope_parameters {rope_theta, rope_type, factor, ...}
  * or from the legacy top-level rope_theta and rope_scaling; a config with both must have
  * them agree. */
-static void read_rope(hf_config *c, cf_model_config *m) {
+static void read_rope(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
     json_t *params = get_object(c, "rope_parameters"), *legacy = get_object(c, "rope_scaling");
+    double theta = fr->rope_theta > 0 ? fr->rope_theta : 10000.0;
+    if (fr->rope_local_theta > 0) { /* Gemma 3: global and local bases */
+        read_rope_per_layer_type(c, fr, params, legacy, m);
+        return;
+    }
     if (!params) {
-        rope_from(c, c->root, "", legacy, "rope_scaling.", m);
+        rope_from(c, c->root, "", legacy, "rope_scaling.", theta, m);
         return;
     }
     bool own_theta = present(params, "rope_theta") != NULL;
-    rope_from(c, own_theta ? params : c->root, own_theta ? "rope_parameters." : "", params, "rope_parameters.", m);
+    rope_from(c, own_theta ? params : c->root, own_theta ? "rope_parameters." : "", params, "rope_parameters.", theta, m);
     if (!legacy && !(own_theta && present(c->root, "rope_theta"))) return;
     cf_model_config old = *m;
-    rope_from(c, c->root, "", legacy, "rope_scaling.", &old);
+    rope_from(c, c->root, "", legacy, "rope_scaling.", theta, &old);
     bool scaled = m->rope_scaling_factor != 0 || old.rope_scaling_factor != 0;
     if (c->rc == 0 && (old.rope_theta != m->rope_theta || old.rope_scaling_factor != m->rope_scaling_factor ||
                        (scaled && (old.rope_low_freq_factor != m->rope_low_freq_factor ||
@@ -355,7 +397,9 @@ static double get_softcap(hf_config *c, const char *key, double fallback) {
  * checks every entry), else the class's pattern. */
 static void read_layer_pattern(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
     json_t *types = present(c->root, "layer_types");
-    m->sliding_window_pattern = fr->pattern;
+    m->sliding_window_pattern = get_int(c, c->root, "", "sliding_window_pattern", fr->pattern); /* before layer_types */
+    if (c->rc == 0 && m->sliding_window_pattern < 1)
+        refuse(c, "sliding_window_pattern %lld must be positive", (long long)m->sliding_window_pattern);
     if (!json_is_array(types) || json_array_size(types) == 0) return; /* the rule refuses a non-list */
     size_t n = json_array_size(types), first_full = n;
     for (size_t i = 0; i < n && first_full == n; i++) {
@@ -395,7 +439,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3, gemma2, phi3)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3, gemma2, phi3, gemma3_text)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;
@@ -423,7 +467,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->bos_token_id = get_token(c, "bos_token_id");
     m->eos_token_id = get_token(c, "eos_token_id");
     m->pad_token_id = get_token(c, "pad_token_id");
-    if (f->block.position == CF_POS_ROPE) read_rope(c, m);
+    if (f->block.position == CF_POS_ROPE) read_rope(c, fr, m);
     if (fr->window != 0) { /* absent: the class default (-1: none); null: no window (present() cannot tell them apart) */
         json_t *w = json_object_get(root, "sliding_window");
         m->sliding_window = !w ? (fr->window > 0 ? fr->window : 0)

@@ -45,6 +45,7 @@ static const config_key keys[] = {
     KEY(attn_logit_softcap, KEY_REAL),
     KEY(final_logit_softcap, KEY_REAL),
     KEY(query_pre_attn_scalar, KEY_REAL),
+    KEY(rope_local_theta, KEY_REAL),
     KEY(head_dim, KEY_INT),
     KEY(use_flash_attention, KEY_BOOL),
     KEY(compute_dtype, KEY_DTYPE),

@@ -259,16 +259,20 @@ static const cf_family qwen2_family = {
 /* ---- Qwen3: Qwen2's block without biases, q and k RMS-normed per head before the rotary,
  * head_dim independent of hidden_size / num_heads ---- */
 
+/* Qwen3's and Gemma 3's RMSNorm of each q and k head (init: ones, or zeros for (1 + w)). */
+#define QK_NORMS(init)                                                                                                 \
+    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, init, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",            \
+     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},                                                               \
+    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, init, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",            \
+     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED}
+
 static const cf_family_weight qwen3_weights[] = {
     LLAMA_EMBED,
     LLAMA_ATTN_NORM,
     LLAMA_Q(HF_AS_IS),
     LLAMA_K(HF_AS_IS),
     LLAMA_V,
-    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",
-     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",
-     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED},
+    QK_NORMS(WI_ONES),
     LLAMA_REST,
 };
 
@@ -320,27 +324,28 @@ static const cf_family mistral_family = {
     {role, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld." hf ".weight", "blk.%ld." gguf ".weight", \
      CF_SPLIT_REPLICATED}
 
+/* Gemma's rows after q, k, v (and Gemma 3's q/k norms): the output projection, the
+ * post-attention norm, the MLP between its pre- and post-norm, the final norm and head. */
+#define GEMMA_REST                                                                                                     \
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",    \
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},                                                                      \
+    GEMMA_NORM(WR_POST_ATTN_NORM, "post_attention_layernorm", "post_attention_norm"),                                  \
+    GEMMA_NORM(WR_FFN_NORM, "pre_feedforward_layernorm", "ffn_norm"),                                                  \
+    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",    \
+     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},                                                                      \
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",        \
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},                                                                        \
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",    \
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},                                                                         \
+    GEMMA_NORM(WR_POST_FFN_NORM, "post_feedforward_layernorm", "post_ffw_norm"),                                       \
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",    \
+     CF_SPLIT_REPLICATED},                                                                                             \
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",   \
+     CF_SPLIT_VOCAB}
+
 static const cf_family_weight gemma2_weights[] = {
-    LLAMA_EMBED,
-    GEMMA_NORM(WR_ATTN_NORM, "input_layernorm", "attn_norm"),
-    LLAMA_Q(HF_AS_IS),
-    LLAMA_K(HF_AS_IS),
-    LLAMA_V,
-    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
-     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
-    GEMMA_NORM(WR_POST_ATTN_NORM, "post_attention_layernorm", "post_attention_norm"),
-    GEMMA_NORM(WR_FFN_NORM, "pre_feedforward_layernorm", "ffn_norm"),
-    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",
-     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},
-    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",
-     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},
-    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
-     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
-    GEMMA_NORM(WR_POST_FFN_NORM, "post_feedforward_layernorm", "post_ffw_norm"),
-    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",
-     CF_SPLIT_REPLICATED},
-    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",
-     CF_SPLIT_VOCAB},
+    LLAMA_EMBED, GEMMA_NORM(WR_ATTN_NORM, "input_layernorm", "attn_norm"), LLAMA_Q(HF_AS_IS), LLAMA_K(HF_AS_IS),
+    LLAMA_V,     GEMMA_REST,
 };
 
 static cf_saved_terms gemma2_saved(const cf_model_config *m, bool recomputed) {
@@ -413,12 +418,49 @@ static const cf_family phi3_family = {
     .gguf_arch = "phi3",
 };
 
+/* ---- Gemma 3 (text): Gemma 2's block and tensors with each q and k head (1 + w)
+ * RMS-normed before the rotary, no soft-caps (config.json's null), local layers rotating
+ * with rope_local_base_freq (model_config.rope_local_theta), five local layers to one
+ * global (sliding_window_pattern 6) ---- */
+
+static const cf_family_weight gemma3_weights[] = {
+    LLAMA_EMBED,
+    GEMMA_NORM(WR_ATTN_NORM, "input_layernorm", "attn_norm"),
+    LLAMA_Q(HF_AS_IS),
+    LLAMA_K(HF_AS_IS),
+    LLAMA_V,
+    QK_NORMS(WI_ZEROS),
+    GEMMA_REST,
+};
+
+static const cf_family gemma3_family = {
+    .arch = CF_ARCH_GEMMA3,
+    .name = "gemma3",
+    .weights = gemma3_weights,
+    .n_weights = COUNT(gemma3_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_GEGLU, .fused_qkv = false, .qk_norm = true, .norm_offset = true,
+              .post_norms = true, .embed_scale = true,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = gemma2_saved, /* the q/k norms' outputs are counted as q and k */
+    .hf = {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .act_key = "hidden_activation",
+           .act = "gelu_pytorch_tanh", .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size",
+           .layers = "num_hidden_layers", .heads = "num_attention_heads", .kv_heads = "num_key_value_heads",
+           .max_pos = "max_position_embeddings", .eps = "rms_norm_eps", .tie_default = true, .strip_prefix = NULL},
+    .mf_model_classes = {"Gemma3ForCausalLM", NULL},
+    .mf_config_class = "Gemma3TextConfig",
+    .gguf_arch = "gemma3",
+};
+
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
 static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family,   [CF_ARCH_GPT2] = &gpt2_family,
                                             [CF_ARCH_QWEN2] = &qwen2_family,   [CF_ARCH_MISTRAL] = &mistral_family,
                                             [CF_ARCH_QWEN3] = &qwen3_family,   [CF_ARCH_GEMMA2] = &gemma2_family,
-                                            [CF_ARCH_PHI3] = &phi3_family};
-static_assert(CF_ARCH_COUNT == 7 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+                                            [CF_ARCH_PHI3] = &phi3_family,     [CF_ARCH_GEMMA3] = &gemma3_family};
+static_assert(CF_ARCH_COUNT == 8 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -601,6 +643,9 @@ int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_e
     if (!(m->query_pre_attn_scalar >= 0 && isfinite(m->query_pre_attn_scalar)))
         return cf_fail(err, "%s: query_pre_attn_scalar %g must be finite and >= 0", f->name, m->query_pre_attn_scalar);
     p->window_pattern = (long)m->sliding_window_pattern;
+    if (!(m->rope_local_theta >= 0 && isfinite(m->rope_local_theta)))
+        return cf_fail(err, "%s: rope_local_theta %g must be finite and >= 0", f->name, m->rope_local_theta);
+    p->local_rope = p->rotary && m->rope_local_theta > 0 && m->rope_local_theta != m->rope_theta;
     p->logit_softcap = (float)m->final_logit_softcap;
     if (f->block.embed_scale) p->embed_scale = (float)sqrt((double)m->hidden_size);
     for (int i = 0; i < p->n_steps; i++) /* the config's window (local layers: cf_block_layer_mask) and cap */
@@ -620,9 +665,16 @@ int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_e
     return 0;
 }
 
+bool cf_block_layer_local(const cf_block_program *p, long layer) {
+    long window = 0;
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == CF_STEP_ATTENTION) window = p->steps[i].mask.window;
+    return window > 0 && !(p->window_pattern > 1 && layer % p->window_pattern == p->window_pattern - 1);
+}
+
 cf_attn_mask cf_block_layer_mask(const cf_block_program *p, const cf_block_step *step, long layer) {
     cf_attn_mask mask = step->mask;
-    if (p->window_pattern > 1 && layer % p->window_pattern == p->window_pattern - 1) mask.window = 0;
+    if (!cf_block_layer_local(p, layer)) mask.window = 0;
     return mask;
 }
 

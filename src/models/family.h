@@ -198,11 +198,16 @@ typedef struct cf_block_program {
     cf_rotary_kind rotary_kind; /* its pairs, with rotary */
     float embed_scale;        /* embeddings times this (Gemma: sqrt(hidden_size) rounded to f32); 1: none */
     float logit_softcap;      /* logits c * tanh(z / c) after the head (Gemma 2); 0: none */
-    long window_pattern;      /* the config's sliding_window_pattern: cf_block_layer_mask */
+    long window_pattern;      /* the config's sliding_window_pattern */
+    bool local_rope;          /* local layers rotate with a table of their own base (Gemma 3: rope_local_theta) */
 } cf_block_program;
 
+/* Whether `layer` is local: it attends in the window (the ATTENTION step's mask has one,
+ * and with pattern N the layer is not one of every Nth, which attend globally). Local layers rotate with the
+ * local table when p->local_rope. */
+bool cf_block_layer_local(const cf_block_program *p, long layer);
 /* The attention mask of `step` (an ATTENTION step of p) on layer `layer`: its window only
- * on local layers (all of them without a pattern; with pattern N, all but every Nth). */
+ * on local layers. */
 cf_attn_mask cf_block_layer_mask(const cf_block_program *p, const cf_block_step *step, long layer);
 
 /* The program of m's family (m->arch must name one). Fails, naming the family and the

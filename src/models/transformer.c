@@ -24,6 +24,7 @@ typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
     cf_tensor *rope; /* the RoPE table, when the program rotates */
+    cf_tensor *rope_local; /* the local layers' table (Gemma 3), when the program has one */
     cf_tensor *ones[2]; /* (1 + w) norms: ones [hidden_size], [head_dim], made on first use */
     const cf_lora_config *lora; /* adapters on the linears it targets, or NULL */
     /* the program's values: [B, T, width]; Q, K, V split into heads [B, T, heads, hd] */
@@ -125,8 +126,9 @@ static void step(builder *b, const cf_block_program *p, const cf_block_step *s, 
     case CF_STEP_ROTARY: { /* over the whole head (the compiler refuses partial rotary) */
         cf_tensor *(*rope)(cf_graph *, cf_tensor *, cf_tensor *) =
             s->rotary == CF_ROTARY_NEOX ? cf_nn_rope_neox : cf_nn_rope;
-        b->slot[CF_SLOT_Q] = rope(g, b->slot[CF_SLOT_Q], b->rope);
-        b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], b->rope);
+        cf_tensor *table = p->local_rope && cf_block_layer_local(p, layer) ? b->rope_local : b->rope;
+        b->slot[CF_SLOT_Q] = rope(g, b->slot[CF_SLOT_Q], table);
+        b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], table);
         break;
     }
     case CF_STEP_SCALE_Q: b->slot[CF_SLOT_Q] = cf_nn_scale(g, b->slot[CF_SLOT_Q], s->scale); break;
@@ -160,6 +162,10 @@ static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, 
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = c->rope_original_max_position};
         b->rope = cf_nn_rope_table(g, &rope);
+        if (p->local_rope) { /* local layers: their own base, no scaling (Gemma 3's sliding_attention) */
+            cf_rope_config local = {.head_dim = rope.head_dim, .max_positions = seq_len, .theta = c->rope_local_theta};
+            b->rope_local = cf_nn_rope_table(g, &local);
+        }
     }
     if (!p->learned_positions) {
         cf_tensor *x = cf_nn_embedding(g, *wte, tokens);
