@@ -78,12 +78,13 @@ typedef enum cf_hf_layout { HF_AS_IS, HF_ROPE_Q, HF_ROPE_K, HF_CONV1D } cf_hf_la
  * by output rows (column-parallel: q, k, v, gate, up and their biases), by input columns
  * (row-parallel: the attention output and MLP down; their biases are added once, after
  * the sum, so they stay whole), by vocabulary rows (embedding, head), or not at all
- * (norms, learned positions). GPT-2's fused c_attn is column-parallel within each of its
- * q, k and v row blocks. 0 is no value: test_family checks every tensor has one. */
+ * (norms, learned positions). A fused tensor is column-parallel within each of its parts'
+ * row blocks: GPT-2's c_attn and Phi-3's qkv_proj (q, k, v: q wider under GQA), Phi-3's
+ * gate_up_proj (gate, up). 0 is no value: test_family checks every tensor has one. */
 typedef enum cf_tp_split {
     CF_SPLIT_REPLICATED = 1,
     CF_SPLIT_COLUMN,     /* rows [out] of a [out, in] matrix, or a bias [out] */
-    CF_SPLIT_COLUMN_QKV, /* each of the stacked q, k, v row blocks cut as CF_SPLIT_COLUMN */
+    CF_SPLIT_COLUMN_QKV, /* each of a fused tensor's stacked parts (q, k, v; gate, up) cut as CF_SPLIT_COLUMN */
     CF_SPLIT_ROW,        /* columns [in] of a [out, in] matrix */
     CF_SPLIT_VOCAB,      /* rows of a [vocab, dim] table or head */
 } cf_tp_split;
