@@ -1,7 +1,7 @@
 #!/bin/bash
 # `convert --from hf` on config.json files the importer refuses (issues 40 and 46): the
 # message names the file and the key or value, the exit status is 1 and nothing is written.
-#   - an unsupported model_type (phi3) is named (qwen2's was printed from freed memory, a
+#   - an unsupported model_type (falcon) is named (qwen2's was printed from freed memory, a
 #     use-after-free, before qwen2 was a family);
 #   - values the checkpoint reader refuses: refused before writing, not by `generate` later;
 #   - a rope type cformers does not implement, in transformers 5's rope_parameters.
@@ -22,7 +22,7 @@ refused() { # DESC FROM TO TEXT
     [ ! -e "$tmp/m.ckpt" ] || fail_because "$1: $tmp/m.ckpt written although refused"
 }
 
-refused "phi3" '"model_type": "llama"' '"model_type": "phi3"' "model_type 'phi3' is not supported"
+refused "falcon" '"model_type": "llama"' '"model_type": "falcon"' "model_type 'falcon' is not supported"
 refused "max_position_embeddings 2^40" '"max_position_embeddings": 32' '"max_position_embeddings": 1099511627776' \
     "model_config.max_position_embeddings: 1099511627776 is out of range"
 refused "pad_token_id -100" '"rope_theta"' '"pad_token_id": -100, "rope_theta"' \

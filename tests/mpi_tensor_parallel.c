@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "models/family.h"
 #include "cformers/dist.h"
 #include "cformers/train.h"
 #include "models/tensor_parallel.h"
@@ -132,7 +133,7 @@ static void compare(cf_dist *d, cf_arch arch, bool fused, bool rerun) {
     train(&cfg, NULL, part, &alone);
     double losses, weights;
     rel_diff(&tp, &alone, &losses, &weights);
-    const char *name = arch == CF_ARCH_GPT2 ? "GPT-2" : "LLaMA";
+    const char *name = cf_family_of(arch)->name;
     if (cf_dist_rank(d) == 0)
         printf("%s%s, data_parallel %d x model_parallel 2 vs 1 process x batch %d: losses within %.3g, weights "
                "%.3g (loss %.5f -> %.5f)\n", name, fused ? " fused" : "", data, 4 * data, losses, weights, tp.loss[0],
@@ -140,7 +141,9 @@ static void compare(cf_dist *d, cf_arch arch, bool fused, bool rerun) {
     /* GPT-2's key bias has a gradient of exactly zero (softmax ignores a shift shared by
      * all keys), so AdamW turns the summation order's rounding into whole steps of it:
      * plain data parallelism (2 ranks vs 1 process) differs by 5.5e-6 on this config. */
-    double weight_tolerance = arch == CF_ARCH_GPT2 ? 1e-5 : 1e-6;
+    /* Phi-3: 2e-7 on rank 0, 1.2e-6 on rank 1 (its losses within 7e-8: the slices are right;
+     * the fused gate/up's products sum in another order) */
+    double weight_tolerance = arch == CF_ARCH_GPT2 ? 1e-5 : arch == CF_ARCH_PHI3 ? 5e-6 : 1e-6;
     CHECK_MSG(losses <= 1e-6 && weights <= weight_tolerance,
               "%s fused %d: model_parallel 2 vs one process: losses %.3g, weights %.3g apart", name, fused, losses,
               weights);
@@ -290,6 +293,11 @@ int main(int argc, char **argv) {
         compare(d, CF_ARCH_LLAMA, true, false);
         compare(d, CF_ARCH_GPT2, false, false);
         compare(d, CF_ARCH_GPT2, true, true);
+        /* Phi-3's fused q/k/v of unequal blocks (q, then grouped-query k and v) and fused
+         * gate/up, each block cut by heads / columns; Gemma 2's (1 + w) norms, GeGLU,
+         * local layers and soft-caps */
+        compare(d, CF_ARCH_PHI3, false, false);
+        compare(d, CF_ARCH_GEMMA2, true, false);
         test_bf16_recompute(d);
         test_checkpoints(d);
         test_refusals(d);

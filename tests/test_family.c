@@ -97,7 +97,8 @@ static void check_program(cf_arch a) {
     for (int r = 0; r < WR_COUNT; r++) {
         const cf_family_weight *w = cf_family_weight_of(f, (cf_weight_role)r);
         bool outside = r == WR_EMBED || r == WR_POS_EMBED || r == WR_LM_HEAD; /* read around the blocks */
-        bool part = w == NULL && cf_family_weight_of(f, WR_QKV) && (r == WR_WQ || r == WR_WK || r == WR_WV);
+        bool part = w == NULL && ((cf_family_weight_of(f, WR_QKV) && (r == WR_WQ || r == WR_WK || r == WR_WV)) ||
+                                  (cf_family_weight_of(f, WR_GATE_UP) && (r == WR_GATE || r == WR_UP)));
         if (outside || part) continue;
         CHECK_MSG((w != NULL) == used[r], "%s: tensor role %d is %s the table but %s the program", f->name, r,
                   w ? "in" : "not in", used[r] ? "in" : "not in");
@@ -303,6 +304,12 @@ static void check_train_generate_interop(cf_arch a) {
         CHECK_MSG(cf_import_hf(hf, back, &copt, &err) == 0, "%s", err.msg);
         check_same_logits("safetensors round trip", back, prefill, seq, vocab);
         const char *gguf = tmp("model.gguf", f), *gback = tmp("gguf_back.ckpt", f);
+        if (f->block.norm_offset) { /* Gemma: not implemented, refused, never written wrong (test_families) */
+            CHECK(cf_export_gguf(ckpt, gguf, &err) != 0);
+            free(prefill);
+            free(step_logits);
+            return;
+        }
         CHECK_MSG(cf_export_gguf(ckpt, gguf, &err) == 0, "%s", err.msg);
         CHECK_MSG(cf_import_gguf(gguf, gback, &copt, &err) == 0, "%s", err.msg);
         check_same_logits("GGUF round trip", gback, prefill, seq, vocab);

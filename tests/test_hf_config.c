@@ -78,9 +78,9 @@ static void accepted(const char *from, const char *set, const char *drop, cf_mod
  * families now: an unsupported type is the case). Under ASan a heap-use-after-free;
  * without, garbage instead of the name. */
 static void unsupported_model_type(void) {
-    refused(LLAMA, "{\"model_type\": \"phi3\"}", NULL, "model_type 'phi3' is not supported (llama, gpt2, qwen2, mistral, qwen3)",
-            NULL);
-    refused(LLAMA, "{\"model_type\": \"gemma2\"}", NULL, "model_type 'gemma2' is not supported", NULL);
+    refused(LLAMA, "{\"model_type\": \"falcon\"}", NULL,
+            "model_type 'falcon' is not supported (llama, gpt2, qwen2, mistral, qwen3, gemma2, phi3, gemma3_text)", NULL);
+    refused(LLAMA, "{\"model_type\": \"mamba\"}", NULL, "model_type 'mamba' is not supported", NULL);
     refused(LLAMA, NULL, "model_type", "model_type '(missing)' is not supported", NULL);
     refused(LLAMA, "{\"model_type\": 7}", NULL, "model_type must be a string", NULL);
 }

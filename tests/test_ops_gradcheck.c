@@ -6,6 +6,7 @@
 #include "cformers/cpu.h"
 #include "cformers/gradcheck.h"
 #include "cformers/graph.h"
+#include "kernels/graph_ops.h"
 #include "test_util.h"
 
 typedef struct case_ctx {
@@ -75,6 +76,13 @@ static void check_elementwise(void) {
     cf_tensor *parts[3];
     cf_nn_split(g, a, 3, parts);
     run_check("split (one part unused)", g, cf_nn_add(g, parts[0], cf_nn_mul(g, parts[2], parts[2])), &ctx);
+    for (int used = 0; used < 3; used += 2) { /* Phi-3's q/k/v under GQA: q 4 wide, k and v 2; one part used */
+        g = cf_graph_create();
+        a = param(g, "a", 2, SHAPE(3, 8));
+        cf_nn_split_widths(g, a, 3, SHAPE(4, 2, 2), parts);
+        run_check(used ? "split widths 4, 2, 2 (v)" : "split widths 4, 2, 2 (q)", g,
+                  cf_nn_mul(g, parts[used], parts[used]), &ctx);
+    }
 }
 
 static void check_matmul(void) {
@@ -110,6 +118,12 @@ static void check_norms(void) {
     x = param(g, "x", 4, SHAPE(2, 3, 4, 8));
     w = param(g, "w", 1, SHAPE(8));
     run_check("rmsnorm per head (q/k norm)", g, cf_nn_rmsnorm(g, x, w, 1e-6f), &ctx);
+    g = cf_graph_create(); /* Gemma's (1 + w) RMSNorm, as the graph builder emits it */
+    x = param(g, "x", 3, SHAPE(2, 3, 8));
+    w = param(g, "w", 1, SHAPE(8));
+    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    cf_tensor *one = cf_graph_const(g, "ones", CF_F32, 1, SHAPE(8), ones);
+    run_check("rmsnorm (1 + w)", g, cf_nn_rmsnorm(g, x, cf_nn_add(g, w, one), 1e-6f), &ctx);
     g = cf_graph_create();
     x = param(g, "x", 2, SHAPE(40, 6)); /* more rows than reduction chunks */
     w = param(g, "w", 1, SHAPE(6));
@@ -145,6 +159,11 @@ static void check_activations(void) {
     check_binary("swiglu", cf_nn_swiglu);
     cf_graph *g = cf_graph_create();
     run_check("gelu", g, cf_nn_gelu(g, param(g, "x", 2, SHAPE(3, 7))), &ctx);
+    g = cf_graph_create(); /* Gemma 2's final logits: c tanh(x / c), c small enough to bend the inputs */
+    run_check("softcap", g, cf_nn_softcap(g, param(g, "x", 2, SHAPE(3, 7)), 0.5f), &ctx);
+    g = cf_graph_create(); /* GeGLU (Gemma): gelu_tanh(gate) * up */
+    cf_tensor *gate = param(g, "gate", 2, SHAPE(3, 7)), *up = param(g, "up", 2, SHAPE(3, 7));
+    run_check("geglu", g, cf_nn_mul(g, cf_nn_gelu(g, gate), up), &ctx);
 }
 
 static void check_cross_entropy(void) {

@@ -19,6 +19,7 @@
  *     the reader would refuse (no loss scale) is refused when saving;
  *   - record shards: documents of every length (empty ones too), u16 and u32 ids, zstd on
  *     and off, several chunks and shards;
+ *   - LoRA adapters as PEFT directories: every linear of each shape, ranks 1 and 3;
  * over both families, 1 and 2 layers, GQA, tied and untied heads, hidden sizes that are not
  * multiples of 8 or of the 32-element block, and vocabularies down to one token. Each
  * model checkpoint also loads for inference and runs one token. */
@@ -37,6 +38,7 @@
 #include "cformers/infer.h"
 #include "cformers/records.h"
 #include "infer_test_util.h"
+#include "io/lora_adapter.h"
 #include "io/model_import.h"
 #include "io/safetensors.h"
 #include "models/family.h"
@@ -553,6 +555,59 @@ static void records_round_trip(void) {
     remove_dir(dir);
 }
 
+/* LoRA adapters (src/io/lora_adapter.c): a random adapter on every linear of each model
+ * shape, ranks 1 and 3, written as a PEFT directory and read back: the same pairs, A and B
+ * bit for bit (LLaMA's q/k B rows go to Hugging Face's rotate-half order and back; GPT-2's
+ * fused c_attn and Conv1D layout), rank and alpha as written. */
+static void adapter_round_trip(void) {
+    cf_model_config m[8];
+    int n;
+    model_configs(m, &n);
+    const char *dir = temp_path("rt_peft");
+    for (int c = 0; c < n; c++) {
+        const cf_family *f = cf_family_of(m[c].arch);
+        cf_weight_role gpt2[] = {WR_QKV, WR_WO, WR_UP, WR_DOWN};
+        cf_weight_role llama[] = {WR_WQ, WR_WK, WR_WV, WR_WO, WR_GATE, WR_UP, WR_DOWN};
+        const cf_weight_role *roles = f->block.fused_qkv ? gpt2 : llama;
+        int n_roles = f->block.fused_qkv ? 4 : 7;
+        for (int64_t rank = 1; rank <= 3; rank += 2) {
+            cf_lora_adapter a = {.rank = rank, .alpha = 2.5 * (double)rank + 1, .scale = 1};
+            a.n = (int)(n_roles * m[c].num_layers);
+            a.pairs = cf_xcalloc((size_t)a.n, sizeof *a.pairs);
+            for (long l = 0; l < m[c].num_layers; l++)
+                for (int k = 0; k < n_roles; k++) {
+                    cf_lora_pair *p = &a.pairs[l * n_roles + k];
+                    int64_t shape[2];
+                    cf_weight_shape(&m[c], cf_family_weight_of(f, roles[k]), shape);
+                    p->role = roles[k], p->layer = l, p->out = shape[0], p->in = shape[1];
+                    p->a = cf_xmalloc(sizeof(float) * (size_t)(rank * p->in));  /* [rank, in] */
+                    p->b = cf_xmalloc(sizeof(float) * (size_t)(rank * p->out)); /* [out, rank] */
+                    for (long i = 0; i < rank * p->in; i++) p->a[i] = next_weight();
+                    for (long i = 0; i < rank * p->out; i++) p->b[i] = next_weight();
+                }
+            char what[96];
+            snprintf(what, sizeof what, "adapter %s H%lld L%lld r%lld", f->name, (long long)m[c].hidden_size,
+                     (long long)m[c].num_layers, (long long)rank);
+            cf_error err = {{0}};
+            cf_lora_adapter back = {0};
+            CHECK_MSG(cf_lora_peft_write(dir, &m[c], &a, &err) == 0, "%s: PEFT write: %s", what, err.msg);
+            CHECK_MSG(cf_lora_adapter_load(dir, &m[c], 1.0, &back, &err) == 0, "%s: PEFT read: %s", what, err.msg);
+            CHECK_MSG(back.rank == rank && back.alpha == a.alpha && back.n == a.n, "%s: rank %lld alpha %g %d pairs",
+                      what, (long long)back.rank, back.alpha, back.n);
+            for (int i = 0; i < a.n && back.n == a.n; i++) {
+                const cf_lora_pair *p = &a.pairs[i], *r = cf_lora_adapter_find(&back, p->role, p->layer);
+                CHECK_MSG(r && r->in == p->in && r->out == p->out &&
+                              memcmp(r->a, p->a, sizeof(float) * (size_t)(rank * p->in)) == 0 &&
+                              memcmp(r->b, p->b, sizeof(float) * (size_t)(rank * p->out)) == 0,
+                          "%s: the pair of weight %d, layer %ld differs after write and read", what, (int)p->role,
+                          p->layer);
+            }
+            cf_lora_adapter_free(&back);
+            cf_lora_adapter_free(&a);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     rng_state = 88172645463325252ull;
     static const test_case cases[] = {{"checkpoint", checkpoint_round_trip},
@@ -560,7 +615,8 @@ int main(int argc, char **argv) {
                                       {"config_json", config_json_round_trip},
                                       {"models", model_round_trips},
                                       {"train_state", train_state_round_trip},
-                                      {"records", records_round_trip}};
+                                      {"records", records_round_trip},
+                                      {"adapters", adapter_round_trip}};
     test_run_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
     return test_finish();
 }

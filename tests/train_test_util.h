@@ -39,6 +39,12 @@ static inline void train_test_config(cf_config *cfg, cf_arch arch, const char *t
     m->rope_theta = 10000.0;
     m->rms_norm_eps = 1e-5;
     m->initializer_range = 0.02;
+    if (arch == CF_ARCH_GEMMA2 || arch == CF_ARCH_GEMMA3) { /* local and global layers, Gemma 2's caps, two bases */
+        m->sliding_window = 8;
+        m->sliding_window_pattern = arch == CF_ARCH_GEMMA2 ? 2 : 3;
+        m->attn_logit_softcap = m->final_logit_softcap = arch == CF_ARCH_GEMMA2 ? 5.0 : 0;
+        m->rope_local_theta = arch == CF_ARCH_GEMMA3 ? 500.0 : 0;
+    }
     cfg->runner_config.seq_length = 32;
     cfg->optimizer.clip_grad_norm = 1.0;
     cfg->lr_schedule = (cf_lr_schedule_config){.type = CF_LR_COSINE, .learning_rate = 1e-2, .lr_end = 1e-3,

@@ -3,7 +3,7 @@
 the newest layout: rope_parameters, layer_types, ...), with Hugging Face's own float32
 logits and greedy tokens, for tests/test_families.c.
 
-    python3 tools/make_family_fixtures.py [OUT]      (OUT: tests/fixtures/families)
+    python3 tools/make_family_fixtures.py [OUT [NAME...]]   (OUT: tests/fixtures/families; NAMEs: only those)
 
 makes (once) a venv at /work/venv-families (override: CFORMERS_FAMILY_VENV) with torch and
 transformers from PyPI and re-runs itself there. For each family NAME it writes OUT/NAME/:
@@ -29,7 +29,23 @@ FAMILIES = {
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, tie_word_embeddings=False)),
     # head_dim 16, not hidden_size / num_attention_heads = 8: q and o are 64 wide
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, tie_word_embeddings=False)),
+    # local (window 8) and global layers alternating; caps low enough to bite on these
+    # logits, query_pre_attn_scalar not head_dim (8), so every Gemma 2 knob takes effect
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12,
+                                                        attn_logit_softcapping=3.0, final_logit_softcapping=2.0)),
+    # fused qkv_proj and gate_up_proj; Phi3Config's default pad token 32000 is past the vocabulary
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                                                  eos_token_id=2)),
+    # Gemma 3 text: q/k norms, two rope bases (local 10000, global 1e6: far apart), layers
+    # local, local, global (pattern 3 from layer_types), no soft-caps
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+               dict(head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12, num_hidden_layers=3,
+                    layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
+# (1 + w) norms (Gemma): weights around 0, so the scale is around 1
+OFFSET_NORMS = {"gemma2", "gemma3"}
 
 
 def ensure_venv():
@@ -48,13 +64,14 @@ def make(name, out, torch, transformers):
 
     config_class, model_class, extra = FAMILIES[name]
     torch.manual_seed(sum(map(ord, name)))
-    cfg = getattr(transformers, config_class)(**SMALL, **extra, rope_parameters={"rope_type": "default",
-                                                                                 "rope_theta": 10000.0})
+    settings = {**SMALL, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, **extra}
+    cfg = getattr(transformers, config_class)(**settings)
     cfg._attn_implementation = "eager"
     model = getattr(transformers, model_class)(cfg).float().eval()
     with torch.no_grad():  # weights large enough that greedy argmaxes are clear, norms around 1
         for pname, p in model.named_parameters():
-            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in pname else 0.2 * torch.randn_like(p))
+            one = 0 if name in OFFSET_NORMS else 1
+            p.copy_(one + 0.1 * torch.randn_like(p) if "norm" in pname else 0.2 * torch.randn_like(p))
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     model.save_pretrained(d, safe_serialization=True)
@@ -86,10 +103,19 @@ def main():
 
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "fixtures", "families")
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    only = sys.argv[2:]  # family names: remake only these (the others' files are kept)
     for name in FAMILIES:
-        make(name, out, torch, transformers)
-    json.dump({"transformers": transformers.__version__, "torch": torch.__version__},
-              open(os.path.join(out, "versions.json"), "w"), indent=1)
+        if not only or name in only:
+            make(name, out, torch, transformers)
+    path = os.path.join(out, "versions.json")
+    versions = json.load(open(path)) if only and os.path.exists(path) else {}
+    made = {"transformers": transformers.__version__, "torch": torch.__version__}
+    if only:  # the families remade now, by a newer transformers than the rest
+        for name in only:
+            versions.setdefault("families", {})[name] = made
+    else:
+        versions = made
+    json.dump(versions, open(path, "w"), indent=1)
 
 
 if __name__ == "__main__":

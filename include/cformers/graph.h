@@ -175,6 +175,8 @@ cf_tensor *cf_nn_attention(cf_graph *g, cf_tensor *q, cf_tensor *k, cf_tensor *v
 
 cf_tensor *cf_nn_swiglu(cf_graph *g, cf_tensor *gate, cf_tensor *up); /* silu(gate) * up */
 cf_tensor *cf_nn_gelu(cf_graph *g, cf_tensor *x);                     /* tanh approximation */
+/* c tanh(x / c), c > 0 (Gemma 2's final logit soft-cap) */
+cf_tensor *cf_nn_softcap(cf_graph *g, cf_tensor *x, float c);
 
 /* Mean over tokens of -log softmax(logits)[target]: logits [..., V] f32, targets [...]
  * i32; tokens whose target is negative are ignored (PyTorch's ignore_index). Scalar. */

@@ -20,6 +20,11 @@ typedef enum cf_arch {
     CF_ARCH_QWEN2 = 2, /* LLaMA's block with q, k, v biases and NEOX rotary (Qwen2, Qwen2.5) */
     CF_ARCH_MISTRAL = 3, /* LLaMA's block and tensors, sliding-window attention (sliding_window) */
     CF_ARCH_QWEN3 = 4, /* Qwen2's block without biases, RMSNorm of each q and k head, head_dim of its own */
+    CF_ARCH_GEMMA2 = 5, /* (1 + w) RMSNorm before and after each sublayer, GeGLU, scaled embedding, soft-caps,
+                           local (sliding) and global layers alternating */
+    CF_ARCH_PHI3 = 6,   /* LLaMA's block with fused q/k/v and gate/up projections, NEOX rotary */
+    CF_ARCH_GEMMA3 = 7, /* Gemma 2's block with (1 + w) q/k head norms, no soft-caps, a rope base of its own
+                           on local layers (Gemma 3 text) */
     CF_ARCH_COUNT      /* the number of families (src/models/family.c describes each) */
 } cf_arch;
 
@@ -41,6 +46,13 @@ typedef struct cf_model_config {
     int64_t rope_original_max_position;
     double rms_norm_eps;               /* also LayerNorm's epsilon for GPT-2 */
     int64_t sliding_window;            /* attention sees the last W keys, the query's included (Mistral); 0: all */
+    /* with sliding_window: every Nth layer (layer % N == N - 1) attends to all keys, the
+     * others in the window (Gemma 2: 2, Gemma 3: 6); 0: the window on every layer */
+    int64_t sliding_window_pattern;
+    double attn_logit_softcap;         /* attention scores c * tanh(s / c) (Gemma 2); 0: none */
+    double final_logit_softcap;        /* output logits c * tanh(z / c) (Gemma 2); 0: none */
+    double query_pre_attn_scalar;      /* attention scores scaled by 1 / sqrt(this) (Gemma); 0: head_dim */
+    double rope_local_theta;           /* RoPE base of the local (windowed) layers (Gemma 3); 0: rope_theta */
     bool tie_word_embeddings;
     bool use_flash_attention;
     cf_dtype compute_dtype;            /* matmul inputs: f32, bf16 or f16 */

@@ -23,6 +23,7 @@ static const cf_op_def *const builtin_ops[] = {
     &cf_op_cross_entropy_backward, &cf_op_grad_accumulate, &cf_op_grad_norm,
     &cf_op_adamw,         &cf_op_split[0],      &cf_op_split[1],
     &cf_op_split[2],      &cf_op_concat,        &cf_op_cast,
+    &cf_op_softcap,       &cf_op_softcap_backward,
 };
 
 static struct {

@@ -6,6 +6,7 @@
  * grouped product), so dispatch costs a switch per step, not per element. Norms and
  * activations run row by row so a token's result does not depend on how many tokens
  * share the step. */
+#include <math.h>
 #include <string.h>
 
 #include "cformers/gemm.h"
@@ -24,6 +25,8 @@ void cf_infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, cons
             cf_convert_bf16_to_f32((const cf_bf16 *)m->embed + (long)tokens[t] * m->dim, dst, (size_t)m->dim);
         else
             memcpy(dst, (const float *)m->embed + (long)tokens[t] * m->dim, sizeof(float) * (size_t)m->dim);
+        if (m->program.embed_scale != 1) /* Gemma: times sqrt(hidden_size) as f32, as HF in f32 */
+            for (long i = 0; i < m->dim; i++) dst[i] *= m->program.embed_scale;
         if (m->pos_embed) {
             const float *p = m->pos_embed + (positions ? positions[t] : pos + t) * m->dim;
             for (long i = 0; i < m->dim; i++) dst[i] += p[i];
@@ -44,6 +47,13 @@ static void norm_rows(const cf_infer_model *m, const cf_block_step *s, const inf
 
 void cf_infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows) {
     norm_rows(m, &m->program.final_norm, &m->top, x, y, rows);
+}
+
+void cf_infer_logit_softcap(const cf_infer_model *m, float *logits, long rows) {
+    float c = m->program.logit_softcap;
+    if (c == 0) return;
+    float inv = 1.0f / c; /* as the graph's softcap op */
+    for (long i = 0; i < rows * m->vocab; i++) logits[i] = c * tanhf(logits[i] * inv);
 }
 
 /* The buffers of the program's values for layer l: H and Y share xb (H is dead once Y is
@@ -182,11 +192,20 @@ void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path) {
             for (long r = 0; r < n * c->num_kv_heads; r++) cf_rmsnorm_row(k + r * m->head_dim, wk, k + r * m->head_dim, m->head_dim, eps);
             break;
         }
-        case CF_STEP_ROTARY: /* over the whole head, in the table's pairs (m->rope.neox: the program's kind) */
-            cf_rope_apply(&m->rope, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
-            cf_rope_apply(&m->rope, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
+        case CF_STEP_ROTARY: { /* over the whole head, in the table's pairs (neox: the program's kind) */
+            const cf_rope_table *t = m->program.local_rope && cf_block_layer_local(&m->program, l) ? &m->rope_local : &m->rope;
+            cf_rope_apply(t, buf[CF_SLOT_Q], n, c->num_heads, path->positions, path->pos, false);
+            cf_rope_apply(t, buf[CF_SLOT_K], n, c->num_kv_heads, path->positions, path->pos, false);
             break;
-        case CF_STEP_ATTENTION: path->attend(path->ctx, l, n, &s->mask); break; /* Q, K, V -> ATT (m->att) */
+        }
+        case CF_STEP_SCALE_Q:
+            for (long i = 0; i < n * m->q_dim; i++) buf[CF_SLOT_Q][i] *= s->scale;
+            break;
+        case CF_STEP_ATTENTION: { /* Q, K, V -> ATT (m->att), under the layer's mask (local or global) */
+            cf_attn_mask mask = cf_block_layer_mask(&m->program, s, l);
+            path->attend(path->ctx, l, n, &mask);
+            break;
+        }
         case CF_STEP_ACTIVATE:
             switch (s->act) {
             case CF_MLP_SWIGLU: { /* row by row, as a single token's vector tails fall */

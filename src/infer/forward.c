@@ -217,9 +217,11 @@ static void forward_chunk(cf_infer_model *m, const int32_t *tokens, long n, long
     if (all_logits) {
         cf_infer_final_norm(m, m->x, m->xb, n);
         linear(m, &m->lm_head, m->xb, logits, n);
+        cf_infer_logit_softcap(m, logits, n);
     } else if (logits) {
         cf_infer_final_norm(m, m->x + (n - 1) * m->dim, m->xb, 1);
         linear(m, &m->lm_head, m->xb, logits, 1);
+        cf_infer_logit_softcap(m, logits, 1);
     }
 }
 

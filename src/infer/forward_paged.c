@@ -211,6 +211,7 @@ int cf_infer_forward_paged(cf_infer_model *m, infer_kv_pool *p, const infer_segm
     if (rows) {
         const infer_linear *head = &m->lm_head;
         linears(p, &head, &p->logits, 1, m->xb, rows);
+        cf_infer_logit_softcap(m, p->logits, rows);
         rows = 0;
         for (int s = 0; s < n_segs; s++)
             if (segs[s].logits)

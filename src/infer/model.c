@@ -96,10 +96,16 @@ static infer_linear matrix(build_ctx *b, const void *data, cf_dtype have, int64_
                           .in = cols};
 }
 
+static bool is_norm(cf_weight_role r) {
+    return r == WR_ATTN_NORM || r == WR_FFN_NORM || r == WR_FINAL_NORM || r == WR_Q_NORM || r == WR_K_NORM ||
+           r == WR_POST_ATTN_NORM || r == WR_POST_FFN_NORM;
+}
+
 /* Puts one tensor of the family (family.h) where the forward reads it: vectors (norms,
  * biases, learned positions) in f32, the embedding as stored (q8_0 with q8_0 weights),
- * matrices in the weight dtype, each layer's by role for the program's steps; GPT-2's
- * fused q/k/v rows become its three parts. */
+ * matrices in the weight dtype, each layer's by role for the program's steps; fused
+ * q/k/v rows (GPT-2, Phi-3) become their three parts, fused gate/up rows (Phi-3) two;
+ * (1 + w) norms (Gemma) are stored once as 1 + w. */
 static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     build_ctx *b = arg;
     cf_infer_model *m = b->m;
@@ -109,8 +115,13 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
     cf_dtype have;
     const void *data = b->source(b->source_ctx, name, ndim, shape, &have, b->err);
     if (!data) return -1;
-    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1], d = m->cfg.hidden_size;
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = shape[ndim - 1];
     const float *f32 = ndim == 1 || w->role == WR_POS_EMBED ? as_dtype(m, data, have, CF_F32, rows, cols) : NULL;
+    if (ndim == 1 && is_norm(w->role) && cf_family_of(m->cfg.arch)->block.norm_offset) { /* applied as 1 + w */
+        float *one_plus = own(m, sizeof(float) * (size_t)cols);
+        for (int64_t i = 0; i < cols; i++) one_plus[i] = 1.0f + f32[i];
+        f32 = one_plus;
+    }
     infer_layer *L = w->place == WP_LAYER ? &m->layers[layer] : &m->top;
     switch (w->role) {
     case WR_EMBED: /* looked up row by row: f32 or bf16 as stored, q8_0 / q4_0 with such weights */
@@ -118,10 +129,16 @@ static int set_weight(void *arg, const cf_family_weight *w, long layer) {
         m->embed = as_dtype(m, data, have, m->embed_dtype, rows, cols);
         break;
     case WR_POS_EMBED: m->pos_embed = f32; break;
-    case WR_QKV:
-        L->mat[WR_WQ] = matrix(b, data, have, 0, d, cols);
-        L->mat[WR_WK] = matrix(b, data, have, d, d, cols);
-        L->mat[WR_WV] = matrix(b, data, have, 2 * d, d, cols);
+    case WR_QKV: { /* q rows, then k, then v (GQA: k and v narrower) */
+        int64_t hd = cf_model_head_dim(&m->cfg), q = m->cfg.num_heads * hd, kv = m->cfg.num_kv_heads * hd;
+        L->mat[WR_WQ] = matrix(b, data, have, 0, q, cols);
+        L->mat[WR_WK] = matrix(b, data, have, q, kv, cols);
+        L->mat[WR_WV] = matrix(b, data, have, q + kv, kv, cols);
+        break;
+    }
+    case WR_GATE_UP: /* gate rows, then up (Phi-3) */
+        L->mat[WR_GATE] = matrix(b, data, have, 0, rows / 2, cols);
+        L->mat[WR_UP] = matrix(b, data, have, rows / 2, rows / 2, cols);
         break;
     case WR_LM_HEAD: m->lm_head = matrix(b, data, have, 0, rows, cols); break;
     default:
@@ -294,6 +311,11 @@ int cf_infer_model_finish(cf_infer_model *m, cf_error *err) {
     if (m->program.rotary && cf_rope_table_init(&m->rope, m->head_dim, c->rope_theta, m->max_seq, &scaling, err) != 0)
         return -1;
     m->rope.neox = m->program.rotary && m->program.rotary_kind == CF_ROTARY_NEOX;
+    if (m->program.local_rope) { /* Gemma 3's local layers: their own base, no scaling */
+        cf_rope_scaling none = {0};
+        if (cf_rope_table_init(&m->rope_local, m->head_dim, c->rope_local_theta, m->max_seq, &none, err) != 0) return -1;
+        m->rope_local.neox = m->rope.neox;
+    }
     m->kv_head_bytes = m->kv_dtype == CF_Q8_0 ? cf_dtype_row_bytes(CF_Q8_0, m->head_dim)
                                               : cf_dtype_size(m->kv_dtype) * (size_t)m->head_dim;
     m->kv_row_bytes = m->kv_head_bytes * (size_t)c->num_kv_heads;
@@ -337,6 +359,7 @@ void cf_infer_free(cf_infer_model *m) {
     free(m->owned);
     free(m->layers);
     cf_rope_table_free(&m->rope);
+    cf_rope_table_free(&m->rope_local);
     void *bufs[] = {m->k_new, m->v_new, m->kv_f32, m->x,      m->xb,      m->q,
                     m->att,   m->hb,    m->hb2,    m->scores, m->x_pairs, m->act16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cf_aligned_free(bufs[i]);

@@ -39,6 +39,7 @@ struct cf_infer_model {
     infer_layer top; /* the tensors outside the layers the program reads: the final norm's */
     infer_linear lm_head;
     cf_rope_table rope;
+    cf_rope_table rope_local; /* local layers' table (Gemma 3: rope_local_theta), when program.local_rope */
     void *k_cache, *v_cache; /* [layers, max_seq, kv_dim] of kv_dtype */
     cf_dtype kv_dtype;       /* CF_F32, CF_BF16 or CF_Q8_0 */
     size_t kv_row_bytes;     /* one position's kv_dim keys (or values) in the cache */
@@ -107,5 +108,7 @@ void cf_infer_embed(const cf_infer_model *m, const int32_t *tokens, long n, cons
 void cf_infer_block(cf_infer_model *m, long l, long n, const infer_path *path);
 /* The final norm of `rows` rows of x into y. */
 void cf_infer_final_norm(const cf_infer_model *m, const float *x, float *y, long rows);
+/* rows [rows, vocab] of logits soft-capped in place when the program says so (Gemma 2). */
+void cf_infer_logit_softcap(const cf_infer_model *m, float *logits, long rows);
 
 #endif

@@ -721,7 +721,8 @@ void cf_mf_finish(cf_walker *w) {
     static const char *const keys[] = {
         "arch", "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
         "max_position_embeddings", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "bos_token_id",
-        "eos_token_id", "pad_token_id", "head_dim", "sliding_window", "rope_scaling_factor",
+        "eos_token_id", "pad_token_id", "head_dim", "sliding_window", "sliding_window_pattern", "attn_logit_softcap",
+        "final_logit_softcap", "query_pre_attn_scalar", "rope_local_theta", "rope_scaling_factor",
         /* only with scaling on: the YAML schema has no "unset" for them */
         "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position",
     };

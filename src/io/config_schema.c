@@ -35,6 +35,7 @@ static const cf_enum_name run_modes[] = {
 /* the family names of src/models/family.c (test_family checks they agree) */
 static const cf_enum_name archs[] = {
     {"llama", CF_ARCH_LLAMA}, {"gpt2", CF_ARCH_GPT2}, {"qwen2", CF_ARCH_QWEN2}, {"mistral", CF_ARCH_MISTRAL}, {"qwen3", CF_ARCH_QWEN3},
+    {"gemma2", CF_ARCH_GEMMA2}, {"phi3", CF_ARCH_PHI3}, {"gemma3", CF_ARCH_GEMMA3},
     {NULL, 0}};
 static_assert(sizeof archs / sizeof archs[0] == CF_ARCH_COUNT + 1, "a model family without its config spelling");
 /* MindFormers spells dtypes "float32"; the short names are accepted too. */
@@ -93,6 +94,12 @@ const cf_config_key cf_config_keys[] = {
     K_BOOL(model.model_config.tie_word_embeddings, false, "output head shares the token embedding"),
     K_INT(model.model_config.head_dim, 0, 0, 65536, "width of a q/k/v head (0: hidden_size / num_heads)"),
     K_INT(model.model_config.sliding_window, 0, 0, 16777216, "sliding-window attention over the last W keys (0: none)"),
+    K_INT(model.model_config.sliding_window_pattern, 0, 0, 65536,
+          "with sliding_window: every Nth layer attends to all keys (gemma2: 2); 0: the window on every layer"),
+    K_FLOAT(model.model_config.attn_logit_softcap, 0.0, 0, 1e6, 0, "attention scores soft-capped c tanh(s / c) (gemma2); 0: none"),
+    K_FLOAT(model.model_config.final_logit_softcap, 0.0, 0, 1e6, 0, "output logits soft-capped c tanh(z / c) (gemma2); 0: none"),
+    K_FLOAT(model.model_config.query_pre_attn_scalar, 0.0, 0, 1e9, 0, "attention scores scaled by 1/sqrt(this) (gemma2); 0: head_dim"),
+    K_FLOAT(model.model_config.rope_local_theta, 0.0, 0, INF, 0, "RoPE base of the local (sliding-window) layers (gemma3); 0: rope_theta"),
     K_BOOL(model.model_config.use_flash_attention, true, "attention as one fused, tiled op"),
     K_ENUM(model.model_config.compute_dtype, float_dtypes, CF_F32, "matmuls and attention in training (bf16/f16: mixed precision, docs/precision.md)"),
     K_ENUM(model.model_config.param_init_type, float_dtypes, CF_F32, "master weights and optimizer state (float32 only; float16 or bfloat16 given in training: float32, with a warning)"),

@@ -79,10 +79,13 @@ static void model_metadata(gguf *g, const cf_model_config *m, uint32_t file_type
     case CF_ARCH_MISTRAL: /* llama.cpp's convert_hf_to_gguf writes Mistral as llama */
     case CF_ARCH_QWEN2: /* llama.cpp's rope type for qwen2 and qwen3 is NEOX by architecture: no key */
     case CF_ARCH_QWEN3:
+    case CF_ARCH_PHI3: /* llama.cpp's phi3: NEOX rotary by architecture, fused attn_qkv and ffn_up */
         kv_u32(g, arch_key(a, "rope.dimension_count", k, sizeof k), (uint32_t)cf_model_head_dim(m));
         kv_f32(g, arch_key(a, "attention.layer_norm_rms_epsilon", k, sizeof k), (float)m->rms_norm_eps);
         kv_f32(g, arch_key(a, "rope.freq_base", k, sizeof k), (float)m->rope_theta);
         break;
+    case CF_ARCH_GEMMA2:
+    case CF_ARCH_GEMMA3: break; /* refused by check_gguf_sizes */
     case CF_ARCH_GPT2: kv_f32(g, arch_key(a, "attention.layer_norm_epsilon", k, sizeof k), (float)m->rms_norm_eps); break;
     case CF_ARCH_COUNT: break;
     }
@@ -104,6 +107,8 @@ static int check_gguf_sizes(const cf_model_config *m, const char *path, cf_error
     /* issue 46: the GGUF metadata has no key for LLaMA-3's RoPE frequency scaling (llama.cpp
      * keeps it as a rope_freqs tensor cformers does not write), so an export would be a
      * different model: refused. */
+    if (cf_family_of(m->arch)->block.norm_offset) /* llama.cpp keeps Gemma's norms as 1 + w, soft-caps in keys of its own */
+        return cf_fail(err, "%s: GGUF export of %s is not implemented", path, cf_family_of(m->arch)->name);
     if (m->rope_scaling_factor != 0.0 && m->rope_scaling_factor != 1.0)
         return cf_fail(err, "%s: model_config.rope_scaling_factor %g: GGUF export of LLaMA-3 RoPE scaling is not "
                             "supported (it would be lost)", path, m->rope_scaling_factor);

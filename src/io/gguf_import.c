@@ -237,8 +237,11 @@ static int read_metadata(reader *r, uint64_t n_kv, gguf_source *s, uint64_t *ali
             for (int f = 0; f < CF_ARCH_COUNT && !*arch_ok; f++)
                 if (key_is(a, alen, cf_family_of((cf_arch)f)->gguf_arch)) s->cfg.arch = (cf_arch)f, *arch_ok = true;
             if (!*arch_ok)
-                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2, qwen2, qwen3)", r->path,
-                               (int)(alen < 64 ? alen : 64), (const char *)a);
+                return cf_fail(r->err, "%s: general.architecture '%.*s' is not supported (llama, gpt2, qwen2, qwen3, phi3)",
+                               r->path, (int)(alen < 64 ? alen : 64), (const char *)a);
+            if (cf_family_of(s->cfg.arch)->block.norm_offset) /* llama.cpp's Gemma norms are 1 + w, soft-caps own keys */
+                return cf_fail(r->err, "%s: general.architecture %s: GGUF import of it is not implemented", r->path,
+                               cf_family_of(s->cfg.arch)->name);
         } else {
             for (int t = 0; t < TOK_KEYS; t++)
                 if (key_is(k, klen, tok_keys[t])) s->tok[t] = (gguf_value){.at = r->p, .type = type};

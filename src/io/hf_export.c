@@ -81,6 +81,31 @@ static json_t *hf_config(const cf_model_config *m, cf_dtype dtype) {
                                           "high_freq_factor", m->rope_high_freq_factor,
                                           "original_max_position_embeddings", (json_int_t)m->rope_original_max_position));
         break;
+    case CF_ARCH_GEMMA2:
+    case CF_ARCH_GEMMA3:
+    case CF_ARCH_PHI3:
+        json_object_set_new(c, "head_dim", json_integer(cf_model_head_dim(m)));
+        if (m->arch == CF_ARCH_GEMMA3) /* transformers 5's rope per layer type */
+            json_object_set_new(c, "rope_parameters",
+                                json_pack("{s:{s:s, s:f}, s:{s:s, s:f}}", "full_attention", "rope_type", "default",
+                                          "rope_theta", m->rope_theta, "sliding_attention", "rope_type", "default",
+                                          "rope_theta", m->rope_local_theta > 0 ? m->rope_local_theta : m->rope_theta));
+        else
+            json_object_set_new(c, "rope_theta", json_real(m->rope_theta));
+        json_object_set_new(c, "sliding_window", m->sliding_window ? json_integer(m->sliding_window) : json_null());
+        if (m->arch == CF_ARCH_PHI3) break;
+        json_object_set_new(c, "query_pre_attn_scalar", json_real(m->query_pre_attn_scalar > 0 ? m->query_pre_attn_scalar
+                                                                                              : (double)cf_model_head_dim(m)));
+        json_object_set_new(c, "attn_logit_softcapping", m->attn_logit_softcap > 0 ? json_real(m->attn_logit_softcap) : json_null());
+        json_object_set_new(c, "final_logit_softcapping", m->final_logit_softcap > 0 ? json_real(m->final_logit_softcap) : json_null());
+        json_t *types = json_array(); /* the pattern the importer checks layer_types against */
+        for (int64_t l = 0; l < m->num_layers; l++) {
+            bool global = m->sliding_window_pattern < 2 ? m->sliding_window == 0
+                                                        : l % m->sliding_window_pattern == m->sliding_window_pattern - 1;
+            json_array_append_new(types, json_string(global ? "full_attention" : "sliding_attention"));
+        }
+        json_object_set_new(c, "layer_types", types);
+        break;
     case CF_ARCH_GPT2: set_int(c, "n_ctx", m->max_position_embeddings); break;
     case CF_ARCH_COUNT: break;
     }

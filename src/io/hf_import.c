@@ -112,6 +112,8 @@ typedef enum hf_rule_kind {
                     at least max_position_embeddings */
     HF_WINDOW_OFF, /* the same where use_sliding_window defaults to false (Qwen2) */
     HF_FULL_ATTENTION, /* layer_types: a list of "full_attention" only */
+    HF_LAYER_PATTERN,  /* layer_types: "full_attention" on every sliding_window_pattern-th layer,
+                          "sliding_attention" on the others (Gemma) */
 } hf_rule_kind;
 
 typedef struct hf_rule {
@@ -129,6 +131,12 @@ typedef struct hf_family_rules {
                        window of its own (a rule then says what it accepts of the key) */
     int64_t head_dim; /* head_dim when the key is absent; 0: hidden_size / num_attention_heads;
                          -1: the class has no head_dim (GPT-2) */
+    /* Gemma: local and global layers, every `pattern`-th global (0: not such a family), and
+     * the class defaults of query_pre_attn_scalar and the two soft-caps (null: none) */
+    int64_t pattern;
+    double query_pre_attn_scalar, attn_softcap, final_softcap;
+    /* Gemma 3: RoPE bases of the global and the local layers when absent (0: one base, 10000) */
+    double rope_theta, rope_local_theta;
 } hf_family_rules;
 
 static const hf_rule llama_rules[] = {
@@ -169,6 +177,29 @@ static const hf_rule mistral_rules[] = {
     {NULL, HF_FALSE, {0}},
 };
 
+/* Gemma2Config and Gemma3TextConfig: sliding_window (4096) on the local layers, layer_types
+ * the pattern (Gemma 3: no soft-caps unless set, rope per layer type: read_rope). */
+static const hf_rule gemma_rules[] = {
+    {"hidden_activation", HF_STRINGS, {"gelu_pytorch_tanh"}},
+    {"hidden_act", HF_STRINGS, {"gelu_pytorch_tanh"}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {"layer_types", HF_LAYER_PATTERN, {0}},
+    {"use_bidirectional_attention", HF_FALSE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+/* Phi3Config: sliding_window used when set (absent: none); rope_scaling longrope and
+ * partial rotary refused (rope_from, the rule). */
+static const hf_rule phi3_rules[] = {
+    {"hidden_act", HF_STRINGS, {"silu"}},
+    {"partial_rotary_factor", HF_ONE, {0}},
+    {"attention_bias", HF_FALSE, {0}},
+    {"mlp_bias", HF_FALSE, {0}},
+    {NULL, HF_FALSE, {0}},
+};
+
+
 static const hf_rule gpt2_rules[] = {
     {"activation_function", HF_STRINGS, {"gelu_new", "gelu_pytorch_tanh"}}, /* both the tanh GELU */
     {"scale_attn_weights", HF_TRUE, {0}},
@@ -184,6 +215,12 @@ static const hf_family_rules family_rules[] = {
     [CF_ARCH_QWEN2] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen2_rules}, /* Qwen2Config */
     [CF_ARCH_MISTRAL] = {.max_pos = 4096 * 32, .eps = 1e-6, .rules = mistral_rules, .window = 4096}, /* MistralConfig */
     [CF_ARCH_QWEN3] = {.max_pos = 32768, .eps = 1e-6, .rules = qwen3_rules, .head_dim = 128}, /* Qwen3Config */
+    [CF_ARCH_GEMMA2] = {.max_pos = 8192, .eps = 1e-6, .rules = gemma_rules, .window = 4096, .head_dim = 256,
+                        .pattern = 2, .query_pre_attn_scalar = 256, .attn_softcap = 50.0, .final_softcap = 30.0},
+    [CF_ARCH_PHI3] = {.max_pos = 4096, .eps = 1e-5, .rules = phi3_rules, .window = -1}, /* Phi3Config */
+    [CF_ARCH_GEMMA3] = {.max_pos = 131072, .eps = 1e-6, .rules = gemma_rules, .window = 4096, .head_dim = 256,
+                        .pattern = 6, .query_pre_attn_scalar = 256, .rope_theta = 1e6, .rope_local_theta = 10000},
+                        /* Gemma3TextConfig */
 };
 static_assert(sizeof family_rules / sizeof family_rules[0] == CF_ARCH_COUNT, "every cf_arch needs its HF key rules");
 
@@ -224,7 +261,8 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
                    prefix, r->key, (long long)w, (long long)m->max_position_embeddings);
         break;
     }
-    case HF_FULL_ATTENTION: {
+    case HF_FULL_ATTENTION:
+    case HF_LAYER_PATTERN: {
         if (!json_is_array(v) || (int64_t)json_array_size(v) != m->num_layers) {
             refuse(c, "%s%s must be a list of num_hidden_layers (%lld) layer types", prefix, r->key,
                    (long long)m->num_layers);
@@ -232,9 +270,19 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
         }
         size_t i;
         json_t *t;
-        json_array_foreach(v, i, t) if (!json_is_string(t) || strcmp(json_string_value(t), "full_attention") != 0) {
-            refuse(c, "%s%s[%zu] '%s' is not supported (full_attention)", prefix, r->key, i,
-                   json_is_string(t) ? json_string_value(t) : "(not a string)");
+        /* Gemma: every Nth global (pattern N), or one kind on all layers (pattern 0: local
+         * with a window, global without) */
+        int64_t every = r->kind == HF_LAYER_PATTERN ? m->sliding_window_pattern : 1;
+        bool local = r->kind == HF_LAYER_PATTERN && m->sliding_window > 0;
+        json_array_foreach(v, i, t) {
+            const char *want = every < 2 ? (local && every == 0 ? "sliding_attention" : "full_attention")
+                               : (int64_t)i % every == every - 1 ? "full_attention"
+                                                                 : "sliding_attention";
+            if (json_is_string(t) && strcmp(json_string_value(t), want) == 0) continue;
+            refuse(c, "%s%s[%zu] '%s' is not supported (%s: %s)", prefix, r->key, i,
+                   json_is_string(t) ? json_string_value(t) : "(not a string)", want,
+                   r->kind == HF_FULL_ATTENTION ? "full attention on every layer"
+                                                : "one kind on every layer, or every Nth layer global");
             break;
         }
         break;
@@ -245,8 +293,8 @@ static void check_rule(hf_config *c, json_t *o, const char *prefix, const hf_rul
 /* The RoPE settings one layout gives: rope_theta from theta_obj (the default 10000 when
  * absent), the scaling from `scaling` (NULL: none), named by the prefixes in messages. */
 static void rope_from(hf_config *c, json_t *theta_obj, const char *theta_prefix, json_t *scaling,
-                      const char *scaling_prefix, cf_model_config *m) {
-    m->rope_theta = get_real(c, theta_obj, theta_prefix, "rope_theta", 10000.0);
+                      const char *scaling_prefix, double theta_default, cf_model_config *m) {
+    m->rope_theta = get_real(c, theta_obj, theta_prefix, "rope_theta", theta_default);
     m->rope_scaling_factor = 0;
     if (!scaling) return;
     const char *kind = get_string(c, scaling, scaling_prefix, "rope_type"), *kind_key = "rope_type";
@@ -275,20 +323,55 @@ static json_t *get_object(hf_config *c, const char *key) {
     return v;
 }
 
+/* Gemma 3's two RoPE bases: transformers 5's rope_parameters {full_attention: {...},
+ * sliding_attention: {...}}, or the legacy rope_theta (global), rope_local_base_freq
+ * (local) and rope_scaling (global only). A scaling on the local layers is refused. */
+static void read_rope_per_layer_type(hf_config *c, const hf_family_rules *fr, json_t *params, json_t *legacy,
+                                     cf_model_config *m) {
+    json_t *full = params ? present(params, "full_attention") : NULL;
+    json_t *sliding = params ? present(params, "sliding_attention") : NULL;
+    if (params && (!json_is_object(full) || !json_is_object(sliding))) {
+        refuse(c, "rope_parameters must hold full_attention and sliding_attention objects (Gemma 3)");
+        return;
+    }
+    if (params && (legacy || present(c->root, "rope_theta") || present(c->root, "rope_local_base_freq"))) {
+        refuse(c, "rope_parameters and the legacy rope_theta/rope_local_base_freq/rope_scaling: keep one");
+        return;
+    }
+    cf_model_config local = *m;
+    if (params) {
+        rope_from(c, full, "rope_parameters.full_attention.", full, "rope_parameters.full_attention.", fr->rope_theta, m);
+        rope_from(c, sliding, "rope_parameters.sliding_attention.", sliding, "rope_parameters.sliding_attention.",
+                  fr->rope_local_theta, &local);
+    } else {
+        rope_from(c, c->root, "", legacy, "rope_scaling.", fr->rope_theta, m);
+        local.rope_theta = get_real(c, c->root, "", "rope_local_base_freq", fr->rope_local_theta);
+        local.rope_scaling_factor = 0;
+    }
+    if (c->rc == 0 && local.rope_scaling_factor != 0)
+        refuse(c, "rope_parameters.sliding_attention: a rope scaling on the local layers is not supported");
+    m->rope_local_theta = local.rope_theta;
+}
+
 /* LLaMA's RoPE from transformers 5's rope_parameters {rope_theta, rope_type, factor, ...}
  * or from the legacy top-level rope_theta and rope_scaling; a config with both must have
  * them agree. */
-static void read_rope(hf_config *c, cf_model_config *m) {
+static void read_rope(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
     json_t *params = get_object(c, "rope_parameters"), *legacy = get_object(c, "rope_scaling");
+    double theta = fr->rope_theta > 0 ? fr->rope_theta : 10000.0;
+    if (fr->rope_local_theta > 0) { /* Gemma 3: global and local bases */
+        read_rope_per_layer_type(c, fr, params, legacy, m);
+        return;
+    }
     if (!params) {
-        rope_from(c, c->root, "", legacy, "rope_scaling.", m);
+        rope_from(c, c->root, "", legacy, "rope_scaling.", theta, m);
         return;
     }
     bool own_theta = present(params, "rope_theta") != NULL;
-    rope_from(c, own_theta ? params : c->root, own_theta ? "rope_parameters." : "", params, "rope_parameters.", m);
+    rope_from(c, own_theta ? params : c->root, own_theta ? "rope_parameters." : "", params, "rope_parameters.", theta, m);
     if (!legacy && !(own_theta && present(c->root, "rope_theta"))) return;
     cf_model_config old = *m;
-    rope_from(c, c->root, "", legacy, "rope_scaling.", &old);
+    rope_from(c, c->root, "", legacy, "rope_scaling.", theta, &old);
     bool scaled = m->rope_scaling_factor != 0 || old.rope_scaling_factor != 0;
     if (c->rc == 0 && (old.rope_theta != m->rope_theta || old.rope_scaling_factor != m->rope_scaling_factor ||
                        (scaled && (old.rope_low_freq_factor != m->rope_low_freq_factor ||
@@ -297,6 +380,48 @@ static void read_rope(hf_config *c, cf_model_config *m) {
         refuse(c, "rope_parameters (rope_theta %g, factor %g) and the legacy rope_theta/rope_scaling (rope_theta %g, "
                   "factor %g) disagree: keep one",
                m->rope_theta, m->rope_scaling_factor, old.rope_theta, old.rope_scaling_factor);
+}
+
+/* A soft-cap: the class default when absent, none when null, else a positive number. */
+static double get_softcap(hf_config *c, const char *key, double fallback) {
+    json_t *v = json_object_get(c->root, key);
+    if (!v) return fallback;
+    if (json_is_null(v)) return 0;
+    double x = get_real(c, c->root, "", key, 0);
+    if (c->rc == 0 && !(x > 0)) refuse(c, "%s %g must be positive (null: none)", key, x);
+    return x;
+}
+
+/* Gemma's local/global layers: layer_types when present (every Nth layer global: pattern
+ * N; all global: no window; all local: the window everywhere, pattern 0; the rule then
+ * checks every entry), else the class's pattern. */
+static void read_layer_pattern(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
+    json_t *types = present(c->root, "layer_types");
+    m->sliding_window_pattern = get_int(c, c->root, "", "sliding_window_pattern", fr->pattern); /* before layer_types */
+    if (c->rc == 0 && m->sliding_window_pattern < 1)
+        refuse(c, "sliding_window_pattern %lld must be positive", (long long)m->sliding_window_pattern);
+    if (!json_is_array(types) || json_array_size(types) == 0) return; /* the rule refuses a non-list */
+    size_t n = json_array_size(types), first_full = n;
+    for (size_t i = 0; i < n && first_full == n; i++) {
+        const char *t = json_string_value(json_array_get(types, i));
+        if (t && strcmp(t, "full_attention") == 0) first_full = i;
+    }
+    if (first_full == 0) { /* all global when the rule agrees (pattern 1) */
+        m->sliding_window = 0, m->sliding_window_pattern = 0;
+    } else {
+        m->sliding_window_pattern = first_full == n ? 0 : (int64_t)first_full + 1;
+    }
+}
+
+/* Gemma's keys: the local/global pattern, query_pre_attn_scalar and the attention and
+ * final logit soft-caps. */
+static void read_gemma(hf_config *c, const hf_family_rules *fr, cf_model_config *m) {
+    read_layer_pattern(c, fr, m);
+    m->query_pre_attn_scalar = get_real(c, c->root, "", "query_pre_attn_scalar", fr->query_pre_attn_scalar);
+    if (c->rc == 0 && !(m->query_pre_attn_scalar > 0))
+        refuse(c, "query_pre_attn_scalar %g must be positive", m->query_pre_attn_scalar);
+    m->attn_logit_softcap = get_softcap(c, "attn_logit_softcapping", fr->attn_softcap);
+    m->final_logit_softcap = get_softcap(c, "final_logit_softcapping", fr->final_softcap);
 }
 
 static const cf_family *family_of_type(const char *type) {
@@ -314,7 +439,7 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     hf_config cfg = {.root = root, .path = path, .err = err}, *c = &cfg;
     const char *type = get_string(c, root, "", "model_type");
     const cf_family *f = family_of_type(type);
-    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3)", type ? type : "(missing)");
+    if (!f && c->rc == 0) refuse(c, "model_type '%s' is not supported (llama, gpt2, qwen2, mistral, qwen3, gemma2, phi3, gemma3_text)", type ? type : "(missing)");
     if (c->rc != 0) { /* the message is formatted: root (which owns type) may go */
         json_decref(root);
         return -1;
@@ -342,12 +467,15 @@ int cf_hf_read_config(const char *dir, cf_model_config *m, cf_error *err) {
     m->bos_token_id = get_token(c, "bos_token_id");
     m->eos_token_id = get_token(c, "eos_token_id");
     m->pad_token_id = get_token(c, "pad_token_id");
-    if (f->block.position == CF_POS_ROPE) read_rope(c, m);
-    if (fr->window > 0) { /* absent: the class default; null: no window (present() cannot tell them apart) */
+    if (f->block.position == CF_POS_ROPE) read_rope(c, fr, m);
+    if (fr->window != 0) { /* absent: the class default (-1: none); null: no window (present() cannot tell them apart) */
         json_t *w = json_object_get(root, "sliding_window");
-        m->sliding_window = !w ? fr->window : json_is_null(w) ? 0 : get_int(c, root, "", "sliding_window", 0);
+        m->sliding_window = !w ? (fr->window > 0 ? fr->window : 0)
+                          : json_is_null(w) ? 0
+                                            : get_int(c, root, "", "sliding_window", 0);
         if (c->rc == 0 && m->sliding_window < 0) refuse(c, "sliding_window %lld must be positive", (long long)m->sliding_window);
     }
+    if (fr->pattern) read_gemma(c, fr, m);
     for (const hf_rule *r = fr->rules; r->key; r++) check_rule(c, root, "", r, m);
     if (c->rc == 0 && cf_model_config_check_ranges(m, err) != 0) c->rc = cf_fail_prefix(err, "%s: ", path);
     if (c->rc == 0) c->rc = cf_model_config_check(m, path, err);

@@ -56,8 +56,11 @@ extern const cf_op_def cf_op_reshape, cf_op_cast, cf_op_matmul, cf_op_embedding,
 extern const cf_op_def cf_op_rmsnorm, cf_op_rmsnorm_backward, cf_op_layernorm, cf_op_layernorm_backward;
 extern const cf_op_def cf_op_rope, cf_op_attention, cf_op_attention_backward;
 extern const cf_op_def cf_op_swiglu, cf_op_swiglu_backward, cf_op_gelu, cf_op_gelu_backward;
+extern const cf_op_def cf_op_softcap, cf_op_softcap_backward;
 extern const cf_op_def cf_op_cross_entropy, cf_op_cross_entropy_backward;
 extern const cf_op_def cf_op_split[CF_MAX_OUTPUTS - 1], cf_op_concat; /* split2, split3, split4 */
+/* cf_nn_split into parts of the given widths along the last dimension (NULL: equal). */
+int cf_nn_split_widths(cf_graph *g, cf_tensor *x, int parts, const int64_t *widths, cf_tensor **out);
 extern const cf_op_def cf_op_grad_accumulate, cf_op_grad_norm, cf_op_adamw;
 
 #endif

@@ -157,3 +157,59 @@ static void gelu_backward_forward(const cf_node *n) {
 
 const cf_op_def cf_op_gelu_backward = {.name = "gelu_backward", .n_outputs = 1, .infer = infer_elementwise,
                                        .kernels[CF_BACKEND_CPU] = gelu_backward_forward};
+
+/* ---- softcap: y = c tanh(x / c) (Gemma 2's final logits), attrs.f[0] = c > 0; its
+ * derivative 1 - tanh^2(x / c) ---- */
+
+typedef struct softcap_job {
+    const float *x, *dy;
+    float *y, c;
+} softcap_job;
+
+static void softcap_range(void *arg, long begin, long end) {
+    const softcap_job *j = arg;
+    float inv = 1.0f / j->c;
+    for (long i = begin; i < end; i++) j->y[i] = j->c * tanhf(j->x[i] * inv);
+}
+
+static void softcap_forward(const cf_node *n) {
+    softcap_job j = {.x = cf_in(n, 0), .y = cf_out(n, 0), .c = (float)n->attrs.f[0]};
+    cf_parallel_rows(numel_in(n), 8, softcap_range, &j);
+}
+
+static void softcap_backward(cf_graph *g, const cf_node *n, cf_tensor *const *dy, cf_tensor **dx) {
+    cf_attrs attrs = {.f = {n->attrs.f[0]}};
+    dx[0] = cf_op_apply(g, &cf_op_softcap_backward, (cf_tensor *[]){dy[0], n->inputs[0]}, 2, &attrs);
+}
+
+static int infer_softcap(cf_node *n, cf_error *err) {
+    if (!(n->attrs.f[0] > 0) || !isfinite(n->attrs.f[0]))
+        return cf_fail(err, "softcap: the cap %g must be positive and finite", n->attrs.f[0]);
+    return infer_elementwise(n, err);
+}
+
+const cf_op_def cf_op_softcap = {.name = "softcap", .n_outputs = 1, .infer = infer_softcap,
+                                 .kernels[CF_BACKEND_CPU] = softcap_forward, .backward = softcap_backward};
+
+cf_tensor *cf_nn_softcap(cf_graph *g, cf_tensor *x, float c) {
+    cf_attrs attrs = {.f = {c}};
+    return cf_op_apply(g, &cf_op_softcap, (cf_tensor *[]){x}, 1, &attrs);
+}
+
+static void softcap_backward_range(void *arg, long begin, long end) {
+    const softcap_job *j = arg;
+    float inv = 1.0f / j->c;
+    for (long i = begin; i < end; i++) {
+        float t = tanhf(j->x[i] * inv);
+        j->y[i] = j->dy[i] * (1.0f - t * t);
+    }
+}
+
+/* inputs (dy, x), output dx */
+static void softcap_backward_forward(const cf_node *n) {
+    softcap_job j = {.dy = cf_in(n, 0), .x = cf_in(n, 1), .y = cf_out(n, 0), .c = (float)n->attrs.f[0]};
+    cf_parallel_rows(numel_in(n), 8, softcap_backward_range, &j);
+}
+
+const cf_op_def cf_op_softcap_backward = {.name = "softcap_backward", .n_outputs = 1, .infer = infer_softcap,
+                                          .kernels[CF_BACKEND_CPU] = softcap_backward_forward};

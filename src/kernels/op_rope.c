@@ -34,7 +34,7 @@ cf_tensor *cf_nn_rope_table(cf_graph *g, const cf_rope_config *cfg) {
     memcpy(data + plane, table.sin, sizeof(float) * (size_t)plane);
     cf_rope_table_free(&table);
     char name[64];
-    snprintf(name, sizeof name, "rope_table.%lld", (long long)cfg->head_dim);
+    snprintf(name, sizeof name, "rope_table.%lld.%g", (long long)cfg->head_dim, cfg->theta); /* Gemma 3 has two */
     cf_tensor *t = cf_graph_const(g, name, CF_F32, 3, shape, data);
     free(data);
     return t;

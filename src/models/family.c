@@ -259,16 +259,20 @@ static const cf_family qwen2_family = {
 /* ---- Qwen3: Qwen2's block without biases, q and k RMS-normed per head before the rotary,
  * head_dim independent of hidden_size / num_heads ---- */
 
+/* Qwen3's and Gemma 3's RMSNorm of each q and k head (init: ones, or zeros for (1 + w)). */
+#define QK_NORMS(init)                                                                                                 \
+    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, init, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",            \
+     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},                                                               \
+    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, init, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",            \
+     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED}
+
 static const cf_family_weight qwen3_weights[] = {
     LLAMA_EMBED,
     LLAMA_ATTN_NORM,
     LLAMA_Q(HF_AS_IS),
     LLAMA_K(HF_AS_IS),
     LLAMA_V,
-    {WR_Q_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.q_norm.weight",
-     "blk.%ld.attn_q_norm.weight", CF_SPLIT_REPLICATED},
-    {WR_K_NORM, WP_LAYER, 1, {WD_HEAD}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.self_attn.k_norm.weight",
-     "blk.%ld.attn_k_norm.weight", CF_SPLIT_REPLICATED},
+    QK_NORMS(WI_ONES),
     LLAMA_REST,
 };
 
@@ -310,11 +314,153 @@ static const cf_family mistral_family = {
     .gguf_arch = "llama",
 };
 
+/* ---- Gemma 2: (1 + w) RMSNorm before and after attention and the MLP, GeGLU, embeddings
+ * times sqrt(hidden_size), NEOX rotary, attention and final logits soft-capped, local
+ * (sliding) and global layers alternating (model_config.sliding_window_pattern 2), tied
+ * head. HF's post_attention_layernorm is the norm of attention's output here (LLaMA's
+ * name for its pre-MLP norm); pre_feedforward_layernorm is the pre-MLP one. ---- */
+
+#define GEMMA_NORM(role, hf, gguf)                                                                                     \
+    {role, WP_LAYER, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "model.layers.%ld." hf ".weight", "blk.%ld." gguf ".weight", \
+     CF_SPLIT_REPLICATED}
+
+/* Gemma's rows after q, k, v (and Gemma 3's q/k norms): the output projection, the
+ * post-attention norm, the MLP between its pre- and post-norm, the final norm and head. */
+#define GEMMA_REST                                                                                                     \
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",    \
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},                                                                      \
+    GEMMA_NORM(WR_POST_ATTN_NORM, "post_attention_layernorm", "post_attention_norm"),                                  \
+    GEMMA_NORM(WR_FFN_NORM, "pre_feedforward_layernorm", "ffn_norm"),                                                  \
+    {WR_GATE, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_proj.weight",    \
+     "blk.%ld.ffn_gate.weight", CF_SPLIT_COLUMN},                                                                      \
+    {WR_UP, WP_LAYER, 2, {WD_FF, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.up_proj.weight",        \
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN},                                                                        \
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",    \
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},                                                                         \
+    GEMMA_NORM(WR_POST_FFN_NORM, "post_feedforward_layernorm", "post_ffw_norm"),                                       \
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ZEROS, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",    \
+     CF_SPLIT_REPLICATED},                                                                                             \
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",   \
+     CF_SPLIT_VOCAB}
+
+static const cf_family_weight gemma2_weights[] = {
+    LLAMA_EMBED, GEMMA_NORM(WR_ATTN_NORM, "input_layernorm", "attn_norm"), LLAMA_Q(HF_AS_IS), LLAMA_K(HF_AS_IS),
+    LLAMA_V,     GEMMA_REST,
+};
+
+static cf_saved_terms gemma2_saved(const cf_model_config *m, bool recomputed) {
+    cf_saved_terms e = llama_saved(m, recomputed); /* and the two post-norms' inputs and statistics */
+    e.compute += 2 * (double)m->hidden_size;
+    e.f32 += 2;
+    return e;
+}
+
+static const cf_family gemma2_family = {
+    .arch = CF_ARCH_GEMMA2,
+    .name = "gemma2",
+    .weights = gemma2_weights,
+    .n_weights = COUNT(gemma2_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_GEGLU, .fused_qkv = false, .norm_offset = true, .post_norms = true,
+              .embed_scale = true, .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = gemma2_saved,
+    .hf = {.model_type = "gemma2", .architecture = "Gemma2ForCausalLM", .act_key = "hidden_activation",
+           .act = "gelu_pytorch_tanh", .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size",
+           .layers = "num_hidden_layers", .heads = "num_attention_heads", .kv_heads = "num_key_value_heads",
+           .max_pos = "max_position_embeddings", .eps = "rms_norm_eps", .tie_default = true, .strip_prefix = NULL},
+    .mf_model_classes = {"Gemma2ForCausalLM", NULL},
+    .mf_config_class = "Gemma2Config",
+    .gguf_arch = "gemma2",
+};
+
+/* ---- Phi-3: LLaMA's block (RMSNorm, SwiGLU, no biases) with q, k, v stored as one
+ * qkv_proj and gate, up as one gate_up_proj (kept fused: one product each), NEOX rotary
+ * (HF's rotate_half rows as they are, llama.cpp's phi3 likewise). ---- */
+
+static const cf_family_weight phi3_weights[] = {
+    LLAMA_EMBED,
+    LLAMA_ATTN_NORM,
+    {WR_QKV, WP_LAYER, 2, {WD_QKV, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.qkv_proj.weight",
+     "blk.%ld.attn_qkv.weight", CF_SPLIT_COLUMN_QKV},
+    {WR_WO, WP_LAYER, 2, {WD_HIDDEN, WD_Q}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.self_attn.o_proj.weight",
+     "blk.%ld.attn_output.weight", CF_SPLIT_ROW},
+    {WR_FFN_NORM, WP_LAYER, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.layers.%ld.post_attention_layernorm.weight",
+     "blk.%ld.ffn_norm.weight", CF_SPLIT_REPLICATED},
+    /* llama.cpp's phi3 names the fused [2 ff, dim] tensor ffn_up */
+    {WR_GATE_UP, WP_LAYER, 2, {WD_FF2, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.gate_up_proj.weight",
+     "blk.%ld.ffn_up.weight", CF_SPLIT_COLUMN_QKV},
+    {WR_DOWN, WP_LAYER, 2, {WD_HIDDEN, WD_FF}, WI_NORMAL, true, HF_AS_IS, "model.layers.%ld.mlp.down_proj.weight",
+     "blk.%ld.ffn_down.weight", CF_SPLIT_ROW},
+    {WR_FINAL_NORM, WP_LAST, 1, {WD_HIDDEN}, WI_ONES, false, HF_AS_IS, "model.norm.weight", "output_norm.weight",
+     CF_SPLIT_REPLICATED},
+    {WR_LM_HEAD, WP_UNTIED, 2, {WD_VOCAB, WD_HIDDEN}, WI_NORMAL, true, HF_AS_IS, "lm_head.weight", "output.weight",
+     CF_SPLIT_VOCAB},
+};
+
+static const cf_family phi3_family = {
+    .arch = CF_ARCH_PHI3,
+    .name = "phi3",
+    .weights = phi3_weights,
+    .n_weights = COUNT(phi3_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_SWIGLU, .fused_qkv = true, .fused_gate_up = true,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = llama_saved,
+    .hf = LLAMA_HF_KEYS("phi3", "Phi3ForCausalLM"),
+    .mf_model_classes = {"Phi3ForCausalLM", NULL},
+    .mf_config_class = "Phi3Config",
+    .gguf_arch = "phi3",
+};
+
+/* ---- Gemma 3 (text): Gemma 2's block and tensors with each q and k head (1 + w)
+ * RMS-normed before the rotary, no soft-caps (config.json's null), local layers rotating
+ * with rope_local_base_freq (model_config.rope_local_theta), five local layers to one
+ * global (sliding_window_pattern 6) ---- */
+
+static const cf_family_weight gemma3_weights[] = {
+    LLAMA_EMBED,
+    GEMMA_NORM(WR_ATTN_NORM, "input_layernorm", "attn_norm"),
+    LLAMA_Q(HF_AS_IS),
+    LLAMA_K(HF_AS_IS),
+    LLAMA_V,
+    QK_NORMS(WI_ZEROS),
+    GEMMA_REST,
+};
+
+static const cf_family gemma3_family = {
+    .arch = CF_ARCH_GEMMA3,
+    .name = "gemma3",
+    .weights = gemma3_weights,
+    .n_weights = COUNT(gemma3_weights),
+    .check = llama_check,
+    .default_ff = llama_default_ff,
+    .block = {.norm = CF_NORM_RMS, .norm_place = CF_NORM_PRE, .position = CF_POS_ROPE, .rotary = CF_ROTARY_NEOX,
+              .rotary_fraction = 1, .mlp = CF_MLP_GEGLU, .fused_qkv = false, .qk_norm = true, .norm_offset = true,
+              .post_norms = true, .embed_scale = true,
+              .bias = {.norm = false, .qkv = false, .out = false, .up = false, .down = false}},
+    .forward = cf_transformer_forward,
+    .block_saved = gemma2_saved, /* the q/k norms' outputs are counted as q and k */
+    .hf = {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .act_key = "hidden_activation",
+           .act = "gelu_pytorch_tanh", .vocab = "vocab_size", .hidden = "hidden_size", .ff = "intermediate_size",
+           .layers = "num_hidden_layers", .heads = "num_attention_heads", .kv_heads = "num_key_value_heads",
+           .max_pos = "max_position_embeddings", .eps = "rms_norm_eps", .tie_default = true, .strip_prefix = NULL},
+    .mf_model_classes = {"Gemma3ForCausalLM", NULL},
+    .mf_config_class = "Gemma3TextConfig",
+    .gguf_arch = "gemma3",
+};
+
 /* Indexed by cf_arch: a family added to the enum and not here fails to compile. */
-static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family, [CF_ARCH_GPT2] = &gpt2_family,
-                                            [CF_ARCH_QWEN2] = &qwen2_family, [CF_ARCH_MISTRAL] = &mistral_family,
-                                            [CF_ARCH_QWEN3] = &qwen3_family};
-static_assert(CF_ARCH_COUNT == 5 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
+static const cf_family *const families[] = {[CF_ARCH_LLAMA] = &llama_family,   [CF_ARCH_GPT2] = &gpt2_family,
+                                            [CF_ARCH_QWEN2] = &qwen2_family,   [CF_ARCH_MISTRAL] = &mistral_family,
+                                            [CF_ARCH_QWEN3] = &qwen3_family,   [CF_ARCH_GEMMA2] = &gemma2_family,
+                                            [CF_ARCH_PHI3] = &phi3_family,     [CF_ARCH_GEMMA3] = &gemma3_family};
+static_assert(CF_ARCH_COUNT == 8 && sizeof families / sizeof families[0] == CF_ARCH_COUNT,
               "every cf_arch needs its cf_family in families[] (docs/extending.md)");
 
 const cf_family *cf_family_of(cf_arch arch) {
@@ -351,7 +497,11 @@ static int64_t dim_size(const cf_model_config *m, cf_weight_dim d) {
     case WD_KV: return m->num_heads > 0 ? size_product(m->num_kv_heads, cf_model_head_dim(m)) : -1;
     case WD_FF: return m->intermediate_size;
     case WD_POS: return m->max_position_embeddings;
-    case WD_QKV: return size_product(3, m->hidden_size); /* -1 past INT64_MAX: cf_weight_numel refuses it */
+    case WD_QKV: { /* -1 past INT64_MAX: cf_weight_numel refuses it */
+        int64_t q = dim_size(m, WD_Q), kv = dim_size(m, WD_KV), kv2 = size_product(2, kv);
+        return q < 0 || kv2 < 0 || q > INT64_MAX - kv2 ? -1 : q + kv2;
+    }
+    case WD_FF2: return size_product(2, m->intermediate_size);
     case WD_Q: return m->num_heads > 0 ? size_product(m->num_heads, cf_model_head_dim(m)) : -1;
     case WD_HEAD: return m->num_heads > 0 ? cf_model_head_dim(m) : -1;
     }
@@ -447,7 +597,7 @@ static cf_weight_role bias_if(bool has, cf_weight_role role) { return has ? role
 static cf_block_step norm_step(const cf_block_recipe *r, cf_slot in, cf_slot out, cf_weight_role w, cf_weight_role b) {
     return (cf_block_step){.kind = CF_STEP_NORM, .in = in, .out = {out}, .n_out = 1, .weight = {w},
                            .bias = {bias_if(r->bias.norm, b)}, .fused = CF_NO_WEIGHT, .fused_bias = CF_NO_WEIGHT,
-                           .norm = r->norm};
+                           .norm = r->norm, .norm_offset = r->norm_offset};
 }
 
 /* A group of n projections of `in` (weights w, biases b: CF_NO_WEIGHT for none). */
@@ -486,17 +636,51 @@ int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_e
     const cf_family *f = cf_family_of(m->arch);
     if (!f) return cf_fail(err, "arch %d is not a model family", (int)m->arch);
     if (cf_block_program_of_recipe(f, &f->block, p, err) != 0) return -1;
-    for (int i = 0; i < p->n_steps; i++) /* the config's window, on every layer */
+    if (m->sliding_window_pattern < 0)
+        return cf_fail(err, "%s: sliding_window_pattern %lld must be >= 0", f->name, (long long)m->sliding_window_pattern);
+    if (!(m->final_logit_softcap >= 0 && isfinite(m->final_logit_softcap)))
+        return cf_fail(err, "%s: final_logit_softcap %g must be finite and >= 0", f->name, m->final_logit_softcap);
+    if (!(m->query_pre_attn_scalar >= 0 && isfinite(m->query_pre_attn_scalar)))
+        return cf_fail(err, "%s: query_pre_attn_scalar %g must be finite and >= 0", f->name, m->query_pre_attn_scalar);
+    p->window_pattern = (long)m->sliding_window_pattern;
+    if (!(m->rope_local_theta >= 0 && isfinite(m->rope_local_theta)))
+        return cf_fail(err, "%s: rope_local_theta %g must be finite and >= 0", f->name, m->rope_local_theta);
+    p->local_rope = p->rotary && m->rope_local_theta > 0 && m->rope_local_theta != m->rope_theta;
+    p->logit_softcap = (float)m->final_logit_softcap;
+    if (f->block.embed_scale) p->embed_scale = (float)sqrt((double)m->hidden_size);
+    for (int i = 0; i < p->n_steps; i++) /* the config's window (local layers: cf_block_layer_mask) and cap */
         if (p->steps[i].kind == CF_STEP_ATTENTION) {
             p->steps[i].mask.window = (long)m->sliding_window;
+            p->steps[i].mask.softcap = (float)m->attn_logit_softcap;
             if (cf_attn_mask_check(&p->steps[i].mask, f->name, err)) return -1;
+            /* scores q.k / sqrt(query_pre_attn_scalar): Q scaled by sqrt(hd / qpas) first */
+            double hd = (double)cf_model_head_dim(m), qpas = m->query_pre_attn_scalar;
+            if (qpas == 0 || qpas == hd) continue;
+            if (p->n_steps == CF_BLOCK_MAX_STEPS) return cf_fail(err, "%s: the block program is full", f->name);
+            memmove(&p->steps[i + 1], &p->steps[i], sizeof p->steps[0] * (size_t)(p->n_steps - i));
+            p->steps[i] = simple_step(CF_STEP_SCALE_Q, CF_SLOT_Q);
+            p->steps[i].scale = (float)sqrt(hd / qpas);
+            p->n_steps++, i++;
         }
     return 0;
 }
 
+bool cf_block_layer_local(const cf_block_program *p, long layer) {
+    long window = 0;
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].kind == CF_STEP_ATTENTION) window = p->steps[i].mask.window;
+    return window > 0 && !(p->window_pattern > 1 && layer % p->window_pattern == p->window_pattern - 1);
+}
+
+cf_attn_mask cf_block_layer_mask(const cf_block_program *p, const cf_block_step *step, long layer) {
+    cf_attn_mask mask = step->mask;
+    if (!cf_block_layer_local(p, layer)) mask.window = 0;
+    return mask;
+}
+
 int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_block_program *p, cf_error *err) {
     *p = (cf_block_program){.learned_positions = r->position == CF_POS_LEARNED, .rotary = r->position == CF_POS_ROPE,
-                            .rotary_kind = r->rotary};
+                            .rotary_kind = r->rotary, .embed_scale = 1};
     if (r->norm_place != CF_NORM_PRE) return cf_fail(err, "%s: only pre-norm blocks are implemented", f->name);
     if (p->rotary && r->rotary_fraction != 0 && r->rotary_fraction != 1)
         return cf_fail(err, "%s: partial rotary (fraction %g of head_dim) is not implemented", f->name,
@@ -505,6 +689,10 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
         return cf_fail(err, "%s: q/k head norms as LayerNorm are not implemented (RMSNorm only)", f->name);
     if (r->norm == CF_NORM_LAYER && !r->bias.norm)
         return cf_fail(err, "%s: LayerNorm without a bias is not implemented", f->name);
+    if (r->norm_offset && r->norm != CF_NORM_RMS)
+        return cf_fail(err, "%s: (1 + w) norm weights are implemented for RMSNorm only", f->name);
+    if (r->fused_gate_up && r->mlp == CF_MLP_GELU)
+        return cf_fail(err, "%s: a fused gate/up projection needs a gated MLP", f->name);
     if (r->bias.up && r->mlp != CF_MLP_GELU)
         return cf_fail(err, "%s: an MLP bias with a gated MLP has no gate bias tensor role", f->name);
     cf_block_step *s = p->steps;
@@ -518,7 +706,8 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     n++;
     if (r->qk_norm) {
         s[n] = simple_step(CF_STEP_HEAD_NORM, CF_SLOT_Q);
-        s[n].weight[0] = WR_Q_NORM, s[n].weight[1] = WR_K_NORM, s[n++].norm = CF_NORM_RMS;
+        s[n].weight[0] = WR_Q_NORM, s[n].weight[1] = WR_K_NORM, s[n].norm_offset = r->norm_offset;
+        s[n++].norm = CF_NORM_RMS;
     }
     if (p->rotary) {
         s[n] = simple_step(CF_STEP_ROTARY, CF_SLOT_Q);
@@ -531,13 +720,16 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n++].out[0] = CF_SLOT_ATT;
     const cf_slot y[1] = {CF_SLOT_Y};
     s[n++] = linear_step(CF_SLOT_ATT, 1, y, (cf_weight_role[]){WR_WO}, (cf_weight_role[]){bias_if(r->bias.out, WR_WO_BIAS)});
+    if (r->post_norms) s[n++] = norm_step(r, CF_SLOT_Y, CF_SLOT_Y, WR_POST_ATTN_NORM, CF_NO_WEIGHT);
     s[n++] = simple_step(CF_STEP_RESIDUAL, CF_SLOT_Y);
     s[n++] = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_FFN_NORM, WR_FFN_NORM_BIAS);
     switch (r->mlp) {
     case CF_MLP_SWIGLU:
     case CF_MLP_GEGLU:
-        s[n++] = linear_step(CF_SLOT_H, 2, (cf_slot[]){CF_SLOT_FF1, CF_SLOT_FF2}, (cf_weight_role[]){WR_GATE, WR_UP},
-                             none);
+        s[n] = linear_step(CF_SLOT_H, 2, (cf_slot[]){CF_SLOT_FF1, CF_SLOT_FF2}, (cf_weight_role[]){WR_GATE, WR_UP},
+                           none);
+        if (r->fused_gate_up) s[n].fused = WR_GATE_UP;
+        n++;
         break;
     case CF_MLP_GELU:
         s[n++] = linear_step(CF_SLOT_H, 1, (cf_slot[]){CF_SLOT_FF1}, (cf_weight_role[]){WR_UP},
@@ -548,6 +740,7 @@ int cf_block_program_of_recipe(const cf_family *f, const cf_block_recipe *r, cf_
     s[n].act = r->mlp, s[n++].out[0] = CF_SLOT_FF1;
     s[n++] = linear_step(CF_SLOT_FF1, 1, y, (cf_weight_role[]){WR_DOWN},
                          (cf_weight_role[]){bias_if(r->bias.down, WR_DOWN_BIAS)});
+    if (r->post_norms) s[n++] = norm_step(r, CF_SLOT_Y, CF_SLOT_Y, WR_POST_FFN_NORM, CF_NO_WEIGHT);
     s[n++] = simple_step(CF_STEP_RESIDUAL, CF_SLOT_Y);
     p->n_steps = n;
     p->final_norm = norm_step(r, CF_SLOT_X, CF_SLOT_H, WR_FINAL_NORM, WR_FINAL_NORM_BIAS);

@@ -26,7 +26,7 @@ typedef enum cf_weight_role {
     WR_WQ,              /* query projection                 [dim, dim] */
     WR_WK,              /* key projection                   [kv_dim, dim] */
     WR_WV,              /* value projection                 [kv_dim, dim] */
-    WR_QKV,             /* fused q, k, v rows               [3 dim, dim] */
+    WR_QKV,             /* fused q, k, v rows               [q_dim + 2 kv_dim, dim] */
     WR_QKV_BIAS,        /*                                  [3 dim] */
     WR_WO,              /* attention output                 [dim, dim] */
     WR_WO_BIAS,         /*                                  [dim] */
@@ -45,6 +45,9 @@ typedef enum cf_weight_role {
     WR_WV_BIAS,         /*                                  [kv_dim] */
     WR_Q_NORM,          /* RMSNorm of each q head (Qwen3)   [head_dim] */
     WR_K_NORM,          /* RMSNorm of each k head           [head_dim] */
+    WR_POST_ATTN_NORM,  /* norm of attention's output (Gemma) [dim] */
+    WR_POST_FFN_NORM,   /* norm of the MLP's output (Gemma) [dim] */
+    WR_GATE_UP,         /* fused gate and up rows (Phi-3)   [2 ff, dim] */
     WR_COUNT
 } cf_weight_role;
 
@@ -55,9 +58,10 @@ typedef enum cf_weight_dim {
     WD_KV,     /* num_kv_heads * head_dim */
     WD_FF,     /* intermediate_size */
     WD_POS,    /* max_position_embeddings */
-    WD_QKV,    /* 3 * hidden_size */
+    WD_QKV,    /* num_heads * head_dim + 2 num_kv_heads * head_dim (3 hidden_size without GQA) */
     WD_Q,      /* num_heads * head_dim (hidden_size unless head_dim is its own) */
     WD_HEAD,   /* head_dim */
+    WD_FF2,    /* 2 * intermediate_size (fused gate and up) */
 } cf_weight_dim;
 
 /* Where a tensor sits in file order: before the layers, once per layer, after them, or
@@ -74,12 +78,13 @@ typedef enum cf_hf_layout { HF_AS_IS, HF_ROPE_Q, HF_ROPE_K, HF_CONV1D } cf_hf_la
  * by output rows (column-parallel: q, k, v, gate, up and their biases), by input columns
  * (row-parallel: the attention output and MLP down; their biases are added once, after
  * the sum, so they stay whole), by vocabulary rows (embedding, head), or not at all
- * (norms, learned positions). GPT-2's fused c_attn is column-parallel within each of its
- * q, k and v row blocks. 0 is no value: test_family checks every tensor has one. */
+ * (norms, learned positions). A fused tensor is column-parallel within each of its parts'
+ * row blocks: GPT-2's c_attn and Phi-3's qkv_proj (q, k, v: q wider under GQA), Phi-3's
+ * gate_up_proj (gate, up). 0 is no value: test_family checks every tensor has one. */
 typedef enum cf_tp_split {
     CF_SPLIT_REPLICATED = 1,
     CF_SPLIT_COLUMN,     /* rows [out] of a [out, in] matrix, or a bias [out] */
-    CF_SPLIT_COLUMN_QKV, /* each of the stacked q, k, v row blocks cut as CF_SPLIT_COLUMN */
+    CF_SPLIT_COLUMN_QKV, /* each of a fused tensor's stacked parts (q, k, v; gate, up) cut as CF_SPLIT_COLUMN */
     CF_SPLIT_ROW,        /* columns [in] of a [out, in] matrix */
     CF_SPLIT_VOCAB,      /* rows of a [vocab, dim] table or head */
 } cf_tp_split;
@@ -121,6 +126,11 @@ typedef struct cf_block_recipe {
     cf_mlp_kind mlp;
     bool fused_qkv; /* one [3 dim, dim] projection (WR_QKV), else WR_WQ, WR_WK, WR_WV */
     bool qk_norm;   /* each q and k head normed (the block's norm kind) before the rotary (Qwen3) */
+    bool fused_gate_up; /* one [2 ff, dim] gate-then-up projection (WR_GATE_UP, Phi-3), else WR_GATE, WR_UP */
+    /* RMSNorm weights stored as Hugging Face's Gemma keeps them and applied as (1 + w) */
+    bool norm_offset;
+    bool post_norms;  /* also a norm of each sublayer's output before the residual add (Gemma: 4 a layer) */
+    bool embed_scale; /* embeddings times sqrt(hidden_size) (Gemma) */
     /* which projections and norms carry a bias (the table holds the tensors; test_family
      * checks they agree); qkv: WR_QKV_BIAS when fused, else WR_WQ_BIAS, WR_WK_BIAS, WR_WV_BIAS */
     struct {
@@ -155,6 +165,7 @@ typedef enum cf_step_kind {
     CF_STEP_ATTENTION, /* ATT = attention(Q, K, V) under mask (the interpreter stores K, V in its cache first) */
     CF_STEP_ACTIVATE,  /* SwiGLU: FF1 = silu(FF1) * FF2; GELU: FF1 = gelu_tanh(FF1); GeGLU: gelu_tanh(FF1) * FF2 */
     CF_STEP_RESIDUAL,  /* X += in */
+    CF_STEP_SCALE_Q,   /* Q *= scale (query_pre_attn_scalar: scores q.k / sqrt(qpas), the kernels divide by sqrt(hd)) */
 } cf_step_kind;
 
 /* No weight or bias: WR_COUNT. */
@@ -169,6 +180,8 @@ typedef struct cf_block_step {
      * WR_QKV) and its bias, or CF_NO_WEIGHT; weight[i] then name the logical parts */
     cf_weight_role fused, fused_bias;
     cf_norm_kind norm;       /* NORM */
+    bool norm_offset;        /* NORM, HEAD_NORM: RMSNorm weights applied as (1 + w) (Gemma) */
+    float scale;             /* SCALE_Q */
     cf_rotary_kind rotary;   /* ROTARY */
     double rotary_fraction;  /* ROTARY: 1 */
     cf_mlp_kind act;         /* ACTIVATE */
@@ -184,13 +197,25 @@ typedef struct cf_block_program {
     bool learned_positions;   /* WR_POS_EMBED added to the embeddings */
     bool rotary;              /* a ROTARY step: the RoPE table is needed */
     cf_rotary_kind rotary_kind; /* its pairs, with rotary */
+    float embed_scale;        /* embeddings times this (Gemma: sqrt(hidden_size) rounded to f32); 1: none */
+    float logit_softcap;      /* logits c * tanh(z / c) after the head (Gemma 2); 0: none */
+    long window_pattern;      /* the config's sliding_window_pattern */
+    bool local_rope;          /* local layers rotate with a table of their own base (Gemma 3: rope_local_theta) */
 } cf_block_program;
+
+/* Whether `layer` is local: it attends in the window (the ATTENTION step's mask has one,
+ * and with pattern N the layer is not one of every Nth, which attend globally). Local layers rotate with the
+ * local table when p->local_rope. */
+bool cf_block_layer_local(const cf_block_program *p, long layer);
+/* The attention mask of `step` (an ATTENTION step of p) on layer `layer`: its window only
+ * on local layers. */
+cf_attn_mask cf_block_layer_mask(const cf_block_program *p, const cf_block_step *step, long layer);
 
 /* The program of m's family (m->arch must name one). Fails, naming the family and the
  * fact, for a recipe the kernels do not implement (partial rotary) or a bias the
  * tensor table has no tensor for. The attention step's mask is causal, with
- * m->sliding_window as its window (Mistral; 0: none); every attention path implements
- * the window and a logit soft-cap (kernels/attn_mask.h), which no family sets yet. */
+ * m->sliding_window as its window (Mistral; 0: none; on local layers only with a
+ * sliding_window_pattern, Gemma) and m->attn_logit_softcap as its soft-cap (Gemma 2). */
 int cf_block_program_compile(const cf_model_config *m, cf_block_program *p, cf_error *err);
 
 /* Elements one transformer block keeps for backward per token (memory estimate). */

@@ -25,20 +25,26 @@ bool cf_tp_cuts(const cf_family_weight *w) {
     return w->split == CF_SPLIT_COLUMN || w->split == CF_SPLIT_COLUMN_QKV || w->split == CF_SPLIT_ROW;
 }
 
-/* The full tensor seen as [blocks, rows, cols] (a 1-D tensor: cols 1), of which a rank
- * takes rows / parts rows of every block (column-parallel) or cols / parts columns of
- * every row (row-parallel). */
+/* The full tensor seen as stacked blocks of rows[b] x cols (a 1-D tensor: cols 1), of
+ * which a rank takes rows[b] / parts rows of every block (column-parallel) or cols / parts
+ * columns of every row (row-parallel). A fused q/k/v holds the blocks q, k, v (k and v
+ * narrower under grouped-query attention); a fused gate/up (Phi-3) gate and up. */
 typedef struct tp_span {
-    int64_t blocks, rows, cols;
+    int blocks;
+    int64_t rows[3], cols;
     bool cut_rows;
 } tp_span;
 
 static tp_span span_of(const cf_model_config *m, const cf_family_weight *w) {
     int64_t shape[2] = {1, 1};
     int nd = cf_weight_shape(m, w, shape);
-    tp_span s = {.blocks = w->split == CF_SPLIT_COLUMN_QKV ? 3 : 1, .cols = nd == 2 ? shape[1] : 1,
-                 .cut_rows = w->split != CF_SPLIT_ROW};
-    s.rows = shape[0] / s.blocks;
+    tp_span s = {.blocks = 1, .rows = {shape[0]}, .cols = nd == 2 ? shape[1] : 1, .cut_rows = w->split != CF_SPLIT_ROW};
+    if (w->split == CF_SPLIT_COLUMN_QKV && w->role == WR_GATE_UP) {
+        s.blocks = 2, s.rows[0] = s.rows[1] = shape[0] / 2;
+    } else if (w->split == CF_SPLIT_COLUMN_QKV) {
+        int64_t kv = m->num_kv_heads * cf_model_head_dim(m);
+        s.blocks = 3, s.rows[0] = shape[0] - 2 * kv, s.rows[1] = s.rows[2] = kv;
+    }
     return s;
 }
 
@@ -46,21 +52,24 @@ int cf_tp_weight_shape(const cf_model_config *m, const cf_family_weight *w, cf_t
     int nd = cf_weight_shape(m, w, shape);
     if (p.parts <= 1 || !cf_tp_cuts(w)) return nd;
     if (w->split == CF_SPLIT_ROW) shape[nd - 1] /= p.parts; /* the input columns */
-    else shape[0] /= p.parts;                              /* the output rows (of each q, k, v block) */
+    else shape[0] /= p.parts;                              /* the output rows (of each stacked block) */
     return nd;
 }
 
 void cf_tp_copy_slice(const cf_model_config *m, const cf_family_weight *w, cf_tp_part p, float *full, float *part,
                       bool gather) {
     tp_span s = span_of(m, w);
-    int64_t rows = s.cut_rows ? s.rows / p.parts : s.rows, cols = s.cut_rows ? s.cols : s.cols / p.parts;
-    for (int64_t b = 0; b < s.blocks; b++)
+    int64_t cols = s.cut_rows ? s.cols : s.cols / p.parts, full_row0 = 0, part_row0 = 0;
+    for (int b = 0; b < s.blocks; b++) {
+        int64_t rows = s.cut_rows ? s.rows[b] / p.parts : s.rows[b];
         for (int64_t r = 0; r < rows; r++) {
-            int64_t fr = b * s.rows + (s.cut_rows ? p.rank * rows : 0) + r;
-            float *f = full + fr * s.cols + (s.cut_rows ? 0 : p.rank * cols), *q = part + (b * rows + r) * cols;
+            int64_t fr = full_row0 + (s.cut_rows ? p.rank * rows : 0) + r;
+            float *f = full + fr * s.cols + (s.cut_rows ? 0 : p.rank * cols), *q = part + (part_row0 + r) * cols;
             if (gather) memcpy(f, q, sizeof *f * (size_t)cols);
             else memcpy(q, f, sizeof *f * (size_t)cols);
         }
+        full_row0 += s.rows[b], part_row0 += rows;
+    }
 }
 
 typedef struct find_ctx {

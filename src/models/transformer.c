@@ -6,10 +6,14 @@
  *   GPT-2: LayerNorm, learned positions added to the embeddings, one c_attn projection
  *          split into q, k, v after the matmul, GELU(tanh), biases, tied head;
  *   Qwen2: LLaMA's with q, k, v biases and RoPE in NEOX halves;
- *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary.
+ *   Qwen3: Qwen2's without biases, each q and k head RMS-normed before the rotary;
+ *   Gemma 2: (1 + w) RMSNorms before and after each sublayer, GeGLU, embeddings times
+ *          sqrt(hidden), local and global layers (cf_block_layer_mask), logits soft-capped;
+ *   Phi-3: LLaMA's with one product for q, k, v and one for gate, up.
  * src/infer/block.c interprets the same program over a KV cache. */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 
 #include "cformers/fused.h"
 #include "dist/tensor_parallel.h"
@@ -22,6 +26,8 @@ typedef struct builder {
     cf_graph *g;
     const cf_model_config *c;
     cf_tensor *rope; /* the RoPE table, when the program rotates */
+    cf_tensor *rope_local; /* the local layers' table (Gemma 3), when the program has one */
+    cf_tensor *ones[2]; /* (1 + w) norms: ones [hidden_size], [head_dim], made on first use */
     const cf_lora_config *lora; /* adapters on the linears it targets, or NULL */
     const cf_dist_group *tensor_group; /* tensor parallelism's ranks, or NULL */
     cf_tp_part tp;                     /* this rank's part of every cut tensor */
@@ -33,8 +39,32 @@ static cf_tensor *weight(const builder *b, cf_weight_role role, int layer) {
     return role == CF_NO_WEIGHT ? NULL : cf_model_weight_part(b->g, b->c, role, layer, b->tp);
 }
 
-static cf_tensor *norm(const builder *b, const cf_block_step *s, int layer) {
-    cf_tensor *w = weight(b, s->weight[0], layer), *x = b->slot[s->in];
+/* 1 + w of a norm's weight (Gemma; HF's (1 + w.float())). */
+static cf_tensor *one_plus(builder *b, cf_weight_role role, int layer) {
+    cf_tensor *w = weight(b, role, layer);
+    if (!w) return NULL;
+    int which = w->shape[0] == b->c->hidden_size ? 0 : 1;
+    if (!b->ones[which]) {
+        int64_t n = w->shape[0];
+        float *one = cf_xmalloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) one[i] = 1.0f;
+        char name[64];
+        snprintf(name, sizeof name, "norm_offset_ones.%lld", (long long)n);
+        b->ones[which] = cf_graph_const(b->g, name, CF_F32, 1, &n, one);
+        free(one);
+    }
+    return cf_nn_add(b->g, w, b->ones[which]);
+}
+
+/* A norm's weight as the step applies it: w, or 1 + w. The parameter is created here, in
+ * the table's order; its 1 + w node comes after the residual add before the norm, which
+ * the residual-norm fusion therefore leaves unfused (pass_residual_norm.c). */
+static cf_tensor *norm_weight(builder *b, const cf_block_step *s, cf_weight_role role, int layer) {
+    return s->norm_offset ? one_plus(b, role, layer) : weight(b, role, layer);
+}
+
+static cf_tensor *norm(builder *b, const cf_block_step *s, int layer) {
+    cf_tensor *w = norm_weight(b, s, s->weight[0], layer), *x = b->slot[s->in];
     float eps = (float)b->c->rms_norm_eps;
     switch (s->norm) {
     case CF_NORM_RMS: return cf_nn_rmsnorm(b->g, x, w, eps);
@@ -100,35 +130,43 @@ static void linear(builder *b, const cf_block_step *s, int layer) {
     if (split != CF_SPLIT_REPLICATED) x = cf_tp_copy(b->g, x, b->tensor_group);
     if (s->fused != CF_NO_WEIGHT) { /* one product over the stacked rows, split after it */
         cf_tensor *parts[3] = {0};
-        cf_nn_split(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out, parts);
+        /* this rank's heads of q, k, v (k and v narrower under GQA); gate, up: equal */
+        int64_t hd = cf_model_head_dim(b->c), q = b->c->num_heads / b->tp.parts * hd,
+                kv = b->c->num_kv_heads / b->tp.parts * hd;
+        int64_t widths[3] = {q, kv, kv};
+        cf_nn_split_widths(b->g, linear_of(b, x, s->fused, s->fused_bias, layer), s->n_out,
+                           s->fused == WR_QKV ? widths : NULL, parts);
         for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], parts[i]);
         return;
     }
     for (int i = 0; i < s->n_out; i++) set_output(b, s->out[i], linear_of(b, x, s->weight[i], s->bias[i], layer));
 }
 
-static void step(builder *b, const cf_block_step *s, int layer) {
+static void step(builder *b, const cf_block_program *p, const cf_block_step *s, int layer) {
     cf_graph *g = b->g;
     switch (s->kind) {
     case CF_STEP_NORM: b->slot[s->out[0]] = norm(b, s, layer); break;
     case CF_STEP_LINEAR: linear(b, s, layer); break;
     case CF_STEP_HEAD_NORM: { /* RMSNorm over each [.., head_dim] row of Q [B, T, H, hd] and K */
         float eps = (float)b->c->rms_norm_eps;
-        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], weight(b, s->weight[0], layer), eps);
-        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], weight(b, s->weight[1], layer), eps);
+        b->slot[CF_SLOT_Q] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_Q], norm_weight(b, s, s->weight[0], layer), eps);
+        b->slot[CF_SLOT_K] = cf_nn_rmsnorm(g, b->slot[CF_SLOT_K], norm_weight(b, s, s->weight[1], layer), eps);
         break;
     }
     case CF_STEP_ROTARY: { /* over the whole head (the compiler refuses partial rotary) */
         cf_tensor *(*rope)(cf_graph *, cf_tensor *, cf_tensor *) =
             s->rotary == CF_ROTARY_NEOX ? cf_nn_rope_neox : cf_nn_rope;
-        b->slot[CF_SLOT_Q] = rope(g, b->slot[CF_SLOT_Q], b->rope);
-        b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], b->rope);
+        cf_tensor *table = p->local_rope && cf_block_layer_local(p, layer) ? b->rope_local : b->rope;
+        b->slot[CF_SLOT_Q] = rope(g, b->slot[CF_SLOT_Q], table);
+        b->slot[CF_SLOT_K] = rope(g, b->slot[CF_SLOT_K], table);
         break;
     }
+    case CF_STEP_SCALE_Q: b->slot[CF_SLOT_Q] = cf_nn_scale(g, b->slot[CF_SLOT_Q], s->scale); break;
     case CF_STEP_ATTENTION: {
         cf_tensor *q = b->slot[CF_SLOT_Q], *k = b->slot[CF_SLOT_K], *v = b->slot[CF_SLOT_V];
-        cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &s->mask)
-                                                 : cf_nn_attention_masked(g, q, k, v, &s->mask);
+        cf_attn_mask mask = cf_block_layer_mask(p, s, layer);
+        cf_tensor *a = b->c->use_flash_attention ? cf_nn_flash_attention_masked(g, q, k, v, &mask)
+                                                 : cf_nn_attention_masked(g, q, k, v, &mask);
         b->slot[s->out[0]] = cf_model_merge_heads(g, a);
         break;
     }
@@ -148,7 +186,10 @@ static cf_tensor *embed(builder *b, const cf_block_program *p, int64_t seq_len, 
     cf_graph *g = b->g;
     const cf_model_config *c = b->c;
     *wte = cf_model_weight(g, c, WR_EMBED, 0);
-    if (!p->learned_positions) return cf_nn_embedding(g, *wte, tokens);
+    if (!p->learned_positions) {
+        cf_tensor *x = cf_nn_embedding(g, *wte, tokens);
+        return p->embed_scale != 1 ? cf_nn_scale(g, x, p->embed_scale) : x;
+    }
     cf_tensor *wpe = cf_model_weight(g, c, WR_POS_EMBED, 0);
     int32_t *positions = cf_xmalloc(sizeof(int32_t) * (size_t)seq_len);
     for (int64_t t = 0; t < seq_len; t++) positions[t] = (int32_t)t;
@@ -182,16 +223,21 @@ cf_tensor *cf_transformer_forward_layers(const cf_model_config *c, const cf_bloc
                                .high_freq_factor = c->rope_high_freq_factor,
                                .original_max_position = c->rope_original_max_position};
         b.rope = cf_nn_rope_table(b.g, &rope);
+        if (p->local_rope) { /* local layers: their own base, no scaling (Gemma 3's sliding_attention) */
+            cf_rope_config local = {.head_dim = rope.head_dim, .max_positions = seq_len, .theta = c->rope_local_theta};
+            b.rope_local = cf_nn_rope_table(b.g, &local);
+        }
     }
     cf_tensor *wte = NULL;
     b.slot[CF_SLOT_X] = x_in ? x_in : embed(&b, p, seq_len, out->tokens, &wte);
     for (int i = lo; i < hi; i++)
-        for (int s = 0; s < p->n_steps; s++) step(&b, &p->steps[s], i);
+        for (int s = 0; s < p->n_steps; s++) step(&b, p, &p->steps[s], i);
     if (hi < c->num_layers) return b.slot[CF_SLOT_X];
-    step(&b, &p->final_norm, 0);
+    step(&b, p, &p->final_norm, 0);
     /* a tied head on a stage without the embedding holds its own copy of the table */
     cf_tensor *head = !c->tie_word_embeddings ? cf_model_weight(b.g, c, WR_LM_HEAD, 0)
                       : wte                   ? wte
                                               : cf_model_weight(b.g, c, WR_EMBED, 0);
-    return cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
+    cf_tensor *logits = cf_nn_linear(b.g, b.slot[CF_SLOT_H], head, NULL);
+    return p->logit_softcap != 0 ? cf_nn_softcap(b.g, logits, p->logit_softcap) : logits;
 }
