@@ -10,12 +10,14 @@
  * lines state our ratio to the best peer and to peak, for f32 and bf16 (no installed
  * peer has a bf16 GEMM: Debian's OpenBLAS is built without sbgemm).
  *
- *   bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R]
+ *   bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R] [--cpu-time]
  *     --quick      the first six shapes, 3 repetitions (a smoke run)
  *     --threads N  only this thread count (default: 1, then all of the pool's)
- *     --only TEXT  only the shapes whose name contains TEXT (e.g. "dgrad", "square 2048")
+ *     --only TEXT  only the shapes whose name contains TEXT (e.g. "dgrad", "square 2048"), or
+ *                  one of several texts split by '|' ("fwd|dgrad|wgrad|decode": the LLM shapes)
  *     --shape M,N,K[,OP]  one shape of your own instead, OP = NN (default), NT, TN or TT
  *     --reps R     repetitions per figure (default 5, at most 15)
+ *     --cpu-time   time by the process's CPU time (one thread only: with --threads 1)
  *
  * Shapes: squares (64^3 and 128^3 take the small path), and the matrix products of one
  * LLaMA-style layer with T = 512 tokens and hidden size H = 2048 (weights stored [out, in],
@@ -23,7 +25,11 @@
  * dW = dY^T X (TN); then decode with M = 1, 4 and 16 tokens; then the three products of a
  * small model's fused LM head (outside the summary's geomean). After the table, ours with
  * B packed on every call against B packed once ahead (cf_gemm_pack_b), on prefill-sized
- * products. */
+ * products.
+ *
+ * With CFORMERS_ISA=avx2 on an AVX-512 machine the peers are held to AVX2 as well
+ * (OpenBLAS's Haswell kernels, BLIS's haswell configuration, oneDNN's AVX2 ISA): the
+ * header line and every summary line name the ISA both sides ran with. */
 #include "cformers/cpu.h"
 #include "cformers/dtype.h"
 #include "cformers/gemm.h"
@@ -107,11 +113,34 @@ typedef struct peer {
 static peer peers[MAX_PEERS];
 static int n_peers;
 
+/* --cpu-time: samples timed by the process's CPU time instead of the wall clock. On one
+ * thread of a machine other work shares, the time the process waits for a core then
+ * drops out of every contender's figure (a loaded 2-core VM, 1 thread: the wall clock put
+ * ours and the peers anywhere from 25 to 100 GFLOP/s on the same product, CPU time within
+ * 3%); the caches the other work evicts still count. */
+static bool cpu_time;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* Whether a shape's name contains `only` or one of its '|'-separated parts (NULL: all). */
+static bool selected(const char *name, const char *only) {
+    if (!only) return true;
+    for (const char *part = only;;) {
+        const char *bar = strchr(part, '|');
+        size_t len = bar ? (size_t)(bar - part) : strlen(part);
+        for (const char *at = name; len && *at; at++)
+            if (strncmp(at, part, len) == 0) return true;
+        if (!bar) return false;
+        part = bar + 1;
+    }
+}
+
+/* What the peers were held to, for the header and the summary lines. */
+static const char *peer_isa = "their best";
 
 static void *open_peer(const char *const *names, const char *label) {
     for (const char *const *n = names; *n; n++) {
@@ -132,6 +161,7 @@ static void load_peers(void) {
     cf_isa isa = cf_isa_active();
     bool avx512 = isa == CF_ISA_AVX512;
     if (isa == CF_ISA_AVX2) {
+        peer_isa = "AVX2 (OPENBLAS_CORETYPE=Haswell, BLIS_ARCH_TYPE=haswell, ONEDNN_MAX_CPU_ISA=AVX2)";
         setenv("BLIS_ARCH_TYPE", BLIS_ARCH_HASWELL, 1);
         setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
         setenv("DNNL_MAX_CPU_ISA", "AVX2", 1); /* its name before oneDNN 2.5 */
@@ -321,7 +351,7 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
     cs[1 + n_peers] = (contender){.w = OURS_BF16};
     for (int si = 0; si < n; si++) {
         const shape *s = &list[si];
-        if (only && !strstr(s->name, only)) continue;
+        if (!selected(s->name, only)) continue;
         double g[MAX_PEERS + 2], top[MAX_PEERS + 2], ratio[MAX_PEERS + 2], vs_best = 0;
         int won[MAX_PEERS + 2], won_best = 0;
         update_peaks(&sum);
@@ -362,7 +392,7 @@ static summary run_threads(int threads, const shape *list, int n, const char *on
  * the per-round ratios. */
 static void run_packed(int threads, const char *only, int reps, buffers *b) {
     bool any = false;
-    for (int si = 0; si < N_PACKED_SHAPES; si++) any |= !only || strstr(packed_shapes[si].name, only) != NULL;
+    for (int si = 0; si < N_PACKED_SHAPES; si++) any |= selected(packed_shapes[si].name, only);
     if (!any) return;
     set_threads(threads);
     printf("\n%d thread%s, B packed once ahead (cf_gemm_pack_b) against packed on every call:\n", threads,
@@ -371,7 +401,7 @@ static void run_packed(int threads, const char *only, int reps, buffers *b) {
            "packed", "gain", "won");
     for (int si = 0; si < N_PACKED_SHAPES; si++) {
         const shape *s = &packed_shapes[si];
-        if (only && !strstr(s->name, only)) continue;
+        if (!selected(s->name, only)) continue;
         long ldb = s->tb ? s->K : s->N;
         b->packed_f32 = cf_gemm_pack_b(CF_F32, s->tb, s->K, s->N, b->B, ldb);
         b->packed_bf16 = cf_gemm_pack_b(CF_BF16, s->tb, s->K, s->N, b->B16, ldb);
@@ -394,7 +424,7 @@ static double geomean(double log_sum, int n) { return n ? exp(log_sum / n) : 0; 
 
 /* The closing line; parts whose shapes did not run (--only, --shape) are left out. */
 static void print_summary(const summary *s) {
-    printf("\nsummary, %d thread%s:", s->threads, s->threads > 1 ? "s" : "");
+    printf("\nsummary, isa %s, %d thread%s:", cf_isa_name(cf_isa_active()), s->threads, s->threads > 1 ? "s" : "");
     if (s->llm_count)
         printf(" f32 ours/best peer %.2fx (geomean over %d LLM shapes; at least as fast in half the rounds or more on %d "
                "of them),",
@@ -409,7 +439,8 @@ static void print_summary(const summary *s) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R]\n");
+    fprintf(stderr,
+            "usage: bench_gemm [--quick] [--threads N] [--only TEXT] [--shape M,N,K[,OP]] [--reps R] [--cpu-time]\n");
     exit(2);
 }
 
@@ -452,6 +483,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--threads") == 0) only_threads = (int)int_arg(argc, argv, ++i, 1, 4096);
         else if (strcmp(argv[i], "--reps") == 0) reps = (int)int_arg(argc, argv, ++i, 1, MAX_REPS);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--cpu-time") == 0) cpu_time = true;
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             if (!parse_shape(argv[++i], &custom)) {
                 fprintf(stderr, "bench_gemm: --shape %s: expected M,N,K or M,N,K,OP (OP: NN, NT, TN, TT)\n", argv[i]);
@@ -463,9 +495,14 @@ int main(int argc, char **argv) {
         else usage();
     }
     if (!reps) reps = quick ? 3 : 5;
+    if (cpu_time && only_threads != 1) {
+        fprintf(stderr, "bench_gemm: --cpu-time needs --threads 1 (CPU time of several threads is not a duration)\n");
+        return 2;
+    }
     printf("cpu: %s, isa %s, kernels %s / %s (bf16 on %s), %d threads\n", cf_cpu()->brand, cf_isa_name(cf_isa_active()),
            cf_gemm_kernel_name(CF_F32), cf_gemm_kernel_name(CF_BF16), cf_bf16_unit_name(cf_bf16_unit_active()), all);
     load_peers();
+    printf("peers: %s; timed by %s\n", peer_isa, cpu_time ? "the process's CPU time" : "the wall clock");
 
     size_t max_a = 0, max_b = 0, max_c = 0;
     for (int i = 0; i < n_list + N_PACKED_SHAPES; i++) {

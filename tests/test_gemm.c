@@ -202,6 +202,11 @@ static void check_fixed_shapes(void (*check)(const shape *)) {
         check(&(shape){ta, tb, 29, 1100, 700, 0.5f, 1.0f}); /* several B blocks and K blocks */
         check(&(shape){ta, tb, 3, 2100, 7, 1.0f, 0.5f});
         check(&(shape){ta, tb, 4200, 7, 5, -1.0f, 1.0f});
+        /* past the small path's bound with N within one B block: A read in place (not
+         * transposed), K over one or several K blocks, the last panel 12, 13 or 8 wide */
+        check(&(shape){ta, tb, 203, 300, 150, 1.0f, 0.5f});
+        check(&(shape){ta, tb, 61, 333, 700, -1.0f, 1.0f});
+        check(&(shape){ta, tb, 500, 24, 800, 1.0f, 0.0f});
     }
 }
 

@@ -25,7 +25,9 @@
  * AVX-512, 40 interleaved rounds: 1 thread +4..+14% (2048 x 288 x 768 +9%, 512^3 +12%,
  * 512 x 288 x 32000 +5%; 2048 x 512 x 4096 even, its rows alias in L1), 2 threads +5..+8%.
  * With several B blocks the packed copy is reused and stays (in place measured -4..+5%
- * there); on AVX2 the in-place reads measured no gain, so that kernel always packs. */
+ * there). AVX2 (CFORMERS_ISA=avx2, 1 thread, CPU time): 512 x 288 x 32000 +12%, 2048 x 288
+ * x 768 +12%, 256^3 +4%, with its K blocks capped (gemm_avx2.c's KC_MAX) so that NC holds
+ * those columns; without the cap its NC of 128 columns left A in place no product to gain on. */
 
 /* Below this many multiply-adds, waking the pool costs more than it saves. */
 enum { MIN_FLOPS_PER_THREAD = 1 << 18, WIDE_KC_FACTOR = 2 };

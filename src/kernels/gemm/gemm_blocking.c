@@ -1,5 +1,7 @@
 /* Block sizes from the cache sizes cpuid reports:
- *   KC: an A micro-panel (mr x KC) fills half of L1, leaving room for B lines streaming by;
+ *   KC: an A micro-panel (mr x KC) fills half of L1, leaving room for B lines streaming by,
+ *       at most the kernel's kc_max where it has one (AVX2's 6-row panels would take KC
+ *       = 1024 from a 48 KiB L1, leaving NC only 128 columns: see gemm_avx2.c);
  *   NC: the packed B block (KC x NC) fills half of L2;
  *   MC: the packed A block (MC x KC) stays within a few MiB of L3, our share of it. */
 #include "gemm_internal.h"
@@ -24,6 +26,7 @@ gemm_blocking cf_gemm_blocking(const gemm_kernel *kern) {
     gemm_blocking b;
     b.kc = round_down(l1 / 2 / (kern->mr * elem), 16, 64);
     if (b.kc > 2048) b.kc = 2048;
+    if (kern->kc_max && b.kc > kern->kc_max) b.kc = kern->kc_max;
     b.nc = round_down(l2 / 2 / (b.kc * elem), kern->nr, kern->nr);
     long a_block = l3 / (2 * cf_num_threads());
     if (a_block > MAX_A_BLOCK) a_block = MAX_A_BLOCK;

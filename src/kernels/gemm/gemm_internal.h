@@ -81,6 +81,7 @@ typedef struct gemm_kernel {
     gemm_pack_fn pack_a, pack_b;
     gemm_tile_fn tile;
     gemm_tile_direct_fn tile_direct; /* optional: f32 A with k contiguous skips its packing */
+    long kc_max;                     /* optional: the longest K block (0: the L1 bound alone), see gemm_blocking.c */
     void (*enter)(void), (*leave)(void); /* optional, around a thread's run (AMX tile setup) */
 } gemm_kernel;
 

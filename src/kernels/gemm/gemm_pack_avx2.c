@@ -7,26 +7,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* r[i] = row i of an 8 x 8 block; on return r[k] holds column k. */
-INLINE void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    /* Each 128-bit half now holds a 4 x 4 block: rows 0-3 and 4-7 swap halves. */
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
 /* The vocabulary of gemm_pack_f32_simd.h for 8-lane vectors. */
 enum { PACK_LANES = 8 };
 typedef __m256 pack_vec;
