@@ -447,15 +447,19 @@ static bool emit_text(cf_serve_request *r, choice *c, const char *piece, size_t 
     c->len += len;
     c->text[c->len] = 0;
     c->completion_tokens++;
+    /* the text ends before the earliest stop string in it, whichever of the list it is
+     * (stops "e" and "th" cut "other" at "o", not at "oth") */
+    char *first = NULL;
     for (int i = 0; i < r->p.n_stop; i++) {
         size_t sl = strlen(r->stops[i]), start = old >= sl ? old - sl + 1 : 0;
         char *hit = sl ? strstr(c->text + start, r->stops[i]) : NULL;
-        if (hit) {
-            c->len = (size_t)(hit - c->text);
-            c->text[c->len] = 0;
-            c->cut = true;
-            return true;
-        }
+        if (hit && (!first || hit < first)) first = hit;
+    }
+    if (first) {
+        c->len = (size_t)(first - c->text);
+        c->text[c->len] = 0;
+        c->cut = true;
+        return true;
     }
     size_t hold = r->max_stop ? r->max_stop - 1 : 0;
     c->visible = utf8_whole(c->text, c->len > hold ? c->len - hold : 0);
