@@ -141,11 +141,17 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
             d[k] = m.d + (row[k] - m.q) / block_bytes;
             for (int t = 0; t < N; t++) acc[k][t] = _mm256_setzero_ps();
         }
+        float sc_buf[MATVEC_ROWS * Q8_INPUTS * SPAN];
         for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
-            __m256 sc[MATVEC_ROWS][Q8_INPUTS];
+            /* the combined scales of the span's blocks, sc[(k * N + t) * SPAN + block], each
+             * broadcast from memory (a load, no shuffle); the base is made opaque per span, or
+             * gcc hoists the 8 * R * N addresses out of the loop and spills them */
+            float *sc = sc_buf;
+            __asm__("" : "+r"(sc));
             for (int k = 0; k < R; k++) {
                 __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0)));
-                for (int t = 0; t < N; t++) sc[k][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+                for (int t = 0; t < N; t++)
+                    _mm256_storeu_ps(sc + (k * N + t) * SPAN, _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0)));
             }
 #pragma GCC unroll 4
             for (int j = 0; j < SPAN; j += 2) { /* unrolled: the lane indices below are constants */
@@ -153,14 +159,12 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
                 for (int k = 0; k < R; k++) {
                     if (PREFETCH && (!Q4 || j % 4 == 0)) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
                     q_pair p = load_pair(row[k] + b * block_bytes, Q4);
-                    for (int h = 0; h < 2; h++) {
-                        __m256i lane = _mm256_set1_epi32(j + h);
+                    for (int h = 0; h < 2; h++)
                         for (int t = 0; t < N; t++) {
                             __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4);
-                            acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k][t], lane),
+                            acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(sc + (k * N + t) * SPAN + j + h),
                                                         acc[k][t]);
                         }
-                    }
                 }
             }
         }
