@@ -2,7 +2,8 @@
  * sign trick does q8_0's int8 products: |w| (unsigned) times x with w's sign, so maddubs
  * (unsigned by signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation)
  * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (cf_matvec_quantize_x rounds
- * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
+ * within +-127). Where the matrix has no -128 (matvec_q8.no_min) the roles swap, |x| times
+ * w with x's sign, and |x| serves every row of the group (load_pair below). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
  * spread over the range (the streaming twin, matvec.h). */
 #include <float.h>
 #include <immintrin.h>
