@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cformers/checkpoint.h"
@@ -160,6 +161,49 @@ static void check_stream_twin(long rows, long in) {
 }
 
 static void kernels_every_isa(void) { quant_kernels_every_isa(check_matvec, check_stream_twin, MAX_ROWS - 1, MAX_IN); }
+
+/* Quants of -128 (GGUF allows them; cf_quantize_q8_0 never writes one) clear the packed
+ * matrix's no_min, which keeps the AVX2 kernels off the trick that puts |x| on maddubs's
+ * unsigned side (|w| = 128 has no signed form); the products stay exact on every ISA, in the
+ * one-input kernels (adjacent rows and the streaming twin) and the several-input ones. */
+static void min_quants_every_isa(void) {
+    for (int with_min = 0; with_min < 2; with_min++) {
+        long rows = 9, in = 300, blocks = (in + 31) / 32;
+        for (long i = 0; i < rows * in; i++) w32[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+        for (long i = 0; i < in; i++) x[i] = (float)((i * 13 % 29) - 14) / 7.0f;
+        cf_quantize_q8_0(w32, wq, rows, in);
+        if (with_min)
+            for (long b = 0; b < rows * blocks; b++)
+                for (int i = b % 5; i < 32; i += 5) wq[b].q[i] = -128;
+        matvec_q8 m;
+        cf_matvec_q8_pack(wq, rows, in, packed, &m);
+        CHECK_MSG(m.no_min == !with_min, "no_min %d with -128 quants %d", (int)m.no_min, with_min);
+        for (int isa = CF_ISA_SCALAR; isa <= (int)cf_isa_supported(); isa++) {
+            CHECK(cf_isa_force((cf_isa)isa) == 0);
+            matvec_part part = {.w = &m, .y = y, .rows = rows};
+            cf_infer_matvec(&part, 1, CF_Q8_0, x, in, scratch);
+            for (long r = 0; r < rows; r++) {
+                double want = ref_row(r, in);
+                CHECK_MSG(fabs(y[r] - want) <= 1e-5 * (1.0 + fabs(want)), "%s -128 quants %d row %ld: %g, want %g",
+                          cf_isa_name((cf_isa)isa), with_min, r, (double)y[r], want);
+            }
+            if (isa < CF_ISA_AVX2) continue;
+            static float y2[4 * MAX_ROWS], x4[4 * MAX_IN];
+            static float scratch4[4 * 2 * (MAX_IN + 64)] __attribute__((aligned(64)));
+            for (int t = 0; t < 4; t++) memcpy(x4 + t * in, x, sizeof(float) * (size_t)in);
+            if (isa == CF_ISA_AVX2) { /* the streaming twin: the grouped kernel's sums */
+                cf_matvec_q8_stream_avx2(&m, scratch, y2, 0, rows, in);
+                CHECK_MSG(memcmp(y, y2, sizeof(float) * (size_t)rows) == 0, "-128 quants %d: stream", with_min);
+            }
+            part.y = y2; /* input t's outputs at y2 + t * rows */
+            cf_infer_matvec_batch(&part, 1, CF_Q8_0, x4, 4, in, scratch4);
+            for (int t = 0; t < 4; t++)
+                CHECK_MSG(memcmp(y, y2 + t * rows, sizeof(float) * (size_t)rows) == 0, "%s -128 quants %d: batch input %d",
+                          cf_isa_name((cf_isa)isa), with_min, t);
+        }
+        cf_isa_force(cf_isa_supported());
+    }
+}
 
 /* A q8_0 tensor in a differential checkpoint is stored whole (the difference is per
  * element) and reads back as written. */
@@ -326,6 +370,7 @@ int main(void) {
     quantize_hand_block();
     quantize_x_every_isa();
     kernels_every_isa();
+    min_quants_every_isa();
     q8_in_differential_checkpoint();
     stories260k();
     return test_finish();

@@ -162,6 +162,9 @@ typedef struct matvec_q8 {
     const uint8_t *q; /* [rows, blocks * 32], q + 128 */
     const cf_f16 *d;  /* [rows, blocks] */
     long blocks;
+    /* no quant is -128 (set by cf_matvec_q8_pack; false, the default, where unknown): the
+     * AVX2 kernel may then put |x| on maddubs's unsigned side (matvec_q8_avx2.c) */
+    bool no_min;
 } matvec_q8;
 static inline long matvec_q8_blocks(long in) { return (in + 2 * CF_Q8_0_BLOCK - 1) / (2 * CF_Q8_0_BLOCK) * 2; }
 /* Bytes of the two planes of a rows x in matrix (the header not included). */

@@ -11,14 +11,21 @@ void cf_matvec_q8_pack(const void *blocks, long rows, long in, void *mem, matvec
     uint8_t *q = mem;
     cf_f16 *d = (cf_f16 *)(q + (size_t)rows * (size_t)nb * CF_Q8_0_BLOCK);
     const cf_block_q8_0 *src = blocks;
+    uint8_t lo = 255; /* the least stored quant: 0 for a -128 (a min reduction, vectorized) */
     for (long r = 0; r < rows; r++)
         for (long b = 0; b < nb; b++) {
             uint8_t *dst = q + (r * nb + b) * CF_Q8_0_BLOCK;
             const cf_block_q8_0 *s = b < have ? &src[r * have + b] : NULL;
-            for (int i = 0; i < CF_Q8_0_BLOCK; i++) dst[i] = (uint8_t)((s ? s->q[i] : 0) + 128);
+            if (!s) memset(dst, 128, CF_Q8_0_BLOCK);
+            else
+                for (int i = 0; i < CF_Q8_0_BLOCK; i++) {
+                    uint8_t v = (uint8_t)(s->q[i] + 128);
+                    dst[i] = v;
+                    lo = v < lo ? v : lo;
+                }
             d[r * nb + b] = s ? s->d : 0;
         }
-    *out = (matvec_q8){.q = q, .d = d, .blocks = nb};
+    *out = (matvec_q8){.q = q, .d = d, .blocks = nb, .no_min = lo != 0};
 }
 
 void cf_matvec_quantize_x(const float *x, long in, void *scratch) {

@@ -2,7 +2,8 @@
  * sign trick does q8_0's int8 products: |w| (unsigned) times x with w's sign, so maddubs
  * (unsigned by signed, summed in pairs into int16: at most 2 * 128 * 127, no saturation)
  * and madd by ones give each block's sums in 8 int32 lanes; x is never -128 (cf_matvec_quantize_x rounds
- * within +-127). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
+ * within +-127). Where the matrix has no -128 (matvec_q8.no_min) the roles swap, |x| times
+ * w with x's sign, and |x| serves every row of the group (load_pair below). Rows come in groups of MATVEC_ROWS sharing each load of x, adjacent or
  * spread over the range (the streaming twin, matvec.h). */
 #include <float.h>
 #include <immintrin.h>
@@ -60,14 +61,17 @@ void cf_matvec_quantize_x_avx2(const float *x, long in, void *scratch) {
 }
 
 /* One pair of blocks of a row, ready for the products with x: q8_0 as |w| (unsigned) and w
- * itself for the sign of x (the sign trick); q4_0 as its nibbles unsigned, 0..15 (maddubs's
- * pairs then reach 2 * 15 * 127: no saturation), the -8 added per block from x's
- * -8 * sum(q_x) (matvec_x_q4_offsets). */
+ * itself for the sign of x (the sign trick), or (XU: the matrix has no -128, matvec_q8's
+ * no_min) w alone, multiplied as sign(w, x) by |x| on maddubs's unsigned side: |x| is the
+ * same for every row of the group, so each block of each row costs one vpsignb fewer
+ * (|w| = 128 has no signed form, hence the flag); q4_0 as its nibbles unsigned, 0..15
+ * (maddubs's pairs then reach 2 * 15 * 127: no saturation), the -8 added per block from x's
+ * -8 * sum(q_x) (matvec_x_q4_offsets). Both tricks give the exact int32 sums. */
 typedef struct q_pair {
     __m256i a[2], v[2];
 } q_pair;
 
-static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, const int Q4) {
+static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, const int Q4, const int XU) {
     q_pair w;
     if (Q4) { /* 32 bytes: the low nibbles the first block's elements, the high ones the second's */
         const __m256i low = _mm256_set1_epi8(0x0f);
@@ -77,7 +81,7 @@ static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, 
         const __m256i flip = _mm256_set1_epi8((char)0x80);
         for (int h = 0; h < 2; h++) {
             w.v[h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + h * CF_Q8_0_BLOCK)), flip);
-            w.a[h] = _mm256_sign_epi8(w.v[h], w.v[h]);
+            if (!XU) w.a[h] = _mm256_sign_epi8(w.v[h], w.v[h]);
         }
     }
     return w;
@@ -87,12 +91,14 @@ static inline __attribute__((always_inline)) q_pair load_pair(const uint8_t *p, 
  * exact dot product; q4_0: sum(q * x) of the nibbles plus x's -8 * sum(x) (off4: lane 0 of
  * matvec_x_q4_offsets' 8). */
 static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, int h, const int8_t *xq,
-                                                              const int32_t *off4, const int Q4) {
+                                                              const int32_t *off4, const int Q4, const int XU) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i x = _mm256_loadu_si256((const __m256i *)xq);
     if (Q4)
         return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], x), ones),
                                 _mm256_loadu_si256((const __m256i *)off4));
+    if (XU) /* |x| <= 127 (never -128) times w * sign(x), w > -128: pairs within 2 * 127 * 127 */
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(w->v[h], x)), ones);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w->a[h], _mm256_sign_epi8(x, w->v[h])), ones);
 }
 
@@ -108,7 +114,7 @@ static inline __attribute__((always_inline)) __m256i pair_dot(const q_pair *w, i
 enum { Q8_INPUTS = 4 };
 static inline __attribute__((always_inline)) void q8_tile(const void *w, const void *xv, long x_stride, float *y,
                                                           long ys, long r0, long r1, long in, const int R, const int N,
-                                                          const int Q4, const int STREAM) {
+                                                          const int Q4, const int STREAM, const int XU) {
     const bool PREFETCH = !STREAM;
     enum { SPAN = 8 };
     matvec_q8 m = matvec_q_planes(w, Q4);
@@ -141,37 +147,41 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
             d[k] = m.d + (row[k] - m.q) / block_bytes;
             for (int t = 0; t < N; t++) acc[k][t] = _mm256_setzero_ps();
         }
+        float sc_buf[MATVEC_ROWS * Q8_INPUTS * SPAN];
         for (long b0 = 0; b0 < spans_end; b0 += SPAN) {
-            __m256 sc[MATVEC_ROWS][Q8_INPUTS];
+            /* the combined scales of the span's blocks, sc[(k * N + t) * SPAN + block], each
+             * broadcast from memory (a load, no shuffle); the base is made opaque per span, or
+             * gcc hoists the 8 * R * N addresses out of the loop and spills them */
+            float *sc = sc_buf;
+            __asm__("" : "+r"(sc));
             for (int k = 0; k < R; k++) {
                 __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d[k] + b0)));
-                for (int t = 0; t < N; t++) sc[k][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+                for (int t = 0; t < N; t++)
+                    _mm256_storeu_ps(sc + (k * N + t) * SPAN, _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0)));
             }
 #pragma GCC unroll 4
             for (int j = 0; j < SPAN; j += 2) { /* unrolled: the lane indices below are constants */
                 long b = b0 + j;
                 for (int k = 0; k < R; k++) {
                     if (PREFETCH && (!Q4 || j % 4 == 0)) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
-                    q_pair p = load_pair(row[k] + b * block_bytes, Q4);
-                    for (int h = 0; h < 2; h++) {
-                        __m256i lane = _mm256_set1_epi32(j + h);
+                    q_pair p = load_pair(row[k] + b * block_bytes, Q4, XU);
+                    for (int h = 0; h < 2; h++)
                         for (int t = 0; t < N; t++) {
-                            __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4);
-                            acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sc[k][t], lane),
+                            __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4, XU);
+                            acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(sc + (k * N + t) * SPAN + j + h),
                                                         acc[k][t]);
                         }
-                    }
                 }
             }
         }
         for (long b = spans_end; b < nb; b += 2)
             for (int k = 0; k < R; k++) {
                 if (PREFETCH) _mm_prefetch((const char *)(ahead[k] + b * block_bytes), _MM_HINT_T1);
-                q_pair p = load_pair(row[k] + b * block_bytes, Q4);
+                q_pair p = load_pair(row[k] + b * block_bytes, Q4, XU);
                 for (int h = 0; h < 2; h++) {
                     float dwc = _cvtsh_ss(d[k][b + h]);
                     for (int t = 0; t < N; t++) {
-                        __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4);
+                        __m256i dot = pair_dot(&p, h, q[t] + (b + h) * CF_Q8_0_BLOCK, off4[t] + (b + h) * 8, Q4, XU);
                         acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dwc * dx[t][b + h]), acc[k][t]);
                     }
                 }
@@ -181,27 +191,30 @@ static inline __attribute__((always_inline)) void q8_tile(const void *w, const v
     }
 }
 
+/* q8_0's tiles with |x| on the unsigned side where the matrix allows (XU above). */
+#define Q8_TILE(w, ...)                                                                                                \
+    (((const matvec_q8 *)(w))->no_min ? q8_tile(w, __VA_ARGS__, 1) : q8_tile(w, __VA_ARGS__, 0))
 void cf_matvec_q8_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 0);
+    Q8_TILE(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 0);
 }
 void cf_matvec_q8_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 1);
+    Q8_TILE(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 0, 1);
 }
 void cf_matvec_q4_rows_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 0);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 0, 0);
 }
 void cf_matvec_q4_stream_avx2(const void *w, const void *xq, float *y, long r0, long r1, long in) {
-    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 1);
+    q8_tile(w, xq, 0, y, 0, r0, r1, in, MATVEC_ROWS, 1, 1, 1, 0);
 }
 
 /* Several inputs at once (matvec.h's matvec_rowsn_fn): one row by N inputs. */
 static inline __attribute__((always_inline)) void q8_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 0, 0);
+    Q8_TILE(w, x, xs, y, ys, r0, r1, in, 1, N, 0, 0);
 }
 MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q8_rowsn_avx2, q8_rows_n)
 static inline __attribute__((always_inline)) void q4_rows_n(const void *w, const void *x, long xs, float *y, long ys,
                                                             long r0, long r1, long in, const int N) {
-    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1, 0);
+    q8_tile(w, x, xs, y, ys, r0, r1, in, 1, N, 1, 0, 0);
 }
 MATVEC_ROWSN_TABLE_2_TO_4(cf_matvec_q4_rowsn_avx2, q4_rows_n)
