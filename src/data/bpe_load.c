@@ -90,11 +90,15 @@ static int set_spelled(cf_tokenizer *t, int id, const char *spelled, bool specia
 /* One merge given as its two spelled halves. */
 static int add_spelled_merge(cf_tokenizer *t, const char *a, const char *b, const char *path, long line,
                              cf_error *err) {
-    char ra[256], rb[256];
+    /* unspelled, a half is at most as long as its spelling: a token of any length (one of
+     * 128 NUL bytes spells as 256 bytes of "Ā"; a 256-byte buffer refused it) */
     size_t la = strlen(a), lb = strlen(b);
-    long na = la < sizeof ra ? unspell(a, la, ra) : -1, nb = lb < sizeof rb ? unspell(b, lb, rb) : -1;
+    char *ra = cf_xmalloc(la + 1), *rb = cf_xmalloc(lb + 1);
+    long na = unspell(a, la, ra), nb = unspell(b, lb, rb);
     int32_t left = na < 0 ? -1 : cf_strmap_get(&t->piece_ids, ra, (size_t)na);
     int32_t right = nb < 0 ? -1 : cf_strmap_get(&t->piece_ids, rb, (size_t)nb);
+    free(ra);
+    free(rb);
     char qa[CF_TOK_QUOTE_SIZE], qb[CF_TOK_QUOTE_SIZE];
     if (left < 0 || right < 0)
         return cf_fail(err, "%s: merge %ld (\"%s %s\"): token not in the vocabulary", path, line,

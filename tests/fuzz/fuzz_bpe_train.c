@@ -55,16 +55,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cf_error *err = fuzz_err();
         got[t] = cf_bpe_train(&opt, err);
         if (fuzz_failed(got[t] < 0, err, "cf_bpe_train")) {
-            if (t) abort(); /* a finding: refused with 2 threads, trained with 1 */
+            if (t) { /* a finding: refused with 2 threads, trained with 1 */
+                fprintf(stderr, "fuzz_bpe_train: refused with 2 threads, trained with 1: %s\n", err->msg);
+                abort();
+            }
             return 0;
         }
         err = fuzz_err();
         tok[t] = cf_tokenizer_load(out, err);
-        if (fuzz_failed(!tok[t], err, "cf_tokenizer_load of a trained tokenizer")) abort();
+        if (fuzz_failed(!tok[t], err, "cf_tokenizer_load of a trained tokenizer")) {
+            fprintf(stderr, "fuzz_bpe_train: the trained tokenizer (%d threads) does not load: %s\n", t + 1, err->msg);
+            abort();
+        }
     }
     if (got[0] != got[1] || cf_tokenizer_vocab_size(tok[0]) != cf_tokenizer_vocab_size(tok[1]) ||
-        cf_tokenizer_fingerprint(tok[0]) != cf_tokenizer_fingerprint(tok[1]))
+        cf_tokenizer_fingerprint(tok[0]) != cf_tokenizer_fingerprint(tok[1])) {
+        fprintf(stderr, "fuzz_bpe_train: 1 and 2 threads differ: %d / %d merges, vocabulary %ld / %ld\n", got[0], got[1],
+                (long)cf_tokenizer_vocab_size(tok[0]), (long)cf_tokenizer_vocab_size(tok[1]));
         abort(); /* a finding: the result depends on the thread count */
+    }
     cf_tokenizer_free(tok[1]);
     cf_error *err;
     for (int i = 0; i < n; i++) {
@@ -74,8 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         long k = cf_tokenizer_encode(tok[0], (const char *)parts[i].data, parts[i].size, false, &ids, err);
         if (fuzz_failed(k < 0, err, "cf_tokenizer_encode")) continue;
         char *back = cf_tokenizer_decode(tok[0], ids, (size_t)k);
-        if (!back || strlen(back) != parts[i].size || memcmp(back, parts[i].data, parts[i].size) != 0)
+        if (!back || strlen(back) != parts[i].size || memcmp(back, parts[i].data, parts[i].size) != 0) {
+            fprintf(stderr, "fuzz_bpe_train: input %d (%zu bytes) encoded to %ld ids decodes to %zu other bytes\n", i,
+                    parts[i].size, k, back ? strlen(back) : 0);
             abort(); /* a finding: byte-level BPE must give the text back */
+        }
         free(back);
         free(ids);
     }
