@@ -24,6 +24,7 @@
 #include "cformers/dist.h"
 #include "cformers/train.h"
 #include "test_util.h"
+#include "mpi_test_util.h"
 #include "train_test_util.h"
 #include "train/trainer_internal.h"
 
@@ -255,20 +256,8 @@ static void test_onebit(cf_dist *d) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "flat";
-    cf_error err = {{0}};
-    cf_dist *d = cf_dist_open(&err);
-    CHECK_MSG(d != NULL, "cf_dist_open: %s", err.msg);
+    cf_dist *d = mpi_test_open("dp", dir, sizeof dir);
     if (!d) return test_finish();
-    int id = (int)getpid();
-    CHECK(cf_dist_bcast(d, &id, sizeof id, 0, &err) == 0);
-    snprintf(dir, sizeof dir, "/tmp/cformers_dp_%d", id);
-    if (cf_dist_rank(d) == 0) {
-        CHECK(mkdir(dir, 0700) == 0);
-        char path[300];
-        snprintf(path, sizeof path, "%s/text.txt", dir);
-        train_test_write_text(path);
-    }
-    CHECK(cf_dist_barrier(d, &err) == 0);
     if (strcmp(mode, "flat") == 0) {
         test_flat(d);
         test_tied(d);
@@ -281,16 +270,5 @@ int main(int argc, char **argv) {
         test_zero(d);
     else
         CHECK_MSG(false, "unknown mode %s (flat, hier, zero, onebit)", mode);
-    cf_dist_barrier(d, &err);
-    if (cf_dist_rank(d) == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        CHECK(system(cmd) == 0);
-    }
-    /* Every rank's verdict: a failure on any rank fails the job. */
-    double failures = test_failures;
-    cf_dist_sum_f64(d, &failures, 1, &err);
-    test_failures = (int)failures;
-    cf_dist_close(d);
-    return test_finish();
+    return mpi_test_close(d, dir);
 }
